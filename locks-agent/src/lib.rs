@@ -1,0 +1,1 @@
+//! `locks-agent`: filled in by a later issue.

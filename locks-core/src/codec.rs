@@ -1,0 +1,102 @@
+//! Encoding of wire messages: bincode 2 behind one small module, with a size limit.
+//!
+//! Invariants: nothing larger than the limit is encoded or decoded; decoding never panics and
+//! never allocates more than the limit allows; a buffer with bytes left over after the value is
+//! refused. bincode's varint decoder accepts non-minimal encodings, so encoded bytes must never
+//! be compared, hashed or signed: compare decoded values.
+//!
+//! Swapping bincode for another serde format (postcard, wincode) changes only this file.
+
+use crate::proto::{Envelope, PROTOCOL_VERSION};
+use bincode::config::{Config, standard};
+use serde::{Serialize, de::DeserializeOwned};
+
+/// The default largest frame, in bytes: 4 MiB (a lock view with tens of thousands of holders).
+pub const DEFAULT_MAX_FRAME: usize = 4 << 20;
+
+/// The largest frame any configuration may allow: 64 MiB.
+pub const HARD_MAX_FRAME: usize = 64 << 20;
+
+fn config() -> impl Config {
+    standard().with_limit::<HARD_MAX_FRAME>()
+}
+
+/// Why a buffer could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The encoded value, or the buffer to decode, is larger than the limit.
+    #[error("frame of {len} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// The size.
+        len: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The bytes are not a valid encoding.
+    #[error("malformed frame: {0}")]
+    Decode(#[from] bincode::error::DecodeError),
+    /// The value could not be encoded.
+    #[error("cannot encode: {0}")]
+    Encode(#[from] bincode::error::EncodeError),
+    /// A valid value was followed by more bytes.
+    #[error("{extra} trailing bytes after a {used}-byte value")]
+    TrailingBytes {
+        /// Bytes consumed by the value.
+        used: usize,
+        /// Bytes left over.
+        extra: usize,
+    },
+    /// The envelope carries another protocol version.
+    #[error("protocol version {got} is not supported (this node speaks {PROTOCOL_VERSION})")]
+    Version {
+        /// The version received.
+        got: u16,
+    },
+}
+
+/// Encodes `value`, refusing a result longer than `limit` bytes.
+pub fn encode<T: Serialize>(value: &T, limit: usize) -> Result<Vec<u8>, CodecError> {
+    let bytes = bincode::serde::encode_to_vec(value, config())?;
+    if bytes.len() > limit.min(HARD_MAX_FRAME) {
+        return Err(CodecError::TooLarge {
+            len: bytes.len(),
+            limit: limit.min(HARD_MAX_FRAME),
+        });
+    }
+    Ok(bytes)
+}
+
+/// Decodes one value that must fill `bytes` exactly; `bytes` may be at most `limit` long.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<T, CodecError> {
+    let limit = limit.min(HARD_MAX_FRAME);
+    if bytes.len() > limit {
+        return Err(CodecError::TooLarge {
+            len: bytes.len(),
+            limit,
+        });
+    }
+    let (value, used) = bincode::serde::decode_from_slice(bytes, config())?;
+    if used != bytes.len() {
+        return Err(CodecError::TrailingBytes {
+            used,
+            extra: bytes.len() - used,
+        });
+    }
+    Ok(value)
+}
+
+/// Encodes an envelope with [`DEFAULT_MAX_FRAME`] as the limit.
+pub fn encode_envelope(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
+    encode(envelope, DEFAULT_MAX_FRAME)
+}
+
+/// Decodes an envelope (limit [`DEFAULT_MAX_FRAME`]) and checks its protocol version.
+pub fn decode_envelope(bytes: &[u8]) -> Result<Envelope, CodecError> {
+    let envelope: Envelope = decode(bytes, DEFAULT_MAX_FRAME)?;
+    if envelope.version != PROTOCOL_VERSION {
+        return Err(CodecError::Version {
+            got: envelope.version,
+        });
+    }
+    Ok(envelope)
+}

@@ -1,0 +1,315 @@
+//! Lock ids: hierarchical names of lockable resources.
+//!
+//! A [`LockId`] is a non-empty path of [`Key`]s (`["db", "table", 42]`). Paths form a tree by
+//! prefix: `["db"]` is the parent of `["db", "table"]`. Locking a path also takes the intention
+//! mode on every ancestor (see the `locks-server` crate).
+//!
+//! Invariants: a `LockId` is never empty; it is immutable and cheap to clone (one reference
+//! count); its order is lexicographic by key, so an ancestor sorts right before its descendants.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// One element of a lock path.
+///
+/// Keys of different kinds never compare equal: `Int(1)` and `Str("1")` are different keys.
+/// The order is all integers, then all strings, then all byte strings.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Key {
+    /// An integer key, such as a row number.
+    Int(i64),
+    /// A string key, such as a table name.
+    Str(Arc<str>),
+    /// An opaque byte-string key.
+    Bytes(Arc<[u8]>),
+}
+
+impl Key {
+    /// How many bytes the key's payload takes (8 for an integer).
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Key::Int(_) => 8,
+            Key::Str(s) => s.len(),
+            Key::Bytes(b) => b.len(),
+        }
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Int(i) => write!(f, "{i}"),
+            Key::Str(s) => write!(f, "{s:?}"),
+            Key::Bytes(b) => write!(f, "b{:?}", BytesDisplay(b)),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Int(i) => write!(f, "{i}"),
+            Key::Str(s) => f.write_str(s),
+            Key::Bytes(b) => write!(f, "0x{}", BytesDisplay(b)),
+        }
+    }
+}
+
+struct BytesDisplay<'a>(&'a [u8]);
+
+impl fmt::Display for BytesDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
+}
+
+impl fmt::Debug for BytesDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{self}\"")
+    }
+}
+
+impl From<&str> for Key {
+    fn from(s: &str) -> Self {
+        Key::Str(Arc::from(s))
+    }
+}
+
+impl From<String> for Key {
+    fn from(s: String) -> Self {
+        Key::Str(Arc::from(s))
+    }
+}
+
+impl From<&String> for Key {
+    fn from(s: &String) -> Self {
+        Key::Str(Arc::from(s.as_str()))
+    }
+}
+
+impl From<Arc<str>> for Key {
+    fn from(s: Arc<str>) -> Self {
+        Key::Str(s)
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(b: &[u8]) -> Self {
+        Key::Bytes(Arc::from(b))
+    }
+}
+
+impl From<Vec<u8>> for Key {
+    fn from(b: Vec<u8>) -> Self {
+        Key::Bytes(Arc::from(b))
+    }
+}
+
+macro_rules! key_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Key {
+            fn from(i: $t) -> Self {
+                Key::Int(i64::from(i))
+            }
+        }
+    )*};
+}
+key_from_int!(i8, i16, i32, i64, u8, u16, u32);
+
+impl TryFrom<u64> for Key {
+    type Error = std::num::TryFromIntError;
+
+    fn try_from(i: u64) -> Result<Self, Self::Error> {
+        i64::try_from(i).map(Key::Int)
+    }
+}
+
+impl TryFrom<usize> for Key {
+    type Error = std::num::TryFromIntError;
+
+    fn try_from(i: usize) -> Result<Self, Self::Error> {
+        i64::try_from(i).map(Key::Int)
+    }
+}
+
+/// Why a lock id could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockIdError {
+    /// The path has no keys.
+    #[error("a lock id needs at least one key")]
+    Empty,
+}
+
+/// The name of a lockable resource: a non-empty path of keys.
+///
+/// ```
+/// use locks_core::{lock_id, LockId};
+/// let row = lock_id!["db", "accounts", 42];
+/// assert_eq!(row.parent(), Some(LockId::from(["db", "accounts"])));
+/// assert!(LockId::from(["db"]).is_ancestor_of(&row));
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "Vec<Key>", into = "Vec<Key>")]
+pub struct LockId(Arc<[Key]>);
+
+impl LockId {
+    /// Builds a lock id from its keys; an empty path is an error.
+    pub fn new<K: Into<Key>>(keys: impl IntoIterator<Item = K>) -> Result<LockId, LockIdError> {
+        let keys: Arc<[Key]> = keys.into_iter().map(Into::into).collect();
+        if keys.is_empty() {
+            Err(LockIdError::Empty)
+        } else {
+            Ok(LockId(keys))
+        }
+    }
+
+    /// The keys of the path, root first. Never empty.
+    pub fn keys(&self) -> &[Key] {
+        &self.0
+    }
+
+    /// How many keys the path has (at least 1).
+    pub fn depth(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The last key of the path.
+    pub fn last(&self) -> &Key {
+        // The path is never empty, so the last element exists; `Key::Int(0)` is unreachable.
+        static FALLBACK: Key = Key::Int(0);
+        self.0.last().unwrap_or(&FALLBACK)
+    }
+
+    /// The path without its last key, or `None` for a root (one-key) id.
+    pub fn parent(&self) -> Option<LockId> {
+        (self.0.len() > 1).then(|| LockId(Arc::from(&self.0[..self.0.len() - 1])))
+    }
+
+    /// This path extended by `key`.
+    pub fn child(&self, key: impl Into<Key>) -> LockId {
+        let mut keys = Vec::with_capacity(self.0.len() + 1);
+        keys.extend(self.0.iter().cloned());
+        keys.push(key.into());
+        LockId(Arc::from(keys))
+    }
+
+    /// The proper ancestors of this path, root first (`[a]`, `[a, b]` for `[a, b, c]`).
+    pub fn ancestors(&self) -> impl DoubleEndedIterator<Item = LockId> + ExactSizeIterator + '_ {
+        (1..self.0.len()).map(|n| LockId(Arc::from(&self.0[..n])))
+    }
+
+    /// Whether `self` is a proper prefix of `other`.
+    pub fn is_ancestor_of(&self, other: &LockId) -> bool {
+        self.0.len() < other.0.len() && other.0.starts_with(&self.0)
+    }
+
+    /// Whether `self` is a proper extension of `other`.
+    pub fn is_descendant_of(&self, other: &LockId) -> bool {
+        other.is_ancestor_of(self)
+    }
+
+    /// Whether one of the two paths is a prefix of the other (or they are equal): a lock on one
+    /// constrains a lock on the other.
+    pub fn is_related_to(&self, other: &LockId) -> bool {
+        self.0.starts_with(&other.0) || other.0.starts_with(&self.0)
+    }
+
+    /// The first `depth` keys of the path, or `None` when `depth` is 0 or larger than the path.
+    pub fn prefix(&self, depth: usize) -> Option<LockId> {
+        (depth > 0 && depth <= self.0.len()).then(|| LockId(Arc::from(&self.0[..depth])))
+    }
+
+    /// Builds a lock id from keys, rejecting an empty iterator. Same as [`LockId::new`].
+    pub fn try_from_iter<K: Into<Key>>(
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<LockId, LockIdError> {
+        LockId::new(keys)
+    }
+
+    #[doc(hidden)]
+    pub fn __from_nonempty<const N: usize>(keys: [Key; N]) -> LockId {
+        const { assert!(N > 0, "a lock id needs at least one key") };
+        LockId(Arc::from(keys))
+    }
+}
+
+impl TryFrom<Vec<Key>> for LockId {
+    type Error = LockIdError;
+
+    fn try_from(keys: Vec<Key>) -> Result<Self, Self::Error> {
+        LockId::new(keys)
+    }
+}
+
+impl From<LockId> for Vec<Key> {
+    fn from(id: LockId) -> Self {
+        id.0.to_vec()
+    }
+}
+
+impl<const N: usize> From<[&str; N]> for LockId {
+    /// A path of string keys. An empty array does not compile.
+    fn from(keys: [&str; N]) -> Self {
+        LockId::__from_nonempty(keys.map(Key::from))
+    }
+}
+
+impl<const N: usize> From<[Key; N]> for LockId {
+    /// A path of keys. An empty array does not compile.
+    fn from(keys: [Key; N]) -> Self {
+        LockId::__from_nonempty(keys)
+    }
+}
+
+impl From<Key> for LockId {
+    fn from(key: Key) -> Self {
+        LockId(Arc::from([key]))
+    }
+}
+
+impl<K: Into<Key>> FromIterator<K> for LockId {
+    /// Collects keys into a lock id.
+    ///
+    /// # Panics
+    /// If the iterator is empty: a lock id cannot be empty. Use [`LockId::new`] (or
+    /// `TryFrom<Vec<Key>>`) for paths that come from input.
+    fn from_iter<I: IntoIterator<Item = K>>(iter: I) -> Self {
+        match LockId::new(iter) {
+            Ok(id) => id,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+impl fmt::Debug for LockId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+impl fmt::Display for LockId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, k) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{k}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// Builds a [`LockId`] from one or more keys of any type that converts into a [`Key`].
+///
+/// ```
+/// let id = locks_core::lock_id!["bank", "account", 7];
+/// assert_eq!(id.depth(), 3);
+/// ```
+#[macro_export]
+macro_rules! lock_id {
+    ($($key:expr),+ $(,)?) => {
+        $crate::LockId::__from_nonempty([$($crate::Key::from($key)),+])
+    };
+}

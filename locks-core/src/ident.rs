@@ -1,0 +1,141 @@
+//! Identities of nodes and agents.
+//!
+//! A [`NodeId`] is a node's name, unique in its cluster. An [`AgentId`] names one transaction
+//! agent: the node it lives on, the node's incarnation (taken from the clock when the node
+//! starts, so ids are never reused across a restart) and a serial number that grows with every
+//! agent the node creates.
+//!
+//! The total order on agent ids is what the deadlock algorithm uses to pick a victim (the
+//! largest agent of a cycle surrenders, `reference/erlang-locks.md` 5.6). Agents compare by
+//! node name, then incarnation, then serial, so on one node an agent created later compares
+//! larger, and every node computes the same order.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::sync::Arc;
+
+/// The longest node name accepted, in bytes.
+pub const MAX_NODE_NAME: usize = 255;
+
+/// Why a node name was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeNameError {
+    /// The name is empty.
+    #[error("a node name cannot be empty")]
+    Empty,
+    /// The name is longer than [`MAX_NODE_NAME`] bytes.
+    #[error("node name is {0} bytes long; the limit is {MAX_NODE_NAME}")]
+    TooLong(usize),
+    /// The name contains a control character or white space.
+    #[error("node name {0:?} contains white space or a control character")]
+    BadCharacter(String),
+}
+
+/// The name of a node, unique within its cluster.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct NodeId(Arc<str>);
+
+impl NodeId {
+    /// Checks and wraps a node name: 1 to 255 bytes, no white space or control characters.
+    pub fn new(name: impl AsRef<str>) -> Result<NodeId, NodeNameError> {
+        let name = name.as_ref();
+        if name.is_empty() {
+            return Err(NodeNameError::Empty);
+        }
+        if name.len() > MAX_NODE_NAME {
+            return Err(NodeNameError::TooLong(name.len()));
+        }
+        if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(NodeNameError::BadCharacter(name.to_owned()));
+        }
+        Ok(NodeId(Arc::from(name)))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for NodeId {
+    type Error = NodeNameError;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        NodeId::new(s)
+    }
+}
+
+impl TryFrom<&str> for NodeId {
+    type Error = NodeNameError;
+
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        NodeId::new(s)
+    }
+}
+
+impl From<NodeId> for String {
+    fn from(n: NodeId) -> Self {
+        n.0.to_string()
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", &*self.0)
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The identity of one transaction agent, unique in the cluster and across node restarts.
+///
+/// Ordered by `(node, incarnation, serial)`: on one node a later agent is larger.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AgentId {
+    node: NodeId,
+    incarnation: u64,
+    serial: u64,
+}
+
+impl AgentId {
+    /// An agent id. Nodes hand these out with a growing `serial`; tests may build their own.
+    pub fn new(node: NodeId, incarnation: u64, serial: u64) -> AgentId {
+        AgentId {
+            node,
+            incarnation,
+            serial,
+        }
+    }
+
+    /// The node the agent lives on.
+    pub fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// The incarnation of the node that created the agent.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The agent's serial number on its node incarnation.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+}
+
+impl fmt::Debug for AgentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl fmt::Display for AgentId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "<{}.{}.{}>", self.node, self.incarnation, self.serial)
+    }
+}

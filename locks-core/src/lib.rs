@@ -1,0 +1,35 @@
+//! `locks-core`: the vocabulary every other crate of the `locks` workspace shares.
+//!
+//! It owns:
+//! - [`Mode`] and [`ModeTable`]: the six lock modes of StickyLocking with the compatibility and
+//!   group-mode matrices, and installable custom tables;
+//! - [`LockId`]: hierarchical lock names (a non-empty path of [`Key`]s);
+//! - [`NodeId`] and [`AgentId`]: who is who, with the total order the deadlock algorithm needs;
+//! - [`proto`]: the messages between agents and lock servers, and [`codec`] for the wire;
+//! - [`LockWord`] and [`RwuLock`]: Chronicle Map's 64-bit read/update/write lock word and a
+//!   safe lock built on it, for in-process (and shared-memory) locking without any actor.
+//!
+//! ```text
+//!  client ──▶ Transaction ──▶ agent ──ServerRequest──▶ lock server (one per node)
+//!                               ▲  ◀──AgentMessage────┘
+//!                               └──Forward/Surrendered── other agents (deadlock detection)
+//! ```
+//!
+//! It contains no actors, no runtime and no sockets.
+
+pub mod codec;
+pub mod error;
+pub mod id;
+pub mod ident;
+pub mod lock_word;
+pub mod mode;
+pub mod proto;
+pub mod rwu;
+mod sync;
+
+pub use error::Error;
+pub use id::{Key, LockId, LockIdError};
+pub use ident::{AgentId, NodeId, NodeNameError};
+pub use lock_word::LockWord;
+pub use mode::{Mode, ModeTable, ModeTableError};
+pub use rwu::RwuLock;

@@ -1,0 +1,1 @@
+//! `locks-leader`: filled in by a later issue.

@@ -1,0 +1,1 @@
+//! `locks-server`: filled in by a later issue.

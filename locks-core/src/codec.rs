@@ -1,8 +1,12 @@
 //! Encoding of wire messages: bincode 2 behind one small module, with a size limit.
 //!
-//! Invariants: nothing larger than the limit is encoded or decoded; decoding never panics and
-//! never allocates more than the limit allows; a buffer with bytes left over after the value is
-//! refused. bincode's varint decoder accepts non-minimal encodings, so encoded bytes must never
+//! Invariants: nothing larger than the limit is encoded or decoded; decoding never panics; a
+//! buffer with bytes left over after the value is refused. Allocation while decoding is bounded
+//! whatever lengths the bytes claim: bincode charges every string and byte string against its
+//! own limit ([`HARD_MAX_FRAME`] of claimed memory per decode) before allocating it, and
+//! sequences are preallocated at most serde's cautious bound (1 MiB) and otherwise grow only as
+//! elements are actually read from the buffer, so a 2^40-element length claim fails at the end
+//! of the buffer without allocating. bincode's varint decoder accepts non-minimal encodings, so encoded bytes must never
 //! be compared, hashed or signed: compare decoded values.
 //!
 //! Swapping bincode for another serde format (postcard, wincode) changes only this file.
@@ -92,11 +96,26 @@ pub fn encode_envelope(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
 
 /// Decodes an envelope (limit [`DEFAULT_MAX_FRAME`]) and checks its protocol version.
 pub fn decode_envelope(bytes: &[u8]) -> Result<Envelope, CodecError> {
-    let envelope: Envelope = decode(bytes, DEFAULT_MAX_FRAME)?;
-    if envelope.version != PROTOCOL_VERSION {
-        return Err(CodecError::Version {
-            got: envelope.version,
+    decode_envelope_limited(bytes, DEFAULT_MAX_FRAME)
+}
+
+/// Decodes an envelope of at most `limit` bytes and checks its protocol version.
+///
+/// The version is read first, on its own: a message of another protocol version may not even
+/// parse as this version's [`Envelope`], and the caller should learn "wrong version", not
+/// "malformed".
+pub fn decode_envelope_limited(bytes: &[u8], limit: usize) -> Result<Envelope, CodecError> {
+    let limit = limit.min(HARD_MAX_FRAME);
+    if bytes.len() > limit {
+        return Err(CodecError::TooLarge {
+            len: bytes.len(),
+            limit,
         });
     }
-    Ok(envelope)
+    // `Envelope::version` is the first field, so the buffer starts with it.
+    let (got, _): (u16, usize) = bincode::serde::decode_from_slice(bytes, config())?;
+    if got != PROTOCOL_VERSION {
+        return Err(CodecError::Version { got });
+    }
+    decode(bytes, limit)
 }

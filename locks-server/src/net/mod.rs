@@ -2,10 +2,10 @@
 //!
 //! This module owns everything between a `TcpStream` and the [`Envelope`]s a node routes: the
 //! framing ([`frame`]), the handshake that authenticates a peer ([`handshake`]), the detection
-//! of a dead peer ([`heartbeat`]), and the async connection driver, listener and connect
-//! helper ([`conn`], [`listen`]) that run them on tokio. It knows nothing about lock servers or
-//! agents: the node's router owns a [`Link`] per peer, sends envelopes into it and takes
-//! envelopes out of it.
+//! of a dead peer ([`heartbeat`]), and what runs them on tokio: the handshake over a socket
+//! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]).
+//! It knows nothing about lock servers or agents: the node's router owns a [`Link`] per peer,
+//! sends envelopes into it and takes envelopes out of it.
 //!
 //! ```text
 //!   initiator                                   acceptor
@@ -18,34 +18,47 @@
 //! ```
 //!
 //! Invariants:
-//! - Nothing but a [`Hello`](frame::Hello), [`Proof`](frame::Proof) or
-//!   [`Refuse`](frame::PeerFrame::Refuse) is accepted before the handshake succeeded, and
-//!   handshake frames are limited to [`frame::HANDSHAKE_MAX_FRAME`] bytes; after it, frames
-//!   are limited to [`NetConfig::max_frame`].
+//! - Nothing but a `Hello`, `Proof` or `Refuse` frame is accepted before the handshake
+//!   succeeded, and handshake frames are limited to [`HANDSHAKE_MAX_FRAME`] bytes; after it,
+//!   frames are limited to [`NetConfig::max_frame`].
 //! - The cookie never crosses the wire; each side proves knowledge of it with an HMAC over
 //!   both names and both nonces, bound to the direction of the proof.
 //! - Any refusal, malformed frame, I/O error or heartbeat timeout closes that one connection
 //!   and is logged with `tracing`; nothing else is affected. A connection reports why it went
 //!   down exactly once ([`DownReason`]).
-//! - The protocol cores ([`handshake::Handshake`], [`heartbeat::Heartbeat`]) are pure state
-//!   machines: time and randomness are inputs. Only [`conn`] and [`listen`] do I/O.
+//! - The protocol cores ([`Handshake`], [`Heartbeat`]) are pure state machines: time and
+//!   randomness are inputs. Only [`conn`], [`link`] and [`listen`] do I/O.
 //!
 //! Security note: the handshake authenticates peers against a shared cookie, as Erlang's
 //! distribution does; it neither encrypts nor protects a connection from an active man in the
 //! middle. Run clusters on a trusted network (or put TLS underneath).
 //!
 //! [`Envelope`]: locks_core::proto::Envelope
+//! [`frame`]: crate::net::frame
+//! [`handshake`]: crate::net::handshake
+//! [`heartbeat`]: crate::net::heartbeat
+//! [`conn`]: crate::net::conn
+//! [`link`]: crate::net::link
+//! [`listen`]: crate::net::listen
+//! [`Link`]: crate::net::Link
+//! [`HANDSHAKE_MAX_FRAME`]: crate::net::frame::HANDSHAKE_MAX_FRAME
+//! [`NetConfig::max_frame`]: crate::net::NetConfig::max_frame
+//! [`DownReason`]: crate::net::DownReason
+//! [`Handshake`]: crate::net::Handshake
+//! [`Heartbeat`]: crate::net::Heartbeat
 
 pub mod conn;
 pub mod frame;
 pub mod handshake;
 pub mod heartbeat;
+pub mod link;
 pub mod listen;
 
-pub use conn::{Connection, DownReason, Driver, Link, LinkSender, SendError, establish};
+pub use conn::{Connection, establish};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
 pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{ConnectError, Listener, NameInUse, connect};
 
 use locks_core::NodeId;
@@ -148,7 +161,7 @@ impl NetConfig {
     }
 
     /// [`NetConfig::max_frame`], capped at [`HARD_MAX_FRAME`] and at least
-    /// [`frame::HANDSHAKE_MAX_FRAME`].
+    /// [`HANDSHAKE_MAX_FRAME`](crate::net::frame::HANDSHAKE_MAX_FRAME).
     pub fn effective_max_frame(&self) -> usize {
         self.max_frame
             .clamp(frame::HANDSHAKE_MAX_FRAME, HARD_MAX_FRAME)

@@ -5,7 +5,7 @@
 //!   agents, surrender reports. Fed to the core; a settle round is scheduled.
 //! - [`Request`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
-//! - [`NodeEvent`]: a node went down or came back (from the node's cluster layer).
+//!   `Deliver` also carries node up/down news from the node's cluster layer.
 //!
 //! "Settle then analyse": every message that can change the status schedules one `Settle`
 //! message with `ctx.notify`, which runs after the messages already in the mailbox, so a burst of
@@ -220,7 +220,11 @@ impl Handler<Deliver> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
-        let effects = self.core.receive(msg.0);
+        let effects = match msg {
+            Deliver::Message(msg) => self.core.receive(msg),
+            Deliver::NodeDown(node) => self.core.node_down(&node),
+            Deliver::NodeUp(node) => self.core.node_up(&node),
+        };
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
     }
@@ -337,29 +341,6 @@ impl Handler<End> for Agent {
 
     fn handle(&mut self, _msg: End, ctx: &mut Self::Context) {
         self.stop_with(Error::Ended, ctx);
-    }
-}
-
-/// A node went down or came back.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub enum NodeEvent {
-    /// The node's lock server can no longer be reached.
-    Down(NodeId),
-    /// The node's lock server is reachable again.
-    Up(NodeId),
-}
-
-impl Handler<NodeEvent> for Agent {
-    type Result = ();
-
-    fn handle(&mut self, msg: NodeEvent, ctx: &mut Self::Context) {
-        let effects = match &msg {
-            NodeEvent::Down(node) => self.core.node_down(node),
-            NodeEvent::Up(node) => self.core.node_up(node),
-        };
-        self.execute(effects, ctx);
-        self.schedule_settle(ctx);
     }
 }
 

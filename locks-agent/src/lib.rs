@@ -27,7 +27,6 @@ pub mod options;
 mod transaction;
 
 pub use crate::core::{Deadlock, LockResult, TransactionStatus};
-pub use agent::NodeEvent;
 pub use error::Error;
 pub use options::{Options, Req};
 pub use transaction::{Transaction, begin_transaction};

@@ -1,1 +1,32 @@
-//! `locks-agent`: filled in by a later issue.
+//! `locks-agent`: transactions, and the distributed deadlock detection that keeps them from
+//! waiting forever.
+//!
+//! A [`Transaction`] is a handle on one agent actor running on a node. The agent sends lock
+//! requests to the lock servers of the nodes it needs, keeps the newest copy of every lock queue
+//! it hears about, decides when it holds everything it asked for, and runs the Wiger/Arts
+//! deadlock detection: it builds a wait-for graph (petgraph) from what it knows, passes what it
+//! knows on to the agents it waits for, and when a cycle shows up, the largest agent of the
+//! cycle surrenders the lock that closes it (or aborts, with `abort_on_deadlock`).
+//!
+//! ```text
+//!  client ─ lock() ─▶ Transaction ──▶ agent actor ── Lock ──▶ lock server (per node)
+//!     ▲                                 │   ▲ ◀── Notice ──────┘
+//!     └──── Ok(deadlocks) ◀─────────────┘   └── Forward / Surrendered ── other agents
+//! ```
+//!
+//! Where client code runs matters for speed: from a task started with
+//! `locks_server::Node::spawn`, a lock round trip stays on the node's thread (a few
+//! same-thread actor messages, well under 10 µs); from any other runtime or thread every call
+//! crosses threads, which on a small machine costs tens of microseconds per hop. Both are
+//! correct.
+
+mod agent;
+pub mod core;
+pub mod error;
+pub mod options;
+mod transaction;
+
+pub use crate::core::{Deadlock, LockResult, TransactionStatus};
+pub use error::Error;
+pub use options::{Options, Req};
+pub use transaction::{Transaction, begin_transaction};

@@ -12,6 +12,8 @@
 //!                                               └──▶ RemoteLink (other nodes)
 //! ```
 
+pub mod cluster;
+pub mod config;
 pub mod error;
 pub mod net;
 pub mod node;
@@ -20,7 +22,8 @@ pub mod server;
 pub mod table;
 
 pub use error::Error;
-pub use node::{Node, NodeConfig};
+pub use config::{ClusterConfig, ConfigError, NodeConfig};
+pub use node::Node;
 pub use router::{Deliver, RemoteLink, RouteError, Router, ToServer};
 pub use server::{LockServer, Snapshot};
 pub use table::{LockTable, TableSnapshot};

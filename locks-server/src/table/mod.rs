@@ -19,6 +19,9 @@ impl LockTable {
     pub fn handle(&mut self, _r: ServerRequest) -> Vec<(AgentId, AgentMessage)> {
         Vec::new()
     }
+    pub fn agents_on(&self, _node: &NodeId) -> Vec<AgentId> {
+        Vec::new()
+    }
     pub fn snapshot(&self) -> TableSnapshot {
         TableSnapshot {}
     }

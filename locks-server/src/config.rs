@@ -241,7 +241,8 @@ impl NodeConfig {
     }
 
     fn from_toml(text: &str, base: Option<&Path>) -> Result<NodeConfig, ConfigError> {
-        let file: FileConfig = toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
         let mut config = NodeConfig::new(file.name);
         if let Some(listen) = file.listen {
             config = config.listen(resolve(&listen)?);

@@ -21,8 +21,8 @@ pub mod router;
 pub mod server;
 pub mod table;
 
-pub use error::Error;
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
+pub use error::Error;
 pub use node::Node;
 pub use router::{Deliver, RemoteLink, RouteError, Router, ToServer};
 pub use server::{LockServer, Snapshot};

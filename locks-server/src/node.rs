@@ -11,8 +11,8 @@
 //! system (every agent, the server and every connection stop with it, so peers see this node
 //! go down) and waits for the thread; dropping the last handle does the same.
 
-pub use crate::config::NodeConfig;
 use crate::cluster::{Cluster, LinkInfo, NodeEvents};
+pub use crate::config::NodeConfig;
 use crate::error::Error;
 use crate::router::Router;
 use crate::server::{LockServer, Snapshot};
@@ -91,8 +91,7 @@ impl Node {
                     let cluster = match cluster_config {
                         Some(config) => {
                             let listen = config.listen;
-                            match Cluster::start(thread_id_for_start, config, thread_router).await
-                            {
+                            match Cluster::start(thread_id_for_start, config, thread_router).await {
                                 Ok(cluster) => Some(cluster),
                                 Err(error) => {
                                     let addr = listen.unwrap_or(SocketAddr::from(([0; 4], 0)));

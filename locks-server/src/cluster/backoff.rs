@@ -16,7 +16,11 @@ impl Backoff {
     pub fn new(min: Duration, max: Duration) -> Backoff {
         let min = min.max(Duration::from_millis(1));
         let max = max.max(min);
-        Backoff { min, max, next: min }
+        Backoff {
+            min,
+            max,
+            next: min,
+        }
     }
 
     /// The wait after one more failure.

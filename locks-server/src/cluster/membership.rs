@@ -169,7 +169,8 @@ impl Membership {
             // A firm rival (our own dial, past its check), or a rival in the same direction,
             // wins; a soft rival (an accepted handshake) loses only to our own dial when we
             // have the smaller name.
-            let we_win = *rival_role == Role::Acceptor && role == Role::Initiator && self.me < *peer;
+            let we_win =
+                *rival_role == Role::Acceptor && role == Role::Initiator && self.me < *peer;
             if !we_win {
                 return Err(NameRefusal::Handshaking);
             }
@@ -253,6 +254,13 @@ impl Membership {
     /// The peers with a registered link, sorted, with their links.
     pub fn links(&self) -> impl Iterator<Item = (&NodeId, &Registered)> {
         self.links.iter()
+    }
+
+    /// Whether a handshake with `peer` is in progress past its name check.
+    pub fn is_handshaking(&self, peer: &NodeId) -> bool {
+        self.handshakes
+            .values()
+            .any(|p| !p.doomed && p.peer.as_ref() == Some(peer))
     }
 
     /// How many handshakes are in progress.

@@ -7,7 +7,7 @@ use super::membership::{HandshakeId, LinkId, NameRefusal};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
-use crate::net::{self, Connection, DownReason, Link, Role, establish};
+use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
 use crate::router::Router;
 use crate::server::NodeDown;
 use locks_core::NodeId;
@@ -70,40 +70,46 @@ impl Cluster {
             self.reconnect(&peer.clone());
             result = self.dial(addr).await;
         }
-        let result = match result {
-            // Our dialer (or the peer's) is in the middle of a handshake with it: wait for it.
-            Err(ConnectError::Refused {
-                peer,
-                reason: NameRefusal::Handshaking,
-            }) => self.wait_connected(peer).await,
-            other => other,
-        };
+        if let Err(error) = &result
+            && is_duplicate(error)
+        {
+            // Connected already, or another handshake with that node (ours or its own) is
+            // under way: wait for it, a handshake timeout at most. (A peer that keeps this
+            // node apart refuses it the same way, but then nothing is under way here.)
+            let peer = {
+                let state = self.state();
+                state.addr_names.get(&addr).cloned().filter(|peer| {
+                    state.membership.link(peer).is_some() || state.membership.is_handshaking(peer)
+                })
+            };
+            if let Some(peer) = peer
+                && self.wait_connected(&peer).await
+            {
+                result = Ok(peer);
+            }
+        }
         if result.is_ok() {
             self.ensure_dialer(addr);
         }
         result
     }
 
-    /// Waits (at most a handshake timeout) for `peer` to be connected by another handshake.
-    async fn wait_connected(&self, peer: NodeId) -> Result<NodeId, ConnectError> {
+    /// Waits (at most a handshake timeout) for `peer` to be connected; returns whether it is.
+    async fn wait_connected(&self, peer: &NodeId) -> bool {
         let wait = async {
             loop {
                 let notified = self.changed.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if self.state().membership.link(&peer).is_some() {
+                if self.state().membership.link(peer).is_some() {
                     return;
                 }
                 notified.await;
             }
         };
-        match tokio::time::timeout(self.net.handshake_timeout, wait).await {
-            Ok(()) => Ok(peer),
-            Err(_) => Err(ConnectError::Refused {
-                peer,
-                reason: NameRefusal::Handshaking,
-            }),
-        }
+        tokio::time::timeout(self.net.handshake_timeout, wait)
+            .await
+            .is_ok()
     }
 
     fn ensure_dialer(self: &Arc<Self>, addr: SocketAddr) {
@@ -126,6 +132,11 @@ impl Cluster {
                 }) => {
                     backoff.reset();
                     failures = 0;
+                }
+                Err(error) if is_duplicate(&error) => {
+                    // The two nodes are connected, or about to be, by another handshake.
+                    tracing::debug!(node = %self.node, %addr, %error, "peer reached by another connection");
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
                 Err(error) => {
                     if failures == 0 {
@@ -151,8 +162,7 @@ impl Cluster {
                 match state.addr_names.get(&addr) {
                     None => return,
                     Some(peer) => {
-                        if state.membership.link(peer).is_none()
-                            && !state.membership.is_apart(peer)
+                        if state.membership.link(peer).is_none() && !state.membership.is_apart(peer)
                         {
                             return;
                         }
@@ -289,7 +299,9 @@ impl Cluster {
                 .pump(peer.clone(), registered.link, incoming, down),
         );
         self.router.add_remote(peer.clone(), remote.clone());
-        state.links.insert(registered.link, LinkEntry { info, remote });
+        state
+            .links
+            .insert(registered.link, LinkEntry { info, remote });
         self.router.broadcast_node_event(&peer, true);
         state.emit(NodeEvent::Up(peer.clone()));
         drop(state);
@@ -343,6 +355,20 @@ impl Cluster {
             let _ = waiter.send(());
         }
         self.changed.notify_waiters();
+    }
+}
+
+/// Whether a dial failed because one side already has (or is making) a connection between
+/// the two nodes.
+fn is_duplicate(error: &ConnectError) -> bool {
+    match error {
+        ConnectError::Refused { reason, .. } => {
+            matches!(reason, NameRefusal::Connected | NameRefusal::Handshaking)
+        }
+        ConnectError::Net(net::ConnectError::Refused { refusal, .. }) => {
+            *refusal == Refusal::ByPeer(RefusalCode::DuplicateName)
+        }
+        _ => false,
     }
 }
 

@@ -72,7 +72,10 @@ fn a_stale_link_going_down_changes_nothing() {
     m.check(h, &b).unwrap();
     let second = m.established(h, &b).unwrap();
     assert_ne!(first.link, second.link);
-    assert!(!m.link_down(&b, first.link), "the old link is not the peer's link");
+    assert!(
+        !m.link_down(&b, first.link),
+        "the old link is not the peer's link"
+    );
     assert_eq!(m.link(&b), Some(second));
 }
 

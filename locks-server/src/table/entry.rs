@@ -7,8 +7,8 @@
 //! - `held == Some(h)` and `want == Some(w)`: converting (in the conversion queue), `w` is
 //!   `group(need, h)` and `h` does not cover `need`;
 //! - `held == None` and `want == Some(w)`: waiting (in the wait queue), `w == need()`;
-//! - `version` is the table version at which `held` last changed (the fencing token of the
-//!   grant), or at which the entry started waiting.
+//! - `version` is the table version at which the agent became a holder (conversions up or down
+//!   keep it, so holders list in the order they joined), or at which the entry started waiting.
 
 use locks_core::proto::EntryState;
 use locks_core::{Mode, ModeTable};
@@ -40,7 +40,7 @@ impl IntentCounts {
 /// One agent's entry on one lock. 24 bytes, so that a lock with one holder keeps it inline.
 #[derive(Debug)]
 pub(super) struct Entry {
-    /// Table version of the last change of `held` (or of the start of a wait).
+    /// Table version at which the agent became a holder (or began waiting).
     pub version: u64,
     /// Intention modes needed by this agent's direct locks on descendants (`None`: no such lock).
     pub intents: Option<Box<IntentCounts>>,

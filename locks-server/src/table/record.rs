@@ -246,7 +246,6 @@ impl LockRecord {
                 }
                 if modes.covers(h, need) {
                     self.set_held(pos, Some(need));
-                    self.entries[pos].version = v;
                     ch.holders = true;
                 } else {
                     self.entries[pos].want = Some(modes.group(need, h));
@@ -262,7 +261,6 @@ impl LockRecord {
                     self.unqueue_conv(agent, ch);
                     if h != need {
                         self.set_held(pos, Some(need));
-                        self.entries[pos].version = v;
                         ch.holders = true;
                     }
                     ch.entry(agent);
@@ -370,9 +368,7 @@ impl LockRecord {
                 self.set_held(pos, Some(granted));
                 ch.holders = true;
             }
-            let e = &mut self.entries[pos];
-            e.want = None;
-            e.version = v;
+            self.entries[pos].want = None;
             ch.entry(agent);
         }
         if self.extra.as_deref().is_some_and(|x| !x.converting.is_empty()) {

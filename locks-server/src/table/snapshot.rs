@@ -90,7 +90,7 @@ pub struct EntrySnapshot {
     pub state: EntryState,
     /// Its direct lock on this id (`None`: the entry only carries intention modes).
     pub direct: Option<Mode>,
-    /// The version at which its held mode was granted (or its wait began).
+    /// The version at which the agent became a holder (or began waiting); conversions keep it.
     pub version: u64,
 }
 

@@ -51,7 +51,10 @@ fn reference_3_4_writes_on_siblings_coexist() {
     lock(&mut tb, 2, &lock_id!["a", "c"], Mode::X);
     assert!(holds(&tb, 1, &lock_id!["a", "b"], Mode::X));
     assert!(holds(&tb, 2, &lock_id!["a", "c"], Mode::X));
-    assert_eq!(shape(&tb, &lock_id!["a"]), "IX [T1 IX, T2 IX] conv [] wait []");
+    assert_eq!(
+        shape(&tb, &lock_id!["a"]),
+        "IX [T1 IX, T2 IX] conv [] wait []"
+    );
     // And a sibling never inherits a queue: [a, d] is free (no Erlang false contention).
     lock(&mut tb, 3, &lock_id!["a", "d"], Mode::X);
     assert!(holds(&tb, 3, &lock_id!["a", "d"], Mode::X));
@@ -96,7 +99,10 @@ fn erlang_9_2_test_6_lock_upgrade1() {
     let l = lock_id!["up1"];
     lock(&mut tb, 1, &l, Mode::S);
     let fx = lock(&mut tb, 1, &l, Mode::X);
-    assert_eq!(notices(&fx), vec![("T1".into(), l.clone(), EntryState::Granted(Mode::X))]);
+    assert_eq!(
+        notices(&fx),
+        vec![("T1".into(), l.clone(), EntryState::Granted(Mode::X))]
+    );
     lock(&mut tb, 2, &l.child(1), Mode::S);
     assert!(!holds(&tb, 2, &l.child(1), Mode::S));
     assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait [T2 IS]");
@@ -127,7 +133,10 @@ fn erlang_9_2_test_8_lock_upgrade3() {
     lock(&mut tb, 1, &l, Mode::X);
     lock(&mut tb, 2, &l, Mode::X);
     // Exactly one upgrade can win; with both pending it is a conversion deadlock.
-    assert_eq!(shape(&tb, &l), "S [T1 S, T2 S] conv [T1 S>X, T2 S>X] wait []");
+    assert_eq!(
+        shape(&tb, &l),
+        "S [T1 S, T2 S] conv [T1 S>X, T2 S>X] wait []"
+    );
     remove(&mut tb, 1);
     assert!(holds(&tb, 2, &l, Mode::X));
 }

@@ -73,7 +73,10 @@ fn a_waiter_is_not_told_about_waiters_behind_it() {
     lock(&mut tb, 1, &l, Mode::X);
     lock(&mut tb, 2, &l, Mode::X);
     let fx = lock(&mut tb, 3, &l, Mode::X);
-    assert_eq!(notices(&fx), vec![("T3".into(), l.clone(), EntryState::Waiting(Mode::X))]);
+    assert_eq!(
+        notices(&fx),
+        vec![("T3".into(), l.clone(), EntryState::Waiting(Mode::X))]
+    );
     lock(&mut tb, 4, &l, Mode::X);
     // T3 withdraws: T4, behind it, is told (with a view without T3); T2, ahead, is not.
     let fx = unlock(&mut tb, 3, &l);
@@ -84,7 +87,9 @@ fn a_waiter_is_not_told_about_waiters_behind_it() {
             ("T4".into(), l.clone(), EntryState::Waiting(Mode::X)),
         ]
     );
-    let view = notice_to(&fx, 4, &l).and_then(|n| n.queue.clone()).expect("view");
+    let view = notice_to(&fx, 4, &l)
+        .and_then(|n| n.queue.clone())
+        .expect("view");
     assert_eq!(view.waiting.len(), 2);
     assert!(notice_to(&fx, 3, &l).is_some_and(|n| n.queue.is_none()));
 }
@@ -135,7 +140,10 @@ fn versions_start_above_the_base_and_move_once_per_operation() {
     assert_eq!(tb.version(), (1 << 40) + 2);
     // T1's entry on [a] only counted one more child (IX already covers IS): [a] did not
     // change, keeps its version and is not reported.
-    assert_eq!(tb.view(&lock_id!["a"]).map(|v| v.version), Some((1 << 40) + 1));
+    assert_eq!(
+        tb.view(&lock_id!["a"]).map(|v| v.version),
+        Some((1 << 40) + 1)
+    );
     assert_eq!(tb.view(&ac).map(|v| v.version), Some((1 << 40) + 2));
     assert_eq!(fx.len(), 1);
     lock(&mut tb, 2, &ab, Mode::X);
@@ -143,7 +151,10 @@ fn versions_start_above_the_base_and_move_once_per_operation() {
     // A new holder gets a larger fencing token.
     let fx = remove(&mut tb, 1);
     let n = notice_to(&fx, 2, &ab).expect("T2 granted");
-    assert_eq!((n.state, n.version), (EntryState::Granted(Mode::X), (1 << 40) + 4));
+    assert_eq!(
+        (n.state, n.version),
+        (EntryState::Granted(Mode::X), (1 << 40) + 4)
+    );
 }
 
 #[test]
@@ -165,16 +176,24 @@ fn watchers_see_every_change_of_exactly_their_lock() {
     let watched: Vec<_> = fx
         .iter()
         .filter_map(|(w, m)| match m {
-            AgentMessage::Watched { lock, view, .. } => Some((w.clone(), lock.clone(), view.clone())),
+            AgentMessage::Watched { lock, view, .. } => {
+                Some((w.clone(), lock.clone(), view.clone()))
+            }
             _ => None,
         })
         .collect();
-    assert_eq!(watched.len(), 1, "[a] changed too, but only [a, b] is watched");
+    assert_eq!(
+        watched.len(),
+        1,
+        "[a] changed too, but only [a, b] is watched"
+    );
     assert_eq!(watched[0].1, ab);
     assert_eq!(watched[0].2.granted.len(), 1);
     // The lock becoming free is seen too.
     let fx = remove(&mut tb, 1);
-    assert!(matches!(&fx[..], [(_, AgentMessage::Watched { view, .. })] if view.granted.is_empty()));
+    assert!(
+        matches!(&fx[..], [(_, AgentMessage::Watched { view, .. })] if view.granted.is_empty())
+    );
     assert_eq!(tb.view(&a), None);
     tb.handle(ServerRequest::Unwatch {
         watcher: t(9),
@@ -191,13 +210,19 @@ fn refused_requests_get_a_rejection_and_change_nothing() {
         [(_, AgentMessage::Rejected { reason, .. })] => reason.clone(),
         other => panic!("expected one rejection, got {other:?}"),
     };
-    assert_eq!(reason(&lock(&mut tb, 1, &l, Mode::U)), Rejection::ModeNotInTable(Mode::U));
+    assert_eq!(
+        reason(&lock(&mut tb, 1, &l, Mode::U)),
+        Rejection::ModeNotInTable(Mode::U)
+    );
     assert!(matches!(
         reason(&lock(&mut tb, 1, &lock_id!["a", "b", "c"], Mode::S)),
         Rejection::LockIdTooLarge(_)
     ));
     assert_eq!(reason(&unlock(&mut tb, 1, &l)), Rejection::NotHeld);
-    assert_eq!(reason(&convert(&mut tb, 1, &l, Mode::S)), Rejection::NotHeld);
+    assert_eq!(
+        reason(&convert(&mut tb, 1, &l, Mode::S)),
+        Rejection::NotHeld
+    );
     lock(&mut tb, 1, &l, Mode::S);
     assert_eq!(
         reason(&convert(&mut tb, 1, &l, Mode::X)),
@@ -215,9 +240,15 @@ fn refused_requests_get_a_rejection_and_change_nothing() {
     );
     // A pending lock cannot be converted, and an intention-only entry cannot be unlocked.
     lock(&mut tb, 2, &l, Mode::X);
-    assert_eq!(reason(&convert(&mut tb, 2, &l, Mode::S)), Rejection::NotHeld);
+    assert_eq!(
+        reason(&convert(&mut tb, 2, &l, Mode::S)),
+        Rejection::NotHeld
+    );
     lock(&mut tb, 3, &lock_id!["m", "n"], Mode::S);
-    assert_eq!(reason(&unlock(&mut tb, 3, &lock_id!["m"])), Rejection::NotHeld);
+    assert_eq!(
+        reason(&unlock(&mut tb, 3, &lock_id!["m"])),
+        Rejection::NotHeld
+    );
     assert_eq!(tb.lock_count(), 3);
 }
 
@@ -249,7 +280,10 @@ fn the_snapshot_round_trips_through_the_codec() {
     assert_eq!(a.watchers, vec![t(3)]);
     assert_eq!(a.entry(&t(1)).map(|e| e.direct), Some(None));
     assert_eq!(a.entry(&t(2)).map(|e| e.direct), Some(Some(Mode::S)));
-    assert_eq!(snap.state(&t(2), &lock_id!["a"]), EntryState::Waiting(Mode::S));
+    assert_eq!(
+        snap.state(&t(2), &lock_id!["a"]),
+        EntryState::Waiting(Mode::S)
+    );
     let bytes = locks_core::codec::encode(&snap, 1 << 20).expect("encodes");
     let back: TableSnapshot = locks_core::codec::decode(&bytes, 1 << 20).expect("decodes");
     assert_eq!(back, snap);

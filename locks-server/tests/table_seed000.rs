@@ -36,7 +36,10 @@ fn seed000_wait_scenario_1_not_compatible_with_group() {
     let fx = lock(&mut tb, 2, &l(), Mode::X);
     assert_eq!(shape(&tb, &l()), "S [T1 S] conv [] wait [T2 X]");
     // Only T2 is told; it waits, so it gets the whole queue.
-    assert_eq!(notices(&fx), vec![("T2".into(), l(), EntryState::Waiting(Mode::X))]);
+    assert_eq!(
+        notices(&fx),
+        vec![("T2".into(), l(), EntryState::Waiting(Mode::X))]
+    );
     let view = notice_to(&fx, 2, &l()).and_then(|n| n.queue.clone());
     assert_eq!(view.as_deref(), tb.view(&l()).as_ref());
 }
@@ -51,7 +54,10 @@ fn seed000_wait_scenario_2_existing_waiters() {
     // S is compatible with the group, but T2 waits ahead.
     assert_eq!(shape(&tb, &l()), "S [T1 S] conv [] wait [T2 X, T3 S]");
     // T2's view of what is ahead of it did not change: it is not told.
-    assert_eq!(notices(&fx), vec![("T3".into(), l(), EntryState::Waiting(Mode::S))]);
+    assert_eq!(
+        notices(&fx),
+        vec![("T3".into(), l(), EntryState::Waiting(Mode::S))]
+    );
 }
 
 #[test]
@@ -75,7 +81,10 @@ fn seed000_conversion_scenario_1_example_1_no_waiters() {
     let fx = convert(&mut tb, 1, &l(), Mode::IS);
     // The seed's picture says `Lock (IS)`; by its group matrix IS with S, S is S.
     assert_eq!(shape(&tb, &l()), "S [T1 IS, T2 S, T3 S] conv [] wait []");
-    assert_eq!(notices(&fx), vec![("T1".into(), l(), EntryState::Granted(Mode::IS))]);
+    assert_eq!(
+        notices(&fx),
+        vec![("T1".into(), l(), EntryState::Granted(Mode::IS))]
+    );
 }
 
 #[test]
@@ -87,7 +96,10 @@ fn seed000_conversion_scenario_1_example_2_with_waiters() {
     lock(&mut tb, 4, &l(), Mode::X);
     assert_eq!(shape(&tb, &l()), "S [T1 S, T2 S, T3 S] conv [] wait [T4 X]");
     let fx = convert(&mut tb, 1, &l(), Mode::IS);
-    assert_eq!(shape(&tb, &l()), "S [T1 IS, T2 S, T3 S] conv [] wait [T4 X]");
+    assert_eq!(
+        shape(&tb, &l()),
+        "S [T1 IS, T2 S, T3 S] conv [] wait [T4 X]"
+    );
     // A holder changed mode: T1 is told, and so is T4, who waits behind the holders.
     assert_eq!(
         notices(&fx),
@@ -106,7 +118,10 @@ fn seed000_conversion_scenario_2_example_1_no_queue() {
     lock(&mut tb, 3, &l(), Mode::IS);
     assert_eq!(shape(&tb, &l()), "U [T1 U, T2 IS, T3 IS] conv [] wait []");
     lock(&mut tb, 1, &l(), Mode::X);
-    assert_eq!(shape(&tb, &l()), "U [T1 U, T2 IS, T3 IS] conv [T1 U>X] wait []");
+    assert_eq!(
+        shape(&tb, &l()),
+        "U [T1 U, T2 IS, T3 IS] conv [T1 U>X] wait []"
+    );
     unlock(&mut tb, 2, &l());
     assert_eq!(shape(&tb, &l()), "U [T1 U, T3 IS] conv [T1 U>X] wait []");
     let fx = unlock(&mut tb, 3, &l());
@@ -127,7 +142,10 @@ fn seed000_conversion_scenario_2_example_2_with_conversion_queue() {
     lock(&mut tb, 2, &l(), Mode::IS);
     lock(&mut tb, 3, &l(), Mode::IS);
     lock(&mut tb, 2, &l(), Mode::IX);
-    assert_eq!(shape(&tb, &l()), "U [T1 U, T2 IS, T3 IS] conv [T2 IS>IX] wait []");
+    assert_eq!(
+        shape(&tb, &l()),
+        "U [T1 U, T2 IS, T3 IS] conv [T2 IS>IX] wait []"
+    );
     let fx = lock(&mut tb, 3, &l(), Mode::IX);
     // T3's IX is compatible with the other holders' IS... but T2 converts ahead of it.
     assert_eq!(
@@ -156,7 +174,10 @@ fn seed000_conversion_scenario_3_with_waiting_queue() {
     lock(&mut tb, 2, &l(), Mode::S);
     lock(&mut tb, 3, &l(), Mode::IX);
     lock(&mut tb, 4, &l(), Mode::IX);
-    assert_eq!(shape(&tb, &l()), "S [T1 S, T2 S] conv [] wait [T3 IX, T4 IX]");
+    assert_eq!(
+        shape(&tb, &l()),
+        "S [T1 S, T2 S] conv [] wait [T3 IX, T4 IX]"
+    );
     let fx = lock(&mut tb, 1, &l(), Mode::X);
     assert_eq!(
         shape(&tb, &l()),

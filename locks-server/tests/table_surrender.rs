@@ -119,7 +119,10 @@ fn seed000_conversion_deadlock_is_broken_by_a_surrender() {
     lock(&mut tb, 2, &l, Mode::S);
     lock(&mut tb, 1, &l, Mode::X);
     lock(&mut tb, 2, &l, Mode::X);
-    assert_eq!(shape(&tb, &l), "S [T1 S, T2 S] conv [T1 S>X, T2 S>X] wait []");
+    assert_eq!(
+        shape(&tb, &l),
+        "S [T1 S, T2 S] conv [T1 S>X, T2 S>X] wait []"
+    );
     let v = tb.view(&l).expect("exists").version;
     // The larger agent surrenders: it loses its S and waits for X at the back.
     let fx = surrender(&mut tb, 2, &l, v);

@@ -101,7 +101,11 @@ pub(super) fn emit(
     who.extend(aud.respond);
     let conv_changed = ch.conv_mark.is_some();
     if ch.holders || conv_changed {
-        let from = if ch.holders { 0 } else { ch.conv_mark.unwrap_or(0) };
+        let from = if ch.holders {
+            0
+        } else {
+            ch.conv_mark.unwrap_or(0)
+        };
         who.extend(rec.converting().skip(from));
     }
     if ch.holders || conv_changed {

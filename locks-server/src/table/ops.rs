@@ -9,9 +9,9 @@
 //! - `AgentSlot::locks` / `watches` list exactly the slots with the agent's entry / watch;
 //! - a record with no entries and no watchers is deleted before the operation returns.
 
+use super::LockTable;
 use super::notify::{self, Audience, Ctx, Effects};
 use super::record::Changes;
-use super::LockTable;
 use locks_core::proto::{AgentMessage, Note, Rejection};
 use locks_core::{AgentId, LockId, Mode};
 
@@ -64,7 +64,10 @@ impl LockTable {
             .find(lock.keys())
             .and_then(|s| self.locks.get(s)?.entry(a)?.direct);
         let new = old.map_or(mode, |d| self.modes.group(mode, d));
-        let (old_i, new_i) = (old.map(|d| self.modes.intention(d)), self.modes.intention(new));
+        let (old_i, new_i) = (
+            old.map(|d| self.modes.intention(d)),
+            self.modes.intention(new),
+        );
         let mut touched = false;
         if old_i != Some(new_i) {
             for depth in 1..lock.depth() {
@@ -252,10 +255,10 @@ impl LockTable {
         let Some(rec) = self.locks.get_mut(s) else {
             return Effects::new();
         };
-        if rec.add_watcher(a) {
-            if let Some(slot) = self.agents.get_mut(a) {
-                slot.watches.push(s);
-            }
+        if rec.add_watcher(a)
+            && let Some(slot) = self.agents.get_mut(a)
+        {
+            slot.watches.push(s);
         }
         let view = notify::view(rec, &self.modes, &self.agents);
         vec![(
@@ -357,10 +360,10 @@ impl LockTable {
                     if let Some(m) = add {
                         rec.add_intent(pos, m);
                     }
-                    if rec.settle(pos, modes, v, &mut ch) {
-                        if let Some(slot) = self.agents.get_mut(a) {
-                            slot.locks.remove(&s);
-                        }
+                    if rec.settle(pos, modes, v, &mut ch)
+                        && let Some(slot) = self.agents.get_mut(a)
+                    {
+                        slot.locks.remove(&s);
                     }
                 }
             }

@@ -345,7 +345,11 @@ impl LockRecord {
     /// requests in FIFO order while compatible with the group. Both stop at the first request
     /// that cannot be granted.
     pub fn process_grants(&mut self, modes: &ModeTable, v: u64, ch: &mut Changes) {
-        while let Some(agent) = self.extra.as_deref().and_then(|x| x.converting.front().copied()) {
+        while let Some(agent) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.converting.front().copied())
+        {
             let Some(pos) = self.pos(agent) else {
                 // Unreachable while the invariants hold; drop the stray agent rather than spin.
                 self.pop_conv(ch);
@@ -371,10 +375,18 @@ impl LockRecord {
             self.entries[pos].want = None;
             ch.entry(agent);
         }
-        if self.extra.as_deref().is_some_and(|x| !x.converting.is_empty()) {
+        if self
+            .extra
+            .as_deref()
+            .is_some_and(|x| !x.converting.is_empty())
+        {
             return;
         }
-        while let Some(agent) = self.extra.as_deref().and_then(|x| x.waiting.front().copied()) {
+        while let Some(agent) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.waiting.front().copied())
+        {
             let Some(pos) = self.pos(agent) else {
                 self.pop_wait(ch);
                 continue;
@@ -496,20 +508,20 @@ impl LockRecord {
     }
 
     fn unqueue_conv(&mut self, agent: u32, ch: &mut Changes) {
-        if let Some(x) = self.extra.as_deref_mut() {
-            if let Some(i) = x.converting.iter().position(|&a| a == agent) {
-                x.converting.remove(i);
-                ch.conv_at(i);
-            }
+        if let Some(x) = self.extra.as_deref_mut()
+            && let Some(i) = x.converting.iter().position(|&a| a == agent)
+        {
+            x.converting.remove(i);
+            ch.conv_at(i);
         }
     }
 
     fn unqueue_wait(&mut self, agent: u32, ch: &mut Changes) {
-        if let Some(x) = self.extra.as_deref_mut() {
-            if let Some(i) = x.waiting.iter().position(|&a| a == agent) {
-                x.waiting.remove(i);
-                ch.wait_at(i);
-            }
+        if let Some(x) = self.extra.as_deref_mut()
+            && let Some(i) = x.waiting.iter().position(|&a| a == agent)
+        {
+            x.waiting.remove(i);
+            ch.wait_at(i);
         }
     }
 

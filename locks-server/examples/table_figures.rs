@@ -145,7 +145,10 @@ fn hot(rounds: u64) -> (f64, f64) {
         black_box(fx);
     }
     let secs = start.elapsed().as_secs_f64();
-    ((2 * rounds) as f64 / secs, messages as f64 / (2 * rounds) as f64)
+    (
+        (2 * rounds) as f64 / secs,
+        messages as f64 / (2 * rounds) as f64,
+    )
 }
 
 fn main() {
@@ -159,7 +162,10 @@ fn main() {
     );
     let _ = uncontended(100_000);
     let up = uncontended(2_000_000);
-    println!("uncontended: {:.2} M requests+releases per second", up / 1e6);
+    println!(
+        "uncontended: {:.2} M requests+releases per second",
+        up / 1e6
+    );
     let _ = hot(100_000);
     let (hp, per_op) = hot(1_000_000);
     println!(

@@ -77,8 +77,9 @@ fn reference_3_4_read_on_parent_allows_read_on_child_not_write() {
 }
 
 #[test]
-fn reference_3_4_own_descendant_locks_never_block_the_parent() {
-    // lock_merge (reference 9.2 test 5): [x,1] read, [x,2] write, then [x] write, all at once.
+fn erlang_9_2_test_5_lock_merge() {
+    // An agent's own descendant locks never block it on the parent (reference 3.3 and 3.4):
+    // [x,1] read, [x,2] write, then [x] write, all granted at once.
     let mut tb = table();
     let x = lock_id!["x"];
     for (id, mode) in [

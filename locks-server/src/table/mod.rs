@@ -224,3 +224,15 @@ impl LockTable {
         )]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_can_move_to_an_actor_thread() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LockTable>();
+        send_sync::<TableSnapshot>();
+    }
+}

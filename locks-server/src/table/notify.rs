@@ -1,21 +1,8 @@
 //! Turning what an operation changed on one lock into messages.
 //!
-//! The rules (the contract agents rely on), for one lock touched by one operation:
-//! 1. an agent whose own entry changed state (created, granted, converted up or down, started or
-//!    stopped converting, changed its pending mode, re-queued by a surrender, removed) gets a
-//!    [`LockNotice`] with its state now (`Absent` once removed);
-//! 2. the agent that named the lock in a `Lock`, `Convert` or `Unlock` request always gets one
-//!    (so every such request is answered, even when it changed nothing);
-//! 3. every agent converting or waiting on the lock after the operation gets one when anything
-//!    ahead of it may have changed: a holder came, went or changed mode (all of them), a
-//!    conversion at or ahead of its position changed (converters from that position on, and every
-//!    waiter), or a waiter at or ahead of its position changed (waiters from that position on);
-//! 4. `queue` is the lock's full view exactly when the recipient converts or waits, built once
-//!    per lock and operation and shared;
-//! 5. one notice per agent and lock per operation, in agent id order; an agent removed by the
-//!    operation gets nothing;
-//! 6. then every watcher of the lock gets [`AgentMessage::Watched`] with the same view, in agent
-//!    id order.
+//! The rules (which agent is told what) are the contract of the table's module documentation,
+//! "Notices: who gets what"; [`emit`] implements rules 1 to 6 for one lock, from the [`Changes`]
+//! its queue went through.
 
 use super::agents::Agents;
 use super::record::{Changes, LockRecord};

@@ -57,7 +57,7 @@ impl LockTable {
         let Some(a) = self.agents.intern(agent) else {
             return self.reject(agent, lock, Rejection::ShuttingDown);
         };
-        let v = self.version + 1;
+        let v = self.next_version();
         let mut out = Effects::new();
         let old = self
             .locks
@@ -121,7 +121,7 @@ impl LockTable {
             };
             return self.reject(agent, lock, reason);
         }
-        let v = self.version + 1;
+        let v = self.next_version();
         let mut out = Effects::new();
         let (old_i, new_i) = (self.modes.intention(direct), self.modes.intention(mode));
         let mut touched = false;
@@ -151,7 +151,7 @@ impl LockTable {
         let Some((a, s, direct)) = found else {
             return self.reject(agent, lock, Rejection::NotHeld);
         };
-        let v = self.version + 1;
+        let v = self.next_version();
         let mut out = Effects::new();
         let intention = self.modes.intention(direct);
         let mut touched = self.for_ancestors(lock, a, None, Some(intention), v, &mut out);
@@ -195,7 +195,7 @@ impl LockTable {
             agent: agent.clone(),
             version,
         };
-        let v = self.version + 1;
+        let v = self.next_version();
         let mut out = Effects::new();
         let mut touched = false;
         for (_, t) in targets {
@@ -223,7 +223,7 @@ impl LockTable {
             .collect();
         targets.sort_unstable();
         targets.dedup();
-        let v = self.version + 1;
+        let v = self.next_version();
         let mut out = Effects::new();
         let aud = Audience {
             skip: Some(a),
@@ -397,6 +397,12 @@ impl LockTable {
             self.locks.remove(s);
         }
         touched
+    }
+
+    /// The version an operation that changes something hands out (saturating: a table whose
+    /// base is near `u64::MAX` stops counting rather than panicking).
+    fn next_version(&self) -> u64 {
+        self.version.saturating_add(1)
     }
 
     /// Ends an operation of agent `a`: moves the version if anything changed, forgets the agent

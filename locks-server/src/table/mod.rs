@@ -40,7 +40,8 @@
 //! across restarts). An operation that changes any lock's queue increments it once, and every
 //! lock it changed takes the new value; a grant notice's version is the fencing token of that
 //! grant. A request that changes nothing (a `Lock` already covered by what is held) is answered
-//! with the lock's unchanged version.
+//! with the lock's unchanged version, so an agent must take a notice whose version *equals* its
+//! copy's as current, and drop only older ones.
 //!
 //! # Notices: who gets what
 //!
@@ -59,12 +60,14 @@
 //!    Its view of whom it waits for is never stale;
 //! 4. the notice's `queue` is the lock's whole [`LockView`] exactly when the recipient converts
 //!    or waits (holders get none, so a lock with many holders stays cheap); it is built once per
-//!    lock and operation and shared;
+//!    lock and operation and shared; its holders are listed in the order they became holders
+//!    (conversions keep an agent's place), then by agent id;
 //! 5. an agent gets at most one notice per lock per operation; notices of one lock go out in
 //!    agent id order; an agent removed by `RemoveAgent` is told nothing;
 //! 6. after the notices of a lock whose queue changed, each of its watchers gets
 //!    [`AgentMessage::Watched`] with the same view, in agent id order; `Watch` answers at once
-//!    with the current view (empty, if the lock does not exist).
+//!    with the current view (empty, at the table's current version, if the lock does not exist:
+//!    the watch keeps an empty record alive until `Unwatch` or `RemoveAgent`).
 //!
 //! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
 //! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the

@@ -16,15 +16,28 @@ fn surrendered(n: u64, version: u64) -> Option<Note> {
 }
 
 #[test]
-fn surrender_with_a_stale_version_is_ignored() {
+fn surrender_with_a_stale_version_is_ignored_and_answered_with_a_fresh_view() {
     let mut tb = table();
     let l = lock_id!["l"];
     lock(&mut tb, 1, &l, Mode::X);
     lock(&mut tb, 2, &l, Mode::X);
     let v = tb.view(&l).expect("exists").version;
     let before = tb.snapshot();
-    assert!(surrender(&mut tb, 1, &l, v - 1).is_empty());
-    assert!(surrender(&mut tb, 1, &l, v + 1).is_empty());
+    for stale in [v - 1, v + 1] {
+        // Nothing moves, but the holder learns the current queue and version, so it can
+        // analyse again (holders get no views otherwise).
+        let fx = surrender(&mut tb, 1, &l, stale);
+        assert_eq!(fx.len(), 1);
+        let AgentMessage::Notice(n) = &fx[0].1 else {
+            panic!("a notice expected, got {:?}", fx[0].1)
+        };
+        assert_eq!(fx[0].0.serial(), 1);
+        assert_eq!(
+            (n.version, n.state, n.note.clone()),
+            (v, EntryState::Granted(Mode::X), None)
+        );
+        assert_eq!(n.queue.as_deref(), tb.view(&l).as_ref());
+    }
     assert!(surrender(&mut tb, 1, &lock_id!["nope"], v).is_empty());
     // An agent with no entry on the lock has nothing to surrender.
     assert!(surrender(&mut tb, 9, &l, v).is_empty());

@@ -33,7 +33,10 @@
 //! agent has an entry there) takes the grant from the agent's entries on `L` and on every
 //! descendant of `L` and puts them at the back of their wait queues, needing their full modes;
 //! its entries on ancestors stay. Every notice about `L` in that operation carries
-//! [`Note::Surrendered`](locks_core::proto::Note::Surrendered) with `v`.
+//! [`Note::Surrendered`](locks_core::proto::Note::Surrendered) with `v`. A surrender at a stale
+//! version moves nothing but is answered with one notice of the agent's entry *with the whole
+//! queue*, even when it holds the lock: holders get no views otherwise, and an agent that decided
+//! on an old copy must be able to analyse again with the current one.
 //!
 //! **Versions.** One counter per table, starting above the `version_base` given to
 //! [`LockTable::new`] (the actor derives it from the node's incarnation, so versions keep growing

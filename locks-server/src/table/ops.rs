@@ -12,7 +12,7 @@
 use super::LockTable;
 use super::notify::{self, Audience, Ctx, Effects};
 use super::record::Changes;
-use locks_core::proto::{AgentMessage, Note, Rejection};
+use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection};
 use locks_core::{AgentId, LockId, Mode};
 
 /// What one operation does to one agent's entry on one lock.
@@ -178,7 +178,7 @@ impl LockTable {
         });
         let Some((a, s)) = found else {
             tracing::trace!(%agent, %lock, version, "stale or unknown surrender ignored");
-            return Effects::new();
+            return self.refresh(agent, lock);
         };
         let mut targets: Vec<(LockId, u32)> = self
             .agents
@@ -206,6 +206,33 @@ impl LockTable {
             touched |= self.apply(t, a, Edit::Requeue, &aud, v, &mut out);
         }
         self.finish(a, touched, v);
+        out
+    }
+
+    /// The answer to a stale surrender: the agent's entry on the lock now, with the whole queue
+    /// even when it holds the lock. Holders get no views otherwise, so without this an agent
+    /// that decided on an old copy could never learn the current version, and a deadlock it
+    /// alone can break would stay. Nothing is sent if the agent has no entry there.
+    fn refresh(&self, agent: &AgentId, lock: &LockId) -> Effects {
+        let mut out = Effects::new();
+        let found = self.agents.lookup(agent).and_then(|a| {
+            let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+            Some((rec, rec.entry(a)?.state()))
+        });
+        if let Some((rec, state)) = found {
+            let view = notify::view(rec, &self.modes, &self.agents);
+            out.push((
+                agent.clone(),
+                AgentMessage::Notice(LockNotice {
+                    node: self.node.clone(),
+                    lock: rec.id.clone(),
+                    version: rec.version,
+                    state,
+                    queue: Some(std::sync::Arc::new(view)),
+                    note: None,
+                }),
+            ));
+        }
         out
     }
 

@@ -174,7 +174,6 @@ async fn main() {
     let options = Options {
         abort_on_deadlock: args.abort_on_deadlock,
         await_nodes: args.await_nodes,
-        ..Options::default()
     };
     let txns: Txns = Arc::default();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();

@@ -2,14 +2,16 @@
 //!
 //! It owns the lock table (pure, synchronous: [`table`]), the [`LockServer`] actor that wraps
 //! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
-//! the [`Node`] a program starts, and the node-to-node transport ([`net`]: framing, handshake,
-//! heartbeats and TCP connections).
+//! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
+//! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
+//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does).
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
 //!                               └────────────▶ Router ───────┤        │ notices
 //!   agent actor ◀── Deliver(AgentMessage) ◀──  Router ◀──────┴────────┘
-//!                                               └──▶ RemoteLink (other nodes)
+//!          ▲ NodeUp/NodeDown                  │    ▲ deliver_from
+//!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
 
 pub mod cluster;

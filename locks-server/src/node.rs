@@ -305,7 +305,7 @@ impl Node {
     /// Calls made afterwards through this or any other handle fail with [`Error::Stopped`].
     pub async fn shutdown(&self) {
         info!(node = %self.inner.id, "node shutting down");
-        self.inner.system.stop();
+        self.inner.stop();
         if !self.is_node_thread() {
             let _ = self.inner.stopped.clone().await;
             self.inner.join();
@@ -319,6 +319,14 @@ impl Node {
 }
 
 impl NodeInner {
+    /// Stops the system; subscriptions to node events end.
+    fn stop(&self) {
+        self.system.stop();
+        if let Some(cluster) = &self.cluster {
+            cluster.stopped();
+        }
+    }
+
     fn join(&self) {
         let handle = self
             .thread
@@ -334,7 +342,7 @@ impl NodeInner {
 impl Drop for NodeInner {
     fn drop(&mut self) {
         debug!(node = %self.id, "last node handle dropped; stopping");
-        self.system.stop();
+        self.stop();
         // The last handle may be dropped on the node's own thread (by a spawned task); that
         // thread cannot join itself, and it ends on its own once the system stops.
         if std::thread::current().id() != self.thread_id {

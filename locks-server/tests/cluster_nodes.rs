@@ -116,8 +116,12 @@ async fn a_stopped_node_is_down_and_a_configured_peer_is_dialed_again() {
     let mut ev_b = b.subscribe_nodes();
     expect(&mut ev_b, NodeEvent::Up(id("a"))).await;
 
+    let mut ev_a = a.subscribe_nodes();
     bounded("shutdown", a.shutdown()).await;
     expect(&mut ev_b, NodeEvent::Down(id("a"))).await;
+    // The stopped node's subscription ends (after what it had already heard).
+    expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
+    assert_eq!(bounded("a's events end", ev_a.recv()).await, None);
     assert_eq!(names(&b.nodes()), ["b"]);
 
     // A new incarnation of "a" on the same address: b's dialer finds it.

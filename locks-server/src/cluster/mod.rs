@@ -271,6 +271,11 @@ impl Cluster {
         true
     }
 
+    /// The node is stopping: subscriptions end.
+    pub(crate) fn stopped(&self) {
+        self.state().subscribers.clear();
+    }
+
     /// Node thread: lets `peer` connect again; dialers of its addresses dial at once.
     pub fn reconnect(&self, peer: &NodeId) {
         if self.state().membership.reconnect(peer) {

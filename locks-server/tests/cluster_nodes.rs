@@ -7,12 +7,12 @@ use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::cluster::{NodeEvent, NodeEvents};
-use locks_server::net::frame::{Hello, encode_frame, length_codec};
-use locks_server::net::{PeerFrame, Role};
+use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, Role};
 use locks_server::{Error, Node, NodeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
@@ -320,4 +320,54 @@ async fn a_listen_address_in_use_is_an_error() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Listen { .. }), "{err:?}");
+}
+
+/// Completes a handshake as initiator by hand (the pure machine over a raw framed stream), then
+/// hands back the stream, which nobody reads or writes any more.
+async fn silent_peer(
+    addr: SocketAddr,
+    name: &str,
+) -> Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec> {
+    let mut framed = Framed::new(
+        TcpStream::connect(addr).await.unwrap(),
+        length_codec(1 << 16),
+    );
+    let (mut hs, mut step) = Handshake::new(
+        Role::Initiator,
+        id(name),
+        Cookie::from(COOKIE),
+        [0x42; 32],
+        Instant::now() + BOUND,
+    );
+    loop {
+        for frame in &step.send {
+            framed
+                .send(encode_frame(frame, 1 << 16).unwrap())
+                .await
+                .unwrap();
+        }
+        if let Some(outcome) = step.outcome {
+            assert!(
+                matches!(outcome, HandshakeOutcome::Established { .. }),
+                "{outcome:?}"
+            );
+            return framed;
+        }
+        let bytes = framed.next().await.unwrap().unwrap();
+        step = hs.on_frame(decode_frame(&bytes, 1 << 16).unwrap(), |_: &NodeId| false);
+    }
+}
+
+#[tokio::test]
+async fn a_peer_that_stops_answering_is_declared_down_by_its_heartbeat() {
+    init_tracing();
+    let a =
+        start(config("a").heartbeat(Duration::from_millis(50), Duration::from_millis(400))).await;
+    let mut ev = a.subscribe_nodes();
+    let frozen = bounded("handshake", silent_peer(addr(&a), "frozen")).await;
+    expect(&mut ev, NodeEvent::Up(id("frozen"))).await;
+    // It neither answers pings nor closes the connection.
+    expect(&mut ev, NodeEvent::Down(id("frozen"))).await;
+    assert_eq!(names(&a.nodes()), ["a"]);
+    drop(frozen);
 }

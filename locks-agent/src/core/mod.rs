@@ -1,0 +1,23 @@
+//! The pure, synchronous core of a transaction agent.
+//!
+//! The agent actor is a thin shell: it feeds client calls, messages and node events to an
+//! [`AgentCore`] and carries out the [`Effect`]s it returns. Nothing here sends, sleeps or reads
+//! a clock, so every behaviour can be tested by feeding inputs and checking outputs.
+//!
+//! - [`requests`]: the client's requests and when each counts as held;
+//! - [`knowledge`]: the agent's versioned copies of its entries and of lock queues;
+//! - [`graph`]: the wait-for graph, its cycles and the choice of the victim;
+//! - [`agent`]: the state machine that ties them together.
+
+pub mod agent;
+pub mod error;
+pub mod graph;
+pub mod knowledge;
+pub mod requests;
+pub mod status;
+
+pub use agent::{AgentCore, Effect};
+pub use error::RequestError;
+pub use graph::{Cycle, WaitForGraph, WaitLabel};
+pub use requests::Request;
+pub use status::{Deadlock, GrantedLock, LockResult, TransactionStatus};

@@ -28,7 +28,7 @@
 //!   answer to it (applied, or refused as stale with a fresh view).
 
 use super::error::RequestError;
-use super::graph::WaitForGraph;
+use super::graph::{WaitForGraph, view_edges};
 use super::knowledge::Knowledge;
 use super::requests::Request;
 use super::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
@@ -614,12 +614,9 @@ impl AgentCore {
         if self.knowledge.surrender_outstanding() {
             return;
         }
-        let Some(cycle) = self.wait_for_graph().cycle_with(&self.id) else {
+        let Some(cycle) = self.wait_for_graph().victim_cycle(&self.id) else {
             return;
         };
-        if cycle.victim != self.id {
-            return;
-        }
         let (lock, node) = (cycle.lock, cycle.node);
         let Some(version) = self.knowledge.view(&lock, &node).map(|v| v.version) else {
             return;
@@ -661,13 +658,23 @@ impl AgentCore {
     }
 
     fn forward(&mut self, out: &mut Vec<Effect>) {
-        let targets = self.wait_for_graph().waits_for_set(&self.id);
+        let graph = self.wait_for_graph();
+        let targets = graph.waits_for_set(&self.id);
         if targets.is_empty() {
             return;
         }
+        // Only edges that can lie on a cycle through this agent and the agent it forwards to
+        // are worth passing on: its own waits, and waits among the agents that (transitively)
+        // wait for it.
+        let reaching = graph.reaching(&self.id);
         let views: Vec<(LockId, NodeId, Arc<LockView>)> = self
             .knowledge
             .views()
+            .filter(|(_, _, v)| {
+                view_edges(&self.modes, v)
+                    .into_iter()
+                    .any(|(w, b)| *w == self.id || reaching.contains(b))
+            })
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
         for to in targets {

@@ -17,11 +17,19 @@
 //! other). An agent never waits for itself: a holder waiting for its own upgrade is not a
 //! deadlock. Each edge is labelled with the `(lock, node)` copies that cause it.
 //!
-//! **Deadlocks.** Every strongly connected component (petgraph's `tarjan_scc`) of two or more
-//! agents is a deadlock. Its victim is its largest agent id — a total order every agent
-//! computes alike, whatever order it learnt things in (`locks_agent_lib:max_agent/1`). The
-//! victim gives up the smallest `(lock, node)` labelling an edge into it from inside the
-//! component: a lock it holds (or is queued ahead on) that another member of the cycle waits
+//! **Deadlocks.** A cycle of two or more agents is a deadlock, and its largest agent id is its
+//! victim (`locks_agent_lib:max_agent/1`): an agent must give way exactly when it lies on a
+//! cycle of agents no larger than itself, that is, when it is in a strongly connected component
+//! (petgraph's `tarjan_scc`) of two or more agents of the graph restricted to ids up to its own.
+//! This is a property of the graph alone, so every agent that knows the same edges names the
+//! same victims, whatever order it learnt them in. Deciding by cycle rather than by whole
+//! component also keeps the real victim acting when other agents' knowledge is outdated: a
+//! stale edge can merge components and make some larger agent look like the victim, but it
+//! cannot hide a real cycle from that cycle's largest agent. (A decision taken on a stale edge
+//! is harmless: the surrender names the version it saw, and the server ignores a stale one.)
+//!
+//! The victim gives up the smallest `(lock, node)` labelling an edge into it from its
+//! component: a lock it holds (or is queued ahead on) that another agent of the cycle waits
 //! for.
 
 use locks_core::proto::LockView;
@@ -29,6 +37,7 @@ use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use petgraph::Direction;
 use petgraph::dot::Dot;
 use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::NodeFiltered;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -126,6 +135,19 @@ impl WaitForGraph {
         self.neighbours(agent, Direction::Outgoing)
     }
 
+    /// The agents from which a path of waits leads to `agent`, `agent` included.
+    pub fn reaching(&self, agent: &AgentId) -> BTreeSet<AgentId> {
+        let mut out = BTreeSet::new();
+        let Some(&start) = self.index.get(agent) else {
+            return out;
+        };
+        let mut bfs = petgraph::visit::Bfs::new(petgraph::visit::Reversed(&self.graph), start);
+        while let Some(n) = bfs.next(petgraph::visit::Reversed(&self.graph)) {
+            out.insert(self.graph[n].clone());
+        }
+        out
+    }
+
     /// The agents that wait directly for `agent`, in increasing id order.
     pub fn waited_by_set(&self, agent: &AgentId) -> Vec<AgentId> {
         self.neighbours(agent, Direction::Incoming)
@@ -145,7 +167,9 @@ impl WaitForGraph {
         out
     }
 
-    /// Every deadlock in the graph, ordered by victim.
+    /// Every strongly connected component of two or more agents, with its largest agent as
+    /// victim, ordered by victim. (With several cycles in one component, more than one agent may
+    /// have to give way: see [`WaitForGraph::victims`].)
     pub fn cycles(&self) -> Vec<Cycle> {
         let mut out: Vec<Cycle> = petgraph::algo::tarjan_scc(&self.graph)
             .into_iter()
@@ -156,11 +180,26 @@ impl WaitForGraph {
         out
     }
 
-    /// The deadlock `agent` is part of, if any.
-    pub fn cycle_with(&self, agent: &AgentId) -> Option<Cycle> {
-        self.cycles()
+    /// The deadlock `agent` must break, if any: its strongly connected component in the graph
+    /// restricted to agents no larger than itself, when that has two or more agents.
+    pub fn victim_cycle(&self, agent: &AgentId) -> Option<Cycle> {
+        let &me = self.index.get(agent)?;
+        let sub = NodeFiltered::from_fn(&self.graph, |n| self.graph[n] <= *agent);
+        let scc = petgraph::algo::tarjan_scc(&sub)
             .into_iter()
-            .find(|c| c.agents.binary_search(agent).is_ok())
+            .find(|c| c.contains(&me))?;
+        if scc.len() < 2 {
+            return None;
+        }
+        self.cycle_of(&scc)
+    }
+
+    /// Every agent that must give way (see [`WaitForGraph::victim_cycle`]), in id order.
+    pub fn victims(&self) -> Vec<Cycle> {
+        self.index
+            .keys()
+            .filter_map(|a| self.victim_cycle(a))
+            .collect()
     }
 
     fn cycle_of(&self, scc: &[NodeIndex]) -> Option<Cycle> {

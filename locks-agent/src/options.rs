@@ -107,7 +107,10 @@ mod tests {
     fn all_alive_excuses_down_nodes() {
         assert!(Req::AllAlive.is_met(3, 2, 1));
         assert!(!Req::AllAlive.is_met(3, 1, 1));
-        assert!(Req::AllAlive.is_met(2, 0, 2), "all down: trivially held (4.4)");
+        assert!(
+            Req::AllAlive.is_met(2, 0, 2),
+            "all down: trivially held (4.4)"
+        );
     }
 
     #[test]

@@ -259,13 +259,14 @@ impl AgentCore {
             }
         };
         if !self.options.await_nodes
-            && let Some(nodes) = request.unservable_by(&self.down, |n| self.down.contains(n)) {
-                return Err(RequestError::NodesDown {
-                    lock,
-                    req: request.req,
-                    nodes,
-                });
-            }
+            && let Some(nodes) = request.unservable_by(&self.down, |n| self.down.contains(n))
+        {
+            return Err(RequestError::NodesDown {
+                lock,
+                req: request.req,
+                nodes,
+            });
+        }
         if !self.requests.contains_key(&lock) {
             self.rejected.retain(|(l, _)| *l != lock);
         }
@@ -387,9 +388,7 @@ impl AgentCore {
                     }
                 }
             }
-            AgentMessage::Surrendered {
-                by, node, lock, ..
-            } => {
+            AgentMessage::Surrendered { by, node, lock, .. } => {
                 self.knowledge.record_deadlock(Deadlock {
                     victim: by,
                     lock,
@@ -399,10 +398,8 @@ impl AgentCore {
             AgentMessage::Rejected { node, lock, reason } => {
                 // A refused unlock or conversion leaves the request as it was; a refused lock
                 // request can never be granted there.
-                let refuses_lock = !matches!(
-                    reason,
-                    Rejection::NotHeld | Rejection::NotWeaker { .. }
-                );
+                let refuses_lock =
+                    !matches!(reason, Rejection::NotHeld | Rejection::NotWeaker { .. });
                 if refuses_lock
                     && self
                         .requests

@@ -28,7 +28,9 @@ pub enum RequestError {
     ModeNotInTable(Mode),
     /// The lock is already requested with a requirement that neither implies nor is implied by
     /// the new one.
-    #[error("{lock} is already requested with requirement {existing}, which conflicts with {requested}")]
+    #[error(
+        "{lock} is already requested with requirement {existing}, which conflicts with {requested}"
+    )]
     ConflictingRequirement {
         /// The lock.
         lock: LockId,

@@ -204,7 +204,9 @@ impl WaitForGraph {
 
     fn cycle_of(&self, scc: &[NodeIndex]) -> Option<Cycle> {
         let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
-        let victim_ix = *scc.iter().max_by(|a, b| self.graph[**a].cmp(&self.graph[**b]))?;
+        let victim_ix = *scc
+            .iter()
+            .max_by(|a, b| self.graph[**a].cmp(&self.graph[**b]))?;
         let lock = self
             .graph
             .edges_directed(victim_ix, Direction::Incoming)
@@ -260,7 +262,8 @@ pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId
             push(h);
         }
         for h in &view.granted {
-            if h.agent != *x && !modes.compatible(m, h.mode) && !blocking_ahead.contains(&&h.agent) {
+            if h.agent != *x && !modes.compatible(m, h.mode) && !blocking_ahead.contains(&&h.agent)
+            {
                 blocking_ahead.push(&h.agent);
             }
         }

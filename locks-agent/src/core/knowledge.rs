@@ -99,7 +99,12 @@ impl Knowledge {
     /// Returns whether it was news.
     pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
         let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
-        if view.version < copy.view_min || copy.view.as_ref().is_some_and(|v| view.version <= v.version) {
+        if view.version < copy.view_min
+            || copy
+                .view
+                .as_ref()
+                .is_some_and(|v| view.version <= v.version)
+        {
             return false;
         }
         if view.has_waiters() {
@@ -167,16 +172,20 @@ impl Knowledge {
 
     /// The stored view of `(lock, node)`, if any.
     pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
-        self.copies.get(&(lock.clone(), node.clone()))?.view.as_ref()
+        self.copies
+            .get(&(lock.clone(), node.clone()))?
+            .view
+            .as_ref()
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
     /// forgotten version stay refused.
     pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
         if let Some(c) = self.copies.get_mut(&(lock.clone(), node.clone()))
-            && let Some(v) = c.view.take() {
-                c.view_min = c.view_min.max(v.version + 1);
-            }
+            && let Some(v) = c.view.take()
+        {
+            c.view_min = c.view_min.max(v.version + 1);
+        }
     }
 
     /// Forgets everything learnt from `node` (its server went down; a restarted server counts
@@ -211,8 +220,9 @@ impl Knowledge {
             .position(|x| same(x) && d.lock.is_ancestor_of(&x.lock))
         {
             self.deadlocks[pos] = d.clone();
-            self.deadlocks
-                .retain(|x| !(x.victim == d.victim && x.node == d.node && d.lock.is_ancestor_of(&x.lock)));
+            self.deadlocks.retain(|x| {
+                !(x.victim == d.victim && x.node == d.node && d.lock.is_ancestor_of(&x.lock))
+            });
         } else {
             self.deadlocks.push(d);
         }

@@ -19,7 +19,11 @@ pub struct Deadlock {
 
 impl fmt::Display for Deadlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} surrendered {} on {}", self.victim, self.lock, self.node)
+        write!(
+            f,
+            "{} surrendered {} on {}",
+            self.victim, self.lock, self.node
+        )
     }
 }
 

@@ -143,9 +143,15 @@ fn edges_through_intention_modes_on_ancestors() {
     let a = lock_id!["a"];
     let g = graph(&[(
         a.clone(),
-        view(12, &[(1, IX), (2, IX)], &[(1, IX, SIX_OF_IX_AND_S), (2, IX, SIX_OF_IX_AND_S)], &[]),
+        view(
+            12,
+            &[(1, IX), (2, IX)],
+            &[(1, IX, SIX_OF_IX_AND_S), (2, IX, SIX_OF_IX_AND_S)],
+            &[],
+        ),
     )]);
-    let c = g.cycle_with(&agent(1)).expect("a cycle");
+    assert!(g.victim_cycle(&agent(1)).is_none());
+    let c = g.victim_cycle(&agent(2)).expect("a cycle");
     assert_eq!(c.victim, agent(2));
     assert_eq!((c.lock, c.node), (a, node()));
 }
@@ -161,7 +167,7 @@ fn erlang_9_2_hierarchical_deadlock_through_parents() {
         (a.clone(), view(3, &[(1, X)], &[], &[(2, IX)])),
         (b.clone(), view(4, &[(2, X)], &[], &[(1, IX)])),
     ]);
-    let c = g.cycle_with(&agent(2)).expect("a cycle");
+    let c = g.victim_cycle(&agent(2)).expect("a cycle");
     assert_eq!(c.victim, agent(2));
     // The edge into the victim: 1 waits on B for 2.
     assert_eq!(c.lock, b);
@@ -199,6 +205,7 @@ fn the_victim_is_the_same_whichever_agent_computes_it() {
         with_extra.push((lock_id!["x"], view(50, &[(2, X)], &[], &[(9, X)])));
         assert_eq!(graph(&perm).cycles(), expected);
         assert_eq!(graph(&with_extra).cycles(), expected);
+        assert_eq!(graph(&with_extra).victims(), expected);
     }
 }
 
@@ -222,6 +229,46 @@ fn dot_export_names_agents_and_locks() {
     ]);
     let dot = g.to_dot();
     assert!(dot.starts_with("digraph"), "{dot}");
-    assert!(dot.contains("<n1.1.1>") && dot.contains("<n1.1.2>"), "{dot}");
+    assert!(
+        dot.contains("<n1.1.1>") && dot.contains("<n1.1.2>"),
+        "{dot}"
+    );
     assert!(dot.contains("[a]@n1") && dot.contains("[b]@n1"), "{dot}");
+}
+
+#[test]
+fn a_larger_agent_reached_only_through_a_cycle_does_not_hide_its_victim() {
+    // The real cycle is 1 <-> 3. Outdated views add 3 -> 5 -> 1: the component is {1, 3, 5},
+    // whose largest agent is 5, but 3 is still the largest agent of the cycle {1, 3} and must
+    // give way; 5 is the largest of the (apparent) cycle 1 -> 3 -> 5 -> 1 and gives way too.
+    let g = graph(&[
+        (lock_id!["a"], view(1, &[(1, X)], &[], &[(3, X)])),
+        (lock_id!["b"], view(2, &[(3, X)], &[], &[(1, X)])),
+        (lock_id!["c"], view(3, &[(5, X)], &[], &[(3, X)])),
+        (lock_id!["d"], view(4, &[(1, X)], &[], &[(5, X)])),
+    ]);
+    assert_eq!(g.cycles().len(), 1);
+    assert_eq!(g.cycles()[0].victim, agent(5));
+    let victims: Vec<(AgentId, LockId)> = g
+        .victims()
+        .into_iter()
+        .map(|c| (c.victim, c.lock))
+        .collect();
+    assert_eq!(
+        victims,
+        vec![(agent(3), lock_id!["b"]), (agent(5), lock_id!["c"])]
+    );
+}
+
+#[test]
+fn an_agent_reaching_a_cycle_it_is_not_on_is_no_victim() {
+    // 9 waits for the cycle 1 <-> 2 but nobody waits for 9.
+    let g = graph(&[
+        (lock_id!["a"], view(1, &[(1, X)], &[], &[(2, X), (9, X)])),
+        (lock_id!["b"], view(2, &[(2, X)], &[], &[(1, X)])),
+    ]);
+    assert!(g.victim_cycle(&agent(9)).is_none());
+    assert_eq!(g.victims().len(), 1);
+    assert_eq!(g.victims()[0].victim, agent(2));
+    assert_eq!(g.reaching(&agent(2)), [agent(1), agent(2), agent(9)].into());
 }

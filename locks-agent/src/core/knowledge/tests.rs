@@ -37,9 +37,7 @@ fn notice(lock: &LockId, version: u64, state: EntryState) -> LockNotice {
         lock: lock.clone(),
         version,
         state,
-        queue: state
-            .is_waiting()
-            .then(|| waiting_view(version, 2, 1)),
+        queue: state.is_waiting().then(|| waiting_view(version, 2, 1)),
         note: None,
     }
 }

@@ -5,13 +5,15 @@
 //!  lock servers ──Notice/Rejected──▶ receive()           ──Effect::ToAgent───▶ other agents
 //!  other agents ──Forward/Surrendered──▶ receive()       ──StatusChanged/Abort──▶ the actor
 //!  node monitor ──node_down/node_up──▶
-//!  after a burst of messages ──settle()──▶ status, deadlock analysis, forwarding
+//!  after a burst of inputs ──settle()──▶ status, deadlock analysis, forwarding
 //! ```
 //!
 //! The actor feeds every input in, carries out the effects in order, and calls
-//! [`AgentCore::settle`] once after each burst of messages (Erlang's "settle then analyse"
-//! batching, `reference/erlang-locks.md` 5.2). Client calls settle the status themselves, so
-//! [`AgentCore::status`] is current right after them.
+//! [`AgentCore::settle`] once after each burst of inputs — messages, client calls and node
+//! events alike — before it waits again (Erlang's "settle then analyse" batching,
+//! `reference/erlang-locks.md` 5.2). Client calls and node events also settle the status
+//! themselves, so [`AgentCore::status`] is current right after them; the deadlock analysis and
+//! the forwarding happen only in `settle`.
 //!
 //! **Deadlock resolution** (5.6, 5.7, with the fixes the reference asks for):
 //! - after new knowledge, an agent that does not have all its locks builds the wait-for graph
@@ -455,9 +457,9 @@ impl AgentCore {
         out
     }
 
-    /// Recomputes the status and, if new knowledge arrived and some request is pending, runs
-    /// the deadlock analysis and forwards views to the agents this one waits for. Call once
-    /// after a burst of [`AgentCore::receive`]s.
+    /// Recomputes the status and, if the agent's knowledge changed and some request is
+    /// pending, runs the deadlock analysis and forwards views to the agents this one waits for.
+    /// Call once after each burst of inputs (messages, client calls, node events).
     pub fn settle(&mut self) -> Vec<Effect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running {

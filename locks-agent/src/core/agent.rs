@@ -30,7 +30,7 @@
 //!   answer to it (applied, or refused as stale with a fresh view).
 
 use super::error::RequestError;
-use super::graph::{WaitForGraph, view_edges};
+use super::graph::WaitForGraph;
 use super::knowledge::Knowledge;
 use super::requests::Request;
 use super::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
@@ -468,9 +468,12 @@ impl AgentCore {
         self.refresh_status(&mut out);
         if self.dirty && !self.status.have_all_locks() {
             self.dirty = false;
-            self.analyse(&mut out);
-            if self.phase == Phase::Running {
-                self.forward(&mut out);
+            let graph = self.wait_for_graph();
+            if self.analyse(&graph, &mut out) {
+                // The surrendered copy is forgotten: forward from what is left.
+                self.forward(&self.wait_for_graph(), &mut out);
+            } else if self.phase == Phase::Running {
+                self.forward(&graph, &mut out);
             }
         }
         out
@@ -609,16 +612,17 @@ impl AgentCore {
         }
     }
 
-    fn analyse(&mut self, out: &mut Vec<Effect>) {
+    /// Returns whether the agent surrendered a lock.
+    fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) -> bool {
         if self.knowledge.surrender_outstanding() {
-            return;
+            return false;
         }
-        let Some(cycle) = self.wait_for_graph().victim_cycle(&self.id) else {
-            return;
+        let Some(cycle) = graph.victim_cycle(&self.id) else {
+            return false;
         };
         let (lock, node) = (cycle.lock, cycle.node);
         let Some(version) = self.knowledge.view(&lock, &node).map(|v| v.version) else {
-            return;
+            return false;
         };
         if self.options.abort_on_deadlock
             && self
@@ -628,7 +632,7 @@ impl AgentCore {
         {
             self.phase = Phase::Aborted;
             out.push(Effect::Abort { lock, node });
-            return;
+            return false;
         }
         let msg = ServerRequest::Surrender {
             agent: self.id.clone(),
@@ -654,10 +658,10 @@ impl AgentCore {
         });
         self.knowledge.surrendered(&lock, &node, version);
         self.refresh_status(out);
+        true
     }
 
-    fn forward(&mut self, out: &mut Vec<Effect>) {
-        let graph = self.wait_for_graph();
+    fn forward(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
         let targets = graph.waits_for_set(&self.id);
         if targets.is_empty() {
             return;
@@ -665,15 +669,11 @@ impl AgentCore {
         // Only edges that can lie on a cycle through this agent and the agent it forwards to
         // are worth passing on: its own waits, and waits among the agents that (transitively)
         // wait for it.
-        let reaching = graph.reaching(&self.id);
+        let wanted = graph.cycle_copies(&self.id);
         let views: Vec<(LockId, NodeId, Arc<LockView>)> = self
             .knowledge
             .views()
-            .filter(|(_, _, v)| {
-                view_edges(&self.modes, v)
-                    .into_iter()
-                    .any(|(w, b)| *w == self.id || reaching.contains(b))
-            })
+            .filter(|(l, n, _)| wanted.contains(&((*l).clone(), (*n).clone())))
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
         for to in targets {

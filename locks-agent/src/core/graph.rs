@@ -37,7 +37,7 @@ use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use petgraph::Direction;
 use petgraph::dot::Dot;
 use petgraph::graph::{DiGraph, NodeIndex};
-use petgraph::visit::NodeFiltered;
+use petgraph::visit::{EdgeRef, NodeFiltered};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -148,6 +148,21 @@ impl WaitForGraph {
         out
     }
 
+    /// The copies whose edges can lie on a cycle through `agent` and an agent it waits for:
+    /// those with an edge out of `agent`, or an edge between agents that (transitively) wait for
+    /// `agent`. These are the views worth forwarding.
+    pub fn cycle_copies(&self, agent: &AgentId) -> BTreeSet<(LockId, NodeId)> {
+        let reaching = self.reaching(agent);
+        let mut out = BTreeSet::new();
+        for e in self.graph.edge_references() {
+            let (w, b) = (&self.graph[e.source()], &self.graph[e.target()]);
+            if w == agent || reaching.contains(b) {
+                out.extend(e.weight().0.iter().cloned());
+            }
+        }
+        out
+    }
+
     /// The agents that wait directly for `agent`, in increasing id order.
     pub fn waited_by_set(&self, agent: &AgentId) -> Vec<AgentId> {
         self.neighbours(agent, Direction::Incoming)
@@ -210,7 +225,7 @@ impl WaitForGraph {
         let lock = self
             .graph
             .edges_directed(victim_ix, Direction::Incoming)
-            .filter(|e| members.contains(&petgraph::visit::EdgeRef::source(e)))
+            .filter(|e| members.contains(&e.source()))
             .filter_map(|e| e.weight().0.iter().next())
             .min()?
             .clone();

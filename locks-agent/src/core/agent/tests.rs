@@ -484,7 +484,9 @@ fn a_request_to_a_node_known_down_fails_at_once_when_it_cannot_be_met() {
         },
     );
     c.node_down(&n2);
-    let fx = c.request(l.clone(), X, &[n2.clone()], Req::All).unwrap();
+    let fx = c
+        .request(l.clone(), X, std::slice::from_ref(&n2), Req::All)
+        .unwrap();
     assert!(to_servers(&fx).is_empty());
     assert_eq!(to_servers(&c.node_up(&n2)), vec![(n2, lock_req(1, &l, X))]);
 }

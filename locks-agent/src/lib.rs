@@ -1,26 +1,40 @@
-//! `locks-agent`: transactions and distributed deadlock resolution for the `locks` workspace.
+//! `locks-agent`: transactions, and the distributed deadlock detection that keeps them from
+//! waiting forever.
 //!
-//! A transaction is served by one agent. The agent sends lock requests to the lock servers of
-//! the nodes it names, learns from their notices how the queues stand, and, with the other
-//! agents, finds and breaks deadlocks (Wiger/Arts, `reference/erlang-locks.md` section 5):
+//! A [`Transaction`] is a handle on one agent actor running on a node. The agent sends lock
+//! requests to the lock servers of the nodes it needs, keeps the newest copy of every lock queue
+//! it hears about, decides when it holds everything it asked for, and runs the Wiger/Arts
+//! deadlock detection: it builds a wait-for graph (petgraph) from what it knows, passes what it
+//! knows on to the agents it waits for, and when a cycle shows up, the largest agent of the
+//! cycle surrenders the lock that closes it (or aborts, with `abort_on_deadlock`).
 //!
 //! ```text
-//!   client ──lock/unlock/convert/await──▶ agent ──ServerRequest──▶ lock server (per node)
-//!                                           ▲ ◀──Notice/Rejected───┘
-//!                                           └──Forward/Surrendered──▶ other agents
+//!  client ─ lock() ─▶ Transaction ──▶ agent actor ── Lock ──▶ lock server (per node)
+//!     ▲                                 │   ▲ ◀── Notice ──────┘
+//!     └──── Ok(deadlocks) ◀─────────────┘   └── Forward / Surrendered ── other agents
 //! ```
 //!
-//! This crate part holds the pure half: [`core::AgentCore`] is the agent as a synchronous state
-//! machine (requests and multi-node claims, versioned knowledge of lock copies, the petgraph
-//! wait-for graph with cycle detection and the victim's choice, forwarding), and [`options`]
-//! the transaction's options and the multi-node requirements. The agent actor wraps the core.
+//! Where client code runs matters for speed: from a task started with
+//! `locks_server::Node::spawn`, a lock round trip stays on the node's thread (a few
+//! same-thread actor messages, well under 10 µs); from any other runtime or thread every call
+//! crosses threads, which on a small machine costs tens of microseconds per hop. Both are
+//! correct.
+//!
+//! The agent actor is a thin shell around [`core::AgentCore`], the pure state machine that holds
+//! the requests and multi-node claims, the versioned knowledge of lock copies, the petgraph
+//! wait-for graph with cycle detection and the victim's choice, and the forwarding; it is tested
+//! on an in-memory network of cores and lock tables (`tests/sim`). [`options`] holds the
+//! transaction's options and the multi-node requirements.
 
 #![forbid(unsafe_code)]
 
+mod agent;
 pub mod core;
+pub mod error;
 pub mod options;
+mod transaction;
 
-pub use crate::core::{
-    AgentCore, Deadlock, Effect, GrantedLock, LockResult, RequestError, TransactionStatus,
-};
-pub use crate::options::{Options, Req};
+pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
+pub use error::Error;
+pub use options::{Options, Req};
+pub use transaction::{Transaction, begin_transaction};

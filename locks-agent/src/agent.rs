@@ -1,0 +1,366 @@
+//! The agent actor: a thin shell around one [`AgentCore`].
+//!
+//! Messages it handles:
+//! - [`Deliver`] (from the [`Router`]): notices from lock servers, views forwarded by other
+//!   agents, surrender reports. Fed to the core; a settle round is scheduled.
+//! - [`Request`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
+//!   [`crate::Transaction`] handle.
+//!   `Deliver` also carries node up/down news from the node's cluster layer.
+//!
+//! "Settle then analyse": every message that can change the status schedules one `Settle`
+//! message with `ctx.notify`, which runs after the messages already in the mailbox, so a burst of
+//! notices is analysed once.
+//!
+//! Who holds its address: the `Transaction` handle and the router's agent registry (as a
+//! recipient). It stops on `End`, when the handle is dropped (which sends `End`), on an abort
+//! (abort_on_deadlock), or when the node stops. Whatever way it stops — even by a panic — its
+//! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
+//! waiting callers get an error saying why.
+
+use crate::core::{AgentCore, Effect, LockResult, TransactionStatus};
+use crate::error::Error;
+use crate::options::{Options, Req};
+use actix::prelude::*;
+use futures::channel::oneshot;
+use locks_core::proto::ServerRequest;
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_server::{Deliver, RouteError, Router};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use tracing::{debug, trace, warn};
+
+/// Where a blocked caller gets its answer: the locks held and the deadlocks resolved so far,
+/// or why not.
+pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
+
+/// Why the agent stopped, shared with its handle so that late calls can say it.
+pub(crate) type Outcome = Arc<Mutex<Option<Error>>>;
+
+/// Reads the outcome, or `Error::Ended` if the agent stopped without recording one.
+pub(crate) fn outcome_error(outcome: &Outcome) -> Error {
+    outcome
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .unwrap_or(Error::Ended)
+}
+
+/// Unregisters the agent and releases its locks on every node it used, when dropped — after
+/// a normal stop or a panic alike.
+struct AgentGuard {
+    id: AgentId,
+    router: Arc<Router>,
+    nodes: BTreeSet<NodeId>,
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        self.router.unregister_agent(&self.id);
+        for node in &self.nodes {
+            let request = ServerRequest::RemoveAgent {
+                agent: self.id.clone(),
+            };
+            if let Err(err) = self.router.send_server(node, request) {
+                debug!(agent = %self.id, %node, %err, "could not release locks at stop");
+            }
+        }
+    }
+}
+
+/// The actor behind a [`crate::Transaction`].
+pub(crate) struct Agent {
+    core: AgentCore,
+    guard: AgentGuard,
+    waiters: Vec<Reply>,
+    settle_scheduled: bool,
+    outcome: Outcome,
+}
+
+impl Agent {
+    pub(crate) fn new(
+        id: AgentId,
+        router: Arc<Router>,
+        modes: ModeTable,
+        options: Options,
+        outcome: Outcome,
+    ) -> Agent {
+        Agent {
+            core: AgentCore::new(id.clone(), modes, options),
+            guard: AgentGuard {
+                id,
+                router,
+                nodes: BTreeSet::new(),
+            },
+            waiters: Vec::new(),
+            settle_scheduled: false,
+            outcome,
+        }
+    }
+
+    fn id(&self) -> &AgentId {
+        &self.guard.id
+    }
+
+    fn schedule_settle(&mut self, ctx: &mut Context<Self>) {
+        if !self.settle_scheduled {
+            self.settle_scheduled = true;
+            ctx.notify(Settle);
+        }
+    }
+
+    /// Carries out the core's effects. A lock server found unreachable is reported to the core
+    /// as a node down, which needs another settle round.
+    fn execute(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
+        let mut later = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::ToServer { node, request } => {
+                    self.guard.nodes.insert(node.clone());
+                    match self.guard.router.send_server(&node, request) {
+                        Ok(()) => {}
+                        Err(RouteError::NodeDown(node)) => later.push(node),
+                        Err(err) => {
+                            warn!(agent = %self.id(), %node, %err, "lock server unreachable");
+                            later.push(node);
+                        }
+                    }
+                }
+                Effect::ToAgent { to, msg } => {
+                    if let Err(err) = self.guard.router.send_agent(&to, msg) {
+                        trace!(agent = %self.id(), %to, %err, "agent message not delivered");
+                    }
+                }
+                Effect::StatusChanged(status) => {
+                    trace!(agent = %self.id(), ?status, "status changed");
+                }
+                Effect::Abort { lock, node } => {
+                    debug!(agent = %self.id(), %lock, %node, "aborting on deadlock");
+                    self.stop_with(Error::Deadlock { lock, node }, ctx);
+                    return;
+                }
+                Effect::Rejected { node, lock, reason } => {
+                    debug!(agent = %self.id(), %lock, %node, %reason, "request refused");
+                }
+            }
+        }
+        for node in later {
+            let effects = self.core.node_down(&node);
+            self.execute(effects, ctx);
+            self.schedule_settle(ctx);
+        }
+    }
+
+    fn settle(&mut self, ctx: &mut Context<Self>) {
+        self.settle_scheduled = false;
+        let effects = self.core.settle();
+        self.execute(effects, ctx);
+        self.answer_waiters();
+    }
+
+    fn answer_waiters(&mut self) {
+        match self.core.status() {
+            TransactionStatus::HaveAllLocks { deadlocks } => {
+                let result = self.core.lock_result().unwrap_or(LockResult {
+                    locks: Vec::new(),
+                    deadlocks,
+                });
+                for waiter in self.waiters.drain(..) {
+                    let _ = waiter.send(Ok(result.clone()));
+                }
+            }
+            TransactionStatus::CannotServe { locks, nodes } => {
+                let error = Error::CannotServe { locks, nodes };
+                for waiter in self.waiters.drain(..) {
+                    let _ = waiter.send(Err(error.clone()));
+                }
+            }
+            TransactionStatus::NoLocks | TransactionStatus::Waiting => {}
+        }
+    }
+
+    fn stop_with(&mut self, error: Error, ctx: &mut Context<Self>) {
+        {
+            let mut outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
+            if outcome.is_none() {
+                *outcome = Some(error.clone());
+            }
+        }
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(Err(error.clone()));
+        }
+        ctx.stop();
+    }
+}
+
+impl Actor for Agent {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.guard
+            .router
+            .register_agent(self.id().clone(), ctx.address().recipient());
+        trace!(agent = %self.id(), "agent started");
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        let error = outcome_error(&self.outcome);
+        for waiter in self.waiters.drain(..) {
+            let _ = waiter.send(Err(error.clone()));
+        }
+        trace!(agent = %self.id(), "agent stopped");
+    }
+}
+
+/// Internal: run the status computation and deadlock analysis once.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Settle;
+
+impl Handler<Settle> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Settle, ctx: &mut Self::Context) {
+        self.settle(ctx);
+    }
+}
+
+impl Handler<Deliver> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        let effects = match msg {
+            Deliver::Message(msg) => self.core.receive(msg),
+            Deliver::NodeDown(node) => self.core.node_down(&node),
+            Deliver::NodeUp(node) => self.core.node_up(&node),
+        };
+        self.execute(effects, ctx);
+        self.schedule_settle(ctx);
+    }
+}
+
+/// A lock request from the client; `reply` is set for a blocking `lock`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Request {
+    pub lock: LockId,
+    pub mode: Mode,
+    pub nodes: Vec<NodeId>,
+    pub req: Req,
+    pub reply: Option<Reply>,
+    /// For `lock_nowait`: told whether the request was accepted.
+    pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+impl Handler<Request> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, msg: Request, ctx: &mut Self::Context) {
+        match self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req) {
+            Ok(effects) => {
+                if let Some(accepted) = msg.accepted {
+                    let _ = accepted.send(Ok(()));
+                }
+                if let Some(reply) = msg.reply {
+                    self.waiters.push(reply);
+                }
+                self.execute(effects, ctx);
+                self.schedule_settle(ctx);
+            }
+            Err(err) => {
+                let error = Error::Request(err);
+                if let Some(accepted) = msg.accepted {
+                    let _ = accepted.send(Err(error.clone()));
+                }
+                if let Some(reply) = msg.reply {
+                    let _ = reply.send(Err(error));
+                }
+            }
+        }
+    }
+}
+
+/// Wait until every request is granted.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct AwaitAll(pub Reply);
+
+impl Handler<AwaitAll> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
+        self.waiters.push(msg.0);
+        self.schedule_settle(ctx);
+    }
+}
+
+/// The current status, settled first.
+#[derive(Message)]
+#[rtype(result = "TransactionStatus")]
+pub(crate) struct GetStatus;
+
+impl Handler<GetStatus> for Agent {
+    type Result = MessageResult<GetStatus>;
+
+    fn handle(&mut self, _msg: GetStatus, ctx: &mut Self::Context) -> Self::Result {
+        self.settle(ctx);
+        MessageResult(self.core.status())
+    }
+}
+
+/// Release (or withdraw) one lock.
+#[derive(Message)]
+#[rtype(result = "Result<(), Error>")]
+pub(crate) struct Unlock(pub LockId);
+
+impl Handler<Unlock> for Agent {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: Unlock, ctx: &mut Self::Context) -> Self::Result {
+        let effects = self.core.unlock(&msg.0).map_err(Error::Request)?;
+        self.execute(effects, ctx);
+        self.schedule_settle(ctx);
+        Ok(())
+    }
+}
+
+/// Convert a held lock down to a weaker mode.
+#[derive(Message)]
+#[rtype(result = "Result<(), Error>")]
+pub(crate) struct Convert(pub LockId, pub Mode);
+
+impl Handler<Convert> for Agent {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: Convert, ctx: &mut Self::Context) -> Self::Result {
+        let effects = self.core.convert(&msg.0, msg.1).map_err(Error::Request)?;
+        self.execute(effects, ctx);
+        self.schedule_settle(ctx);
+        Ok(())
+    }
+}
+
+/// End the transaction: release everything and stop.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct End;
+
+impl Handler<End> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, _msg: End, ctx: &mut Self::Context) {
+        self.stop_with(Error::Ended, ctx);
+    }
+}
+
+/// The wait-for graph as the agent sees it, in DOT.
+#[derive(Message)]
+#[rtype(result = "String")]
+pub(crate) struct Dot;
+
+impl Handler<Dot> for Agent {
+    type Result = String;
+
+    fn handle(&mut self, _msg: Dot, _ctx: &mut Self::Context) -> String {
+        self.core.wait_for_graph_dot()
+    }
+}

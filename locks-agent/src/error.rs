@@ -1,0 +1,42 @@
+//! The error type of `locks-agent`.
+
+use crate::core::RequestError;
+use locks_core::{LockId, NodeId};
+
+/// Why a transaction call failed. Errors are `Clone` so that one outcome can answer every
+/// caller that was waiting.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The transaction was started with `abort_on_deadlock`, was chosen to break a deadlock,
+    /// and had already been told it held `lock`: it aborted and released all its locks.
+    #[error("aborted to resolve a deadlock on {lock} at node {node}")]
+    Deadlock {
+        /// The lock it would have had to surrender.
+        lock: LockId,
+        /// The node of that lock.
+        node: NodeId,
+    },
+    /// Some requests can no longer be met because nodes they need are down (or refused them).
+    #[error("cannot serve the requests on {locks:?}: nodes {nodes:?} are down or refused them")]
+    CannotServe {
+        /// The locks whose requests cannot be met.
+        locks: Vec<LockId>,
+        /// The nodes that cannot grant them.
+        nodes: Vec<NodeId>,
+    },
+    /// The request was refused by the agent (see the inner error).
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    /// The transaction has ended (by `end`, by dropping its handle, or with its node).
+    #[error("the transaction has ended")]
+    Ended,
+    /// The node is not running.
+    #[error("node error: {0}")]
+    Node(String),
+}
+
+impl From<locks_server::Error> for Error {
+    fn from(e: locks_server::Error) -> Self {
+        Error::Node(e.to_string())
+    }
+}

@@ -1,0 +1,243 @@
+//! The `Transaction` handle: what client code holds.
+//!
+//! A transaction is one agent actor on a node. Every call is a message to it; the answer comes
+//! back on a oneshot channel. Requests are sent with `do_send`, so once a call has been made the
+//! request is queued for good: dropping the future of [`Transaction::lock`] before it completes
+//! leaves the request queued, exactly as [`Transaction::lock_nowait`] would.
+//!
+//! Dropping the handle ends the transaction and releases its locks (also when the task that owns
+//! it panics, since the handle is dropped while unwinding).
+
+use crate::agent::{
+    Agent, AwaitAll, Convert, Dot, End, GetStatus, Outcome, Request, Unlock, outcome_error,
+};
+use crate::core::{Deadlock, LockResult, TransactionStatus};
+use crate::error::Error;
+use crate::options::{Options, Req};
+use actix::prelude::*;
+use futures::channel::oneshot;
+use locks_core::{AgentId, LockId, Mode, NodeId};
+use locks_server::Node;
+use std::sync::{Arc, Mutex};
+
+/// Starts a transaction (an agent) on `node`.
+pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
+    if !node.is_running() {
+        return Err(locks_server::Error::Stopped.into());
+    }
+    let id = node.next_agent_id();
+    let outcome: Outcome = Arc::new(Mutex::new(None));
+    let (router, modes, agent_id, agent_outcome) = (
+        node.router().clone(),
+        node.modes().clone(),
+        id.clone(),
+        outcome.clone(),
+    );
+    let addr = Agent::start_in_arbiter(node.arbiter(), move |_ctx| {
+        Agent::new(agent_id, router, modes, options, agent_outcome)
+    });
+    Ok(Transaction {
+        id,
+        addr,
+        node: node.clone(),
+        outcome,
+        ended: false,
+    })
+}
+
+/// A running transaction: the client's handle on its agent.
+pub struct Transaction {
+    id: AgentId,
+    addr: Addr<Agent>,
+    node: Node,
+    outcome: Outcome,
+    ended: bool,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("agent", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock_ids(deadlocks: Vec<Deadlock>) -> Vec<LockId> {
+    let mut locks: Vec<LockId> = deadlocks.into_iter().map(|d| d.lock).collect();
+    locks.sort();
+    locks.dedup();
+    locks
+}
+
+impl Transaction {
+    /// The id of this transaction's agent.
+    pub fn id(&self) -> &AgentId {
+        &self.id
+    }
+
+    /// The node the agent runs on.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
+    fn local(&self) -> Vec<NodeId> {
+        vec![self.node.id().clone()]
+    }
+
+    async fn wait(
+        &self,
+        rx: oneshot::Receiver<Result<LockResult, Error>>,
+    ) -> Result<LockResult, Error> {
+        match rx.await {
+            Ok(result) => result,
+            Err(_) => Err(outcome_error(&self.outcome)),
+        }
+    }
+
+    fn send_request(
+        &self,
+        lock: LockId,
+        mode: Mode,
+        nodes: Vec<NodeId>,
+        req: Req,
+        reply: Option<crate::agent::Reply>,
+        accepted: Option<oneshot::Sender<Result<(), Error>>>,
+    ) {
+        self.addr.do_send(Request {
+            lock,
+            mode,
+            nodes,
+            req,
+            reply,
+            accepted,
+        });
+    }
+
+    /// Locks `lock` in `mode` on this transaction's node and waits until this and every earlier
+    /// request of the transaction is granted. Returns the locks involved in the deadlocks that
+    /// were resolved on the way (empty when there were none).
+    pub async fn lock(&self, lock: impl Into<LockId>, mode: Mode) -> Result<Vec<LockId>, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
+        self.wait(rx).await.map(|r| lock_ids(r.deadlocks))
+    }
+
+    /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
+    /// [`Transaction::lock`] does.
+    pub async fn lock_on(
+        &self,
+        lock: impl Into<LockId>,
+        mode: Mode,
+        nodes: &[NodeId],
+        req: Req,
+    ) -> Result<Vec<LockId>, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
+        self.wait(rx).await.map(|r| lock_ids(r.deadlocks))
+    }
+
+    /// Queues a lock request on this node without waiting for the grant; returns once the agent
+    /// has accepted it. Use [`Transaction::await_all_locks`] to wait.
+    pub async fn lock_nowait(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send_request(lock.into(), mode, self.local(), Req::All, None, Some(tx));
+        rx.await
+            .unwrap_or_else(|_| Err(outcome_error(&self.outcome)))
+    }
+
+    /// [`Transaction::lock_nowait`] on several nodes.
+    pub async fn lock_nowait_on(
+        &self,
+        lock: impl Into<LockId>,
+        mode: Mode,
+        nodes: &[NodeId],
+        req: Req,
+    ) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.send_request(lock.into(), mode, nodes.to_vec(), req, None, Some(tx));
+        rx.await
+            .unwrap_or_else(|_| Err(outcome_error(&self.outcome)))
+    }
+
+    /// Queues several lock requests on this node (like `lock_nowait` for each).
+    pub async fn lock_objects(
+        &self,
+        objects: impl IntoIterator<Item = (LockId, Mode)>,
+    ) -> Result<(), Error> {
+        let mut last = None;
+        for (lock, mode) in objects {
+            let (tx, rx) = oneshot::channel();
+            self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
+            last = Some(rx);
+        }
+        // The agent handles messages in order, so the last acceptance covers the others; an
+        // earlier refusal is reported by the status.
+        match last {
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err(outcome_error(&self.outcome))),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every request of the transaction is granted; returns the deadlocks resolved
+    /// so far. With no requests at all it waits until one is made and granted.
+    pub async fn await_all_locks(&self) -> Result<LockResult, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.addr.do_send(AwaitAll(tx));
+        self.wait(rx).await
+    }
+
+    /// The transaction's status now.
+    pub async fn status(&self) -> Result<TransactionStatus, Error> {
+        self.addr
+            .send(GetStatus)
+            .await
+            .map_err(|_| outcome_error(&self.outcome))
+    }
+
+    /// Releases one lock of the running transaction, or withdraws its pending request. Other
+    /// agents waiting for it are served; the deadlock detection forgets it.
+    pub async fn unlock(&self, lock: impl Into<LockId>) -> Result<(), Error> {
+        self.addr
+            .send(Unlock(lock.into()))
+            .await
+            .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// Converts a held lock down to a weaker mode (for example `X` to `S`), at once.
+    pub async fn convert(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
+        self.addr
+            .send(Convert(lock.into(), mode))
+            .await
+            .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// The agent's wait-for graph in DOT, for debugging.
+    pub async fn wait_for_graph(&self) -> Result<String, Error> {
+        self.addr
+            .send(Dot)
+            .await
+            .map_err(|_| outcome_error(&self.outcome))
+    }
+
+    /// Ends the transaction: the agent stops and every lock is released.
+    pub async fn end(mut self) -> Result<(), Error> {
+        self.ended = true;
+        match self.addr.send(End).await {
+            Ok(()) => Ok(()),
+            Err(_) => match outcome_error(&self.outcome) {
+                Error::Ended => Ok(()),
+                other => Err(other),
+            },
+        }
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.addr.do_send(End);
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The one place that knows where a message goes.
+//!
+//! Every message between agents and lock servers passes through the node's [`Router`]: to the
+//! lock server of a node, or to an agent by [`AgentId`]. A destination on this node is an actix
+//! address; a destination on another node is a [`RemoteLink`] (the cluster transport), so
+//! senders never care where the receiver lives.
+//!
+//! Invariants: an agent is registered from its actor's start until it stops (or its state is
+//! dropped after a panic); a message to an unregistered local agent fails with
+//! [`RouteError::UnknownAgent`], which the lock server takes as the agent's death.
+
+use crate::server::LockServer;
+use actix::prelude::*;
+use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
+use locks_core::{AgentId, NodeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+
+/// An actix message to an agent actor: a message from a server or agent, or news of a node.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub enum Deliver {
+    /// A message from a lock server or another agent.
+    Message(AgentMessage),
+    /// The lock server of this node can no longer be reached.
+    NodeDown(NodeId),
+    /// The lock server of this node is reachable again (or for the first time).
+    NodeUp(NodeId),
+}
+
+/// An actix message that hands a [`ServerRequest`] to the local lock server.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct ToServer(pub ServerRequest);
+
+/// Why a message could not be routed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The destination node is not connected (down, never seen, or kept apart).
+    #[error("node {0} is not connected")]
+    NodeDown(NodeId),
+    /// No agent with this id lives on this node (it ended or never existed).
+    #[error("agent {0} is not running on this node")]
+    UnknownAgent(AgentId),
+    /// The local lock server has stopped (the node is shutting down).
+    #[error("the lock server of this node has stopped")]
+    ServerStopped,
+}
+
+/// A connection to another node, as the router sees it: somewhere to put envelopes.
+pub trait RemoteLink: Send + Sync {
+    /// Queues an envelope for the peer. Fails if the connection is gone.
+    fn send(&self, envelope: Envelope) -> Result<(), RouteError>;
+}
+
+/// Routes messages to the local lock server, local agents and remote nodes.
+pub struct Router {
+    node: NodeId,
+    server: OnceLock<Addr<LockServer>>,
+    agents: Mutex<HashMap<AgentId, Recipient<Deliver>>>,
+    remotes: RwLock<HashMap<NodeId, Arc<dyn RemoteLink>>>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Router {
+    /// A router for node `node`, with no server, agents or peers yet.
+    pub fn new(node: NodeId) -> Router {
+        Router {
+            node,
+            server: OnceLock::new(),
+            agents: Mutex::new(HashMap::new()),
+            remotes: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// This node's id.
+    pub fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// Sets the local lock server; done once when the node starts.
+    pub(crate) fn set_server(&self, server: Addr<LockServer>) {
+        let _ = self.server.set(server);
+    }
+
+    /// The local lock server, once the node has started.
+    pub fn server(&self) -> Option<&Addr<LockServer>> {
+        self.server.get()
+    }
+
+    /// Registers a local agent's mailbox.
+    pub fn register_agent(&self, agent: AgentId, recipient: Recipient<Deliver>) {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent, recipient);
+    }
+
+    /// Forgets a local agent. Messages to it fail from now on.
+    pub fn unregister_agent(&self, agent: &AgentId) {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(agent);
+    }
+
+    /// Whether `agent` is a running agent of this node.
+    pub fn has_agent(&self, agent: &AgentId) -> bool {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(agent)
+    }
+
+    /// How many agents run on this node.
+    pub fn agent_count(&self) -> usize {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Adds (or replaces) the link to a connected peer.
+    pub fn add_remote(&self, node: NodeId, link: Arc<dyn RemoteLink>) {
+        self.remotes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node, link);
+    }
+
+    /// Removes the link to a peer (it went down or was disconnected).
+    pub fn remove_remote(&self, node: &NodeId) -> bool {
+        self.remotes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(node)
+            .is_some()
+    }
+
+    /// The peers with a link, sorted.
+    pub fn remote_nodes(&self) -> Vec<NodeId> {
+        let mut nodes: Vec<NodeId> = self
+            .remotes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        nodes.sort();
+        nodes
+    }
+
+    /// Whether `node` is this node or a connected peer.
+    pub fn is_reachable(&self, node: &NodeId) -> bool {
+        node == &self.node
+            || self
+                .remotes
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(node)
+    }
+
+    fn remote(&self, node: &NodeId) -> Result<Arc<dyn RemoteLink>, RouteError> {
+        self.remotes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node)
+            .cloned()
+            .ok_or_else(|| RouteError::NodeDown(node.clone()))
+    }
+
+    /// Sends a request to the lock server of `node`.
+    pub fn send_server(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
+        if node == &self.node {
+            let server = self.server.get().ok_or(RouteError::ServerStopped)?;
+            if !server.connected() {
+                return Err(RouteError::ServerStopped);
+            }
+            server.do_send(ToServer(request));
+            Ok(())
+        } else {
+            self.remote(node)?
+                .send(Envelope::new(WireMessage::Server(request)))
+        }
+    }
+
+    /// Sends a message to an agent, wherever it lives.
+    pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
+        if to.node() == &self.node {
+            let recipient = self
+                .agents
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(to)
+                .cloned()
+                .ok_or_else(|| RouteError::UnknownAgent(to.clone()))?;
+            // `do_send` queues even when the mailbox is full; the volume is bounded by the
+            // agent's own requests. A closed mailbox means the agent is gone.
+            if !recipient.connected() {
+                self.unregister_agent(to);
+                return Err(RouteError::UnknownAgent(to.clone()));
+            }
+            recipient.do_send(Deliver::Message(msg));
+            Ok(())
+        } else {
+            self.remote(to.node())?
+                .send(Envelope::new(WireMessage::Agent {
+                    to: to.clone(),
+                    msg,
+                }))
+        }
+    }
+
+    /// Tells every local agent that `node` went down (`up == false`) or came back.
+    pub fn broadcast_node_event(&self, node: &NodeId, up: bool) {
+        let agents: Vec<Recipient<Deliver>> = self
+            .agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for agent in agents {
+            let event = if up {
+                Deliver::NodeUp(node.clone())
+            } else {
+                Deliver::NodeDown(node.clone())
+            };
+            agent.do_send(event);
+        }
+    }
+
+    /// Delivers an envelope that arrived from a peer to its local destination.
+    pub fn deliver_incoming(&self, envelope: Envelope) -> Result<(), RouteError> {
+        match envelope.message {
+            WireMessage::Server(request) => {
+                let node = self.node.clone();
+                self.send_server(&node, request)
+            }
+            WireMessage::Agent { to, msg } => {
+                if to.node() != &self.node {
+                    return Err(RouteError::UnknownAgent(to));
+                }
+                self.send_agent(&to, msg)
+            }
+        }
+    }
+}

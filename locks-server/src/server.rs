@@ -1,0 +1,104 @@
+//! The lock server actor: a thin shell around one [`LockTable`].
+//!
+//! Messages it handles:
+//! - [`ToServer`]: a request from an agent (local or remote, through the [`Router`]); the
+//!   table decides, and the server routes the notices it returns.
+//! - [`Snapshot`]: a copy of the table for tools and tests.
+//!
+//! Who holds its address: the node's [`Router`] (and through it every agent). It stops when the
+//! node's actix system stops; requests still in its mailbox are dropped with it, which is safe
+//! because the whole node (and every agent on it) stops at the same time.
+//!
+//! An agent that cannot be reached any more (its mailbox closed, or its state was dropped after
+//! a panic without it saying goodbye) is removed from the table the first time a notice to it
+//! fails, so its locks are never lost.
+
+use crate::router::{RouteError, Router, ToServer};
+use crate::table::{LockTable, TableSnapshot};
+use actix::prelude::*;
+use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::{AgentId, ModeTable, NodeId};
+use std::sync::Arc;
+use tracing::{debug, trace, warn};
+
+/// The actor that owns a node's lock table.
+pub struct LockServer {
+    table: LockTable,
+    router: Arc<Router>,
+}
+
+impl LockServer {
+    /// A server for `node` with the given mode table; versions start above `version_base`.
+    pub fn new(router: Arc<Router>, modes: ModeTable, version_base: u64) -> LockServer {
+        let table = LockTable::new(router.node().clone(), modes, version_base);
+        LockServer { table, router }
+    }
+
+    /// The node this server belongs to.
+    pub fn node(&self) -> &NodeId {
+        self.router.node()
+    }
+
+    fn apply(&mut self, request: ServerRequest) {
+        trace!(node = %self.node(), ?request, "lock server request");
+        let mut pending = vec![request];
+        // Removing an unreachable agent can itself produce notices to agents that turn out to
+        // be gone; each round removes at least one agent, so this ends.
+        while let Some(request) = pending.pop() {
+            let notices = self.table.handle(request);
+            for (agent, msg) in notices {
+                if let Err(err) = self.route(&agent, msg) {
+                    debug!(node = %self.node(), %agent, %err, "agent unreachable; releasing its locks");
+                    if !pending.iter().any(
+                        |r| matches!(r, ServerRequest::RemoveAgent { agent: a } if a == &agent),
+                    ) {
+                        pending.push(ServerRequest::RemoveAgent { agent });
+                    }
+                }
+            }
+        }
+    }
+
+    fn route(&self, agent: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
+        match self.router.send_agent(agent, msg) {
+            // A remote node that is down: its agents are removed by the node-down handling,
+            // not here, so a partition does not look like a death.
+            Err(RouteError::NodeDown(node)) => {
+                warn!(node = %self.node(), peer = %node, %agent, "notice to an agent on a disconnected node dropped");
+                Ok(())
+            }
+            other => other,
+        }
+    }
+}
+
+impl Actor for LockServer {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Agents send with `do_send`, so the capacity only bounds `send` from tools.
+        ctx.set_mailbox_capacity(1024);
+        debug!(node = %self.node(), "lock server started");
+    }
+}
+
+impl Handler<ToServer> for LockServer {
+    type Result = ();
+
+    fn handle(&mut self, msg: ToServer, _ctx: &mut Self::Context) {
+        self.apply(msg.0);
+    }
+}
+
+/// Asks the lock server for a snapshot of its table.
+#[derive(Debug, Message)]
+#[rtype(result = "TableSnapshot")]
+pub struct Snapshot;
+
+impl Handler<Snapshot> for LockServer {
+    type Result = MessageResult<Snapshot>;
+
+    fn handle(&mut self, _msg: Snapshot, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.table.snapshot())
+    }
+}

@@ -53,17 +53,25 @@ struct AgentGuard {
     nodes: BTreeSet<NodeId>,
 }
 
-impl Drop for AgentGuard {
-    fn drop(&mut self) {
+impl AgentGuard {
+    /// Unregisters the agent and asks every lock server it used to drop its entries. Done as
+    /// soon as the agent decides to stop, so that when `end` returns the agent is gone.
+    fn release(&mut self) {
         self.router.unregister_agent(&self.id);
-        for node in &self.nodes {
+        for node in std::mem::take(&mut self.nodes) {
             let request = ServerRequest::RemoveAgent {
                 agent: self.id.clone(),
             };
-            if let Err(err) = self.router.send_server(node, request) {
+            if let Err(err) = self.router.send_server(&node, request) {
                 debug!(agent = %self.id, %node, %err, "could not release locks at stop");
             }
         }
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -188,6 +196,7 @@ impl Agent {
         for waiter in self.waiters.drain(..) {
             let _ = waiter.send(Err(error.clone()));
         }
+        self.guard.release();
         ctx.stop();
     }
 }

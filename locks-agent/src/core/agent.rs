@@ -35,10 +35,9 @@ use super::knowledge::Knowledge;
 use super::requests::Request;
 use super::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
 use crate::options::{Options, Req};
-use locks_core::proto::{AgentMessage, LockView, Rejection, ServerRequest};
+use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// Something the actor must do on behalf of the core, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -611,91 +610,8 @@ impl AgentCore {
             out.push(Effect::StatusChanged(status));
         }
     }
-
-    /// Returns whether the agent surrendered a lock.
-    fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) -> bool {
-        if self.knowledge.surrender_outstanding() {
-            return false;
-        }
-        let Some(cycle) = graph.victim_cycle(&self.id) else {
-            return false;
-        };
-        let (lock, node) = (cycle.lock, cycle.node);
-        let Some(version) = self.knowledge.view(&lock, &node).map(|v| v.version) else {
-            return false;
-        };
-        if self.options.abort_on_deadlock
-            && self
-                .requests
-                .values()
-                .any(|r| r.claimed && r.is_under(&lock, &node))
-        {
-            self.phase = Phase::Aborted;
-            out.push(Effect::Abort { lock, node });
-            return false;
-        }
-        let msg = ServerRequest::Surrender {
-            agent: self.id.clone(),
-            lock: lock.clone(),
-            version,
-        };
-        self.send(out, node.clone(), msg);
-        for agent in cycle.agents.iter().filter(|a| **a != self.id) {
-            out.push(Effect::ToAgent {
-                to: agent.clone(),
-                msg: AgentMessage::Surrendered {
-                    by: self.id.clone(),
-                    node: node.clone(),
-                    lock: lock.clone(),
-                    version,
-                },
-            });
-        }
-        self.knowledge.record_deadlock(Deadlock {
-            victim: self.id.clone(),
-            lock: lock.clone(),
-            node: node.clone(),
-        });
-        self.knowledge.surrendered(&lock, &node, version);
-        self.refresh_status(out);
-        true
-    }
-
-    fn forward(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
-        let targets = graph.waits_for_set(&self.id);
-        if targets.is_empty() {
-            return;
-        }
-        // Only edges that can lie on a cycle through this agent and the agent it forwards to
-        // are worth passing on: its own waits, and waits among the agents that (transitively)
-        // wait for it.
-        let wanted = graph.cycle_copies(&self.id);
-        let views: Vec<(LockId, NodeId, Arc<LockView>)> = self
-            .knowledge
-            .views()
-            .filter(|(l, n, _)| wanted.contains(&((*l).clone(), (*n).clone())))
-            .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
-            .collect();
-        for to in targets {
-            for (lock, node, view) in &views {
-                let key = (to.clone(), lock.clone(), node.clone());
-                if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {
-                    continue;
-                }
-                self.forwarded.insert(key, view.version);
-                out.push(Effect::ToAgent {
-                    to: to.clone(),
-                    msg: AgentMessage::Forward {
-                        from: self.id.clone(),
-                        node: node.clone(),
-                        lock: lock.clone(),
-                        view: view.clone(),
-                    },
-                });
-            }
-        }
-    }
 }
 
+mod resolve;
 #[cfg(test)]
 mod tests;

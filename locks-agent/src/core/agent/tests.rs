@@ -1,7 +1,8 @@
 use super::*;
 use locks_core::Mode::{IX, S, X};
 use locks_core::lock_id;
-use locks_core::proto::{EntryState, LockNotice, Note, QueueEntry};
+use locks_core::proto::{EntryState, LockNotice, LockView, Note, QueueEntry};
+use std::sync::Arc;
 
 fn node(name: &str) -> NodeId {
     NodeId::new(name).unwrap()

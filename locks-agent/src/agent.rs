@@ -17,7 +17,7 @@
 //! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
 //! waiting callers get an error saying why.
 
-use crate::core::{AgentCore, Deadlock, Effect, TransactionStatus};
+use crate::core::{AgentCore, Effect, LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -29,8 +29,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::{debug, trace, warn};
 
-/// Where a blocked caller gets its answer: the deadlocks resolved so far, or why not.
-pub(crate) type Reply = oneshot::Sender<Result<Vec<Deadlock>, Error>>;
+/// Where a blocked caller gets its answer: the locks held and the deadlocks resolved so far,
+/// or why not.
+pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
 
 /// Why the agent stopped, shared with its handle so that late calls can say it.
 pub(crate) type Outcome = Arc<Mutex<Option<Error>>>;
@@ -145,6 +146,9 @@ impl Agent {
                     self.stop_with(Error::Deadlock { lock, node }, ctx);
                     return;
                 }
+                Effect::Rejected { node, lock, reason } => {
+                    debug!(agent = %self.id(), %lock, %node, %reason, "request refused");
+                }
             }
         }
         for node in later {
@@ -164,12 +168,16 @@ impl Agent {
     fn answer_waiters(&mut self) {
         match self.core.status() {
             TransactionStatus::HaveAllLocks { deadlocks } => {
+                let result = self.core.lock_result().unwrap_or(LockResult {
+                    locks: Vec::new(),
+                    deadlocks,
+                });
                 for waiter in self.waiters.drain(..) {
-                    let _ = waiter.send(Ok(deadlocks.clone()));
+                    let _ = waiter.send(Ok(result.clone()));
                 }
             }
-            TransactionStatus::CannotServe { locks } => {
-                let error = Error::CannotServe { locks };
+            TransactionStatus::CannotServe { locks, nodes } => {
+                let error = Error::CannotServe { locks, nodes };
                 for waiter in self.waiters.drain(..) {
                     let _ = waiter.send(Err(error.clone()));
                 }

@@ -136,6 +136,17 @@ fn lock_line<'a>(table: &'a [String], lock: &str) -> Option<&'a str> {
         .map(String::as_str)
 }
 
+/// The `node@version` pairs at the end of a `granted` line.
+fn fencing(granted: &str) -> Vec<(String, u64)> {
+    let list = granted.rsplit(' ').next().unwrap_or("");
+    list.split(',')
+        .filter_map(|pair| {
+            let (node, version) = pair.split_once('@')?;
+            Some((node.to_owned(), version.parse().ok()?))
+        })
+        .collect()
+}
+
 /// Whether an agent of node `node` waits on `lock` (the part after `waiting=`).
 fn waits(table: &[String], lock: &str, node: &str) -> bool {
     lock_line(table, lock).is_some_and(|l| {
@@ -170,7 +181,7 @@ fn three_processes_survive_a_sigkill() {
 
     // n3's transaction holds shared/a on n1 and n2, and a majority lock on all three.
     n3.send("lock k3 shared/a X n1,n2 all");
-    n3.expect("k3 granted", |l| l.starts_with("granted k3 shared/a "));
+    let k3 = n3.expect("k3 granted", |l| l.starts_with("granted k3 shared/a "));
     n3.send("lock m3 maj/m X n1,n2,n3 majority");
     n3.expect("m3 granted", |l| l.starts_with("granted m3 maj/m "));
     // n1's transaction waits for shared/a behind it.
@@ -184,7 +195,14 @@ fn three_processes_survive_a_sigkill() {
     n2.expect_line("down n3");
 
     // n3's agents are released everywhere: n1's transaction gets shared/a.
-    n1.expect("w1 granted", |l| l.starts_with("granted w1 shared/a "));
+    let w1 = n1.expect("w1 granted", |l| l.starts_with("granted w1 shared/a "));
+    // Each node's fencing version grew with the new holder.
+    let (k3, w1) = (fencing(&k3), fencing(&w1));
+    assert_eq!(k3.len(), 2, "{k3:?}");
+    for (node, version) in &k3 {
+        let later = w1.iter().find(|(n, _)| n == node).map(|(_, v)| *v);
+        assert!(later > Some(*version), "{node}: {k3:?} then {w1:?}");
+    }
     for p in [&mut n1, &mut n2] {
         let table = p.table();
         assert!(

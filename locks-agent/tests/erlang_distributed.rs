@@ -6,7 +6,7 @@
 mod common;
 
 use common::{BOUND, Harness, bounded};
-use locks_agent::{Error, Options, Req, TransactionStatus, begin_transaction};
+use locks_agent::{Error, Options, Req, RequestError, TransactionStatus, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::cluster::NodeEvent;
@@ -77,9 +77,19 @@ async fn erlang_9_3_15_d_simple_lock_all() {
         .await
         .unwrap();
     assert!(deadlocks.is_empty());
-    // Held on every node, each server shows it.
-    for h in &hs {
+    // Held on every node, each server shows it, and the result carries each node's fencing
+    // version: the version at which that server granted it.
+    let result = bounded(c1.txn().await_all_locks()).await.unwrap();
+    assert_eq!(result.locks.len(), 1);
+    let granted = &result.locks[0];
+    assert_eq!((&granted.lock, granted.mode), (&l("A"), Mode::WRITE));
+    let listed: Vec<&NodeId> = granted.nodes.iter().map(|(node, _)| node).collect();
+    assert_eq!(listed, [&n("a"), &n("b"), &n("c")]);
+    for (h, (node, version)) in hs.iter().zip(&granted.nodes) {
         h.wait_granted(&c1.id(), &l("A")).await;
+        let snap = h.node.snapshot().await.unwrap();
+        let entry = snap.lock(&l("A")).unwrap().entry(&c1.id()).unwrap();
+        assert_eq!(entry.version, *version, "the fencing version of {node}");
     }
 }
 
@@ -189,23 +199,33 @@ async fn erlang_9_3_20_d_lock_node_dies() {
         .unwrap();
     let c = hs.pop().unwrap();
     bounded(c.node.shutdown()).await;
+    // The agent hears that c is down: its request on A can no longer be met.
     let status = bounded(async {
         loop {
-            match c1.txn().status().await {
-                Ok(TransactionStatus::CannotServe { .. }) | Err(_) => break,
-                Ok(_) => tokio::task::yield_now().await,
+            match c1.txn().status().await.unwrap() {
+                TransactionStatus::HaveAllLocks { .. } => tokio::task::yield_now().await,
+                other => return other,
             }
         }
     })
     .await;
-    let _ = status;
+    assert_eq!(
+        status,
+        TransactionStatus::CannotServe {
+            locks: vec![l("A")],
+            nodes: vec![n("c")]
+        }
+    );
+    let err = bounded(c1.txn().await_all_locks()).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::CannotServe { nodes, .. } if nodes == &[n("c")]),
+        "{err}"
+    );
+    // A new request naming c fails at once, naming it.
     let err = bounded(c1.txn().lock_on(l("B"), Mode::WRITE, &all, Req::All))
         .await
         .unwrap_err();
-    assert!(
-        err.to_string().contains('c'),
-        "the error names node c: {err}"
-    );
+    assert!(names_node(&err, "c"), "the error names node c: {err:?}");
     // The other nodes still serve.
     let c2 = hs[1].client().await;
     assert!(
@@ -237,6 +257,8 @@ async fn erlang_9_3_20_d_lock_node_dies_await_nodes() {
     bounded(txn.lock_on(l("A"), Mode::WRITE, &all, Req::All))
         .await
         .unwrap();
+    let before = bounded(txn.await_all_locks()).await.unwrap();
+    let old_on_c = version_on(&before, &l("A"), "c");
     let c = hs.pop().unwrap();
     let mut events = hs[0].node.subscribe_nodes();
     bounded(c.node.shutdown()).await;
@@ -267,20 +289,63 @@ async fn erlang_9_3_20_d_lock_node_dies_await_nodes() {
     let h = Harness { node: c2 };
     h.wait_granted(txn.id(), &l("A")).await;
     h.wait_granted(txn.id(), &l("B")).await;
+    // The new incarnation of c granted A again, at a larger fencing version.
+    let after = bounded(txn.await_all_locks()).await.unwrap();
+    assert!(version_on(&after, &l("A"), "c") > old_on_c);
+}
+
+/// The fencing version `node` granted `lock` at, in a lock result.
+fn version_on(result: &locks_agent::LockResult, lock: &LockId, node: &str) -> u64 {
+    result
+        .locks
+        .iter()
+        .find(|g| &g.lock == lock)
+        .and_then(|g| g.nodes.iter().find(|(n, _)| n.as_str() == node))
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("{lock} is not held on {node}: {result:?}"))
+}
+
+/// Whether a failed request names `node` as one it cannot be served by.
+fn names_node(err: &Error, node: &str) -> bool {
+    match err {
+        Error::CannotServe { nodes, .. } => nodes.iter().any(|n| n.as_str() == node),
+        Error::Request(RequestError::NodesDown { nodes, .. }) => {
+            nodes.iter().any(|n| n.as_str() == node)
+        }
+        _ => false,
+    }
 }
 
 #[tokio::test]
 async fn a_request_to_a_node_known_to_be_down_fails_at_once() {
     let hs = cluster(&["a", "b"]).await;
     let c1 = hs[0].client().await;
+    let listed = [n("a"), n("gone")];
+    let err = bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &listed, Req::All))
+        .await
+        .unwrap_err();
+    assert!(names_node(&err, "gone"), "names the node: {err:?}");
+    // Now the agent knows "gone" is down: a second request fails before anything is sent.
     let err = bounded(
         c1.txn()
-            .lock_on(l("A"), Mode::WRITE, &[n("a"), n("gone")], Req::All),
+            .lock_on(l("B"), Mode::WRITE, &[n("gone")], Req::Any),
     )
     .await
     .unwrap_err();
-    assert!(err.to_string().contains("gone"), "names the node: {err}");
-    let _ = Error::Ended;
+    assert!(
+        matches!(&err, Error::Request(RequestError::NodesDown { nodes, .. }) if nodes == &[n("gone")]),
+        "{err:?}"
+    );
+    // A requirement that the live nodes can still meet goes on (in another transaction: the
+    // first one cannot serve its request on A, so it will never have all its locks).
+    let c2 = hs[0].client().await;
+    let majority = [n("a"), n("b"), n("gone")];
+    let ok = bounded(
+        c2.txn()
+            .lock_on(l("C"), Mode::WRITE, &majority, Req::Majority),
+    )
+    .await;
+    assert!(ok.is_ok(), "{ok:?}");
 }
 
 /// Two agents on two nodes, each holding a lock on its own node and wanting the other's: the

@@ -325,10 +325,18 @@ async fn report_granted(t: &Transaction, txn: &str, path: &str) {
     }
 }
 
-/// The fencing versions of the lock at `path`, as `node@version,...`.
+/// The fencing versions of the lock at `path`, as `node@version,...` (`-` if not held).
 fn fencing(result: &locks_agent::LockResult, path: &str) -> String {
-    let _ = (result, path);
-    "-".to_owned()
+    let held = result.locks.iter().find(|g| slash(&g.lock) == path);
+    match held {
+        Some(g) if !g.nodes.is_empty() => g
+            .nodes
+            .iter()
+            .map(|(node, version)| format!("{node}@{version}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "-".to_owned(),
+    }
 }
 
 fn status_word(status: &TransactionStatus) -> String {

@@ -111,22 +111,25 @@ async fn connect_lists_both_nodes_and_reports_up_events() {
 async fn a_stopped_node_is_down_and_a_configured_peer_is_dialed_again() {
     init_tracing();
     let a = start(config("a")).await;
+    let mut ev_a = a.subscribe_nodes();
     let a_addr = addr(&a);
     let b = start(config("b").peer(a_addr)).await;
     let mut ev_b = b.subscribe_nodes();
     expect(&mut ev_b, NodeEvent::Up(id("a"))).await;
+    // The two ends register the connection independently: wait for a's too.
+    expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
 
-    let mut ev_a = a.subscribe_nodes();
     bounded("shutdown", a.shutdown()).await;
     expect(&mut ev_b, NodeEvent::Down(id("a"))).await;
-    // The stopped node's subscription ends (after what it had already heard).
-    expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
+    // The stopped node's subscription ends.
     assert_eq!(bounded("a's events end", ev_a.recv()).await, None);
     assert_eq!(names(&b.nodes()), ["b"]);
 
     // A new incarnation of "a" on the same address: b's dialer finds it.
     let a2 = start(NodeConfig::new("a").listen(a_addr).cookie(COOKIE)).await;
+    let mut ev_a2 = a2.subscribe_nodes();
     expect(&mut ev_b, NodeEvent::Up(id("a"))).await;
+    expect(&mut ev_a2, NodeEvent::Up(id("b"))).await;
     assert_eq!(names(&a2.nodes()), ["a", "b"]);
 }
 

@@ -40,13 +40,18 @@ async fn start(name: &str) -> Node {
     bounded("start", Node::start(config)).await.unwrap()
 }
 
-/// Two connected nodes `a` and `b`.
+/// Two connected nodes `a` and `b` (both ends registered).
 async fn pair() -> (Node, Node) {
     let a = start("a").await;
     let b = start("b").await;
+    let mut events = a.subscribe_nodes();
     bounded("connect", b.connect(a.local_addr().unwrap()))
         .await
         .unwrap();
+    assert_eq!(
+        bounded("a sees b", events.recv()).await,
+        Some(NodeEvent::Up(id("b")))
+    );
     (a, b)
 }
 
@@ -164,7 +169,8 @@ async fn a_node_going_down_releases_its_agents_locks_on_the_others() {
     let mut events = a.subscribe_nodes();
     assert_eq!(
         bounded("up", events.recv()).await,
-        Some(NodeEvent::Up(id("b")))
+        Some(NodeEvent::Up(id("b"))),
+        "a new subscription starts with the connected nodes"
     );
     bounded("b stops", b.shutdown()).await;
     assert_eq!(

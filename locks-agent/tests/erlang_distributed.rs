@@ -167,13 +167,17 @@ async fn erlang_9_3_19_d_lock_surrender() {
     });
     // Agent 2 (the larger id) surrenders Y; agent 1 gets everything.
     let r1 = p1.result().await.unwrap();
-    assert_eq!(r1, [y.clone()], "client 1 saw Y surrendered");
+    assert_eq!(r1, std::slice::from_ref(&y), "client 1 saw Y surrendered");
     for h in &hs {
         h.wait_granted(&c1.id(), &y).await;
     }
     c1.kill();
     let r2 = p2.result().await.unwrap();
-    assert_eq!(r2, [y.clone()], "client 2 reports the lock it surrendered");
+    assert_eq!(
+        r2,
+        std::slice::from_ref(&y),
+        "client 2 reports the lock it surrendered"
+    );
     for h in &hs {
         h.wait_granted(&c2.id(), &x).await;
         h.wait_granted(&c2.id(), &y).await;
@@ -375,7 +379,7 @@ async fn cross_node_deadlock_of_two_agents_resolves() {
     c1.kill();
     let r2 = p2.result().await.unwrap();
     // Agent 2 (on b, the larger id) surrendered its lock on b; both report it.
-    assert_eq!(r1, [lb.clone()]);
+    assert_eq!(r1, std::slice::from_ref(&lb));
     assert_eq!(r2, [lb]);
 }
 

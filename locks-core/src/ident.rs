@@ -9,6 +9,11 @@
 //! largest agent of a cycle surrenders, `reference/erlang-locks.md` 5.6). Agents compare by
 //! node name, then incarnation, then serial, so on one node an agent created later compares
 //! larger, and every node computes the same order.
+//!
+//! A [`MemberId`] names a member of a leader-election group (`locks-leader`): the same three
+//! parts, in its own namespace, so that messages between members are routed apart from agents.
+//! A candidate's member id has the same parts as the id of the agent it competes with, which is
+//! how members recognise each other in the election lock's queue.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -137,5 +142,62 @@ impl fmt::Debug for AgentId {
 impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "<{}.{}.{}>", self.node, self.incarnation, self.serial)
+    }
+}
+
+/// The identity of a member of a leader-election group (see `locks-leader`), unique in the
+/// cluster and across node restarts; ordered like [`AgentId`], by `(node, incarnation, serial)`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MemberId {
+    node: NodeId,
+    incarnation: u64,
+    serial: u64,
+}
+
+impl MemberId {
+    /// A member id. Nodes hand out the serials (from the same counter as agent ids).
+    pub fn new(node: NodeId, incarnation: u64, serial: u64) -> MemberId {
+        MemberId {
+            node,
+            incarnation,
+            serial,
+        }
+    }
+
+    /// The member id with the same parts as `agent`: a candidate is known by its agent.
+    pub fn of_agent(agent: &AgentId) -> MemberId {
+        MemberId::new(agent.node().clone(), agent.incarnation(), agent.serial())
+    }
+
+    /// The agent id with the same parts (the agent a candidate competes with).
+    pub fn agent(&self) -> AgentId {
+        AgentId::new(self.node.clone(), self.incarnation, self.serial)
+    }
+
+    /// The node the member lives on.
+    pub fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// The incarnation of the node that created the member.
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// The member's serial number on its node incarnation.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+}
+
+impl fmt::Debug for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl fmt::Display for MemberId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "m<{}.{}.{}>", self.node, self.incarnation, self.serial)
     }
 }

@@ -4,7 +4,8 @@
 //! - [`Mode`] and [`ModeTable`]: the six lock modes of StickyLocking with the compatibility and
 //!   group-mode matrices, and installable custom tables;
 //! - [`LockId`]: hierarchical lock names (a non-empty path of [`Key`]s);
-//! - [`NodeId`] and [`AgentId`]: who is who, with the total order the deadlock algorithm needs;
+//! - [`NodeId`], [`AgentId`] and [`MemberId`]: who is who, with the total order the deadlock
+//!   algorithm needs;
 //! - [`proto`]: the messages between agents and lock servers, and [`codec`] for the wire;
 //! - [`LockWord`] and [`RwuLock`]: Chronicle Map's 64-bit read/update/write lock word and a
 //!   safe lock built on it, for in-process (and shared-memory) locking without any actor.
@@ -29,7 +30,7 @@ mod sync;
 
 pub use error::Error;
 pub use id::{Key, LockId, LockIdError};
-pub use ident::{AgentId, NodeId, NodeNameError};
+pub use ident::{AgentId, MemberId, NodeId, NodeNameError};
 pub use lock_word::LockWord;
 pub use mode::{Mode, ModeTable, ModeTableError};
 pub use rwu::RwuLock;

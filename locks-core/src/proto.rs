@@ -5,6 +5,7 @@
 //!   agent ◀──AgentMessage::Notice── lock server (the agent's entry on one lock changed)
 //!   agent ◀──AgentMessage::Forward── agent      (a lock view passed on for deadlock detection)
 //!   agent ◀──AgentMessage::Surrendered── agent  (the sender surrendered a lock of a cycle)
+//!   member ◀──Message::Member── member          (leader election, opaque payload)
 //! ```
 //!
 //! Every notice carries the lock's version on its server; versions only grow, so an agent keeps
@@ -14,7 +15,7 @@
 //! On the wire every message travels in an [`Envelope`] that carries [`PROTOCOL_VERSION`];
 //! [`crate::codec`] encodes it with a size limit.
 
-use crate::{AgentId, LockId, Mode, NodeId};
+use crate::{AgentId, LockId, MemberId, Mode, NodeId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -321,6 +322,17 @@ pub enum Message {
         to: AgentId,
         /// The message.
         msg: AgentMessage,
+    },
+    /// To a member of a leader-election group living on the receiving node. The payload is the
+    /// group's own message, encoded by `locks-leader` with [`crate::codec`]; routers carry it
+    /// without looking inside.
+    Member {
+        /// The recipient.
+        to: MemberId,
+        /// The sender.
+        from: MemberId,
+        /// The encoded message.
+        payload: Vec<u8>,
     },
 }
 

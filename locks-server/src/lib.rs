@@ -26,6 +26,6 @@ pub mod table;
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
 pub use node::Node;
-pub use router::{Deliver, RemoteLink, RouteError, Router, ToServer};
+pub use router::{Deliver, MemberDelivery, RemoteLink, RouteError, Router, ToServer};
 pub use server::{LockServer, Snapshot};
 pub use table::{LockTable, TableSnapshot};

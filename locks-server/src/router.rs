@@ -3,16 +3,20 @@
 //! Every message between agents and lock servers passes through the node's [`Router`]: to the
 //! lock server of a node, or to an agent by [`AgentId`]. A destination on this node is an actix
 //! address; a destination on another node is a [`RemoteLink`] (the cluster transport), so
-//! senders never care where the receiver lives.
+//! senders never care where the receiver lives. Members of leader-election groups
+//! (`locks-leader`) talk to each other the same way, by [`MemberId`], with opaque payloads
+//! ([`Router::send_member`], delivered as [`MemberDelivery`]).
 //!
 //! Invariants: an agent is registered from its actor's start until it stops (or its state is
 //! dropped after a panic); a message to an unregistered local agent fails with
-//! [`RouteError::UnknownAgent`], which the lock server takes as the agent's death.
+//! [`RouteError::UnknownAgent`], which the lock server takes as the agent's death. Members
+//! likewise; a message to an unregistered member fails with [`RouteError::UnknownMember`] and
+//! is dropped (members detect each other's end on their own).
 
 use crate::server::LockServer;
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
-use locks_core::{AgentId, NodeId};
+use locks_core::{AgentId, MemberId, NodeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
@@ -26,6 +30,17 @@ pub enum Deliver {
     NodeDown(NodeId),
     /// The lock server of this node is reachable again (or for the first time).
     NodeUp(NodeId),
+}
+
+/// An actix message to a member of a leader-election group: an encoded message from another
+/// member (see `locks_core::proto::Message::Member`).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct MemberDelivery {
+    /// The sender.
+    pub from: MemberId,
+    /// The encoded message.
+    pub payload: Vec<u8>,
 }
 
 /// An actix message that hands a [`ServerRequest`] to the local lock server.
@@ -45,6 +60,9 @@ pub enum RouteError {
     /// The local lock server has stopped (the node is shutting down).
     #[error("the lock server of this node has stopped")]
     ServerStopped,
+    /// No group member with this id lives on this node (it stopped or never existed).
+    #[error("member {0} is not running on this node")]
+    UnknownMember(MemberId),
 }
 
 /// A connection to another node, as the router sees it: somewhere to put envelopes.
@@ -58,6 +76,7 @@ pub struct Router {
     node: NodeId,
     server: OnceLock<Addr<LockServer>>,
     agents: Mutex<HashMap<AgentId, Recipient<Deliver>>>,
+    members: Mutex<HashMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<HashMap<NodeId, Arc<dyn RemoteLink>>>,
 }
 
@@ -76,6 +95,7 @@ impl Router {
             node,
             server: OnceLock::new(),
             agents: Mutex::new(HashMap::new()),
+            members: Mutex::new(HashMap::new()),
             remotes: RwLock::new(HashMap::new()),
         }
     }
@@ -125,6 +145,63 @@ impl Router {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+
+    /// Registers a local group member's mailbox.
+    pub fn register_member(&self, member: MemberId, recipient: Recipient<MemberDelivery>) {
+        self.members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(member, recipient);
+    }
+
+    /// Forgets a local group member. Messages to it fail from now on.
+    pub fn unregister_member(&self, member: &MemberId) {
+        self.members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(member);
+    }
+
+    /// Whether `member` is a running group member of this node.
+    pub fn has_member(&self, member: &MemberId) -> bool {
+        self.members
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(member)
+    }
+
+    /// Sends an encoded message from member `from` to member `to`, wherever it lives. Messages
+    /// from one sender to one recipient arrive in the order sent (one mailbox on this node, one
+    /// connection to another).
+    pub fn send_member(
+        &self,
+        to: &MemberId,
+        from: MemberId,
+        payload: Vec<u8>,
+    ) -> Result<(), RouteError> {
+        if to.node() == &self.node {
+            let recipient = self
+                .members
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(to)
+                .cloned()
+                .ok_or_else(|| RouteError::UnknownMember(to.clone()))?;
+            if !recipient.connected() {
+                self.unregister_member(to);
+                return Err(RouteError::UnknownMember(to.clone()));
+            }
+            recipient.do_send(MemberDelivery { from, payload });
+            Ok(())
+        } else {
+            self.remote(to.node())?
+                .send(Envelope::new(WireMessage::Member {
+                    to: to.clone(),
+                    from,
+                    payload,
+                }))
+        }
     }
 
     /// Adds (or replaces) the link to a connected peer.
@@ -271,6 +348,12 @@ impl Router {
                     return Err(RouteError::UnknownAgent(to));
                 }
                 self.send_agent(&to, msg)
+            }
+            WireMessage::Member { to, from, payload } => {
+                if to.node() != &self.node {
+                    return Err(RouteError::UnknownMember(to));
+                }
+                self.send_member(&to, from, payload)
             }
         }
     }

@@ -5,7 +5,7 @@ use locks_core::proto::{
     AgentMessage, Conversion, EntryState, Envelope, LockNotice, LockView, Message, Note,
     QueueEntry, Rejection, ServerRequest,
 };
-use locks_core::{AgentId, Key, LockId, Mode, NodeId};
+use locks_core::{AgentId, Key, LockId, MemberId, Mode, NodeId};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -174,6 +174,16 @@ pub fn envelope() -> impl Strategy<Value = Envelope> {
     prop_oneof![
         server_request().prop_map(Message::Server),
         (agent_id(), agent_message()).prop_map(|(to, msg)| Message::Agent { to, msg }),
+        (
+            agent_id(),
+            agent_id(),
+            proptest::collection::vec(any::<u8>(), 0..64)
+        )
+            .prop_map(|(to, from, payload)| Message::Member {
+                to: MemberId::of_agent(&to),
+                from: MemberId::of_agent(&from),
+                payload,
+            }),
     ]
     .prop_map(Envelope::new)
 }

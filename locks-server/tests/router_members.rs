@@ -26,9 +26,12 @@ fn member(node: &str, serial: u64) -> MemberId {
     MemberId::new(id(node), 1, serial)
 }
 
+/// What a sink got: the sender and the payload of each message, in order.
+type Got = Arc<Mutex<Vec<(MemberId, Vec<u8>)>>>;
+
 /// Collects what it is sent; says so once it has `want` messages.
 struct Sink {
-    got: Arc<Mutex<Vec<(MemberId, Vec<u8>)>>>,
+    got: Got,
     want: usize,
     done: Option<futures::channel::oneshot::Sender<()>>,
 }

@@ -1,0 +1,226 @@
+//! The callbacks of a group member, and what they may return.
+//!
+//! A type implementing [`Callbacks`] *is* the member's state (Erlang's `ModState`): every
+//! callback takes `&mut self`, so the `{ok, NewState}` of the Erlang returns is simply the
+//! mutation. The returns of `reference/erlang-locks.md` 6.7 are Rust enums:
+//!
+//! | Erlang return | here |
+//! | --- | --- |
+//! | `elected`: `{ok, Msg, S}` | [`Elected::Broadcast`]: `am_leader(Msg)` to members not yet synced, `from_leader(Msg)` to the synced |
+//! | `elected`: `{ok, AmMsg, FromMsg, S}` | [`Elected::Split`] |
+//! | `elected`: `{reply, Msg, S}` (a new member) | [`Elected::Reply`]: `am_leader(Msg)` to that member only |
+//! | `{ok,S}` / `{noreply,S}` | [`Handled::Ok`] |
+//! | `{ok, Msg, S}` (leader only) | [`Handled::Broadcast`] (`from_leader(Msg)` to the synced members) |
+//! | `{stop, R, S}` | [`Handled::Stop`], [`Elected::Stop`], [`CallReturn::Stop`] |
+//! | `{reply, R, S}` | [`CallReturn::Reply`] |
+//! | `{reply, R, Msg, S}` | [`CallReturn::ReplyBroadcast`]: broadcast first, then reply |
+//! | `{noreply, S}` | [`CallReturn::NoReply`] (answer later with [`Ctx::reply`]) |
+//!
+//! Left out on purpose: `elected` returning `{surrender, Other, S}` (it cannot work in the
+//! original, reference 5.11; here the lock decides who leads), and `{ok, S}` from `elected`
+//! (a new member cannot follow without an `am_leader`).
+//!
+//! Callbacks run on the member's actor, on the node's thread: they must not block. They talk to
+//! the group through the [`Ctx`] they are given (reply later, broadcast, cast to the leader).
+
+use crate::core::Ctx;
+use locks_core::MemberId;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use std::fmt;
+
+/// What the messages of a group must be: they travel between nodes (encoded with
+/// `locks_core::codec`, bincode) and are copied to several members.
+/// (`Unpin` because the member's actor keeps them.)
+pub trait Payload:
+    Serialize + DeserializeOwned + fmt::Debug + Clone + Send + Unpin + 'static
+{
+}
+
+impl<T: Serialize + DeserializeOwned + fmt::Debug + Clone + Send + Unpin + 'static> Payload for T {}
+
+/// The number of a call, unique on the member that made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CallId(pub u64);
+
+/// Who made a call: answer it with the [`CallReturn`] or later with [`Ctx::reply`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Caller(pub(crate) CallerKind);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum CallerKind {
+    /// A client of this member.
+    Local(CallId),
+    /// A leader call forwarded by the member `member` (its call number `call`).
+    Remote { member: MemberId, call: CallId },
+}
+
+impl Caller {
+    /// The member the call came from: `None` for a client of this member.
+    pub fn member(&self) -> Option<&MemberId> {
+        match &self.0 {
+            CallerKind::Local(_) => None,
+            CallerKind::Remote { member, .. } => Some(member),
+        }
+    }
+}
+
+/// What `elected` asks for (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Elected<B> {
+    /// `am_leader(msg)` to every member not synced yet, `from_leader(msg)` to the synced ones.
+    Broadcast(B),
+    /// `am_leader(to_new)` to the members not synced yet, `from_leader(to_synced)` to the others.
+    Split {
+        /// For the members not synced yet.
+        to_new: B,
+        /// For the members already synced.
+        to_synced: B,
+    },
+    /// `am_leader(msg)` only to the new member `elected` was called for; after a fresh
+    /// election (no particular member) it is [`Elected::Broadcast`].
+    Reply(B),
+    /// Stop the member.
+    Stop(String),
+}
+
+/// What most callbacks return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Handled<B> {
+    /// Nothing more to do.
+    Ok,
+    /// `from_leader(msg)` to every synced member; only a leader may (otherwise it is logged and
+    /// dropped, Erlang's `not_leader` error).
+    Broadcast(B),
+    /// Stop the member.
+    Stop(String),
+}
+
+/// What `handle_leader_call` and `handle_call` return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallReturn<R, B> {
+    /// Answer the caller.
+    Reply(R),
+    /// Broadcast `from_leader(B)` to the synced members, then answer: a follower that forwarded
+    /// the call applies the broadcast before its caller sees the reply. Only a leader may
+    /// broadcast (otherwise only the reply is sent).
+    ReplyBroadcast(R, B),
+    /// Answer later with [`Ctx::reply`].
+    NoReply,
+    /// Stop the member, answering the caller first if `reply` is given.
+    Stop {
+        /// Why.
+        reason: String,
+        /// The answer, if any.
+        reply: Option<R>,
+    },
+}
+
+/// The callbacks of a group member (Erlang's `locks_leader` behaviour, reference 6.7). The
+/// implementing value is the member's state.
+///
+/// `Call`/`Reply` serve both leader calls and local calls, `Cast` both leader casts and local
+/// casts, `Broadcast` every `am_leader` and `from_leader` message; `Info` is for local messages
+/// only and is never encoded.
+pub trait Callbacks: Send + Sized + Unpin + 'static {
+    /// A request of a leader call or a local call.
+    type Call: Payload;
+    /// The answer to a call.
+    type Reply: Payload;
+    /// A leader cast or a local cast.
+    type Cast: Payload;
+    /// What the leader sends to its members (`am_leader`, `from_leader`).
+    type Broadcast: Payload;
+    /// A local message for [`Callbacks::handle_info`].
+    type Info: fmt::Debug + Send + Unpin + 'static;
+
+    /// Called once when the member starts, before it takes part in the group; an error stops it
+    /// (and `start` returns the error).
+    fn init(&mut self, ctx: &mut Ctx<'_, Self>) -> Result<(), String> {
+        let _ = ctx;
+        Ok(())
+    }
+
+    /// This member became leader (`new` is `None`, and every other member is new), or, while
+    /// leading, a member it has not synced appeared (`new` names it). `ctx.term()` is the term
+    /// of the leadership, `ctx.new_candidates()` the candidates not synced yet: after a netsplit
+    /// heals, the members of the other island.
+    fn elected(
+        &mut self,
+        new: Option<&MemberId>,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Elected<Self::Broadcast>;
+
+    /// This member accepted `ctx.leader()` as its leader, which sent `msg` with its
+    /// announcement.
+    fn surrendered(
+        &mut self,
+        msg: Self::Broadcast,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Handled<Self::Broadcast>;
+
+    /// A broadcast from the leader this member follows.
+    // The name is Erlang's and DESIGN.md's; it is not a conversion.
+    #[allow(clippy::wrong_self_convention)]
+    fn from_leader(
+        &mut self,
+        msg: Self::Broadcast,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Handled<Self::Broadcast>;
+
+    /// A leader call, on the leader only.
+    fn handle_leader_call(
+        &mut self,
+        req: Self::Call,
+        from: Caller,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> CallReturn<Self::Reply, Self::Broadcast>;
+
+    /// A leader cast, on the leader only.
+    fn handle_leader_cast(
+        &mut self,
+        msg: Self::Cast,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Handled<Self::Broadcast> {
+        let _ = (msg, ctx);
+        Handled::Ok
+    }
+
+    /// A candidate this member knew of is gone (it stopped, or its node went down or was cut
+    /// off). Called once per candidate and departure, in every state.
+    fn handle_down(
+        &mut self,
+        member: &MemberId,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Handled<Self::Broadcast> {
+        let _ = (member, ctx);
+        Handled::Ok
+    }
+
+    /// A call from a client of this member, in every state.
+    fn handle_call(
+        &mut self,
+        req: Self::Call,
+        from: Caller,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> CallReturn<Self::Reply, Self::Broadcast>;
+
+    /// A cast from a client of this member, in every state.
+    fn handle_cast(
+        &mut self,
+        msg: Self::Cast,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Handled<Self::Broadcast> {
+        let _ = (msg, ctx);
+        Handled::Ok
+    }
+
+    /// A local message, in every state.
+    fn handle_info(
+        &mut self,
+        msg: Self::Info,
+        ctx: &mut Ctx<'_, Self>,
+    ) -> Handled<Self::Broadcast> {
+        let _ = (msg, ctx);
+        Handled::Ok
+    }
+}

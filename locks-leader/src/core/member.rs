@@ -1,0 +1,752 @@
+//! The election: start, lock-server messages, node events, messages between members, the sync
+//! step, and leaving (see the module documentation of [`super`]).
+
+use super::{Effect, Inner, Known, MemberCore, PeerMsg, RECHECK, SYNC_TIMEOUT, State};
+use crate::callbacks::{Callbacks, Elected};
+use crate::core::peer::Peer;
+use crate::error::CallError;
+use crate::term::{Role, Term};
+use locks_agent::core::{AgentCore, Effect as AgentEffect};
+use locks_agent::{Options, Req};
+use locks_core::proto::{AgentMessage, LockView, ServerRequest};
+use locks_core::{AgentId, LockId, MemberId, Mode, ModeTable, NodeId};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{debug, trace};
+
+impl<C: Callbacks> MemberCore<C> {
+    /// A member of the group whose election lock is `lock`. A candidate competes with the agent
+    /// `agent_id` (its member id has the same parts); a worker uses the id only to watch.
+    pub fn new(
+        agent_id: AgentId,
+        role: Role,
+        lock: LockId,
+        modes: ModeTable,
+        callbacks: C,
+    ) -> MemberCore<C> {
+        let agent = (role == Role::Candidate).then(|| {
+            let options = Options {
+                abort_on_deadlock: false,
+                await_nodes: true,
+            };
+            AgentCore::new(agent_id.clone(), modes, options)
+        });
+        MemberCore {
+            cb: callbacks,
+            s: Inner {
+                me: MemberId::of_agent(&agent_id),
+                agent_id,
+                role,
+                lock,
+                agent,
+                state: State::Candidate,
+                alive: BTreeSet::new(),
+                views: BTreeMap::new(),
+                members: BTreeMap::new(),
+                accepted: None,
+                seen: None,
+                pending: VecDeque::new(),
+                forwarded: BTreeMap::new(),
+                local: VecDeque::new(),
+                sync_gen: 0,
+                recheck_at: None,
+                stopped: false,
+                out: Vec::new(),
+            },
+        }
+    }
+
+    /// Starts the member on a node that sees `nodes` up: runs `init`, then a candidate asks
+    /// for the election lock on every node and the member watches the lock on every node.
+    /// An `init` error is returned, and the member is stopped.
+    pub fn start(&mut self, nodes: &[NodeId], now: Duration) -> Result<Vec<Effect<C>>, String> {
+        let _ = now;
+        if let Err(e) = self.invoke(|cb, ctx| cb.init(ctx)) {
+            self.s.stopped = true;
+            self.s.out.clear();
+            return Err(e);
+        }
+        self.s.alive = nodes.iter().cloned().collect();
+        self.s.alive.insert(self.s.me.node().clone());
+        let alive: Vec<NodeId> = self.s.alive.iter().cloned().collect();
+        // The request first: the member's own lock server lists a candidate before it answers
+        // any of the member's watches, so members learn of it from its home node first.
+        if let Some(agent) = &mut self.s.agent {
+            match agent.request(self.s.lock.clone(), Mode::WRITE, &alive, Req::AllAlive) {
+                Ok(effects) => self.agent_effects(effects),
+                Err(e) => return Err(format!("cannot request the election lock: {e}")),
+            }
+        }
+        for node in alive {
+            self.watch(node);
+        }
+        Ok(self.take())
+    }
+
+    /// A message for the member's agent id: a lock server's notice or view, or another agent's
+    /// message. Call [`MemberCore::settle`] after a burst of inputs.
+    pub fn deliver(&mut self, msg: AgentMessage, now: Duration) -> Vec<Effect<C>> {
+        if self.s.stopped {
+            return Vec::new();
+        }
+        match msg {
+            AgentMessage::Watched { node, lock, view } => {
+                if lock == self.s.lock {
+                    self.on_view(node, view, now);
+                }
+            }
+            other => {
+                if let Some(agent) = &mut self.s.agent {
+                    let effects = agent.receive(other);
+                    self.agent_effects(effects);
+                }
+            }
+        }
+        self.take()
+    }
+
+    /// Runs the agent's analysis and checks where the member stands. Call once after each burst
+    /// of inputs.
+    pub fn settle(&mut self, now: Duration) -> Vec<Effect<C>> {
+        if self.s.stopped {
+            return Vec::new();
+        }
+        if let Some(agent) = &mut self.s.agent {
+            let effects = agent.settle();
+            self.agent_effects(effects);
+        }
+        self.reassess(now);
+        self.take()
+    }
+
+    /// The lock server of `node` is reachable (again, or for the first time): watch the lock
+    /// there and (a candidate) extend the request to it. A leader whose request grows steps
+    /// down until it holds the lock there too.
+    pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
+        let _ = now;
+        if self.s.stopped {
+            return Vec::new();
+        }
+        if self.s.alive.insert(node.clone()) {
+            self.watch(node.clone());
+        }
+        if let Some(agent) = &mut self.s.agent {
+            let mut effects = agent.node_up(node);
+            match agent.request(
+                self.s.lock.clone(),
+                Mode::WRITE,
+                std::slice::from_ref(node),
+                Req::AllAlive,
+            ) {
+                Ok(more) => effects.extend(more),
+                Err(e) => {
+                    debug!(member = %self.s.me, %node, %e, "cannot extend the election request")
+                }
+            }
+            self.agent_effects(effects);
+        }
+        self.take()
+    }
+
+    /// The node went down (or was cut off): its members are gone, and the agent excuses it.
+    pub fn node_down(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
+        if self.s.stopped {
+            return Vec::new();
+        }
+        self.s.alive.remove(node);
+        self.s.views.remove(node);
+        if let Some(agent) = &mut self.s.agent {
+            let effects = agent.node_down(node);
+            self.agent_effects(effects);
+        }
+        let lost: Vec<MemberId> = self
+            .s
+            .members
+            .keys()
+            .filter(|m| m.node() == node)
+            .cloned()
+            .collect();
+        for m in lost {
+            self.gone(&m, now);
+        }
+        self.check_departures(now);
+        self.take()
+    }
+
+    /// A request to the lock server of `node` could not be sent (the node is not connected):
+    /// the agent treats the node as down until it comes up.
+    pub fn server_unreachable(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
+        let _ = now;
+        if let Some(agent) = &mut self.s.agent
+            && !self.s.stopped
+        {
+            let effects = agent.node_down(node);
+            self.agent_effects(effects);
+        }
+        self.take()
+    }
+
+    /// A message to `member` could not be delivered because it does not run (any more).
+    pub fn member_unreachable(&mut self, member: &MemberId, now: Duration) -> Vec<Effect<C>> {
+        if !self.s.stopped {
+            self.gone(member, now);
+        }
+        self.take()
+    }
+
+    /// A message from another member.
+    pub fn peer(&mut self, from: &MemberId, envelope: Peer<C>, now: Duration) -> Vec<Effect<C>> {
+        if self.s.stopped || from == &self.s.me {
+            return Vec::new();
+        }
+        trace!(member = %self.s.me, %from, kind = envelope.msg.kind(), "peer message");
+        self.s.see(envelope.known.as_ref());
+        if matches!(envelope.msg, PeerMsg::Goodbye) {
+            self.gone(from, now);
+            return self.take();
+        }
+        // A member that accepted a larger term than this leader's: take a larger one first, so
+        // that announcements from now on (to it too) carry it. Not on another leader's claims:
+        // two claimants are settled by the lock, and out-bidding each other would not end.
+        let claim = matches!(
+            envelope.msg,
+            PeerMsg::AmLeader { .. } | PeerMsg::FromLeader { .. }
+        );
+        if !claim
+            && let State::Leader { term, .. } = &self.s.state
+            && envelope.known.as_ref().is_some_and(|k| k > term)
+        {
+            self.bump();
+        }
+        self.learn(from, envelope.role, now);
+        match envelope.msg {
+            PeerMsg::Hello => {
+                if self.s.is_leader() && self.s.members.get(from).is_some_and(|k| !k.synced) {
+                    self.announce_to(from);
+                }
+            }
+            PeerMsg::AmLeader { term, grants, msg } => {
+                self.on_am_leader(from, term, grants, msg, now)
+            }
+            PeerMsg::FromLeader { term, msg } => self.on_from_leader(from, term, msg),
+            PeerMsg::Uncertain => self.on_uncertain(from, now),
+            PeerMsg::Nack => {}
+            PeerMsg::LeaderCall { call, req } => self.on_leader_call(from, call, req),
+            PeerMsg::LeaderReply { call, result } => self.on_leader_reply(from, call, result, now),
+            PeerMsg::LeaderCast { msg } => {
+                if self.s.is_leader() {
+                    let h = self.invoke(|cb, ctx| cb.handle_leader_cast(msg, ctx));
+                    self.handled(h);
+                } else {
+                    debug!(member = %self.s.me, %from, "leader cast to a non-leader dropped");
+                }
+            }
+            PeerMsg::Goodbye => {}
+        }
+        self.take()
+    }
+
+    /// The result of sync attempt `attempt`: `true` when the sync lock is held (the shell keeps it
+    /// until [`Effect::EndSync`]).
+    pub fn sync_result(&mut self, attempt: u64, ok: bool, now: Duration) -> Vec<Effect<C>> {
+        let current = matches!(self.s.state, State::Syncing { attempt: g, .. } if g == attempt);
+        if !current || self.s.stopped {
+            if ok {
+                self.s.out.push(Effect::EndSync { attempt });
+            }
+            return self.take();
+        }
+        if ok && self.have_all() {
+            self.become_leader(attempt);
+        } else {
+            if ok {
+                self.s.out.push(Effect::EndSync { attempt });
+            }
+            debug!(member = %self.s.me, attempt, ok, "sync failed; checking again shortly");
+            self.s.state = State::Candidate;
+            self.s.recheck_at = Some(now + RECHECK);
+        }
+        self.take()
+    }
+
+    /// Time passed: calls past their deadline fail, a sync that takes too long is given up.
+    pub fn tick(&mut self, now: Duration) -> Vec<Effect<C>> {
+        if self.s.stopped {
+            return Vec::new();
+        }
+        self.expire_calls(now);
+        if let State::Syncing { attempt, deadline } = self.s.state
+            && deadline <= now
+        {
+            debug!(member = %self.s.me, attempt, "sync timed out");
+            self.s.out.push(Effect::EndSync { attempt });
+            self.s.state = State::Candidate;
+            self.s.recheck_at = Some(now + RECHECK);
+        }
+        if self.s.recheck_at.is_some_and(|t| t <= now) {
+            self.s.recheck_at = None;
+        }
+        self.reassess(now);
+        self.take()
+    }
+
+    /// Stops the member: `Goodbye` to every member it knows, its agent's locks and its watches
+    /// released, waiting callers answered. Idempotent.
+    pub fn stop(&mut self, reason: &str) -> Vec<Effect<C>> {
+        self.stop_with(reason.to_owned());
+        self.take()
+    }
+
+    pub(super) fn stop_with(&mut self, reason: String) {
+        if self.s.stopped {
+            return;
+        }
+        debug!(member = %self.s.me, %reason, "member stopping");
+        let members: Vec<MemberId> = self.s.members.keys().cloned().collect();
+        for m in &members {
+            self.s.send(m, PeerMsg::Goodbye);
+        }
+        self.fail_all_calls(CallError::Stopped(reason.clone()));
+        let mut nodes = self.s.alive.clone();
+        if let Some(agent) = &mut self.s.agent {
+            for effect in agent.end() {
+                if let AgentEffect::ToServer { node, .. } = effect {
+                    nodes.insert(node);
+                }
+            }
+        }
+        for node in nodes {
+            let request = ServerRequest::RemoveAgent {
+                agent: self.s.agent_id.clone(),
+            };
+            self.s.out.push(Effect::ToServer { node, request });
+        }
+        if let State::Syncing { attempt, .. } = self.s.state {
+            self.s.out.push(Effect::EndSync { attempt });
+        }
+        if self.s.term().is_some() {
+            self.s.out.push(Effect::LeaderChanged(None));
+        }
+        self.s.state = State::Candidate;
+        self.s.stopped = true;
+        self.s.out.push(Effect::Stopped { reason });
+    }
+
+    fn watch(&mut self, node: NodeId) {
+        let request = ServerRequest::Watch {
+            watcher: self.s.agent_id.clone(),
+            lock: self.s.lock.clone(),
+        };
+        self.s.out.push(Effect::ToServer { node, request });
+    }
+
+    fn agent_effects(&mut self, effects: Vec<AgentEffect>) {
+        for effect in effects {
+            match effect {
+                AgentEffect::ToServer { node, request } => {
+                    self.s.out.push(Effect::ToServer { node, request })
+                }
+                AgentEffect::ToAgent { to, msg } => self.s.out.push(Effect::ToAgent { to, msg }),
+                AgentEffect::StatusChanged(status) => {
+                    trace!(member = %self.s.me, ?status, "election agent status");
+                }
+                // The election agent does not abort on deadlocks.
+                AgentEffect::Abort { lock, node } => {
+                    debug!(member = %self.s.me, %lock, %node, "election agent aborted");
+                }
+                AgentEffect::Rejected { node, lock, reason } => {
+                    debug!(member = %self.s.me, %lock, %node, %reason, "election request refused");
+                }
+            }
+        }
+    }
+
+    fn have_all(&self) -> bool {
+        self.s
+            .agent
+            .as_ref()
+            .is_some_and(|a| a.status().have_all_locks())
+    }
+
+    /// Moves between states as the agent's status says (see the module documentation).
+    fn reassess(&mut self, now: Duration) {
+        if self.s.stopped {
+            return;
+        }
+        let have_all = self.have_all();
+        match self.s.state.clone() {
+            State::Candidate | State::Following { .. }
+                if have_all && self.s.recheck_at.is_none() =>
+            {
+                if matches!(self.s.state, State::Following { .. }) {
+                    // Holding the lock everywhere means the old leader does not any more.
+                    self.fail_forwarded(None, CallError::LeaderDied);
+                    self.s.out.push(Effect::LeaderChanged(None));
+                }
+                self.s.sync_gen += 1;
+                let attempt = self.s.sync_gen;
+                self.s.state = State::Syncing {
+                    attempt,
+                    deadline: now + SYNC_TIMEOUT,
+                };
+                let nodes = self.s.alive.iter().cloned().collect();
+                debug!(member = %self.s.me, attempt, "have all election locks; syncing");
+                self.s.out.push(Effect::StartSync { attempt, nodes });
+            }
+            State::Syncing { attempt, .. } if !have_all => {
+                debug!(member = %self.s.me, attempt, "lost an election lock while syncing");
+                self.s.out.push(Effect::EndSync { attempt });
+                self.s.state = State::Candidate;
+            }
+            State::Leader { .. } if !have_all => self.step_down(),
+            _ => {}
+        }
+    }
+
+    fn become_leader(&mut self, attempt: u64) {
+        let grants: Vec<(NodeId, u64)> = self
+            .s
+            .agent
+            .as_ref()
+            .and_then(|a| a.lock_result())
+            .and_then(|r| r.locks.into_iter().find(|l| l.lock == self.s.lock))
+            .map(|l| l.nodes)
+            .unwrap_or_default();
+        let top = grants.iter().map(|(_, v)| *v).max().unwrap_or(0);
+        let floor = self
+            .s
+            .seen
+            .iter()
+            .chain(self.s.accepted.iter())
+            .map(|t| t.epoch.saturating_add(1))
+            .max()
+            .unwrap_or(0);
+        let term = Term {
+            epoch: top.max(floor),
+            leader: self.s.me.clone(),
+        };
+        debug!(member = %self.s.me, %term, ?grants, "elected");
+        self.take_term(term, grants);
+        self.s.out.push(Effect::EndSync { attempt });
+        self.flush_pending();
+    }
+
+    /// A leader that learnt of a larger term than its own takes a larger one and announces it.
+    fn bump(&mut self) {
+        let State::Leader { term, grants } = &self.s.state else {
+            return;
+        };
+        let grants = grants.clone();
+        let epoch = term
+            .epoch
+            .max(self.s.seen.as_ref().map_or(0, |t| t.epoch))
+            .saturating_add(1);
+        let term = Term {
+            epoch,
+            leader: self.s.me.clone(),
+        };
+        debug!(member = %self.s.me, %term, "a larger term was seen; taking a larger one");
+        self.take_term(term, grants);
+    }
+
+    /// Leads with `term`: every member is new to it, `elected` says what to announce.
+    fn take_term(&mut self, term: Term, grants: Vec<(NodeId, u64)>) {
+        self.s.accepted = Some(term.clone());
+        self.s.see(Some(&term));
+        self.s.state = State::Leader {
+            term: term.clone(),
+            grants,
+        };
+        for k in self.s.members.values_mut() {
+            k.synced = false;
+        }
+        self.s.out.push(Effect::LeaderChanged(Some(term)));
+        let e = self.invoke(|cb, ctx| cb.elected(None, ctx));
+        self.elected_return(None, e);
+    }
+
+    fn step_down(&mut self) {
+        debug!(member = %self.s.me, "no longer holds every election lock; stepping down");
+        self.s.state = State::Candidate;
+        self.s.out.push(Effect::LeaderChanged(None));
+        let members: Vec<MemberId> = self.s.members.keys().cloned().collect();
+        for m in &members {
+            if let Some(k) = self.s.members.get_mut(m) {
+                k.synced = false;
+            }
+            self.s.send(m, PeerMsg::Uncertain);
+        }
+    }
+
+    /// A follower lost its leader: it says so to the candidates, and whoever leads answers.
+    pub(super) fn leader_lost(&mut self) {
+        let State::Following { term, .. } = &self.s.state else {
+            return;
+        };
+        debug!(member = %self.s.me, leader = %term.leader, "leader lost");
+        self.s.state = State::Candidate;
+        self.s.out.push(Effect::LeaderChanged(None));
+        self.fail_forwarded(None, CallError::LeaderDied);
+        for m in self.s.with_role(Role::Candidate) {
+            if m != self.s.me {
+                self.s.send(&m, PeerMsg::Uncertain);
+            }
+        }
+    }
+
+    /// Learns of a member; says `Hello` to a new one, and a leader announces itself to it.
+    fn learn(&mut self, m: &MemberId, role: Role, now: Duration) {
+        let _ = now;
+        if m == &self.s.me {
+            return;
+        }
+        if let Some(k) = self.s.members.get_mut(m) {
+            k.role = role;
+            return;
+        }
+        trace!(member = %self.s.me, new = %m, %role, "member discovered");
+        self.s.members.insert(
+            m.clone(),
+            Known {
+                role,
+                synced: false,
+                seen: false,
+                seen_home: false,
+            },
+        );
+        self.s.send(m, PeerMsg::Hello);
+        if self.s.is_leader() {
+            self.announce_to(m);
+        }
+    }
+
+    /// A member is gone: forgotten, `handle_down` for a candidate, and a lost leader dropped.
+    fn gone(&mut self, m: &MemberId, now: Duration) {
+        let _ = now;
+        let Some(k) = self.s.members.remove(m) else {
+            return;
+        };
+        debug!(member = %self.s.me, gone = %m, "member gone");
+        if matches!(&self.s.state, State::Following { term, .. } if &term.leader == m) {
+            self.leader_lost();
+        }
+        self.fail_forwarded(Some(m), CallError::LeaderDied);
+        if k.role == Role::Candidate {
+            let h = self.invoke(|cb, ctx| cb.handle_down(m, ctx));
+            self.handled(h);
+        }
+    }
+
+    /// `elected` for the new member `m`.
+    fn announce_to(&mut self, m: &MemberId) {
+        let e = self.invoke(|cb, ctx| cb.elected(Some(m), ctx));
+        self.elected_return(Some(m.clone()), e);
+    }
+
+    fn elected_return(&mut self, new: Option<MemberId>, e: Elected<C::Broadcast>) {
+        if !self.s.is_leader() {
+            return;
+        }
+        match e {
+            Elected::Broadcast(b) => self.announce_all(b.clone(), b),
+            Elected::Split { to_new, to_synced } => self.announce_all(to_new, to_synced),
+            Elected::Reply(b) => match new {
+                Some(m) => self.am_leader_to(&m, b),
+                None => self.announce_all(b.clone(), b),
+            },
+            Elected::Stop(reason) => self.stop_with(reason),
+        }
+    }
+
+    fn announce_all(&mut self, to_new: C::Broadcast, to_synced: C::Broadcast) {
+        let State::Leader { term, .. } = &self.s.state else {
+            return;
+        };
+        let term = term.clone();
+        let (synced, new): (Vec<MemberId>, Vec<MemberId>) = {
+            let (s, n): (Vec<_>, Vec<_>) = self.s.members.iter().partition(|(_, k)| k.synced);
+            (
+                s.into_iter().map(|(m, _)| m.clone()).collect(),
+                n.into_iter().map(|(m, _)| m.clone()).collect(),
+            )
+        };
+        for m in &synced {
+            let msg = PeerMsg::FromLeader {
+                term: term.clone(),
+                msg: to_synced.clone(),
+            };
+            self.s.send(m, msg);
+        }
+        for m in &new {
+            self.am_leader_to(m, to_new.clone());
+        }
+    }
+
+    fn am_leader_to(&mut self, m: &MemberId, b: C::Broadcast) {
+        let State::Leader { term, grants } = &self.s.state else {
+            return;
+        };
+        let msg = PeerMsg::AmLeader {
+            term: term.clone(),
+            grants: grants.clone(),
+            msg: b,
+        };
+        if let Some(k) = self.s.members.get_mut(m) {
+            k.synced = true;
+        }
+        self.s.send(m, msg);
+    }
+
+    fn on_am_leader(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        grants: Vec<(NodeId, u64)>,
+        msg: C::Broadcast,
+        now: Duration,
+    ) {
+        let _ = now;
+        if &term.leader != from {
+            debug!(member = %self.s.me, %from, %term, "am_leader naming another leader ignored");
+            return;
+        }
+        if matches!(self.s.state, State::Leader { .. } | State::Syncing { .. }) {
+            // Two claimants: the lock decides, and the loser steps down.
+            debug!(member = %self.s.me, %from, %term, "am_leader while leading or syncing ignored");
+            return;
+        }
+        if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
+            debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
+            self.s.send(from, PeerMsg::Nack);
+            return;
+        }
+        if self.contradicted(from, &grants) {
+            debug!(member = %self.s.me, %from, %term, "am_leader from a member that lost the lock ignored");
+            return;
+        }
+        let previous = self.s.term().map(|t| t.leader.clone());
+        let same = matches!(&self.s.state, State::Following { term: t, .. } if t == &term);
+        if previous.as_ref() != Some(from) {
+            self.fail_forwarded(None, CallError::LeaderDied);
+        }
+        self.s.accepted = Some(term.clone());
+        self.s.see(Some(&term));
+        self.s.state = State::Following {
+            term: term.clone(),
+            grants,
+        };
+        if !same {
+            debug!(member = %self.s.me, %term, "following");
+            self.s.out.push(Effect::LeaderChanged(Some(term)));
+        }
+        let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
+        self.handled(h);
+        self.flush_pending();
+    }
+
+    fn on_from_leader(&mut self, from: &MemberId, term: Term, msg: C::Broadcast) {
+        match &self.s.state {
+            State::Following { term: t, .. } if t == &term => {
+                let h = self.invoke(|cb, ctx| cb.from_leader(msg, ctx));
+                self.handled(h);
+            }
+            State::Leader { .. } | State::Syncing { .. } => {}
+            _ => {
+                if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
+                    self.s.send(from, PeerMsg::Nack);
+                } else {
+                    // A leader that counts this member as synced while it is not: ask again.
+                    self.s.send(from, PeerMsg::Uncertain);
+                }
+            }
+        }
+    }
+
+    fn on_uncertain(&mut self, from: &MemberId, now: Duration) {
+        let _ = now;
+        match &self.s.state {
+            State::Following { term, .. } if &term.leader == from => self.leader_lost(),
+            State::Leader { .. } => {
+                if let Some(k) = self.s.members.get_mut(from) {
+                    k.synced = false;
+                }
+                self.announce_to(from);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a view of the lock newer than the leader's grant on its node shows that `leader`
+    /// no longer holds it there.
+    fn contradicted(&self, leader: &MemberId, grants: &[(NodeId, u64)]) -> bool {
+        let agent = leader.agent();
+        grants.iter().any(|(node, granted)| {
+            self.s
+                .views
+                .get(node)
+                .is_some_and(|v| v.version >= *granted && !v.holds(&agent))
+        })
+    }
+
+    fn on_view(&mut self, node: NodeId, view: Arc<LockView>, now: Duration) {
+        if !self.s.alive.contains(&node) {
+            return;
+        }
+        if self
+            .s
+            .views
+            .get(&node)
+            .is_some_and(|old| view.version < old.version)
+        {
+            return;
+        }
+        self.s.views.insert(node.clone(), view.clone());
+        let listed: Vec<MemberId> = view.agents().into_iter().map(MemberId::of_agent).collect();
+        for m in &listed {
+            self.learn(m, Role::Candidate, now);
+            if let Some(k) = self.s.members.get_mut(m) {
+                k.seen = true;
+                if m.node() == &node {
+                    k.seen_home = true;
+                }
+            }
+        }
+        self.check_departures(now);
+        if let State::Following { term, grants } = &self.s.state
+            && let Some((_, granted)) = grants.iter().find(|(n, _)| n == &node)
+            && view.version >= *granted
+            && !view.holds(&term.leader.agent())
+        {
+            debug!(member = %self.s.me, leader = %term.leader, %node, "the leader no longer holds the election lock");
+            self.leader_lost();
+        }
+    }
+
+    /// Forgets the candidates that left: the view of a candidate's own node no longer lists it,
+    /// and either it did before, or no view lists it any more though one did.
+    fn check_departures(&mut self, now: Duration) {
+        let listed = |s: &Inner<C>, m: &MemberId, node: Option<&NodeId>| {
+            let agent = m.agent();
+            s.views
+                .iter()
+                .filter(|(n, _)| node.is_none_or(|x| x == *n))
+                .any(|(_, v)| v.agents().contains(&&agent))
+        };
+        let departed: Vec<MemberId> = self
+            .s
+            .members
+            .iter()
+            .filter(|(m, k)| {
+                k.role == Role::Candidate
+                    && self.s.views.contains_key(m.node())
+                    && !listed(&self.s, m, Some(m.node()))
+                    && (k.seen_home || (k.seen && !listed(&self.s, m, None)))
+            })
+            .map(|(m, _)| m.clone())
+            .collect();
+        for m in departed {
+            self.gone(&m, now);
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! [`MemberCore`]: one group member as a pure state machine.
+//!
+//! The member actor is a thin shell: it feeds lock-server messages, node events, messages from
+//! other members, client calls, the results of the sync lock and the time into a
+//! [`MemberCore`], and carries out the [`Effect`]s it returns. Nothing here sends, sleeps or
+//! reads a clock: `now` is the time since the member started, given with every input.
+//!
+//! ```text
+//!  lock servers ──Notice/Watched──▶ deliver()     ──ToServer/ToAgent──▶ lock servers, agents
+//!  node monitor ──node_up/down───▶                 ──ToMember─────────▶ other members
+//!  members ──────PeerEnvelope────▶ peer()          ──StartSync/EndSync─▶ the sync lock (shell)
+//!  clients ──────leader_call/..──▶                 ──Reply────────────▶ callers
+//!  the shell ────sync_result/tick/settle──▶        ──LeaderChanged────▶ the leader watch
+//! ```
+//!
+//! **The four planes** (reference 6.1) and how each is done here:
+//! - *Society* (who is in the group): every member watches the election lock on every node it
+//!   considers up (`ServerRequest::Watch`), so the lock servers tell it which candidates' agents
+//!   hold or wait for the lock; a candidate's member id has the parts of its agent's id. On
+//!   discovering a member it sends it `Hello` (which is how candidates learn of workers, which
+//!   never appear in the queues). A node that comes up is watched at once, so members of a
+//!   node that joins late or of an island that heals are found the same way. A member is
+//!   forgotten when it says `Goodbye`, when its node goes down, or (a candidate) when the view
+//!   of its own node's lock no longer lists it.
+//! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every
+//!   node it considers up, with `Req::AllAlive` and `await_nodes`; a node that comes up extends
+//!   the request. The agents' deadlock resolution decides, without back-off: in a connected
+//!   group exactly one candidate ends up holding the lock everywhere.
+//! - *Merge*: the candidate that has all its locks takes the sync lock (through the shell, a
+//!   separate transaction with `abort_on_deadlock`; the member never waits for it) and only then
+//!   becomes leader, so two take-overs never overlap.
+//! - *Role*: `Candidate` (no leader known) → `Syncing` → `Leader`, or → `Following` on an
+//!   accepted `AmLeader`. A leader whose agent stops having all locks (a surrender after a heal,
+//!   a request extended to a new node) steps down at once and says `Uncertain`.
+//!
+//! **Accepting a leader.** `AmLeader(term, grants)` is accepted when `term` is not below the
+//! largest term the member has accepted (otherwise `Nack`, and the leader takes a larger term),
+//! and when no view of the lock newer than the leader's grant on that node shows someone else
+//! holding it. A follower drops its leader when the leader says `Uncertain` or `Goodbye`, when
+//! the leader's node goes down, or when a view at or after the leader's grant shows it no longer
+//! holds the lock: then it says `Uncertain` to the candidates, and whoever leads announces itself.
+//!
+//! **Calls.** A leader call is handled by the leader, forwarded by a follower, and held back
+//! while no leader is known; each has a deadline. A forwarded call whose leader is lost fails
+//! with `LeaderDied`; one that reached a member that no longer leads comes back `NotLeader` and
+//! is sent again.
+
+mod calls;
+mod ctx;
+mod member;
+pub mod peer;
+
+pub use ctx::Ctx;
+pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
+
+use crate::callbacks::{CallId, Callbacks};
+use crate::error::CallError;
+use crate::term::{Role, Term};
+use locks_agent::core::AgentCore;
+use locks_core::proto::{AgentMessage, LockView, ServerRequest};
+use locks_core::{AgentId, LockId, MemberId, NodeId};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a candidate may take to get the sync lock before it gives up and tries again.
+pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a candidate that failed to sync waits before it checks its locks and tries again.
+pub const RECHECK: Duration = Duration::from_millis(20);
+
+/// Something the shell must do for the core, in the order given.
+pub enum Effect<C: Callbacks> {
+    /// Send `request` to the lock server of `node` (the election agent's requests, and the
+    /// member's watches). If the node cannot be reached, tell the core
+    /// ([`MemberCore::server_unreachable`]).
+    ToServer {
+        /// The node.
+        node: NodeId,
+        /// The request.
+        request: ServerRequest,
+    },
+    /// Send `msg` to another agent (deadlock detection between election agents).
+    ToAgent {
+        /// The recipient.
+        to: AgentId,
+        /// The message.
+        msg: AgentMessage,
+    },
+    /// Send `msg` to another member. If it does not run any more, tell the core
+    /// ([`MemberCore::member_unreachable`]).
+    ToMember {
+        /// The recipient.
+        to: MemberId,
+        /// The message.
+        msg: Peer<C>,
+    },
+    /// Answer the client call `call`.
+    Reply {
+        /// The call.
+        call: CallId,
+        /// The answer.
+        result: Result<C::Reply, CallError>,
+    },
+    /// Take the sync lock on `nodes` (a transaction with `abort_on_deadlock`, write lock with
+    /// `Req::AllAlive`) and report with [`MemberCore::sync_result`].
+    StartSync {
+        /// The attempt's number.
+        attempt: u64,
+        /// The nodes.
+        nodes: Vec<NodeId>,
+    },
+    /// Release (or stop taking) the sync lock of attempt `attempt`.
+    EndSync {
+        /// The attempt's number.
+        attempt: u64,
+    },
+    /// The leader this member believes in changed.
+    LeaderChanged(Option<Term>),
+    /// The member stopped (its callbacks asked for it): stop the actor. Every other effect that
+    /// goes with it has been given already.
+    Stopped {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl<C: Callbacks> fmt::Debug for Effect<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Effect::ToServer { node, request } => write!(f, "ToServer({node}, {request:?})"),
+            Effect::ToAgent { to, msg } => write!(f, "ToAgent({to}, {msg:?})"),
+            Effect::ToMember { to, msg } => write!(f, "ToMember({to}, {:?})", msg),
+            Effect::Reply { call, result } => write!(f, "Reply({call:?}, {result:?})"),
+            Effect::StartSync { attempt, nodes } => write!(f, "StartSync({attempt}, {nodes:?})"),
+            Effect::EndSync { attempt } => write!(f, "EndSync({attempt})"),
+            Effect::LeaderChanged(t) => write!(f, "LeaderChanged({t:?})"),
+            Effect::Stopped { reason } => write!(f, "Stopped({reason})"),
+        }
+    }
+}
+
+/// Where a member stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// No leader known (a worker stays here until it finds one).
+    Candidate,
+    /// Has all its election locks and is taking the sync lock (attempt `attempt`).
+    Syncing {
+        /// The attempt.
+        attempt: u64,
+        /// When the attempt is given up.
+        deadline: Duration,
+    },
+    /// Leads.
+    Leader {
+        /// The leadership.
+        term: Term,
+        /// The fencing version of the election lock on each node where it holds it.
+        grants: Vec<(NodeId, u64)>,
+    },
+    /// Follows `term.leader`.
+    Following {
+        /// The leadership.
+        term: Term,
+        /// The leader's fencing versions, as it announced them.
+        grants: Vec<(NodeId, u64)>,
+    },
+}
+
+/// What a member knows about another.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Known {
+    pub(crate) role: Role,
+    /// For a leader: whether the member was sent `AmLeader` in the current term.
+    pub(crate) synced: bool,
+    /// For a candidate: whether a view of the lock has listed it.
+    pub(crate) seen: bool,
+    /// For a candidate: whether the view of its own node's lock has listed it.
+    pub(crate) seen_home: bool,
+}
+
+/// A leader call or cast held back until a leader is known.
+pub(crate) enum Pending<C: Callbacks> {
+    Call {
+        call: CallId,
+        req: C::Call,
+        deadline: Duration,
+    },
+    Cast(C::Cast),
+}
+
+/// A leader call forwarded to a leader, waiting for its answer.
+pub(crate) struct Forwarded<C: Callbacks> {
+    leader: MemberId,
+    req: C::Call,
+    deadline: Duration,
+}
+
+/// Work for the callbacks that a callback asked for (a leader cast to itself).
+pub(crate) enum LocalWork<C: Callbacks> {
+    LeaderCast(C::Cast),
+}
+
+/// Everything of a member but its callbacks (so that callbacks can read it while they run).
+pub(crate) struct Inner<C: Callbacks> {
+    pub(crate) me: MemberId,
+    pub(crate) agent_id: AgentId,
+    pub(crate) role: Role,
+    pub(crate) lock: LockId,
+    pub(crate) agent: Option<AgentCore>,
+    pub(crate) state: State,
+    pub(crate) alive: BTreeSet<NodeId>,
+    pub(crate) views: BTreeMap<NodeId, Arc<LockView>>,
+    pub(crate) members: BTreeMap<MemberId, Known>,
+    /// The largest term accepted (or taken as leader).
+    pub(crate) accepted: Option<Term>,
+    /// The largest term seen in any message.
+    pub(crate) seen: Option<Term>,
+    pub(crate) pending: VecDeque<Pending<C>>,
+    pub(crate) forwarded: BTreeMap<CallId, Forwarded<C>>,
+    pub(crate) local: VecDeque<LocalWork<C>>,
+    pub(crate) sync_gen: u64,
+    pub(crate) recheck_at: Option<Duration>,
+    pub(crate) stopped: bool,
+    pub(crate) out: Vec<Effect<C>>,
+}
+
+impl<C: Callbacks> Inner<C> {
+    pub(crate) fn term(&self) -> Option<&Term> {
+        match &self.state {
+            State::Leader { term, .. } | State::Following { term, .. } => Some(term),
+            State::Candidate | State::Syncing { .. } => None,
+        }
+    }
+
+    pub(crate) fn is_leader(&self) -> bool {
+        matches!(self.state, State::Leader { .. })
+    }
+
+    pub(crate) fn with_role(&self, role: Role) -> Vec<MemberId> {
+        let mut out: Vec<MemberId> = self
+            .members
+            .iter()
+            .filter(|(_, k)| k.role == role)
+            .map(|(m, _)| m.clone())
+            .collect();
+        if self.role == role {
+            out.push(self.me.clone());
+            out.sort();
+        }
+        out
+    }
+
+    pub(crate) fn unsynced(&self, role: Role) -> Vec<MemberId> {
+        if !self.is_leader() {
+            return Vec::new();
+        }
+        self.members
+            .iter()
+            .filter(|(_, k)| k.role == role && !k.synced)
+            .map(|(m, _)| m.clone())
+            .collect()
+    }
+
+    pub(crate) fn alive_members(&self) -> Vec<MemberId> {
+        let mut out = vec![self.me.clone()];
+        match &self.state {
+            State::Leader { .. } => out.extend(
+                self.members
+                    .iter()
+                    .filter(|(_, k)| k.synced)
+                    .map(|(m, _)| m.clone()),
+            ),
+            State::Following { term, .. } => out.push(term.leader.clone()),
+            State::Candidate | State::Syncing { .. } => {}
+        }
+        out.sort();
+        out
+    }
+
+    /// Sends `msg` to `to` in an envelope.
+    pub(crate) fn send(&mut self, to: &MemberId, msg: PeerMessage<C>) {
+        let envelope = PeerEnvelope {
+            role: self.role,
+            known: self.accepted.clone(),
+            msg,
+        };
+        self.out.push(Effect::ToMember {
+            to: to.clone(),
+            msg: envelope,
+        });
+    }
+
+    /// Notes a term seen in a message.
+    pub(crate) fn see(&mut self, term: Option<&Term>) {
+        if let Some(t) = term
+            && self.seen.as_ref().is_none_or(|s| t > s)
+        {
+            self.seen = Some(t.clone());
+        }
+    }
+}
+
+/// One member of a group: see the module documentation.
+pub struct MemberCore<C: Callbacks> {
+    cb: C,
+    s: Inner<C>,
+}
+
+impl<C: Callbacks> fmt::Debug for MemberCore<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemberCore")
+            .field("me", &self.s.me)
+            .field("role", &self.s.role)
+            .field("state", &self.s.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<C: Callbacks> MemberCore<C> {
+    /// The callbacks (the member's application state).
+    pub fn callbacks(&self) -> &C {
+        &self.cb
+    }
+
+    /// This member.
+    pub fn me(&self) -> &MemberId {
+        &self.s.me
+    }
+
+    /// The id of the agent that competes for the lock (a candidate) and watches it (both roles).
+    pub fn agent_id(&self) -> &AgentId {
+        &self.s.agent_id
+    }
+
+    /// The member's role.
+    pub fn role(&self) -> Role {
+        self.s.role
+    }
+
+    /// Where the member stands.
+    pub fn state(&self) -> &State {
+        &self.s.state
+    }
+
+    /// The term of the leader this member believes in (its own when it leads).
+    pub fn leader(&self) -> Option<&Term> {
+        self.s.term()
+    }
+
+    /// Whether this member leads.
+    pub fn is_leader(&self) -> bool {
+        self.s.is_leader()
+    }
+
+    /// The candidates known, itself included if it is one.
+    pub fn candidates(&self) -> Vec<MemberId> {
+        self.s.with_role(Role::Candidate)
+    }
+
+    /// The workers known, itself included if it is one.
+    pub fn workers(&self) -> Vec<MemberId> {
+        self.s.with_role(Role::Worker)
+    }
+
+    /// See [`Ctx::alive`].
+    pub fn alive(&self) -> Vec<MemberId> {
+        self.s.alive_members()
+    }
+
+    /// The nodes the member considers up.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        self.s.alive.iter().cloned().collect()
+    }
+
+    /// The largest term this member has accepted or taken.
+    pub fn accepted(&self) -> Option<&Term> {
+        self.s.accepted.as_ref()
+    }
+
+    /// Whether the member has stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.s.stopped
+    }
+
+    /// The election agent's status (a candidate), for tests and diagnostics.
+    pub fn agent_status(&self) -> Option<locks_agent::TransactionStatus> {
+        self.s.agent.as_ref().map(|a| a.status())
+    }
+
+    /// The earliest time at which [`MemberCore::tick`] has something to do.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let calls = self
+            .s
+            .pending
+            .iter()
+            .filter_map(|p| match p {
+                Pending::Call { deadline, .. } => Some(*deadline),
+                Pending::Cast(_) => None,
+            })
+            .chain(self.s.forwarded.values().map(|f| f.deadline));
+        let sync = match self.s.state {
+            State::Syncing { deadline, .. } => Some(deadline),
+            _ => None,
+        };
+        calls.chain(sync).chain(self.s.recheck_at).min()
+    }
+
+    fn take(&mut self) -> Vec<Effect<C>> {
+        self.drain_local();
+        std::mem::take(&mut self.s.out)
+    }
+
+    /// Runs a callback with a context, then carries out what it asked for through the context.
+    fn invoke<R>(&mut self, f: impl FnOnce(&mut C, &mut Ctx<'_, C>) -> R) -> R {
+        let mut ctx = Ctx::new(&self.s);
+        let r = f(&mut self.cb, &mut ctx);
+        let actions = std::mem::take(&mut ctx.actions);
+        self.apply_actions(actions);
+        r
+    }
+}

@@ -1,0 +1,113 @@
+//! The messages between members of a group (reference 6.5, reworked).
+//!
+//! Every message travels in a [`PeerEnvelope`] that says the sender's role and the largest term
+//! it has accepted, so that members learn of each other and of terms from any message.
+//!
+//! | message | sender → receiver | meaning |
+//! | --- | --- | --- |
+//! | `Hello` | a member → a member it just discovered | "I exist"; the receiver learns the sender (a worker is known to candidates only this way) and, if it leads and the sender is not synced, announces itself |
+//! | `AmLeader` | leader → a member not synced | "follow me": the term, the fencing versions of the election lock per node, the callback's message |
+//! | `FromLeader` | leader → its synced members | a broadcast |
+//! | `Uncertain` | a member that lost its leader → candidates; a leader stepping down → every member | "I have no leader": the leader re-announces itself to the sender; a follower of the sender drops it |
+//! | `Nack` | a member → a leader whose term is below the one it accepted | the leader takes a larger term and announces again |
+//! | `LeaderCall`, `LeaderReply`, `LeaderCast` | follower ↔ leader | forwarded leader calls and casts; a non-leader answers a call with `NotLeader`, and the follower sends it again once it knows a leader |
+//! | `Goodbye` | a stopping member → every member it knows | forget me |
+
+use crate::callbacks::{CallId, Callbacks};
+use crate::error::CallError;
+use crate::term::{Role, Term};
+use locks_core::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// A message between members, with what every message says about its sender.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerEnvelope<Ca, R, Cs, B> {
+    /// The sender's role.
+    pub role: Role,
+    /// The largest term the sender has accepted (or taken, as leader).
+    pub known: Option<Term>,
+    /// The message.
+    pub msg: PeerMsg<Ca, R, Cs, B>,
+}
+
+/// The message proper (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PeerMsg<Ca, R, Cs, B> {
+    /// I exist (sent to a member on discovering it).
+    Hello,
+    /// I lead: follow me.
+    AmLeader {
+        /// The leadership.
+        term: Term,
+        /// The fencing version of the election lock on each node where the leader holds it.
+        grants: Vec<(NodeId, u64)>,
+        /// For `surrendered`.
+        msg: B,
+    },
+    /// A broadcast of the leader.
+    FromLeader {
+        /// The leadership.
+        term: Term,
+        /// For `from_leader`.
+        msg: B,
+    },
+    /// I have no leader (any more).
+    Uncertain,
+    /// Your term is below the one I accepted (carried in the envelope).
+    Nack,
+    /// A leader call forwarded by a follower.
+    LeaderCall {
+        /// The follower's number for the call.
+        call: CallId,
+        /// The request.
+        req: Ca,
+    },
+    /// The answer to a forwarded leader call.
+    LeaderReply {
+        /// The follower's number for the call.
+        call: CallId,
+        /// The answer; `Err(NotLeader)` when the receiver was not leader (the call was not
+        /// handled and may be sent again).
+        result: Result<R, CallError>,
+    },
+    /// A leader cast forwarded by a follower.
+    LeaderCast {
+        /// The message.
+        msg: Cs,
+    },
+    /// I am stopping.
+    Goodbye,
+}
+
+/// The envelope of a group with callbacks `C`.
+pub type Peer<C> = PeerEnvelope<
+    <C as Callbacks>::Call,
+    <C as Callbacks>::Reply,
+    <C as Callbacks>::Cast,
+    <C as Callbacks>::Broadcast,
+>;
+
+/// The message of a group with callbacks `C`.
+pub type PeerMessage<C> = PeerMsg<
+    <C as Callbacks>::Call,
+    <C as Callbacks>::Reply,
+    <C as Callbacks>::Cast,
+    <C as Callbacks>::Broadcast,
+>;
+
+impl<Ca, R, Cs, B> PeerMsg<Ca, R, Cs, B> {
+    /// A short name for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PeerMsg::Hello => "hello",
+            PeerMsg::AmLeader { .. } => "am_leader",
+            PeerMsg::FromLeader { .. } => "from_leader",
+            PeerMsg::Uncertain => "uncertain",
+            PeerMsg::Nack => "nack",
+            PeerMsg::LeaderCall { .. } => "leader_call",
+            PeerMsg::LeaderReply { .. } => "leader_reply",
+            PeerMsg::LeaderCast { .. } => "leader_cast",
+            PeerMsg::Goodbye => "goodbye",
+        }
+    }
+}

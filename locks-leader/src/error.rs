@@ -1,0 +1,39 @@
+//! The error types of `locks-leader`.
+
+use serde::{Deserialize, Serialize};
+
+/// Why starting or using a member failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The node is not running.
+    #[error("the node has stopped")]
+    NodeStopped,
+    /// The group name does not make a valid lock id.
+    #[error("invalid group name: {0}")]
+    InvalidGroup(String),
+    /// The callbacks' `init` refused to start.
+    #[error("init failed: {0}")]
+    Init(String),
+    /// The member has stopped.
+    #[error("the member has stopped")]
+    Stopped,
+}
+
+/// Why a call did not get a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum CallError {
+    /// No reply within the call's timeout (for a leader call: also when no leader appeared).
+    #[error("the call timed out")]
+    Timeout,
+    /// The leader the call was forwarded to stopped being leader before it answered; the call
+    /// may or may not have been handled.
+    #[error("the leader died before replying")]
+    LeaderDied,
+    /// The operation needs the member to be leader, and it is not.
+    #[error("this member is not the leader")]
+    NotLeader,
+    /// The member (or the leader's member) stopped; the callbacks asked for it, or the node
+    /// stopped.
+    #[error("the member stopped: {0}")]
+    Stopped(String),
+}

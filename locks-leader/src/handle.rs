@@ -1,0 +1,253 @@
+//! [`start`] and the [`Member`] handle.
+//!
+//! A handle is cheap to clone; the member stops when the last clone is dropped or on
+//! [`Member::stop`]. Every call goes to the member's actor on its node's thread and its answer
+//! comes back on a oneshot channel, so a handle works from any runtime or thread. The leader
+//! this member believes in is published on a `tokio::sync::watch` channel
+//! ([`Member::leader`], [`Member::changes`]), which needs no particular runtime either.
+
+use crate::actor::{Client, MemberActor};
+use crate::callbacks::Callbacks;
+use crate::core::MemberCore;
+use crate::error::{CallError, Error};
+use crate::term::{Role, Term};
+use actix::prelude::*;
+use futures::channel::oneshot;
+use locks_core::{Key, LockId, MemberId, NodeId};
+use locks_server::Node;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The timeout of [`Member::leader_call`] and [`Member::call`] (Erlang's 5 s).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The election lock of `group`: `["locks_leader", group]`.
+pub fn election_lock(group: &Key) -> LockId {
+    LockId::from_iter([Key::from("locks_leader"), group.clone()])
+}
+
+/// The sync lock of `group`: `["locks_leader_sync", group]` (under its own root, so no group
+/// name can make it a descendant of an election lock).
+pub fn sync_lock(group: &Key) -> LockId {
+    LockId::from_iter([Key::from("locks_leader_sync"), group.clone()])
+}
+
+/// What a member knows, as [`Member::info`] reports it (Erlang's `info/1`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberInfo {
+    /// The member.
+    pub me: MemberId,
+    /// Its role.
+    pub role: Role,
+    /// The leader it believes in, with its term.
+    pub leader: Option<Term>,
+    /// The candidates it knows of, itself included if it is one.
+    pub candidates: Vec<MemberId>,
+    /// The workers it knows of, itself included if it is one.
+    pub workers: Vec<MemberId>,
+    /// See [`crate::Ctx::alive`].
+    pub alive: Vec<MemberId>,
+    /// The nodes it considers up.
+    pub nodes: Vec<NodeId>,
+}
+
+/// Starts a member of `group` on `node`, with `callbacks` as its state, in `role`. Returns once
+/// its `init` has run and it has asked for the election lock (a candidate) and started watching
+/// it; the election goes on in the background (see [`Member::changes`]).
+pub async fn start<C: Callbacks>(
+    node: &Node,
+    group: impl Into<Key>,
+    callbacks: C,
+    role: Role,
+) -> Result<Member<C>, Error> {
+    if !node.is_running() {
+        return Err(Error::NodeStopped);
+    }
+    let group = group.into();
+    let lock = election_lock(&group);
+    let agent_id = node.next_agent_id();
+    let id = MemberId::of_agent(&agent_id);
+    let (leader_tx, leader_rx) = watch::channel(None);
+    let (ready_tx, ready_rx) = oneshot::channel();
+    let core = MemberCore::new(agent_id, role, lock, node.modes().clone(), callbacks);
+    let actor_node = node.clone();
+    let sync = sync_lock(&group);
+    let addr = MemberActor::start_in_arbiter(node.arbiter(), move |_ctx| {
+        MemberActor::new(core, actor_node, sync, leader_tx, ready_tx)
+    });
+    ready_rx.await.map_err(|_| Error::NodeStopped)??;
+    Ok(Member {
+        inner: Arc::new(Inner {
+            id,
+            addr,
+            leader: leader_rx,
+        }),
+    })
+}
+
+struct Inner<C: Callbacks> {
+    id: MemberId,
+    addr: Addr<MemberActor<C>>,
+    leader: watch::Receiver<Option<Term>>,
+}
+
+impl<C: Callbacks> Drop for Inner<C> {
+    fn drop(&mut self) {
+        self.addr.do_send(Client::Stop(None));
+    }
+}
+
+/// A handle on a running group member.
+pub struct Member<C: Callbacks> {
+    inner: Arc<Inner<C>>,
+}
+
+impl<C: Callbacks> Clone for Member<C> {
+    fn clone(&self) -> Self {
+        Member {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<C: Callbacks> std::fmt::Debug for Member<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Member")
+            .field("id", &self.inner.id)
+            .field("leader", &*self.inner.leader.borrow())
+            .finish()
+    }
+}
+
+fn stopped<T>() -> Result<T, CallError> {
+    Err(CallError::Stopped("the member is not running".into()))
+}
+
+impl<C: Callbacks> Member<C> {
+    /// This member.
+    pub fn id(&self) -> &MemberId {
+        &self.inner.id
+    }
+
+    /// The leader this member believes in now, with its term.
+    pub fn leader(&self) -> Option<Term> {
+        self.inner.leader.borrow().clone()
+    }
+
+    /// Whether this member leads now.
+    pub fn is_leader(&self) -> bool {
+        self.leader().is_some_and(|t| t.leader == self.inner.id)
+    }
+
+    /// A watch of the leader this member believes in: `changed().await` wakes on every change.
+    pub fn changes(&self) -> watch::Receiver<Option<Term>> {
+        self.inner.leader.clone()
+    }
+
+    /// Waits until this member believes in some leader (at once if it does) and returns its
+    /// term. Fails if the member stops first. Not bounded: wrap it in a timeout.
+    pub async fn wait_for_leader(&self) -> Result<Term, Error> {
+        let mut rx = self.changes();
+        let found = rx
+            .wait_for(|t| t.is_some())
+            .await
+            .map_err(|_| Error::Stopped)?
+            .clone();
+        found.ok_or(Error::Stopped)
+    }
+
+    /// A leader call with [`DEFAULT_CALL_TIMEOUT`]: handled by the leader's
+    /// `handle_leader_call`; held back while no leader is known.
+    pub async fn leader_call(&self, req: C::Call) -> Result<C::Reply, CallError> {
+        self.leader_call_timeout(req, DEFAULT_CALL_TIMEOUT).await
+    }
+
+    /// A leader call that fails with [`CallError::Timeout`] after `timeout`.
+    pub async fn leader_call_timeout(
+        &self,
+        req: C::Call,
+        timeout: Duration,
+    ) -> Result<C::Reply, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.inner.addr.do_send(Client::LeaderCall {
+            req,
+            timeout,
+            reply,
+        });
+        rx.await.unwrap_or_else(|_| stopped())
+    }
+
+    /// A leader cast: handled by the leader's `handle_leader_cast`; no answer, no guarantee.
+    pub fn leader_cast(&self, msg: C::Cast) {
+        self.inner.addr.do_send(Client::LeaderCast(msg));
+    }
+
+    /// A call handled by this member's `handle_call`, with [`DEFAULT_CALL_TIMEOUT`].
+    pub async fn call(&self, req: C::Call) -> Result<C::Reply, CallError> {
+        self.call_timeout(req, DEFAULT_CALL_TIMEOUT).await
+    }
+
+    /// A call handled by this member's `handle_call`, failing after `timeout`.
+    pub async fn call_timeout(
+        &self,
+        req: C::Call,
+        timeout: Duration,
+    ) -> Result<C::Reply, CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.inner.addr.do_send(Client::Call {
+            req,
+            timeout,
+            reply,
+        });
+        rx.await.unwrap_or_else(|_| stopped())
+    }
+
+    /// A cast handled by this member's `handle_cast`.
+    pub fn cast(&self, msg: C::Cast) {
+        self.inner.addr.do_send(Client::Cast(msg));
+    }
+
+    /// A local message for this member's `handle_info`.
+    pub fn info_msg(&self, msg: C::Info) {
+        self.inner.addr.do_send(Client::Info(msg));
+    }
+
+    /// `from_leader(msg)` to every member this leader has synced; fails with
+    /// [`CallError::NotLeader`] unless this member leads.
+    pub async fn broadcast(&self, msg: C::Broadcast) -> Result<(), CallError> {
+        let (reply, rx) = oneshot::channel();
+        self.inner.addr.do_send(Client::Broadcast { msg, reply });
+        rx.await.unwrap_or_else(|_| stopped())
+    }
+
+    /// What this member knows now.
+    pub async fn info(&self) -> Result<MemberInfo, Error> {
+        let (reply, rx) = oneshot::channel();
+        self.inner.addr.do_send(Client::Query(reply));
+        rx.await.map_err(|_| Error::Stopped)
+    }
+
+    /// The candidates this member knows of, itself included if it is one.
+    pub async fn candidates(&self) -> Result<Vec<MemberId>, Error> {
+        Ok(self.info().await?.candidates)
+    }
+
+    /// The workers this member knows of (the leader knows every worker that found it).
+    pub async fn workers(&self) -> Result<Vec<MemberId>, Error> {
+        Ok(self.info().await?.workers)
+    }
+
+    /// See [`crate::Ctx::alive`].
+    pub async fn alive(&self) -> Result<Vec<MemberId>, Error> {
+        Ok(self.info().await?.alive)
+    }
+
+    /// Stops the member and waits until it has left: said goodbye, released its locks and
+    /// watches, answered its callers.
+    pub async fn stop(&self) {
+        let (done, rx) = oneshot::channel();
+        self.inner.addr.do_send(Client::Stop(Some(done)));
+        let _ = rx.await;
+    }
+}

@@ -170,6 +170,9 @@ impl<C: Callbacks> MemberCore<C> {
         for m in lost {
             self.gone(&m, now);
         }
+        if matches!(&self.s.state, State::Following { term, .. } if term.leader.node() == node) {
+            self.leader_lost();
+        }
         self.check_departures(now);
         self.take()
     }
@@ -219,7 +222,7 @@ impl<C: Callbacks> MemberCore<C> {
         {
             self.bump();
         }
-        self.learn(from, envelope.role, now);
+        self.learn(from, envelope.role, true);
         match envelope.msg {
             PeerMsg::Hello => {
                 if self.s.is_leader() && self.s.members.get(from).is_some_and(|k| !k.synced) {
@@ -400,19 +403,39 @@ impl<C: Callbacks> MemberCore<C> {
                 self.s.state = State::Candidate;
             }
             State::Leader { .. } if !have_all => self.step_down(),
+            State::Leader { grants, .. } => {
+                // The lock was granted again somewhere (a node came back and the request was
+                // served before the member looked): a new leadership, whose grants followers
+                // can check against their views. A node merely lost needs no new term.
+                let now = self.grants();
+                if now.iter().any(|g| !grants.contains(g)) {
+                    debug!(member = %self.s.me, ?now, "election lock granted again; new term");
+                    let term = self.next_term(&now);
+                    self.take_term(term, now);
+                } else if now.len() < grants.len()
+                    && let State::Leader { grants, .. } = &mut self.s.state
+                {
+                    *grants = now;
+                }
+            }
             _ => {}
         }
     }
 
-    fn become_leader(&mut self, attempt: u64) {
-        let grants: Vec<(NodeId, u64)> = self
-            .s
+    /// The fencing version of the election lock on each node where the agent holds it.
+    fn grants(&self) -> Vec<(NodeId, u64)> {
+        self.s
             .agent
             .as_ref()
             .and_then(|a| a.lock_result())
             .and_then(|r| r.locks.into_iter().find(|l| l.lock == self.s.lock))
             .map(|l| l.nodes)
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// A term for a leadership with `grants`: at least the largest fencing version, above every
+    /// term seen or accepted.
+    fn next_term(&self, grants: &[(NodeId, u64)]) -> Term {
         let top = grants.iter().map(|(_, v)| *v).max().unwrap_or(0);
         let floor = self
             .s
@@ -422,10 +445,15 @@ impl<C: Callbacks> MemberCore<C> {
             .map(|t| t.epoch.saturating_add(1))
             .max()
             .unwrap_or(0);
-        let term = Term {
+        Term {
             epoch: top.max(floor),
             leader: self.s.me.clone(),
-        };
+        }
+    }
+
+    fn become_leader(&mut self, attempt: u64) {
+        let grants = self.grants();
+        let term = self.next_term(&grants);
         debug!(member = %self.s.me, %term, ?grants, "elected");
         self.take_term(term, grants);
         self.s.out.push(Effect::EndSync { attempt });
@@ -495,10 +523,15 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
-    /// Learns of a member; says `Hello` to a new one, and a leader announces itself to it.
-    fn learn(&mut self, m: &MemberId, role: Role, now: Duration) {
-        let _ = now;
-        if m == &self.s.me {
+    /// Learns of a member (from a message it sent, or from a view that lists it); says `Hello`
+    /// to a new one, and a leader announces itself to it.
+    fn learn(&mut self, m: &MemberId, role: Role, from_message: bool) {
+        // A view may still list the agent of a node that went down (the view was on its way);
+        // a `Hello` to it would be lost, so such a member is learnt when its node comes up and
+        // a view lists it again. A message, though, comes over a live connection, and if that
+        // node goes down the node-down event follows it: learn its sender even before this
+        // member has heard that the node is up (a worker is found no other way).
+        if m == &self.s.me || (!from_message && !self.s.alive.contains(m.node())) {
             return;
         }
         if let Some(k) = self.s.members.get_mut(m) {
@@ -704,7 +737,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.views.insert(node.clone(), view.clone());
         let listed: Vec<MemberId> = view.agents().into_iter().map(MemberId::of_agent).collect();
         for m in &listed {
-            self.learn(m, Role::Candidate, now);
+            self.learn(m, Role::Candidate, false);
             if let Some(k) = self.s.members.get_mut(m) {
                 k.seen = true;
                 if m.node() == &node {

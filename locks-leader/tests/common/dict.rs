@@ -1,7 +1,9 @@
 //! A replicated dictionary on the leader callbacks (the test vehicle, like gdict): writes are
 //! leader calls that the leader applies and broadcasts; reads are local calls. A member that
-//! accepts a new leader adopts the leader's map and casts back the entries the leader lacks,
-//! which the leader adds and broadcasts: after a netsplit heals, both islands' stores survive.
+//! accepts a new leader takes the leader's map, keeps the entries the leader lacks and casts
+//! them to the leader, which adds and broadcasts them: after a netsplit heals, both islands'
+//! stores survive (a cast lost to another split is sent again at the next election, which every
+//! heal causes).
 
 use locks_leader::{CallReturn, Callbacks, Caller, Ctx, Elected, Handled, MemberId, Term};
 use serde::{Deserialize, Serialize};
@@ -79,6 +81,7 @@ impl Callbacks for Dict {
                 .map(|(k, v)| (k.clone(), *v))
                 .collect();
             self.map = map;
+            self.map.extend(extra.clone());
             if !extra.is_empty() {
                 ctx.leader_cast(Cast::Merge(extra));
             }

@@ -1,0 +1,648 @@
+//! A deterministic in-memory cluster of member cores and lock tables.
+//!
+//! Each node has a real `locks_server::LockTable`; each member is a pure
+//! [`MemberCore`] with the test dictionary as its callbacks. Every message travels on the FIFO
+//! channel of its (sender, receiver) pair, as over an actix mailbox or a TCP connection; which
+//! channel delivers next, and when a member settles after a burst, is chosen by a seeded
+//! generator, so a run is a function of its seed. Members' messages are encoded and decoded with
+//! `locks_core::codec`, as on the wire.
+//!
+//! Connections are between nodes: cutting one drops what is in flight between the two nodes,
+//! each lock table releases the other node's agents (as the cluster layer does), and members
+//! are told the node went down; joining tells them it came up. The sync lock is modelled as a
+//! result that arrives later on the member's own channel (sometimes a failure).
+#![allow(dead_code)]
+
+use super::common::dict::{Dict, Rep, Req};
+use locks_core::codec;
+use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
+use locks_leader::core::{Effect, MemberCore, Peer, State};
+use locks_leader::{CallError, CallId, Role, Term, election_lock};
+use locks_server::LockTable;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// xorshift64*: small, seedable.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    pub fn chance(&mut self, one_in: u64) -> bool {
+        self.next().is_multiple_of(one_in)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum End {
+    Server(NodeId),
+    Member(MemberId),
+    /// The node's cluster layer, telling its members of node events.
+    Cluster(NodeId),
+}
+
+impl End {
+    fn node(&self) -> &NodeId {
+        match self {
+            End::Server(n) | End::Cluster(n) => n,
+            End::Member(m) => m.node(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    Server(ServerRequest),
+    Agent(AgentMessage),
+    Peer(MemberId, Vec<u8>),
+    NodeUp(NodeId),
+    NodeDown(NodeId),
+    Sync(u64, bool),
+}
+
+pub struct SimMember {
+    pub core: MemberCore<Dict>,
+    /// Every leader change it reported, in order.
+    pub leaders: Vec<Option<Term>>,
+}
+
+pub struct Sim {
+    pub rng: Rng,
+    pub now: Duration,
+    modes: ModeTable,
+    lock: LockId,
+    tables: BTreeMap<NodeId, LockTable>,
+    pub members: BTreeMap<MemberId, SimMember>,
+    links: BTreeSet<(NodeId, NodeId)>,
+    channels: BTreeMap<(End, End), VecDeque<Msg>>,
+    unsettled: BTreeSet<MemberId>,
+    next_serial: u64,
+    next_call: u64,
+    /// Answers to client calls, by member and call.
+    pub replies: BTreeMap<(MemberId, CallId), Result<Rep, CallError>>,
+    pub steps: u64,
+    /// Stores acknowledged with `Ok`: (key, value).
+    pub acked: Vec<(String, i64)>,
+    /// Calls to track: call → (member, key, value) of a store.
+    stores: BTreeMap<CallId, (String, i64)>,
+    pub sync_failures: bool,
+    /// The last deliveries, for failure reports (kept only with `SIM_TRACE` set).
+    trace: VecDeque<String>,
+    tracing: bool,
+}
+
+fn pair(a: &NodeId, b: &NodeId) -> (NodeId, NodeId) {
+    if a <= b {
+        (a.clone(), b.clone())
+    } else {
+        (b.clone(), a.clone())
+    }
+}
+
+pub fn node(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+impl Sim {
+    pub fn new(seed: u64, group: &str) -> Sim {
+        Sim {
+            rng: Rng::new(seed),
+            now: Duration::ZERO,
+            modes: ModeTable::standard(),
+            lock: election_lock(&group.into()),
+            tables: BTreeMap::new(),
+            members: BTreeMap::new(),
+            links: BTreeSet::new(),
+            channels: BTreeMap::new(),
+            unsettled: BTreeSet::new(),
+            next_serial: 1,
+            next_call: 1,
+            replies: BTreeMap::new(),
+            steps: 0,
+            acked: Vec::new(),
+            stores: BTreeMap::new(),
+            sync_failures: true,
+            trace: VecDeque::new(),
+            tracing: std::env::var_os("SIM_TRACE").is_some(),
+        }
+    }
+
+    /// A node with its own lock table, connected to nobody.
+    pub fn add_node(&mut self, name: &str) -> NodeId {
+        let n = node(name);
+        let base = (self.tables.len() as u64 + 1) << 40;
+        self.tables.insert(
+            n.clone(),
+            LockTable::new(n.clone(), self.modes.clone(), base),
+        );
+        n
+    }
+
+    pub fn nodes(&self) -> Vec<NodeId> {
+        self.tables.keys().cloned().collect()
+    }
+
+    pub fn connected(&self, a: &NodeId, b: &NodeId) -> bool {
+        a == b || self.links.contains(&pair(a, b))
+    }
+
+    /// The nodes `n` is connected to, itself included.
+    pub fn peers(&self, n: &NodeId) -> Vec<NodeId> {
+        self.tables
+            .keys()
+            .filter(|m| self.connected(n, m))
+            .cloned()
+            .collect()
+    }
+
+    /// A candidate (or worker) dictionary on node `n`.
+    pub fn add_member(&mut self, n: &NodeId, role: Role) -> MemberId {
+        let agent = AgentId::new(n.clone(), 1, self.next_serial);
+        self.next_serial += 1;
+        let mut core = MemberCore::new(
+            agent,
+            role,
+            self.lock.clone(),
+            self.modes.clone(),
+            Dict::default(),
+        );
+        let id = core.me().clone();
+        let effects = core.start(&self.peers(n), self.now).expect("init");
+        self.members.insert(
+            id.clone(),
+            SimMember {
+                core,
+                leaders: Vec::new(),
+            },
+        );
+        self.execute(&id, effects);
+        self.unsettled.insert(id.clone());
+        id
+    }
+
+    pub fn connect(&mut self, a: &NodeId, b: &NodeId) {
+        if a == b || !self.links.insert(pair(a, b)) {
+            return;
+        }
+        for (x, y) in [(a, b), (b, a)] {
+            for m in self.members_on(x) {
+                self.push(
+                    End::Cluster(x.clone()),
+                    End::Member(m),
+                    Msg::NodeUp(y.clone()),
+                );
+            }
+        }
+    }
+
+    pub fn disconnect(&mut self, a: &NodeId, b: &NodeId) {
+        if !self.links.remove(&pair(a, b)) {
+            return;
+        }
+        // What was in flight between the two nodes is lost with the connection.
+        self.channels.retain(|(from, to), _| {
+            !((from.node() == a && to.node() == b) || (from.node() == b && to.node() == a))
+        });
+        for (x, y) in [(a, b), (b, a)] {
+            let gone = self.tables[x].agents_on(y);
+            for agent in gone {
+                self.serve(x, ServerRequest::RemoveAgent { agent });
+            }
+            for m in self.members_on(x) {
+                self.push(
+                    End::Cluster(x.clone()),
+                    End::Member(m),
+                    Msg::NodeDown(y.clone()),
+                );
+            }
+        }
+    }
+
+    /// Splits the cluster into the given islands (every node in exactly one), cutting every link
+    /// between islands and making each island a full mesh.
+    pub fn islands(&mut self, islands: &[Vec<NodeId>]) {
+        let island_of = |n: &NodeId| islands.iter().position(|i| i.contains(n));
+        let nodes = self.nodes();
+        for a in &nodes {
+            for b in &nodes {
+                if a < b {
+                    if island_of(a) == island_of(b) && island_of(a).is_some() {
+                        self.connect(a, b);
+                    } else {
+                        self.disconnect(a, b);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every node connected to every other.
+    pub fn full_mesh(&mut self) {
+        let all = self.nodes();
+        self.islands(&[all]);
+    }
+
+    pub fn members_on(&self, n: &NodeId) -> Vec<MemberId> {
+        self.members
+            .keys()
+            .filter(|m| m.node() == n)
+            .cloned()
+            .collect()
+    }
+
+    /// A leader call `Store(key, value)` from `m`'s client.
+    pub fn store(&mut self, m: &MemberId, key: &str, value: i64) -> CallId {
+        let call = CallId(self.next_call);
+        self.next_call += 1;
+        self.stores.insert(call, (key.to_owned(), value));
+        let deadline = self.now + Duration::from_secs(5);
+        let effects = self.members.get_mut(m).expect("member").core.leader_call(
+            call,
+            Req::Store(key.into(), value),
+            deadline,
+            self.now,
+        );
+        self.execute(m, effects);
+        call
+    }
+
+    fn push(&mut self, from: End, to: End, msg: Msg) {
+        self.channels.entry((from, to)).or_default().push_back(msg);
+    }
+
+    /// Applies a request to a node's table and sends the notices; an agent whose member does
+    /// not run is removed, as the real server does when a notice cannot be delivered.
+    fn serve(&mut self, n: &NodeId, request: ServerRequest) {
+        let mut pending = vec![request];
+        while let Some(req) = pending.pop() {
+            let notices = self.tables.get_mut(n).expect("table").handle(req);
+            for (agent, msg) in notices {
+                let member = MemberId::of_agent(&agent);
+                if !self.connected(n, agent.node()) {
+                    continue;
+                }
+                if self.members.contains_key(&member) {
+                    self.push(End::Server(n.clone()), End::Member(member), Msg::Agent(msg));
+                } else {
+                    pending.push(ServerRequest::RemoveAgent { agent });
+                }
+            }
+        }
+    }
+
+    fn execute(&mut self, m: &MemberId, effects: Vec<Effect<Dict>>) {
+        let mut queue: VecDeque<Effect<Dict>> = effects.into();
+        let here = m.node().clone();
+        while let Some(effect) = queue.pop_front() {
+            match effect {
+                Effect::ToServer { node, request } => {
+                    if self.connected(&here, &node) {
+                        self.push(
+                            End::Member(m.clone()),
+                            End::Server(node),
+                            Msg::Server(request),
+                        );
+                    } else if let Some(sm) = self.members.get_mut(m) {
+                        queue.extend(sm.core.server_unreachable(&node, self.now));
+                    }
+                }
+                Effect::ToAgent { to, msg } => {
+                    if self.connected(&here, to.node()) {
+                        let to = MemberId::of_agent(&to);
+                        self.push(End::Member(m.clone()), End::Member(to), Msg::Agent(msg));
+                    }
+                }
+                Effect::ToMember { to, msg } => {
+                    let payload = codec::encode::<Peer<Dict>>(&msg, codec::DEFAULT_MAX_FRAME)
+                        .expect("encodable");
+                    if !self.connected(&here, to.node()) {
+                        continue;
+                    }
+                    if to.node() == &here && !self.members.contains_key(&to) {
+                        if let Some(sm) = self.members.get_mut(m) {
+                            queue.extend(sm.core.member_unreachable(&to, self.now));
+                        }
+                        continue;
+                    }
+                    self.push(
+                        End::Member(m.clone()),
+                        End::Member(to),
+                        Msg::Peer(m.clone(), payload),
+                    );
+                }
+                Effect::Reply { call, result } => {
+                    if let (Some((k, v)), Ok(Rep::Ok)) = (self.stores.get(&call), &result) {
+                        self.acked.push((k.clone(), *v));
+                    }
+                    self.replies.insert((m.clone(), call), result);
+                }
+                Effect::StartSync { attempt, .. } => {
+                    let ok = !(self.sync_failures && self.rng.chance(8));
+                    self.push(
+                        End::Member(m.clone()),
+                        End::Member(m.clone()),
+                        Msg::Sync(attempt, ok),
+                    );
+                }
+                Effect::EndSync { .. } => {}
+                Effect::LeaderChanged(t) => {
+                    self.note(format!("[{}] {m} leader -> {t:?}", self.steps));
+                    if let Some(sm) = self.members.get_mut(m) {
+                        sm.leaders.push(t);
+                    }
+                }
+                Effect::Stopped { .. } => {}
+            }
+        }
+    }
+
+    fn note(&mut self, line: String) {
+        if self.tracing {
+            if self.trace.len() >= 3000 {
+                self.trace.pop_front();
+            }
+            self.trace.push_back(line);
+        }
+    }
+
+    fn deliver(&mut self, from: End, to: End, msg: Msg) {
+        if self.tracing {
+            let what = match &msg {
+                Msg::Peer(_, payload) => {
+                    let env: Peer<Dict> =
+                        codec::decode(payload, codec::DEFAULT_MAX_FRAME).expect("decodable");
+                    format!("{:?}", env)
+                }
+                Msg::Agent(AgentMessage::Watched { node, view, .. }) => {
+                    format!(
+                        "Watched {node} v{} held {:?} waiting {:?}",
+                        view.version,
+                        view.granted
+                            .iter()
+                            .map(|e| e.agent.to_string())
+                            .collect::<Vec<_>>(),
+                        view.waiting
+                            .iter()
+                            .map(|e| e.agent.to_string())
+                            .collect::<Vec<_>>()
+                    )
+                }
+                Msg::Agent(_) => "agent msg".into(),
+                other => format!("{other:?}"),
+            };
+            let line = format!("[{}] {:?} -> {:?}: {what}", self.steps, from, to);
+            self.note(line);
+        }
+        match to {
+            End::Server(n) => {
+                if let Msg::Server(req) = msg {
+                    self.serve(&n, req);
+                }
+            }
+            End::Member(m) => {
+                let now = self.now;
+                let Some(sm) = self.members.get_mut(&m) else {
+                    return;
+                };
+                let effects = match msg {
+                    Msg::Agent(msg) => sm.core.deliver(msg, now),
+                    Msg::Peer(sender, payload) => {
+                        let env: Peer<Dict> =
+                            codec::decode(&payload, codec::DEFAULT_MAX_FRAME).expect("decodable");
+                        sm.core.peer(&sender, env, now)
+                    }
+                    Msg::NodeUp(n) => sm.core.node_up(&n, now),
+                    Msg::NodeDown(n) => sm.core.node_down(&n, now),
+                    Msg::Sync(attempt, ok) => sm.core.sync_result(attempt, ok, now),
+                    Msg::Server(_) => Vec::new(),
+                };
+                let _ = from;
+                self.execute(&m, effects);
+                self.unsettled.insert(m);
+            }
+            End::Cluster(_) => {}
+        }
+    }
+
+    fn settle_one(&mut self, m: &MemberId) {
+        self.unsettled.remove(m);
+        let now = self.now;
+        if let Some(sm) = self.members.get_mut(m) {
+            let effects = sm.core.settle(now);
+            self.execute(m, effects);
+        }
+    }
+
+    fn tick_due(&mut self) {
+        let now = self.now;
+        let due: Vec<MemberId> = self
+            .members
+            .iter()
+            .filter(|(_, sm)| sm.core.next_deadline().is_some_and(|d| d <= now))
+            .map(|(m, _)| m.clone())
+            .collect();
+        for m in due {
+            let effects = self.members.get_mut(&m).expect("member").core.tick(now);
+            self.execute(&m, effects);
+            self.unsettled.insert(m);
+        }
+    }
+
+    /// One step: deliver the head of a random channel, or settle a member that has unsettled
+    /// input. Returns false when nothing is in flight and every member is settled.
+    pub fn step(&mut self) -> bool {
+        self.steps += 1;
+        self.now += Duration::from_micros(100);
+        self.tick_due();
+        let busy: Vec<(End, End)> = self
+            .channels
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let unsettled: Vec<MemberId> = self.unsettled.iter().cloned().collect();
+        if busy.is_empty() && unsettled.is_empty() {
+            return false;
+        }
+        let pick = self.rng.below(busy.len() + unsettled.len());
+        if pick < busy.len() {
+            let key = busy[pick].clone();
+            let msg = self
+                .channels
+                .get_mut(&key)
+                .and_then(|q| q.pop_front())
+                .expect("busy channel");
+            self.deliver(key.0, key.1, msg);
+        } else {
+            let m = unsettled[pick - busy.len()].clone();
+            self.settle_one(&m);
+        }
+        true
+    }
+
+    /// Runs until nothing is in flight and no timer is due within `horizon` of simulated time
+    /// (jumping the clock to the next timer when idle), or `max_steps`. Returns whether it went
+    /// quiet.
+    pub fn run_quiet(&mut self, max_steps: u64) -> bool {
+        let start = self.steps;
+        while self.steps - start < max_steps {
+            if self.step() {
+                continue;
+            }
+            let next = self
+                .members
+                .values()
+                .filter_map(|sm| sm.core.next_deadline())
+                .min();
+            match next {
+                Some(at) if at <= self.now + Duration::from_secs(10) => {
+                    self.now = self.now.max(at);
+                }
+                _ => return true,
+            }
+        }
+        false
+    }
+
+    /// The connected components of the nodes.
+    pub fn components(&self) -> Vec<Vec<NodeId>> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for n in self.tables.keys() {
+            if seen.contains(n) {
+                continue;
+            }
+            let comp: Vec<NodeId> = self.peers(n);
+            for c in &comp {
+                seen.insert(c.clone());
+            }
+            out.push(comp);
+        }
+        out
+    }
+
+    /// Checks, once quiet, that each component with a candidate has exactly one leader that
+    /// every member of the component follows, that it holds the election lock on every node
+    /// of the component, and that its term is at least every term a member there accepted.
+    pub fn check_one_leader_per_component(&self) -> Result<(), String> {
+        for comp in self.components() {
+            let members: Vec<&MemberId> = self
+                .members
+                .keys()
+                .filter(|m| comp.contains(m.node()))
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let leaders: Vec<&MemberId> = members
+                .iter()
+                .filter(|m| self.members[**m].core.is_leader())
+                .copied()
+                .collect();
+            let any_candidate = members
+                .iter()
+                .any(|m| self.members[*m].core.role() == Role::Candidate);
+            if !any_candidate {
+                continue;
+            }
+            if leaders.len() != 1 {
+                return Err(format!(
+                    "component {comp:?}: leaders {leaders:?}\n{}",
+                    self.describe()
+                ));
+            }
+            let leader = leaders[0];
+            let term = self.members[leader]
+                .core
+                .leader()
+                .cloned()
+                .expect("a leader has a term");
+            for m in &members {
+                let core = &self.members[*m].core;
+                if core.leader() != Some(&term) {
+                    return Err(format!(
+                        "component {comp:?}: {m} follows {:?}, not {term}\n{}",
+                        core.leader(),
+                        self.describe()
+                    ));
+                }
+                if core.accepted().is_some_and(|a| a > &term) {
+                    return Err(format!(
+                        "{m} accepted {:?} above the leader's {term}",
+                        core.accepted()
+                    ));
+                }
+            }
+            let agent = leader.agent();
+            for n in &comp {
+                let holds = self.tables[n]
+                    .view(&self.lock)
+                    .is_some_and(|v| v.holds(&agent));
+                if !holds {
+                    return Err(format!("leader {leader} does not hold the lock on {n}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that every member has every acknowledged store.
+    pub fn check_stores_everywhere(&self) -> Result<(), String> {
+        for (m, sm) in &self.members {
+            for (k, v) in &self.acked {
+                if sm.core.callbacks().map.get(k) != Some(v) {
+                    return Err(format!(
+                        "{m} lacks {k}={v}: has {:?}\n{}",
+                        sm.core.callbacks().map,
+                        self.describe()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (m, sm) in &self.members {
+            let st = match sm.core.state() {
+                State::Candidate => "candidate".to_string(),
+                State::Syncing { .. } => "syncing".to_string(),
+                State::Leader { term, .. } => format!("LEADER {term}"),
+                State::Following { term, .. } => format!("follows {term}"),
+            };
+            s.push_str(&format!(
+                "  {m}: {st}; agent {:?}; nodes {:?}; accepted {:?}\n",
+                sm.core.agent_status(),
+                sm.core.nodes(),
+                sm.core.accepted()
+            ));
+        }
+        for (n, t) in &self.tables {
+            s.push_str(&format!("  table {n}: {:?}\n", t.view(&self.lock)));
+        }
+        s.push_str(&format!("  links {:?}\n", self.links));
+        for line in &self.trace {
+            s.push_str(line);
+            s.push('\n');
+        }
+        s
+    }
+}

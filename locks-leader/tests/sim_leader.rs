@@ -1,0 +1,167 @@
+//! Leader election on the deterministic simulation (`tests/sim`): member cores and real lock
+//! tables, messages interleaved by a seeded generator, netsplits that drop what is in flight.
+//! Each run is a function of its seed; a failure prints the seed and the cluster's state.
+
+mod common;
+mod sim;
+
+use locks_leader::Role;
+use sim::{Rng, Sim};
+
+const STEPS: u64 = 200_000;
+
+/// The seeds of a randomized test: `default` of them, or `LEADER_SIM_SEEDS` (`count` or
+/// `first..end`) to explore more.
+fn seeds(default: u64) -> std::ops::Range<u64> {
+    match std::env::var("LEADER_SIM_SEEDS") {
+        Ok(v) => match v.split_once("..") {
+            Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(default),
+            None => 0..v.parse().unwrap_or(default),
+        },
+        Err(_) => 0..default,
+    }
+}
+
+fn quiet(sim: &mut Sim, seed: u64, what: &str) {
+    assert!(
+        sim.run_quiet(STEPS),
+        "seed {seed}: not quiet after {what}\n{}",
+        sim.describe()
+    );
+}
+
+#[test]
+fn sim_one_component_elects_one_leader_that_all_follow() {
+    for seed in 0..40 {
+        let mut sim = Sim::new(seed, "g");
+        let nodes: Vec<_> = (0..1 + seed as usize % 5)
+            .map(|i| sim.add_node(&format!("n{i}")))
+            .collect();
+        sim.full_mesh();
+        for (i, n) in nodes.iter().enumerate() {
+            sim.add_member(n, Role::Candidate);
+            if i % 2 == 1 {
+                sim.add_member(n, Role::Worker);
+            }
+        }
+        quiet(&mut sim, seed, "start");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn sim_stores_before_any_leader_wait_and_reach_everyone() {
+    for seed in 0..20 {
+        let mut sim = Sim::new(seed, "g");
+        let nodes: Vec<_> = (0..3).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.full_mesh();
+        let members: Vec<_> = nodes
+            .iter()
+            .map(|n| sim.add_member(n, Role::Candidate))
+            .collect();
+        // Stores made at once, before any election is done.
+        for (i, m) in members.iter().enumerate() {
+            sim.store(m, &format!("k{i}"), i as i64);
+        }
+        quiet(&mut sim, seed, "stores");
+        assert_eq!(sim.acked.len(), 3, "seed {seed}: {:?}", sim.replies);
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_stores_everywhere()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+#[test]
+fn sim_netsplit_elects_one_leader_per_island_and_heal_merges() {
+    for seed in seeds(30) {
+        let mut sim = Sim::new(seed, "g");
+        let nodes: Vec<_> = (0..5).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.full_mesh();
+        let members: Vec<_> = nodes
+            .iter()
+            .map(|n| sim.add_member(n, Role::Candidate))
+            .collect();
+        quiet(&mut sim, seed, "start");
+        let cut = 1 + seed as usize % 4;
+        sim.islands(&[nodes[..cut].to_vec(), nodes[cut..].to_vec()]);
+        quiet(&mut sim, seed, "split");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.store(&members[0], "left", 1);
+        sim.store(&members[4], "right", 2);
+        quiet(&mut sim, seed, "stores");
+        assert_eq!(sim.acked.len(), 2, "seed {seed}");
+        sim.full_mesh();
+        quiet(&mut sim, seed, "heal");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_stores_everywhere()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+/// Erlang's quarantined `random_netsplits` (reference 9.5, test 29), which must pass here: a
+/// random, bounded sequence of splits, heals, joins of new nodes and stores over five nodes
+/// (then up to seven), checking after each that every island agrees on one leader, and ending
+/// healed with one leader and every acknowledged store on every member.
+#[test]
+fn sim_random_netsplits_over_five_nodes() {
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x5eed);
+        let mut sim = Sim::new(seed, "ape");
+        let mut nodes: Vec<_> = (0..5).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.full_mesh();
+        for n in &nodes {
+            sim.add_member(n, Role::Candidate);
+        }
+        let mut stores = 0;
+        for step in 0..25 {
+            match rng.below(5) {
+                0 => {
+                    // Split into two or three random islands.
+                    let k = 2 + rng.below(2);
+                    let mut islands = vec![Vec::new(); k];
+                    for n in &nodes {
+                        islands[rng.below(k)].push(n.clone());
+                    }
+                    islands.retain(|i| !i.is_empty());
+                    sim.islands(&islands);
+                }
+                1 => sim.full_mesh(),
+                2 if nodes.len() < 7 => {
+                    // A new node joins the island of a random node, with a candidate (or a
+                    // worker) on it.
+                    let n = sim.add_node(&format!("n{}", nodes.len()));
+                    let buddy = nodes[rng.below(nodes.len())].clone();
+                    for p in sim.peers(&buddy) {
+                        sim.connect(&n, &p);
+                    }
+                    let role = if rng.chance(3) {
+                        Role::Worker
+                    } else {
+                        Role::Candidate
+                    };
+                    sim.add_member(&n, role);
+                    nodes.push(n);
+                }
+                _ => {
+                    let members: Vec<_> = sim.members.keys().cloned().collect();
+                    let m = members[rng.below(members.len())].clone();
+                    sim.store(&m, &format!("s{stores}"), stores);
+                    stores += 1;
+                }
+            }
+            quiet(&mut sim, seed, &format!("step {step}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+        }
+        sim.full_mesh();
+        quiet(&mut sim, seed, "final heal");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_stores_everywhere()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}

@@ -422,3 +422,6 @@ impl<C: Callbacks> MemberCore<C> {
         r
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,4 @@
-//! Shared helpers for the example programs.
+//! Shared helpers for the example programs, and [`gdict`], the replicated dictionary on
+//! `locks-leader`.
+
+pub mod gdict;

@@ -1,0 +1,98 @@
+//! The gdict example's dictionary: Erlang's local_dict scenario (reference 9.5, test 23) with
+//! erase, and a netsplit over TCP on 127.0.0.1 whose islands' writes merge on heal. Every wait
+//! is bounded.
+
+use examples::gdict::Gdict;
+use locks_server::{Node, NodeConfig};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const BOUND: Duration = Duration::from_secs(30);
+
+async fn bounded<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(BOUND, f).await.expect("bounded wait")
+}
+
+/// Polls `f` until it returns true (bounded).
+async fn eventually<F, Fut>(mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    bounded(async {
+        while !f().await {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn erlang_9_5_23_local_dict_with_erase() {
+    let node = Node::start(NodeConfig::new("gdict-local")).await.unwrap();
+    let mut dicts: Vec<Gdict<i64>> = Vec::new();
+    for _ in 0..3 {
+        dicts.push(bounded(Gdict::new(&node, "local")).await.unwrap());
+    }
+    for (i, d) in dicts.iter().enumerate() {
+        bounded(d.store("a", 17 + i as i64)).await.unwrap();
+        assert_eq!(d.fetch("a").await.unwrap(), Some(17 + i as i64));
+    }
+    bounded(dicts[1].store("b", 1)).await.unwrap();
+    bounded(dicts[2].erase("a")).await.unwrap();
+    assert_eq!(dicts[2].fetch("a").await.unwrap(), None);
+    for d in &dicts {
+        eventually(|| async { d.keys().await.unwrap() == vec!["b".to_string()] }).await;
+    }
+    node.shutdown().await;
+}
+
+async fn cluster_node(name: &str) -> Node {
+    let config = NodeConfig::new(name)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .cookie("gdict-test")
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
+    Node::start(config).await.unwrap()
+}
+
+async fn sees(node: &Node, n: usize) {
+    let mut events = node.subscribe_nodes();
+    bounded(async {
+        while node.nodes().len() != n {
+            events.recv().await.expect("node running");
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn gdict_islands_take_writes_and_merge_on_heal() {
+    let (a, b) = (cluster_node("gd-a").await, cluster_node("gd-b").await);
+    b.connect(a.local_addr().unwrap()).await.unwrap();
+    sees(&a, 2).await;
+    sees(&b, 2).await;
+    let da: Gdict<i64> = bounded(Gdict::new(&a, "islands")).await.unwrap();
+    let db: Gdict<i64> = bounded(Gdict::new(&b, "islands")).await.unwrap();
+    bounded(da.store("shared", 1)).await.unwrap();
+    eventually(|| async { db.fetch("shared").await.unwrap() == Some(1) }).await;
+    a.disconnect("gd-b").await.unwrap();
+    sees(&a, 1).await;
+    sees(&b, 1).await;
+    bounded(da.store("left", 2)).await.unwrap();
+    bounded(db.store("right", 3)).await.unwrap();
+    assert_eq!(da.fetch("right").await.unwrap(), None);
+    assert_eq!(db.fetch("left").await.unwrap(), None);
+    a.reconnect("gd-b").await.unwrap();
+    sees(&a, 2).await;
+    let want = vec![
+        ("left".to_string(), 2),
+        ("right".to_string(), 3),
+        ("shared".to_string(), 1),
+    ];
+    for d in [&da, &db] {
+        eventually(|| async { d.to_list().await.unwrap() == want }).await;
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -425,17 +425,28 @@ impl AgentCore {
             return out;
         }
         self.knowledge.forget_node(node);
-        self.forwarded.retain(|(_, _, n), _| n != node);
+        // Views of that node's locks are gone, and so is whatever was forwarded to agents
+        // living there that had not arrived: forward it again once the node is back.
+        self.forwarded
+            .retain(|(a, _, n), _| n != node && a.node() != node);
         self.rejected.retain(|(_, n)| n != node);
         self.dirty = true;
         self.refresh_status(&mut out);
         out
     }
 
-    /// The server of `node` is back: every request naming it is sent to it again.
+    /// The server of `node` is up (again, or for the first time): every request naming it is
+    /// sent to it again. Views forwarded to agents living there before may never have arrived
+    /// (there was no connection: an agent can learn of an agent on a node it is not connected
+    /// to from a third node's queue), so the next settle analyses and forwards to them again.
     pub fn node_up(&mut self, node: &NodeId) -> Vec<Effect> {
         let mut out = Vec::new();
-        if self.phase != Phase::Running || !self.down.remove(node) {
+        if self.phase != Phase::Running {
+            return out;
+        }
+        self.forwarded.retain(|(a, _, _), _| a.node() != node);
+        self.dirty = true;
+        if !self.down.remove(node) {
             return out;
         }
         let again: Vec<(LockId, Mode)> = self

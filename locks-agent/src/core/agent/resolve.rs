@@ -78,6 +78,10 @@ impl AgentCore {
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
         for to in targets {
+            // A message to an agent on a node that is down would be lost, yet counted as sent.
+            if self.down.contains(to.node()) {
+                continue;
+            }
             for (lock, node, view) in &views {
                 let key = (to.clone(), lock.clone(), node.clone());
                 if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {

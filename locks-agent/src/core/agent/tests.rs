@@ -328,6 +328,59 @@ fn forwards_go_once_per_version() {
 }
 
 #[test]
+fn forwards_lost_with_a_node_go_again_when_it_returns() {
+    // Agent 1 (on n1) waits on [y] at n1 for agent 3, which lives on n2.
+    let y = lock_id!["y"];
+    let n2 = node("n2");
+    let a3 = AgentId::new(n2.clone(), 1, 3);
+    let queue = Arc::new(LockView {
+        version: 4,
+        group: Some(X),
+        granted: vec![QueueEntry {
+            agent: a3.clone(),
+            mode: X,
+        }],
+        converting: vec![],
+        waiting: vec![QueueEntry {
+            agent: agent(1),
+            mode: X,
+        }],
+    });
+    let mut c = core(1, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, queue.clone()));
+    let sent = AgentMessage::Forward {
+        from: agent(1),
+        node: n1(),
+        lock: y.clone(),
+        view: queue,
+    };
+    assert_eq!(to_agents(&c.settle()), vec![(a3.clone(), sent.clone())]);
+    // n2 goes down (the forward may have been lost with the connection): nothing goes to an
+    // agent there while it is down, and the same view goes again once it is back.
+    c.node_down(&n2);
+    assert!(to_agents(&c.settle()).is_empty());
+    c.node_up(&n2);
+    assert_eq!(to_agents(&c.settle()), vec![(a3.clone(), sent.clone())]);
+    // The same when the agent never heard of n2 before it came up: it learnt of agent 3 from
+    // n1's queue while n2 was not connected to this node.
+    let mut c = core(1, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(
+        &y,
+        X,
+        match &sent {
+            AgentMessage::Forward { view, .. } => view.clone(),
+            _ => unreachable!(),
+        },
+    ));
+    assert_eq!(to_agents(&c.settle()), vec![(a3.clone(), sent.clone())]);
+    assert!(to_agents(&c.settle()).is_empty());
+    c.node_up(&n2);
+    assert_eq!(to_agents(&c.settle()), vec![(a3, sent)]);
+}
+
+#[test]
 fn erlang_9_2_14_abort_on_deadlock_when_the_lock_was_claimed() {
     let opts = Options {
         abort_on_deadlock: true,

@@ -127,9 +127,12 @@ fn sim_random_netsplits_over_five_nodes() {
                         islands[rng.below(k)].push(n.clone());
                     }
                     islands.retain(|i| !i.is_empty());
-                    sim.islands(&islands);
+                    sim.islands_gradually(&islands, 30);
                 }
-                1 => sim.full_mesh(),
+                1 => {
+                    let all = sim.nodes();
+                    sim.islands_gradually(&[all], 30);
+                }
                 2 if nodes.len() < 7 => {
                     // A new node joins the island of a random node, with a candidate (or a
                     // worker) on it.

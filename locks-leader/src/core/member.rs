@@ -1,7 +1,7 @@
 //! The election: start, lock-server messages, node events, messages between members, the sync
 //! step, and leaving (see the module documentation of [`super`]).
 
-use super::{Effect, Inner, Known, MemberCore, PeerMsg, RECHECK, SYNC_TIMEOUT, State};
+use super::{Effect, Inner, Known, MemberCore, PeerMsg, RECHECK, SYNC_TIMEOUT, Stashed, State};
 use crate::callbacks::{Callbacks, Elected};
 use crate::core::peer::Peer;
 use crate::error::CallError;
@@ -49,6 +49,7 @@ impl<C: Callbacks> MemberCore<C> {
                 pending: VecDeque::new(),
                 forwarded: BTreeMap::new(),
                 local: VecDeque::new(),
+                stash: None,
                 sync_gen: 0,
                 recheck_at: None,
                 stopped: false,
@@ -174,6 +175,7 @@ impl<C: Callbacks> MemberCore<C> {
             self.leader_lost();
         }
         self.check_departures(now);
+        self.retry_stash(now);
         self.take()
     }
 
@@ -222,10 +224,18 @@ impl<C: Callbacks> MemberCore<C> {
         {
             self.bump();
         }
-        self.learn(from, envelope.role, true);
+        let new = self.learn(from, envelope.role, true);
         match envelope.msg {
-            PeerMsg::Hello => {
-                if self.s.is_leader() && self.s.members.get(from).is_some_and(|k| !k.synced) {
+            PeerMsg::Hello { leader } => {
+                // A leader announces itself to a sender that does not follow it, even one it
+                // announced itself to before (it may have dropped this leader since). A sender
+                // just learnt was announced to by `learn`.
+                if let State::Leader { term, .. } = &self.s.state
+                    && !new
+                    && leader.as_ref() != Some(term)
+                    && let Some(k) = self.s.members.get_mut(from)
+                {
+                    k.synced = false;
                     self.announce_to(from);
                 }
             }
@@ -525,18 +535,18 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Learns of a member (from a message it sent, or from a view that lists it); says `Hello`
     /// to a new one, and a leader announces itself to it.
-    fn learn(&mut self, m: &MemberId, role: Role, from_message: bool) {
+    fn learn(&mut self, m: &MemberId, role: Role, from_message: bool) -> bool {
         // A view may still list the agent of a node that went down (the view was on its way);
         // a `Hello` to it would be lost, so such a member is learnt when its node comes up and
         // a view lists it again. A message, though, comes over a live connection, and if that
         // node goes down the node-down event follows it: learn its sender even before this
         // member has heard that the node is up (a worker is found no other way).
         if m == &self.s.me || (!from_message && !self.s.alive.contains(m.node())) {
-            return;
+            return false;
         }
         if let Some(k) = self.s.members.get_mut(m) {
             k.role = role;
-            return;
+            return false;
         }
         trace!(member = %self.s.me, new = %m, %role, "member discovered");
         self.s.members.insert(
@@ -548,10 +558,12 @@ impl<C: Callbacks> MemberCore<C> {
                 seen_home: false,
             },
         );
-        self.s.send(m, PeerMsg::Hello);
+        let leader = self.s.term().cloned();
+        self.s.send(m, PeerMsg::Hello { leader });
         if self.s.is_leader() {
             self.announce_to(m);
         }
+        true
     }
 
     /// A member is gone: forgotten, `handle_down` for a candidate, and a lost leader dropped.
@@ -655,9 +667,19 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         }
         if self.contradicted(from, &grants) {
-            debug!(member = %self.s.me, %from, %term, "am_leader from a member that lost the lock ignored");
+            // A view says the sender lost the lock on some node since its grant: it is stale,
+            // or that node is already down for it and not yet for this member. Keep it until
+            // the views no longer contradict it (see `retry_stash`).
+            debug!(member = %self.s.me, %from, %term, "am_leader contradicted by a view; kept aside");
+            self.s.stash = Some(Stashed {
+                from: from.clone(),
+                term,
+                grants,
+                msg,
+            });
             return;
         }
+        self.s.stash = None;
         let previous = self.s.term().map(|t| t.leader.clone());
         let same = matches!(&self.s.state, State::Following { term: t, .. } if t == &term);
         if previous.as_ref() != Some(from) {
@@ -722,6 +744,23 @@ impl<C: Callbacks> MemberCore<C> {
         })
     }
 
+    /// Accepts the announcement kept aside if the views no longer contradict it.
+    fn retry_stash(&mut self, now: Duration) {
+        let Some(st) = self.s.stash.take() else {
+            return;
+        };
+        if !self.s.members.contains_key(&st.from)
+            || matches!(self.s.state, State::Leader { .. } | State::Syncing { .. })
+        {
+            return;
+        }
+        if self.contradicted(&st.from, &st.grants) {
+            self.s.stash = Some(st);
+            return;
+        }
+        self.on_am_leader(&st.from.clone(), st.term, st.grants, st.msg, now);
+    }
+
     fn on_view(&mut self, node: NodeId, view: Arc<LockView>, now: Duration) {
         if !self.s.alive.contains(&node) {
             return;
@@ -737,7 +776,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.views.insert(node.clone(), view.clone());
         let listed: Vec<MemberId> = view.agents().into_iter().map(MemberId::of_agent).collect();
         for m in &listed {
-            self.learn(m, Role::Candidate, false);
+            let _ = self.learn(m, Role::Candidate, false);
             if let Some(k) = self.s.members.get_mut(m) {
                 k.seen = true;
                 if m.node() == &node {
@@ -754,6 +793,7 @@ impl<C: Callbacks> MemberCore<C> {
             debug!(member = %self.s.me, leader = %term.leader, %node, "the leader no longer holds the election lock");
             self.leader_lost();
         }
+        self.retry_stash(now);
     }
 
     /// Forgets the candidates that left: the view of a candidate's own node no longer lists it,

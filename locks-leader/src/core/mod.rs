@@ -36,7 +36,9 @@
 //! **Accepting a leader.** `AmLeader(term, grants)` is accepted when `term` is not below the
 //! largest term the member has accepted (otherwise `Nack`, and the leader takes a larger term),
 //! and when no view of the lock newer than the leader's grant on that node shows someone else
-//! holding it. A follower drops its leader when the leader says `Uncertain` or `Goodbye`, when
+//! holding it (otherwise it is kept aside and accepted once no view contradicts it: views from
+//! a node the leader already lost, but this member has not yet, are dropped when that node goes
+//! down here too). A follower drops its leader when the leader says `Uncertain` or `Goodbye`, when
 //! the leader's node goes down, or when a view at or after the leader's grant shows it no longer
 //! holds the lock: then it says `Uncertain` to the candidates, and whoever leads announces itself.
 //!
@@ -198,6 +200,14 @@ pub(crate) struct Forwarded<C: Callbacks> {
     deadline: Duration,
 }
 
+/// An announcement kept aside because a view contradicted it (see `member::on_am_leader`).
+pub(crate) struct Stashed<C: Callbacks> {
+    pub(crate) from: MemberId,
+    pub(crate) term: Term,
+    pub(crate) grants: Vec<(NodeId, u64)>,
+    pub(crate) msg: C::Broadcast,
+}
+
 /// Work for the callbacks that a callback asked for (a leader cast to itself).
 pub(crate) enum LocalWork<C: Callbacks> {
     LeaderCast(C::Cast),
@@ -221,6 +231,7 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) pending: VecDeque<Pending<C>>,
     pub(crate) forwarded: BTreeMap<CallId, Forwarded<C>>,
     pub(crate) local: VecDeque<LocalWork<C>>,
+    pub(crate) stash: Option<Stashed<C>>,
     pub(crate) sync_gen: u64,
     pub(crate) recheck_at: Option<Duration>,
     pub(crate) stopped: bool,

@@ -5,8 +5,8 @@
 //!
 //! | message | sender → receiver | meaning |
 //! | --- | --- | --- |
-//! | `Hello` | a member → a member it just discovered | "I exist"; the receiver learns the sender (a worker is known to candidates only this way) and, if it leads and the sender is not synced, announces itself |
-//! | `AmLeader` | leader → a member not synced | "follow me": the term, the fencing versions of the election lock per node, the callback's message |
+//! | `Hello` | a member → a member it just discovered | "I exist, and follow this leader"; the receiver learns the sender (a worker is known to candidates only this way) and, if it leads and the sender does not follow it, announces itself |
+//! | `AmLeader` | leader → a member not synced | "follow me": the term, the fencing versions of the election lock per node, the callback's message. A member whose views of the lock contradict the versions keeps it aside and accepts it once they no longer do (a view from a node the leader has not yet seen go down) |
 //! | `FromLeader` | leader → its synced members | a broadcast |
 //! | `Uncertain` | a member that lost its leader → candidates; a leader stepping down → every member | "I have no leader": the leader re-announces itself to the sender; a follower of the sender drops it |
 //! | `Nack` | a member → a leader whose term is below the one it accepted | the leader takes a larger term and announces again |
@@ -33,8 +33,11 @@ pub struct PeerEnvelope<Ca, R, Cs, B> {
 /// The message proper (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PeerMsg<Ca, R, Cs, B> {
-    /// I exist (sent to a member on discovering it).
-    Hello,
+    /// I exist (sent to a member on discovering it), and this is the leader I follow.
+    Hello {
+        /// The term of the leader the sender believes in (its own if it leads).
+        leader: Option<Term>,
+    },
     /// I lead: follow me.
     AmLeader {
         /// The leadership.
@@ -99,7 +102,7 @@ impl<Ca, R, Cs, B> PeerMsg<Ca, R, Cs, B> {
     /// A short name for logs.
     pub fn kind(&self) -> &'static str {
         match self {
-            PeerMsg::Hello => "hello",
+            PeerMsg::Hello { .. } => "hello",
             PeerMsg::AmLeader { .. } => "am_leader",
             PeerMsg::FromLeader { .. } => "from_leader",
             PeerMsg::Uncertain => "uncertain",

@@ -207,14 +207,24 @@ fn a_leader_announces_itself_to_a_new_member_with_elected_for_it() {
     c.sync_result(1, true, T0);
     let t = c.leader().cloned().unwrap();
     let w = MemberId::new(n("a"), 1, 9);
-    let effects = c.peer(&w, env(Role::Worker, None, PeerMsg::Hello), T0);
+    let effects = c.peer(
+        &w,
+        env(Role::Worker, None, PeerMsg::Hello { leader: None }),
+        T0,
+    );
     let grants = vec![(n("a"), t.epoch)];
     assert_eq!(
         to_members(&effects),
         vec![
             (
                 w.clone(),
-                env(Role::Candidate, Some(t.clone()), PeerMsg::Hello)
+                env(
+                    Role::Candidate,
+                    Some(t.clone()),
+                    PeerMsg::Hello {
+                        leader: Some(t.clone())
+                    }
+                )
             ),
             (
                 w.clone(),
@@ -257,7 +267,16 @@ fn an_older_term_is_refused_with_a_nack_and_a_newer_one_accepted() {
     assert_eq!(
         to_members(&effects),
         vec![
-            (l1.clone(), env(Role::Worker, known.clone(), PeerMsg::Hello)),
+            (
+                l1.clone(),
+                env(
+                    Role::Worker,
+                    known.clone(),
+                    PeerMsg::Hello {
+                        leader: known.clone()
+                    }
+                )
+            ),
             (l1, env(Role::Worker, known, PeerMsg::Nack)),
         ]
     );
@@ -432,7 +451,11 @@ fn a_leader_that_hears_of_a_larger_term_takes_a_larger_one_and_announces_it() {
     serve(&mut c, &mut table, start);
     c.sync_result(1, true, T0);
     let w = MemberId::new(n("a"), 1, 9);
-    c.peer(&w, env(Role::Worker, None, PeerMsg::Hello), T0);
+    c.peer(
+        &w,
+        env(Role::Worker, None, PeerMsg::Hello { leader: None }),
+        T0,
+    );
     let old = c.leader().cloned().unwrap();
     let other = MemberId::new(n("z"), 1, 1);
     let big = term(old.epoch + 100, &other);
@@ -458,7 +481,11 @@ fn a_follower_drops_a_leader_that_says_uncertain_and_tells_the_candidates() {
     w.start(&[n("b")], T0).unwrap();
     let l = MemberId::new(n("b"), 1, 2);
     let c = MemberId::new(n("b"), 1, 3);
-    w.peer(&c, env(Role::Candidate, None, PeerMsg::Hello), T0);
+    w.peer(
+        &c,
+        env(Role::Candidate, None, PeerMsg::Hello { leader: None }),
+        T0,
+    );
     let t = term(3, &l);
     w.peer(
         &l,
@@ -495,7 +522,11 @@ fn stopping_says_goodbye_releases_everything_and_fails_waiting_calls() {
     let mut w = member("a", 1, Role::Worker);
     w.start(&[n("b")], T0).unwrap();
     let c = MemberId::new(n("b"), 1, 3);
-    w.peer(&c, env(Role::Candidate, None, PeerMsg::Hello), T0);
+    w.peer(
+        &c,
+        env(Role::Candidate, None, PeerMsg::Hello { leader: None }),
+        T0,
+    );
     w.leader_call(CallId(4), 1, Duration::from_secs(5), T0);
     let effects = w.stop("bye");
     assert_eq!(

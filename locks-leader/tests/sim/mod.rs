@@ -253,6 +253,42 @@ impl Sim {
         }
     }
 
+    /// Like [`Sim::islands`], but one link at a time, in random order, with up to `between`
+    /// random steps after each change: the cluster passes through the partial meshes a real
+    /// rewiring does (a node already cut off from one peer and not yet from another).
+    pub fn islands_gradually(&mut self, islands: &[Vec<NodeId>], between: usize) {
+        let island_of = |n: &NodeId| islands.iter().position(|i| i.contains(n));
+        let nodes = self.nodes();
+        let mut changes = Vec::new();
+        for a in &nodes {
+            for b in &nodes {
+                if a < b {
+                    let same = island_of(a) == island_of(b) && island_of(a).is_some();
+                    if same != self.connected(a, b) {
+                        changes.push((a.clone(), b.clone(), same));
+                    }
+                }
+            }
+        }
+        for i in (1..changes.len()).rev() {
+            let j = self.rng.below(i + 1);
+            changes.swap(i, j);
+        }
+        for (a, b, up) in changes {
+            if up {
+                self.connect(&a, &b);
+            } else {
+                self.disconnect(&a, &b);
+            }
+            let k = self.rng.below(between + 1);
+            for _ in 0..k {
+                if !self.step() {
+                    break;
+                }
+            }
+        }
+    }
+
     /// Every node connected to every other.
     pub fn full_mesh(&mut self) {
         let all = self.nodes();
@@ -324,6 +360,17 @@ impl Sim {
                     }
                 }
                 Effect::ToAgent { to, msg } => {
+                    if self.tracing
+                        && let AgentMessage::Forward { node, view, .. } = &msg
+                    {
+                        let line = format!(
+                            "[{}] {m} sends Forward of {node} v{} to {to} (connected: {})",
+                            self.steps,
+                            view.version,
+                            self.connected(&here, to.node())
+                        );
+                        self.note(line);
+                    }
                     if self.connected(&here, to.node()) {
                         let to = MemberId::of_agent(&to);
                         self.push(End::Member(m.clone()), End::Member(to), Msg::Agent(msg));
@@ -404,7 +451,37 @@ impl Sim {
                             .collect::<Vec<_>>()
                     )
                 }
-                Msg::Agent(_) => "agent msg".into(),
+                Msg::Agent(AgentMessage::Forward {
+                    from, node, view, ..
+                }) => format!(
+                    "Forward from {from} of {node} v{} held {:?} waiting {:?}",
+                    view.version,
+                    view.granted
+                        .iter()
+                        .map(|e| e.agent.to_string())
+                        .collect::<Vec<_>>(),
+                    view.waiting
+                        .iter()
+                        .map(|e| e.agent.to_string())
+                        .collect::<Vec<_>>()
+                ),
+                Msg::Agent(AgentMessage::Notice(n)) => format!(
+                    "Notice {} v{} {:?} queue {:?}",
+                    n.node,
+                    n.version,
+                    n.state,
+                    n.queue.as_ref().map(|q| (
+                        q.granted
+                            .iter()
+                            .map(|e| e.agent.to_string())
+                            .collect::<Vec<_>>(),
+                        q.waiting
+                            .iter()
+                            .map(|e| e.agent.to_string())
+                            .collect::<Vec<_>>()
+                    ))
+                ),
+                Msg::Agent(other) => format!("{other:?}"),
                 other => format!("{other:?}"),
             };
             let line = format!("[{}] {:?} -> {:?}: {what}", self.steps, from, to);

@@ -51,6 +51,21 @@ use std::time::Duration;
 /// }
 /// assert_eq!(*lock.read(), vec![1, 2, 3, 4]);
 /// ```
+///
+/// `RwuLock<T>` is `Sync` when `T` is `Send + Sync`, as `std::sync::RwLock` is: readers on
+/// several threads share `&T`, a writer may move the value out. Neither of these compiles:
+///
+/// ```compile_fail
+/// // `Cell` is not `Sync`: two readers could race on it.
+/// let lock = std::sync::Arc::new(locks_core::RwuLock::new(std::cell::Cell::new(0)));
+/// std::thread::spawn(move || lock.read().set(1));
+/// ```
+///
+/// ```compile_fail
+/// // `Rc` is not `Send`: a writer could swap it into another thread.
+/// let lock = std::sync::Arc::new(locks_core::RwuLock::new(std::rc::Rc::new(0)));
+/// std::thread::spawn(move || drop(lock.write()));
+/// ```
 pub struct RwuLock<T: ?Sized> {
     word: LockWord,
     value: UnsafeCell<T>,

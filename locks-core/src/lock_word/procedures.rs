@@ -211,7 +211,7 @@ impl<W: WordStorage> LockWord<W> {
     /// kept), and with [`LockWordError::NotHeld`] when the update lock is not held.
     #[inline]
     pub fn try_upgrade(&self) -> Result<(), LockWordError> {
-        self.upgrade_attempt().map_err(|bits| upgrade_error(bits))
+        self.upgrade_attempt().map_err(upgrade_error)
     }
 
     /// One "Try upgrade to write lock"; on failure, the bits that made it fail.

@@ -50,7 +50,7 @@ fn shared(map: &mut MmapMut) -> Result<Shared<'_>> {
     if !base.is_aligned() {
         return Err("the mapping is not 8-byte aligned".into());
     }
-    // SAFETY (for the three `from_ptr` calls): `base` is 8-byte aligned (checked; mappings are
+    // SAFETY: (all three `from_ptr` calls) `base` is 8-byte aligned (checked; mappings are
     // page aligned) and points to at least 24 bytes that stay mapped, readable and writable for
     // as long as the `&mut MmapMut` borrow this function's result is tied to. Every access to
     // these bytes, in this process and in the other one, goes through these atomics; no `&[u8]`

@@ -36,6 +36,9 @@ use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::time::Duration;
 
+/// How many short spins a blocking writer or upgrader retries before it registers its wait.
+const PRE_REGISTER_SPINS: u32 = 4;
+
 /// A read/update/write lock protecting a `T`, built on one [`LockWord`] (8 bytes of lock).
 ///
 /// ```
@@ -187,19 +190,26 @@ impl<T: ?Sized> RwuLock<T> {
 
     /// The waiting part of [`RwuLock::write`] (`from == 0`) and [`UpdateGuard::upgrade`]
     /// (`from == UPDATE_FLAG`).
+    ///
+    /// Before it registers as a waiter (seed 004's step 2), it retries step 1 a few times with
+    /// short spins in between: most waits for a write lock are shorter than that, and the
+    /// registration costs two more CASes on the contended word. Readers are kept out from the
+    /// registration on.
     #[cold]
     #[inline(never)]
     fn exclusive_slow(&self, from: u64) {
+        let mut backoff = Backoff::new();
+        for _ in 0..PRE_REGISTER_SPINS {
+            backoff.snooze();
+            if self.word.exclusive_attempt(from) {
+                return;
+            }
+        }
         if self.word.exclusive_slow(from, &mut Unbounded).is_ok() {
             return;
         }
         // Only a full wait count (2^31 - 1 waiting threads) gets here: wait unregistered.
-        let mut backoff = Backoff::new();
-        let attempt = || match from {
-            0 => self.word.try_write(),
-            _ => self.word.try_upgrade(),
-        };
-        while attempt().is_err() {
+        while !self.word.exclusive_attempt(from) {
             backoff.snooze();
         }
     }

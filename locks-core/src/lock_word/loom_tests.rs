@@ -52,12 +52,21 @@ fn loom_read_write_exclusion() {
         let writer = {
             let g = g.clone();
             thread::spawn(move || {
-                if g.word.write_with_limit(&mut Attempts::new(1)).is_ok() {
+                if g.word.write_with_limit(&mut Attempts::new(2)).is_ok() {
                     g.set(g.get() + 1);
                     g.word.release_write().unwrap();
                     return true;
                 }
                 false
+            })
+        };
+        let reader = {
+            let g = g.clone();
+            thread::spawn(move || {
+                if g.word.read_with_limit(&mut Attempts::new(1)).is_ok() {
+                    assert!(g.get() <= 1);
+                    g.word.release_read().unwrap();
+                }
             })
         };
         if g.word.read_with_limit(&mut Attempts::new(1)).is_ok() {
@@ -66,6 +75,7 @@ fn loom_read_write_exclusion() {
             assert!(!g.word.state().write_held());
             g.word.release_read().unwrap();
         }
+        reader.join().unwrap();
         let wrote = writer.join().unwrap();
         assert_eq!(g.get(), u64::from(wrote));
         // No lock and no waiter left behind, whichever way it went.
@@ -304,4 +314,42 @@ fn loom_waiting_writer_keeps_new_readers_out() {
         }
         assert_eq!(g.word.state(), LockState::FREE);
     });
+}
+
+/// The blocking paths of `RwuLock` (short spins, then registration, then waiting without
+/// limit) under loom: a blocking writer or upgrader against a reader, with a census of who is
+/// inside. (The reader only tries: two spinning threads exceed loom's branch budget.)
+#[test]
+fn loom_rwu_blocking_write_and_upgrade() {
+    use crate::RwuLock;
+    for upgrade in [false, true] {
+        loom::model(move || {
+            let lock = Arc::new(RwuLock::new(0u64));
+            let writer_inside = Arc::new(AtomicBool::new(false));
+            let readers_inside = Arc::new(AtomicUsize::new(0));
+            let writer = {
+                let (lock, w, r) = (lock.clone(), writer_inside.clone(), readers_inside.clone());
+                thread::spawn(move || {
+                    let mut guard = if upgrade {
+                        lock.update().upgrade()
+                    } else {
+                        lock.write()
+                    };
+                    w.store(true, Ordering::SeqCst);
+                    assert_eq!(r.load(Ordering::SeqCst), 0);
+                    *guard += 1;
+                    w.store(false, Ordering::SeqCst);
+                })
+            };
+            if let Some(guard) = lock.try_read() {
+                readers_inside.fetch_add(1, Ordering::SeqCst);
+                assert!(!writer_inside.load(Ordering::SeqCst));
+                assert!(*guard <= 1);
+                readers_inside.fetch_sub(1, Ordering::SeqCst);
+            }
+            writer.join().unwrap();
+            assert_eq!(*lock.read(), 1);
+            assert_eq!(lock.state(), LockState::FREE);
+        });
+    }
 }

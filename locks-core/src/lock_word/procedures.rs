@@ -174,6 +174,18 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
+    /// "Try acquire write lock" with the optional steps 1-2 (`from == 0`), or "Try upgrade to
+    /// write lock" (`from == UPDATE_FLAG`), for a word that is most likely busy: reads first and
+    /// CASes only when the count word is `from`, carrying the wait word over. For waiting loops.
+    #[inline]
+    pub(crate) fn exclusive_attempt(&self, from: u64) -> bool {
+        let bits = self.load(Relaxed);
+        bits & COUNT_WORD_MASK == from
+            && self
+                .cas(bits, (bits & WAIT_COUNT_MASK) | WRITE_FLAG, Acquire)
+                .is_ok()
+    }
+
     /// Seed 004 "Release write lock": count word `0x80000000` -> `0`.
     ///
     /// Fails with [`LockWordError::NotHeld`] when the count word is not exactly the write flag.

@@ -283,8 +283,7 @@ impl<T: ?Sized> Deref for ReadGuard<'_, T> {
 impl<T: ?Sized> Drop for ReadGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        let released = self.lock.word.release_read();
-        debug_assert!(released.is_ok(), "{released:?}");
+        self.lock.word.release_read_held();
     }
 }
 
@@ -343,8 +342,7 @@ impl<T: ?Sized> Deref for UpdateGuard<'_, T> {
 impl<T: ?Sized> Drop for UpdateGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        let released = self.lock.word.release_update();
-        debug_assert!(released.is_ok(), "{released:?}");
+        self.lock.word.release_update_held();
     }
 }
 
@@ -359,8 +357,7 @@ impl<'a, T: ?Sized> WriteGuard<'a, T> {
     /// downgrade").
     pub fn downgrade(self) -> ReadGuard<'a, T> {
         let lock = ManuallyDrop::new(self).lock;
-        let downgraded = lock.word.downgrade_to_read();
-        debug_assert!(downgraded.is_ok(), "{downgraded:?}");
+        lock.word.downgrade_to_read_held();
         ReadGuard { lock }
     }
 
@@ -368,8 +365,7 @@ impl<'a, T: ?Sized> WriteGuard<'a, T> {
     /// lock downgrade").
     pub fn downgrade_to_update(self) -> UpdateGuard<'a, T> {
         let lock = ManuallyDrop::new(self).lock;
-        let downgraded = lock.word.downgrade_to_update();
-        debug_assert!(downgraded.is_ok(), "{downgraded:?}");
+        lock.word.downgrade_to_update_held();
         UpdateGuard { lock }
     }
 }
@@ -396,8 +392,7 @@ impl<T: ?Sized> DerefMut for WriteGuard<'_, T> {
 impl<T: ?Sized> Drop for WriteGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
-        let released = self.lock.word.release_write();
-        debug_assert!(released.is_ok(), "{released:?}");
+        self.lock.word.release_write_held();
     }
 }
 

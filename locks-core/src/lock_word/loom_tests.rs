@@ -316,6 +316,44 @@ fn loom_waiting_writer_keeps_new_readers_out() {
     });
 }
 
+/// The single `fetch_sub` releases and downgrades that `RwuLock`'s guards use (module
+/// `held`): they must publish the holder's writes exactly like the seed's CAS releases.
+#[test]
+fn loom_held_releases_publish_writes() {
+    loom::model(|| {
+        let g = Guarded::new();
+        let first = {
+            let g = g.clone();
+            thread::spawn(move || {
+                if g.word.try_write().is_ok() {
+                    g.set(10);
+                    g.word.downgrade_to_update_held();
+                    assert_eq!(g.get(), 10);
+                    g.word.release_update_held();
+                }
+            })
+        };
+        let second = {
+            let g = g.clone();
+            thread::spawn(move || {
+                if g.word.write_with_limit(&mut Attempts::new(1)).is_ok() {
+                    g.set(20);
+                    g.word.downgrade_to_read_held();
+                    assert_eq!(g.get(), 20);
+                    g.word.release_read_held();
+                }
+            })
+        };
+        if g.word.try_write().is_ok() {
+            g.set(30);
+            g.word.release_write_held();
+        }
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(g.word.state(), LockState::FREE);
+    });
+}
+
 /// The blocking paths of `RwuLock` (short spins, then registration, then waiting without
 /// limit) under loom: a blocking writer or upgrader against a reader, with a census of who is
 /// inside. (The reader only tries: two spinning threads exceed loom's branch budget.)

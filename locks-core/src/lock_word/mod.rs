@@ -76,6 +76,7 @@
 //! run the very same code.
 
 mod error;
+mod held;
 mod procedures;
 pub mod state;
 mod timed;

@@ -60,6 +60,13 @@
 //!   under contention anyway (another reader winning the race has the same effect in the seed);
 //!   the time-limited forms retry.
 //!
+//! One more departure, confined to [`crate::RwuLock`]: its guards release (and downgrade) with a
+//! single 64-bit `fetch_sub` instead of the seed's checked CAS loop. A live guard proves the bit
+//! or count it stands for is set, so the subtraction cannot borrow from a neighbouring field or
+//! touch the wait word, and the result is the one the seed's procedure would produce, without
+//! its retries under contention. The public release procedures here keep the checked CAS, since
+//! their caller may not hold what it releases.
+//!
 //! # Memory ordering
 //!
 //! Every successful acquisition (try read, update, write, upgrade, step 6 of the time-limited

@@ -205,7 +205,11 @@ impl<T: ?Sized> RwuLock<T> {
                 return;
             }
         }
-        if self.word.exclusive_slow(from, &mut Unbounded).is_ok() {
+        if self
+            .word
+            .exclusive_slow(from, &mut Unbounded, &mut backoff)
+            .is_ok()
+        {
             return;
         }
         // Only a full wait count (2^31 - 1 waiting threads) gets here: wait unregistered.

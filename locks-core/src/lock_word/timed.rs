@@ -105,8 +105,9 @@ pub(crate) struct Backoff {
 }
 
 impl Backoff {
-    /// Rounds `0..=SPIN_ROUNDS` spin `2^round` times (1 to 64 hints).
-    const SPIN_ROUNDS: u32 = 6;
+    /// Rounds `0..=SPIN_ROUNDS` spin `2^round` times (1 to 8 hints), as parking_lot's
+    /// `SpinWait` does before it yields.
+    const SPIN_ROUNDS: u32 = 3;
     /// Then this many rounds yield the CPU once each.
     const YIELD_ROUNDS: u32 = 10;
     /// Then every round sleeps, starting at 2 µs and doubling up to this.
@@ -236,7 +237,7 @@ impl<W: WordStorage> LockWord<W> {
         // Step 1: try acquire write lock.
         match self.try_write() {
             Ok(()) => Ok(()),
-            Err(_) => self.exclusive_slow(0, &mut Deadline::after(timeout)),
+            Err(_) => self.exclusive_slow(0, &mut Deadline::after(timeout), &mut Backoff::new()),
         }
     }
 
@@ -245,7 +246,7 @@ impl<W: WordStorage> LockWord<W> {
     pub fn write_with_limit<L: WaitLimit>(&self, limit: &mut L) -> Result<(), LockWordError> {
         match self.try_write() {
             Ok(()) => Ok(()),
-            Err(_) => self.exclusive_slow(0, limit),
+            Err(_) => self.exclusive_slow(0, limit, &mut Backoff::new()),
         }
     }
 
@@ -276,7 +277,9 @@ impl<W: WordStorage> LockWord<W> {
     #[inline(never)]
     fn upgrade_slow<L: WaitLimit>(&self, bits: u64, limit: &mut L) -> Result<(), LockWordError> {
         match upgrade_error(bits) {
-            LockWordError::WouldBlock { .. } => self.exclusive_slow(UPDATE_FLAG, limit),
+            LockWordError::WouldBlock { .. } => {
+                self.exclusive_slow(UPDATE_FLAG, limit, &mut Backoff::new())
+            }
             not_held => Err(not_held),
         }
     }
@@ -284,16 +287,17 @@ impl<W: WordStorage> LockWord<W> {
     /// Steps 2–7 of seed 004 "Time-limited write lock acquisition or update to write upgrade",
     /// after step 1 failed. `from` is the count word that lets the lock go to the waiter: `0`
     /// for a write acquisition, `0x40000000` (the waiter's own update flag) for an upgrade.
+    /// `backoff` goes on from where the caller's own waiting (if any) left it.
     #[cold]
     #[inline(never)]
     pub(crate) fn exclusive_slow<L: WaitLimit>(
         &self,
         from: u64,
         limit: &mut L,
+        backoff: &mut Backoff,
     ) -> Result<(), LockWordError> {
         // Step 2: register a wait; if that fails, so does this procedure.
         self.register_wait()?;
-        let mut backoff = Backoff::new();
         loop {
             // Step 3: read the lock state.
             let bits = self.load(Relaxed);

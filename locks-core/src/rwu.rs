@@ -20,7 +20,7 @@
 //! Fairness: a writer (or upgrader) that has to wait registers in the lock word's wait count,
 //! which keeps new readers and update holders out, so readers cannot starve it. Writers are not
 //! queued among themselves. Nothing parks: waiting spins with exponential backoff, then yields,
-//! then sleeps for at most a millisecond at a time.
+//! then sleeps for at most 200 µs at a time.
 //!
 //! The blocking methods ([`RwuLock::read`], [`RwuLock::update`], [`RwuLock::write`],
 //! [`UpdateGuard::upgrade`]) wait without limit, like `std`'s locks; seed 004 asks for time

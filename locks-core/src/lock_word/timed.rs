@@ -7,10 +7,10 @@
 //! clock, [`Attempts`] counts, and a test (or a loom model, where time does not exist) can bring
 //! its own.
 //!
-//! Between attempts a waiter backs off exponentially: `2^k` spin-loop hints for the first rounds,
-//! then yielding the CPU, then short sleeps (see [`Backoff`]). Spinning with one hint per retry
-//! loses badly under contention on the target machine (the lock-word floor in the project's
-//! `machine-floors.md`).
+//! Between attempts a waiter backs off exponentially: `2^k` spin-loop hints for the first rounds
+//! (1 to 8), then yielding the CPU, then sleeps from 1 µs doubling to 200 µs (see [`Backoff`]).
+//! Spinning with one hint per retry loses badly under contention on the target machine (the
+//! lock-word floor in the project's `machine-floors.md`).
 
 use super::error::{Access, LockWordError};
 use super::procedures::{Miss, upgrade_error};
@@ -110,8 +110,9 @@ impl Backoff {
     const SPIN_ROUNDS: u32 = 3;
     /// Then this many rounds yield the CPU once each.
     const YIELD_ROUNDS: u32 = 10;
-    /// Then every round sleeps, starting at 2 µs and doubling up to this.
-    const MAX_SLEEP: Duration = Duration::from_millis(1);
+    /// Then every round sleeps, starting at 1 µs and doubling up to this. Kept short: a
+    /// registered writer that sleeps keeps readers out of a lock that may already be free.
+    const MAX_SLEEP: Duration = Duration::from_micros(200);
 
     pub(crate) const fn new() -> Self {
         Self { step: 0 }
@@ -131,7 +132,7 @@ impl Backoff {
         } else if step <= Self::SPIN_ROUNDS + Self::YIELD_ROUNDS {
             sync::yield_now();
         } else {
-            let doublings = (step - Self::SPIN_ROUNDS - Self::YIELD_ROUNDS).min(10);
+            let doublings = (step - Self::SPIN_ROUNDS - Self::YIELD_ROUNDS - 1).min(10);
             sync::sleep(Duration::from_micros(1 << doublings).min(Self::MAX_SLEEP));
         }
         self.step = step.saturating_add(1);

@@ -15,7 +15,7 @@ use std::thread;
 use std::time::Duration;
 
 const THREADS: u64 = 4;
-const OPS_PER_THREAD: u64 = 20_000;
+const OPS_PER_THREAD: u64 = 100_000;
 
 const READER: u64 = 1;
 const UPDATER: u64 = 1 << 20;

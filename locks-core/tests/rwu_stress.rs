@@ -13,7 +13,7 @@ use std::thread;
 use std::time::Duration;
 
 const THREADS: u64 = 4;
-const OPS_PER_THREAD: u64 = 20_000;
+const OPS_PER_THREAD: u64 = 100_000;
 
 /// Who is inside, by kind: readers in bits 0..20, update holders in 20..40, writers in 40..60.
 struct Census(AtomicU64);

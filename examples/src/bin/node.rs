@@ -20,6 +20,10 @@
 //! ended t1                        the answer to `end t1`
 //! nodes a b c                     the answer to `nodes`
 //! lock db/x v1042 X granted=… converting=… waiting=…   the answer to `table`, then `end-table`
+//! joined d                        this node runs a replica of the gdict dictionary d
+//! leader d b 1042                 the replica of d follows (or is) the leader on node b, whose
+//!                                 term has epoch 1042 (`leader d none`: no leader known)
+//! stored d k / value d k 7|none   the answers to `store` and `fetch`
 //! ```
 //!
 //! Commands, one per line on stdin:
@@ -29,9 +33,12 @@
 //!                                 mode defaults to X, nodes to this node, req to all; the
 //!                                 transaction <txn> is begun on first use
 //! status <txn> | end <txn> | nodes | table | quit
+//! gdict <d>                       run a replica of the gdict dictionary <d> (locks-leader)
+//! store <d> <key> <int> | fetch <d> <key>
 //! ```
 
 use clap::Parser;
+use examples::gdict::Gdict;
 use locks_agent::{Options, Req, Transaction, TransactionStatus, begin_transaction};
 use locks_core::{Key, LockId, Mode, NodeId};
 use locks_server::cluster::NodeEvent;
@@ -125,6 +132,9 @@ fn config(args: &Args) -> Result<NodeConfig, String> {
 
 type Txns = Arc<Mutex<HashMap<String, Arc<Transaction>>>>;
 
+/// The gdict replicas this node runs, by dictionary name.
+type Dicts = Arc<Mutex<HashMap<String, Gdict<i64>>>>;
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     tracing_subscriber::fmt()
@@ -176,6 +186,7 @@ async fn main() {
         await_nodes: args.await_nodes,
     };
     let txns: Txns = Arc::default();
+    let dicts: Dicts = Arc::default();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     loop {
         let line = tokio::select! {
@@ -184,6 +195,9 @@ async fn main() {
         };
         match line {
             Ok(Some(line)) => {
+                if dict_command(&node, &dicts, line.trim()).await {
+                    continue;
+                }
                 if !command(&node, &txns, &options, line.trim()).await {
                     break;
                 }
@@ -197,7 +211,60 @@ async fn main() {
         }
     }
     txns.lock().map(|mut t| t.clear()).ok();
+    dicts.lock().map(|mut d| d.clear()).ok();
     node.shutdown().await;
+}
+
+/// Runs a gdict command; returns whether `line` was one.
+async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let get = |name: &str| dicts.lock().ok().and_then(|d| d.get(name).cloned());
+    match words.as_slice() {
+        ["gdict", name] => match Gdict::<i64>::new(node, name).await {
+            Ok(d) => {
+                let mut changes = d.member().changes();
+                if let Ok(mut all) = dicts.lock() {
+                    all.insert((*name).to_owned(), d);
+                }
+                println!("joined {name}");
+                let name = (*name).to_owned();
+                tokio::spawn(async move {
+                    loop {
+                        match changes.borrow_and_update().clone() {
+                            Some(t) => println!("leader {name} {} {}", t.leader.node(), t.epoch),
+                            None => println!("leader {name} none"),
+                        }
+                        if changes.changed().await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            Err(e) => println!("error {name} {e}"),
+        },
+        ["store", name, key, value] => match (get(name), value.parse::<i64>()) {
+            (Some(d), Ok(v)) => {
+                let (name, key) = ((*name).to_owned(), (*key).to_owned());
+                tokio::spawn(async move {
+                    match d.store(key.clone(), v).await {
+                        Ok(()) => println!("stored {name} {key}"),
+                        Err(e) => println!("error {name} {e}"),
+                    }
+                });
+            }
+            _ => println!("error {name} no such dictionary or bad value"),
+        },
+        ["fetch", name, key] => match get(name) {
+            Some(d) => match d.fetch(*key).await {
+                Ok(Some(v)) => println!("value {name} {key} {v}"),
+                Ok(None) => println!("value {name} {key} none"),
+                Err(e) => println!("error {name} {e}"),
+            },
+            None => println!("error {name} no such dictionary"),
+        },
+        _ => return false,
+    }
+    true
 }
 
 /// Runs one command; returns `false` on `quit`.

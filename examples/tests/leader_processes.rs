@@ -216,3 +216,75 @@ fn a_sigkilled_leader_process_is_replaced_by_one_with_a_larger_term() {
     assert!(s1.child.wait().unwrap().success());
     assert!(s2.child.wait().unwrap().success());
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to a process with the `kill` command.
+fn signal(p: &Proc, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), p.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {}", p.name);
+}
+
+#[test]
+fn a_hung_leader_process_is_replaced_after_the_heartbeat_timeout_and_rejoins() {
+    let deadline = Instant::now() + DEADLINE;
+    let listen = |p: &mut Proc| {
+        p.expect("listening", |l| l.starts_with("listening "))
+            .trim_start_matches("listening ")
+            .to_owned()
+    };
+    let mut n1 = Proc::start("h1", &[], deadline);
+    let a1 = listen(&mut n1);
+    let mut n2 = Proc::start("h2", std::slice::from_ref(&a1), deadline);
+    let a2 = listen(&mut n2);
+    let mut n3 = Proc::start("h3", &[a1, a2], deadline);
+    for (p, others) in [
+        (&mut n1, ["h2", "h3"]),
+        (&mut n2, ["h1", "h3"]),
+        (&mut n3, ["h1", "h2"]),
+    ] {
+        for other in others {
+            p.expect(other, |l| l == format!("up {other}"));
+        }
+        p.send("gdict d");
+        p.expect("joined", |l| l == "joined d");
+    }
+    let (first, epoch) = agreed(&mut [&mut n1, &mut n2, &mut n3], |_| true);
+    let mut procs = vec![n1, n2, n3];
+    let hung = procs
+        .iter()
+        .position(|p| p.name == first)
+        .expect("the leader is one of the processes");
+    let mut frozen = procs.remove(hung);
+    let (mut s1, mut s2) = {
+        let mut it = procs.into_iter();
+        (it.next().unwrap(), it.next().unwrap())
+    };
+
+    // The leader hangs: its connections stay open, but it answers nothing. The others declare
+    // it down when its heartbeats stop, and elect a new leader.
+    signal(&frozen, "STOP");
+    for p in [&mut s1, &mut s2] {
+        p.expect("down", |l| l == format!("down {first}"));
+    }
+    let (second, epoch2) = agreed(&mut [&mut s1, &mut s2], |(node, _)| node != &first);
+    assert!(epoch2 > epoch, "{second}@{epoch2} after {first}@{epoch}");
+    s1.send("store d while_hung 1");
+    s1.expect("stored", |l| l == "stored d while_hung");
+
+    // It wakes up, finds itself cut off, reconnects: one leader for all three again, and its
+    // replica gets what was written while it hung.
+    signal(&frozen, "CONT");
+    let (third, _) = agreed(&mut [&mut s1, &mut s2, &mut frozen], |_| true);
+    for p in [&mut s1, &mut s2, &mut frozen] {
+        eventually_value(p, "while_hung", "1");
+    }
+    assert!(!third.is_empty());
+    for p in [&mut s1, &mut s2, &mut frozen] {
+        p.send("quit");
+    }
+    for p in [&mut s1, &mut s2, &mut frozen] {
+        assert!(p.child.wait().unwrap().success());
+    }
+}

@@ -15,6 +15,7 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{Key, LockId, MemberId, NodeId};
 use locks_server::Node;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -158,24 +159,29 @@ impl<C: Callbacks> Member<C> {
     }
 
     /// A leader call with [`DEFAULT_CALL_TIMEOUT`]: handled by the leader's
-    /// `handle_leader_call`; held back while no leader is known.
-    pub async fn leader_call(&self, req: C::Call) -> Result<C::Reply, CallError> {
-        self.leader_call_timeout(req, DEFAULT_CALL_TIMEOUT).await
+    /// `handle_leader_call`; held back while no leader is known. The request is made at the
+    /// call (before the future is polled), so calls and casts made one after the other from one
+    /// task reach the leader in that order.
+    pub fn leader_call(
+        &self,
+        req: C::Call,
+    ) -> impl Future<Output = Result<C::Reply, CallError>> + Send + 'static {
+        self.leader_call_timeout(req, DEFAULT_CALL_TIMEOUT)
     }
 
     /// A leader call that fails with [`CallError::Timeout`] after `timeout`.
-    pub async fn leader_call_timeout(
+    pub fn leader_call_timeout(
         &self,
         req: C::Call,
         timeout: Duration,
-    ) -> Result<C::Reply, CallError> {
+    ) -> impl Future<Output = Result<C::Reply, CallError>> + Send + 'static {
         let (reply, rx) = oneshot::channel();
         self.inner.addr.do_send(Client::LeaderCall {
             req,
             timeout,
             reply,
         });
-        rx.await.unwrap_or_else(|_| stopped())
+        async move { rx.await.unwrap_or_else(|_| stopped()) }
     }
 
     /// A leader cast: handled by the leader's `handle_leader_cast`; no answer, no guarantee.
@@ -183,24 +189,28 @@ impl<C: Callbacks> Member<C> {
         self.inner.addr.do_send(Client::LeaderCast(msg));
     }
 
-    /// A call handled by this member's `handle_call`, with [`DEFAULT_CALL_TIMEOUT`].
-    pub async fn call(&self, req: C::Call) -> Result<C::Reply, CallError> {
-        self.call_timeout(req, DEFAULT_CALL_TIMEOUT).await
+    /// A call handled by this member's `handle_call`, with [`DEFAULT_CALL_TIMEOUT`]; made at
+    /// the call, like [`Member::leader_call`].
+    pub fn call(
+        &self,
+        req: C::Call,
+    ) -> impl Future<Output = Result<C::Reply, CallError>> + Send + 'static {
+        self.call_timeout(req, DEFAULT_CALL_TIMEOUT)
     }
 
     /// A call handled by this member's `handle_call`, failing after `timeout`.
-    pub async fn call_timeout(
+    pub fn call_timeout(
         &self,
         req: C::Call,
         timeout: Duration,
-    ) -> Result<C::Reply, CallError> {
+    ) -> impl Future<Output = Result<C::Reply, CallError>> + Send + 'static {
         let (reply, rx) = oneshot::channel();
         self.inner.addr.do_send(Client::Call {
             req,
             timeout,
             reply,
         });
-        rx.await.unwrap_or_else(|_| stopped())
+        async move { rx.await.unwrap_or_else(|_| stopped()) }
     }
 
     /// A cast handled by this member's `handle_cast`.

@@ -51,6 +51,7 @@ mod calls;
 mod ctx;
 mod member;
 pub mod peer;
+mod society;
 
 pub use ctx::Ctx;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};

@@ -1,0 +1,321 @@
+//! Who is in the group and whom to follow: discovery from the lock's views and from messages,
+//! departures, the leader's announcements and their acceptance (see the module documentation
+//! of [`super`], "The four planes" and "Accepting a leader").
+
+use super::{Effect, Inner, Known, MemberCore, PeerMsg, Stashed, State};
+use crate::callbacks::{Callbacks, Elected};
+use crate::error::CallError;
+use crate::term::{Role, Term};
+use locks_core::proto::LockView;
+use locks_core::{MemberId, NodeId};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{debug, trace};
+
+impl<C: Callbacks> MemberCore<C> {
+    /// A follower lost its leader: it says so to the candidates, and whoever leads answers.
+    pub(super) fn leader_lost(&mut self) {
+        let State::Following { term, .. } = &self.s.state else {
+            return;
+        };
+        debug!(member = %self.s.me, leader = %term.leader, "leader lost");
+        self.s.state = State::Candidate;
+        self.s.out.push(Effect::LeaderChanged(None));
+        self.fail_forwarded(None, CallError::LeaderDied);
+        for m in self.s.with_role(Role::Candidate) {
+            if m != self.s.me {
+                self.s.send(&m, PeerMsg::Uncertain);
+            }
+        }
+    }
+
+    /// Learns of a member (from a message it sent, or from a view that lists it); says `Hello`
+    /// to a new one, and a leader announces itself to it.
+    pub(super) fn learn(&mut self, m: &MemberId, role: Role, from_message: bool) -> bool {
+        // A view may still list the agent of a node that went down (the view was on its way);
+        // a `Hello` to it would be lost, so such a member is learnt when its node comes up and
+        // a view lists it again. A message, though, comes over a live connection, and if that
+        // node goes down the node-down event follows it: learn its sender even before this
+        // member has heard that the node is up (a worker is found no other way).
+        if m == &self.s.me || (!from_message && !self.s.alive.contains(m.node())) {
+            return false;
+        }
+        if let Some(k) = self.s.members.get_mut(m) {
+            k.role = role;
+            return false;
+        }
+        trace!(member = %self.s.me, new = %m, %role, "member discovered");
+        self.s.members.insert(
+            m.clone(),
+            Known {
+                role,
+                synced: false,
+                seen: false,
+                seen_home: false,
+            },
+        );
+        let leader = self.s.term().cloned();
+        self.s.send(m, PeerMsg::Hello { leader });
+        if self.s.is_leader() {
+            self.announce_to(m);
+        }
+        true
+    }
+
+    /// A member is gone: forgotten, `handle_down` for a candidate, and a lost leader dropped.
+    pub(super) fn gone(&mut self, m: &MemberId, now: Duration) {
+        let _ = now;
+        let Some(k) = self.s.members.remove(m) else {
+            return;
+        };
+        debug!(member = %self.s.me, gone = %m, "member gone");
+        if matches!(&self.s.state, State::Following { term, .. } if &term.leader == m) {
+            self.leader_lost();
+        }
+        self.fail_forwarded(Some(m), CallError::LeaderDied);
+        if k.role == Role::Candidate {
+            let h = self.invoke(|cb, ctx| cb.handle_down(m, ctx));
+            self.handled(h);
+        }
+    }
+
+    /// `elected` for the new member `m`.
+    pub(super) fn announce_to(&mut self, m: &MemberId) {
+        let e = self.invoke(|cb, ctx| cb.elected(Some(m), ctx));
+        self.elected_return(Some(m.clone()), e);
+    }
+
+    pub(super) fn elected_return(&mut self, new: Option<MemberId>, e: Elected<C::Broadcast>) {
+        if !self.s.is_leader() {
+            return;
+        }
+        match e {
+            Elected::Broadcast(b) => self.announce_all(b.clone(), b),
+            Elected::Split { to_new, to_synced } => self.announce_all(to_new, to_synced),
+            Elected::Reply(b) => match new {
+                Some(m) => self.am_leader_to(&m, b),
+                None => self.announce_all(b.clone(), b),
+            },
+            Elected::Stop(reason) => self.stop_with(reason),
+        }
+    }
+
+    pub(super) fn announce_all(&mut self, to_new: C::Broadcast, to_synced: C::Broadcast) {
+        let State::Leader { term, .. } = &self.s.state else {
+            return;
+        };
+        let term = term.clone();
+        let (synced, new): (Vec<MemberId>, Vec<MemberId>) = {
+            let (s, n): (Vec<_>, Vec<_>) = self.s.members.iter().partition(|(_, k)| k.synced);
+            (
+                s.into_iter().map(|(m, _)| m.clone()).collect(),
+                n.into_iter().map(|(m, _)| m.clone()).collect(),
+            )
+        };
+        for m in &synced {
+            let msg = PeerMsg::FromLeader {
+                term: term.clone(),
+                msg: to_synced.clone(),
+            };
+            self.s.send(m, msg);
+        }
+        for m in &new {
+            self.am_leader_to(m, to_new.clone());
+        }
+    }
+
+    pub(super) fn am_leader_to(&mut self, m: &MemberId, b: C::Broadcast) {
+        let State::Leader { term, grants } = &self.s.state else {
+            return;
+        };
+        let msg = PeerMsg::AmLeader {
+            term: term.clone(),
+            grants: grants.clone(),
+            msg: b,
+        };
+        if let Some(k) = self.s.members.get_mut(m) {
+            k.synced = true;
+        }
+        self.s.send(m, msg);
+    }
+
+    pub(super) fn on_am_leader(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        grants: Vec<(NodeId, u64)>,
+        msg: C::Broadcast,
+        now: Duration,
+    ) {
+        let _ = now;
+        if &term.leader != from {
+            debug!(member = %self.s.me, %from, %term, "am_leader naming another leader ignored");
+            return;
+        }
+        if matches!(self.s.state, State::Leader { .. } | State::Syncing { .. }) {
+            // Two claimants: the lock decides, and the loser steps down.
+            debug!(member = %self.s.me, %from, %term, "am_leader while leading or syncing ignored");
+            return;
+        }
+        if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
+            debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
+            self.s.send(from, PeerMsg::Nack);
+            return;
+        }
+        if self.contradicted(from, &grants) {
+            // A view says the sender lost the lock on some node since its grant: it is stale,
+            // or that node is already down for it and not yet for this member. Keep it until
+            // the views no longer contradict it (see `retry_stash`).
+            debug!(member = %self.s.me, %from, %term, "am_leader contradicted by a view; kept aside");
+            self.s.stash = Some(Stashed {
+                from: from.clone(),
+                term,
+                grants,
+                msg,
+            });
+            return;
+        }
+        self.s.stash = None;
+        let previous = self.s.term().map(|t| t.leader.clone());
+        let same = matches!(&self.s.state, State::Following { term: t, .. } if t == &term);
+        if previous.as_ref() != Some(from) {
+            self.fail_forwarded(None, CallError::LeaderDied);
+        }
+        self.s.accepted = Some(term.clone());
+        self.s.see(Some(&term));
+        self.s.state = State::Following {
+            term: term.clone(),
+            grants,
+        };
+        if !same {
+            debug!(member = %self.s.me, %term, "following");
+            self.s.out.push(Effect::LeaderChanged(Some(term)));
+        }
+        let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
+        self.handled(h);
+        self.flush_pending();
+    }
+
+    pub(super) fn on_from_leader(&mut self, from: &MemberId, term: Term, msg: C::Broadcast) {
+        match &self.s.state {
+            State::Following { term: t, .. } if t == &term => {
+                let h = self.invoke(|cb, ctx| cb.from_leader(msg, ctx));
+                self.handled(h);
+            }
+            State::Leader { .. } | State::Syncing { .. } => {}
+            _ => {
+                if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
+                    self.s.send(from, PeerMsg::Nack);
+                } else {
+                    // A leader that counts this member as synced while it is not: ask again.
+                    self.s.send(from, PeerMsg::Uncertain);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_uncertain(&mut self, from: &MemberId, now: Duration) {
+        let _ = now;
+        match &self.s.state {
+            State::Following { term, .. } if &term.leader == from => self.leader_lost(),
+            State::Leader { .. } => {
+                if let Some(k) = self.s.members.get_mut(from) {
+                    k.synced = false;
+                }
+                self.announce_to(from);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether a view of the lock newer than the leader's grant on its node shows that `leader`
+    /// no longer holds it there.
+    pub(super) fn contradicted(&self, leader: &MemberId, grants: &[(NodeId, u64)]) -> bool {
+        let agent = leader.agent();
+        grants.iter().any(|(node, granted)| {
+            self.s
+                .views
+                .get(node)
+                .is_some_and(|v| v.version >= *granted && !v.holds(&agent))
+        })
+    }
+
+    /// Accepts the announcement kept aside if the views no longer contradict it.
+    pub(super) fn retry_stash(&mut self, now: Duration) {
+        let Some(st) = self.s.stash.take() else {
+            return;
+        };
+        if !self.s.members.contains_key(&st.from)
+            || matches!(self.s.state, State::Leader { .. } | State::Syncing { .. })
+        {
+            return;
+        }
+        if self.contradicted(&st.from, &st.grants) {
+            self.s.stash = Some(st);
+            return;
+        }
+        self.on_am_leader(&st.from.clone(), st.term, st.grants, st.msg, now);
+    }
+
+    pub(super) fn on_view(&mut self, node: NodeId, view: Arc<LockView>, now: Duration) {
+        if !self.s.alive.contains(&node) {
+            return;
+        }
+        if self
+            .s
+            .views
+            .get(&node)
+            .is_some_and(|old| view.version < old.version)
+        {
+            return;
+        }
+        self.s.views.insert(node.clone(), view.clone());
+        let listed: Vec<MemberId> = view.agents().into_iter().map(MemberId::of_agent).collect();
+        for m in &listed {
+            let _ = self.learn(m, Role::Candidate, false);
+            if let Some(k) = self.s.members.get_mut(m) {
+                k.seen = true;
+                if m.node() == &node {
+                    k.seen_home = true;
+                }
+            }
+        }
+        self.check_departures(now);
+        if let State::Following { term, grants } = &self.s.state
+            && let Some((_, granted)) = grants.iter().find(|(n, _)| n == &node)
+            && view.version >= *granted
+            && !view.holds(&term.leader.agent())
+        {
+            debug!(member = %self.s.me, leader = %term.leader, %node, "the leader no longer holds the election lock");
+            self.leader_lost();
+        }
+        self.retry_stash(now);
+    }
+
+    /// Forgets the candidates that left: the view of a candidate's own node no longer lists it,
+    /// and either it did before, or no view lists it any more though one did.
+    pub(super) fn check_departures(&mut self, now: Duration) {
+        let listed = |s: &Inner<C>, m: &MemberId, node: Option<&NodeId>| {
+            let agent = m.agent();
+            s.views
+                .iter()
+                .filter(|(n, _)| node.is_none_or(|x| x == *n))
+                .any(|(_, v)| v.agents().contains(&&agent))
+        };
+        let departed: Vec<MemberId> = self
+            .s
+            .members
+            .iter()
+            .filter(|(m, k)| {
+                k.role == Role::Candidate
+                    && self.s.views.contains_key(m.node())
+                    && !listed(&self.s, m, Some(m.node()))
+                    && (k.seen_home || (k.seen && !listed(&self.s, m, None)))
+            })
+            .map(|(m, _)| m.clone())
+            .collect();
+        for m in departed {
+            self.gone(&m, now);
+        }
+    }
+}

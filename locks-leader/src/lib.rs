@@ -18,6 +18,28 @@
 //!
 //! The protocol is the pure state machine [`core::MemberCore`] (events in, effects out, time
 //! given), tested on an in-memory network of members and lock tables; the actor is a thin shell.
+//!
+//! # Contracts
+//!
+//! - In a connected group of nodes (every node connected to every other) that stays unchanged,
+//!   exactly one candidate ends up leading, holding the election lock on every node, and every
+//!   member follows it; its term is at least every term a member there has accepted.
+//! - Each island of a netsplit elects its own leader; after a heal one leader remains, and its
+//!   `elected` sees the other island's candidates among `new_candidates()`.
+//! - A leader call is handled at most once. It fails with `LeaderDied` if the leader it was
+//!   forwarded to stopped leading before answering (it may or may not have been handled), with
+//!   `Timeout` at its deadline; one that reached a member that no longer leads is sent again.
+//! - A leader's broadcast reaches a follower before the leader's reply to a call that follower
+//!   forwarded (one channel per pair of members).
+//!
+//! # Limits
+//!
+//! - In a cluster whose connections are not transitive (a–b and b–c connected, a–c not), members
+//!   that cannot reach the leader stay without one until the mesh is complete.
+//! - A worker is known to candidates only through its `Hello`, so a leader's `workers()` lists
+//!   the workers that found it.
+//! - `elected` cannot hand leadership to another candidate (Erlang's `{surrender, ...}`, broken
+//!   there): the lock decides who leads.
 
 #![forbid(unsafe_code)]
 

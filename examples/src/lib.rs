@@ -1,1 +1,3 @@
 //! Shared helpers for the example programs.
+
+pub mod bench;

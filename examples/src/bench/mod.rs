@@ -1,0 +1,561 @@
+//! The benchmark harness of issue 7: the standard workloads, the floors of this machine measured
+//! in the same run, and the Redis mutex a user would otherwise pick.
+//!
+//! The program is `examples/src/bin/bench.rs`; this module owns the workloads and the report.
+//! Every workload is defined exactly (in BENCHMARKS.md and in the docs of its module), so that
+//! the same workload can be run against other lock managers. Figures are printed, never asserted.
+//!
+//! How a workload is run: one warm-up round, then `rounds` timed rounds (5 by default); each
+//! reported quantity shows its median round with the lowest and highest round beside it. The
+//! ratio column divides the quantity's p50 (or its mean time per operation when it has no
+//! latencies) by the p50 of the floor named beside it, measured earlier in the same run.
+//!
+//! Workloads that need a working lock path first run one probe transaction; if that is not
+//! granted within a few seconds (the lock table or the agent core is still a stand-in), they are
+//! reported as failed at once instead of each waiting for its own time limit.
+
+pub mod contended;
+pub mod floors;
+pub mod mem;
+pub mod redis;
+pub mod report;
+pub mod rig;
+pub mod stats;
+pub mod uncontended;
+
+use floors::Floor;
+use stats::{RankBy, Sample};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// A workload that can be named on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
+pub enum Workload {
+    /// The floors (always measured when anything else runs: the ratios need them).
+    Floors,
+    /// W1: uncontended transactions (node runtime and a foreign runtime).
+    W1,
+    /// W2: 10,000 locks in one transaction (one by one, and nowait + await_all_locks).
+    W2,
+    /// W3: 8 clients on one hot lock.
+    W3,
+    /// W4: child writes against parent reads.
+    W4,
+    /// W5: deadlock resolution, 2- and 3-transaction cycles.
+    W5,
+    /// W6: a three-node cluster (not available yet).
+    W6,
+    /// W7: leader election (not available yet).
+    W7,
+    /// MEM: resident bytes per held lock.
+    Mem,
+    /// WORD: the lock word against parking_lot (not in the harness yet).
+    Word,
+    /// The Redis mutex (with `--redis` only).
+    Redis,
+}
+
+impl Workload {
+    /// Every workload in the order of a full run.
+    pub const ALL: [Workload; 11] = [
+        Workload::Floors,
+        Workload::W1,
+        Workload::W2,
+        Workload::W3,
+        Workload::W4,
+        Workload::W5,
+        Workload::W6,
+        Workload::W7,
+        Workload::Mem,
+        Workload::Word,
+        Workload::Redis,
+    ];
+}
+
+/// How the harness runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Smoke-run sizes: one round, no warm-up, workloads a tenth of their size or less.
+    pub quick: bool,
+    /// Warm-up rounds before the timed ones.
+    pub warmup: usize,
+    /// Timed rounds.
+    pub rounds: usize,
+    /// The longest one round of a lock workload may take before it is reported as failed.
+    pub round_limit: Duration,
+    /// The address of a Redis server the user started, if any.
+    pub redis: Option<String>,
+    /// The workloads to run (empty: all).
+    pub workloads: Vec<Workload>,
+}
+
+impl Config {
+    /// The default run (or the quick one).
+    pub fn new(quick: bool) -> Config {
+        Config {
+            quick,
+            warmup: if quick { 0 } else { 1 },
+            rounds: if quick { 1 } else { 5 },
+            round_limit: Duration::from_secs(if quick { 10 } else { 30 }),
+            redis: None,
+            workloads: Vec::new(),
+        }
+    }
+
+    /// `full` in a full run, `quick` in quick mode.
+    pub fn size(&self, full: u64, quick: u64) -> u64 {
+        if self.quick { quick } else { full }
+    }
+
+    /// Whether `w` is selected.
+    pub fn selected(&self, w: Workload) -> bool {
+        self.workloads.is_empty() || self.workloads.contains(&w)
+    }
+}
+
+/// A target from issue 7, checked (and printed) against a measured row.
+#[derive(Debug, Clone, Copy)]
+pub struct Goal {
+    /// The goal as the issue states it, with the original's figure.
+    pub text: &'static str,
+    /// What must hold for it to be met.
+    pub check: Check,
+}
+
+/// How a [`Goal`] is checked.
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    /// The throughput is at least this.
+    RateAtLeast(f64),
+    /// The p50 is at most this many microseconds.
+    P50AtMostUs(f64),
+    /// The value (for example bytes per lock) is at most this.
+    ValueAtMost(f64),
+    /// No deadlock cycle was left unresolved: met unless the workload calls
+    /// [`Row::goal_missed`] after its rounds.
+    NoneUnresolved,
+}
+
+/// What one reported quantity is.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// The row's name, for example `W1 node-rt txn`.
+    pub name: String,
+    /// The throughput unit, for example `txn/s`.
+    pub unit: &'static str,
+    /// How the median round is chosen.
+    pub rank: RankBy,
+    /// The floor its ratio is taken against.
+    pub floor: Option<Floor>,
+    /// The issue's goal for it.
+    pub goal: Option<Goal>,
+}
+
+impl Spec {
+    /// A quantity ranked by throughput.
+    pub fn rate(name: impl Into<String>, unit: &'static str, floor: Floor) -> Spec {
+        Spec {
+            name: name.into(),
+            unit,
+            rank: RankBy::Rate,
+            floor: Some(floor),
+            goal: None,
+        }
+    }
+
+    /// A quantity ranked by p50 latency.
+    pub fn latency(name: impl Into<String>, unit: &'static str, floor: Floor) -> Spec {
+        Spec {
+            rank: RankBy::P50,
+            ..Spec::rate(name, unit, floor)
+        }
+    }
+
+    /// With a goal.
+    pub fn goal(mut self, text: &'static str, check: Check) -> Spec {
+        self.goal = Some(Goal { text, check });
+        self
+    }
+}
+
+/// One row of the report.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The quantity's name.
+    pub name: String,
+    /// The throughput (or value) unit.
+    pub unit: &'static str,
+    /// What came of it.
+    pub outcome: Outcome,
+}
+
+/// A measured row, or why there is none.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// Measured.
+    Measured(Measured),
+    /// The workload cannot run in this build (it needs a crate that does not exist yet).
+    Unavailable(String),
+    /// The workload ran and failed (an error, or no progress within the time limit).
+    Failed(String),
+}
+
+/// The figures of a measured row.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Throughput of the median round (or the value, for MEM).
+    pub value: f64,
+    /// How the median round was chosen; `min` and `max` are of that figure.
+    pub rank: RankBy,
+    /// The lowest round's ranking figure (throughput, or p50 in ns).
+    pub min: f64,
+    /// The highest round's ranking figure.
+    pub max: f64,
+    /// p50 latency of the median round, in ns.
+    pub p50_ns: Option<f64>,
+    /// p99 latency of the median round, in ns.
+    pub p99_ns: Option<f64>,
+    /// Operations in the median round.
+    pub ops: u64,
+    /// Timed rounds.
+    pub rounds: usize,
+    /// The floor and this row's ratio to it.
+    pub floor: Option<(Floor, f64)>,
+    /// The goal and whether it is met.
+    pub goal: Option<(&'static str, bool)>,
+    /// Extra figures (`name=value`).
+    pub notes: Vec<String>,
+}
+
+impl Row {
+    /// A row that could not be measured.
+    pub fn failed(name: impl Into<String>, unit: &'static str, why: impl Into<String>) -> Row {
+        Row {
+            name: name.into(),
+            unit,
+            outcome: Outcome::Failed(why.into()),
+        }
+    }
+
+    /// A workload that does not exist in this build yet.
+    pub fn unavailable(name: impl Into<String>, why: impl Into<String>) -> Row {
+        Row {
+            name: name.into(),
+            unit: "",
+            outcome: Outcome::Unavailable(why.into()),
+        }
+    }
+
+    /// The measured figures, if any.
+    pub fn measured(&self) -> Option<&Measured> {
+        match &self.outcome {
+            Outcome::Measured(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Marks the row's goal as missed (for checks only the workload can make).
+    pub fn goal_missed(&mut self) {
+        if let Outcome::Measured(Measured {
+            goal: Some((_, met)),
+            ..
+        }) = &mut self.outcome
+        {
+            *met = false;
+        }
+    }
+
+    /// Adds a note to a measured row.
+    pub fn note(&mut self, note: String) {
+        if let Outcome::Measured(m) = &mut self.outcome {
+            m.notes.push(note);
+        }
+    }
+}
+
+/// What every workload shares: the configuration, the driver runtime, the floors so far.
+pub struct Ctx {
+    /// The configuration.
+    pub cfg: Config,
+    /// A multi-thread tokio runtime (2 workers): drives the workloads and hosts the clients of
+    /// the "foreign runtime" variants.
+    pub rt: tokio::runtime::Runtime,
+    /// The p50 of every floor measured so far, in ns.
+    pub floors: BTreeMap<FloorKey, f64>,
+    /// Whether the lock path works (checked once, before the first lock workload).
+    pub lock_path: Option<Result<(), String>>,
+}
+
+/// A floor as a map key.
+pub type FloorKey = u8;
+
+fn key(floor: Floor) -> FloorKey {
+    floor as u8
+}
+
+impl Ctx {
+    /// A context for `cfg`.
+    pub fn new(cfg: Config) -> Result<Ctx, String> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("bench-driver")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Ctx {
+            cfg,
+            rt,
+            floors: BTreeMap::new(),
+            lock_path: None,
+        })
+    }
+
+    /// The p50 of `floor` in ns, if it was measured.
+    pub fn floor(&self, floor: Floor) -> Option<f64> {
+        self.floors.get(&key(floor)).copied()
+    }
+
+    /// Runs warm-up and timed rounds of one workload and reduces them to rows (one per spec).
+    /// `round(i)` must return one sample per spec, in order; the first error ends the
+    /// workload and every spec reports it.
+    pub fn run_rounds(
+        &self,
+        specs: &[Spec],
+        mut round: impl FnMut(usize) -> Result<Vec<Sample>, String>,
+    ) -> Vec<Row> {
+        let mut kept: Vec<Vec<Sample>> = vec![Vec::new(); specs.len()];
+        for i in 0..self.cfg.warmup + self.cfg.rounds {
+            let samples = match round(i) {
+                Ok(s) if s.len() == specs.len() => s,
+                Ok(s) => {
+                    let e = format!("harness bug: {} samples for {} rows", s.len(), specs.len());
+                    return specs
+                        .iter()
+                        .map(|s| Row::failed(&s.name, s.unit, e.clone()))
+                        .collect();
+                }
+                Err(e) => {
+                    let round = if i < self.cfg.warmup {
+                        "warm-up".to_string()
+                    } else {
+                        format!("round {}", i - self.cfg.warmup + 1)
+                    };
+                    return specs
+                        .iter()
+                        .map(|s| Row::failed(&s.name, s.unit, format!("{round}: {e}")))
+                        .collect();
+                }
+            };
+            if i >= self.cfg.warmup {
+                for (k, s) in kept.iter_mut().zip(samples) {
+                    k.push(s);
+                }
+            }
+        }
+        specs
+            .iter()
+            .zip(kept)
+            .map(|(spec, rounds)| self.reduce(spec, rounds))
+            .collect()
+    }
+
+    fn reduce(&self, spec: &Spec, rounds: Vec<Sample>) -> Row {
+        let Some(r) = stats::reduce(rounds, spec.rank) else {
+            return Row::failed(&spec.name, spec.unit, "no rounds");
+        };
+        let value = r.median.rate();
+        let p50 = r.percentiles.map(|p| p.p50);
+        let basis = p50.or((value > 0.0).then(|| 1e9 / value));
+        let floor = spec.floor.and_then(|f| {
+            let floor_ns = self.floor(f)?;
+            Some((f, basis? / floor_ns))
+        });
+        let goal = spec.goal.map(|g| {
+            let met = match g.check {
+                Check::RateAtLeast(min) => value >= min,
+                Check::P50AtMostUs(max) => p50.is_some_and(|p| p / 1e3 <= max),
+                Check::ValueAtMost(max) => value <= max,
+                Check::NoneUnresolved => true,
+            };
+            (g.text, met)
+        });
+        let notes = r
+            .median
+            .extras
+            .iter()
+            .map(|(name, v)| format!("{name}={}", report::short_number(*v)))
+            .collect();
+        Row {
+            name: spec.name.clone(),
+            unit: spec.unit,
+            outcome: Outcome::Measured(Measured {
+                value,
+                rank: spec.rank,
+                min: r.min,
+                max: r.max,
+                p50_ns: p50,
+                p99_ns: r.percentiles.map(|p| p.p99),
+                ops: r.median.ops,
+                rounds: r.rounds,
+                floor,
+                goal,
+                notes,
+            }),
+        }
+    }
+}
+
+/// One step of a run: a workload that yields its rows.
+type Step = fn(&mut Ctx) -> Vec<Row>;
+
+/// Runs every selected workload, printing a progress line for each on stderr.
+pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
+    let mut ctx = Ctx::new(cfg)?;
+    let mut plan: Vec<(&'static str, Step)> = vec![("floors", run_floors)];
+    let sel = |w| ctx.cfg.selected(w);
+    let redis = ctx.cfg.redis.is_some();
+    if sel(Workload::W1) {
+        plan.push((
+            "W1 uncontended, client on the node's runtime",
+            uncontended::w1_node,
+        ));
+        plan.push((
+            "W1 uncontended, client on a foreign runtime",
+            uncontended::w1_foreign,
+        ));
+    }
+    if redis && (sel(Workload::W1) || sel(Workload::Redis)) {
+        plan.push(("R-SEQ Redis mutex, one client", run_redis_seq));
+    }
+    if sel(Workload::W2) {
+        plan.push(("W2 10,000 locks in one transaction", uncontended::w2));
+    }
+    if sel(Workload::W3) {
+        plan.push(("W3 hot lock, 8 clients", contended::w3));
+    }
+    if redis && (sel(Workload::W3) || sel(Workload::Redis)) {
+        plan.push(("R-HOT Redis mutex, 8 clients on one key", run_redis_hot));
+    }
+    if sel(Workload::W4) {
+        plan.push(("W4 hierarchy, child writes and parent reads", contended::w4));
+    }
+    if sel(Workload::W5) {
+        plan.push(("W5 deadlock resolution", contended::w5));
+    }
+    if sel(Workload::W6) {
+        plan.push(("W6 cluster", |_| {
+            vec![Row::unavailable(
+                "W6 cluster",
+                "not available yet: needs the cluster layer (node connections)",
+            )]
+        }));
+    }
+    if sel(Workload::W7) {
+        plan.push(("W7 election", |_| {
+            vec![Row::unavailable(
+                "W7 election",
+                "not available yet: needs the locks-leader crate",
+            )]
+        }));
+    }
+    if sel(Workload::Mem) {
+        plan.push(("MEM resident bytes per held lock", mem::run));
+    }
+    if sel(Workload::Word) {
+        plan.push(("WORD lock word", |_| {
+            vec![Row::unavailable(
+                "WORD lock word",
+                "not available yet: the lock word is a placeholder in this build",
+            )]
+        }));
+    }
+    let total = plan.len();
+    let mut rows = Vec::new();
+    for (i, (title, workload)) in plan.into_iter().enumerate() {
+        eprintln!("[{}/{total}] {title} ...", i + 1);
+        let started = Instant::now();
+        let new_rows = workload(&mut ctx);
+        eprintln!(
+            "[{}/{total}] {title}: {} ({:.1} s)",
+            i + 1,
+            report::progress_summary(&new_rows),
+            started.elapsed().as_secs_f64()
+        );
+        rows.extend(new_rows);
+    }
+    Ok(rows)
+}
+
+/// Measures every floor and records their p50s in the context.
+pub fn run_floors(ctx: &mut Ctx) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for floor in Floor::ALL {
+        let (full, quick) = floor.round_trips();
+        let n = ctx.cfg.size(full, quick);
+        let spec = Spec {
+            name: floor.label().to_string(),
+            unit: "rt/s",
+            rank: RankBy::Rate,
+            floor: None,
+            goal: None,
+        };
+        let row = ctx
+            .run_rounds(std::slice::from_ref(&spec), |_| Ok(vec![floor.measure(n)?]))
+            .remove(0);
+        if let Some(p50) = row.measured().and_then(|m| m.p50_ns) {
+            ctx.floors.insert(key(floor), p50);
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+fn redis_rows(
+    ctx: &Ctx,
+    spec: Spec,
+    round: impl FnMut(usize) -> Result<Sample, String>,
+) -> Vec<Row> {
+    let Some(addr) = ctx.cfg.redis.clone() else {
+        return Vec::new();
+    };
+    if let Err(e) = redis::check(&addr) {
+        return vec![Row::failed(&spec.name, spec.unit, e)];
+    }
+    let mut round = round;
+    ctx.run_rounds(std::slice::from_ref(&spec), |i| Ok(vec![round(i)?]))
+}
+
+fn run_redis_seq(ctx: &mut Ctx) -> Vec<Row> {
+    let addr = ctx.cfg.redis.clone().unwrap_or_default();
+    let cycles = ctx.cfg.size(5_000, 500);
+    let spec = Spec::rate("R-SEQ redis 1 client", "cycle/s", Floor::Tcp);
+    redis_rows(ctx, spec, |i| redis::sequential(&addr, i, cycles))
+}
+
+fn run_redis_hot(ctx: &mut Ctx) -> Vec<Row> {
+    let addr = ctx.cfg.redis.clone().unwrap_or_default();
+    let duration = Duration::from_millis(ctx.cfg.size(1_000, 200));
+    let spec = Spec::rate("R-HOT redis 8 clients 1 key", "cycle/s", Floor::Tcp);
+    redis_rows(ctx, spec, |i| redis::hot(&addr, i, duration))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quick mode of the floors alone: every floor is measured and reported (no timing is
+    /// checked; CI does not run the harness itself).
+    #[test]
+    fn quick_floors_only() {
+        let mut cfg = Config::new(true);
+        cfg.workloads = vec![Workload::Floors];
+        let rows = run(cfg).unwrap();
+        assert_eq!(rows.len(), Floor::ALL.len());
+        for row in &rows {
+            let m = row.measured().unwrap_or_else(|| panic!("{row:?}"));
+            assert!(m.ops > 0 && m.p50_ns.is_some(), "{row:?}");
+        }
+        let json = report::json(&rows, true);
+        assert_eq!(json.matches("\"status\":\"measured\"").count(), rows.len());
+    }
+}

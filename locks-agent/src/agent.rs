@@ -5,7 +5,7 @@
 //!   agents, surrender reports. Fed to the core; a settle round is scheduled.
 //! - [`Request`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
-//! - [`NodeEvent`]: a node went down or came back (from the node's cluster layer).
+//!   `Deliver` also carries node up/down news from the node's cluster layer.
 //!
 //! "Settle then analyse": every message that can change the status schedules one `Settle`
 //! message with `ctx.notify`, which runs after the messages already in the mailbox, so a burst of
@@ -17,7 +17,7 @@
 //! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
 //! waiting callers get an error saying why.
 
-use crate::core::{AgentCore, Deadlock, Effect, TransactionStatus};
+use crate::core::{AgentCore, Effect, LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -29,8 +29,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::{debug, trace, warn};
 
-/// Where a blocked caller gets its answer: the deadlocks resolved so far, or why not.
-pub(crate) type Reply = oneshot::Sender<Result<Vec<Deadlock>, Error>>;
+/// Where a blocked caller gets its answer: the locks held and the deadlocks resolved so far,
+/// or why not.
+pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
 
 /// Why the agent stopped, shared with its handle so that late calls can say it.
 pub(crate) type Outcome = Arc<Mutex<Option<Error>>>;
@@ -52,17 +53,25 @@ struct AgentGuard {
     nodes: BTreeSet<NodeId>,
 }
 
-impl Drop for AgentGuard {
-    fn drop(&mut self) {
+impl AgentGuard {
+    /// Unregisters the agent and asks every lock server it used to drop its entries. Done as
+    /// soon as the agent decides to stop, so that when `end` returns the agent is gone.
+    fn release(&mut self) {
         self.router.unregister_agent(&self.id);
-        for node in &self.nodes {
+        for node in std::mem::take(&mut self.nodes) {
             let request = ServerRequest::RemoveAgent {
                 agent: self.id.clone(),
             };
-            if let Err(err) = self.router.send_server(node, request) {
+            if let Err(err) = self.router.send_server(&node, request) {
                 debug!(agent = %self.id, %node, %err, "could not release locks at stop");
             }
         }
+    }
+}
+
+impl Drop for AgentGuard {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -137,6 +146,9 @@ impl Agent {
                     self.stop_with(Error::Deadlock { lock, node }, ctx);
                     return;
                 }
+                Effect::Rejected { node, lock, reason } => {
+                    debug!(agent = %self.id(), %lock, %node, %reason, "request refused");
+                }
             }
         }
         for node in later {
@@ -156,12 +168,16 @@ impl Agent {
     fn answer_waiters(&mut self) {
         match self.core.status() {
             TransactionStatus::HaveAllLocks { deadlocks } => {
+                let result = self.core.lock_result().unwrap_or(LockResult {
+                    locks: Vec::new(),
+                    deadlocks,
+                });
                 for waiter in self.waiters.drain(..) {
-                    let _ = waiter.send(Ok(deadlocks.clone()));
+                    let _ = waiter.send(Ok(result.clone()));
                 }
             }
-            TransactionStatus::CannotServe { locks } => {
-                let error = Error::CannotServe { locks };
+            TransactionStatus::CannotServe { locks, nodes } => {
+                let error = Error::CannotServe { locks, nodes };
                 for waiter in self.waiters.drain(..) {
                     let _ = waiter.send(Err(error.clone()));
                 }
@@ -180,6 +196,7 @@ impl Agent {
         for waiter in self.waiters.drain(..) {
             let _ = waiter.send(Err(error.clone()));
         }
+        self.guard.release();
         ctx.stop();
     }
 }
@@ -220,7 +237,11 @@ impl Handler<Deliver> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
-        let effects = self.core.receive(msg.0);
+        let effects = match msg {
+            Deliver::Message(msg) => self.core.receive(msg),
+            Deliver::NodeDown(node) => self.core.node_down(&node),
+            Deliver::NodeUp(node) => self.core.node_up(&node),
+        };
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
     }
@@ -337,29 +358,6 @@ impl Handler<End> for Agent {
 
     fn handle(&mut self, _msg: End, ctx: &mut Self::Context) {
         self.stop_with(Error::Ended, ctx);
-    }
-}
-
-/// A node went down or came back.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub enum NodeEvent {
-    /// The node's lock server can no longer be reached.
-    Down(NodeId),
-    /// The node's lock server is reachable again.
-    Up(NodeId),
-}
-
-impl Handler<NodeEvent> for Agent {
-    type Result = ();
-
-    fn handle(&mut self, msg: NodeEvent, ctx: &mut Self::Context) {
-        let effects = match &msg {
-            NodeEvent::Down(node) => self.core.node_down(node),
-            NodeEvent::Up(node) => self.core.node_up(node),
-        };
-        self.execute(effects, ctx);
-        self.schedule_settle(ctx);
     }
 }
 

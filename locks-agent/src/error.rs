@@ -16,11 +16,13 @@ pub enum Error {
         /// The node of that lock.
         node: NodeId,
     },
-    /// Some requests can no longer be met because nodes they need are down.
-    #[error("cannot serve the requests on {locks:?}: required nodes are down")]
+    /// Some requests can no longer be met because nodes they need are down (or refused them).
+    #[error("cannot serve the requests on {locks:?}: nodes {nodes:?} are down or refused them")]
     CannotServe {
         /// The locks whose requests cannot be met.
         locks: Vec<LockId>,
+        /// The nodes that cannot grant them.
+        nodes: Vec<NodeId>,
     },
     /// The request was refused by the agent (see the inner error).
     #[error(transparent)]

@@ -19,6 +19,14 @@
 //! same-thread actor messages, well under 10 µs); from any other runtime or thread every call
 //! crosses threads, which on a small machine costs tens of microseconds per hop. Both are
 //! correct.
+//!
+//! The agent actor is a thin shell around [`core::AgentCore`], the pure state machine that holds
+//! the requests and multi-node claims, the versioned knowledge of lock copies, the petgraph
+//! wait-for graph with cycle detection and the victim's choice, and the forwarding; it is tested
+//! on an in-memory network of cores and lock tables (`tests/sim`). [`options`] holds the
+//! transaction's options and the multi-node requirements.
+
+#![forbid(unsafe_code)]
 
 mod agent;
 pub mod core;
@@ -26,8 +34,7 @@ pub mod error;
 pub mod options;
 mod transaction;
 
-pub use crate::core::{Deadlock, LockResult, TransactionStatus};
-pub use agent::NodeEvent;
+pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
 pub use error::Error;
 pub use options::{Options, Req};
 pub use transaction::{Transaction, begin_transaction};

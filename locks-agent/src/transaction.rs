@@ -86,8 +86,8 @@ impl Transaction {
 
     async fn wait(
         &self,
-        rx: oneshot::Receiver<Result<Vec<Deadlock>, Error>>,
-    ) -> Result<Vec<Deadlock>, Error> {
+        rx: oneshot::Receiver<Result<LockResult, Error>>,
+    ) -> Result<LockResult, Error> {
         match rx.await {
             Ok(result) => result,
             Err(_) => Err(outcome_error(&self.outcome)),
@@ -119,7 +119,7 @@ impl Transaction {
     pub async fn lock(&self, lock: impl Into<LockId>, mode: Mode) -> Result<Vec<LockId>, Error> {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
-        self.wait(rx).await.map(lock_ids)
+        self.wait(rx).await.map(|r| lock_ids(r.deadlocks))
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -133,7 +133,7 @@ impl Transaction {
     ) -> Result<Vec<LockId>, Error> {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
-        self.wait(rx).await.map(lock_ids)
+        self.wait(rx).await.map(|r| lock_ids(r.deadlocks))
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
@@ -185,9 +185,7 @@ impl Transaction {
     pub async fn await_all_locks(&self) -> Result<LockResult, Error> {
         let (tx, rx) = oneshot::channel();
         self.addr.do_send(AwaitAll(tx));
-        self.wait(rx)
-            .await
-            .map(|deadlocks| LockResult { deadlocks })
+        self.wait(rx).await
     }
 
     /// The transaction's status now.

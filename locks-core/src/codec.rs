@@ -1,8 +1,18 @@
 //! Encoding of wire messages: bincode 2 behind one small module, with a size limit.
 //!
-//! Invariants: nothing larger than the limit is encoded or decoded; decoding never panics and
-//! never allocates more than the limit allows; a buffer with bytes left over after the value is
-//! refused. bincode's varint decoder accepts non-minimal encodings, so encoded bytes must never
+//! Invariants: nothing larger than the limit is encoded or decoded; decoding never panics; a
+//! buffer with bytes left over after the value is refused.
+//!
+//! Allocation while decoding is bounded by the buffer's length, whatever lengths the bytes
+//! claim. bincode charges every value against a limit of "claimed" memory before reading it
+//! (the in-memory size of each integer, the length of each string, before allocating the
+//! string), and a decoded value claims at most [`CLAIM_FACTOR`] times the bytes it was read
+//! from (a `u64` varint of one byte claims 8). So each decode gets a limit of at least
+//! `CLAIM_FACTOR` times the buffer's length, rounded up to one of a few steps (the limit is a
+//! const generic in bincode): a 12-byte frame that claims a 60 MiB string is refused before the
+//! string is allocated. Sequences are preallocated at most serde's cautious bound (1 MiB) and
+//! otherwise grow only as elements are actually read, so a 2^40-element claim fails at the end
+//! of the buffer without allocating. bincode's varint decoder accepts non-minimal encodings, so encoded bytes must never
 //! be compared, hashed or signed: compare decoded values.
 //!
 //! Swapping bincode for another serde format (postcard, wincode) changes only this file.
@@ -17,8 +27,38 @@ pub const DEFAULT_MAX_FRAME: usize = 4 << 20;
 /// The largest frame any configuration may allow: 64 MiB.
 pub const HARD_MAX_FRAME: usize = 64 << 20;
 
+/// A decoded value claims at most this many bytes of memory per byte it was decoded from
+/// (16 for a one-byte `u128` varint; 8 for every type of [`crate::proto`]).
+pub const CLAIM_FACTOR: usize = 16;
+
+/// The configuration for encoding; the limit only matters when decoding.
 fn config() -> impl Config {
-    standard().with_limit::<HARD_MAX_FRAME>()
+    standard().with_limit::<{ CLAIM_FACTOR * HARD_MAX_FRAME }>()
+}
+
+/// Decodes with a claim limit of `CLAIM_FACTOR` times the smallest step at least as long as
+/// `bytes` (steps grow fourfold from 1 KiB to [`HARD_MAX_FRAME`]).
+fn decode_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), CodecError> {
+    const KIB: usize = 1 << 10;
+    macro_rules! by_length {
+        ($($step:expr),*) => {$(
+            if bytes.len() <= $step {
+                let config = standard().with_limit::<{ CLAIM_FACTOR * $step }>();
+                return Ok(bincode::serde::decode_from_slice(bytes, config)?);
+            }
+        )*};
+    }
+    by_length!(
+        KIB,
+        4 * KIB,
+        16 * KIB,
+        64 * KIB,
+        256 * KIB,
+        1024 * KIB,
+        4096 * KIB,
+        16384 * KIB
+    );
+    Ok(bincode::serde::decode_from_slice(bytes, config())?)
 }
 
 /// Why a buffer could not be encoded or decoded.
@@ -75,7 +115,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<T, Code
             limit,
         });
     }
-    let (value, used) = bincode::serde::decode_from_slice(bytes, config())?;
+    let (value, used) = decode_slice(bytes)?;
     if used != bytes.len() {
         return Err(CodecError::TrailingBytes {
             used,
@@ -92,11 +132,26 @@ pub fn encode_envelope(envelope: &Envelope) -> Result<Vec<u8>, CodecError> {
 
 /// Decodes an envelope (limit [`DEFAULT_MAX_FRAME`]) and checks its protocol version.
 pub fn decode_envelope(bytes: &[u8]) -> Result<Envelope, CodecError> {
-    let envelope: Envelope = decode(bytes, DEFAULT_MAX_FRAME)?;
-    if envelope.version != PROTOCOL_VERSION {
-        return Err(CodecError::Version {
-            got: envelope.version,
+    decode_envelope_limited(bytes, DEFAULT_MAX_FRAME)
+}
+
+/// Decodes an envelope of at most `limit` bytes and checks its protocol version.
+///
+/// The version is read first, on its own: a message of another protocol version may not even
+/// parse as this version's [`Envelope`], and the caller should learn "wrong version", not
+/// "malformed".
+pub fn decode_envelope_limited(bytes: &[u8], limit: usize) -> Result<Envelope, CodecError> {
+    let limit = limit.min(HARD_MAX_FRAME);
+    if bytes.len() > limit {
+        return Err(CodecError::TooLarge {
+            len: bytes.len(),
+            limit,
         });
     }
-    Ok(envelope)
+    // `Envelope::version` is the first field, so the buffer starts with it.
+    let (got, _): (u16, usize) = decode_slice(bytes)?;
+    if got != PROTOCOL_VERSION {
+        return Err(CodecError::Version { got });
+    }
+    decode(bytes, limit)
 }

@@ -100,6 +100,13 @@ impl From<&[u8]> for Key {
     }
 }
 
+impl<const N: usize> From<&[u8; N]> for Key {
+    /// A byte-string key from a byte literal (`b"raw"`).
+    fn from(b: &[u8; N]) -> Self {
+        Key::Bytes(Arc::from(b.as_slice()))
+    }
+}
+
 impl From<Vec<u8>> for Key {
     fn from(b: Vec<u8>) -> Self {
         Key::Bytes(Arc::from(b))

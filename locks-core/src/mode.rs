@@ -109,10 +109,14 @@ impl std::str::FromStr for Mode {
         Mode::ALL
             .into_iter()
             .find(|m| m.name().eq_ignore_ascii_case(s))
-            .or(match s {
-                "read" => Some(Mode::READ),
-                "write" => Some(Mode::WRITE),
-                _ => None,
+            .or_else(|| {
+                if s.eq_ignore_ascii_case("read") {
+                    Some(Mode::READ)
+                } else if s.eq_ignore_ascii_case("write") {
+                    Some(Mode::WRITE)
+                } else {
+                    None
+                }
             })
             .ok_or_else(|| ModeTableError::UnknownModeName(s.to_owned()))
     }
@@ -127,18 +131,20 @@ pub enum ModeTableError {
     /// A mode is listed twice.
     #[error("mode {0} is listed twice")]
     DuplicateMode(Mode),
-    /// A matrix does not have one row per mode, or a row does not have one cell per mode.
+    /// A matrix does not have one row per mode, or a row does not have one cell per mode (or
+    /// the intention list does not have one entry per mode).
     #[error(
-        "the {matrix} matrix is not square over the {modes} modes of the table (row {row} has {len} cells, or there are {len} rows)"
+        "the {matrix} matrix is not square over the {modes} modes of the table: {}",
+        describe_shape(*.row, *.len)
     )]
     NotSquare {
-        /// `"compatibility"` or `"group"`.
+        /// `"compatibility"`, `"group"` or `"intention"`.
         matrix: &'static str,
         /// How many modes the table has.
         modes: usize,
-        /// The offending row (or the row count when the number of rows is wrong).
-        row: usize,
-        /// How many cells (or rows) it has.
+        /// The offending row, or `None` when the number of rows (entries) is wrong.
+        row: Option<usize>,
+        /// How many cells the row has, or how many rows (entries) there are.
         len: usize,
     },
     /// The compatibility matrix is not symmetric.
@@ -216,12 +222,23 @@ pub enum ModeTableError {
     UnknownModeName(String),
 }
 
+fn describe_shape(row: Option<usize>, len: usize) -> String {
+    match row {
+        Some(row) => format!("row {row} has {len} cells"),
+        None => format!("it has {len} rows"),
+    }
+}
+
 /// The compatibility and group-mode matrices over a set of modes, plus the intention mode each
 /// mode takes on ancestors.
 ///
 /// `ModeTable::standard()` is seed 000's table. A lock server uses one table for all its locks;
 /// nodes of one cluster must use the same one.
+///
+/// Serialized as the arguments of [`ModeTable::custom`]; deserializing validates them like
+/// any custom table, so a table read from outside cannot break the invariants.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "ModeTableSpec", into = "ModeTableSpec")]
 pub struct ModeTable {
     name: String,
     modes: Vec<Mode>,
@@ -358,7 +375,7 @@ impl ModeTable {
             return Err(ModeTableError::NotSquare {
                 matrix: "intention",
                 modes: n,
-                row: 0,
+                row: None,
                 len: intention.len(),
             });
         }
@@ -388,45 +405,55 @@ impl ModeTable {
         Ok(table)
     }
 
+    /// Checks the invariants in a fixed order, one property over all cells at a time, so the
+    /// error names the first broken property (symmetry, idempotence, commutativity, intention,
+    /// then faithfulness of the group) rather than whichever cell a loop met first.
     fn validate(&self) -> Result<(), ModeTableError> {
         let modes = &self.modes;
-        for &a in modes {
-            let aa = self.group(a, a);
-            if aa != a {
-                return Err(ModeTableError::NotIdempotent { a, aa });
+        let pairs = || {
+            modes
+                .iter()
+                .flat_map(move |&a| modes.iter().map(move |&b| (a, b)))
+        };
+        if let Some((a, b)) = pairs().find(|&(a, b)| self.compatible(a, b) != self.compatible(b, a))
+        {
+            return Err(ModeTableError::NotSymmetric { a, b });
+        }
+        if let Some(&a) = modes.iter().find(|&&a| self.group(a, a) != a) {
+            return Err(ModeTableError::NotIdempotent {
+                a,
+                aa: self.group(a, a),
+            });
+        }
+        if let Some((a, b)) = pairs().find(|&(a, b)| self.group(a, b) != self.group(b, a)) {
+            return Err(ModeTableError::NotCommutative {
+                a,
+                b,
+                ab: self.group(a, b),
+                ba: self.group(b, a),
+            });
+        }
+        for &mode in modes {
+            let intention = self.intention(mode);
+            if !self.contains(intention) || self.intention(intention) != intention {
+                return Err(ModeTableError::BadIntention { mode, intention });
             }
-            let i = self.intention(a);
-            if !self.contains(i) || self.intention(i) != i {
-                return Err(ModeTableError::BadIntention {
-                    mode: a,
-                    intention: i,
-                });
-            }
-            for &b in modes {
-                if self.compatible(a, b) != self.compatible(b, a) {
-                    return Err(ModeTableError::NotSymmetric { a, b });
-                }
-                let (ab, ba) = (self.group(a, b), self.group(b, a));
-                if ab != ba {
-                    return Err(ModeTableError::NotCommutative { a, b, ab, ba });
-                }
-                if !self.compatible(a, b) {
-                    continue;
-                }
-                for &c in modes {
-                    let with_group = self.compatible(c, ab);
-                    let with_both = self.compatible(c, a) && self.compatible(c, b);
-                    if with_group != with_both {
-                        let word = |v: bool| if v { "compatible" } else { "incompatible" };
-                        return Err(ModeTableError::GroupNotFaithful {
-                            a,
-                            b,
-                            group: ab,
-                            c,
-                            verdict: word(with_group),
-                            expected: word(with_both),
-                        });
-                    }
+        }
+        for (a, b) in pairs().filter(|&(a, b)| self.compatible(a, b)) {
+            let group = self.group(a, b);
+            for &c in modes {
+                let with_group = self.compatible(c, group);
+                let with_both = self.compatible(c, a) && self.compatible(c, b);
+                if with_group != with_both {
+                    let word = |v: bool| if v { "compatible" } else { "incompatible" };
+                    return Err(ModeTableError::GroupNotFaithful {
+                        a,
+                        b,
+                        group,
+                        c,
+                        verdict: word(with_group),
+                        expected: word(with_both),
+                    });
                 }
             }
         }
@@ -485,6 +512,49 @@ impl ModeTable {
     }
 }
 
+/// The wire form of a [`ModeTable`]: what [`ModeTable::custom`] takes.
+#[derive(Serialize, Deserialize)]
+struct ModeTableSpec {
+    name: String,
+    modes: Vec<Mode>,
+    compatible: Vec<Vec<bool>>,
+    group: Vec<Vec<Mode>>,
+    intention: Vec<Mode>,
+}
+
+impl From<ModeTable> for ModeTableSpec {
+    fn from(table: ModeTable) -> Self {
+        let modes = table.modes.clone();
+        ModeTableSpec {
+            compatible: modes
+                .iter()
+                .map(|&r| modes.iter().map(|&c| table.compatible(r, c)).collect())
+                .collect(),
+            group: modes
+                .iter()
+                .map(|&r| modes.iter().map(|&c| table.group(r, c)).collect())
+                .collect(),
+            intention: modes.iter().map(|&m| table.intention(m)).collect(),
+            name: table.name,
+            modes,
+        }
+    }
+}
+
+impl TryFrom<ModeTableSpec> for ModeTable {
+    type Error = ModeTableError;
+
+    fn try_from(spec: ModeTableSpec) -> Result<Self, Self::Error> {
+        ModeTable::custom(
+            &spec.name,
+            &spec.modes,
+            &spec.compatible,
+            &spec.group,
+            &spec.intention,
+        )
+    }
+}
+
 impl Default for ModeTable {
     fn default() -> Self {
         ModeTable::standard()
@@ -500,7 +570,7 @@ fn check_square(
         return Err(ModeTableError::NotSquare {
             matrix,
             modes: n,
-            row: rows.len(),
+            row: None,
             len: rows.len(),
         });
     }
@@ -509,7 +579,7 @@ fn check_square(
             return Err(ModeTableError::NotSquare {
                 matrix,
                 modes: n,
-                row,
+                row: Some(row),
                 len,
             });
         }

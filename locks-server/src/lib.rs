@@ -2,7 +2,8 @@
 //!
 //! It owns the lock table (pure, synchronous: [`table`]), the [`LockServer`] actor that wraps
 //! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
-//! and the [`Node`] a program starts.
+//! the [`Node`] a program starts, and the node-to-node transport ([`net`]: framing, handshake,
+//! heartbeats and TCP connections).
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
@@ -12,6 +13,7 @@
 //! ```
 
 pub mod error;
+pub mod net;
 pub mod node;
 pub mod router;
 pub mod server;

@@ -16,10 +16,17 @@ use locks_core::{AgentId, NodeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
-/// An actix message that hands an [`AgentMessage`] to an agent actor.
+/// An actix message to an agent actor: a message from a server or agent, or news of a node.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Deliver(pub AgentMessage);
+pub enum Deliver {
+    /// A message from a lock server or another agent.
+    Message(AgentMessage),
+    /// The lock server of this node can no longer be reached.
+    NodeDown(NodeId),
+    /// The lock server of this node is reachable again (or for the first time).
+    NodeUp(NodeId),
+}
 
 /// An actix message that hands a [`ServerRequest`] to the local lock server.
 #[derive(Debug, Message)]
@@ -200,7 +207,7 @@ impl Router {
                 self.unregister_agent(to);
                 return Err(RouteError::UnknownAgent(to.clone()));
             }
-            recipient.do_send(Deliver(msg));
+            recipient.do_send(Deliver::Message(msg));
             Ok(())
         } else {
             self.remote(to.node())?
@@ -208,6 +215,25 @@ impl Router {
                     to: to.clone(),
                     msg,
                 }))
+        }
+    }
+
+    /// Tells every local agent that `node` went down (`up == false`) or came back.
+    pub fn broadcast_node_event(&self, node: &NodeId, up: bool) {
+        let agents: Vec<Recipient<Deliver>> = self
+            .agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for agent in agents {
+            let event = if up {
+                Deliver::NodeUp(node.clone())
+            } else {
+                Deliver::NodeDown(node.clone())
+            };
+            agent.do_send(event);
         }
     }
 

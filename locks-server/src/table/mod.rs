@@ -1,31 +1,244 @@
-//! TEMPORARY stand-in for the lock table (branch `table` replaces this file).
-#![allow(missing_docs)]
-use locks_core::proto::{AgentMessage, ServerRequest};
-use locks_core::{AgentId, ModeTable, NodeId};
-use serde::Serialize;
+//! The lock table of one node: a pure, synchronous state machine that takes a
+//! [`ServerRequest`] and returns the messages to send ([`Effects`]). It sends nothing, reads no
+//! clock and draws no random numbers that reach its output; the `LockServer` actor wraps it.
+//!
+//! # Model
+//!
+//! Each lock (a [`LockId`] on this node) has granted entries with a group mode, a conversion
+//! queue and a wait queue (FIFO each), a version and watchers. An agent has at most one entry per
+//! lock, which combines its *direct* lock on that id (what it asked for) and the *intention*
+//! modes its direct locks on descendants need there ([`ModeTable::intention`]: `IS` for
+//! `IS`/`S`, `IX` otherwise). The entry needs the group of all of these; the table counts the
+//! descendant locks per intention mode, so releasing one lowers the need exactly.
+//!
+//! The rules are seed 000's, with the precisions of DESIGN.md:
+//! - a new entry is granted at once when nobody converts or waits and its mode is compatible
+//!   with the group; otherwise it joins the back of the wait queue;
+//! - an entry that needs more than it holds is an up-conversion to `group(need, held)`, granted
+//!   at once when no other conversion waits and it is compatible with the group of the *other*
+//!   holders, otherwise queued behind the other conversions; a pending entry that needs more
+//!   changes its pending mode in place and keeps its place; an entry that needs less is
+//!   down-converted at once;
+//! - after every change, conversions are granted in FIFO order while compatible with the other
+//!   holders, then (only when no conversion waits) waiters in FIFO order while compatible with
+//!   the group, each queue stopping at the first request that cannot be granted;
+//! - the group mode is always recomputed from the granted entries.
+//!
+//! **Holding a direct lock.** The table grants each lock's entries on their own. An agent holds
+//! its direct lock on `[a, b]` once its entry on `[a, b]` *and* its entries on every ancestor
+//! (`[a]`) are granted: the intention entries on ancestors are what keeps a read of `[a]` and a
+//! write of `[a, b]` apart. Agents work this out from their notices.
+//!
+//! **Surrender** of lock `L` at version `v` (ignored unless `L` exists at version `v` and the
+//! agent has an entry there) takes the grant from the agent's entries on `L` and on every
+//! descendant of `L` and puts them at the back of their wait queues, needing their full modes;
+//! its entries on ancestors stay. Every notice about `L` in that operation carries
+//! [`Note::Surrendered`](locks_core::proto::Note::Surrendered) with `v`. A surrender at a stale
+//! version moves nothing but is answered with one notice of the agent's entry *with the whole
+//! queue*, even when it holds the lock: holders get no views otherwise, and an agent that decided
+//! on an old copy must be able to analyse again with the current one.
+//!
+//! **Versions.** One counter per table, starting above the `version_base` given to
+//! [`LockTable::new`] (the actor derives it from the node's incarnation, so versions keep growing
+//! across restarts). An operation that changes any lock's queue increments it once, and every
+//! lock it changed takes the new value; a grant notice's version is the fencing token of that
+//! grant. A request that changes nothing (a `Lock` already covered by what is held) is answered
+//! with the lock's unchanged version, so an agent must take a notice whose version *equals* its
+//! copy's as current, and drop only older ones.
+//!
+//! # Notices: who gets what
+//!
+//! For every lock an operation touches, in lock id order (ancestors before descendants):
+//! 1. an agent whose own entry on the lock changed (created, granted, converted up or down,
+//!    queued for conversion, pending mode changed, re-queued by a surrender, withdrawn or
+//!    released) gets an [`AgentMessage::Notice`] carrying its state now ([`EntryState::Absent`]
+//!    once its entry is gone). A change of intention counts that leaves the state as it was is
+//!    not a change: taking a second child lock under a hot root tells nobody about the root;
+//! 2. the agent that named the lock in a `Lock`, `Convert` or `Unlock` request always gets one,
+//!    so every such request is answered;
+//! 3. an agent converting or waiting on the lock after the operation gets one whenever something
+//!    ahead of it may have changed: any holder added, removed or changing mode (every converter
+//!    and waiter is told); a conversion at or ahead of its place added, removed or changing mode
+//!    (those converters and every waiter); a waiter at or ahead of its place (those waiters).
+//!    Its view of whom it waits for is never stale;
+//! 4. the notice's `queue` is the lock's whole [`LockView`] exactly when the recipient converts
+//!    or waits (holders get none, so a lock with many holders stays cheap); it is built once per
+//!    lock and operation and shared; its holders are listed in the order they became holders
+//!    (conversions keep an agent's place), then by agent id;
+//! 5. an agent gets at most one notice per lock per operation; notices of one lock go out in
+//!    agent id order; an agent removed by `RemoveAgent` is told nothing;
+//! 6. after the notices of a lock whose queue changed, each of its watchers gets
+//!    [`AgentMessage::Watched`] with the same view, in agent id order; `Watch` answers at once
+//!    with the current view (empty, at the table's current version, if the lock does not exist:
+//!    the watch keeps an empty record alive until `Unwatch` or `RemoveAgent`).
+//!
+//! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
+//! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the
+//! agent has no direct lock on (`Convert` also needs that lock granted with no conversion
+//! pending), a `Convert` to a mode that is not weaker.
+//!
+//! # Cost
+//!
+//! Agents are interned to `u32`; a lock with one holder is 64 bytes plus its id; conversion and
+//! wait queues and watchers are boxed away until needed. A lock with more than a handful of
+//! entries keeps an agent → entry index and a count of holders per mode, so requests on a hot
+//! ancestor are O(1) apart from the notices they must send.
 
-#[derive(Debug, Clone, Serialize, Default)]
-pub struct TableSnapshot {}
+#![forbid(unsafe_code)]
 
+mod agents;
+mod entry;
+mod locks;
+mod notify;
+mod ops;
+mod record;
+mod snapshot;
+
+pub use notify::Effects;
+pub use snapshot::{EntrySnapshot, LockSnapshot, TableSnapshot};
+
+use agents::Agents;
+use locks::Locks;
+use locks_core::proto::{AgentMessage, EntryState, LockView, ServerRequest};
+use locks_core::{AgentId, LockId, ModeTable, NodeId};
+
+/// The deepest lock id accepted by default (keys in the path).
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+
+/// Above this many entries a lock keeps an index of its entries and a count of holders per mode.
+const DEFAULT_INDEX_THRESHOLD: usize = 16;
+
+/// The lock table of one node (see the module documentation for the rules and the notices).
+#[derive(Debug)]
 pub struct LockTable {
     node: NodeId,
     modes: ModeTable,
+    max_depth: usize,
+    index_threshold: usize,
+    version: u64,
+    locks: Locks,
+    agents: Agents,
 }
 
 impl LockTable {
-    pub fn new(node: NodeId, modes: ModeTable, _version_base: u64) -> Self {
-        LockTable { node, modes }
+    /// An empty table for the lock server of `node`, using `modes`. Versions handed out start at
+    /// `version_base + 1`.
+    pub fn new(node: NodeId, modes: ModeTable, version_base: u64) -> Self {
+        LockTable {
+            node,
+            modes,
+            max_depth: DEFAULT_MAX_DEPTH,
+            index_threshold: DEFAULT_INDEX_THRESHOLD,
+            version: version_base,
+            locks: Locks::default(),
+            agents: Agents::default(),
+        }
     }
-    pub fn handle(&mut self, _r: ServerRequest) -> Vec<(AgentId, AgentMessage)> {
-        Vec::new()
+
+    /// Refuses lock ids with more than `depth` keys (at least 1).
+    pub fn with_max_depth(mut self, depth: usize) -> Self {
+        self.max_depth = depth.max(1);
+        self
     }
-    pub fn snapshot(&self) -> TableSnapshot {
-        TableSnapshot {}
+
+    /// Sets how many entries a lock needs before it keeps an index (tests use 0 to run every
+    /// lock on the indexed path). Behaviour and output do not depend on it.
+    #[doc(hidden)]
+    pub fn with_index_threshold(mut self, threshold: usize) -> Self {
+        self.index_threshold = threshold;
+        self
     }
+
+    /// Applies one request and returns the messages to send, in order.
+    pub fn handle(&mut self, request: ServerRequest) -> Effects {
+        match request {
+            ServerRequest::Lock { agent, lock, mode } => self.lock(&agent, &lock, mode),
+            ServerRequest::Convert { agent, lock, mode } => self.convert(&agent, &lock, mode),
+            ServerRequest::Unlock { agent, lock } => self.unlock(&agent, &lock),
+            ServerRequest::Surrender {
+                agent,
+                lock,
+                version,
+            } => self.surrender(&agent, &lock, version),
+            ServerRequest::RemoveAgent { agent } => self.remove_agent(&agent),
+            ServerRequest::Watch { watcher, lock } => self.watch(&watcher, &lock),
+            ServerRequest::Unwatch { watcher, lock } => self.unwatch(&watcher, &lock),
+        }
+    }
+
+    /// The node this table belongs to.
     pub fn node(&self) -> &NodeId {
         &self.node
     }
+
+    /// The mode table.
     pub fn modes(&self) -> &ModeTable {
         &self.modes
+    }
+
+    /// The deepest lock id accepted.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// The last version handed out (the `version_base` until something changed).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// How many lock records exist (locks with entries, or watched).
+    pub fn lock_count(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// How many agents have an entry or a watch.
+    pub fn agent_count(&self) -> usize {
+        self.agents.len()
+    }
+
+    /// The current view of one lock, if it exists.
+    pub fn view(&self, lock: &LockId) -> Option<LockView> {
+        let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+        Some(notify::view(rec, &self.modes, &self.agents))
+    }
+
+    /// `agent`'s entry on `lock`.
+    pub fn state(&self, agent: &AgentId, lock: &LockId) -> EntryState {
+        self.agents
+            .lookup(agent)
+            .and_then(|a| {
+                let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+                Some(rec.entry(a)?.state())
+            })
+            .unwrap_or(EntryState::Absent)
+    }
+
+    fn reject(
+        &self,
+        agent: &AgentId,
+        lock: &LockId,
+        reason: locks_core::proto::Rejection,
+    ) -> Effects {
+        tracing::debug!(%agent, %lock, %reason, "lock table refused a request");
+        vec![(
+            agent.clone(),
+            AgentMessage::Rejected {
+                node: self.node.clone(),
+                lock: lock.clone(),
+                reason,
+            },
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_can_move_to_an_actor_thread() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<LockTable>();
+        send_sync::<TableSnapshot>();
     }
 }

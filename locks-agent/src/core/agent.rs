@@ -1,0 +1,617 @@
+//! [`AgentCore`]: one transaction's agent as a pure state machine.
+//!
+//! ```text
+//!  client calls ──request/unlock/convert/end──▶ AgentCore ──Effect::ToServer──▶ lock servers
+//!  lock servers ──Notice/Rejected──▶ receive()           ──Effect::ToAgent───▶ other agents
+//!  other agents ──Forward/Surrendered──▶ receive()       ──StatusChanged/Abort──▶ the actor
+//!  node monitor ──node_down/node_up──▶
+//!  after a burst of inputs ──settle()──▶ status, deadlock analysis, forwarding
+//! ```
+//!
+//! The actor feeds every input in, carries out the effects in order, and calls
+//! [`AgentCore::settle`] once after each burst of inputs — messages, client calls and node
+//! events alike — before it waits again (Erlang's "settle then analyse" batching,
+//! `reference/erlang-locks.md` 5.2). Client calls and node events also settle the status
+//! themselves, so [`AgentCore::status`] is current right after them; the deadlock analysis and
+//! the forwarding happen only in `settle`.
+//!
+//! **Deadlock resolution** (5.6, 5.7, with the fixes the reference asks for):
+//! - after new knowledge, an agent that does not have all its locks builds the wait-for graph
+//!   from every view it knows; if it is the largest agent of a cycle, it surrenders the lock
+//!   the graph designates (or aborts, with `abort_on_deadlock`, when that lock belongs to a
+//!   request the client was told it holds), tells the other agents of the cycle, and treats
+//!   the requests on that lock and its descendants on that node as pending again;
+//! - it then forwards every view it knows that has waiters to every agent it waits for
+//!   directly, once per `(agent, lock, node, version)`. Knowledge thus flows along wait-for
+//!   edges all the way round every cycle, so its largest agent always sees it whole, whatever
+//!   the ids and the order of messages. (The original forwards only to larger holders and
+//!   misses cycles, 5.7.)
+//! - at most one surrender is outstanding at a time: the next analysis waits for the server's
+//!   answer to it (applied, or refused as stale with a fresh view).
+
+use super::error::RequestError;
+use super::graph::WaitForGraph;
+use super::knowledge::Knowledge;
+use super::requests::Request;
+use super::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
+use crate::options::{Options, Req};
+use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Something the actor must do on behalf of the core, in the order given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Send `request` to the lock server of `node`.
+    ToServer {
+        /// The node.
+        node: NodeId,
+        /// The request.
+        request: ServerRequest,
+    },
+    /// Send `msg` to another agent.
+    ToAgent {
+        /// The recipient.
+        to: AgentId,
+        /// The message.
+        msg: AgentMessage,
+    },
+    /// The transaction status changed (answer waiting callers when it is `HaveAllLocks`; fail
+    /// them, naming the nodes, when it is `CannotServe`).
+    StatusChanged(TransactionStatus),
+    /// This agent is the victim of a deadlock on `lock` at `node`, which the client was told it
+    /// holds, and the transaction was started with `abort_on_deadlock`: fail the callers with a
+    /// deadlock error naming the lock, then call [`AgentCore::end`] to release everything. The
+    /// core accepts nothing but `end` from now on.
+    Abort {
+        /// The lock.
+        lock: LockId,
+        /// Its node.
+        node: NodeId,
+    },
+    /// A lock server refused a request of this agent.
+    Rejected {
+        /// The server's node.
+        node: NodeId,
+        /// The lock named in the request.
+        lock: LockId,
+        /// Why.
+        reason: Rejection,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Aborted,
+    Ended,
+}
+
+/// One transaction's agent: its requests, what it knows of the lock queues, and the decisions
+/// of the deadlock algorithm. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct AgentCore {
+    id: AgentId,
+    modes: ModeTable,
+    options: Options,
+    requests: BTreeMap<LockId, Request>,
+    knowledge: Knowledge,
+    down: BTreeSet<NodeId>,
+    rejected: BTreeSet<(LockId, NodeId)>,
+    contacted: BTreeSet<NodeId>,
+    status: TransactionStatus,
+    /// New knowledge since the last analysis.
+    dirty: bool,
+    /// The newest version of each `(lock, node)` view the agent knows `agent` has: sent to it,
+    /// or received from it.
+    forwarded: BTreeMap<(AgentId, LockId, NodeId), u64>,
+    phase: Phase,
+}
+
+impl AgentCore {
+    /// A new agent with no requests.
+    pub fn new(id: AgentId, modes: ModeTable, options: Options) -> AgentCore {
+        AgentCore {
+            id,
+            modes,
+            options,
+            requests: BTreeMap::new(),
+            knowledge: Knowledge::default(),
+            down: BTreeSet::new(),
+            rejected: BTreeSet::new(),
+            contacted: BTreeSet::new(),
+            status: TransactionStatus::NoLocks,
+            dirty: false,
+            forwarded: BTreeMap::new(),
+            phase: Phase::Running,
+        }
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &AgentId {
+        &self.id
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// Changes the options (Erlang's `change_flag/3`); the status is settled again.
+    pub fn set_options(&mut self, options: Options) -> Vec<Effect> {
+        self.options = options;
+        let mut out = Vec::new();
+        if self.phase == Phase::Running {
+            self.refresh_status(&mut out);
+        }
+        out
+    }
+
+    /// The transaction's status as of the last settling.
+    pub fn status(&self) -> TransactionStatus {
+        self.status.clone()
+    }
+
+    /// The requests, in lock id order.
+    pub fn requests(&self) -> impl Iterator<Item = &Request> {
+        self.requests.values()
+    }
+
+    /// The request on `lock`, if any.
+    pub fn request_on(&self, lock: &LockId) -> Option<&Request> {
+        self.requests.get(lock)
+    }
+
+    /// Every deadlock recorded so far, oldest first.
+    pub fn deadlocks(&self) -> &[Deadlock] {
+        self.knowledge.deadlocks()
+    }
+
+    /// The nodes currently known to be down.
+    pub fn down_nodes(&self) -> impl Iterator<Item = &NodeId> {
+        self.down.iter()
+    }
+
+    /// Whether the core still accepts inputs (it has neither aborted nor ended).
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// Asks for `lock` in `mode` on `nodes`, of which `req` must grant it.
+    ///
+    /// A lock not requested yet becomes a new request, sent to every listed node that is up.
+    /// For a lock already requested: a mode the request covers changes nothing; a stronger one
+    /// is an up-conversion (the request takes the group of both modes, sent to all its nodes);
+    /// new nodes extend the request (sent to them only); the requirement becomes the stronger
+    /// of the two, and two that do not compare are refused. Asking again for what is already
+    /// asked is a no-op: no effects, and the status stays as it is, so a caller can be answered
+    /// at once when the transaction has all its locks (the fix of 5.3's hang).
+    ///
+    /// Without `await_nodes`, a request whose requirement cannot be met because listed nodes
+    /// are already known to be down fails at once, naming them.
+    pub fn request(
+        &mut self,
+        lock: LockId,
+        mode: Mode,
+        nodes: &[NodeId],
+        req: Req,
+    ) -> Result<Vec<Effect>, RequestError> {
+        self.check_running()?;
+        if !self.modes.contains(mode) {
+            return Err(RequestError::ModeNotInTable(mode));
+        }
+        let mut nodes = nodes.to_vec();
+        nodes.sort();
+        nodes.dedup();
+        if nodes.is_empty() {
+            return Err(RequestError::NoNodes { lock });
+        }
+        let mut out = Vec::new();
+        let (request, targets) = match self.requests.get(&lock) {
+            None => {
+                let r = Request {
+                    lock: lock.clone(),
+                    mode,
+                    nodes,
+                    req,
+                    claimed: false,
+                };
+                let targets = r.nodes.clone();
+                (r, targets)
+            }
+            Some(old) => {
+                let new_req =
+                    old.req
+                        .stronger(req)
+                        .ok_or_else(|| RequestError::ConflictingRequirement {
+                            lock: lock.clone(),
+                            existing: old.req,
+                            requested: req,
+                        })?;
+                let new_mode = if self.modes.covers(old.mode, mode) {
+                    old.mode
+                } else {
+                    self.modes.group(mode, old.mode)
+                };
+                let mut all = old.nodes.clone();
+                all.extend(nodes);
+                all.sort();
+                all.dedup();
+                if new_req == old.req && new_mode == old.mode && all == old.nodes {
+                    return Ok(out);
+                }
+                let targets = if new_mode != old.mode {
+                    all.clone()
+                } else {
+                    all.iter()
+                        .filter(|n| !old.nodes.contains(n))
+                        .cloned()
+                        .collect()
+                };
+                let r = Request {
+                    lock: lock.clone(),
+                    mode: new_mode,
+                    nodes: all,
+                    req: new_req,
+                    // An up-conversion keeps the claim: the client holds the weaker mode.
+                    claimed: old.claimed,
+                };
+                (r, targets)
+            }
+        };
+        if !self.options.await_nodes
+            && let Some(nodes) = request.unservable_by(&self.down, |n| self.down.contains(n))
+        {
+            return Err(RequestError::NodesDown {
+                lock,
+                req: request.req,
+                nodes,
+            });
+        }
+        if !self.requests.contains_key(&lock) {
+            self.rejected.retain(|(l, _)| *l != lock);
+        }
+        for node in targets {
+            if !self.down.contains(&node) {
+                let msg = ServerRequest::Lock {
+                    agent: self.id.clone(),
+                    lock: lock.clone(),
+                    mode: request.mode,
+                };
+                self.send(&mut out, node, msg);
+            }
+        }
+        self.requests.insert(lock, request);
+        self.refresh_status(&mut out);
+        Ok(out)
+    }
+
+    /// Releases a held lock or withdraws a pending request (beyond Erlang, which has neither):
+    /// the request is removed, `Unlock` goes to its nodes, and the agent forgets its views of
+    /// the lock, so the lock leaves its wait-for graph at once.
+    pub fn unlock(&mut self, lock: &LockId) -> Result<Vec<Effect>, RequestError> {
+        self.check_running()?;
+        let r = self
+            .requests
+            .remove(lock)
+            .ok_or_else(|| RequestError::NoSuchRequest(lock.clone()))?;
+        let mut out = Vec::new();
+        for node in &r.nodes {
+            if !self.down.contains(node) {
+                let msg = ServerRequest::Unlock {
+                    agent: self.id.clone(),
+                    lock: lock.clone(),
+                };
+                self.send(&mut out, node.clone(), msg);
+            }
+            // The entry stays while it is the ancestor of another request: it may not change,
+            // so no newer view would come to replace the one forgotten.
+            let still_needed = self
+                .requests
+                .values()
+                .any(|o| o.nodes.contains(node) && lock.is_ancestor_of(&o.lock));
+            if !still_needed {
+                self.knowledge.forget_view(lock, node);
+            }
+            self.rejected.remove(&(lock.clone(), node.clone()));
+        }
+        self.dirty = true;
+        self.refresh_status(&mut out);
+        Ok(out)
+    }
+
+    /// Converts a held request down to a weaker mode (seed 000's S→IS). `Convert` goes to the
+    /// nodes where the request is held; where it still waits, the stronger grant it waits for
+    /// covers the weaker mode anyway.
+    pub fn convert(&mut self, lock: &LockId, mode: Mode) -> Result<Vec<Effect>, RequestError> {
+        self.check_running()?;
+        if !self.modes.contains(mode) {
+            return Err(RequestError::ModeNotInTable(mode));
+        }
+        let r = self
+            .requests
+            .get(lock)
+            .ok_or_else(|| RequestError::NoSuchRequest(lock.clone()))?;
+        if mode == r.mode || !self.modes.covers(r.mode, mode) {
+            return Err(RequestError::NotWeaker {
+                lock: lock.clone(),
+                held: r.mode,
+                requested: mode,
+            });
+        }
+        if !r.is_held(&self.modes, &self.knowledge, &self.down) {
+            return Err(RequestError::NotHeld(lock.clone()));
+        }
+        let nodes: Vec<NodeId> = r
+            .held_nodes(&self.modes, &self.knowledge, &self.down)
+            .cloned()
+            .collect();
+        if let Some(r) = self.requests.get_mut(lock) {
+            r.mode = mode;
+        }
+        let mut out = Vec::new();
+        for node in nodes {
+            let msg = ServerRequest::Convert {
+                agent: self.id.clone(),
+                lock: lock.clone(),
+                mode,
+            };
+            self.send(&mut out, node, msg);
+        }
+        self.refresh_status(&mut out);
+        Ok(out)
+    }
+
+    /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
+    /// status and the analysis wait for [`AgentCore::settle`].
+    pub fn receive(&mut self, msg: AgentMessage) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase != Phase::Running {
+            return out;
+        }
+        match msg {
+            AgentMessage::Notice(n) => {
+                // A late notice from a node marked down would bring back what was forgotten.
+                if !self.down.contains(&n.node) && self.knowledge.on_notice(&self.id, n) {
+                    self.dirty = true;
+                }
+            }
+            AgentMessage::Forward {
+                from,
+                node,
+                lock,
+                view,
+            } => {
+                if from != self.id && !self.down.contains(&node) {
+                    self.note_known_by(&from, &lock, &node, view.version);
+                    if self.knowledge.on_view(&lock, &node, view) {
+                        self.dirty = true;
+                    }
+                }
+            }
+            AgentMessage::Surrendered { by, node, lock, .. } => {
+                self.knowledge.record_deadlock(Deadlock {
+                    victim: by,
+                    lock,
+                    node,
+                });
+            }
+            AgentMessage::Rejected { node, lock, reason } => {
+                // A refused unlock or conversion leaves the request as it was; a refused lock
+                // request can never be granted there.
+                let refuses_lock =
+                    !matches!(reason, Rejection::NotHeld | Rejection::NotWeaker { .. });
+                if refuses_lock
+                    && self
+                        .requests
+                        .get(&lock)
+                        .is_some_and(|r| r.nodes.contains(&node))
+                {
+                    self.rejected.insert((lock.clone(), node.clone()));
+                }
+                out.push(Effect::Rejected { node, lock, reason });
+            }
+            AgentMessage::Watched { .. } => {}
+        }
+        out
+    }
+
+    /// The server of `node` went down: everything learnt from it is forgotten, requests are not
+    /// held there any more, and (without `await_nodes`) requests that can no longer be met make
+    /// the status `CannotServe`.
+    pub fn node_down(&mut self, node: &NodeId) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase != Phase::Running || !self.down.insert(node.clone()) {
+            return out;
+        }
+        self.knowledge.forget_node(node);
+        self.forwarded.retain(|(_, _, n), _| n != node);
+        self.rejected.retain(|(_, n)| n != node);
+        self.dirty = true;
+        self.refresh_status(&mut out);
+        out
+    }
+
+    /// The server of `node` is back: every request naming it is sent to it again.
+    pub fn node_up(&mut self, node: &NodeId) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase != Phase::Running || !self.down.remove(node) {
+            return out;
+        }
+        let again: Vec<(LockId, Mode)> = self
+            .requests
+            .values()
+            .filter(|r| r.nodes.contains(node))
+            .map(|r| (r.lock.clone(), r.mode))
+            .collect();
+        for (lock, mode) in again {
+            let msg = ServerRequest::Lock {
+                agent: self.id.clone(),
+                lock,
+                mode,
+            };
+            self.send(&mut out, node.clone(), msg);
+        }
+        self.refresh_status(&mut out);
+        out
+    }
+
+    /// Recomputes the status and, if the agent's knowledge changed and some request is
+    /// pending, runs the deadlock analysis and forwards views to the agents this one waits for.
+    /// Call once after each burst of inputs (messages, client calls, node events).
+    pub fn settle(&mut self) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase != Phase::Running {
+            return out;
+        }
+        self.refresh_status(&mut out);
+        if self.dirty && !self.status.have_all_locks() {
+            self.dirty = false;
+            let graph = self.wait_for_graph();
+            if self.analyse(&graph, &mut out) {
+                // The surrendered copy is forgotten: forward from what is left.
+                self.forward(&self.wait_for_graph(), &mut out);
+            } else if self.phase == Phase::Running {
+                self.forward(&graph, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Ends the transaction: `RemoveAgent` to every node the agent sent anything to. The core
+    /// accepts nothing afterwards.
+    pub fn end(&mut self) -> Vec<Effect> {
+        if self.phase == Phase::Ended {
+            return Vec::new();
+        }
+        self.phase = Phase::Ended;
+        let out = self
+            .contacted
+            .iter()
+            .map(|node| Effect::ToServer {
+                node: node.clone(),
+                request: ServerRequest::RemoveAgent {
+                    agent: self.id.clone(),
+                },
+            })
+            .collect();
+        self.requests.clear();
+        self.knowledge = Knowledge::default();
+        self.forwarded.clear();
+        self.status = TransactionStatus::NoLocks;
+        out
+    }
+
+    /// What `await_all_locks` returns: `Some` when the transaction has all its locks.
+    pub fn lock_result(&self) -> Option<LockResult> {
+        if !self.status.have_all_locks() {
+            return None;
+        }
+        let locks = self
+            .requests
+            .values()
+            .map(|r| GrantedLock {
+                lock: r.lock.clone(),
+                mode: r.mode,
+                nodes: r
+                    .held_nodes(&self.modes, &self.knowledge, &self.down)
+                    .map(|n| {
+                        let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
+                        (n.clone(), v)
+                    })
+                    .collect(),
+            })
+            .collect();
+        Some(LockResult {
+            locks,
+            deadlocks: self.knowledge.deadlocks().to_vec(),
+        })
+    }
+
+    /// The wait-for graph as this agent sees it now.
+    pub fn wait_for_graph(&self) -> WaitForGraph {
+        WaitForGraph::build(
+            &self.modes,
+            self.knowledge.views().map(|(l, n, v)| (l, n, &**v)),
+        )
+    }
+
+    /// The wait-for graph as this agent sees it now, in Graphviz DOT (for debugging).
+    pub fn wait_for_graph_dot(&self) -> String {
+        self.wait_for_graph().to_dot()
+    }
+
+    fn check_running(&self) -> Result<(), RequestError> {
+        match self.phase {
+            Phase::Running => Ok(()),
+            Phase::Aborted => Err(RequestError::Aborted),
+            Phase::Ended => Err(RequestError::Ended),
+        }
+    }
+
+    fn send(&mut self, out: &mut Vec<Effect>, node: NodeId, request: ServerRequest) {
+        self.contacted.insert(node.clone());
+        out.push(Effect::ToServer { node, request });
+    }
+
+    fn note_known_by(&mut self, agent: &AgentId, lock: &LockId, node: &NodeId, version: u64) {
+        let v = self
+            .forwarded
+            .entry((agent.clone(), lock.clone(), node.clone()))
+            .or_insert(version);
+        *v = (*v).max(version);
+    }
+
+    fn compute_status(&self) -> TransactionStatus {
+        if self.requests.is_empty() {
+            return TransactionStatus::NoLocks;
+        }
+        let mut pending = false;
+        let mut locks = Vec::new();
+        let mut nodes = BTreeSet::new();
+        for r in self.requests.values() {
+            if r.is_held(&self.modes, &self.knowledge, &self.down) {
+                continue;
+            }
+            pending = true;
+            let lost = |n: &NodeId| {
+                (!self.options.await_nodes && self.down.contains(n))
+                    || self.rejected.contains(&(r.lock.clone(), n.clone()))
+            };
+            if let Some(ns) = r.unservable_by(&self.down, lost) {
+                locks.push(r.lock.clone());
+                nodes.extend(ns);
+            }
+        }
+        if !pending {
+            TransactionStatus::HaveAllLocks {
+                deadlocks: self.knowledge.deadlocks().to_vec(),
+            }
+        } else if !locks.is_empty() {
+            TransactionStatus::CannotServe {
+                locks,
+                nodes: nodes.into_iter().collect(),
+            }
+        } else {
+            TransactionStatus::Waiting
+        }
+    }
+
+    fn refresh_status(&mut self, out: &mut Vec<Effect>) {
+        let status = self.compute_status();
+        if status.have_all_locks() {
+            // Reported to the client (now or already): every request is claimed.
+            for r in self.requests.values_mut() {
+                r.claimed = true;
+            }
+        }
+        if status != self.status {
+            self.status = status.clone();
+            out.push(Effect::StatusChanged(status));
+        }
+    }
+}
+
+mod resolve;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,635 @@
+use super::*;
+use locks_core::Mode::{IX, S, X};
+use locks_core::lock_id;
+use locks_core::proto::{EntryState, LockNotice, LockView, Note, QueueEntry};
+use std::sync::Arc;
+
+fn node(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+fn n1() -> NodeId {
+    node("n1")
+}
+
+fn agent(serial: u64) -> AgentId {
+    AgentId::new(n1(), 1, serial)
+}
+
+fn core(serial: u64, options: Options) -> AgentCore {
+    AgentCore::new(agent(serial), ModeTable::standard(), options)
+}
+
+fn view(version: u64, holders: &[(u64, Mode)], waiting: &[(u64, Mode)]) -> Arc<LockView> {
+    let e = |&(a, m): &(u64, Mode)| QueueEntry {
+        agent: agent(a),
+        mode: m,
+    };
+    Arc::new(LockView {
+        version,
+        group: None,
+        granted: holders.iter().map(e).collect(),
+        converting: vec![],
+        waiting: waiting.iter().map(e).collect(),
+    })
+}
+
+fn notice(node: &NodeId, lock: &LockId, version: u64, state: EntryState) -> AgentMessage {
+    AgentMessage::Notice(LockNotice {
+        node: node.clone(),
+        lock: lock.clone(),
+        version,
+        state,
+        queue: None,
+        note: None,
+    })
+}
+
+fn waiting_notice(lock: &LockId, mode: Mode, queue: Arc<LockView>) -> AgentMessage {
+    AgentMessage::Notice(LockNotice {
+        node: n1(),
+        lock: lock.clone(),
+        version: queue.version,
+        state: EntryState::Waiting(mode),
+        queue: Some(queue),
+        note: None,
+    })
+}
+
+fn forward(from: u64, lock: &LockId, queue: Arc<LockView>) -> AgentMessage {
+    AgentMessage::Forward {
+        from: agent(from),
+        node: n1(),
+        lock: lock.clone(),
+        view: queue,
+    }
+}
+
+fn to_servers(effects: &[Effect]) -> Vec<(NodeId, ServerRequest)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToServer { node, request } => Some((node.clone(), request.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn to_agents(effects: &[Effect]) -> Vec<(AgentId, AgentMessage)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::ToAgent { to, msg } => Some((to.clone(), msg.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn lock_req(a: u64, lock: &LockId, mode: Mode) -> ServerRequest {
+    ServerRequest::Lock {
+        agent: agent(a),
+        lock: lock.clone(),
+        mode,
+    }
+}
+
+/// Asks for `lock` on n1 and has the server grant it at `version`.
+fn hold(c: &mut AgentCore, lock: &LockId, mode: Mode, version: u64) {
+    c.request(lock.clone(), mode, &[n1()], Req::All).unwrap();
+    c.receive(notice(&n1(), lock, version, EntryState::Granted(mode)));
+    c.settle();
+}
+
+#[test]
+fn a_new_request_goes_to_every_node_and_waits() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    let fx = c
+        .request(l.clone(), X, &[node("n2"), n1(), n1()], Req::All)
+        .unwrap();
+    assert_eq!(
+        fx,
+        vec![
+            Effect::ToServer {
+                node: n1(),
+                request: lock_req(1, &l, X)
+            },
+            Effect::ToServer {
+                node: node("n2"),
+                request: lock_req(1, &l, X)
+            },
+            Effect::StatusChanged(TransactionStatus::Waiting),
+        ]
+    );
+    assert_eq!(c.request_on(&l).unwrap().nodes, vec![n1(), node("n2")]);
+}
+
+#[test]
+fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    assert!(
+        c.receive(notice(&n1(), &l, 7, EntryState::Granted(X)))
+            .is_empty()
+    );
+    assert_eq!(c.status(), TransactionStatus::Waiting, "settle decides");
+    let fx = c.settle();
+    let have = TransactionStatus::HaveAllLocks { deadlocks: vec![] };
+    assert_eq!(fx, vec![Effect::StatusChanged(have.clone())]);
+    assert!(c.request_on(&l).unwrap().claimed);
+    assert_eq!(
+        c.lock_result().unwrap().locks,
+        vec![GrantedLock {
+            lock: l,
+            mode: X,
+            nodes: vec![(n1(), 7)]
+        }]
+    );
+}
+
+#[test]
+fn erlang_5_3_a_repeated_covered_request_is_a_no_op() {
+    // The original never answers a second `lock` of a held lock; here the request changes
+    // nothing, so the status stays "have all locks" and the caller is answered at once.
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    hold(&mut c, &l, X, 3);
+    assert_eq!(c.request(l.clone(), X, &[n1()], Req::All), Ok(vec![]));
+    assert_eq!(c.request(l.clone(), S, &[n1()], Req::All), Ok(vec![]));
+    assert!(c.status().have_all_locks());
+}
+
+#[test]
+fn a_stronger_mode_is_an_up_conversion() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    hold(&mut c, &l, S, 3);
+    let fx = c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    assert_eq!(to_servers(&fx), vec![(n1(), lock_req(1, &l, X))]);
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    assert!(
+        c.request_on(&l).unwrap().claimed,
+        "the read is still claimed"
+    );
+    c.receive(notice(&n1(), &l, 4, EntryState::Granted(X)));
+    c.settle();
+    assert!(c.status().have_all_locks());
+}
+
+#[test]
+fn new_nodes_extend_a_request_and_conflicting_requirements_are_refused() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1()], Req::Majority).unwrap();
+    let fx = c
+        .request(l.clone(), X, &[n1(), node("n2")], Req::Majority)
+        .unwrap();
+    assert_eq!(to_servers(&fx), vec![(node("n2"), lock_req(1, &l, X))]);
+    assert_eq!(
+        c.request(l.clone(), X, &[n1()], Req::AllAlive),
+        Err(RequestError::ConflictingRequirement {
+            lock: l.clone(),
+            existing: Req::Majority,
+            requested: Req::AllAlive
+        })
+    );
+    // A stronger requirement alone changes the request but sends nothing.
+    let fx = c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    assert!(to_servers(&fx).is_empty());
+    assert_eq!(c.request_on(&l).unwrap().req, Req::All);
+    assert_eq!(
+        c.request(l.clone(), X, &[], Req::All),
+        Err(RequestError::NoNodes { lock: l })
+    );
+}
+
+#[test]
+fn a_child_lock_is_held_only_with_the_intention_mode_on_its_ancestors() {
+    let mut c = core(1, Options::default());
+    let (a, a1) = (lock_id!["a"], lock_id!["a", 1]);
+    c.request(a1.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(notice(&n1(), &a1, 5, EntryState::Granted(X)));
+    c.receive(waiting_notice(&a, IX, view(5, &[(2, S)], &[(1, IX)])));
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    c.receive(notice(&n1(), &a, 6, EntryState::Granted(IX)));
+    c.settle();
+    assert!(c.status().have_all_locks());
+}
+
+/// Agent `me` holds `[x]` (claimed) and waits for `[y]`, held by agent `other`, which waits for
+/// `[x]`: a 2-cycle. Returns the core after the forward that closes the cycle has arrived.
+fn two_cycle(me: u64, other: u64, options: Options) -> AgentCore {
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    let mut c = core(me, options);
+    hold(&mut c, &x, X, 2);
+    assert!(c.request_on(&x).unwrap().claimed);
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(other, X)], &[(me, X)])));
+    c.receive(forward(other, &x, view(5, &[(me, X)], &[(other, X)])));
+    c
+}
+
+#[test]
+fn erlang_5_8_a_surrendered_granted_request_is_pending_again() {
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    let mut c = two_cycle(3, 1, Options::default());
+    let fx = c.settle();
+    assert_eq!(
+        to_servers(&fx),
+        vec![(
+            n1(),
+            ServerRequest::Surrender {
+                agent: agent(3),
+                lock: x.clone(),
+                version: 5
+            }
+        )]
+    );
+    assert_eq!(
+        to_agents(&fx)[0],
+        (
+            agent(1),
+            AgentMessage::Surrendered {
+                by: agent(3),
+                node: n1(),
+                lock: x.clone(),
+                version: 5
+            }
+        )
+    );
+    // The server re-queues [x] behind 1; until it is granted again, no "have all locks".
+    let mut n = LockNotice {
+        node: n1(),
+        lock: x.clone(),
+        version: 6,
+        state: EntryState::Waiting(X),
+        queue: Some(view(6, &[(1, X)], &[(3, X)])),
+        note: Some(Note::Surrendered {
+            agent: agent(3),
+            version: 5,
+        }),
+    };
+    c.receive(AgentMessage::Notice(n.clone()));
+    c.receive(notice(&n1(), &y, 7, EntryState::Granted(X)));
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    n.version = 8;
+    n.state = EntryState::Granted(X);
+    n.queue = None;
+    n.note = None;
+    c.receive(AgentMessage::Notice(n));
+    c.settle();
+    assert_eq!(
+        c.status(),
+        TransactionStatus::HaveAllLocks {
+            deadlocks: vec![Deadlock {
+                victim: agent(3),
+                lock: x,
+                node: n1()
+            }]
+        }
+    );
+}
+
+#[test]
+fn the_smaller_agent_of_a_cycle_only_forwards() {
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    let mut c = two_cycle(1, 3, Options::default());
+    let fx = c.settle();
+    assert!(to_servers(&fx).is_empty());
+    // It waits for 3 on [y]: it passes on what it knows, except what 3 sent it.
+    assert_eq!(
+        to_agents(&fx),
+        vec![(agent(3), forward(1, &y, view(4, &[(3, X)], &[(1, X)])))]
+    );
+    let _ = x;
+}
+
+#[test]
+fn forwards_go_once_per_version() {
+    let y = lock_id!["y"];
+    let mut c = core(1, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(1, X)])));
+    assert_eq!(to_agents(&c.settle()).len(), 1);
+    // A duplicate changes nothing; a newer queue goes out again.
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(1, X)])));
+    assert!(to_agents(&c.settle()).is_empty());
+    c.receive(waiting_notice(&y, X, view(9, &[(3, X)], &[(1, X), (5, X)])));
+    assert_eq!(
+        to_agents(&c.settle()),
+        vec![(
+            agent(3),
+            forward(1, &y, view(9, &[(3, X)], &[(1, X), (5, X)]))
+        )]
+    );
+}
+
+#[test]
+fn erlang_9_2_14_abort_on_deadlock_when_the_lock_was_claimed() {
+    let opts = Options {
+        abort_on_deadlock: true,
+        ..Options::default()
+    };
+    let mut c = two_cycle(2, 1, opts);
+    let fx = c.settle();
+    assert_eq!(
+        fx,
+        vec![Effect::Abort {
+            lock: lock_id!["x"],
+            node: n1()
+        }]
+    );
+    assert!(!c.is_running());
+    assert_eq!(
+        c.request(lock_id!["z"], X, &[n1()], Req::All),
+        Err(RequestError::Aborted)
+    );
+    assert_eq!(
+        c.end(),
+        vec![Effect::ToServer {
+            node: n1(),
+            request: ServerRequest::RemoveAgent { agent: agent(2) }
+        }]
+    );
+}
+
+#[test]
+fn abort_on_deadlock_still_surrenders_a_lock_never_reported() {
+    // The victim's lock on [x] was granted but the transaction never had all its locks while
+    // it held it, so the client was not told: surrender silently.
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    let opts = Options {
+        abort_on_deadlock: true,
+        ..Options::default()
+    };
+    let mut c = core(2, opts);
+    c.request(x.clone(), X, &[n1()], Req::All).unwrap();
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(notice(&n1(), &x, 2, EntryState::Granted(X)));
+    c.receive(waiting_notice(&y, X, view(4, &[(1, X)], &[(2, X)])));
+    c.receive(forward(1, &x, view(5, &[(2, X)], &[(1, X)])));
+    let fx = c.settle();
+    assert!(matches!(
+        to_servers(&fx)[..],
+        [(_, ServerRequest::Surrender { .. })]
+    ));
+    assert!(c.is_running());
+}
+
+#[test]
+fn a_node_down_makes_an_all_request_unservable() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1(), node("n2")], Req::All)
+        .unwrap();
+    c.receive(notice(&n1(), &l, 2, EntryState::Granted(X)));
+    c.receive(notice(&node("n2"), &l, 2, EntryState::Granted(X)));
+    c.settle();
+    assert!(c.status().have_all_locks());
+    let fx = c.node_down(&node("n2"));
+    let cannot = TransactionStatus::CannotServe {
+        locks: vec![l.clone()],
+        nodes: vec![node("n2")],
+    };
+    assert_eq!(fx, vec![Effect::StatusChanged(cannot)]);
+    assert!(c.node_down(&node("n2")).is_empty(), "already down");
+}
+
+#[test]
+fn await_nodes_waits_and_asks_again_when_the_node_returns() {
+    let opts = Options {
+        await_nodes: true,
+        ..Options::default()
+    };
+    let mut c = core(1, opts);
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1(), node("n2")], Req::All)
+        .unwrap();
+    c.receive(notice(&n1(), &l, 2, EntryState::Granted(X)));
+    c.receive(notice(&node("n2"), &l, 2, EntryState::Granted(X)));
+    c.settle();
+    c.node_down(&node("n2"));
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    // A late notice from the dead server does not count.
+    c.receive(notice(&node("n2"), &l, 3, EntryState::Granted(X)));
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    let fx = c.node_up(&node("n2"));
+    assert_eq!(to_servers(&fx), vec![(node("n2"), lock_req(1, &l, X))]);
+    // The restarted server counts versions anew.
+    c.receive(notice(&node("n2"), &l, 1, EntryState::Granted(X)));
+    c.settle();
+    assert!(c.status().have_all_locks());
+}
+
+#[test]
+fn erlang_9_3_majority_any_and_all_alive_with_a_dead_node() {
+    let (n2, n3) = (node("n2"), node("n3"));
+    let l = lock_id!["l"];
+    for (req, held_after_one_grant) in [
+        (Req::Majority, false),
+        (Req::Any, true),
+        (Req::AllAlive, false),
+    ] {
+        let mut c = core(1, Options::default());
+        c.node_down(&n3);
+        c.request(l.clone(), X, &[n1(), n2.clone(), n3.clone()], req)
+            .unwrap_or_else(|e| panic!("{req}: {e}"));
+        c.receive(notice(&n1(), &l, 2, EntryState::Granted(X)));
+        c.settle();
+        assert_eq!(c.status().have_all_locks(), held_after_one_grant, "{req}");
+        c.receive(notice(&n2, &l, 2, EntryState::Granted(X)));
+        c.settle();
+        assert!(c.status().have_all_locks(), "{req}");
+        // Losing a second node: a majority of three is lost, `any` and `all_alive` still hold.
+        c.node_down(&n2);
+        let expected = match req {
+            Req::Majority => TransactionStatus::CannotServe {
+                locks: vec![l.clone()],
+                nodes: vec![n2.clone(), n3.clone()],
+            },
+            _ => TransactionStatus::HaveAllLocks { deadlocks: vec![] },
+        };
+        assert_eq!(c.status(), expected, "{req}");
+    }
+}
+
+#[test]
+fn a_request_to_a_node_known_down_fails_at_once_when_it_cannot_be_met() {
+    let (n2, l) = (node("n2"), lock_id!["l"]);
+    let mut c = core(1, Options::default());
+    c.node_down(&n2);
+    assert_eq!(
+        c.request(l.clone(), X, &[n1(), n2.clone()], Req::All),
+        Err(RequestError::NodesDown {
+            lock: l.clone(),
+            req: Req::All,
+            nodes: vec![n2.clone()]
+        })
+    );
+    assert_eq!(c.status(), TransactionStatus::NoLocks);
+    // Any can still be met; it is sent to the live node only.
+    let fx = c
+        .request(l.clone(), X, &[n1(), n2.clone()], Req::Any)
+        .unwrap();
+    assert_eq!(to_servers(&fx), vec![(n1(), lock_req(1, &l, X))]);
+    // With await_nodes the request waits for the node.
+    let mut c = core(
+        1,
+        Options {
+            await_nodes: true,
+            ..Options::default()
+        },
+    );
+    c.node_down(&n2);
+    let fx = c
+        .request(l.clone(), X, std::slice::from_ref(&n2), Req::All)
+        .unwrap();
+    assert!(to_servers(&fx).is_empty());
+    assert_eq!(to_servers(&c.node_up(&n2)), vec![(n2, lock_req(1, &l, X))]);
+}
+
+#[test]
+fn unlock_withdraws_and_forgets() {
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&l, X, view(4, &[(3, X)], &[(1, X)])));
+    c.settle();
+    assert_eq!(c.wait_for_graph().waits_for_set(&agent(1)), vec![agent(3)]);
+    let fx = c.unlock(&l).unwrap();
+    assert_eq!(
+        fx,
+        vec![
+            Effect::ToServer {
+                node: n1(),
+                request: ServerRequest::Unlock {
+                    agent: agent(1),
+                    lock: l.clone()
+                }
+            },
+            Effect::StatusChanged(TransactionStatus::NoLocks),
+        ]
+    );
+    assert_eq!(c.wait_for_graph().agent_count(), 0);
+    assert_eq!(c.unlock(&k), Err(RequestError::NoSuchRequest(k)));
+}
+
+#[test]
+fn convert_down_needs_a_weaker_mode_and_a_held_request() {
+    let l = lock_id!["l"];
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    assert_eq!(c.convert(&l, S), Err(RequestError::NotHeld(l.clone())));
+    c.receive(notice(&n1(), &l, 3, EntryState::Granted(X)));
+    c.settle();
+    assert_eq!(
+        c.convert(&l, X),
+        Err(RequestError::NotWeaker {
+            lock: l.clone(),
+            held: X,
+            requested: X
+        })
+    );
+    let fx = c.convert(&l, S).unwrap();
+    assert_eq!(
+        to_servers(&fx),
+        vec![(
+            n1(),
+            ServerRequest::Convert {
+                agent: agent(1),
+                lock: l.clone(),
+                mode: S
+            }
+        )]
+    );
+    assert!(c.status().have_all_locks());
+    assert_eq!(c.request_on(&l).unwrap().mode, S);
+}
+
+#[test]
+fn a_refused_lock_request_cannot_be_served() {
+    let l = lock_id!["l"];
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    let reason = Rejection::LockIdTooLarge("deep".into());
+    let fx = c.receive(AgentMessage::Rejected {
+        node: n1(),
+        lock: l.clone(),
+        reason: reason.clone(),
+    });
+    assert_eq!(
+        fx,
+        vec![Effect::Rejected {
+            node: n1(),
+            lock: l.clone(),
+            reason
+        }]
+    );
+    c.settle();
+    assert_eq!(
+        c.status(),
+        TransactionStatus::CannotServe {
+            locks: vec![l],
+            nodes: vec![n1()]
+        }
+    );
+}
+
+#[test]
+fn end_removes_the_agent_from_every_node_it_used() {
+    let mut c = core(1, Options::default());
+    c.request(lock_id!["a"], X, &[n1(), node("n2")], Req::Any)
+        .unwrap();
+    c.request(lock_id!["b"], S, &[node("n3")], Req::All)
+        .unwrap();
+    let nodes: Vec<NodeId> = to_servers(&c.end())
+        .into_iter()
+        .map(|(n, r)| {
+            assert_eq!(r, ServerRequest::RemoveAgent { agent: agent(1) });
+            n
+        })
+        .collect();
+    assert_eq!(nodes, vec![n1(), node("n2"), node("n3")]);
+    assert!(c.end().is_empty());
+    assert_eq!(c.unlock(&lock_id!["a"]), Err(RequestError::Ended));
+    assert!(
+        c.receive(notice(&n1(), &lock_id!["a"], 9, EntryState::Absent))
+            .is_empty()
+    );
+}
+
+#[test]
+fn surrendered_messages_are_recorded_once() {
+    let mut c = core(1, Options::default());
+    hold(&mut c, &lock_id!["a"], X, 2);
+    let msg = AgentMessage::Surrendered {
+        by: agent(4),
+        node: n1(),
+        lock: lock_id!["q"],
+        version: 3,
+    };
+    c.receive(msg.clone());
+    c.receive(msg);
+    c.settle();
+    assert_eq!(
+        c.status(),
+        TransactionStatus::HaveAllLocks {
+            deadlocks: vec![Deadlock {
+                victim: agent(4),
+                lock: lock_id!["q"],
+                node: n1()
+            }]
+        }
+    );
+}
+
+#[test]
+fn the_wait_for_graph_exports_as_dot() {
+    let c = two_cycle(3, 1, Options::default());
+    let dot = c.wait_for_graph_dot();
+    assert!(dot.contains("<n1.1.3>") && dot.contains("[x]@n1") && dot.contains("[y]@n1"));
+}

@@ -1,0 +1,64 @@
+//! Why the agent core refused a client's request.
+
+use crate::options::Req;
+use locks_core::{LockId, Mode, NodeId};
+
+/// A client call the agent core refused. Nothing was sent and nothing changed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// The request names no nodes.
+    #[error("a request on {lock} must name at least one node")]
+    NoNodes {
+        /// The lock.
+        lock: LockId,
+    },
+    /// Nodes the request needs are already known to be down, so its requirement cannot be met
+    /// (and the transaction does not wait for nodes).
+    #[error("cannot lock {lock} ({req}): nodes down: {nodes:?}")]
+    NodesDown {
+        /// The lock.
+        lock: LockId,
+        /// The requirement.
+        req: Req,
+        /// The listed nodes that are down.
+        nodes: Vec<NodeId>,
+    },
+    /// The mode is not in the transaction's mode table.
+    #[error("mode {0} is not in the mode table")]
+    ModeNotInTable(Mode),
+    /// The lock is already requested with a requirement that neither implies nor is implied by
+    /// the new one.
+    #[error(
+        "{lock} is already requested with requirement {existing}, which conflicts with {requested}"
+    )]
+    ConflictingRequirement {
+        /// The lock.
+        lock: LockId,
+        /// The requirement of the existing request.
+        existing: Req,
+        /// The requirement asked for now.
+        requested: Req,
+    },
+    /// There is no request on this lock.
+    #[error("no request on {0}")]
+    NoSuchRequest(LockId),
+    /// A conversion asked for a mode that is not weaker than the one requested.
+    #[error("cannot convert {lock} down from {held} to {requested}: not a weaker mode")]
+    NotWeaker {
+        /// The lock.
+        lock: LockId,
+        /// The mode of the request.
+        held: Mode,
+        /// The mode asked for.
+        requested: Mode,
+    },
+    /// A conversion named a request that is not held yet.
+    #[error("cannot convert {0}: the request is not held")]
+    NotHeld(LockId),
+    /// The transaction aborted on a deadlock; only `end` is accepted.
+    #[error("the transaction aborted on a deadlock")]
+    Aborted,
+    /// The transaction has ended.
+    #[error("the transaction has ended")]
+    Ended,
+}

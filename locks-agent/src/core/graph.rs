@@ -1,0 +1,291 @@
+//! The wait-for graph over agents, built from lock views, and the choice of a deadlock's victim.
+//!
+//! Pure: [`WaitForGraph::build`] takes lock views (a queue of one lock on one node at one
+//! version) and the mode table; everything else is a question to the graph. The graph is
+//! rebuilt from scratch on every analysis, so a stale edge cannot outlive the view it came from.
+//!
+//! **Edges.** In a view, a pending entry `X` (converting or waiting, requested mode `m`) waits
+//! for — has an edge to — every agent `Y ≠ X` such that:
+//! - `Y` holds the lock in a mode incompatible with `m`; or
+//! - `Y` is pending ahead of `X` (converters before waiters, FIFO) in a mode incompatible with
+//!   `m`: once granted, it will hold what `X` cannot share; or
+//! - `Y` holds the lock in a mode incompatible with what some entry `Z ≠ Y` ahead of `X`
+//!   requests: `X` is served only after `Z`, and `Z` only after `Y` lets go.
+//!
+//! A compatible entry ahead is not waited for by itself: it is granted together with `X` as
+//! soon as its own blockers leave (two readers queued behind a writer do not wait for each
+//! other). An agent never waits for itself: a holder waiting for its own upgrade is not a
+//! deadlock. Each edge is labelled with the `(lock, node)` copies that cause it.
+//!
+//! **Deadlocks.** A cycle of two or more agents is a deadlock, and its largest agent id is its
+//! victim (`locks_agent_lib:max_agent/1`): an agent must give way exactly when it lies on a
+//! cycle of agents no larger than itself, that is, when it is in a strongly connected component
+//! (petgraph's `tarjan_scc`) of two or more agents of the graph restricted to ids up to its own.
+//! This is a property of the graph alone, so every agent that knows the same edges names the
+//! same victims, whatever order it learnt them in. Deciding by cycle rather than by whole
+//! component also keeps the real victim acting when other agents' knowledge is outdated: a
+//! stale edge can merge components and make some larger agent look like the victim, but it
+//! cannot hide a real cycle from that cycle's largest agent. (A decision taken on a stale edge
+//! is harmless: the surrender names the version it saw, and the server ignores a stale one.)
+//!
+//! The victim gives up the smallest `(lock, node)` labelling an edge into it from its
+//! component: a lock it holds (or is queued ahead on) that another agent of the cycle waits
+//! for.
+
+use locks_core::proto::LockView;
+use locks_core::{AgentId, LockId, ModeTable, NodeId};
+use petgraph::Direction;
+use petgraph::dot::Dot;
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::{EdgeRef, NodeFiltered};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// The `(lock, node)` copies that make one agent wait for another.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WaitLabel(pub BTreeSet<(LockId, NodeId)>);
+
+impl fmt::Display for WaitLabel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (lock, node)) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{lock}@{node}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A deadlock found in the graph: a strongly connected component of two or more agents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cycle {
+    /// The agents of the component, in increasing id order.
+    pub agents: Vec<AgentId>,
+    /// The largest of them: the agent that must give way.
+    pub victim: AgentId,
+    /// The lock the victim gives up: the smallest `(lock, node)` on an edge into the victim
+    /// from inside the component.
+    pub lock: LockId,
+    /// The node of that lock.
+    pub node: NodeId,
+}
+
+/// Who waits for whom, according to a set of lock views.
+#[derive(Clone, Debug, Default)]
+pub struct WaitForGraph {
+    graph: DiGraph<AgentId, WaitLabel>,
+    index: BTreeMap<AgentId, NodeIndex>,
+}
+
+impl WaitForGraph {
+    /// Builds the graph from lock views (see the module documentation for the edges).
+    pub fn build<'a>(
+        modes: &ModeTable,
+        views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
+    ) -> WaitForGraph {
+        let mut edges: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
+        let mut agents: BTreeSet<AgentId> = BTreeSet::new();
+        for (lock, node, view) in views {
+            for a in view.agents() {
+                agents.insert(a.clone());
+            }
+            for (waiter, blocker) in view_edges(modes, view) {
+                edges
+                    .entry((waiter.clone(), blocker.clone()))
+                    .or_default()
+                    .insert((lock.clone(), node.clone()));
+            }
+        }
+        // Vertices and edges go in sorted order, so the graph (and its DOT text) depends only on
+        // the views, never on the order they were learnt in.
+        let mut graph = DiGraph::new();
+        let mut index = BTreeMap::new();
+        for a in agents {
+            let i = graph.add_node(a.clone());
+            index.insert(a, i);
+        }
+        for ((from, to), label) in edges {
+            if let (Some(&f), Some(&t)) = (index.get(&from), index.get(&to)) {
+                graph.add_edge(f, t, WaitLabel(label));
+            }
+        }
+        WaitForGraph { graph, index }
+    }
+
+    /// How many agents appear in the views.
+    pub fn agent_count(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    /// How many (agent, agent) wait-for edges there are.
+    pub fn edge_count(&self) -> usize {
+        self.graph.edge_count()
+    }
+
+    /// The locks that make `waiter` wait for `holder`, if it does.
+    pub fn waits_for(&self, waiter: &AgentId, holder: &AgentId) -> Option<&WaitLabel> {
+        let (w, h) = (self.index.get(waiter)?, self.index.get(holder)?);
+        let e = self.graph.find_edge(*w, *h)?;
+        self.graph.edge_weight(e)
+    }
+
+    /// The agents `agent` waits for directly, in increasing id order.
+    pub fn waits_for_set(&self, agent: &AgentId) -> Vec<AgentId> {
+        self.neighbours(agent, Direction::Outgoing)
+    }
+
+    /// The agents from which a path of waits leads to `agent`, `agent` included.
+    pub fn reaching(&self, agent: &AgentId) -> BTreeSet<AgentId> {
+        let mut out = BTreeSet::new();
+        let Some(&start) = self.index.get(agent) else {
+            return out;
+        };
+        let mut bfs = petgraph::visit::Bfs::new(petgraph::visit::Reversed(&self.graph), start);
+        while let Some(n) = bfs.next(petgraph::visit::Reversed(&self.graph)) {
+            out.insert(self.graph[n].clone());
+        }
+        out
+    }
+
+    /// The copies whose edges can lie on a cycle through `agent` and an agent it waits for:
+    /// those with an edge out of `agent`, or an edge between agents that (transitively) wait for
+    /// `agent`. These are the views worth forwarding.
+    pub fn cycle_copies(&self, agent: &AgentId) -> BTreeSet<(LockId, NodeId)> {
+        let reaching = self.reaching(agent);
+        let mut out = BTreeSet::new();
+        for e in self.graph.edge_references() {
+            let (w, b) = (&self.graph[e.source()], &self.graph[e.target()]);
+            if w == agent || reaching.contains(b) {
+                out.extend(e.weight().0.iter().cloned());
+            }
+        }
+        out
+    }
+
+    /// The agents that wait directly for `agent`, in increasing id order.
+    pub fn waited_by_set(&self, agent: &AgentId) -> Vec<AgentId> {
+        self.neighbours(agent, Direction::Incoming)
+    }
+
+    fn neighbours(&self, agent: &AgentId, dir: Direction) -> Vec<AgentId> {
+        let Some(&i) = self.index.get(agent) else {
+            return Vec::new();
+        };
+        let mut out: Vec<AgentId> = self
+            .graph
+            .neighbors_directed(i, dir)
+            .map(|n| self.graph[n].clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every strongly connected component of two or more agents, with its largest agent as
+    /// victim, ordered by victim. (With several cycles in one component, more than one agent may
+    /// have to give way: see [`WaitForGraph::victims`].)
+    pub fn cycles(&self) -> Vec<Cycle> {
+        let mut out: Vec<Cycle> = petgraph::algo::tarjan_scc(&self.graph)
+            .into_iter()
+            .filter(|scc| scc.len() >= 2)
+            .filter_map(|scc| self.cycle_of(&scc))
+            .collect();
+        out.sort_by(|a, b| a.victim.cmp(&b.victim));
+        out
+    }
+
+    /// The deadlock `agent` must break, if any: its strongly connected component in the graph
+    /// restricted to agents no larger than itself, when that has two or more agents.
+    pub fn victim_cycle(&self, agent: &AgentId) -> Option<Cycle> {
+        let &me = self.index.get(agent)?;
+        let sub = NodeFiltered::from_fn(&self.graph, |n| self.graph[n] <= *agent);
+        let scc = petgraph::algo::tarjan_scc(&sub)
+            .into_iter()
+            .find(|c| c.contains(&me))?;
+        if scc.len() < 2 {
+            return None;
+        }
+        self.cycle_of(&scc)
+    }
+
+    /// Every agent that must give way (see [`WaitForGraph::victim_cycle`]), in id order.
+    pub fn victims(&self) -> Vec<Cycle> {
+        self.index
+            .keys()
+            .filter_map(|a| self.victim_cycle(a))
+            .collect()
+    }
+
+    fn cycle_of(&self, scc: &[NodeIndex]) -> Option<Cycle> {
+        let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
+        let victim_ix = *scc
+            .iter()
+            .max_by(|a, b| self.graph[**a].cmp(&self.graph[**b]))?;
+        let lock = self
+            .graph
+            .edges_directed(victim_ix, Direction::Incoming)
+            .filter(|e| members.contains(&e.source()))
+            .filter_map(|e| e.weight().0.iter().next())
+            .min()?
+            .clone();
+        let mut agents: Vec<AgentId> = scc.iter().map(|i| self.graph[*i].clone()).collect();
+        agents.sort();
+        Some(Cycle {
+            agents,
+            victim: self.graph[victim_ix].clone(),
+            lock: lock.0,
+            node: lock.1,
+        })
+    }
+
+    /// The graph in Graphviz DOT, vertices labelled with agent ids and edges with the
+    /// `lock@node` copies that cause them.
+    pub fn to_dot(&self) -> String {
+        format!("{}", Dot::with_config(&self.graph, &[]))
+    }
+}
+
+/// The wait-for edges `(waiter, blocker)` one view implies (module documentation).
+pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
+    let pending = view
+        .converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
+    let mut out = Vec::new();
+    // Holders that block some entry ahead of the current one.
+    let mut blocking_ahead: Vec<&AgentId> = Vec::new();
+    let mut ahead: Vec<(&AgentId, locks_core::Mode)> = Vec::new();
+    for (x, m) in pending {
+        let mut push = |y: &'v AgentId| {
+            if y != x && !out.contains(&(x, y)) {
+                out.push((x, y));
+            }
+        };
+        for h in &view.granted {
+            if !modes.compatible(m, h.mode) {
+                push(&h.agent);
+            }
+        }
+        for (y, my) in &ahead {
+            if !modes.compatible(m, *my) {
+                push(y);
+            }
+        }
+        for h in &blocking_ahead {
+            push(h);
+        }
+        for h in &view.granted {
+            if h.agent != *x && !modes.compatible(m, h.mode) && !blocking_ahead.contains(&&h.agent)
+            {
+                blocking_ahead.push(&h.agent);
+            }
+        }
+        ahead.push((x, m));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

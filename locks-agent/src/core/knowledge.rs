@@ -1,0 +1,239 @@
+//! What an agent knows about lock copies: its own entry on each `(lock, node)`, the newest view
+//! of each queue, and the deadlocks it has heard of (`reference/erlang-locks.md` 5.4).
+//!
+//! Invariants:
+//! - Versions per `(lock, node)` only grow. An entry state is replaced only by a server notice
+//!   with a larger version than any seen for that copy; a view only by a larger version, and
+//!   never by one older than the agent's own newest notice of that copy (a notice without a
+//!   queue says the agent stopped waiting there, so older views are outdated).
+//! - Only views with pending entries are kept: the others cause no wait-for edge.
+//! - After the agent surrenders a copy at version `v`, that copy is *suspended* — its entry does
+//!   not count as held — until a notice newer than `v` arrives, and so are its entries on the
+//!   lock's descendants on that node, until their own newer notice arrives or the server shows
+//!   the surrender was ignored (a newer notice of the lock without this agent's surrender
+//!   note). So a request that lost its grant is pending again at once, never "held" on the
+//!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
+
+use super::status::Deadlock;
+use locks_core::proto::{EntryState, LockNotice, LockView, Note};
+use locks_core::{AgentId, LockId, Mode, NodeId};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Why an entry does not count for now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Suspension {
+    /// This agent surrendered this very copy at `version`.
+    Surrendered { version: u64 },
+    /// This agent surrendered the ancestor `lock` (same node) at `version`.
+    Under { lock: LockId, version: u64 },
+}
+
+/// One `(lock, node)` as this agent knows it.
+#[derive(Clone, Debug, Default)]
+struct Copy {
+    /// The agent's own entry, from the newest server notice.
+    entry: Option<EntryState>,
+    /// The version of that notice.
+    entry_version: u64,
+    /// Notices at or below this version are ignored (`entry_version`, or a surrendered one).
+    entry_floor: u64,
+    suspended: Option<Suspension>,
+    /// The newest view with pending entries, from a notice or a forward.
+    view: Option<Arc<LockView>>,
+    /// Views below this version are outdated.
+    view_min: u64,
+}
+
+/// The agent's knowledge of lock copies and of deadlocks.
+#[derive(Clone, Debug, Default)]
+pub struct Knowledge {
+    copies: BTreeMap<(LockId, NodeId), Copy>,
+    deadlocks: Vec<Deadlock>,
+}
+
+impl Knowledge {
+    /// Takes in a server notice addressed to `me`. Returns whether anything changed.
+    pub fn on_notice(&mut self, me: &AgentId, n: LockNotice) -> bool {
+        let mut changed = false;
+        if let Some(Note::Surrendered { agent, .. }) = &n.note {
+            changed |= self.record_deadlock(Deadlock {
+                victim: agent.clone(),
+                lock: n.lock.clone(),
+                node: n.node.clone(),
+            });
+        }
+        let key = (n.lock.clone(), n.node.clone());
+        let copy = self.copies.entry(key).or_default();
+        if n.version <= copy.entry_floor {
+            return changed;
+        }
+        let was = copy.suspended.take();
+        copy.entry = Some(n.state);
+        copy.entry_version = n.version;
+        copy.entry_floor = n.version;
+        // Views older than this notice are outdated: the agent's own place in the queue has
+        // changed since.
+        if copy.view.as_ref().is_some_and(|v| v.version < n.version) {
+            copy.view = None;
+        }
+        copy.view_min = copy.view_min.max(n.version);
+        changed = true;
+        if let Some(q) = n.queue {
+            self.on_view(&n.lock, &n.node, q);
+        }
+        // The first news of a surrendered lock tells whether the surrender was applied: if it
+        // was, the server re-queued the descendants too and will say so in their own notices;
+        // if not (the lock had changed), they were not touched and count again.
+        if let Some(Suspension::Surrendered { version }) = was {
+            let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
+                if agent == me && *v == version);
+            if !applied {
+                self.lift_under(&n.lock, &n.node, version);
+            }
+        }
+        changed
+    }
+
+    /// Takes in a view: the queue part of a notice or a forward from another agent.
+    /// Returns whether it was news.
+    pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
+        let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
+        if view.version < copy.view_min
+            || copy
+                .view
+                .as_ref()
+                .is_some_and(|v| view.version <= v.version)
+        {
+            return false;
+        }
+        if view.has_waiters() {
+            copy.view = Some(view);
+        } else {
+            copy.view = None;
+            copy.view_min = copy.view_min.max(view.version);
+        }
+        true
+    }
+
+    /// Records that this agent surrendered `(lock, node)` at `version`: suspends that entry and
+    /// the entries on the lock's descendants on that node, and forgets the view (it will change).
+    pub fn surrendered(&mut self, lock: &LockId, node: &NodeId, version: u64) {
+        let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
+        copy.entry_floor = copy.entry_floor.max(version);
+        copy.suspended = Some(Suspension::Surrendered { version });
+        copy.view = None;
+        copy.view_min = copy.view_min.max(version + 1);
+        for ((l, n), c) in self.copies.iter_mut() {
+            if n == node && lock.is_ancestor_of(l) && c.entry.is_some() && c.suspended.is_none() {
+                c.suspended = Some(Suspension::Under {
+                    lock: lock.clone(),
+                    version,
+                });
+            }
+        }
+    }
+
+    fn lift_under(&mut self, lock: &LockId, node: &NodeId, version: u64) {
+        for ((_, n), c) in self.copies.iter_mut() {
+            if n == node
+                && matches!(&c.suspended, Some(Suspension::Under { lock: l, version: v })
+                    if l == lock && *v == version)
+            {
+                c.suspended = None;
+            }
+        }
+    }
+
+    /// Whether a surrender of this agent is still waiting for the server's answer.
+    pub fn surrender_outstanding(&self) -> bool {
+        self.copies
+            .values()
+            .any(|c| matches!(c.suspended, Some(Suspension::Surrendered { .. })))
+    }
+
+    /// The mode the agent holds on `(lock, node)`, if the server said so and nothing since
+    /// casts doubt on it.
+    pub fn held(&self, lock: &LockId, node: &NodeId) -> Option<Mode> {
+        let c = self.copies.get(&(lock.clone(), node.clone()))?;
+        if c.suspended.is_some() {
+            return None;
+        }
+        c.entry.and_then(EntryState::held)
+    }
+
+    /// The version of the newest notice of `(lock, node)`: the fencing token of a grant.
+    pub fn entry_version(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
+        self.copies
+            .get(&(lock.clone(), node.clone()))
+            .filter(|c| c.entry.is_some())
+            .map(|c| c.entry_version)
+    }
+
+    /// The stored view of `(lock, node)`, if any.
+    pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
+        self.copies
+            .get(&(lock.clone(), node.clone()))?
+            .view
+            .as_ref()
+    }
+
+    /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
+    /// forgotten version stay refused.
+    pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
+        if let Some(c) = self.copies.get_mut(&(lock.clone(), node.clone()))
+            && let Some(v) = c.view.take()
+        {
+            c.view_min = c.view_min.max(v.version + 1);
+        }
+    }
+
+    /// Forgets everything learnt from `node` (its server went down; a restarted server counts
+    /// versions anew).
+    pub fn forget_node(&mut self, node: &NodeId) {
+        self.copies.retain(|(_, n), _| n != node);
+    }
+
+    /// Every stored view, in `(lock, node)` order.
+    pub fn views(&self) -> impl Iterator<Item = (&LockId, &NodeId, &Arc<LockView>)> {
+        self.copies
+            .iter()
+            .filter_map(|((l, n), c)| c.view.as_ref().map(|v| (l, n, v)))
+    }
+
+    /// Records a deadlock (once). A surrender touches the surrendered lock and its descendants,
+    /// and every touched lock's notice carries the note: an entry for a descendant of a lock
+    /// already recorded with the same victim and node is the same deadlock, and an ancestor
+    /// replaces its recorded descendants. Returns whether the list changed.
+    pub fn record_deadlock(&mut self, d: Deadlock) -> bool {
+        let same = |x: &Deadlock| x.victim == d.victim && x.node == d.node;
+        if self
+            .deadlocks
+            .iter()
+            .any(|x| same(x) && (x.lock == d.lock || x.lock.is_ancestor_of(&d.lock)))
+        {
+            return false;
+        }
+        if let Some(pos) = self
+            .deadlocks
+            .iter()
+            .position(|x| same(x) && d.lock.is_ancestor_of(&x.lock))
+        {
+            self.deadlocks[pos] = d.clone();
+            self.deadlocks.retain(|x| {
+                !(x.victim == d.victim && x.node == d.node && d.lock.is_ancestor_of(&x.lock))
+            });
+        } else {
+            self.deadlocks.push(d);
+        }
+        true
+    }
+
+    /// Every deadlock recorded, oldest first.
+    pub fn deadlocks(&self) -> &[Deadlock] {
+        &self.deadlocks
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+use super::*;
+use locks_core::Mode::{IX, X};
+use locks_core::lock_id;
+use locks_core::proto::QueueEntry;
+
+fn node() -> NodeId {
+    NodeId::new("n1").unwrap()
+}
+
+fn agent(serial: u64) -> AgentId {
+    AgentId::new(node(), 1, serial)
+}
+
+fn me() -> AgentId {
+    agent(1)
+}
+
+fn waiting_view(version: u64, holder: u64, waiter: u64) -> Arc<LockView> {
+    Arc::new(LockView {
+        version,
+        group: Some(X),
+        granted: vec![QueueEntry {
+            agent: agent(holder),
+            mode: X,
+        }],
+        converting: vec![],
+        waiting: vec![QueueEntry {
+            agent: agent(waiter),
+            mode: X,
+        }],
+    })
+}
+
+fn notice(lock: &LockId, version: u64, state: EntryState) -> LockNotice {
+    LockNotice {
+        node: node(),
+        lock: lock.clone(),
+        version,
+        state,
+        queue: state.is_waiting().then(|| waiting_view(version, 2, 1)),
+        note: None,
+    }
+}
+
+#[test]
+fn stale_and_duplicate_notices_are_dropped() {
+    let l = lock_id!["l"];
+    let mut k = Knowledge::default();
+    assert!(k.on_notice(&me(), notice(&l, 5, EntryState::Granted(X))));
+    assert!(!k.on_notice(&me(), notice(&l, 5, EntryState::Absent)));
+    assert!(!k.on_notice(&me(), notice(&l, 4, EntryState::Absent)));
+    assert_eq!(k.held(&l, &node()), Some(X));
+    assert_eq!(k.entry_version(&l, &node()), Some(5));
+}
+
+#[test]
+fn a_notice_without_queue_outdates_older_views_but_not_a_forward_of_the_same_version() {
+    let l = lock_id!["l"];
+    let mut k = Knowledge::default();
+    assert!(k.on_notice(&me(), notice(&l, 3, EntryState::Waiting(X))));
+    assert_eq!(k.view(&l, &node()).unwrap().version, 3);
+    // Granted at 6: the view of 3 is gone; a forward older than 6 is refused.
+    assert!(k.on_notice(&me(), notice(&l, 6, EntryState::Granted(X))));
+    assert!(k.view(&l, &node()).is_none());
+    assert!(!k.on_view(&l, &node(), waiting_view(5, 1, 3)));
+    // A forward of version 6 is the queue this holder was not sent: kept.
+    assert!(k.on_view(&l, &node(), waiting_view(6, 1, 3)));
+    assert!(!k.on_view(&l, &node(), waiting_view(6, 1, 3)), "duplicate");
+    assert_eq!(k.views().count(), 1);
+}
+
+#[test]
+fn views_without_waiters_are_not_kept() {
+    let l = lock_id!["l"];
+    let mut k = Knowledge::default();
+    let mut free = (*waiting_view(4, 2, 3)).clone();
+    free.waiting.clear();
+    assert!(k.on_view(&l, &node(), waiting_view(3, 2, 3)));
+    assert!(k.on_view(&l, &node(), Arc::new(free)));
+    assert_eq!(k.views().count(), 0);
+    assert!(!k.on_view(&l, &node(), waiting_view(3, 2, 3)));
+}
+
+#[test]
+fn an_applied_surrender_keeps_descendants_suspended_until_their_own_notice() {
+    let (a, a1) = (lock_id!["a"], lock_id!["a", 1]);
+    let mut k = Knowledge::default();
+    k.on_notice(&me(), notice(&a, 2, EntryState::Granted(X)));
+    k.on_notice(&me(), notice(&a1, 2, EntryState::Granted(X)));
+    k.on_view(&a, &node(), waiting_view(4, 1, 2));
+    k.surrendered(&a, &node(), 4);
+    assert!(k.surrender_outstanding());
+    assert_eq!(k.held(&a, &node()), None);
+    assert_eq!(k.held(&a1, &node()), None);
+    assert!(k.view(&a, &node()).is_none());
+    // An older notice, sent before the server saw the surrender, changes nothing.
+    assert!(!k.on_notice(&me(), notice(&a, 3, EntryState::Granted(X))));
+    // The surrender's own notice (with this agent's note) re-queues `a` ...
+    let mut n = notice(&a, 7, EntryState::Waiting(X));
+    n.note = Some(Note::Surrendered {
+        agent: me(),
+        version: 4,
+    });
+    k.on_notice(&me(), n);
+    assert!(!k.surrender_outstanding());
+    // ... and `a/1` stays in doubt until its own notice comes.
+    assert_eq!(k.held(&a1, &node()), None);
+    k.on_notice(&me(), notice(&a1, 7, EntryState::Waiting(X)));
+    assert_eq!(k.held(&a1, &node()), None);
+    k.on_notice(&me(), notice(&a1, 9, EntryState::Granted(X)));
+    assert_eq!(k.held(&a1, &node()), Some(X));
+    assert_eq!(
+        k.deadlocks(),
+        &[Deadlock {
+            victim: me(),
+            lock: a,
+            node: node()
+        }]
+    );
+}
+
+#[test]
+fn an_ignored_surrender_gives_the_descendants_back() {
+    let (a, a1) = (lock_id!["a"], lock_id!["a", 1]);
+    let mut k = Knowledge::default();
+    k.on_notice(&me(), notice(&a, 2, EntryState::Granted(IX)));
+    k.on_notice(&me(), notice(&a1, 2, EntryState::Granted(X)));
+    k.surrendered(&a, &node(), 4);
+    // The server's answer to a stale surrender: a fresh notice without the note.
+    k.on_notice(&me(), notice(&a, 8, EntryState::Granted(IX)));
+    assert_eq!(k.held(&a, &node()), Some(IX));
+    assert_eq!(k.held(&a1, &node()), Some(X));
+}
+
+#[test]
+fn deadlocks_are_recorded_once_and_a_surrendered_subtree_counts_once() {
+    let mut k = Knowledge::default();
+    let d = |l: LockId| Deadlock {
+        victim: agent(2),
+        lock: l,
+        node: node(),
+    };
+    assert!(k.record_deadlock(d(lock_id!["a", 1])));
+    assert!(!k.record_deadlock(d(lock_id!["a", 1])));
+    assert!(k.record_deadlock(d(lock_id!["a"])));
+    assert!(!k.record_deadlock(d(lock_id!["a", 2])));
+    assert!(k.record_deadlock(d(lock_id!["b"])));
+    assert_eq!(k.deadlocks(), &[d(lock_id!["a"]), d(lock_id!["b"])]);
+}
+
+#[test]
+fn forgetting_a_node_forgets_its_copies() {
+    let l = lock_id!["l"];
+    let mut k = Knowledge::default();
+    k.on_notice(&me(), notice(&l, 3, EntryState::Waiting(X)));
+    k.forget_node(&node());
+    assert_eq!(k.views().count(), 0);
+    assert_eq!(k.held(&l, &node()), None);
+    // A restarted server may count from anywhere: versions start afresh.
+    assert!(k.on_notice(&me(), notice(&l, 1, EntryState::Granted(X))));
+}

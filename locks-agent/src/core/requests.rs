@@ -1,0 +1,85 @@
+//! The client's requests and when each counts as held (`reference/erlang-locks.md` 4.4, 5.3).
+//!
+//! One request per lock id, with a mode, the nodes it names and a [`Req`]. Whether a request is
+//! held is computed afresh from the agent's [`Knowledge`] every time it is asked — never
+//! remembered — so a request whose grant was surrendered or lost with a node is pending again at
+//! once (Erlang's "granted requests are never re-examined" is the bug of 5.8).
+
+use super::knowledge::Knowledge;
+use crate::options::Req;
+use locks_core::{LockId, Mode, ModeTable, NodeId};
+use std::collections::BTreeSet;
+
+/// One lock request of the transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The lock.
+    pub lock: LockId,
+    /// The mode asked for (the strongest asked so far, for a lock asked for twice).
+    pub mode: Mode,
+    /// The nodes named, sorted, each once.
+    pub nodes: Vec<NodeId>,
+    /// How many of them must grant it.
+    pub req: Req,
+    /// Whether the client has been told it holds this lock: the transaction reported "have all
+    /// locks" while the request existed. With `abort_on_deadlock`, a claimed lock is never
+    /// surrendered (the agent aborts instead).
+    pub claimed: bool,
+}
+
+impl Request {
+    /// Whether the agent holds the request on `node`: its entry on the lock is held in a mode
+    /// covering the request's, and its entries on every ancestor in a mode covering the
+    /// intention mode.
+    pub fn held_on(&self, modes: &ModeTable, k: &Knowledge, node: &NodeId) -> bool {
+        held_on(modes, k, &self.lock, self.mode, node)
+    }
+
+    /// The nodes where the request is held, in order.
+    pub fn held_nodes<'a>(
+        &'a self,
+        modes: &'a ModeTable,
+        k: &'a Knowledge,
+        down: &'a BTreeSet<NodeId>,
+    ) -> impl Iterator<Item = &'a NodeId> + 'a {
+        self.nodes
+            .iter()
+            .filter(move |n| !down.contains(*n) && self.held_on(modes, k, n))
+    }
+
+    /// Whether the request is held, by its requirement.
+    pub fn is_held(&self, modes: &ModeTable, k: &Knowledge, down: &BTreeSet<NodeId>) -> bool {
+        let had = self.held_nodes(modes, k, down).count();
+        let down_listed = self.nodes.iter().filter(|n| down.contains(*n)).count();
+        self.req.is_met(self.nodes.len(), had, down_listed)
+    }
+
+    /// The nodes that make a pending request impossible to meet, or `None` if it can still be
+    /// met. `lost` says whether a listed node can never grant it; for [`Req::AllAlive`], down
+    /// nodes are excused.
+    pub fn unservable_by(
+        &self,
+        down: &BTreeSet<NodeId>,
+        lost: impl Fn(&NodeId) -> bool,
+    ) -> Option<Vec<NodeId>> {
+        let lost: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|n| lost(n) && !(self.req == Req::AllAlive && down.contains(*n)))
+            .cloned()
+            .collect();
+        (!self.req.can_be_met(self.nodes.len(), lost.len())).then_some(lost)
+    }
+
+    /// Whether the request is on `lock` or one of its descendants, on `node`.
+    pub fn is_under(&self, lock: &LockId, node: &NodeId) -> bool {
+        (self.lock == *lock || lock.is_ancestor_of(&self.lock)) && self.nodes.contains(node)
+    }
+}
+
+/// Whether `lock` is held in `mode` on `node`, with the intention mode on every ancestor.
+pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
+    let covers = |l: &LockId, m: Mode| k.held(l, node).is_some_and(|h| modes.covers(h, m));
+    let intention = modes.intention(mode);
+    covers(lock, mode) && lock.ancestors().all(|a| covers(&a, intention))
+}

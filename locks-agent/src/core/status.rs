@@ -1,0 +1,80 @@
+//! What a transaction reports to its client: its status, the deadlocks resolved on the way, and
+//! the locks it holds with their fencing versions.
+
+use locks_core::{AgentId, LockId, Mode, NodeId};
+use std::fmt;
+
+/// One resolved deadlock: `victim` surrendered (or aborted on) `lock` on `node`.
+///
+/// Erlang reports these as `{Agent, {OID, Node}}` pairs (`reference/erlang-locks.md` 4.1).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Deadlock {
+    /// The agent that gave the lock up: the largest agent id of the cycle.
+    pub victim: AgentId,
+    /// The lock it surrendered.
+    pub lock: LockId,
+    /// The node of that lock's server.
+    pub node: NodeId,
+}
+
+impl fmt::Display for Deadlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} surrendered {} on {}",
+            self.victim, self.lock, self.node
+        )
+    }
+}
+
+/// Where a transaction stands (Erlang's `transaction_status/1`, `reference/erlang-locks.md`
+/// 5.5).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransactionStatus {
+    /// Nothing has been requested.
+    NoLocks,
+    /// Some request is not held yet.
+    Waiting,
+    /// Every request is held. `deadlocks` lists every deadlock seen so far, oldest first.
+    HaveAllLocks {
+        /// The deadlocks resolved since the transaction began.
+        deadlocks: Vec<Deadlock>,
+    },
+    /// Some pending request can no longer be met: nodes it needs are down (and the transaction
+    /// does not wait for them) or refused it.
+    CannotServe {
+        /// The locks of those requests.
+        locks: Vec<LockId>,
+        /// The nodes that cannot grant them.
+        nodes: Vec<NodeId>,
+    },
+}
+
+impl TransactionStatus {
+    /// Whether this is [`TransactionStatus::HaveAllLocks`].
+    pub fn have_all_locks(&self) -> bool {
+        matches!(self, TransactionStatus::HaveAllLocks { .. })
+    }
+}
+
+/// One held lock as reported to the client, with the fencing version of every node that granted
+/// it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrantedLock {
+    /// The lock.
+    pub lock: LockId,
+    /// The mode requested (and held).
+    pub mode: Mode,
+    /// The nodes that grant it, each with the lock's version at the grant: a fencing token that
+    /// grows with every new holder.
+    pub nodes: Vec<(NodeId, u64)>,
+}
+
+/// What `await_all_locks` returns: the locks held and the deadlocks resolved on the way.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct LockResult {
+    /// Every request of the transaction, in lock id order.
+    pub locks: Vec<GrantedLock>,
+    /// Every deadlock seen so far, oldest first.
+    pub deadlocks: Vec<Deadlock>,
+}

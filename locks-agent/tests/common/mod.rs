@@ -1,0 +1,166 @@
+//! The test client harness, after `reference/erlang-locks.md` 9.1: numbered clients, each with
+//! its own transaction, whose calls run in tasks of their own so that a call can stay pending
+//! while the script goes on; "kill" drops the client (and with it its transaction, whose agent
+//! then releases everything).
+//!
+//! Blocking is checked by events, not time: [`Harness::wait_blocked`] waits until the lock
+//! server shows the agent waiting or converting on the lock, after which the call cannot have
+//! completed unless something else changes. Every wait is bounded by [`BOUND`], so a broken
+//! build fails instead of hanging.
+
+#![allow(dead_code)]
+
+use locks_agent::{Options, Transaction, begin_transaction};
+use locks_core::proto::EntryState;
+use locks_core::{AgentId, LockId};
+use locks_server::{Node, NodeConfig};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// The longest any single step may take before the test fails.
+pub const BOUND: Duration = Duration::from_secs(20);
+
+/// A node and its numbered clients.
+pub struct Harness {
+    pub node: Node,
+}
+
+impl Harness {
+    /// A fresh single node.
+    pub async fn new(name: &str) -> Harness {
+        let node = Node::start(NodeConfig::new(name))
+            .await
+            .expect("node starts");
+        Harness { node }
+    }
+
+    /// A client with default options.
+    pub async fn client(&self) -> Client {
+        self.client_with(Options::default()).await
+    }
+
+    /// A client with the given options. Clients created later have larger agent ids.
+    pub async fn client_with(&self, options: Options) -> Client {
+        let txn = begin_transaction(&self.node, options)
+            .await
+            .expect("transaction starts");
+        Client {
+            txn: Some(Arc::new(txn)),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Waits until the lock server shows `agent` waiting or converting on `lock`.
+    pub async fn wait_blocked(&self, agent: &AgentId, lock: &LockId) {
+        self.wait_for(
+            |snap| snap.state(agent, lock).is_waiting(),
+            &format!("{agent} blocked on {lock}"),
+        )
+        .await;
+    }
+
+    /// Waits until the lock server shows `agent` holding `lock`.
+    pub async fn wait_granted(&self, agent: &AgentId, lock: &LockId) {
+        self.wait_for(
+            |snap| matches!(snap.state(agent, lock), EntryState::Granted(_)),
+            &format!("{agent} granted {lock}"),
+        )
+        .await;
+    }
+
+    /// Waits until the lock server has no entry of `agent` left.
+    pub async fn wait_released(&self, agent: &AgentId) {
+        self.wait_for(
+            |snap| snap.locks.iter().all(|l| l.entry(agent).is_none()),
+            &format!("{agent} released"),
+        )
+        .await;
+    }
+
+    async fn wait_for(
+        &self,
+        mut done: impl FnMut(&locks_server::TableSnapshot) -> bool,
+        what: &str,
+    ) {
+        let deadline = tokio::time::Instant::now() + BOUND;
+        loop {
+            let snap = self.node.snapshot().await.expect("snapshot");
+            if done(&snap) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {snap:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// One test client: a transaction and the calls it has in flight.
+pub struct Client {
+    txn: Option<Arc<Transaction>>,
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+/// A call that may still be running.
+pub struct Pending<T>(JoinHandle<T>);
+
+impl<T> Pending<T> {
+    /// Whether the call has completed.
+    pub fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    /// The call's result, waiting at most [`BOUND`].
+    pub async fn result(self) -> T {
+        match tokio::time::timeout(BOUND, self.0).await {
+            Ok(Ok(value)) => value,
+            Ok(Err(e)) => panic!("the call's task failed: {e}"),
+            Err(_) => panic!("the call did not complete within {BOUND:?}"),
+        }
+    }
+}
+
+impl Client {
+    /// The transaction (for calls awaited in place).
+    pub fn txn(&self) -> &Transaction {
+        self.txn.as_deref().expect("client alive")
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> AgentId {
+        self.txn().id().clone()
+    }
+
+    /// Starts a call in a task of its own; it may stay pending.
+    pub fn call<T, F, Fut>(&mut self, f: F) -> Pending<T>
+    where
+        F: FnOnce(Arc<Transaction>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let txn = self.txn.clone().expect("client alive");
+        let handle = tokio::spawn(f(txn));
+        self.tasks.push(handle.abort_handle());
+        Pending(handle)
+    }
+
+    /// Kills the client: its pending calls are cancelled and its transaction dropped, which
+    /// ends the agent and releases its locks.
+    pub fn kill(mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+        self.txn = None;
+    }
+}
+
+/// Runs `f` with a bound, failing the test if it takes longer.
+pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(BOUND, f)
+        .await
+        .expect("step completed within the bound")
+}

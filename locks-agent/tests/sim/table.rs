@@ -1,0 +1,68 @@
+//! The real lock table as a simulated server, with an audit of the surrenders it applies.
+
+use super::ServerFn;
+use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::{ModeTable, NodeId};
+
+/// What the servers saw of the surrenders they applied.
+#[derive(Clone, Debug, Default)]
+pub struct Audit {
+    /// Surrenders applied while the victim was on a cycle of the real wait-for graph.
+    pub real: u64,
+    /// Surrenders applied while it was not (decided on outdated knowledge).
+    pub needless: u64,
+}
+
+/// The real lock table of `node` as a simulated server. Every applied surrender is audited
+/// against the table's own wait-for graph.
+pub fn table_server(node: &NodeId, modes: &ModeTable, version_base: u64) -> ServerFn {
+    table_server_audited(node, modes, version_base).0
+}
+
+/// [`table_server`] with its [`Audit`].
+pub fn table_server_audited(
+    node: &NodeId,
+    modes: &ModeTable,
+    version_base: u64,
+) -> (ServerFn, std::rc::Rc<std::cell::RefCell<Audit>>) {
+    use locks_agent::core::WaitForGraph;
+    let audit = std::rc::Rc::new(std::cell::RefCell::new(Audit::default()));
+    let audit2 = audit.clone();
+    let mut table = locks_server::LockTable::new(node.clone(), modes.clone(), version_base);
+    let node = node.clone();
+    let modes = modes.clone();
+    let server = Box::new(move |req: ServerRequest| {
+        let surrender = match &req {
+            ServerRequest::Surrender { agent, lock, .. } => Some((agent.clone(), lock.clone())),
+            _ => None,
+        };
+        let on_cycle = surrender.as_ref().map(|(agent, _)| {
+            let snap = table.snapshot();
+            let views: Vec<_> = snap
+                .locks
+                .iter()
+                .map(|l| (l.lock.clone(), l.view()))
+                .collect();
+            let g = WaitForGraph::build(&modes, views.iter().map(|(l, v)| (l, &node, v)));
+            g.cycles().iter().any(|c| c.agents.contains(agent))
+        });
+        let out = table.handle(req);
+        if let Some((_, lock)) = surrender {
+            // An applied surrender carries its note on the notices of the lock; a stale one
+            // is answered with a fresh view of the lock, without a note.
+            let applied = out.iter().any(
+                |(_, m)| matches!(m, AgentMessage::Notice(n) if n.lock == lock && n.note.is_some()),
+            );
+            if applied {
+                let mut a = audit2.borrow_mut();
+                if on_cycle == Some(true) {
+                    a.real += 1;
+                } else {
+                    a.needless += 1;
+                }
+            }
+        }
+        out
+    });
+    (server, audit)
+}

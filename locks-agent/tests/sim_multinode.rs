@@ -1,0 +1,220 @@
+//! Multi-node requests on the simulated network, with one real lock table per node: deadlocks
+//! across nodes, random transactions whose requests name several nodes with every requirement,
+//! and lock servers that crash and come back (`reference/erlang-locks.md` 4.4, 5.9).
+
+mod sim;
+
+use locks_agent::{Options, Req, TransactionStatus};
+use locks_core::{AgentId, Mode, ModeTable, NodeId, lock_id};
+use sim::{Ask, Sim, table_server};
+
+fn nodes() -> Vec<NodeId> {
+    ["n1", "n2", "n3"]
+        .into_iter()
+        .map(|n| NodeId::new(n).unwrap())
+        .collect()
+}
+
+fn agent(serial: u64) -> AgentId {
+    // Agents live on n1; where they live does not matter to the servers.
+    AgentId::new(nodes()[0].clone(), 1, serial)
+}
+
+fn network(seed: u64) -> Sim {
+    let modes = ModeTable::standard();
+    let mut sim = Sim::new(seed, modes.clone());
+    for (i, n) in nodes().iter().enumerate() {
+        sim.add_server(n.clone(), table_server(n, &modes, i as u64 * 1_000_000));
+    }
+    sim
+}
+
+fn quiet(sim: &mut Sim) {
+    sim.run(200_000)
+        .unwrap_or_else(|e| panic!("{e}\n{}", sim.dump()));
+}
+
+#[test]
+fn cross_node_cycles_in_every_id_order() {
+    // Agent at position i holds lock i on node i mod 3 and wants lock i+1 on its node.
+    for k in 2..=4usize {
+        let mut perms: Vec<Vec<u64>> = vec![(1..=k as u64).collect()];
+        // Every rotation and its mirror covers the distinct relative orders for k <= 3; for
+        // k = 4 use all 24 permutations.
+        if k == 4 {
+            perms = permutations(4);
+        } else {
+            perms.extend(permutations(k));
+        }
+        for (p, ids) in perms.iter().enumerate() {
+            let mut sim = network((k * 100 + p) as u64);
+            sim.auto_end = false;
+            let n = nodes();
+            let at = |i: usize| n[i % 3].clone();
+            for (i, &id) in ids.iter().enumerate() {
+                let first = Ask::on(&at(i), lock_id!["x", i as i64], Mode::X);
+                sim.add_client(agent(id), Options::default(), vec![vec![first]]);
+            }
+            for &id in ids {
+                sim.start_phase(&agent(id));
+            }
+            quiet(&mut sim);
+            for (i, &id) in ids.iter().enumerate() {
+                let j = (i + 1) % k;
+                let ask = Ask::on(&at(j), lock_id!["x", j as i64], Mode::X);
+                sim.ask(&agent(id), ask).unwrap();
+                sim.clients.get_mut(&agent(id)).unwrap().in_phase = true;
+            }
+            sim.auto_end = true;
+            quiet(&mut sim);
+            assert!(
+                sim.unfinished().is_empty(),
+                "{ids:?}: {:?}\n{}",
+                sim.unfinished(),
+                sim.dump()
+            );
+            assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
+        }
+    }
+}
+
+fn permutations(k: usize) -> Vec<Vec<u64>> {
+    let mut out = vec![vec![]];
+    for x in 1..=k as u64 {
+        out = out
+            .into_iter()
+            .flat_map(|p: Vec<u64>| {
+                (0..=p.len()).map(move |i| {
+                    let mut q = p.clone();
+                    q.insert(i, x);
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+#[test]
+fn random_multi_node_transactions_all_finish() {
+    let reqs = [Req::All, Req::Majority, Req::Any, Req::AllAlive];
+    let mut surrenders = 0;
+    for seed in 0..30 {
+        let mut sim = network(seed);
+        for serial in 1..=12 {
+            let steps = 1 + sim.rng().below(3);
+            let mut script = Vec::new();
+            for _ in 0..steps {
+                let rng = sim.rng();
+                let lock = lock_id!["m", rng.below(4) as i64];
+                let mode = if rng.below(2) == 0 { Mode::S } else { Mode::X };
+                let mut ns = nodes();
+                rng.shuffle(&mut ns);
+                ns.truncate(1 + rng.below(3));
+                // One requirement per lock per agent: the same lock asked again keeps it.
+                let req = reqs[(serial as usize + lock.last().payload_len()) % reqs.len()];
+                script.push(vec![Ask {
+                    lock,
+                    mode,
+                    nodes: ns,
+                    req,
+                }]);
+            }
+            sim.add_client(agent(serial), Options::default(), script);
+        }
+        let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
+        for id in &ids {
+            sim.start_phase(id);
+        }
+        if let Err(e) = sim.run(200_000) {
+            panic!("seed {seed}: {e}\n{}", sim.dump());
+        }
+        assert!(
+            sim.unfinished().is_empty(),
+            "seed {seed}: {:?}\n{}",
+            sim.unfinished(),
+            sim.dump()
+        );
+        surrenders += sim.stats.surrenders;
+    }
+    eprintln!("random multi-node transactions: {surrenders} surrenders in 30 runs");
+}
+
+/// Four agents want `[m]` for writing on all three nodes with `req`, one after the other.
+fn contended(seed: u64, req: Req, options: Options) -> Sim {
+    let mut sim = network(seed);
+    sim.auto_end = false;
+    for serial in 1..=4 {
+        let ask = Ask {
+            lock: lock_id!["m"],
+            mode: Mode::X,
+            nodes: nodes(),
+            req,
+        };
+        sim.add_client(agent(serial), options.clone(), vec![vec![ask]]);
+        sim.start_phase(&agent(serial));
+    }
+    quiet(&mut sim);
+    sim
+}
+
+#[test]
+fn majority_survives_a_server_crash_and_stays_exclusive() {
+    let modes = ModeTable::standard();
+    for seed in 0..20 {
+        let mut sim = contended(seed, Req::Majority, Options::default());
+        let n3 = nodes()[2].clone();
+        // n3 loses its table: whoever held [m] there loses it.
+        sim.crash_server(&n3, table_server(&n3, &modes, 50_000_000));
+        sim.node_down(&n3);
+        sim.auto_end = true;
+        quiet(&mut sim);
+        // The oracles checked all along that no two agents held a majority at once. With two
+        // nodes left out of three, a majority is still possible: everybody finishes.
+        assert!(sim.unfinished().is_empty(), "seed {seed}\n{}", sim.dump());
+        sim.node_up(&n3);
+        quiet(&mut sim);
+    }
+}
+
+#[test]
+fn all_without_await_nodes_cannot_be_served_after_a_crash() {
+    let modes = ModeTable::standard();
+    let mut sim = contended(7, Req::All, Options::default());
+    let n2 = nodes()[1].clone();
+    sim.crash_server(&n2, table_server(&n2, &modes, 50_000_000));
+    sim.node_down(&n2);
+    quiet(&mut sim);
+    for serial in 1..=4 {
+        assert_eq!(
+            sim.status(&agent(serial)),
+            TransactionStatus::CannotServe {
+                locks: vec![lock_id!["m"]],
+                nodes: vec![n2.clone()]
+            }
+        );
+    }
+}
+
+#[test]
+fn all_with_await_nodes_asks_again_when_the_node_returns() {
+    let modes = ModeTable::standard();
+    for seed in 0..20 {
+        let options = Options {
+            await_nodes: true,
+            ..Options::default()
+        };
+        let mut sim = contended(seed, Req::All, options);
+        let n2 = nodes()[1].clone();
+        sim.crash_server(&n2, table_server(&n2, &modes, 50_000_000));
+        sim.node_down(&n2);
+        sim.auto_end = true;
+        quiet(&mut sim);
+        for serial in 1..=4 {
+            assert_eq!(sim.status(&agent(serial)), TransactionStatus::Waiting);
+        }
+        sim.node_up(&n2);
+        quiet(&mut sim);
+        assert!(sim.unfinished().is_empty(), "seed {seed}\n{}", sim.dump());
+    }
+}

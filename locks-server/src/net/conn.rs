@@ -1,0 +1,250 @@
+//! The handshake over a `TcpStream`, and the authenticated [`Connection`] it yields.
+//!
+//! [`establish`] runs the [`Handshake`] machine on the stream: it feeds it frames, decode
+//! failures and deadline ticks, writes the frames it asks for, and returns a [`Connection`]
+//! (authenticated, nothing spawned yet) or the [`Refusal`], after logging it and closing the
+//! stream. Handshake frames are limited to [`HANDSHAKE_MAX_FRAME`] bytes; the connection's
+//! frame limit is raised to [`NetConfig::max_frame`] once the peer is authenticated.
+//! [`Connection::start`] spawns the [`Driver`] on the current tokio runtime and returns the
+//! owner's [`Link`]; [`Connection::split`] gives the driver to spawn elsewhere (for example on
+//! an actix context).
+
+use crate::net::NetConfig;
+use crate::net::frame::{
+    HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, decode_frame, encode_frame, length_codec,
+};
+use crate::net::handshake::{Handshake, HandshakeOutcome, Refusal, Role, Step};
+use crate::net::link::{self, Driver, Link};
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use locks_core::NodeId;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::{Instant, sleep_until, timeout_at};
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// The framed stream of a connection.
+pub(crate) type Transport = Framed<TcpStream, LengthDelimitedCodec>;
+
+/// How long a side that refuses a handshake waits for its `Refuse` frame to be written and
+/// for the peer to hang up, before it drops the socket.
+const REFUSE_LINGER: Duration = Duration::from_secs(1);
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+fn random_nonce() -> Result<Nonce, getrandom::Error> {
+    let mut nonce = [0u8; NONCE_LEN];
+    getrandom::fill(&mut nonce)?;
+    Ok(nonce)
+}
+
+/// Runs the handshake on `stream` as `role`.
+///
+/// `name_in_use` says whether a node name already has a connection to this node; a peer
+/// with such a name is refused with [`Refusal::DuplicateName`]. (Two handshakes with the same
+/// name can still race; the owner checks again when it registers the connection.) Sets
+/// `TCP_NODELAY`. On refusal the reason is logged, the peer is told why when the refusal was
+/// decided here, and the stream is closed.
+pub async fn establish(
+    stream: TcpStream,
+    role: Role,
+    config: &NetConfig,
+    name_in_use: impl Fn(&NodeId) -> bool,
+) -> Result<Connection, Refusal> {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    let peer_addr = stream.peer_addr().ok();
+    let mut transport = Framed::new(stream, length_codec(HANDSHAKE_MAX_FRAME));
+    let nonce = match random_nonce() {
+        Ok(nonce) => nonce,
+        Err(e) => {
+            let refusal = Refusal::Io(format!("no randomness for the handshake nonce: {e}"));
+            log_refusal(&config.node, peer_addr, role, &refusal);
+            return Err(refusal);
+        }
+    };
+    let deadline = now() + config.handshake_timeout;
+    let (mut hs, mut step) = Handshake::new(
+        role,
+        config.node.clone(),
+        config.cookie.clone(),
+        nonce,
+        deadline,
+    );
+    let outcome = loop {
+        let Step { send, outcome } = step;
+        if let Some(HandshakeOutcome::Refused(refusal)) = outcome {
+            if !send.is_empty() {
+                // A refusal decided here: tell the peer, then let it hang up first, bounded.
+                let linger = Instant::now() + REFUSE_LINGER;
+                if send_frames(&mut transport, &send, linger).await.is_ok() {
+                    linger_close(&mut transport, linger).await;
+                }
+            }
+            break HandshakeOutcome::Refused(refusal);
+        }
+        if let Err(e) = send_frames(&mut transport, &send, Instant::from_std(deadline)).await {
+            if outcome.is_some() {
+                // The acceptor's last proof did not go out: the machine is done, so the
+                // failure is decided here.
+                break HandshakeOutcome::Refused(match e {
+                    SendFailure::Timeout => Refusal::Timeout,
+                    SendFailure::Io(e) => Refusal::Io(e),
+                });
+            }
+            step = match e {
+                SendFailure::Timeout => hs.on_tick(now()),
+                SendFailure::Io(e) => hs.on_io_error(&e),
+            };
+            continue;
+        }
+        if let Some(established) = outcome {
+            break established;
+        }
+        step = tokio::select! {
+            item = transport.next() => match item {
+                None => hs.on_closed(),
+                // LengthDelimitedCodec reports a length prefix above the limit as InvalidData.
+                Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+                    hs.on_bad_framing(&e.to_string())
+                }
+                Some(Err(e)) => hs.on_io_error(&e.to_string()),
+                Some(Ok(bytes)) => match decode_frame(&bytes, HANDSHAKE_MAX_FRAME) {
+                    Ok(frame) => hs.on_frame(frame, &name_in_use),
+                    Err(e) => hs.on_malformed(&e),
+                },
+            },
+            () = sleep_until(Instant::from_std(hs.deadline())) => hs.on_tick(now()),
+        };
+    };
+    match outcome {
+        HandshakeOutcome::Established { peer } => {
+            transport
+                .codec_mut()
+                .set_max_frame_length(config.effective_max_frame());
+            tracing::info!(
+                node = %config.node, %peer, peer_addr = ?peer_addr, ?role,
+                "node connection established"
+            );
+            Ok(Connection {
+                peer,
+                role,
+                peer_addr,
+                transport,
+                config: config.clone(),
+            })
+        }
+        HandshakeOutcome::Refused(refusal) => {
+            log_refusal(&config.node, peer_addr, role, &refusal);
+            Err(refusal)
+        }
+    }
+}
+
+fn log_refusal(node: &NodeId, peer_addr: Option<SocketAddr>, role: Role, refusal: &Refusal) {
+    tracing::warn!(
+        %node, peer_addr = ?peer_addr, ?role, reason = %refusal,
+        "node handshake refused; connection closed"
+    );
+}
+
+enum SendFailure {
+    Timeout,
+    Io(String),
+}
+
+/// Writes `frames` and flushes once, by `deadline`.
+async fn send_frames(
+    transport: &mut Transport,
+    frames: &[PeerFrame],
+    deadline: Instant,
+) -> Result<(), SendFailure> {
+    if frames.is_empty() {
+        return Ok(());
+    }
+    let write = async {
+        let transport: &mut Transport = transport;
+        for frame in frames {
+            let bytes = encode_frame(frame, HANDSHAKE_MAX_FRAME)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            transport.feed(bytes).await?;
+        }
+        SinkExt::<Bytes>::flush(transport).await
+    };
+    match timeout_at(deadline, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(SendFailure::Io(e.to_string())),
+        Err(_) => Err(SendFailure::Timeout),
+    }
+}
+
+/// Shuts down our direction, then reads and discards until the peer hangs up or `deadline`
+/// passes, so that the peer reads our last frame before the socket closes (closing with
+/// unread input would reset the connection and could destroy that frame).
+async fn linger_close(transport: &mut Transport, deadline: Instant) {
+    let drain = async {
+        if SinkExt::<Bytes>::close(transport).await.is_err() {
+            return;
+        }
+        while let Some(Ok(_)) = transport.next().await {}
+    };
+    let _ = timeout_at(deadline, drain).await;
+}
+
+/// An authenticated connection to a peer node, not yet driven.
+///
+/// Start it with [`Connection::start`] (or [`Connection::split`] and spawn the [`Driver`]);
+/// until then nothing is read or written, and the peer's heartbeat will eventually declare
+/// this node down.
+#[derive(Debug)]
+pub struct Connection {
+    peer: NodeId,
+    role: Role,
+    peer_addr: Option<SocketAddr>,
+    transport: Transport,
+    config: NetConfig,
+}
+
+impl Connection {
+    /// The peer's node name, as proved in the handshake.
+    pub fn peer(&self) -> &NodeId {
+        &self.peer
+    }
+
+    /// Whether this node connected (initiator) or accepted.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The peer's socket address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer_addr
+    }
+
+    /// The owner's [`Link`] and the [`Driver`] future that runs the connection. The driver
+    /// needs no `Send` executor but is `Send`; spawn it wherever the owner lives.
+    pub fn split(self) -> (Link, Driver) {
+        link::open(
+            self.peer,
+            self.role,
+            self.peer_addr,
+            self.transport,
+            &self.config,
+        )
+    }
+
+    /// Spawns the driver on the current tokio runtime (`tokio::spawn`) and returns the link.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime, like `tokio::spawn`.
+    pub fn start(self) -> Link {
+        let (link, driver) = self.split();
+        tokio::spawn(driver.run());
+        link
+    }
+}

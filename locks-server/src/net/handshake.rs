@@ -1,0 +1,371 @@
+//! The handshake between two nodes, as a pure state machine.
+//!
+//! ```text
+//!   initiator                                   acceptor
+//!   new(): send Hello_i ─────────────────────▶  on Hello_i: check version, name
+//!                                               send Hello_a
+//!   on Hello_a: check version, name  ◀───────
+//!   send Proof_i ────────────────────────────▶  on Proof_i: verify
+//!                                               send Proof_a, Established
+//!   on Proof_a: verify, Established  ◀───────
+//! ```
+//!
+//! `Proof_x = HMAC-SHA256(cookie, CONTEXT || version || name_x || name_y || nonce_y || nonce_x)`
+//! where `x` proves to `y`, names are length-prefixed, and `nonce_y` is the challenge `y` sent.
+//! The prover's own nonce and the order of the names bind the proof to its direction, so a
+//! proof cannot be reflected back to its author or replayed in another handshake. Proofs are
+//! checked in constant time (`hmac`'s `verify_slice`). The initiator proves first, so the
+//! acceptor never computes a proof for a peer that has not proved anything (as in Erlang's
+//! distribution handshake).
+//!
+//! The machine does no I/O and reads no clock: it takes frames, decode failures, the closing
+//! of the connection and ticks with `now`, and returns a [`Step`]: the frames to send, then
+//! possibly the outcome. The outcome comes exactly once; after it every input is ignored. A
+//! local refusal's step carries a [`PeerFrame::Refuse`] telling the peer why; the caller sends
+//! it and closes the connection.
+
+use crate::net::Cookie;
+use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
+use hmac::{Hmac, KeyInit, Mac};
+use locks_core::NodeId;
+use locks_core::proto::PROTOCOL_VERSION;
+use sha2::Sha256;
+use std::time::Instant;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Domain separation for the proofs: no other use of the cookie yields the same MAC input.
+const CONTEXT: &[u8] = b"locks/node-handshake/v1";
+
+/// Which side of the TCP connection this node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// This node connected to the peer; it speaks first and proves first.
+    Initiator,
+    /// The peer connected to this node.
+    Acceptor,
+}
+
+/// Why a handshake failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The peer's proof does not match this node's cookie.
+    #[error("the peer's proof does not match the cluster cookie")]
+    WrongCookie,
+    /// The peer speaks another protocol version.
+    #[error("the peer speaks protocol version {theirs}; this node speaks {ours}")]
+    WrongVersion {
+        /// This node's version.
+        ours: u16,
+        /// The peer's version.
+        theirs: u16,
+    },
+    /// The peer's name is already connected, or is this node's own name.
+    #[error("node {0} is already connected (or is this node's own name)")]
+    DuplicateName(NodeId),
+    /// A frame could not be decoded or came out of order.
+    #[error("malformed handshake: {0}")]
+    Malformed(String),
+    /// The handshake did not finish before its deadline.
+    #[error("the handshake did not finish in time")]
+    Timeout,
+    /// The peer closed the connection before the handshake finished.
+    #[error("the peer closed the connection during the handshake")]
+    Closed,
+    /// The connection failed during the handshake.
+    #[error("i/o error during the handshake: {0}")]
+    Io(String),
+    /// The peer refused this node, and said why.
+    #[error("the peer refused the connection: {0}")]
+    ByPeer(RefusalCode),
+}
+
+impl Refusal {
+    /// What to tell the peer about a refusal decided here (`None` when the peer decided it, or
+    /// the connection is already gone).
+    pub fn code(&self) -> Option<RefusalCode> {
+        match self {
+            Refusal::WrongCookie => Some(RefusalCode::WrongCookie),
+            Refusal::WrongVersion { ours, .. } => {
+                Some(RefusalCode::WrongVersion { supported: *ours })
+            }
+            Refusal::DuplicateName(_) => Some(RefusalCode::DuplicateName),
+            Refusal::Malformed(_) => Some(RefusalCode::Malformed),
+            Refusal::Timeout => Some(RefusalCode::Timeout),
+            Refusal::Closed | Refusal::Io(_) | Refusal::ByPeer(_) => None,
+        }
+    }
+}
+
+/// How a handshake ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HandshakeOutcome {
+    /// Both sides proved they know the cookie; the peer is `peer`.
+    Established {
+        /// The peer's node name.
+        peer: NodeId,
+    },
+    /// The connection must be closed.
+    Refused(Refusal),
+}
+
+/// What the caller does after one input: send `send`, in order; then, if `outcome` is set,
+/// the handshake is over.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Step {
+    /// Frames to send to the peer, in order.
+    pub send: Vec<PeerFrame>,
+    /// The outcome, on the step that decides it.
+    pub outcome: Option<HandshakeOutcome>,
+}
+
+#[derive(Clone, Debug)]
+enum State {
+    /// Waiting for the peer's `Hello` (the initiator has sent its own).
+    AwaitHello,
+    /// Both `Hello`s exchanged; waiting for the peer's proof (the initiator has sent its own).
+    AwaitProof { peer: NodeId, peer_nonce: Nonce },
+    /// The outcome was reported.
+    Done,
+}
+
+/// One side of one handshake. See the module documentation for the exchange.
+#[derive(Clone, Debug)]
+pub struct Handshake {
+    role: Role,
+    node: NodeId,
+    cookie: Cookie,
+    nonce: Nonce,
+    deadline: Instant,
+    state: State,
+}
+
+impl Handshake {
+    /// Starts a handshake as `role` for node `node`, with a fresh random `nonce` and the time
+    /// by which it must be done. The returned step holds the initiator's `Hello`; the
+    /// acceptor's is empty (it waits for the initiator).
+    pub fn new(
+        role: Role,
+        node: NodeId,
+        cookie: Cookie,
+        nonce: Nonce,
+        deadline: Instant,
+    ) -> (Handshake, Step) {
+        let hs = Handshake {
+            role,
+            node,
+            cookie,
+            nonce,
+            deadline,
+            state: State::AwaitHello,
+        };
+        let step = match role {
+            Role::Initiator => Step {
+                send: vec![hs.hello()],
+                outcome: None,
+            },
+            Role::Acceptor => Step::default(),
+        };
+        (hs, step)
+    }
+
+    /// This side's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// When the handshake times out: the caller ticks at this instant at the latest.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the outcome has been reported.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// A frame arrived. `name_in_use` says whether a node name is already connected to this
+    /// node (the caller's registry); it is asked once, about the peer's name.
+    pub fn on_frame(
+        &mut self,
+        frame: PeerFrame,
+        name_in_use: impl FnOnce(&NodeId) -> bool,
+    ) -> Step {
+        let state = std::mem::replace(&mut self.state, State::Done);
+        match (state, frame) {
+            (State::Done, _) => Step::default(),
+            (_, PeerFrame::Refuse(code)) => self.finish(Vec::new(), Refusal::ByPeer(code)),
+            (State::AwaitHello, PeerFrame::Hello(hello)) => self.on_hello(hello, name_in_use),
+            (State::AwaitProof { peer, peer_nonce }, PeerFrame::Proof(proof)) => {
+                self.on_proof(peer, peer_nonce, proof)
+            }
+            (state, frame) => {
+                let waiting = match state {
+                    State::AwaitHello => "Hello",
+                    _ => "Proof",
+                };
+                self.refuse(Refusal::Malformed(format!(
+                    "got {} while waiting for {waiting}",
+                    frame.kind()
+                )))
+            }
+        }
+    }
+
+    /// A frame could not be decoded.
+    pub fn on_malformed(&mut self, error: &FrameError) -> Step {
+        if self.is_done() {
+            return Step::default();
+        }
+        match error {
+            FrameError::Version { got } => self.refuse(Refusal::WrongVersion {
+                ours: PROTOCOL_VERSION,
+                theirs: *got,
+            }),
+            FrameError::Codec(e) => self.refuse(Refusal::Malformed(e.to_string())),
+        }
+    }
+
+    /// The framing layer refused the bytes (for example a length prefix above the limit).
+    pub fn on_bad_framing(&mut self, reason: &str) -> Step {
+        if self.is_done() {
+            return Step::default();
+        }
+        self.refuse(Refusal::Malformed(reason.to_owned()))
+    }
+
+    /// The peer closed the connection.
+    pub fn on_closed(&mut self) -> Step {
+        if self.is_done() {
+            return Step::default();
+        }
+        self.finish(Vec::new(), Refusal::Closed)
+    }
+
+    /// The connection failed.
+    pub fn on_io_error(&mut self, error: &str) -> Step {
+        if self.is_done() {
+            return Step::default();
+        }
+        self.finish(Vec::new(), Refusal::Io(error.to_owned()))
+    }
+
+    /// Time passed; at or after the deadline the handshake is refused with
+    /// [`Refusal::Timeout`].
+    pub fn on_tick(&mut self, now: Instant) -> Step {
+        if self.is_done() || now < self.deadline {
+            return Step::default();
+        }
+        self.refuse(Refusal::Timeout)
+    }
+
+    fn hello(&self) -> PeerFrame {
+        PeerFrame::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            node: self.node.clone(),
+            nonce: self.nonce,
+        })
+    }
+
+    fn on_hello(&mut self, hello: Hello, name_in_use: impl FnOnce(&NodeId) -> bool) -> Step {
+        if hello.version != PROTOCOL_VERSION {
+            return self.refuse(Refusal::WrongVersion {
+                ours: PROTOCOL_VERSION,
+                theirs: hello.version,
+            });
+        }
+        if hello.node == self.node || name_in_use(&hello.node) {
+            return self.refuse(Refusal::DuplicateName(hello.node));
+        }
+        if hello.nonce == self.nonce {
+            // Our own challenge coming back: a reflection, or a broken random source.
+            return self.refuse(Refusal::Malformed("the peer echoed our nonce".to_owned()));
+        }
+        let send = match self.role {
+            // The initiator proves first.
+            Role::Initiator => match self.proof_for(&hello.node, &hello.nonce) {
+                Some(proof) => vec![PeerFrame::Proof(proof)],
+                None => return self.refuse(Refusal::WrongCookie),
+            },
+            Role::Acceptor => vec![self.hello()],
+        };
+        self.state = State::AwaitProof {
+            peer: hello.node,
+            peer_nonce: hello.nonce,
+        };
+        Step {
+            send,
+            outcome: None,
+        }
+    }
+
+    fn on_proof(&mut self, peer: NodeId, peer_nonce: Nonce, proof: Proof) -> Step {
+        let valid = self
+            .mac(&peer, &self.node, &self.nonce, &peer_nonce)
+            .is_some_and(|mac| mac.verify_slice(&proof.mac).is_ok());
+        if !valid {
+            return self.refuse(Refusal::WrongCookie);
+        }
+        let send = match self.role {
+            Role::Initiator => Vec::new(),
+            // The initiator has proved itself; now the acceptor answers its challenge.
+            Role::Acceptor => match self.proof_for(&peer, &peer_nonce) {
+                Some(proof) => vec![PeerFrame::Proof(proof)],
+                None => return self.refuse(Refusal::WrongCookie),
+            },
+        };
+        self.state = State::Done;
+        Step {
+            send,
+            outcome: Some(HandshakeOutcome::Established { peer }),
+        }
+    }
+
+    /// This node's proof to `peer`, answering `peer`'s challenge `peer_nonce`.
+    fn proof_for(&self, peer: &NodeId, peer_nonce: &Nonce) -> Option<Proof> {
+        let tag = self
+            .mac(&self.node, peer, peer_nonce, &self.nonce)?
+            .finalize()
+            .into_bytes();
+        let mut mac = [0u8; MAC_LEN];
+        mac.copy_from_slice(&tag);
+        Some(Proof { mac })
+    }
+
+    /// The MAC state over `prover` proving to `verifier`, before finalisation. `None` only if
+    /// HMAC refused the key, which it never does (it takes keys of any length).
+    fn mac(
+        &self,
+        prover: &NodeId,
+        verifier: &NodeId,
+        verifier_nonce: &Nonce,
+        prover_nonce: &Nonce,
+    ) -> Option<HmacSha256> {
+        let mut mac = <HmacSha256 as KeyInit>::new_from_slice(self.cookie.secret()).ok()?;
+        mac.update(CONTEXT);
+        mac.update(&PROTOCOL_VERSION.to_be_bytes());
+        for name in [prover, verifier] {
+            let name = name.as_str().as_bytes();
+            // Names are at most 255 bytes (NodeId's invariant), so the length fits.
+            mac.update(&(name.len() as u32).to_be_bytes());
+            mac.update(name);
+        }
+        mac.update(verifier_nonce);
+        mac.update(prover_nonce);
+        Some(mac)
+    }
+
+    /// Refuses for a reason decided here: tell the peer, then finish.
+    fn refuse(&mut self, refusal: Refusal) -> Step {
+        let send = refusal.code().map(PeerFrame::Refuse).into_iter().collect();
+        self.finish(send, refusal)
+    }
+
+    fn finish(&mut self, send: Vec<PeerFrame>, refusal: Refusal) -> Step {
+        self.state = State::Done;
+        Step {
+            send,
+            outcome: Some(HandshakeOutcome::Refused(refusal)),
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! A running connection: the owner's [`Link`] and the [`Driver`] that moves envelopes both
+//! ways and runs the heartbeat.
+//!
+//! ```text
+//!   owner ──LinkSender::send(&Envelope)──▶ [outgoing queue] ──▶ writer ──▶ socket
+//!   owner ◀──Link::incoming (mpsc)──────── reader ◀── socket      (Ping → Pong, Pong → detector)
+//!   owner ◀──Link::down (oneshot)───────── why the connection ended, exactly once
+//! ```
+//!
+//! The driver's reader and writer run concurrently inside one future, so a peer that stops
+//! reading blocks only the writer: the reader still sees the silence and the heartbeat
+//! declares the peer down. The writer feeds every queued frame, then flushes once.
+//!
+//! The connection ends, and `down` reports why, when: the peer closes it; the peer is silent
+//! past the heartbeat timeout; a frame is malformed (it is logged); an I/O error occurs; or the
+//! owner calls [`LinkSender::close`] or drops every `LinkSender` (queued envelopes are written
+//! first). Envelopes still queued when the connection fails are lost: the owner treats `down` as
+//! "the peer may or may not have received what was sent".
+
+use crate::net::NetConfig;
+use crate::net::conn::Transport;
+use crate::net::frame::{PeerFrame, decode_frame, encode_frame, encode_payload};
+use crate::net::handshake::Role;
+use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+use bytes::Bytes;
+use futures::stream::{SplitSink, SplitStream};
+use futures::{SinkExt, StreamExt};
+use locks_core::NodeId;
+use locks_core::codec::CodecError;
+use locks_core::proto::Envelope;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{Instant, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+
+/// Heartbeat frames waiting for the writer. A ping is due at most once per interval and a pong
+/// answers a ping, so a handful is plenty; when full (the peer floods pings while not reading)
+/// further pongs are dropped, which costs nothing.
+const CONTROL_CAPACITY: usize = 16;
+
+/// The most frames the writer feeds before one flush.
+const MAX_BATCH: usize = 256;
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+/// Builds the owner's [`Link`] and the [`Driver`] of an established connection.
+pub(crate) fn open(
+    peer: NodeId,
+    role: Role,
+    peer_addr: Option<SocketAddr>,
+    transport: Transport,
+    config: &NetConfig,
+) -> (Link, Driver) {
+    let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
+    let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
+    let (down_tx, down_rx) = oneshot::channel();
+    let close = CancellationToken::new();
+    let max_frame = config.effective_max_frame();
+    let link = Link {
+        peer: peer.clone(),
+        peer_addr,
+        role,
+        sender: LinkSender {
+            peer: peer.clone(),
+            tx: out_tx,
+            close: close.clone(),
+            max_frame,
+        },
+        incoming: in_rx,
+        down: down_rx,
+    };
+    let driver = Driver {
+        peer,
+        node: config.node.clone(),
+        peer_addr,
+        transport,
+        out_rx,
+        in_tx,
+        down_tx,
+        close,
+        heartbeat: config.heartbeat,
+        max_frame,
+    };
+    (link, driver)
+}
+
+/// The owner's side of a running connection.
+#[derive(Debug)]
+pub struct Link {
+    /// The peer's node name.
+    pub peer: NodeId,
+    /// The peer's socket address.
+    pub peer_addr: Option<SocketAddr>,
+    /// Whether this node connected or accepted.
+    pub role: Role,
+    /// Sends envelopes to the peer. Clone it freely; the connection closes when every clone is
+    /// dropped (after writing what is queued).
+    pub sender: LinkSender,
+    /// The envelopes the peer sent, in order. Ends (`None`) when the connection is down. If the
+    /// owner stops taking them, the connection stops reading once
+    /// [`NetConfig::incoming_capacity`] are waiting; do not stop for longer than the peer's
+    /// heartbeat timeout, or the peer will declare this node down.
+    pub incoming: mpsc::Receiver<Envelope>,
+    /// Resolves once with the reason the connection went down (an error only if the driver
+    /// was dropped without running to its end).
+    pub down: oneshot::Receiver<DownReason>,
+}
+
+/// Sends envelopes to one peer. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct LinkSender {
+    peer: NodeId,
+    tx: mpsc::Sender<Bytes>,
+    close: CancellationToken,
+    max_frame: usize,
+}
+
+/// Why an envelope was not queued.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The envelope does not fit in a frame ([`NetConfig::max_frame`]) or cannot be encoded.
+    #[error("cannot send the envelope: {0}")]
+    Encode(#[from] CodecError),
+    /// The outgoing queue is full ([`NetConfig::outgoing_capacity`]); only from
+    /// [`LinkSender::try_send`].
+    #[error("the outgoing queue to the peer is full")]
+    Full,
+    /// The connection is closed or closing.
+    #[error("the connection to the peer is closed")]
+    Closed,
+}
+
+impl LinkSender {
+    /// The peer this sender sends to.
+    pub fn peer(&self) -> &NodeId {
+        &self.peer
+    }
+
+    /// Queues an envelope without waiting. It is encoded here, so a too-large envelope is
+    /// refused to the caller rather than breaking the connection.
+    pub fn try_send(&self, envelope: &Envelope) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        let bytes = encode_payload(envelope, self.max_frame)?;
+        self.tx.try_send(bytes).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SendError::Full,
+            mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+        })
+    }
+
+    /// Queues an envelope, waiting while the outgoing queue is full.
+    pub async fn send(&self, envelope: &Envelope) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        let bytes = encode_payload(envelope, self.max_frame)?;
+        self.tx.send(bytes).await.map_err(|_| SendError::Closed)
+    }
+
+    /// Closes the connection: what is already queued is written, then the connection is shut
+    /// down and `down` reports [`DownReason::ClosedLocally`].
+    pub fn close(&self) {
+        self.close.cancel();
+    }
+
+    /// Whether the connection is closed or closing.
+    pub fn is_closed(&self) -> bool {
+        self.close.is_cancelled() || self.tx.is_closed()
+    }
+}
+
+/// Why a connection went down.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DownReason {
+    /// The peer closed the connection.
+    #[error("the peer closed the connection")]
+    ClosedByPeer,
+    /// This node closed it ([`LinkSender::close`], or every sender dropped).
+    #[error("closed by this node")]
+    ClosedLocally,
+    /// Nothing arrived from the peer for `silent_for`, at least the heartbeat timeout.
+    #[error("nothing heard from the peer for {silent_for:?} (heartbeat timeout)")]
+    HeartbeatTimeout {
+        /// How long the peer was silent.
+        silent_for: Duration,
+    },
+    /// A frame could not be decoded, or was not allowed after the handshake.
+    #[error("malformed frame from the peer: {0}")]
+    Malformed(String),
+    /// Reading or writing failed.
+    #[error("i/o error: {0}")]
+    Io(String),
+}
+
+/// The future that runs one connection; see [`Driver::run`].
+#[derive(Debug)]
+pub struct Driver {
+    peer: NodeId,
+    node: NodeId,
+    peer_addr: Option<SocketAddr>,
+    transport: Transport,
+    out_rx: mpsc::Receiver<Bytes>,
+    in_tx: mpsc::Sender<Envelope>,
+    down_tx: oneshot::Sender<DownReason>,
+    close: CancellationToken,
+    heartbeat: HeartbeatConfig,
+    max_frame: usize,
+}
+
+impl Driver {
+    /// Runs the connection until it goes down; returns the reason, which is also logged and
+    /// sent to [`Link::down`]. Dropping the future closes the connection.
+    pub async fn run(self) -> DownReason {
+        let Driver {
+            peer,
+            node,
+            peer_addr,
+            transport,
+            out_rx,
+            in_tx,
+            down_tx,
+            close,
+            heartbeat,
+            max_frame,
+        } = self;
+        let (sink, stream) = transport.split();
+        let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
+        let reader = read_loop(stream, in_tx, ctrl_tx, heartbeat, max_frame);
+        let writer = write_loop(sink, out_rx, ctrl_rx, close, max_frame, heartbeat.timeout);
+        let reason = tokio::select! {
+            reason = reader => reason,
+            reason = writer => reason,
+        };
+        match &reason {
+            DownReason::ClosedLocally => {
+                tracing::debug!(%node, %peer, peer_addr = ?peer_addr, "node connection closed")
+            }
+            DownReason::ClosedByPeer => {
+                tracing::info!(%node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
+            }
+            _ => {
+                tracing::warn!(%node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
+            }
+        }
+        let _ = down_tx.send(reason.clone());
+        reason
+    }
+}
+
+async fn read_loop(
+    mut stream: SplitStream<Transport>,
+    in_tx: mpsc::Sender<Envelope>,
+    ctrl_tx: mpsc::Sender<PeerFrame>,
+    config: HeartbeatConfig,
+    max_frame: usize,
+) -> DownReason {
+    let mut detector = Heartbeat::new(config, now());
+    loop {
+        let tick = sleep_until(Instant::from_std(detector.next_tick()));
+        tokio::select! {
+            // Frames first: after the owner made us wait, what the peer sent meanwhile proves
+            // it alive before the detector looks at the clock.
+            biased;
+            item = stream.next() => {
+                let bytes = match item {
+                    None => return DownReason::ClosedByPeer,
+                    Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
+                        return DownReason::Malformed(e.to_string());
+                    }
+                    Some(Err(e)) => return DownReason::Io(e.to_string()),
+                    Some(Ok(bytes)) => bytes,
+                };
+                let at = now();
+                detector.on_frame(at);
+                match decode_frame(&bytes, max_frame) {
+                    Err(e) => return DownReason::Malformed(e.to_string()),
+                    Ok(PeerFrame::Payload(envelope)) => {
+                        // An owner that dropped `incoming` does not want envelopes; keep the
+                        // connection (and its heartbeat) up for sending.
+                        let _ = in_tx.send(envelope).await;
+                    }
+                    Ok(PeerFrame::Ping { seq }) => {
+                        let _ = ctrl_tx.try_send(PeerFrame::Pong { seq });
+                    }
+                    Ok(PeerFrame::Pong { seq }) => {
+                        if let Some(rtt) = detector.on_pong(seq, at) {
+                            tracing::trace!(?rtt, "heartbeat round trip");
+                        }
+                    }
+                    Ok(frame) => {
+                        return DownReason::Malformed(format!(
+                            "{} frame after the handshake",
+                            frame.kind()
+                        ));
+                    }
+                }
+            }
+            () = tick => match detector.on_tick(now()) {
+                HeartbeatAction::Idle => {}
+                HeartbeatAction::Ping { seq } => {
+                    let _ = ctrl_tx.try_send(PeerFrame::Ping { seq });
+                }
+                HeartbeatAction::Down { silent_for } => {
+                    return DownReason::HeartbeatTimeout { silent_for };
+                }
+            },
+        }
+    }
+}
+
+async fn write_loop(
+    mut sink: SplitSink<Transport, Bytes>,
+    mut out_rx: mpsc::Receiver<Bytes>,
+    mut ctrl_rx: mpsc::Receiver<PeerFrame>,
+    close: CancellationToken,
+    max_frame: usize,
+    linger: Duration,
+) -> DownReason {
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = close.cancelled() => return close_gracefully(sink, out_rx, linger).await,
+            Some(frame) = ctrl_rx.recv() => match encode_frame(&frame, max_frame) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode a heartbeat frame");
+                    continue;
+                }
+            },
+            bytes = out_rx.recv() => match bytes {
+                Some(bytes) => bytes,
+                None => return close_gracefully(sink, out_rx, linger).await,
+            },
+        };
+        if let Err(e) = sink.feed(first).await {
+            return DownReason::Io(e.to_string());
+        }
+        // Batch: feed everything already queued, then flush once.
+        for _ in 1..MAX_BATCH {
+            let next = match ctrl_rx.try_recv() {
+                Ok(frame) => match encode_frame(&frame, max_frame) {
+                    Ok(bytes) => bytes,
+                    Err(_) => continue,
+                },
+                Err(_) => match out_rx.try_recv() {
+                    Ok(bytes) => bytes,
+                    Err(_) => break,
+                },
+            };
+            if let Err(e) = sink.feed(next).await {
+                return DownReason::Io(e.to_string());
+            }
+        }
+        if let Err(e) = sink.flush().await {
+            return DownReason::Io(e.to_string());
+        }
+    }
+}
+
+/// Writes what is queued, then shuts down our direction; bounded by `linger`.
+async fn close_gracefully(
+    mut sink: SplitSink<Transport, Bytes>,
+    mut out_rx: mpsc::Receiver<Bytes>,
+    linger: Duration,
+) -> DownReason {
+    out_rx.close();
+    let drain = async {
+        while let Some(bytes) = out_rx.recv().await {
+            sink.feed(bytes).await?;
+        }
+        sink.close().await
+    };
+    match timeout(linger, drain).await {
+        Ok(Ok(())) | Err(_) => DownReason::ClosedLocally,
+        Ok(Err(e)) => DownReason::Io(e.to_string()),
+    }
+}

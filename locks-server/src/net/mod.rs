@@ -1,0 +1,169 @@
+//! The node-to-node transport: TCP connections between the nodes of a cluster.
+//!
+//! This module owns everything between a `TcpStream` and the [`Envelope`]s a node routes: the
+//! framing ([`frame`]), the handshake that authenticates a peer ([`handshake`]), the detection
+//! of a dead peer ([`heartbeat`]), and what runs them on tokio: the handshake over a socket
+//! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]).
+//! It knows nothing about lock servers or agents: the node's router owns a [`Link`] per peer,
+//! sends envelopes into it and takes envelopes out of it.
+//!
+//! ```text
+//!   initiator                                   acceptor
+//!      │ ── Hello{version, name_i, nonce_i} ──▶    │  version? name free?
+//!      │ ◀── Hello{version, name_a, nonce_a} ──    │
+//!      │ ── Proof{HMAC(cookie, i→a, nonces)} ─▶    │  proof checked (constant time)
+//!      │ ◀── Proof{HMAC(cookie, a→i, nonces)} ─    │  established
+//!  established                                     │
+//!      │ ◀─────── Payload(Envelope) / Ping / Pong ───────▶ │
+//! ```
+//!
+//! Invariants:
+//! - Nothing but a `Hello`, `Proof` or `Refuse` frame is accepted before the handshake
+//!   succeeded, and handshake frames are limited to [`HANDSHAKE_MAX_FRAME`] bytes; after it,
+//!   frames are limited to [`NetConfig::max_frame`].
+//! - The cookie never crosses the wire; each side proves knowledge of it with an HMAC over
+//!   both names and both nonces, bound to the direction of the proof.
+//! - Any refusal, malformed frame, I/O error or heartbeat timeout closes that one connection
+//!   and is logged with `tracing`; nothing else is affected. A connection reports why it went
+//!   down exactly once ([`DownReason`]).
+//! - The protocol cores ([`Handshake`], [`Heartbeat`]) are pure state machines: time and
+//!   randomness are inputs. Only [`conn`], [`link`] and [`listen`] do I/O.
+//!
+//! Security note: the handshake authenticates peers against a shared cookie, as Erlang's
+//! distribution does; it neither encrypts nor protects a connection from an active man in the
+//! middle. Run clusters on a trusted network (or put TLS underneath).
+//!
+//! [`Envelope`]: locks_core::proto::Envelope
+//! [`frame`]: crate::net::frame
+//! [`handshake`]: crate::net::handshake
+//! [`heartbeat`]: crate::net::heartbeat
+//! [`conn`]: crate::net::conn
+//! [`link`]: crate::net::link
+//! [`listen`]: crate::net::listen
+//! [`Link`]: crate::net::Link
+//! [`HANDSHAKE_MAX_FRAME`]: crate::net::frame::HANDSHAKE_MAX_FRAME
+//! [`NetConfig::max_frame`]: crate::net::NetConfig::max_frame
+//! [`DownReason`]: crate::net::DownReason
+//! [`Handshake`]: crate::net::Handshake
+//! [`Heartbeat`]: crate::net::Heartbeat
+
+pub mod conn;
+pub mod frame;
+pub mod handshake;
+pub mod heartbeat;
+pub mod link;
+pub mod listen;
+
+pub use conn::{Connection, establish};
+pub use frame::{FrameError, PeerFrame, RefusalCode};
+pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
+pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+pub use link::{DownReason, Driver, Link, LinkSender, SendError};
+pub use listen::{ConnectError, Listener, NameInUse, connect};
+
+use locks_core::NodeId;
+use locks_core::codec::{DEFAULT_MAX_FRAME, HARD_MAX_FRAME};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The shared secret of a cluster. Only nodes that know it can connect to each other.
+///
+/// Cheap to clone; its `Debug` output never shows the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Cookie(Arc<[u8]>);
+
+impl Cookie {
+    /// A cookie from any bytes.
+    pub fn new(secret: impl AsRef<[u8]>) -> Cookie {
+        Cookie(Arc::from(secret.as_ref()))
+    }
+
+    /// The secret, as the HMAC key.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Cookie {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Cookie(<redacted>)")
+    }
+}
+
+impl From<&str> for Cookie {
+    fn from(s: &str) -> Self {
+        Cookie::new(s)
+    }
+}
+
+impl From<String> for Cookie {
+    fn from(s: String) -> Self {
+        Cookie::new(s)
+    }
+}
+
+impl From<&[u8]> for Cookie {
+    fn from(b: &[u8]) -> Self {
+        Cookie::new(b)
+    }
+}
+
+impl From<Vec<u8>> for Cookie {
+    fn from(b: Vec<u8>) -> Self {
+        Cookie::new(b)
+    }
+}
+
+/// How this node's connections behave. Build with [`NetConfig::new`] and adjust the fields.
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    /// This node's name, sent in the handshake.
+    pub node: NodeId,
+    /// The cluster cookie.
+    pub cookie: Cookie,
+    /// How long a handshake may take before it is refused with [`Refusal::Timeout`].
+    /// Default 5 s.
+    pub handshake_timeout: Duration,
+    /// When to ping a silent peer and when to declare it down. Default: ping after 500 ms of
+    /// silence, down after 2 s.
+    pub heartbeat: HeartbeatConfig,
+    /// How long [`connect`] waits for the TCP connection. Default 5 s.
+    pub connect_timeout: Duration,
+    /// The largest frame accepted or sent after the handshake, in bytes (capped at
+    /// [`HARD_MAX_FRAME`]). Default [`DEFAULT_MAX_FRAME`].
+    pub max_frame: usize,
+    /// How many encoded envelopes may wait to be written to one peer before
+    /// [`LinkSender::try_send`] reports [`SendError::Full`]. Default 1024.
+    pub outgoing_capacity: usize,
+    /// How many received envelopes may wait for the owner of a [`Link`] before the connection
+    /// stops reading (TCP then pushes back on the peer). Default 1024.
+    pub incoming_capacity: usize,
+    /// How many accepted connections may be in their handshake at once; more are closed at
+    /// once. Default 64.
+    pub max_pending_handshakes: usize,
+}
+
+impl NetConfig {
+    /// The defaults above for node `node` in the cluster of `cookie`.
+    pub fn new(node: NodeId, cookie: impl Into<Cookie>) -> NetConfig {
+        NetConfig {
+            node,
+            cookie: cookie.into(),
+            handshake_timeout: Duration::from_secs(5),
+            heartbeat: HeartbeatConfig::default(),
+            connect_timeout: Duration::from_secs(5),
+            max_frame: DEFAULT_MAX_FRAME,
+            outgoing_capacity: 1024,
+            incoming_capacity: 1024,
+            max_pending_handshakes: 64,
+        }
+    }
+
+    /// [`NetConfig::max_frame`], capped at [`HARD_MAX_FRAME`] and at least
+    /// [`HANDSHAKE_MAX_FRAME`](crate::net::frame::HANDSHAKE_MAX_FRAME).
+    pub fn effective_max_frame(&self) -> usize {
+        self.max_frame
+            .clamp(frame::HANDSHAKE_MAX_FRAME, HARD_MAX_FRAME)
+    }
+}

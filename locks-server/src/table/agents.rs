@@ -1,0 +1,99 @@
+//! Interning of agent ids: inside the table an agent is a `u32`, so entries and queues stay small.
+//!
+//! Invariants: an interned agent has at least one entry or one watch (it is released as soon as
+//! it has neither); `locks` holds exactly the lock slots where the agent has an entry, `watches`
+//! exactly the slots it watches.
+
+use ahash::RandomState;
+use locks_core::AgentId;
+use smallvec::SmallVec;
+use std::collections::{HashMap, HashSet};
+
+/// What the table knows about one agent.
+#[derive(Debug)]
+pub(super) struct AgentSlot {
+    /// The agent's id.
+    pub id: AgentId,
+    /// Lock slots where the agent has an entry (direct or intention).
+    pub locks: HashSet<u32, RandomState>,
+    /// Lock slots the agent watches.
+    pub watches: SmallVec<[u32; 2]>,
+}
+
+/// The agents known to the table.
+#[derive(Debug, Default)]
+pub(super) struct Agents {
+    by_id: HashMap<AgentId, u32, RandomState>,
+    slots: Vec<Option<AgentSlot>>,
+    free: Vec<u32>,
+}
+
+impl Agents {
+    /// The interned number of `id`, interning it if new; `None` only if 2^32 agents are known.
+    pub fn intern(&mut self, id: &AgentId) -> Option<u32> {
+        if let Some(&a) = self.by_id.get(id) {
+            return Some(a);
+        }
+        let slot = AgentSlot {
+            id: id.clone(),
+            locks: HashSet::default(),
+            watches: SmallVec::new(),
+        };
+        let a = match self.free.pop() {
+            Some(a) => {
+                self.slots[a as usize] = Some(slot);
+                a
+            }
+            None => {
+                let a = u32::try_from(self.slots.len()).ok()?;
+                self.slots.push(Some(slot));
+                a
+            }
+        };
+        self.by_id.insert(id.clone(), a);
+        Some(a)
+    }
+
+    /// The interned number of `id`, if known.
+    pub fn lookup(&self, id: &AgentId) -> Option<u32> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The slot of interned agent `a`.
+    pub fn get(&self, a: u32) -> Option<&AgentSlot> {
+        self.slots.get(a as usize).and_then(Option::as_ref)
+    }
+
+    /// The slot of interned agent `a`, mutably.
+    pub fn get_mut(&mut self, a: u32) -> Option<&mut AgentSlot> {
+        self.slots.get_mut(a as usize).and_then(Option::as_mut)
+    }
+
+    /// The id of interned agent `a`.
+    pub fn id(&self, a: u32) -> Option<&AgentId> {
+        self.get(a).map(|s| &s.id)
+    }
+
+    /// Forgets `a` if it has no entry and no watch left.
+    pub fn release_if_idle(&mut self, a: u32) {
+        if self
+            .get(a)
+            .is_some_and(|s| s.locks.is_empty() && s.watches.is_empty())
+        {
+            self.remove(a);
+        }
+    }
+
+    /// Forgets `a`.
+    pub fn remove(&mut self, a: u32) {
+        if let Some(slot) = self.slots.get_mut(a as usize).and_then(Option::take) {
+            self.by_id.remove(&slot.id);
+            self.free.push(a);
+        }
+    }
+
+    /// How many agents are known.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+}

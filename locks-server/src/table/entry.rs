@@ -1,0 +1,139 @@
+//! One agent's entry on one lock: what it asked for directly, the intention modes its direct locks
+//! on descendants need, what it holds and what it waits for.
+//!
+//! Invariants (kept by [`super::record::LockRecord`]):
+//! - `need()` is `Some` for every stored entry (an entry that needs nothing is removed);
+//! - `held == Some(h)` and `want == None`: granted, and `h == need()` once the lock has settled;
+//! - `held == Some(h)` and `want == Some(w)`: converting (in the conversion queue), `w` is
+//!   `group(need, h)` and `h` does not cover `need`;
+//! - `held == None` and `want == Some(w)`: waiting (in the wait queue), `w == need()`;
+//! - `version` is the table version at which the agent became a holder (conversions up or down
+//!   keep it, so holders list in the order they joined), or at which the entry started waiting.
+
+use locks_core::proto::EntryState;
+use locks_core::{Mode, ModeTable};
+
+/// How many of an agent's direct locks on descendants of a lock need each intention mode there.
+///
+/// Boxed inside [`Entry`] because most entries (leaf locks) have none: a single-level write lock
+/// pays one null pointer for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct IntentCounts([u32; Mode::COUNT]);
+
+impl IntentCounts {
+    /// The distinct intention modes with a non-zero count, folded onto `start` in matrix order.
+    fn fold_onto(&self, modes: &ModeTable, start: Option<Mode>) -> Option<Mode> {
+        let mut acc = start;
+        for m in Mode::ALL {
+            if self.0[m.index()] > 0 {
+                acc = Some(acc.map_or(m, |g| modes.group(m, g)));
+            }
+        }
+        acc
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|&c| c == 0)
+    }
+}
+
+/// One agent's entry on one lock. 24 bytes, so that a lock with one holder keeps it inline.
+#[derive(Debug)]
+pub(super) struct Entry {
+    /// Table version at which the agent became a holder (or began waiting).
+    pub version: u64,
+    /// Intention modes needed by this agent's direct locks on descendants (`None`: no such lock).
+    pub intents: Option<Box<IntentCounts>>,
+    /// The agent (interned).
+    pub agent: u32,
+    /// The agent's direct lock on this id (granted or not): the group of the modes it asked for.
+    pub direct: Option<Mode>,
+    /// The mode granted, if any.
+    pub held: Option<Mode>,
+    /// The mode waited for (converting when `held` is `Some`, waiting otherwise).
+    pub want: Option<Mode>,
+}
+
+impl Entry {
+    /// A fresh entry that needs nothing yet.
+    pub fn new(agent: u32, version: u64) -> Entry {
+        Entry {
+            version,
+            intents: None,
+            agent,
+            direct: None,
+            held: None,
+            want: None,
+        }
+    }
+
+    /// The mode this entry needs: the group of its direct mode and of every intention mode its
+    /// descendants need (direct first, then intentions in matrix order, so the result does not
+    /// depend on history).
+    pub fn need(&self, modes: &ModeTable) -> Option<Mode> {
+        match &self.intents {
+            Some(counts) => counts.fold_onto(modes, self.direct),
+            None => self.direct,
+        }
+    }
+
+    /// One more direct lock on a descendant needs intention mode `mode` here.
+    pub fn add_intent(&mut self, mode: Mode) {
+        let counts = self.intents.get_or_insert_with(Box::default);
+        counts.0[mode.index()] = counts.0[mode.index()].saturating_add(1);
+    }
+
+    /// One direct lock on a descendant that needed `mode` here is gone.
+    pub fn remove_intent(&mut self, mode: Mode) {
+        if let Some(counts) = &mut self.intents {
+            let c = &mut counts.0[mode.index()];
+            debug_assert!(*c > 0, "intention count underflow");
+            *c = c.saturating_sub(1);
+            if counts.is_empty() {
+                self.intents = None;
+            }
+        }
+    }
+
+    /// The entry as agents see it.
+    pub fn state(&self) -> EntryState {
+        match (self.held, self.want) {
+            (Some(h), None) => EntryState::Granted(h),
+            (Some(held), Some(requested)) => EntryState::Converting { held, requested },
+            (None, Some(w)) => EntryState::Waiting(w),
+            (None, None) => EntryState::Absent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_stays_small() {
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+    }
+
+    #[test]
+    fn need_groups_direct_and_intentions() {
+        let modes = ModeTable::standard();
+        let mut e = Entry::new(0, 0);
+        assert_eq!(e.need(&modes), None);
+        e.add_intent(Mode::IS);
+        assert_eq!(e.need(&modes), Some(Mode::IS));
+        e.add_intent(Mode::IX);
+        e.add_intent(Mode::IX);
+        assert_eq!(e.need(&modes), Some(Mode::IX));
+        e.direct = Some(Mode::S);
+        assert_eq!(e.need(&modes), Some(Mode::SIX));
+        e.remove_intent(Mode::IX);
+        assert_eq!(e.need(&modes), Some(Mode::SIX));
+        e.remove_intent(Mode::IX);
+        assert_eq!(e.need(&modes), Some(Mode::S));
+        e.remove_intent(Mode::IS);
+        assert!(e.intents.is_none());
+        e.direct = None;
+        assert_eq!(e.need(&modes), None);
+    }
+}

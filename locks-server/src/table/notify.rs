@@ -1,0 +1,153 @@
+//! Turning what an operation changed on one lock into messages.
+//!
+//! The rules (which agent is told what) are the contract of the table's module documentation,
+//! "Notices: who gets what"; [`emit`] implements rules 1 to 6 for one lock, from the [`Changes`]
+//! its queue went through.
+
+use super::agents::Agents;
+use super::record::{Changes, LockRecord};
+use locks_core::proto::{
+    AgentMessage, Conversion, EntryState, LockNotice, LockView, Note, QueueEntry,
+};
+use locks_core::{AgentId, ModeTable, NodeId};
+use std::sync::Arc;
+
+/// The messages produced by one operation, in the order they should be sent.
+pub type Effects = Vec<(AgentId, AgentMessage)>;
+
+/// What the notices of one lock need from the table.
+pub(super) struct Ctx<'a> {
+    pub node: &'a NodeId,
+    pub modes: &'a ModeTable,
+    pub agents: &'a Agents,
+}
+
+/// Who is told about one lock beyond the rules' defaults.
+#[derive(Default)]
+pub(super) struct Audience<'a> {
+    /// The agent that named the lock in its request (rule 2).
+    pub respond: Option<u32>,
+    /// An agent removed by this operation (rule 5).
+    pub skip: Option<u32>,
+    /// The note every notice of this lock carries.
+    pub note: Option<&'a Note>,
+}
+
+/// The view of `rec` as agents see it: holders in grant order (grant version, then agent id).
+pub(super) fn view(rec: &LockRecord, modes: &ModeTable, agents: &Agents) -> LockView {
+    let mut granted: Vec<(u64, &AgentId, _)> = rec
+        .entries()
+        .iter()
+        .filter_map(|e| Some((e.version, agents.id(e.agent)?, e.held?)))
+        .collect();
+    granted.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let converting = rec
+        .converting()
+        .filter_map(|a| {
+            let e = rec.entry(a)?;
+            Some(Conversion {
+                agent: agents.id(a)?.clone(),
+                held: e.held?,
+                requested: e.want?,
+            })
+        })
+        .collect();
+    let waiting = rec
+        .waiting()
+        .filter_map(|a| {
+            Some(QueueEntry {
+                agent: agents.id(a)?.clone(),
+                mode: rec.entry(a)?.want?,
+            })
+        })
+        .collect();
+    LockView {
+        version: rec.version,
+        group: rec.group(modes),
+        granted: granted
+            .into_iter()
+            .map(|(_, agent, mode)| QueueEntry {
+                agent: agent.clone(),
+                mode,
+            })
+            .collect(),
+        converting,
+        waiting,
+    }
+}
+
+/// Appends the messages about `rec` after an operation changed it as `ch` says.
+pub(super) fn emit(
+    rec: &LockRecord,
+    ctx: &Ctx<'_>,
+    ch: &Changes,
+    aud: &Audience<'_>,
+    out: &mut Effects,
+) {
+    let mut who: Vec<u32> = ch.changed.to_vec();
+    who.extend(aud.respond);
+    let conv_changed = ch.conv_mark.is_some();
+    if ch.holders || conv_changed {
+        let from = if ch.holders {
+            0
+        } else {
+            ch.conv_mark.unwrap_or(0)
+        };
+        who.extend(rec.converting().skip(from));
+    }
+    if ch.holders || conv_changed {
+        who.extend(rec.waiting());
+    } else if let Some(from) = ch.wait_mark {
+        who.extend(rec.waiting().skip(from));
+    }
+    who.sort_unstable();
+    who.dedup();
+    let mut recipients: Vec<(&AgentId, u32)> = who
+        .into_iter()
+        .filter(|&a| Some(a) != aud.skip)
+        .filter_map(|a| Some((ctx.agents.id(a)?, a)))
+        .collect();
+    recipients.sort_unstable();
+
+    let mut shared: Option<Arc<LockView>> = None;
+    let mut view_once = || {
+        shared
+            .get_or_insert_with(|| Arc::new(view(rec, ctx.modes, ctx.agents)))
+            .clone()
+    };
+    for (id, a) in recipients {
+        let state = rec.entry(a).map_or(EntryState::Absent, |e| e.state());
+        let queue = state.is_waiting().then(&mut view_once);
+        out.push((
+            id.clone(),
+            AgentMessage::Notice(LockNotice {
+                node: ctx.node.clone(),
+                lock: rec.id.clone(),
+                version: rec.version,
+                state,
+                queue,
+                note: aud.note.cloned(),
+            }),
+        ));
+    }
+    if !ch.touched() {
+        return;
+    }
+    let mut watchers: Vec<&AgentId> = rec
+        .watchers()
+        .iter()
+        .filter(|&&w| Some(w) != aud.skip)
+        .filter_map(|&w| ctx.agents.id(w))
+        .collect();
+    watchers.sort_unstable();
+    for id in watchers {
+        out.push((
+            id.clone(),
+            AgentMessage::Watched {
+                node: ctx.node.clone(),
+                lock: rec.id.clone(),
+                view: view_once(),
+            },
+        ));
+    }
+}

@@ -1,0 +1,443 @@
+//! The operations of the table: each request walks the lock hierarchy, edits the requesting
+//! agent's entries lock by lock, settles each lock's queues and collects the notices.
+//!
+//! Invariants kept here (beyond those of `record`):
+//! - an agent with an entry on a lock has an entry on every ancestor of it (the intention modes of
+//!   its direct locks), so ancestors of an existing entry always exist;
+//! - the intention counts on an ancestor match the agent's direct locks below it: each direct
+//!   lock in mode `m` counts once as `intention(m)` on every ancestor;
+//! - `AgentSlot::locks` / `watches` list exactly the slots with the agent's entry / watch;
+//! - a record with no entries and no watchers is deleted before the operation returns.
+
+use super::LockTable;
+use super::notify::{self, Audience, Ctx, Effects};
+use super::record::Changes;
+use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection};
+use locks_core::{AgentId, LockId, Mode};
+
+/// What one operation does to one agent's entry on one lock.
+enum Edit {
+    /// Replace the direct mode (`Some(new)`), and/or swap one intention count for another.
+    Need {
+        direct: Option<Option<Mode>>,
+        add: Option<Mode>,
+        remove: Option<Mode>,
+    },
+    /// Surrender: lose the grant, go to the back of the wait queue.
+    Requeue,
+    /// Drop the entry and the watch (the agent is being removed).
+    Remove,
+}
+
+impl LockTable {
+    /// Checks what every request that may create a lock must satisfy.
+    fn refusal(&self, lock: &LockId, mode: Option<Mode>) -> Option<Rejection> {
+        if let Some(m) = mode.filter(|m| !self.modes.contains(*m)) {
+            return Some(Rejection::ModeNotInTable(m));
+        }
+        if lock.depth() > self.max_depth {
+            return Some(Rejection::LockIdTooLarge(format!(
+                "{} keys deep; this node accepts at most {}",
+                lock.depth(),
+                self.max_depth
+            )));
+        }
+        if self.locks.len().saturating_add(lock.depth()) >= u32::MAX as usize {
+            return Some(Rejection::LockIdTooLarge("the lock table is full".into()));
+        }
+        None
+    }
+
+    /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
+    /// ancestor needs `intention(mode)`.
+    pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+        if let Some(r) = self.refusal(lock, Some(mode)) {
+            return self.reject(agent, lock, r);
+        }
+        let Some(a) = self.agents.intern(agent) else {
+            return self.reject(agent, lock, Rejection::ShuttingDown);
+        };
+        let v = self.next_version();
+        let mut out = Effects::new();
+        let old = self
+            .locks
+            .find(lock.keys())
+            .and_then(|s| self.locks.get(s)?.entry(a)?.direct);
+        let new = old.map_or(mode, |d| self.modes.group(mode, d));
+        let (old_i, new_i) = (
+            old.map(|d| self.modes.intention(d)),
+            self.modes.intention(new),
+        );
+        let mut touched = false;
+        if old_i != Some(new_i) {
+            for depth in 1..lock.depth() {
+                let Some(s) = self.locks.find_or_create(lock, depth, self.version) else {
+                    continue;
+                };
+                let edit = Edit::Need {
+                    direct: None,
+                    add: Some(new_i),
+                    remove: old_i,
+                };
+                touched |= self.apply(s, a, edit, &Audience::default(), v, &mut out);
+            }
+        }
+        if let Some(s) = self.locks.find_or_create(lock, lock.depth(), self.version) {
+            let edit = Edit::Need {
+                direct: Some(Some(new)),
+                add: None,
+                remove: None,
+            };
+            let aud = Audience {
+                respond: Some(a),
+                ..Audience::default()
+            };
+            touched |= self.apply(s, a, edit, &aud, v, &mut out);
+        }
+        self.finish(a, touched, v);
+        out
+    }
+
+    /// `Convert`: lowers a granted direct lock to a weaker mode, at once.
+    pub(super) fn convert(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+        if !self.modes.contains(mode) {
+            return self.reject(agent, lock, Rejection::ModeNotInTable(mode));
+        }
+        let found = self.agents.lookup(agent).and_then(|a| {
+            let s = self.locks.find(lock.keys())?;
+            let e = self.locks.get(s)?.entry(a)?;
+            match (e.direct, e.held, e.want) {
+                (Some(d), Some(_), None) => Some((a, s, d)),
+                _ => None,
+            }
+        });
+        let Some((a, s, direct)) = found else {
+            return self.reject(agent, lock, Rejection::NotHeld);
+        };
+        if direct == mode || !self.modes.covers(direct, mode) {
+            let reason = Rejection::NotWeaker {
+                held: direct,
+                requested: mode,
+            };
+            return self.reject(agent, lock, reason);
+        }
+        let v = self.next_version();
+        let mut out = Effects::new();
+        let (old_i, new_i) = (self.modes.intention(direct), self.modes.intention(mode));
+        let mut touched = false;
+        if old_i != new_i {
+            touched |= self.for_ancestors(lock, a, Some(new_i), Some(old_i), v, &mut out);
+        }
+        let edit = Edit::Need {
+            direct: Some(Some(mode)),
+            add: None,
+            remove: None,
+        };
+        let aud = Audience {
+            respond: Some(a),
+            ..Audience::default()
+        };
+        touched |= self.apply(s, a, edit, &aud, v, &mut out);
+        self.finish(a, touched, v);
+        out
+    }
+
+    /// `Unlock`: drops the direct lock (granted or pending) and the intentions it caused.
+    pub(super) fn unlock(&mut self, agent: &AgentId, lock: &LockId) -> Effects {
+        let found = self.agents.lookup(agent).and_then(|a| {
+            let s = self.locks.find(lock.keys())?;
+            Some((a, s, self.locks.get(s)?.entry(a)?.direct?))
+        });
+        let Some((a, s, direct)) = found else {
+            return self.reject(agent, lock, Rejection::NotHeld);
+        };
+        let v = self.next_version();
+        let mut out = Effects::new();
+        let intention = self.modes.intention(direct);
+        let mut touched = self.for_ancestors(lock, a, None, Some(intention), v, &mut out);
+        let edit = Edit::Need {
+            direct: Some(None),
+            add: None,
+            remove: None,
+        };
+        let aud = Audience {
+            respond: Some(a),
+            ..Audience::default()
+        };
+        touched |= self.apply(s, a, edit, &aud, v, &mut out);
+        self.finish(a, touched, v);
+        out
+    }
+
+    /// `Surrender`: the agent's entries on `lock` and its descendants go to the back.
+    pub(super) fn surrender(&mut self, agent: &AgentId, lock: &LockId, version: u64) -> Effects {
+        let found = self.agents.lookup(agent).and_then(|a| {
+            let s = self.locks.find(lock.keys())?;
+            let rec = self.locks.get(s)?;
+            (rec.version == version && rec.entry(a).is_some()).then_some((a, s))
+        });
+        let Some((a, s)) = found else {
+            tracing::trace!(%agent, %lock, version, "stale or unknown surrender ignored");
+            return self.refresh(agent, lock);
+        };
+        let mut targets: Vec<(LockId, u32)> = self
+            .agents
+            .get(a)
+            .into_iter()
+            .flat_map(|slot| slot.locks.iter().copied())
+            .filter_map(|t| {
+                let rec = self.locks.get(t)?;
+                (t == s || rec.id.is_descendant_of(lock)).then(|| (rec.id.clone(), t))
+            })
+            .collect();
+        targets.sort_unstable();
+        let note = Note::Surrendered {
+            agent: agent.clone(),
+            version,
+        };
+        let v = self.next_version();
+        let mut out = Effects::new();
+        let mut touched = false;
+        for (_, t) in targets {
+            let aud = Audience {
+                note: (t == s).then_some(&note),
+                ..Audience::default()
+            };
+            touched |= self.apply(t, a, Edit::Requeue, &aud, v, &mut out);
+        }
+        self.finish(a, touched, v);
+        out
+    }
+
+    /// The answer to a stale surrender: the agent's entry on the lock now, with the whole queue
+    /// even when it holds the lock. Holders get no views otherwise, so without this an agent
+    /// that decided on an old copy could never learn the current version, and a deadlock it
+    /// alone can break would stay. Nothing is sent if the agent has no entry there.
+    fn refresh(&self, agent: &AgentId, lock: &LockId) -> Effects {
+        let mut out = Effects::new();
+        let found = self.agents.lookup(agent).and_then(|a| {
+            let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+            Some((rec, rec.entry(a)?.state()))
+        });
+        if let Some((rec, state)) = found {
+            let view = notify::view(rec, &self.modes, &self.agents);
+            out.push((
+                agent.clone(),
+                AgentMessage::Notice(LockNotice {
+                    node: self.node.clone(),
+                    lock: rec.id.clone(),
+                    version: rec.version,
+                    state,
+                    queue: Some(std::sync::Arc::new(view)),
+                    note: None,
+                }),
+            ));
+        }
+        out
+    }
+
+    /// `RemoveAgent`: drops every entry and watch of the agent.
+    pub(super) fn remove_agent(&mut self, agent: &AgentId) -> Effects {
+        let Some(a) = self.agents.lookup(agent) else {
+            return Effects::new();
+        };
+        let mut targets: Vec<(LockId, u32)> = self
+            .agents
+            .get(a)
+            .into_iter()
+            .flat_map(|slot| slot.locks.iter().chain(slot.watches.iter()).copied())
+            .filter_map(|t| Some((self.locks.get(t)?.id.clone(), t)))
+            .collect();
+        targets.sort_unstable();
+        targets.dedup();
+        let v = self.next_version();
+        let mut out = Effects::new();
+        let aud = Audience {
+            skip: Some(a),
+            ..Audience::default()
+        };
+        let mut touched = false;
+        for (_, t) in targets {
+            touched |= self.apply(t, a, Edit::Remove, &aud, v, &mut out);
+        }
+        self.agents.remove(a);
+        if touched {
+            self.version = v;
+        }
+        out
+    }
+
+    /// `Watch`: `watcher` gets a view of `lock` now and after every change.
+    pub(super) fn watch(&mut self, watcher: &AgentId, lock: &LockId) -> Effects {
+        if let Some(r) = self.refusal(lock, None) {
+            return self.reject(watcher, lock, r);
+        }
+        let Some(a) = self.agents.intern(watcher) else {
+            return self.reject(watcher, lock, Rejection::ShuttingDown);
+        };
+        let Some(s) = self.locks.find_or_create(lock, lock.depth(), self.version) else {
+            self.agents.release_if_idle(a);
+            return Effects::new();
+        };
+        let Some(rec) = self.locks.get_mut(s) else {
+            return Effects::new();
+        };
+        if rec.add_watcher(a)
+            && let Some(slot) = self.agents.get_mut(a)
+        {
+            slot.watches.push(s);
+        }
+        let view = notify::view(rec, &self.modes, &self.agents);
+        vec![(
+            watcher.clone(),
+            AgentMessage::Watched {
+                node: self.node.clone(),
+                lock: lock.clone(),
+                view: view.into(),
+            },
+        )]
+    }
+
+    /// `Unwatch`: stops the views.
+    pub(super) fn unwatch(&mut self, watcher: &AgentId, lock: &LockId) -> Effects {
+        let Some(a) = self.agents.lookup(watcher) else {
+            return Effects::new();
+        };
+        if let Some(s) = self.locks.find(lock.keys()) {
+            if let Some(rec) = self.locks.get_mut(s) {
+                rec.remove_watcher(a);
+                rec.trim(self.index_threshold);
+                if rec.is_unused() {
+                    self.locks.remove(s);
+                }
+            }
+            if let Some(slot) = self.agents.get_mut(a) {
+                slot.watches.retain(|w| *w != s);
+            }
+        }
+        self.agents.release_if_idle(a);
+        Effects::new()
+    }
+
+    /// Applies an intention change to every ancestor of `lock`, root first.
+    fn for_ancestors(
+        &mut self,
+        lock: &LockId,
+        a: u32,
+        add: Option<Mode>,
+        remove: Option<Mode>,
+        v: u64,
+        out: &mut Effects,
+    ) -> bool {
+        let mut touched = false;
+        for depth in 1..lock.depth() {
+            let Some(s) = lock.keys().get(..depth).and_then(|k| self.locks.find(k)) else {
+                continue;
+            };
+            let edit = Edit::Need {
+                direct: None,
+                add,
+                remove,
+            };
+            touched |= self.apply(s, a, edit, &Audience::default(), v, out);
+        }
+        touched
+    }
+
+    /// Applies `edit` to agent `a`'s entry on lock slot `s`, grants what can be granted, appends
+    /// the notices and deletes the record if it is no longer used. Returns whether the lock's
+    /// queue changed (it then has version `v`).
+    fn apply(
+        &mut self,
+        s: u32,
+        a: u32,
+        edit: Edit,
+        aud: &Audience<'_>,
+        v: u64,
+        out: &mut Effects,
+    ) -> bool {
+        let Some(rec) = self.locks.get_mut(s) else {
+            return false;
+        };
+        let modes = &self.modes;
+        let mut ch = Changes::default();
+        match edit {
+            Edit::Need {
+                direct,
+                add,
+                remove,
+            } => {
+                let pos = match rec.pos(a) {
+                    Some(p) => Some(p),
+                    None if add.is_some() || matches!(direct, Some(Some(_))) => {
+                        if let Some(slot) = self.agents.get_mut(a) {
+                            slot.locks.insert(s);
+                        }
+                        Some(rec.insert(a, v, self.index_threshold))
+                    }
+                    None => None,
+                };
+                if let Some(pos) = pos {
+                    if let Some(d) = direct {
+                        rec.set_direct(pos, d);
+                    }
+                    if let Some(m) = remove {
+                        rec.remove_intent(pos, m);
+                    }
+                    if let Some(m) = add {
+                        rec.add_intent(pos, m);
+                    }
+                    if rec.settle(pos, modes, v, &mut ch)
+                        && let Some(slot) = self.agents.get_mut(a)
+                    {
+                        slot.locks.remove(&s);
+                    }
+                }
+            }
+            Edit::Requeue => {
+                if let Some(pos) = rec.pos(a) {
+                    rec.requeue(pos, modes, v, &mut ch);
+                }
+            }
+            Edit::Remove => {
+                if let Some(pos) = rec.pos(a) {
+                    rec.remove(pos, &mut ch);
+                }
+                rec.remove_watcher(a);
+            }
+        }
+        rec.process_grants(modes, v, &mut ch);
+        let touched = ch.touched();
+        if touched {
+            rec.version = v;
+        }
+        if touched || aud.respond.is_some() {
+            let ctx = Ctx {
+                node: &self.node,
+                modes,
+                agents: &self.agents,
+            };
+            notify::emit(rec, &ctx, &ch, aud, out);
+        }
+        rec.trim(self.index_threshold);
+        if rec.is_unused() {
+            self.locks.remove(s);
+        }
+        touched
+    }
+
+    /// The version an operation that changes something hands out (saturating: a table whose
+    /// base is near `u64::MAX` stops counting rather than panicking).
+    fn next_version(&self) -> u64 {
+        self.version.saturating_add(1)
+    }
+
+    /// Ends an operation of agent `a`: moves the version if anything changed, forgets the agent
+    /// if it has nothing left.
+    fn finish(&mut self, a: u32, touched: bool, v: u64) {
+        if touched {
+            self.version = v;
+        }
+        self.agents.release_if_idle(a);
+    }
+}

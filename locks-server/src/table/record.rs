@@ -1,0 +1,557 @@
+//! One lock's record: its entries, conversion queue, wait queue and watchers, and the seed 000
+//! rules that move entries between them.
+//!
+//! Invariants, true between operations (each operation ends with [`LockRecord::process_grants`]):
+//! - every entry is granted (`held`, no `want`), converting (`held` and `want`, and its agent is
+//!   in the conversion queue exactly once) or waiting (`want` only, its agent in the wait queue
+//!   exactly once); the queues hold no other agents;
+//! - the group mode is the group of the granted entries' `held` modes, recomputed from them
+//!   (DESIGN.md precision 1), never stored;
+//! - the first conversion is not compatible with the group of the *other* holders (DESIGN.md
+//!   precision 2), and when nobody converts the first waiter is not compatible with the group:
+//!   whatever could be granted has been;
+//! - a record with more than `index_threshold` entries keeps a [`HolderIndex`] (agent → position,
+//!   holders per mode) so that finding an agent and computing a group are O(1) on hot locks.
+
+use super::entry::Entry;
+use ahash::RandomState;
+use locks_core::{LockId, Mode, ModeTable};
+use smallvec::SmallVec;
+use std::collections::{HashMap, VecDeque};
+
+/// What one operation changed on one lock: who must be told (see `notify`).
+///
+/// Queue marks are the smallest queue position at which something was inserted, removed or
+/// changed during the operation. Every mutation lowers the mark to its own position, so the
+/// entries in front of the final mark are the same, in the same order, as before the operation:
+/// exactly the entries behind it may have a stale view of what is ahead of them.
+#[derive(Debug, Default)]
+pub(super) struct Changes {
+    /// Agents whose own entry changed (may repeat; deduplicated when notices are built).
+    pub changed: SmallVec<[u32; 4]>,
+    /// A holder was added or removed, or a held mode changed.
+    pub holders: bool,
+    /// Lowest changed position in the conversion queue.
+    pub conv_mark: Option<usize>,
+    /// Lowest changed position in the wait queue.
+    pub wait_mark: Option<usize>,
+}
+
+impl Changes {
+    fn entry(&mut self, agent: u32) {
+        self.changed.push(agent);
+    }
+
+    fn conv_at(&mut self, pos: usize) {
+        self.conv_mark = Some(self.conv_mark.map_or(pos, |m| m.min(pos)));
+    }
+
+    fn wait_at(&mut self, pos: usize) {
+        self.wait_mark = Some(self.wait_mark.map_or(pos, |m| m.min(pos)));
+    }
+
+    /// Whether the lock's queue changed at all (its version must then move).
+    pub fn touched(&self) -> bool {
+        !self.changed.is_empty()
+            || self.holders
+            || self.conv_mark.is_some()
+            || self.wait_mark.is_some()
+    }
+}
+
+/// Lookup structures for locks with many entries (a hot root with thousands of `IS` holders).
+#[derive(Debug)]
+struct HolderIndex {
+    /// Agent → position in `entries`.
+    pos: HashMap<u32, u32, RandomState>,
+    /// How many granted entries hold each mode.
+    held: [u32; Mode::COUNT],
+}
+
+/// The parts of a record most locks never need, boxed so a lock with one holder stays small.
+#[derive(Debug, Default)]
+struct Extra {
+    converting: VecDeque<u32>,
+    waiting: VecDeque<u32>,
+    watchers: SmallVec<[u32; 2]>,
+    index: Option<HolderIndex>,
+}
+
+impl Extra {
+    fn is_empty(&self) -> bool {
+        self.converting.is_empty()
+            && self.waiting.is_empty()
+            && self.watchers.is_empty()
+            && self.index.is_none()
+    }
+}
+
+/// One lock (one [`LockId`]) of the table.
+#[derive(Debug)]
+pub(super) struct LockRecord {
+    /// The lock.
+    pub id: LockId,
+    /// The table version at the last change of this lock's queue.
+    pub version: u64,
+    /// One entry per agent, in no particular order (views sort holders by grant version).
+    entries: SmallVec<[Entry; 1]>,
+    extra: Option<Box<Extra>>,
+}
+
+/// Folds the modes set in `mask` (bit `i` = mode with index `i`) in matrix order.
+fn fold_mask(modes: &ModeTable, mask: u8) -> Option<Mode> {
+    Mode::ALL
+        .into_iter()
+        .filter(|m| mask & (1 << m.index()) != 0)
+        .fold(None, |acc, m| Some(acc.map_or(m, |g| modes.group(m, g))))
+}
+
+impl LockRecord {
+    /// An empty record.
+    pub fn new(id: LockId, version: u64) -> LockRecord {
+        LockRecord {
+            id,
+            version,
+            entries: SmallVec::new(),
+            extra: None,
+        }
+    }
+
+    /// All entries, unordered.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The position of `agent`'s entry.
+    pub fn pos(&self, agent: u32) -> Option<usize> {
+        match self.extra.as_ref().and_then(|x| x.index.as_ref()) {
+            Some(ix) => ix.pos.get(&agent).map(|&p| p as usize),
+            None => self.entries.iter().position(|e| e.agent == agent),
+        }
+    }
+
+    /// `agent`'s entry.
+    pub fn entry(&self, agent: u32) -> Option<&Entry> {
+        self.pos(agent).map(|p| &self.entries[p])
+    }
+
+    /// The agents waiting to convert, in FIFO order.
+    pub fn converting(&self) -> impl Iterator<Item = u32> + '_ {
+        self.extra
+            .as_deref()
+            .into_iter()
+            .flat_map(|x| x.converting.iter().copied())
+    }
+
+    /// The agents waiting for a first grant, in FIFO order.
+    pub fn waiting(&self) -> impl Iterator<Item = u32> + '_ {
+        self.extra
+            .as_deref()
+            .into_iter()
+            .flat_map(|x| x.waiting.iter().copied())
+    }
+
+    /// The watchers of this lock.
+    pub fn watchers(&self) -> &[u32] {
+        self.extra.as_deref().map_or(&[], |x| &x.watchers)
+    }
+
+    /// Adds a watcher; false if it already watches.
+    pub fn add_watcher(&mut self, agent: u32) -> bool {
+        let w = &mut self.extra_mut().watchers;
+        if w.contains(&agent) {
+            return false;
+        }
+        w.push(agent);
+        true
+    }
+
+    /// Removes a watcher; false if it did not watch.
+    pub fn remove_watcher(&mut self, agent: u32) -> bool {
+        let Some(x) = self.extra.as_deref_mut() else {
+            return false;
+        };
+        match x.watchers.iter().position(|&w| w == agent) {
+            Some(i) => {
+                x.watchers.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the record can be deleted: no entries and no watchers.
+    pub fn is_unused(&self) -> bool {
+        self.entries.is_empty() && self.watchers().is_empty()
+    }
+
+    /// The group mode of the holders.
+    pub fn group(&self, modes: &ModeTable) -> Option<Mode> {
+        fold_mask(modes, self.held_mask(None))
+    }
+
+    /// Adds an entry for `agent`, which needs nothing yet; the caller sets its needs and calls
+    /// [`Self::settle`]. Returns its position.
+    pub fn insert(&mut self, agent: u32, version: u64, index_threshold: usize) -> usize {
+        let pos = self.entries.len();
+        self.entries.push(Entry::new(agent, version));
+        if let Some(ix) = self.index_mut() {
+            ix.pos.insert(agent, pos as u32);
+        } else if self.entries.len() > index_threshold {
+            self.build_index();
+        }
+        pos
+    }
+
+    /// Sets the direct mode of the entry at `pos` (call [`Self::settle`] afterwards).
+    pub fn set_direct(&mut self, pos: usize, direct: Option<Mode>) {
+        self.entries[pos].direct = direct;
+    }
+
+    /// Counts one more descendant lock needing `mode` (call [`Self::settle`] afterwards).
+    pub fn add_intent(&mut self, pos: usize, mode: Mode) {
+        self.entries[pos].add_intent(mode);
+    }
+
+    /// Counts one descendant lock needing `mode` less (call [`Self::settle`] afterwards).
+    pub fn remove_intent(&mut self, pos: usize, mode: Mode) {
+        self.entries[pos].remove_intent(mode);
+    }
+
+    /// Brings the entry at `pos` in line with what it needs now, without granting anything that
+    /// must wait ([`Self::process_grants`] does that). Returns true if the entry was removed
+    /// because it needs nothing.
+    ///
+    /// - needs nothing: removed (from the holders and from its queue);
+    /// - granted, needs less: down-converted at once;
+    /// - granted, needs more: an up-conversion to `group(need, held)` at the back of the
+    ///   conversion queue (granted by `process_grants` if nobody converts ahead of it and the
+    ///   other holders allow it — seed 000, immediate conversion);
+    /// - converting, its held mode now covers the need: the conversion is withdrawn;
+    /// - converting or waiting, needs a different mode: the pending mode changes in place;
+    /// - new: at the back of the wait queue (granted by `process_grants` if nobody converts or
+    ///   waits and the group allows it — seed 000, immediate grant).
+    pub fn settle(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {
+        let e = &self.entries[pos];
+        let agent = e.agent;
+        let (held, want) = (e.held, e.want);
+        let Some(need) = e.need(modes) else {
+            self.remove(pos, ch);
+            return true;
+        };
+        match (held, want) {
+            (Some(h), None) => {
+                if need == h {
+                    return false;
+                }
+                if modes.covers(h, need) {
+                    self.set_held(pos, Some(need));
+                    ch.holders = true;
+                } else {
+                    self.entries[pos].want = Some(modes.group(need, h));
+                    let q = &mut self.extra_mut().converting;
+                    ch.conv_at(q.len());
+                    q.push_back(agent);
+                }
+                ch.entry(agent);
+            }
+            (Some(h), Some(w)) => {
+                if modes.covers(h, need) {
+                    self.entries[pos].want = None;
+                    self.unqueue_conv(agent, ch);
+                    if h != need {
+                        self.set_held(pos, Some(need));
+                        ch.holders = true;
+                    }
+                    ch.entry(agent);
+                } else {
+                    let w2 = modes.group(need, h);
+                    if w2 != w {
+                        self.entries[pos].want = Some(w2);
+                        self.mark_conv(agent, ch);
+                        ch.entry(agent);
+                    }
+                }
+            }
+            (None, Some(w)) => {
+                if need != w {
+                    self.entries[pos].want = Some(need);
+                    self.mark_wait(agent, ch);
+                    ch.entry(agent);
+                }
+            }
+            (None, None) => {
+                self.entries[pos].want = Some(need);
+                self.entries[pos].version = v;
+                let q = &mut self.extra_mut().waiting;
+                ch.wait_at(q.len());
+                q.push_back(agent);
+                ch.entry(agent);
+            }
+        }
+        false
+    }
+
+    /// Surrender: the entry at `pos` loses its grant (or its place) and goes to the back of the
+    /// wait queue, needing its full mode.
+    pub fn requeue(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) {
+        let e = &self.entries[pos];
+        let agent = e.agent;
+        let need = e.need(modes);
+        match (e.held, e.want) {
+            (Some(_), want) => {
+                if want.is_some() {
+                    self.unqueue_conv(agent, ch);
+                }
+                self.set_held(pos, None);
+                ch.holders = true;
+            }
+            (None, Some(_)) => self.unqueue_wait(agent, ch),
+            (None, None) => {}
+        }
+        let e = &mut self.entries[pos];
+        e.want = need;
+        e.version = v;
+        if need.is_some() {
+            let q = &mut self.extra_mut().waiting;
+            ch.wait_at(q.len());
+            q.push_back(agent);
+        }
+        ch.entry(agent);
+    }
+
+    /// Removes the entry at `pos` from the holders and from its queue.
+    pub fn remove(&mut self, pos: usize, ch: &mut Changes) {
+        let (agent, held, want) = {
+            let e = &self.entries[pos];
+            (e.agent, e.held, e.want)
+        };
+        if want.is_some() {
+            if held.is_some() {
+                self.unqueue_conv(agent, ch);
+            } else {
+                self.unqueue_wait(agent, ch);
+            }
+        }
+        if held.is_some() {
+            ch.holders = true;
+        }
+        self.swap_remove(pos);
+        ch.entry(agent);
+    }
+
+    /// Seed 000's grant processing: conversions first, in FIFO order, each granted when
+    /// compatible with the group of the other holders; then, only if no conversion waits, new
+    /// requests in FIFO order while compatible with the group. Both stop at the first request
+    /// that cannot be granted.
+    pub fn process_grants(&mut self, modes: &ModeTable, v: u64, ch: &mut Changes) {
+        while let Some(agent) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.converting.front().copied())
+        {
+            let Some(pos) = self.pos(agent) else {
+                // Unreachable while the invariants hold; drop the stray agent rather than spin.
+                self.pop_conv(ch);
+                continue;
+            };
+            let (Some(h), Some(w)) = (self.entries[pos].held, self.entries[pos].want) else {
+                self.pop_conv(ch);
+                continue;
+            };
+            let others = fold_mask(modes, self.held_mask(Some(pos)));
+            if !others.is_none_or(|g| modes.compatible(w, g)) {
+                break;
+            }
+            self.pop_conv(ch);
+            // The conversion was checked in mode `w`; the entry keeps only what it needs now
+            // (`w` may include a held mode it no longer needs, see `settle`).
+            let need = self.entries[pos].need(modes).unwrap_or(w);
+            let granted = if modes.covers(w, need) { need } else { w };
+            if granted != h {
+                self.set_held(pos, Some(granted));
+                ch.holders = true;
+            }
+            self.entries[pos].want = None;
+            ch.entry(agent);
+        }
+        if self
+            .extra
+            .as_deref()
+            .is_some_and(|x| !x.converting.is_empty())
+        {
+            return;
+        }
+        while let Some(agent) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.waiting.front().copied())
+        {
+            let Some(pos) = self.pos(agent) else {
+                self.pop_wait(ch);
+                continue;
+            };
+            let (None, Some(w)) = (self.entries[pos].held, self.entries[pos].want) else {
+                self.pop_wait(ch);
+                continue;
+            };
+            if !self.group(modes).is_none_or(|g| modes.compatible(w, g)) {
+                break;
+            }
+            self.pop_wait(ch);
+            self.set_held(pos, Some(w));
+            let e = &mut self.entries[pos];
+            e.want = None;
+            e.version = v;
+            ch.holders = true;
+            ch.entry(agent);
+        }
+    }
+
+    /// Drops the boxed extras when unused and the index when the lock has become small.
+    pub fn trim(&mut self, index_threshold: usize) {
+        let len = self.entries.len();
+        if let Some(x) = self.extra.as_deref_mut() {
+            if x.index.is_some() && len.saturating_mul(2) < index_threshold {
+                x.index = None;
+            }
+            if x.is_empty() {
+                self.extra = None;
+            }
+        }
+    }
+
+    fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    fn index_mut(&mut self) -> Option<&mut HolderIndex> {
+        self.extra.as_deref_mut().and_then(|x| x.index.as_mut())
+    }
+
+    fn build_index(&mut self) {
+        let mut pos = HashMap::with_capacity_and_hasher(self.entries.len(), RandomState::new());
+        let mut held = [0u32; Mode::COUNT];
+        for (i, e) in self.entries.iter().enumerate() {
+            pos.insert(e.agent, i as u32);
+            if let Some(h) = e.held {
+                held[h.index()] += 1;
+            }
+        }
+        self.extra_mut().index = Some(HolderIndex { pos, held });
+    }
+
+    /// Bit `i` set when some holder (other than the entry at `skip`) holds the mode of index `i`.
+    fn held_mask(&self, skip: Option<usize>) -> u8 {
+        let skipped = skip.and_then(|p| self.entries[p].held);
+        match self.extra.as_deref().and_then(|x| x.index.as_ref()) {
+            Some(ix) => {
+                let mut counts = ix.held;
+                if let Some(h) = skipped {
+                    counts[h.index()] = counts[h.index()].saturating_sub(1);
+                }
+                counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| **c > 0)
+                    .fold(0, |m, (i, _)| m | (1 << i))
+            }
+            None => self
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != skip)
+                .filter_map(|(_, e)| e.held)
+                .fold(0, |m, h| m | (1 << h.index())),
+        }
+    }
+
+    fn set_held(&mut self, pos: usize, held: Option<Mode>) {
+        let e = &mut self.entries[pos];
+        let old = std::mem::replace(&mut e.held, held);
+        if let Some(ix) = self.extra.as_deref_mut().and_then(|x| x.index.as_mut()) {
+            if let Some(o) = old {
+                ix.held[o.index()] = ix.held[o.index()].saturating_sub(1);
+            }
+            if let Some(n) = held {
+                ix.held[n.index()] += 1;
+            }
+        }
+    }
+
+    fn swap_remove(&mut self, pos: usize) {
+        let e = self.entries.swap_remove(pos);
+        let moved = self.entries.get(pos).map(|m| m.agent);
+        if let Some(ix) = self.index_mut() {
+            ix.pos.remove(&e.agent);
+            if let Some(h) = e.held {
+                ix.held[h.index()] = ix.held[h.index()].saturating_sub(1);
+            }
+            if let Some(m) = moved {
+                ix.pos.insert(m, pos as u32);
+            }
+        }
+    }
+
+    fn pop_conv(&mut self, ch: &mut Changes) {
+        if let Some(x) = self.extra.as_deref_mut() {
+            x.converting.pop_front();
+            ch.conv_at(0);
+        }
+    }
+
+    fn pop_wait(&mut self, ch: &mut Changes) {
+        if let Some(x) = self.extra.as_deref_mut() {
+            x.waiting.pop_front();
+            ch.wait_at(0);
+        }
+    }
+
+    fn unqueue_conv(&mut self, agent: u32, ch: &mut Changes) {
+        if let Some(x) = self.extra.as_deref_mut()
+            && let Some(i) = x.converting.iter().position(|&a| a == agent)
+        {
+            x.converting.remove(i);
+            ch.conv_at(i);
+        }
+    }
+
+    fn unqueue_wait(&mut self, agent: u32, ch: &mut Changes) {
+        if let Some(x) = self.extra.as_deref_mut()
+            && let Some(i) = x.waiting.iter().position(|&a| a == agent)
+        {
+            x.waiting.remove(i);
+            ch.wait_at(i);
+        }
+    }
+
+    fn mark_conv(&self, agent: u32, ch: &mut Changes) {
+        if let Some(i) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.converting.iter().position(|&a| a == agent))
+        {
+            ch.conv_at(i);
+        }
+    }
+
+    fn mark_wait(&self, agent: u32, ch: &mut Changes) {
+        if let Some(i) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.waiting.iter().position(|&a| a == agent))
+        {
+            ch.wait_at(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lock_with_one_holder_stays_small() {
+        assert_eq!(std::mem::size_of::<LockRecord>(), 64);
+    }
+}

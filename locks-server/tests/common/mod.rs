@@ -1,0 +1,124 @@
+//! Helpers shared by the lock table tests: agents named `T1`, `T2`, ... (seed 000's threads),
+//! requests in one line, and a one-line picture of a lock's queue in the shape of seed 000's
+//! diagrams.
+
+#![allow(dead_code)]
+
+use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest};
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_server::LockTable;
+use locks_server::table::Effects;
+
+pub fn node() -> NodeId {
+    NodeId::new("n1").expect("valid node name")
+}
+
+/// Agent `Tn`.
+pub fn t(n: u64) -> AgentId {
+    AgentId::new(node(), 1, n)
+}
+
+pub fn table() -> LockTable {
+    LockTable::new(node(), ModeTable::standard(), 0)
+}
+
+pub fn lock(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Effects {
+    table.handle(ServerRequest::Lock {
+        agent: t(n),
+        lock: id.clone(),
+        mode,
+    })
+}
+
+pub fn convert(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Effects {
+    table.handle(ServerRequest::Convert {
+        agent: t(n),
+        lock: id.clone(),
+        mode,
+    })
+}
+
+pub fn unlock(table: &mut LockTable, n: u64, id: &LockId) -> Effects {
+    table.handle(ServerRequest::Unlock {
+        agent: t(n),
+        lock: id.clone(),
+    })
+}
+
+pub fn remove(table: &mut LockTable, n: u64) -> Effects {
+    table.handle(ServerRequest::RemoveAgent { agent: t(n) })
+}
+
+pub fn surrender(table: &mut LockTable, n: u64, id: &LockId, version: u64) -> Effects {
+    table.handle(ServerRequest::Surrender {
+        agent: t(n),
+        lock: id.clone(),
+        version,
+    })
+}
+
+fn name(a: &AgentId) -> String {
+    format!("T{}", a.serial())
+}
+
+/// `"S [T1 S, T2 S] conv [T1 S>X] wait [T3 S]"`: group, holders in grant order, conversions
+/// (held>requested) and waiters in FIFO order; `"-"` when the lock does not exist.
+pub fn shape(table: &LockTable, id: &LockId) -> String {
+    let Some(v) = table.view(id) else {
+        return "-".to_owned();
+    };
+    let group = v.group.map_or("-".to_owned(), |g| g.to_string());
+    let granted: Vec<String> = v
+        .granted
+        .iter()
+        .map(|e| format!("{} {}", name(&e.agent), e.mode))
+        .collect();
+    let conv: Vec<String> = v
+        .converting
+        .iter()
+        .map(|c| format!("{} {}>{}", name(&c.agent), c.held, c.requested))
+        .collect();
+    let wait: Vec<String> = v
+        .waiting
+        .iter()
+        .map(|e| format!("{} {}", name(&e.agent), e.mode))
+        .collect();
+    format!(
+        "{group} [{}] conv [{}] wait [{}]",
+        granted.join(", "),
+        conv.join(", "),
+        wait.join(", ")
+    )
+}
+
+/// The notices in `effects`, as `(agent, lock, state)`.
+pub fn notices(effects: &Effects) -> Vec<(String, LockId, EntryState)> {
+    effects
+        .iter()
+        .filter_map(|(a, m)| match m {
+            AgentMessage::Notice(n) => Some((name(a), n.lock.clone(), n.state)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The notice `effects` sends to `Tn` about `id`.
+pub fn notice_to<'a>(effects: &'a Effects, n: u64, id: &LockId) -> Option<&'a LockNotice> {
+    effects.iter().find_map(|(a, m)| match m {
+        AgentMessage::Notice(x) if *a == t(n) && x.lock == *id => Some(x),
+        _ => None,
+    })
+}
+
+/// Whether `Tn` holds its direct lock on `id` in (at least) `mode`: its entry there and its
+/// entries on every ancestor are granted in modes that cover `mode` and its intention mode.
+pub fn holds(table: &LockTable, n: u64, id: &LockId, mode: Mode) -> bool {
+    let modes = table.modes().clone();
+    let covered = |lock: &LockId, m: Mode| {
+        table
+            .state(&t(n), lock)
+            .held()
+            .is_some_and(|h| modes.covers(h, m))
+    };
+    covered(id, mode) && id.ancestors().all(|a| covered(&a, modes.intention(mode)))
+}

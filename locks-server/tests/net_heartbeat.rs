@@ -1,0 +1,154 @@
+//! The heartbeat detector on its own, driven by hand-made instants.
+
+use locks_server::net::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+use proptest::prelude::*;
+use std::time::{Duration, Instant};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn config(interval_ms: u64, timeout_ms: u64) -> HeartbeatConfig {
+    HeartbeatConfig {
+        interval: Duration::from_millis(interval_ms),
+        timeout: Duration::from_millis(timeout_ms),
+    }
+}
+
+#[test]
+fn default_declares_a_silent_peer_down_within_two_seconds() {
+    let c = HeartbeatConfig::default();
+    assert!(c.timeout <= Duration::from_secs(2));
+    assert!(c.interval < c.timeout);
+}
+
+#[test]
+fn a_silent_peer_is_pinged_every_interval_then_declared_down() {
+    let t0 = Instant::now();
+    let mut hb = Heartbeat::new(config(100, 350), t0);
+    assert_eq!(hb.next_tick(), t0 + 100 * MS);
+    assert_eq!(hb.on_tick(t0 + 99 * MS), HeartbeatAction::Idle);
+    assert_eq!(hb.on_tick(t0 + 100 * MS), HeartbeatAction::Ping { seq: 1 });
+    assert_eq!(hb.on_tick(t0 + 150 * MS), HeartbeatAction::Idle);
+    assert_eq!(hb.next_tick(), t0 + 200 * MS);
+    assert_eq!(hb.on_tick(t0 + 200 * MS), HeartbeatAction::Ping { seq: 2 });
+    assert_eq!(hb.on_tick(t0 + 300 * MS), HeartbeatAction::Ping { seq: 3 });
+    assert_eq!(
+        hb.next_tick(),
+        t0 + 350 * MS,
+        "the timeout comes before the next ping"
+    );
+    assert_eq!(
+        hb.on_tick(t0 + 350 * MS),
+        HeartbeatAction::Down {
+            silent_for: 350 * MS
+        }
+    );
+    assert!(hb.is_down());
+    // Down is final, even if a frame arrives afterwards.
+    hb.on_frame(t0 + 360 * MS);
+    assert!(matches!(
+        hb.on_tick(t0 + 361 * MS),
+        HeartbeatAction::Down { .. }
+    ));
+}
+
+#[test]
+fn frames_keep_a_peer_alive_without_pings() {
+    let t0 = Instant::now();
+    let mut hb = Heartbeat::new(config(100, 350), t0);
+    for k in 1..=50u32 {
+        let t = t0 + k * 90 * MS;
+        hb.on_frame(t);
+        assert_eq!(hb.on_tick(t), HeartbeatAction::Idle, "at {k}");
+        assert_eq!(hb.last_heard(), t);
+    }
+    assert!(!hb.is_down());
+}
+
+#[test]
+fn a_pong_answers_the_latest_ping_with_its_round_trip() {
+    let t0 = Instant::now();
+    let mut hb = Heartbeat::new(config(100, 1000), t0);
+    assert_eq!(hb.on_tick(t0 + 100 * MS), HeartbeatAction::Ping { seq: 1 });
+    assert_eq!(hb.on_tick(t0 + 200 * MS), HeartbeatAction::Ping { seq: 2 });
+    // A late answer to the first ping proves life but gives no round trip.
+    assert_eq!(hb.on_pong(1, t0 + 210 * MS), None);
+    assert_eq!(hb.last_heard(), t0 + 210 * MS);
+    assert_eq!(hb.on_pong(2, t0 + 230 * MS), Some(30 * MS));
+    assert_eq!(hb.on_tick(t0 + 231 * MS), HeartbeatAction::Idle);
+}
+
+#[test]
+fn the_interval_is_at_most_half_the_timeout_and_at_least_a_millisecond() {
+    assert_eq!(config(5000, 1000).effective_interval(), 500 * MS);
+    assert_eq!(config(0, 1000).effective_interval(), MS);
+    let t0 = Instant::now();
+    let mut hb = Heartbeat::new(config(5000, 1000), t0);
+    assert_eq!(hb.on_tick(t0 + 500 * MS), HeartbeatAction::Ping { seq: 1 });
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Frame,
+    Tick,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Against a model: down exactly when the silence reaches the timeout, and then for good;
+    /// pings only after `interval` of silence, at most one per interval, numbered 1, 2, 3...;
+    /// `next_tick` is never in the past of the last event and never after the timeout.
+    #[test]
+    fn the_detector_follows_its_model(
+        interval in 1u64..200,
+        timeout in 1u64..600,
+        events in proptest::collection::vec((0u64..150, prop_oneof![Just(Event::Frame), Just(Event::Tick)]), 1..60),
+    ) {
+        let c = config(interval, timeout);
+        let eff = c.effective_interval();
+        let t0 = Instant::now();
+        let mut hb = Heartbeat::new(c, t0);
+        let (mut now, mut last_heard, mut down) = (t0, t0, false);
+        let mut last_ping: Option<Instant> = None;
+        let mut seq = 0;
+        for (gap, event) in events {
+            now += Duration::from_millis(gap);
+            match event {
+                Event::Frame => {
+                    hb.on_frame(now);
+                    if !down {
+                        last_heard = now;
+                    }
+                }
+                Event::Tick => {
+                    let silent = now - last_heard;
+                    match hb.on_tick(now) {
+                        HeartbeatAction::Down { silent_for } => {
+                            prop_assert!(down || silent >= c.timeout);
+                            if !down {
+                                prop_assert_eq!(silent_for, silent);
+                            }
+                            down = true;
+                        }
+                        HeartbeatAction::Ping { seq: s } => {
+                            prop_assert!(!down && silent < c.timeout && silent >= eff);
+                            prop_assert!(last_ping.is_none_or(|p| now - p >= eff));
+                            seq += 1;
+                            prop_assert_eq!(s, seq);
+                            last_ping = Some(now);
+                        }
+                        HeartbeatAction::Idle => {
+                            prop_assert!(!down && silent < c.timeout);
+                            let due = silent >= eff && last_ping.is_none_or(|p| now - p >= eff);
+                            prop_assert!(!due, "a ping was due");
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(hb.is_down(), down);
+            if !down {
+                prop_assert!(hb.next_tick() <= last_heard + c.timeout);
+            }
+        }
+    }
+}

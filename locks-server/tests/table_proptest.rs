@@ -1,0 +1,600 @@
+//! Property tests of the lock table against an oracle, over random sequences of requests (all six
+//! modes), conversions, unlocks, surrenders (current and stale versions), watches and agent
+//! removals by up to 8 agents on a small tree (keys `a`/`b`, depth 1 to 3: 14 locks).
+//!
+//! After every step the oracle checks:
+//! - safety: on every lock the granted modes are pairwise compatible, and so are the modes
+//!   implied by every agent's *held* direct locks (the lock in its mode, every ancestor in the
+//!   intention mode), which is what keeps a lock and its ancestors and descendants apart;
+//! - the group mode is what the holders make (a mode is compatible with it exactly when it is
+//!   compatible with every holder);
+//! - settled queues (no lost wake-up): the first conversion cannot be granted, and when nobody
+//!   converts the first waiter cannot;
+//! - FIFO with conversions first: nobody left the wait queue for a grant while someone ahead of
+//!   it still waits or while a conversion waits, and no conversion was granted while an earlier
+//!   one still waits;
+//! - the model: every agent's direct modes are what it asked for, and every entry needs exactly
+//!   its direct mode grouped with the intentions of its direct locks below;
+//! - the notices: replaying an agent's notices gives its state on every lock; notice versions
+//!   never go back; a waiter's last view shows exactly the holders and requests ahead of it;
+//!   `queue` is present exactly for waiters; watchers' views are current;
+//! - the same requests on tables that index every lock, or locks above 3 entries, give the same
+//!   messages and snapshots.
+//!
+//! At the end all agents but one are removed, and that one must hold everything it asked for;
+//! then the last one is removed and the table must be empty.
+
+mod common;
+
+use common::{node, t};
+use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest};
+use locks_core::{AgentId, LockId, Mode, ModeTable};
+use locks_server::LockTable;
+use locks_server::table::{Effects, LockSnapshot, TableSnapshot};
+use proptest::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+const AGENTS: u64 = 8;
+
+fn ids() -> Vec<LockId> {
+    let mut out = Vec::new();
+    for depth in 1..=3u32 {
+        for bits in 0..(1u32 << depth) {
+            let keys: Vec<&str> = (0..depth)
+                .map(|i| if bits >> i & 1 == 0 { "a" } else { "b" })
+                .collect();
+            out.push(LockId::new(keys).expect("non-empty"));
+        }
+    }
+    out
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Lock(u64, usize, Mode),
+    /// Unlock one of the direct locks the model knows (by index), or a random one.
+    UnlockKnown(usize),
+    Unlock(u64, usize),
+    /// Convert one of the known direct locks to a mode.
+    ConvertKnown(usize, Mode),
+    /// Surrender one of the existing entries (by index), at its lock's version or a stale one.
+    Surrender(usize, bool),
+    Remove(u64),
+    Watch(u64, usize),
+    Unwatch(u64, usize),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let agent = 1..=AGENTS;
+    let lock = 0..14usize;
+    let mode = prop::sample::select(Mode::ALL.to_vec());
+    prop_oneof![
+        10 => (agent.clone(), lock.clone(), mode.clone()).prop_map(|(a, l, m)| Op::Lock(a, l, m)),
+        3 => any::<usize>().prop_map(Op::UnlockKnown),
+        1 => (agent.clone(), lock.clone()).prop_map(|(a, l)| Op::Unlock(a, l)),
+        2 => (any::<usize>(), mode).prop_map(|(i, m)| Op::ConvertKnown(i, m)),
+        3 => (any::<usize>(), any::<bool>()).prop_map(|(i, s)| Op::Surrender(i, s)),
+        1 => agent.clone().prop_map(Op::Remove),
+        1 => (agent.clone(), lock.clone()).prop_map(|(a, l)| Op::Watch(a, l)),
+        1 => (agent, lock).prop_map(|(a, l)| Op::Unwatch(a, l)),
+    ]
+}
+
+struct Harness {
+    ids: Vec<LockId>,
+    modes: ModeTable,
+    table: LockTable,
+    /// Every lock indexed from its first entry.
+    indexed: LockTable,
+    /// Locks indexed above 3 entries, unindexed again below 2: exercises both transitions.
+    mixed: LockTable,
+    /// The model: each agent's direct locks and the modes it asked for.
+    direct: BTreeMap<(u64, LockId), Mode>,
+    /// What each agent learnt from its notices: (version, state).
+    replay: HashMap<(AgentId, LockId), (u64, EntryState)>,
+    /// The last queue view each agent got with a notice.
+    views: HashMap<(AgentId, LockId), Arc<LockView>>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let modes = ModeTable::standard();
+        Harness {
+            ids: ids(),
+            table: LockTable::new(node(), modes.clone(), 100),
+            indexed: LockTable::new(node(), modes.clone(), 100).with_index_threshold(0),
+            mixed: LockTable::new(node(), modes.clone(), 100).with_index_threshold(3),
+            modes,
+            direct: BTreeMap::new(),
+            replay: HashMap::new(),
+            views: HashMap::new(),
+        }
+    }
+
+    fn request(&self, op: &Op, before: &TableSnapshot) -> Option<ServerRequest> {
+        let known: Vec<(u64, LockId)> = self.direct.keys().cloned().collect();
+        Some(match op {
+            Op::Lock(a, l, m) => ServerRequest::Lock {
+                agent: t(*a),
+                lock: self.ids[*l].clone(),
+                mode: *m,
+            },
+            Op::UnlockKnown(i) => {
+                let (a, l) = known.get(i % known.len().max(1))?.clone();
+                ServerRequest::Unlock {
+                    agent: t(a),
+                    lock: l,
+                }
+            }
+            Op::Unlock(a, l) => ServerRequest::Unlock {
+                agent: t(*a),
+                lock: self.ids[*l].clone(),
+            },
+            Op::ConvertKnown(i, m) => {
+                let (a, l) = known.get(i % known.len().max(1))?.clone();
+                ServerRequest::Convert {
+                    agent: t(a),
+                    lock: l,
+                    mode: *m,
+                }
+            }
+            Op::Surrender(i, current) => {
+                let entries: Vec<(&LockSnapshot, &AgentId)> = before
+                    .locks
+                    .iter()
+                    .flat_map(|l| l.entries.iter().map(move |e| (l, &e.agent)))
+                    .collect();
+                let (l, a) = entries.get(i % entries.len().max(1))?;
+                ServerRequest::Surrender {
+                    agent: (*a).clone(),
+                    lock: l.lock.clone(),
+                    version: if *current { l.version } else { l.version - 1 },
+                }
+            }
+            Op::Remove(a) => ServerRequest::RemoveAgent { agent: t(*a) },
+            Op::Watch(a, l) => ServerRequest::Watch {
+                watcher: t(*a),
+                lock: self.ids[*l].clone(),
+            },
+            Op::Unwatch(a, l) => ServerRequest::Unwatch {
+                watcher: t(*a),
+                lock: self.ids[*l].clone(),
+            },
+        })
+    }
+
+    fn step(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let before = self.table.snapshot();
+        let Some(req) = self.request(op, &before) else {
+            return Ok(());
+        };
+        let fx = self.table.handle(req.clone());
+        let fx_indexed = self.indexed.handle(req.clone());
+        prop_assert_eq!(&fx, &fx_indexed, "indexed table differs on {:?}", req);
+        let fx_mixed = self.mixed.handle(req.clone());
+        prop_assert_eq!(&fx, &fx_mixed, "mixed table differs on {:?}", req);
+        let after = self.table.snapshot();
+        prop_assert_eq!(&after, &self.indexed.snapshot());
+        prop_assert_eq!(&after, &self.mixed.snapshot());
+        self.update_model(&req, &before, &fx)?;
+        self.check_messages(&req, &before, &after, &fx)?;
+        self.check_invariants(&after)?;
+        self.check_fifo(&req, &before, &after)?;
+        self.check_replay(&after)?;
+        Ok(())
+    }
+
+    fn rejected(fx: &Effects) -> bool {
+        matches!(&fx[..], [(_, AgentMessage::Rejected { .. })])
+    }
+
+    fn update_model(
+        &mut self,
+        req: &ServerRequest,
+        before: &TableSnapshot,
+        fx: &Effects,
+    ) -> Result<(), TestCaseError> {
+        let serial = req.agent().serial();
+        match req {
+            ServerRequest::Lock { lock, mode, .. } => {
+                prop_assert!(!Self::rejected(fx));
+                let key = (serial, lock.clone());
+                let new = match self.direct.get(&key) {
+                    Some(d) => self.modes.group(*mode, *d),
+                    None => *mode,
+                };
+                self.direct.insert(key, new);
+            }
+            ServerRequest::Unlock { lock, .. } => {
+                let known = self.direct.remove(&(serial, lock.clone())).is_some();
+                prop_assert_eq!(Self::rejected(fx), !known);
+            }
+            ServerRequest::Convert { agent, lock, mode } => {
+                let key = (serial, lock.clone());
+                let d = self.direct.get(&key).copied();
+                let granted = matches!(before.state(agent, lock), EntryState::Granted(_));
+                let ok = granted && d.is_some_and(|d| d != *mode && self.modes.covers(d, *mode));
+                prop_assert_eq!(Self::rejected(fx), !ok, "convert {:?} -> {:?}", d, mode);
+                if ok {
+                    self.direct.insert(key, *mode);
+                }
+            }
+            ServerRequest::RemoveAgent { agent } => {
+                self.direct.retain(|(a, _), _| *a != serial);
+                self.replay.retain(|(a, _), _| a != agent);
+                self.views.retain(|(a, _), _| a != agent);
+                prop_assert!(fx.iter().all(|(to, _)| to != agent));
+            }
+            ServerRequest::Surrender {
+                agent,
+                version,
+                lock,
+            } => {
+                let current = before.lock(lock).map(|l| l.version) == Some(*version);
+                if !current {
+                    // Nothing moves; the agent alone is told how the lock stands now, with the
+                    // whole queue, if it has an entry there.
+                    let state = before.state(agent, lock);
+                    match fx.as_slice() {
+                        [] => prop_assert_eq!(state, EntryState::Absent),
+                        [(to, AgentMessage::Notice(n))] => {
+                            prop_assert_eq!(to, agent);
+                            prop_assert_eq!(n.state, state);
+                            let view = before.lock(lock).map(|l| l.view());
+                            prop_assert_eq!(n.queue.as_deref(), view.as_ref());
+                        }
+                        other => prop_assert!(false, "stale surrender had effects: {:?}", other),
+                    }
+                }
+            }
+            ServerRequest::Watch { .. } | ServerRequest::Unwatch { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn check_messages(
+        &mut self,
+        req: &ServerRequest,
+        before: &TableSnapshot,
+        after: &TableSnapshot,
+        fx: &Effects,
+    ) -> Result<(), TestCaseError> {
+        let mut seen: Vec<(AgentId, LockId)> = Vec::new();
+        let mut last_lock: Option<&LockId> = None;
+        // A stale surrender is answered with the queue even to a holder, and without a note.
+        let stale = matches!(req, ServerRequest::Surrender { lock, version, .. }
+            if before.lock(lock).map(|l| l.version) != Some(*version));
+        for (to, msg) in fx {
+            match msg {
+                AgentMessage::Notice(n) => {
+                    prop_assert!(
+                        last_lock.is_none_or(|l| *l <= n.lock),
+                        "notices out of order"
+                    );
+                    last_lock = Some(&n.lock);
+                    let key = (to.clone(), n.lock.clone());
+                    prop_assert!(!seen.contains(&key), "two notices for {:?}", key);
+                    seen.push(key.clone());
+                    prop_assert_eq!(n.state, after.state(to, &n.lock));
+                    prop_assert_eq!(n.queue.is_some(), n.state.is_waiting() || stale);
+                    let current = after.lock(&n.lock);
+                    prop_assert_eq!(n.version, current.map_or(n.version, |l| l.version));
+                    if let (Some(q), Some(l)) = (&n.queue, current) {
+                        prop_assert_eq!(&**q, &l.view());
+                        self.views.insert(key.clone(), q.clone());
+                    }
+                    if let Some((v, _)) = self.replay.get(&key) {
+                        prop_assert!(n.version >= *v, "notice version went back");
+                    }
+                    self.replay.insert(key, (n.version, n.state));
+                    match (req, &n.note) {
+                        (
+                            ServerRequest::Surrender {
+                                agent,
+                                lock,
+                                version,
+                            },
+                            note,
+                        ) if *lock == n.lock && !stale => {
+                            prop_assert_eq!(
+                                note,
+                                &Some(Note::Surrendered {
+                                    agent: agent.clone(),
+                                    version: *version
+                                })
+                            );
+                        }
+                        (_, note) => prop_assert!(note.is_none()),
+                    }
+                }
+                AgentMessage::Watched { lock, view, .. } => {
+                    let l = after.lock(lock);
+                    prop_assert!(l.is_some_and(|l| l.watchers.contains(to)));
+                    prop_assert_eq!(&**view, &l.map(|l| l.view()).unwrap_or_default());
+                }
+                AgentMessage::Rejected { .. } => {}
+                other => prop_assert!(false, "unexpected message {:?}", other),
+            }
+        }
+        // A surrender that is ignored changes nothing.
+        if fx.is_empty() && matches!(req, ServerRequest::Surrender { .. }) {
+            prop_assert_eq!(&before.locks, &after.locks);
+        }
+        Ok(())
+    }
+
+    /// The need of an agent's entry on `lock` by the model: its direct mode grouped with the
+    /// intention modes of its direct locks below.
+    fn need(&self, serial: u64, lock: &LockId) -> Option<Mode> {
+        let mut mask = 0u8;
+        for ((a, l), m) in &self.direct {
+            if *a == serial && l.is_descendant_of(lock) {
+                mask |= 1 << self.modes.intention(*m).index();
+            }
+        }
+        let mut acc = self.direct.get(&(serial, lock.clone())).copied();
+        for m in Mode::ALL {
+            if mask & (1 << m.index()) != 0 {
+                acc = Some(acc.map_or(m, |g| self.modes.group(m, g)));
+            }
+        }
+        acc
+    }
+
+    fn check_invariants(&self, after: &TableSnapshot) -> Result<(), TestCaseError> {
+        let modes = &self.modes;
+        for l in &after.locks {
+            prop_assert!(
+                !l.entries.is_empty() || !l.watchers.is_empty(),
+                "leaked record"
+            );
+            // Pairwise compatible holders, each agent once.
+            for (i, a) in l.granted.iter().enumerate() {
+                for b in &l.granted[i + 1..] {
+                    prop_assert!(a.agent != b.agent);
+                    prop_assert!(modes.compatible(a.mode, b.mode), "{:?}", l);
+                }
+            }
+            // The group: compatible with c exactly when every holder is.
+            for c in Mode::ALL {
+                let each = l.granted.iter().all(|h| modes.compatible(c, h.mode));
+                prop_assert_eq!(l.group.is_none_or(|g| modes.compatible(c, g)), each);
+            }
+            prop_assert_eq!(l.group.is_none(), l.granted.is_empty());
+            // Settled: the heads of the queues cannot be granted.
+            let others_ok = |agent: &AgentId, m: Mode| {
+                l.granted
+                    .iter()
+                    .filter(|h| h.agent != *agent)
+                    .all(|h| modes.compatible(m, h.mode))
+            };
+            if let Some(c) = l.converting.first() {
+                prop_assert!(!others_ok(&c.agent, c.requested), "lost wake-up {:?}", l);
+            } else if let Some(w) = l.waiting.first() {
+                prop_assert!(!others_ok(&w.agent, w.mode), "lost wake-up {:?}", l);
+            }
+            // Entries agree with the queues and with the model.
+            prop_assert_eq!(
+                l.entries.len(),
+                l.granted.len() + l.waiting.len(),
+                "every entry holds or waits"
+            );
+            for e in &l.entries {
+                let serial = e.agent.serial();
+                prop_assert_eq!(
+                    e.direct,
+                    self.direct.get(&(serial, l.lock.clone())).copied()
+                );
+                let need = self.need(serial, &l.lock);
+                prop_assert!(need.is_some(), "entry without need");
+                let need = need.unwrap_or(Mode::X);
+                match e.state {
+                    EntryState::Granted(h) => prop_assert_eq!(h, need),
+                    EntryState::Waiting(w) => prop_assert_eq!(w, need),
+                    EntryState::Converting { held, requested } => {
+                        prop_assert!(!modes.covers(held, need));
+                        prop_assert_eq!(requested, modes.group(need, held));
+                    }
+                    EntryState::Absent => prop_assert!(false, "absent entry listed"),
+                }
+            }
+        }
+        // Every needed entry exists.
+        for (a, lock) in self.direct.keys() {
+            for id in lock.ancestors().chain([lock.clone()]) {
+                prop_assert!(after.lock(&id).and_then(|l| l.entry(&t(*a))).is_some());
+            }
+        }
+        // Safety across the hierarchy: the modes implied by held direct locks.
+        let mut implied: HashMap<LockId, Vec<(u64, Mode)>> = HashMap::new();
+        for ((a, lock), m) in &self.direct {
+            if held_direct(after, modes, *a, lock, *m) {
+                implied.entry(lock.clone()).or_default().push((*a, *m));
+                for anc in lock.ancestors() {
+                    implied
+                        .entry(anc)
+                        .or_default()
+                        .push((*a, modes.intention(*m)));
+                }
+            }
+        }
+        for (lock, list) in &implied {
+            for (i, (a, m)) in list.iter().enumerate() {
+                for (b, n) in &list[i + 1..] {
+                    prop_assert!(
+                        a == b || modes.compatible(*m, *n),
+                        "T{} {} and T{} {} both held on {}",
+                        a,
+                        m,
+                        b,
+                        n,
+                        lock
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_fifo(
+        &self,
+        req: &ServerRequest,
+        before: &TableSnapshot,
+        after: &TableSnapshot,
+    ) -> Result<(), TestCaseError> {
+        let actor = req.agent();
+        let surrendering = matches!(req, ServerRequest::Surrender { .. });
+        for l in &after.locks {
+            let old = before.lock(&l.lock);
+            let was_holder =
+                |a: &AgentId| old.is_some_and(|o| o.granted.iter().any(|h| h.agent == *a));
+            let old_wait: Vec<&AgentId> =
+                old.map_or(Vec::new(), |o| o.waiting.iter().map(|w| &w.agent).collect());
+            let old_conv: Vec<&AgentId> = old.map_or(Vec::new(), |o| {
+                o.converting.iter().map(|c| &c.agent).collect()
+            });
+            let still_waiting = |a: &AgentId| l.waiting.iter().any(|w| w.agent == *a);
+            let still_converting = |a: &AgentId| l.converting.iter().any(|c| c.agent == *a);
+            for h in &l.granted {
+                if !was_holder(&h.agent) {
+                    // Granted from the wait queue (or at once): nobody converts, nobody ahead waits.
+                    prop_assert!(
+                        l.converting.is_empty(),
+                        "wait-queue grant while converting: {:?}",
+                        l
+                    );
+                    let ahead: &[&AgentId] = match old_wait.iter().position(|a| **a == h.agent) {
+                        Some(p) => &old_wait[..p],
+                        None => &old_wait[..],
+                    };
+                    for w in ahead {
+                        let moved = surrendering && *w == actor;
+                        prop_assert!(
+                            moved || !still_waiting(w),
+                            "{:?} overtook {:?} on {:?}",
+                            h.agent,
+                            w,
+                            l
+                        );
+                    }
+                } else if let Some(p) = old_conv.iter().position(|a| **a == h.agent) {
+                    if still_converting(&h.agent) || h.agent == *actor {
+                        continue;
+                    }
+                    for c in &old_conv[..p] {
+                        prop_assert!(
+                            !still_converting(c),
+                            "conversion of {:?} overtook {:?}",
+                            h.agent,
+                            c
+                        );
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_replay(&self, after: &TableSnapshot) -> Result<(), TestCaseError> {
+        for a in 1..=AGENTS {
+            let agent = t(a);
+            for id in &self.ids {
+                let told = self
+                    .replay
+                    .get(&(agent.clone(), id.clone()))
+                    .map_or(EntryState::Absent, |(_, s)| *s);
+                prop_assert_eq!(told, after.state(&agent, id), "T{} on {}", a, id);
+            }
+        }
+        // A waiter's last view shows exactly what is ahead of it now.
+        for l in &after.locks {
+            let now = l.view();
+            for e in l.entries.iter().filter(|e| e.state.is_waiting()) {
+                let view = self.views.get(&(e.agent.clone(), l.lock.clone()));
+                prop_assert!(view.is_some(), "waiter without a view");
+                let Some(view) = view else { continue };
+                prop_assert_eq!(
+                    &view.granted,
+                    &now.granted,
+                    "stale holders for {:?}",
+                    e.agent
+                );
+                prop_assert_eq!(view.group, now.group);
+                let upto = |v: &[locks_core::proto::QueueEntry]| {
+                    let p = v
+                        .iter()
+                        .position(|w| w.agent == e.agent)
+                        .map_or(v.len(), |p| p + 1);
+                    v[..p].to_vec()
+                };
+                match e.state {
+                    EntryState::Converting { .. } => {
+                        let p = now
+                            .converting
+                            .iter()
+                            .position(|c| c.agent == e.agent)
+                            .map_or(0, |p| p + 1);
+                        prop_assert!(view.converting.len() >= p);
+                        prop_assert_eq!(&view.converting[..p], &now.converting[..p]);
+                    }
+                    _ => {
+                        prop_assert_eq!(&view.converting, &now.converting);
+                        prop_assert_eq!(upto(&view.waiting), upto(&now.waiting));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, survivor: u64) -> Result<(), TestCaseError> {
+        for a in (1..=AGENTS).filter(|a| *a != survivor) {
+            self.step(&Op::Remove(a))?;
+        }
+        let after = self.table.snapshot();
+        for ((a, lock), m) in &self.direct {
+            prop_assert_eq!(*a, survivor);
+            prop_assert!(
+                held_direct(&after, &self.modes, *a, lock, *m),
+                "T{} does not hold {} {} alone: {:?}",
+                a,
+                lock,
+                m,
+                after
+            );
+        }
+        for l in &after.locks {
+            prop_assert!(l.converting.is_empty() && l.waiting.is_empty());
+        }
+        self.step(&Op::Remove(survivor))?;
+        prop_assert_eq!(self.table.lock_count(), 0);
+        prop_assert_eq!(self.table.agent_count(), 0);
+        prop_assert_eq!(self.indexed.lock_count(), 0);
+        Ok(())
+    }
+}
+
+/// Whether agent `a` holds its direct lock `lock` in `m`: its entry there and on every ancestor
+/// is granted (or converting) in a mode that covers `m` (its intention on ancestors).
+fn held_direct(snap: &TableSnapshot, modes: &ModeTable, a: u64, lock: &LockId, m: Mode) -> bool {
+    let covers = |id: &LockId, want: Mode| {
+        snap.state(&t(a), id)
+            .held()
+            .is_some_and(|h| modes.covers(h, want))
+    };
+    covers(lock, m) && lock.ancestors().all(|anc| covers(&anc, modes.intention(m)))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn table_against_the_oracle(ops in prop::collection::vec(op(), 1..60), survivor in 1..=AGENTS) {
+        let mut h = Harness::new();
+        for op in &ops {
+            h.step(op)?;
+        }
+        h.finish(survivor)?;
+    }
+}

@@ -1,0 +1,152 @@
+//! Surrender (DESIGN.md "Deadlocks", `reference/erlang-locks.md` 3.5): a stale version is
+//! ignored; the agent's entries on the lock and its descendants go to the back of their wait
+//! queues; its entries on ancestors stay; every notice about the lock carries the note.
+
+mod common;
+
+use common::*;
+use locks_core::proto::{AgentMessage, EntryState, Note};
+use locks_core::{Mode, lock_id};
+
+fn surrendered(n: u64, version: u64) -> Option<Note> {
+    Some(Note::Surrendered {
+        agent: t(n),
+        version,
+    })
+}
+
+#[test]
+fn surrender_with_a_stale_version_is_ignored_and_answered_with_a_fresh_view() {
+    let mut tb = table();
+    let l = lock_id!["l"];
+    lock(&mut tb, 1, &l, Mode::X);
+    lock(&mut tb, 2, &l, Mode::X);
+    let v = tb.view(&l).expect("exists").version;
+    let before = tb.snapshot();
+    for stale in [v - 1, v + 1] {
+        // Nothing moves, but the holder learns the current queue and version, so it can
+        // analyse again (holders get no views otherwise).
+        let fx = surrender(&mut tb, 1, &l, stale);
+        assert_eq!(fx.len(), 1);
+        let AgentMessage::Notice(n) = &fx[0].1 else {
+            panic!("a notice expected, got {:?}", fx[0].1)
+        };
+        assert_eq!(fx[0].0.serial(), 1);
+        assert_eq!(
+            (n.version, n.state, n.note.clone()),
+            (v, EntryState::Granted(Mode::X), None)
+        );
+        assert_eq!(n.queue.as_deref(), tb.view(&l).as_ref());
+    }
+    assert!(surrender(&mut tb, 1, &lock_id!["nope"], v).is_empty());
+    // An agent with no entry on the lock has nothing to surrender.
+    assert!(surrender(&mut tb, 9, &l, v).is_empty());
+    assert_eq!(tb.snapshot(), before);
+}
+
+#[test]
+fn surrender_moves_the_entry_to_the_back() {
+    let mut tb = table();
+    let l = lock_id!["l"];
+    lock(&mut tb, 1, &l, Mode::X);
+    lock(&mut tb, 2, &l, Mode::X);
+    lock(&mut tb, 3, &l, Mode::S);
+    assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait [T2 X, T3 S]");
+    let v = tb.view(&l).expect("exists").version;
+    let fx = surrender(&mut tb, 1, &l, v);
+    assert_eq!(shape(&tb, &l), "X [T2 X] conv [] wait [T3 S, T1 X]");
+    assert_eq!(
+        notices(&fx),
+        vec![
+            ("T1".into(), l.clone(), EntryState::Waiting(Mode::X)),
+            ("T2".into(), l.clone(), EntryState::Granted(Mode::X)),
+            ("T3".into(), l.clone(), EntryState::Waiting(Mode::S)),
+        ]
+    );
+    for (_, msg) in &fx {
+        let AgentMessage::Notice(n) = msg else {
+            panic!("only notices expected")
+        };
+        assert_eq!(n.note, surrendered(1, v));
+        assert_eq!(n.version, v + 1);
+    }
+}
+
+#[test]
+fn surrender_moves_a_waiting_entry_to_the_back_too() {
+    let mut tb = table();
+    let l = lock_id!["l"];
+    lock(&mut tb, 1, &l, Mode::X);
+    lock(&mut tb, 2, &l, Mode::X);
+    lock(&mut tb, 3, &l, Mode::X);
+    let v = tb.view(&l).expect("exists").version;
+    surrender(&mut tb, 2, &l, v);
+    assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait [T3 X, T2 X]");
+}
+
+#[test]
+fn surrender_moves_the_descendants_and_leaves_the_ancestors() {
+    let mut tb = table();
+    let (r, a, ab) = (lock_id!["r"], lock_id!["r", "a"], lock_id!["r", "a", "b"]);
+    // T1 holds [r, a] and [r, a, b] for writing; T2 waits for a read of [r, a, b].
+    lock(&mut tb, 1, &a, Mode::X);
+    lock(&mut tb, 1, &ab, Mode::X);
+    lock(&mut tb, 2, &ab, Mode::S);
+    assert_eq!(shape(&tb, &r), "IX [T1 IX, T2 IS] conv [] wait []");
+    assert_eq!(shape(&tb, &a), "X [T1 X] conv [] wait [T2 IS]");
+    assert_eq!(shape(&tb, &ab), "X [T1 X] conv [] wait [T2 S]");
+    let v = tb.view(&a).expect("exists").version;
+    let fx = surrender(&mut tb, 1, &a, v);
+    // [r] is untouched; [r, a] and [r, a, b] put T1 behind T2.
+    assert_eq!(shape(&tb, &r), "IX [T1 IX, T2 IS] conv [] wait []");
+    assert_eq!(shape(&tb, &a), "IS [T2 IS] conv [] wait [T1 X]");
+    assert_eq!(shape(&tb, &ab), "S [T2 S] conv [] wait [T1 X]");
+    assert!(holds(&tb, 2, &ab, Mode::S));
+    assert!(fx.iter().all(|(_, m)| match m {
+        AgentMessage::Notice(n) if n.lock == a => n.note == surrendered(1, v),
+        AgentMessage::Notice(n) => n.lock == ab && n.note.is_none(),
+        _ => false,
+    }));
+    remove(&mut tb, 2);
+    assert!(holds(&tb, 1, &ab, Mode::X));
+}
+
+#[test]
+fn surrender_regrants_at_once_when_nobody_else_waits() {
+    let mut tb = table();
+    let l = lock_id!["l"];
+    lock(&mut tb, 1, &l, Mode::X);
+    let v = tb.view(&l).expect("exists").version;
+    let fx = surrender(&mut tb, 1, &l, v);
+    assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait []");
+    let n = notice_to(&fx, 1, &l).expect("told");
+    assert_eq!(n.state, EntryState::Granted(Mode::X));
+    assert_eq!(n.version, v + 1, "a new grant, with a new fencing token");
+}
+
+#[test]
+fn seed000_conversion_deadlock_is_broken_by_a_surrender() {
+    let mut tb = table();
+    let l = lock_id!["seed000"];
+    lock(&mut tb, 1, &l, Mode::S);
+    lock(&mut tb, 2, &l, Mode::S);
+    lock(&mut tb, 1, &l, Mode::X);
+    lock(&mut tb, 2, &l, Mode::X);
+    assert_eq!(
+        shape(&tb, &l),
+        "S [T1 S, T2 S] conv [T1 S>X, T2 S>X] wait []"
+    );
+    let v = tb.view(&l).expect("exists").version;
+    // The larger agent surrenders: it loses its S and waits for X at the back.
+    let fx = surrender(&mut tb, 2, &l, v);
+    assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait [T2 X]");
+    assert_eq!(
+        notices(&fx),
+        vec![
+            ("T1".into(), l.clone(), EntryState::Granted(Mode::X)),
+            ("T2".into(), l.clone(), EntryState::Waiting(Mode::X)),
+        ]
+    );
+    remove(&mut tb, 1);
+    assert_eq!(shape(&tb, &l), "X [T2 X] conv [] wait []");
+}

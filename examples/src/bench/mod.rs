@@ -405,6 +405,26 @@ impl Ctx {
     }
 }
 
+/// How busy the machine's CPUs were over `window` (0 to 1), from `/proc/stat`; `None` where
+/// there is no `/proc`. Printed before a run: figures taken on a busy machine are not
+/// comparable with figures from an idle one (wake-ups between vCPUs cost far less when both
+/// are awake).
+pub fn busy_fraction(window: Duration) -> Option<f64> {
+    fn read() -> Option<(u64, u64)> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = stat.lines().next()?.strip_prefix("cpu ")?;
+        let v: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal ...
+        let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+        Some((v.iter().take(8).sum(), idle))
+    }
+    let (total0, idle0) = read()?;
+    std::thread::sleep(window);
+    let (total1, idle1) = read()?;
+    let total = total1.saturating_sub(total0);
+    (total > 0).then(|| 1.0 - idle1.saturating_sub(idle0) as f64 / total as f64)
+}
+
 /// One step of a run: a workload that yields its rows.
 type Step = fn(&mut Ctx) -> Vec<Row>;
 

@@ -66,6 +66,16 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let quick = cfg.quick;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let busy = bench::busy_fraction(Duration::from_millis(500))
+        .map_or_else(|| "unknown".to_string(), |b| format!("{:.0}%", b * 100.0));
+    let machine = format!(
+        "{cpus} CPUs, {busy} busy in the 0.5 s before the run; {} warm-up + {} timed rounds{}",
+        cfg.warmup,
+        cfg.rounds,
+        if quick { " (quick)" } else { "" }
+    );
+    eprintln!("machine: {machine}");
     let rows = match bench::run(cfg) {
         Ok(rows) => rows,
         Err(e) => {
@@ -73,7 +83,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!();
+    println!("\nmachine: {machine}");
     print!("{}", report::table(&rows));
     for section in [report::redis_comparison(&rows), report::goals(&rows)] {
         if !section.is_empty() {

@@ -83,6 +83,9 @@ pub struct Config {
     pub rounds: usize,
     /// The longest one round of a lock workload may take before it is reported as failed.
     pub round_limit: Duration,
+    /// The time one workload should take at most: no round starts that would end past it
+    /// (at least one timed round always runs).
+    pub budget: Duration,
     /// The address of a Redis server the user started, if any.
     pub redis: Option<String>,
     /// The workloads to run (empty: all).
@@ -96,7 +99,8 @@ impl Config {
             quick,
             warmup: if quick { 0 } else { 1 },
             rounds: if quick { 1 } else { 5 },
-            round_limit: Duration::from_secs(if quick { 10 } else { 30 }),
+            round_limit: Duration::from_secs(if quick { 10 } else { 60 }),
+            budget: Duration::from_secs(if quick { 10 } else { 40 }),
             redis: None,
             workloads: Vec::new(),
         }
@@ -324,7 +328,13 @@ impl Ctx {
         mut round: impl FnMut(usize) -> Result<Vec<Sample>, String>,
     ) -> Vec<Row> {
         let mut kept: Vec<Vec<Sample>> = vec![Vec::new(); specs.len()];
-        for i in 0..self.cfg.warmup + self.cfg.rounds {
+        let started = Instant::now();
+        let mut notes = Vec::new();
+        let mut timed = 0;
+        let mut i = 0;
+        while timed < self.cfg.rounds {
+            let warmup = i < self.cfg.warmup;
+            let round_started = Instant::now();
             let samples = match round(i) {
                 Ok(s) if s.len() == specs.len() => s,
                 Ok(s) => {
@@ -335,10 +345,10 @@ impl Ctx {
                         .collect();
                 }
                 Err(e) => {
-                    let round = if i < self.cfg.warmup {
+                    let round = if warmup {
                         "warm-up".to_string()
                     } else {
-                        format!("round {}", i - self.cfg.warmup + 1)
+                        format!("round {}", timed + 1)
                     };
                     return specs
                         .iter()
@@ -346,16 +356,39 @@ impl Ctx {
                         .collect();
                 }
             };
-            if i >= self.cfg.warmup {
+            i += 1;
+            let took = round_started.elapsed();
+            // A round this long needs no warm-up: keep it rather than run another.
+            let keep = !warmup || took > self.cfg.budget / 4;
+            if warmup && keep {
+                notes.push("warm-up kept (slow rounds)".to_string());
+            }
+            if keep {
+                timed += 1;
                 for (k, s) in kept.iter_mut().zip(samples) {
                     k.push(s);
                 }
+            }
+            let spent = started.elapsed();
+            if timed > 0 && timed < self.cfg.rounds && spent + took > self.cfg.budget {
+                notes.push(format!(
+                    "{timed} of {} rounds (time budget {} s)",
+                    self.cfg.rounds,
+                    self.cfg.budget.as_secs()
+                ));
+                break;
             }
         }
         specs
             .iter()
             .zip(kept)
-            .map(|(spec, rounds)| self.reduce(spec, rounds))
+            .map(|(spec, rounds)| {
+                let mut row = self.reduce(spec, rounds);
+                for note in &notes {
+                    row.note(note.clone());
+                }
+                row
+            })
             .collect()
     }
 
@@ -413,7 +446,10 @@ pub fn busy_fraction(window: Duration) -> Option<f64> {
     fn read() -> Option<(u64, u64)> {
         let stat = std::fs::read_to_string("/proc/stat").ok()?;
         let line = stat.lines().next()?.strip_prefix("cpu ")?;
-        let v: Vec<u64> = line.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        let v: Vec<u64> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
         // user nice system idle iowait irq softirq steal ...
         let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
         Some((v.iter().take(8).sum(), idle))

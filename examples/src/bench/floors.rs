@@ -4,6 +4,9 @@
 //! - `actix same thread`: `addr.send(Ping(x)).await` from a future on the actor's own arbiter
 //!   to a handler that returns `x + 1` (what a client on the node's runtime pays per hop);
 //! - `actix other thread`: the same, the actor on a second arbiter (another OS thread);
+//! - `actix from tokio mt`: the same request sent by a task of a multi-thread tokio runtime
+//!   (2 workers) to an actor on an actix thread: what a client on a foreign runtime pays per
+//!   call at the least (W1 `foreign-rt`);
 //! - `tokio mpsc+oneshot`: a client task sends `(x, oneshot::Sender)` on a bounded mpsc to a
 //!   server task that answers `x + 1`; both tasks on one current-thread runtime;
 //! - `tcp loopback`: a 36-byte frame (4-byte big-endian length, 32 bytes of payload) written
@@ -29,6 +32,8 @@ pub enum Floor {
     ActixSame,
     /// actix `send().await`, client and actor on two arbiters (threads).
     ActixOther,
+    /// actix `send().await` from a task of a multi-thread tokio runtime to an actix thread.
+    ActixFromTokio,
     /// tokio mpsc + oneshot between two tasks of one current-thread runtime.
     TokioChannel,
     /// A 36-byte frame over a 127.0.0.1 TCP connection and back.
@@ -37,9 +42,10 @@ pub enum Floor {
 
 impl Floor {
     /// Every floor, in the order they are measured and printed.
-    pub const ALL: [Floor; 4] = [
+    pub const ALL: [Floor; 5] = [
         Floor::ActixSame,
         Floor::ActixOther,
+        Floor::ActixFromTokio,
         Floor::TokioChannel,
         Floor::Tcp,
     ];
@@ -49,6 +55,7 @@ impl Floor {
         match self {
             Floor::ActixSame => "floor actix same thread",
             Floor::ActixOther => "floor actix other thread",
+            Floor::ActixFromTokio => "floor actix from tokio mt",
             Floor::TokioChannel => "floor tokio mpsc+oneshot",
             Floor::Tcp => "floor tcp loopback",
         }
@@ -59,6 +66,7 @@ impl Floor {
         match self {
             Floor::ActixSame => "actix-same",
             Floor::ActixOther => "actix-other",
+            Floor::ActixFromTokio => "actix-from-mt",
             Floor::TokioChannel => "tokio-chan",
             Floor::Tcp => "tcp",
         }
@@ -68,7 +76,7 @@ impl Floor {
     pub fn round_trips(self) -> (u64, u64) {
         match self {
             Floor::ActixSame | Floor::TokioChannel => (100_000, 10_000),
-            Floor::ActixOther | Floor::Tcp => (5_000, 500),
+            Floor::ActixOther | Floor::ActixFromTokio | Floor::Tcp => (5_000, 500),
         }
     }
 
@@ -77,6 +85,7 @@ impl Floor {
         match self {
             Floor::ActixSame => actix_round(n, false),
             Floor::ActixOther => actix_round(n, true),
+            Floor::ActixFromTokio => actix_from_tokio_round(n),
             Floor::TokioChannel => tokio_round(n),
             Floor::Tcp => tcp_round(n),
         }
@@ -149,6 +158,41 @@ fn actix_round(n: u64, other_thread: bool) -> Result<Sample, String> {
     thread
         .join()
         .map_err(|_| "actix floor thread panicked".to_string())?
+}
+
+fn actix_from_tokio_round(n: u64) -> Result<Sample, String> {
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let actor = std::thread::Builder::new()
+        .name("bench-actix-floor".into())
+        .spawn(move || {
+            System::new().block_on(async move {
+                let _ = addr_tx.send(Echo.start());
+                let _ = stop_rx.await;
+            });
+        })
+        .map_err(|e| e.to_string())?;
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| "actix floor thread did not start".to_string())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let client = rt.spawn(async move {
+        time_calls(n, |i| {
+            let request = addr.send(Ping(i));
+            async move { request.await.map_err(|e| e.to_string()) }
+        })
+        .await
+    });
+    let sample = rt.block_on(client).map_err(|e| e.to_string())?;
+    let _ = stop_tx.send(());
+    actor
+        .join()
+        .map_err(|_| "actix floor thread panicked".to_string())?;
+    sample
 }
 
 fn current_thread() -> Result<tokio::runtime::Runtime, String> {

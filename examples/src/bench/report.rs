@@ -142,13 +142,14 @@ pub fn redis_comparison(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:<18} {} {} vs {} {}: {}x{latency}",
+            "  {:<18} {} {} vs {} {}: {}x{latency}{}",
             our_row.name,
             short_number(our.value),
             our_row.unit,
             their_row.name,
             short_number(their.value),
             short_number(our.value / their.value),
+            if our.value > their.value { "; ahead" } else { "; BEHIND" },
         );
     }
     out

@@ -81,7 +81,7 @@ pub fn w1_node(ctx: &mut Ctx) -> Vec<Row> {
 pub fn w1_foreign(ctx: &mut Ctx) -> Vec<Row> {
     let specs = w1_specs(
         "foreign-rt",
-        Floor::ActixOther,
+        Floor::ActixFromTokio,
         ("orig 44k/s; goal: no slower than the original", 44_000.0),
     );
     w1(ctx, specs, false)

@@ -79,7 +79,8 @@ impl Drop for AgentGuard {
 pub(crate) struct Agent {
     core: AgentCore,
     guard: AgentGuard,
-    waiters: Vec<Reply>,
+    /// Blocked callers: `lock` callers with the lock they asked for, `await_all_locks` with none.
+    waiters: Vec<(Option<LockId>, Reply)>,
     settle_scheduled: bool,
     outcome: Outcome,
 }
@@ -172,13 +173,13 @@ impl Agent {
                     locks: Vec::new(),
                     deadlocks,
                 });
-                for waiter in self.waiters.drain(..) {
+                for (_, waiter) in self.waiters.drain(..) {
                     let _ = waiter.send(Ok(result.clone()));
                 }
             }
             TransactionStatus::CannotServe { locks, nodes } => {
                 let error = Error::CannotServe { locks, nodes };
-                for waiter in self.waiters.drain(..) {
+                for (_, waiter) in self.waiters.drain(..) {
                     let _ = waiter.send(Err(error.clone()));
                 }
             }
@@ -193,7 +194,7 @@ impl Agent {
                 *outcome = Some(error.clone());
             }
         }
-        for waiter in self.waiters.drain(..) {
+        for (_, waiter) in self.waiters.drain(..) {
             let _ = waiter.send(Err(error.clone()));
         }
         self.guard.release();
@@ -213,7 +214,7 @@ impl Actor for Agent {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         let error = outcome_error(&self.outcome);
-        for waiter in self.waiters.drain(..) {
+        for (_, waiter) in self.waiters.drain(..) {
             let _ = waiter.send(Err(error.clone()));
         }
         trace!(agent = %self.id(), "agent stopped");
@@ -264,13 +265,14 @@ impl Handler<Request> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: Request, ctx: &mut Self::Context) {
+        let lock = msg.lock.clone();
         match self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req) {
             Ok(effects) => {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Ok(()));
                 }
                 if let Some(reply) = msg.reply {
-                    self.waiters.push(reply);
+                    self.waiters.push((Some(lock), reply));
                 }
                 self.execute(effects, ctx);
                 self.schedule_settle(ctx);
@@ -297,7 +299,7 @@ impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        self.waiters.push(msg.0);
+        self.waiters.push((None, msg.0));
         self.schedule_settle(ctx);
     }
 }
@@ -326,6 +328,16 @@ impl Handler<Unlock> for Agent {
 
     fn handle(&mut self, msg: Unlock, ctx: &mut Self::Context) -> Self::Result {
         let effects = self.core.unlock(&msg.0).map_err(Error::Request)?;
+        // A `lock` call waiting for the withdrawn request will never be granted it.
+        let (cancelled, kept) = std::mem::take(&mut self.waiters)
+            .into_iter()
+            .partition(|(lock, _)| lock.as_ref() == Some(&msg.0));
+        self.waiters = kept;
+        for (_, waiter) in cancelled {
+            let _ = waiter.send(Err(Error::Cancelled {
+                lock: msg.0.clone(),
+            }));
+        }
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
         Ok(())

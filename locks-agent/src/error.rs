@@ -27,6 +27,12 @@ pub enum Error {
     /// The request was refused by the agent (see the inner error).
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The request this call waited for was withdrawn with `unlock`.
+    #[error("the request on {lock} was withdrawn")]
+    Cancelled {
+        /// The lock.
+        lock: LockId,
+    },
     /// The transaction has ended (by `end`, by dropping its handle, or with its node).
     #[error("the transaction has ended")]
     Ended,

@@ -18,6 +18,7 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 /// Starts a transaction (an agent) on `node`.
@@ -84,13 +85,18 @@ impl Transaction {
         vec![self.node.id().clone()]
     }
 
-    async fn wait(
+    /// The answer to a blocking call: its reply, or why the agent stopped. Owns what it needs,
+    /// so the request can be sent before the returned future is first polled.
+    fn wait(
         &self,
         rx: oneshot::Receiver<Result<LockResult, Error>>,
-    ) -> Result<LockResult, Error> {
-        match rx.await {
-            Ok(result) => result,
-            Err(_) => Err(outcome_error(&self.outcome)),
+    ) -> impl Future<Output = Result<LockResult, Error>> + Send + 'static {
+        let outcome = self.outcome.clone();
+        async move {
+            match rx.await {
+                Ok(result) => result,
+                Err(_) => Err(outcome_error(&outcome)),
+            }
         }
     }
 
@@ -116,24 +122,36 @@ impl Transaction {
     /// Locks `lock` in `mode` on this transaction's node and waits until this and every earlier
     /// request of the transaction is granted. Returns the locks involved in the deadlocks that
     /// were resolved on the way (empty when there were none).
-    pub async fn lock(&self, lock: impl Into<LockId>, mode: Mode) -> Result<Vec<LockId>, Error> {
+    ///
+    /// The request is made when `lock` is called, not when the future is first polled: dropping
+    /// the future (or never awaiting it) leaves the request queued, as
+    /// [`Transaction::lock_nowait`] would, and a later call or [`Transaction::await_all_locks`]
+    /// waits for it too. Use [`Transaction::unlock`] to withdraw it.
+    pub fn lock(
+        &self,
+        lock: impl Into<LockId>,
+        mode: Mode,
+    ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
-        self.wait(rx).await.map(|r| lock_ids(r.deadlocks))
+        let reply = self.wait(rx);
+        async move { reply.await.map(|r| lock_ids(r.deadlocks)) }
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
     /// [`Transaction::lock`] does.
-    pub async fn lock_on(
+    /// Like `lock`, the request is made at the call.
+    pub fn lock_on(
         &self,
         lock: impl Into<LockId>,
         mode: Mode,
         nodes: &[NodeId],
         req: Req,
-    ) -> Result<Vec<LockId>, Error> {
+    ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
-        self.wait(rx).await.map(|r| lock_ids(r.deadlocks))
+        let reply = self.wait(rx);
+        async move { reply.await.map(|r| lock_ids(r.deadlocks)) }
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent

@@ -1,5 +1,7 @@
 //! The error type of `locks-server`.
 
+use crate::cluster::ConnectError;
+use crate::config::ConfigError;
 use crate::router::RouteError;
 use locks_core::NodeNameError;
 
@@ -15,6 +17,23 @@ pub enum Error {
     /// The node has been shut down (or its actors have stopped).
     #[error("the node has stopped")]
     Stopped,
+    /// The configuration is not valid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The listener could not be bound.
+    #[error("cannot listen on {addr}: {error}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The node is local-only (it has no cookie), so it cannot connect to peers.
+    #[error("this node is not part of a cluster (configure a cookie)")]
+    NotClustered,
+    /// A connection to a peer failed.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     /// A message could not be routed.
     #[error(transparent)]
     Route(#[from] RouteError),

@@ -2,16 +2,20 @@
 //!
 //! It owns the lock table (pure, synchronous: [`table`]), the [`LockServer`] actor that wraps
 //! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
-//! the [`Node`] a program starts, and the node-to-node transport ([`net`]: framing, handshake,
-//! heartbeats and TCP connections).
+//! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
+//! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
+//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does).
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
 //!                               └────────────▶ Router ───────┤        │ notices
 //!   agent actor ◀── Deliver(AgentMessage) ◀──  Router ◀──────┴────────┘
-//!                                               └──▶ RemoteLink (other nodes)
+//!          ▲ NodeUp/NodeDown                  │    ▲ deliver_from
+//!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
 
+pub mod cluster;
+pub mod config;
 pub mod error;
 pub mod net;
 pub mod node;
@@ -19,8 +23,9 @@ pub mod router;
 pub mod server;
 pub mod table;
 
+pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
-pub use node::{Node, NodeConfig};
+pub use node::Node;
 pub use router::{Deliver, RemoteLink, RouteError, Router, ToServer};
 pub use server::{LockServer, Snapshot};
 pub use table::{LockTable, TableSnapshot};

@@ -6,10 +6,13 @@
 //! [`Node::spawn`]: a message between actors of one thread costs well under a microsecond,
 //! while every hop between threads wakes a sleeping core (10-50 µs on a small VM).
 //!
-//! Life cycle: [`Node::start`] starts the thread and the lock server; [`Node::shutdown`] stops
-//! the system (every agent and the server stop with it) and waits for the thread; dropping the
-//! last handle does the same.
+//! Life cycle: [`Node::start`] starts the thread, the lock server and, for a cluster node, the
+//! cluster layer ([`crate::cluster`]: listener, dialers, links); [`Node::shutdown`] stops the
+//! system (every agent, the server and every connection stop with it, so peers see this node
+//! go down) and waits for the thread; dropping the last handle does the same.
 
+use crate::cluster::{Cluster, LinkInfo, NodeEvents};
+pub use crate::config::NodeConfig;
 use crate::error::Error;
 use crate::router::Router;
 use crate::server::{LockServer, Snapshot};
@@ -18,39 +21,12 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, ModeTable, NodeId};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
-
-/// How a node is set up. `NodeConfig::new(name)` is a local-only node with the standard modes.
-#[derive(Debug, Clone)]
-pub struct NodeConfig {
-    name: String,
-    modes: ModeTable,
-}
-
-impl NodeConfig {
-    /// A local-only node named `name` (checked by [`Node::start`]), with the standard modes.
-    pub fn new(name: impl Into<String>) -> NodeConfig {
-        NodeConfig {
-            name: name.into(),
-            modes: ModeTable::standard(),
-        }
-    }
-
-    /// Installs a custom mode table (every node of a cluster must use the same one).
-    pub fn mode_table(mut self, modes: ModeTable) -> NodeConfig {
-        self.modes = modes;
-        self
-    }
-
-    /// The node's name as configured.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-}
 
 /// A running node. Cheap to clone; the node stops when the last clone is dropped or on
 /// [`Node::shutdown`].
@@ -70,6 +46,7 @@ struct NodeInner {
     thread_id: ThreadId,
     stopped: futures::future::Shared<oneshot::Receiver<()>>,
     next_serial: AtomicU64,
+    cluster: Option<Arc<Cluster>>,
 }
 
 impl std::fmt::Debug for Node {
@@ -82,37 +59,73 @@ impl std::fmt::Debug for Node {
 }
 
 impl Node {
-    /// Starts a node: its thread, its actix system and its lock server.
+    /// Starts a node: its thread, its actix system and its lock server; for a cluster node also
+    /// its listener and its dialers (peers are dialed in the background: watch
+    /// [`Node::subscribe_nodes`] or use [`Node::connect`] to wait for one).
+    ///
+    /// Fails on an invalid name, a cluster configuration without a cookie, or a listen address
+    /// that cannot be bound.
     pub async fn start(config: NodeConfig) -> Result<Node, Error> {
-        let id = NodeId::new(&config.name)?;
+        let id = NodeId::new(config.name())?;
+        config.cluster().validate()?;
         let incarnation = incarnation_now();
         let router = Arc::new(Router::new(id.clone()));
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
         let thread_router = router.clone();
-        let modes = config.modes.clone();
+        let modes = config.modes().clone();
+        let cluster_config = config
+            .cluster()
+            .cookie
+            .is_some()
+            .then(|| config.cluster().clone());
+        let thread_id_for_start = id.clone();
         let thread = std::thread::Builder::new()
             .name(format!("locks-node-{id}"))
             .spawn(move || {
                 let runner = System::new();
-                runner.block_on(async move {
+                let started = runner.block_on(async move {
                     let server =
                         LockServer::new(thread_router.clone(), modes, version_base(incarnation));
                     thread_router.set_server(server.start());
-                    let _ = ready_tx.send((System::current(), Arbiter::current()));
+                    let cluster = match cluster_config {
+                        Some(config) => {
+                            let listen = config.listen;
+                            match Cluster::start(thread_id_for_start, config, thread_router).await {
+                                Ok(cluster) => Some(cluster),
+                                Err(error) => {
+                                    let addr = listen.unwrap_or(SocketAddr::from(([0; 4], 0)));
+                                    let _ = ready_tx.send(Err(Error::Listen { addr, error }));
+                                    return false;
+                                }
+                            }
+                        }
+                        None => None,
+                    };
+                    let _ = ready_tx.send(Ok((System::current(), Arbiter::current(), cluster)));
+                    true
                 });
-                let _ = runner.run();
+                if started {
+                    let _ = runner.run();
+                }
                 let _ = stopped_tx.send(());
             })
             .map_err(Error::Start)?;
         let thread_id = thread.thread().id();
-        let (system, arbiter) = ready_rx.await.map_err(|_| Error::Stopped)?;
-        info!(node = %id, incarnation, "node started");
+        let (system, arbiter, cluster) = match ready_rx.await {
+            Ok(Ok(ready)) => ready,
+            Ok(Err(error)) => {
+                let _ = thread.join();
+                return Err(error);
+            }
+            Err(_) => return Err(Error::Stopped),
+        };
+        info!(node = %id, incarnation, addr = ?cluster.as_ref().and_then(|c| c.local_addr()), "node started");
         Ok(Node {
             inner: Arc::new(NodeInner {
                 id,
                 incarnation,
-                modes: config.modes,
+                modes: config.modes().clone(),
                 router,
                 arbiter,
                 system,
@@ -120,6 +133,7 @@ impl Node {
                 thread_id,
                 stopped: futures::FutureExt::shared(stopped_rx),
                 next_serial: AtomicU64::new(1),
+                cluster,
             }),
         })
     }
@@ -200,6 +214,87 @@ impl Node {
         }
     }
 
+    /// Runs `make()` on the node's thread and the future it returns there (it need not be
+    /// `Send`); resolves to its output.
+    fn on_node_thread<F, Fut>(
+        &self,
+        make: F,
+    ) -> impl Future<Output = Result<Fut::Output, Error>> + Send + 'static
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future + 'static,
+        Fut::Output: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let spawned = self.inner.arbiter.spawn_fn(move || {
+            actix::spawn(async move {
+                let _ = tx.send(make().await);
+            });
+        });
+        async move {
+            if !spawned {
+                return Err(Error::Stopped);
+            }
+            rx.await.map_err(|_| Error::Stopped)
+        }
+    }
+
+    fn cluster(&self) -> Result<&Arc<Cluster>, Error> {
+        self.inner.cluster.as_ref().ok_or(Error::NotClustered)
+    }
+
+    /// The address this node accepts peers on (with the real port when configured with port
+    /// 0); `None` when it does not listen.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.inner.cluster.as_ref().and_then(|c| c.local_addr())
+    }
+
+    /// Connects to the node at `addr` and returns its name once the connection is up (at once
+    /// if it already is). A node kept apart by [`Node::disconnect`] is let back in. From then
+    /// on the address is dialed again whenever that node is lost, like a configured peer.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<NodeId, Error> {
+        let cluster = self.cluster()?.clone();
+        Ok(self.on_node_thread(move || cluster.connect(addr)).await??)
+    }
+
+    /// Closes the connection to the node `name` and keeps it apart: no connection with it is
+    /// made or accepted until [`Node::reconnect`] or [`Node::connect`] (for tests of
+    /// partitions). Returns once this node has handled the node down (its agents are told and
+    /// its lock server released that node's agents' locks); the peer sees the connection end
+    /// and does the same on its side. Returns whether the node was connected.
+    pub async fn disconnect(&self, name: &str) -> Result<bool, Error> {
+        let cluster = self.cluster()?.clone();
+        let peer = NodeId::new(name)?;
+        self.on_node_thread(move || cluster.disconnect(peer)).await
+    }
+
+    /// Lets the node `name`, kept apart by [`Node::disconnect`], connect again: addresses of it
+    /// that this node dials are dialed at once; otherwise it connects when it next dials here.
+    pub async fn reconnect(&self, name: &str) -> Result<(), Error> {
+        let cluster = self.cluster()?.clone();
+        let peer = NodeId::new(name)?;
+        self.on_node_thread(move || async move { cluster.reconnect(&peer) })
+            .await
+    }
+
+    /// Node up and down events: first an `Up` for every node connected now, then every change
+    /// (see [`NodeEvents`]). On a local-only node the stream ends at once.
+    pub fn subscribe_nodes(&self) -> NodeEvents {
+        match &self.inner.cluster {
+            Some(cluster) => cluster.subscribe(),
+            None => NodeEvents::closed(),
+        }
+    }
+
+    /// The connections to peers, by peer name.
+    pub fn links(&self) -> Vec<LinkInfo> {
+        self.inner
+            .cluster
+            .as_ref()
+            .map(|c| c.links())
+            .unwrap_or_default()
+    }
+
     /// A copy of this node's lock table.
     pub async fn snapshot(&self) -> Result<TableSnapshot, Error> {
         let server = self.inner.router.server().ok_or(Error::Stopped)?.clone();
@@ -210,7 +305,7 @@ impl Node {
     /// Calls made afterwards through this or any other handle fail with [`Error::Stopped`].
     pub async fn shutdown(&self) {
         info!(node = %self.inner.id, "node shutting down");
-        self.inner.system.stop();
+        self.inner.stop();
         if !self.is_node_thread() {
             let _ = self.inner.stopped.clone().await;
             self.inner.join();
@@ -224,6 +319,14 @@ impl Node {
 }
 
 impl NodeInner {
+    /// Stops the system; subscriptions to node events end.
+    fn stop(&self) {
+        self.system.stop();
+        if let Some(cluster) = &self.cluster {
+            cluster.stopped();
+        }
+    }
+
     fn join(&self) {
         let handle = self
             .thread
@@ -239,7 +342,7 @@ impl NodeInner {
 impl Drop for NodeInner {
     fn drop(&mut self) {
         debug!(node = %self.id, "last node handle dropped; stopping");
-        self.system.stop();
+        self.stop();
         // The last handle may be dropped on the node's own thread (by a spawned task); that
         // thread cannot join itself, and it ends on its own once the system stops.
         if std::thread::current().id() != self.thread_id {

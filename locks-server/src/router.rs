@@ -237,6 +237,28 @@ impl Router {
         }
     }
 
+    /// Delivers an envelope that arrived from the node `from` to its local destination.
+    ///
+    /// A message for an agent of this node that does not run here (it ended, or belongs to an
+    /// earlier incarnation of this node) is answered with a `RemoveAgent` for that agent to
+    /// `from`'s lock server: the sender is that server (a notice) or an agent there, and either
+    /// way that server must not keep locks for an agent that is gone. The error is returned
+    /// as well.
+    pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
+        match self.deliver_incoming(envelope) {
+            Err(RouteError::UnknownAgent(agent)) if agent.node() == &self.node => {
+                let request = ServerRequest::RemoveAgent {
+                    agent: agent.clone(),
+                };
+                if let Err(err) = self.send_server(from, request) {
+                    tracing::debug!(node = %self.node, peer = %from, %agent, %err, "cannot report an unknown agent");
+                }
+                Err(RouteError::UnknownAgent(agent))
+            }
+            other => other,
+        }
+    }
+
     /// Delivers an envelope that arrived from a peer to its local destination.
     pub fn deliver_incoming(&self, envelope: Envelope) -> Result<(), RouteError> {
         match envelope.message {

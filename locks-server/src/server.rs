@@ -3,6 +3,8 @@
 //! Messages it handles:
 //! - [`ToServer`]: a request from an agent (local or remote, through the [`Router`]); the
 //!   table decides, and the server routes the notices it returns.
+//! - [`NodeDown`]: from the cluster layer when a peer's connection ended: every entry and watch
+//!   of the agents living on that node is removed, as if each had sent `RemoveAgent`.
 //! - [`Snapshot`]: a copy of the table for tools and tests.
 //!
 //! Who holds its address: the node's [`Router`] (and through it every agent). It stops when the
@@ -87,6 +89,26 @@ impl Handler<ToServer> for LockServer {
 
     fn handle(&mut self, msg: ToServer, _ctx: &mut Self::Context) {
         self.apply(msg.0);
+    }
+}
+
+/// A peer node went down: release every lock and watch of the agents that live on it.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct NodeDown(pub NodeId);
+
+impl Handler<NodeDown> for LockServer {
+    type Result = ();
+
+    fn handle(&mut self, msg: NodeDown, _ctx: &mut Self::Context) {
+        if &msg.0 == self.node() {
+            return;
+        }
+        let agents = self.table.agents_on(&msg.0);
+        debug!(node = %self.node(), peer = %msg.0, agents = agents.len(), "node down: releasing its agents' locks");
+        for agent in agents {
+            self.apply(ServerRequest::RemoveAgent { agent });
+        }
     }
 }
 

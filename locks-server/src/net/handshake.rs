@@ -22,7 +22,8 @@
 //! of the connection and ticks with `now`, and returns a [`Step`]: the frames to send, then
 //! possibly the outcome. The outcome comes exactly once; after it every input is ignored. A
 //! local refusal's step carries a [`PeerFrame::Refuse`] telling the peer why; the caller sends
-//! it and closes the connection.
+//! it and closes the connection. An acceptor that refuses a duplicate name sends its own
+//! `Hello` first, so that the initiator learns whom it reached.
 
 use crate::net::Cookie;
 use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
@@ -60,8 +61,9 @@ pub enum Refusal {
         /// The peer's version.
         theirs: u16,
     },
-    /// The peer's name is already connected, or is this node's own name.
-    #[error("node {0} is already connected (or is this node's own name)")]
+    /// The peer's name is already connected (or connecting, or kept apart), or is this node's
+    /// own name.
+    #[error("node {0} is already connected, connecting or kept apart (or is this node's own name)")]
     DuplicateName(NodeId),
     /// A frame could not be decoded or came out of order.
     #[error("malformed handshake: {0}")]
@@ -275,7 +277,13 @@ impl Handshake {
             });
         }
         if hello.node == self.node || name_in_use(&hello.node) {
-            return self.refuse(Refusal::DuplicateName(hello.node));
+            let mut step = self.refuse(Refusal::DuplicateName(hello.node));
+            if self.role == Role::Acceptor {
+                // Say who we are before refusing: a dialer learns which node answers at the
+                // address it dials, and stops dialing while that node is connected.
+                step.send.insert(0, self.hello());
+            }
+            return step;
         }
         if hello.nonce == self.nonce {
             // Our own challenge coming back: a reflection, or a broken random source.

@@ -79,6 +79,11 @@ impl Cookie {
         Cookie(Arc::from(secret.as_ref()))
     }
 
+    /// Whether the secret is empty (a cluster refuses such a cookie).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// The secret, as the HMAC key.
     pub(crate) fn secret(&self) -> &[u8] {
         &self.0

@@ -92,6 +92,11 @@ impl Agents {
         }
     }
 
+    /// The ids of the agents known, in no particular order.
+    pub fn ids(&self) -> impl Iterator<Item = &AgentId> {
+        self.by_id.keys()
+    }
+
     /// How many agents are known.
     pub fn len(&self) -> usize {
         self.by_id.len()

@@ -196,6 +196,19 @@ impl LockTable {
         self.agents.len()
     }
 
+    /// The agents of node `node` with an entry or a watch in this table, in id order (the lock
+    /// server removes them all when that node goes down).
+    pub fn agents_on(&self, node: &NodeId) -> Vec<AgentId> {
+        let mut agents: Vec<AgentId> = self
+            .agents
+            .ids()
+            .filter(|a| a.node() == node)
+            .cloned()
+            .collect();
+        agents.sort();
+        agents
+    }
+
     /// The current view of one lock, if it exists.
     pub fn view(&self, lock: &LockId) -> Option<LockView> {
         let rec = self.locks.get(self.locks.find(lock.keys())?)?;

@@ -1,0 +1,403 @@
+//! One `locks` node as a process: a lock server in a cluster, plus a small line protocol on
+//! stdin/stdout to take locks from it and look at its lock table.
+//!
+//! ```sh
+//! cargo run -p examples --bin node -- --config node.toml
+//! cargo run -p examples --bin node -- --name a --listen 127.0.0.1:7001 --cookie secret \
+//!     --peer 127.0.0.1:7002 --peer 127.0.0.1:7003
+//! ```
+//!
+//! Logs go to stderr (`RUST_LOG`, default `info`). Stdout carries one line per event, so that
+//! scripts and tests can follow the node:
+//!
+//! ```text
+//! listening 127.0.0.1:7001        once started (when it listens)
+//! up b / down b                   a peer connected / lost
+//! granted t1 db/x a@1042,b@977    transaction t1 holds db/x; each node's fencing version
+//! deadlocks t1 db/y@a,...         locks t1 surrendered on the way (after `granted`, if any)
+//! error t1 <message>              a request of t1 failed
+//! status t1 waiting               the answer to `status t1`
+//! ended t1                        the answer to `end t1`
+//! nodes a b c                     the answer to `nodes`
+//! lock db/x v1042 X granted=… converting=… waiting=…   the answer to `table`, then `end-table`
+//! ```
+//!
+//! Commands, one per line on stdin:
+//!
+//! ```text
+//! lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive]
+//!                                 mode defaults to X, nodes to this node, req to all; the
+//!                                 transaction <txn> is begun on first use
+//! status <txn> | end <txn> | nodes | table | quit
+//! ```
+
+use clap::Parser;
+use locks_agent::{Options, Req, Transaction, TransactionStatus, begin_transaction};
+use locks_core::{Key, LockId, Mode, NodeId};
+use locks_server::cluster::NodeEvent;
+use locks_server::{Node, NodeConfig, TableSnapshot};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// Runs one locks node.
+#[derive(Debug, Parser)]
+#[command(name = "node", about = "Runs one node of a locks cluster")]
+struct Args {
+    /// A TOML configuration file (see `NodeConfig::from_toml_file`); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The node's name (required without --config).
+    #[arg(long)]
+    name: Option<String>,
+    /// Accept peers on this address (port 0 picks one; it is printed).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Dial this peer, and again whenever it is lost (repeatable).
+    #[arg(long)]
+    peer: Vec<SocketAddr>,
+    /// The cluster cookie.
+    #[arg(long)]
+    cookie: Option<String>,
+    /// Heartbeat timeout in milliseconds (the ping interval is a quarter of it).
+    #[arg(long)]
+    heartbeat_timeout_ms: Option<u64>,
+    /// Print the lock table every this many seconds.
+    #[arg(long)]
+    print_table_every: Option<u64>,
+    /// Stop when stdin ends (for scripts and tests; otherwise the node runs until `quit` or a
+    /// signal).
+    #[arg(long)]
+    exit_on_eof: bool,
+    /// Transactions begun here abort instead of surrendering a lock they were told they hold.
+    #[arg(long)]
+    abort_on_deadlock: bool,
+    /// Transactions begun here wait for lost nodes to return instead of failing.
+    #[arg(long)]
+    await_nodes: bool,
+}
+
+fn config(args: &Args) -> Result<NodeConfig, String> {
+    let mut config = match (&args.config, &args.name) {
+        (Some(path), _) => NodeConfig::from_toml_file(path).map_err(|e| e.to_string())?,
+        (None, Some(name)) => NodeConfig::new(name.clone()),
+        (None, None) => return Err("give --config or --name".to_owned()),
+    };
+    if let Some(name) = &args.name
+        && name != config.name()
+    {
+        // A flag overrides the file; rebuild with the cluster settings kept.
+        let cluster = config.cluster().clone();
+        config = NodeConfig::new(name.clone())
+            .heartbeat(cluster.heartbeat.interval, cluster.heartbeat.timeout)
+            .connect_timeout(cluster.connect_timeout)
+            .handshake_timeout(cluster.handshake_timeout)
+            .reconnect_backoff(cluster.reconnect_min, cluster.reconnect_max)
+            .max_frame(cluster.max_frame);
+        if let Some(listen) = cluster.listen {
+            config = config.listen(listen);
+        }
+        for peer in cluster.peers {
+            config = config.peer(peer);
+        }
+        if let Some(cookie) = cluster.cookie {
+            config = config.cookie(cookie);
+        }
+    }
+    if let Some(listen) = args.listen {
+        config = config.listen(listen);
+    }
+    for peer in &args.peer {
+        config = config.peer(*peer);
+    }
+    if let Some(cookie) = &args.cookie {
+        config = config.cookie(cookie.as_str());
+    }
+    if let Some(ms) = args.heartbeat_timeout_ms {
+        let timeout = Duration::from_millis(ms);
+        config = config.heartbeat(timeout / 4, timeout);
+    }
+    Ok(config)
+}
+
+type Txns = Arc<Mutex<HashMap<String, Arc<Transaction>>>>;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let args = Args::parse();
+    let config = match config(&args) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("node: {e}");
+            std::process::exit(2);
+        }
+    };
+    let node = match Node::start(config).await {
+        Ok(node) => node,
+        Err(e) => {
+            eprintln!("node: cannot start: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Some(addr) = node.local_addr() {
+        println!("listening {addr}");
+    }
+    let mut events = node.subscribe_nodes();
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            match event {
+                NodeEvent::Up(n) => println!("up {n}"),
+                NodeEvent::Down(n) => println!("down {n}"),
+            }
+        }
+    });
+    if let Some(secs) = args.print_table_every {
+        let node = node.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(secs.max(1)));
+            loop {
+                tick.tick().await;
+                print_table(&node).await;
+            }
+        });
+    }
+    let options = Options {
+        abort_on_deadlock: args.abort_on_deadlock,
+        await_nodes: args.await_nodes,
+    };
+    let txns: Txns = Arc::default();
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let line = tokio::select! {
+            line = lines.next_line() => line,
+            _ = tokio::signal::ctrl_c() => break,
+        };
+        match line {
+            Ok(Some(line)) => {
+                if !command(&node, &txns, &options, line.trim()).await {
+                    break;
+                }
+            }
+            Ok(None) | Err(_) if args.exit_on_eof => break,
+            Ok(None) | Err(_) => {
+                // Stdin is closed (run in the background): serve until a signal.
+                let _ = tokio::signal::ctrl_c().await;
+                break;
+            }
+        }
+    }
+    txns.lock().map(|mut t| t.clear()).ok();
+    node.shutdown().await;
+}
+
+/// Runs one command; returns `false` on `quit`.
+async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [] => {}
+        ["quit"] => return false,
+        ["nodes"] => {
+            let names: Vec<String> = node.nodes().iter().map(|n| n.to_string()).collect();
+            println!("nodes {}", names.join(" "));
+        }
+        ["table"] => print_table(node).await,
+        ["status", txn] => match get(txns, txn) {
+            Some(t) => match t.status().await {
+                Ok(status) => println!("status {txn} {}", status_word(&status)),
+                Err(e) => println!("error {txn} {e}"),
+            },
+            None => println!("error {txn} no such transaction"),
+        },
+        ["end", txn] => {
+            let t = txns.lock().ok().and_then(|mut t| t.remove(*txn));
+            match t {
+                // Pending `lock` calls hold clones of the handle: ending it stops the agent
+                // either way, so they fail instead of waiting.
+                Some(t) => match Arc::try_unwrap(t) {
+                    Ok(t) => match t.end().await {
+                        Ok(()) => println!("ended {txn}"),
+                        Err(e) => println!("error {txn} {e}"),
+                    },
+                    Err(shared) => {
+                        drop(shared);
+                        println!("ended {txn}");
+                    }
+                },
+                None => println!("error {txn} no such transaction"),
+            }
+        }
+        ["lock", txn, path, rest @ ..] => {
+            let request = match parse_lock(node, path, rest) {
+                Ok(r) => r,
+                Err(e) => {
+                    println!("error {txn} {e}");
+                    return true;
+                }
+            };
+            let t = match get(txns, txn) {
+                Some(t) => t,
+                None => match begin_transaction(node, options.clone()).await {
+                    Ok(t) => {
+                        let t = Arc::new(t);
+                        if let Ok(mut all) = txns.lock() {
+                            all.insert((*txn).to_owned(), t.clone());
+                        }
+                        t
+                    }
+                    Err(e) => {
+                        println!("error {txn} {e}");
+                        return true;
+                    }
+                },
+            };
+            let (txn, path) = ((*txn).to_owned(), (*path).to_owned());
+            tokio::spawn(async move {
+                let (lock, mode, nodes, req) = request;
+                match t.lock_on(lock, mode, &nodes, req).await {
+                    Ok(_) => report_granted(&t, &txn, &path).await,
+                    Err(e) => println!("error {txn} {e}"),
+                }
+            });
+        }
+        _ => println!("error - unknown command: {line}"),
+    }
+    true
+}
+
+fn get(txns: &Txns, name: &str) -> Option<Arc<Transaction>> {
+    txns.lock().ok().and_then(|t| t.get(name).cloned())
+}
+
+type LockRequest = (LockId, Mode, Vec<NodeId>, Req);
+
+fn parse_lock(node: &Node, path: &str, rest: &[&str]) -> Result<LockRequest, String> {
+    let lock = LockId::new(path.split('/').map(Key::from)).map_err(|e| e.to_string())?;
+    let mode = match rest.first() {
+        Some(m) => m.parse::<Mode>().map_err(|e| e.to_string())?,
+        None => Mode::X,
+    };
+    let nodes = match rest.get(1) {
+        Some(list) => list
+            .split(',')
+            .map(NodeId::new)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?,
+        None => vec![node.id().clone()],
+    };
+    let req = match rest.get(2).copied() {
+        None | Some("all") => Req::All,
+        Some("any") => Req::Any,
+        Some("majority") => Req::Majority,
+        Some("all_alive") => Req::AllAlive,
+        Some(other) => return Err(format!("unknown requirement {other}")),
+    };
+    if rest.len() > 3 {
+        return Err("too many arguments".to_owned());
+    }
+    Ok((lock, mode, nodes, req))
+}
+
+/// Prints `granted <txn> <path> <node@version,...>` and the deadlocks resolved so far.
+async fn report_granted(t: &Transaction, txn: &str, path: &str) {
+    match t.await_all_locks().await {
+        Ok(result) => {
+            println!("granted {txn} {path} {}", fencing(&result, path));
+            if !result.deadlocks.is_empty() {
+                let list: Vec<String> = result
+                    .deadlocks
+                    .iter()
+                    .map(|d| format!("{}@{}", slash(&d.lock), d.node))
+                    .collect();
+                println!("deadlocks {txn} {}", list.join(","));
+            }
+        }
+        Err(e) => println!("error {txn} {e}"),
+    }
+}
+
+/// The fencing versions of the lock at `path`, as `node@version,...` (`-` if not held).
+fn fencing(result: &locks_agent::LockResult, path: &str) -> String {
+    let held = result.locks.iter().find(|g| slash(&g.lock) == path);
+    match held {
+        Some(g) if !g.nodes.is_empty() => g
+            .nodes
+            .iter()
+            .map(|(node, version)| format!("{node}@{version}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "-".to_owned(),
+    }
+}
+
+fn status_word(status: &TransactionStatus) -> String {
+    match status {
+        TransactionStatus::NoLocks => "no_locks".to_owned(),
+        TransactionStatus::Waiting => "waiting".to_owned(),
+        TransactionStatus::HaveAllLocks { .. } => "have_all_locks".to_owned(),
+        TransactionStatus::CannotServe { .. } => "cannot_serve".to_owned(),
+    }
+}
+
+fn slash(lock: &LockId) -> String {
+    lock.keys()
+        .iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+async fn print_table(node: &Node) {
+    match node.snapshot().await {
+        Ok(snapshot) => {
+            for line in table_lines(&snapshot) {
+                println!("{line}");
+            }
+            println!("end-table");
+        }
+        Err(e) => println!("error - {e}"),
+    }
+}
+
+fn table_lines(snapshot: &TableSnapshot) -> Vec<String> {
+    snapshot
+        .locks
+        .iter()
+        .map(|l| {
+            let entries = |v: Vec<String>| v.join(",");
+            format!(
+                "lock {} v{} {} granted={} converting={} waiting={}",
+                slash(&l.lock),
+                l.version,
+                l.group.map_or("-".to_owned(), |m| m.to_string()),
+                entries(
+                    l.granted
+                        .iter()
+                        .map(|e| format!("{}:{}", e.agent, e.mode))
+                        .collect()
+                ),
+                entries(
+                    l.converting
+                        .iter()
+                        .map(|c| format!("{}:{}>{}", c.agent, c.held, c.requested))
+                        .collect()
+                ),
+                entries(
+                    l.waiting
+                        .iter()
+                        .map(|e| format!("{}:{}", e.agent, e.mode))
+                        .collect()
+                ),
+            )
+        })
+        .collect()
+}

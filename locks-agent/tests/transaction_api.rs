@@ -1,0 +1,305 @@
+//! The `Transaction` API end to end, beyond the Erlang scenarios: what dropping a handle or a
+//! future does, unlock/cancel/convert, where client code may run, and cycles of every length
+//! and id order through the real actors.
+
+mod common;
+
+use common::{Harness, bounded};
+use locks_agent::{Error, Options, TransactionStatus, begin_transaction};
+use locks_core::proto::EntryState;
+use locks_core::{LockId, Mode, lock_id};
+use locks_server::{Node, NodeConfig};
+
+#[tokio::test]
+async fn dropping_the_handle_releases_its_locks() {
+    let h = Harness::new("drop").await;
+    let txn = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let id = txn.id().clone();
+    bounded(txn.lock(lock_id!["a"], Mode::WRITE)).await.unwrap();
+    drop(txn);
+    h.wait_released(&id).await;
+}
+
+#[tokio::test]
+async fn a_panicking_client_task_releases_its_locks() {
+    let h = Harness::new("panic").await;
+    let node = h.node.clone();
+    let (id_tx, id_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let txn = begin_transaction(&node, Options::default()).await.unwrap();
+        id_tx.send(txn.id().clone()).unwrap();
+        txn.lock(lock_id!["a"], Mode::WRITE).await.unwrap();
+        panic!("client bug while holding a lock");
+    });
+    let id = bounded(id_rx).await.unwrap();
+    assert!(bounded(task).await.unwrap_err().is_panic());
+    h.wait_released(&id).await;
+    let other = h.client().await;
+    assert!(
+        bounded(other.txn().lock(lock_id!["a"], Mode::WRITE))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_dropped_lock_future_leaves_the_request_queued() {
+    let h = Harness::new("dropfut").await;
+    let c1 = h.client().await;
+    let c2 = h.client().await;
+    bounded(c1.txn().lock(lock_id!["a"], Mode::WRITE))
+        .await
+        .unwrap();
+    // Never polled, dropped at once: the request was made at the call.
+    drop(c2.txn().lock(lock_id!["a"], Mode::WRITE));
+    h.wait_blocked(&c2.id(), &lock_id!["a"]).await;
+    assert_eq!(
+        bounded(c2.txn().status()).await.unwrap(),
+        TransactionStatus::Waiting
+    );
+    c1.kill();
+    bounded(c2.txn().await_all_locks()).await.unwrap();
+    h.wait_granted(&c2.id(), &lock_id!["a"]).await;
+}
+
+#[tokio::test]
+async fn unlock_releases_one_lock_and_keeps_the_others() {
+    let h = Harness::new("unlock").await;
+    let c1 = h.client().await;
+    let mut c2 = h.client().await;
+    let (a, b) = (lock_id!["a"], lock_id!["b"]);
+    bounded(c1.txn().lock(a.clone(), Mode::WRITE))
+        .await
+        .unwrap();
+    bounded(c1.txn().lock(b.clone(), Mode::WRITE))
+        .await
+        .unwrap();
+    let bb = b.clone();
+    let p2 = c2.call(move |t| async move { t.lock(bb, Mode::WRITE).await });
+    h.wait_blocked(&c2.id(), &b).await;
+    bounded(c1.txn().unlock(b.clone())).await.unwrap();
+    assert!(p2.result().await.unwrap().is_empty());
+    let snap = h.node.snapshot().await.unwrap();
+    assert_eq!(snap.state(&c1.id(), &a), EntryState::Granted(Mode::WRITE));
+    assert_eq!(snap.state(&c1.id(), &b), EntryState::Absent);
+    // The transaction still reports all its (remaining) locks.
+    assert!(matches!(
+        bounded(c1.txn().status()).await.unwrap(),
+        TransactionStatus::HaveAllLocks { .. }
+    ));
+}
+
+#[tokio::test]
+async fn unlock_cancels_a_pending_request() {
+    let h = Harness::new("cancel").await;
+    let c1 = h.client().await;
+    let mut c2 = h.client().await;
+    let a = lock_id!["a"];
+    bounded(c1.txn().lock(a.clone(), Mode::WRITE))
+        .await
+        .unwrap();
+    let aa = a.clone();
+    let p2 = c2.call(move |t| async move { t.lock(aa, Mode::WRITE).await });
+    h.wait_blocked(&c2.id(), &a).await;
+    bounded(c2.txn().unlock(a.clone())).await.unwrap();
+    h.wait_released(&c2.id()).await;
+    assert_eq!(
+        bounded(c2.txn().status()).await.unwrap(),
+        TransactionStatus::NoLocks
+    );
+    // The cancelled call is answered.
+    assert!(matches!(p2.result().await, Err(Error::Cancelled { lock }) if lock == a));
+    let snap = h.node.snapshot().await.unwrap();
+    let view = snap.lock(&a).expect("held by 1").view();
+    assert!(view.waiting.is_empty() && view.converting.is_empty());
+}
+
+#[tokio::test]
+async fn convert_down_lets_readers_in() {
+    let h = Harness::new("convert").await;
+    let c1 = h.client().await;
+    let mut c2 = h.client().await;
+    let a = lock_id!["a"];
+    bounded(c1.txn().lock(a.clone(), Mode::WRITE))
+        .await
+        .unwrap();
+    let aa = a.clone();
+    let p2 = c2.call(move |t| async move { t.lock(aa, Mode::READ).await });
+    h.wait_blocked(&c2.id(), &a).await;
+    bounded(c1.txn().convert(a.clone(), Mode::READ))
+        .await
+        .unwrap();
+    assert!(p2.result().await.unwrap().is_empty());
+    let snap = h.node.snapshot().await.unwrap();
+    assert_eq!(snap.state(&c1.id(), &a), EntryState::Granted(Mode::READ));
+    assert_eq!(snap.state(&c2.id(), &a), EntryState::Granted(Mode::READ));
+    // Converting up through `convert` is refused with an error, not a panic.
+    assert!(
+        bounded(c1.txn().convert(a.clone(), Mode::WRITE))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_covered_repeat_is_answered_at_once() {
+    let h = Harness::new("repeat").await;
+    let c1 = h.client().await;
+    bounded(c1.txn().lock(lock_id!["a"], Mode::WRITE))
+        .await
+        .unwrap();
+    // The original's `lock/2` on a held lock hangs (reference 5.3); ours answers.
+    assert!(
+        bounded(c1.txn().lock(lock_id!["a"], Mode::READ))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        bounded(c1.txn().lock(lock_id!["a"], Mode::WRITE))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn calls_on_an_ended_transaction_fail_cleanly() {
+    let h = Harness::new("ended").await;
+    let txn = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let node = h.node.clone();
+    node.shutdown().await;
+    assert!(matches!(
+        bounded(txn.lock(lock_id!["a"], Mode::WRITE)).await,
+        Err(Error::Ended)
+    ));
+    assert!(begin_transaction(&node, Options::default()).await.is_err());
+}
+
+async fn take_and_release(node: &Node, key: i64) -> Result<(), Error> {
+    let txn = begin_transaction(node, Options::default()).await?;
+    txn.lock(lock_id!["spawned", key], Mode::WRITE).await?;
+    txn.lock(lock_id!["spawned"], Mode::READ).await?;
+    txn.end().await
+}
+
+#[tokio::test]
+async fn clients_on_the_node_runtime_and_on_a_foreign_runtime() {
+    let node = Node::start(NodeConfig::new("where")).await.unwrap();
+    // On the node's own thread.
+    let on_node = node.clone();
+    bounded(node.spawn(async move { take_and_release(&on_node, 1).await }))
+        .await
+        .unwrap()
+        .unwrap();
+    // From a plain thread with a runtime of its own.
+    let foreign = node.clone();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move { bounded(take_and_release(&foreign, 2)).await })
+    });
+    tokio::task::spawn_blocking(move || thread.join().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(node.snapshot().await.unwrap().locks.is_empty());
+}
+
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 1 {
+        return vec![vec![0]];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for i in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// Agent `order[i]` (agents are created in index order, so ids grow with the index) holds
+/// `held[i]` and asks for `asked[i]`, which conflicts with what the next one holds: one cycle
+/// through all of them. Each client ends as soon as its call completes, which lets the next
+/// one through; every call must complete and report the deadlock.
+async fn cycle_resolves(
+    h: &Harness,
+    order: &[usize],
+    held: &[LockId],
+    asked: &[LockId],
+    mode: Mode,
+) {
+    let k = order.len();
+    let mut clients = Vec::new();
+    for _ in 0..k {
+        clients.push(Some(h.client().await));
+    }
+    for (i, &who) in order.iter().enumerate() {
+        let c = clients[who].as_ref().expect("alive");
+        bounded(c.txn().lock(held[i].clone(), Mode::WRITE))
+            .await
+            .unwrap();
+    }
+    let mut pending = Vec::new();
+    for (i, &who) in order.iter().enumerate() {
+        let next = asked[i].clone();
+        let c = clients[who].as_mut().expect("alive");
+        pending.push(Some((
+            who,
+            c.call(move |t| async move { t.lock(next, mode).await }),
+        )));
+    }
+    let deadline = tokio::time::Instant::now() + common::BOUND;
+    while pending.iter().any(Option::is_some) {
+        let finished = pending
+            .iter()
+            .position(|p| p.as_ref().is_some_and(|(_, p)| p.is_finished()));
+        match finished {
+            Some(i) => {
+                let (who, p) = pending[i].take().expect("present");
+                let deadlocks = p.result().await.unwrap();
+                assert!(
+                    !deadlocks.is_empty(),
+                    "order {order:?}: every member of the cycle is told"
+                );
+                clients[who].take().expect("alive").kill();
+            }
+            None => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "order {order:?}: cycle not resolved"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn cycles_of_length_2_to_4_in_every_id_order_resolve_end_to_end() {
+    for k in 2..=4usize {
+        for (n, order) in permutations(k).into_iter().enumerate() {
+            let flat: Vec<LockId> = (0..k).map(|i| lock_id!["flat", i as i64]).collect();
+            let next: Vec<LockId> = (0..k).map(|i| flat[(i + 1) % k].clone()).collect();
+            let h = Harness::new(&format!("cycle{k}x{n}")).await;
+            cycle_resolves(&h, &order, &flat, &next, Mode::WRITE).await;
+            // Through parent/child locks: each holds a parent and reads a child of the next
+            // one's, so the conflict is between an intention mode and a write.
+            let parents: Vec<LockId> = (0..k).map(|i| lock_id!["tree", i as i64]).collect();
+            let children: Vec<LockId> = (0..k).map(|i| parents[(i + 1) % k].child("row")).collect();
+            let h = Harness::new(&format!("tree{k}x{n}")).await;
+            cycle_resolves(&h, &order, &parents, &children, Mode::READ).await;
+        }
+    }
+}

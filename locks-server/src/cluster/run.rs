@@ -1,0 +1,380 @@
+//! The tasks of the cluster layer, all on the node's thread: the accept loop, the dialers, one
+//! task per handshake, and per link its driver, pump and flusher; and what a link's arrival and
+//! end do (see the contracts in the [module documentation](super)).
+
+use super::backoff::Backoff;
+use super::membership::{HandshakeId, LinkId, NameRefusal};
+use super::remote::ClusterLink;
+use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
+use crate::config::ClusterConfig;
+use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
+use crate::router::Router;
+use crate::server::NodeDown;
+use locks_core::NodeId;
+use locks_core::proto::Envelope;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// After a failed `accept` (for example: out of file descriptors), wait this long before the
+/// next, so that the loop does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// What this node's own name check said about a handshake's peer, when it refused it.
+type RefusedAs = Mutex<Option<(NodeId, NameRefusal)>>;
+
+impl Cluster {
+    /// Node thread: binds the listener (if configured), starts accepting and starts a dialer for
+    /// every configured peer.
+    pub(crate) async fn start(
+        node: NodeId,
+        config: ClusterConfig,
+        router: Arc<Router>,
+    ) -> std::io::Result<Arc<Cluster>> {
+        let listener = match config.listen {
+            Some(addr) => Some(TcpListener::bind(addr).await?),
+            None => None,
+        };
+        let local_addr = listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        let peers = config.peers.clone();
+        let cluster = Arc::new(Cluster::new(node, config, router, local_addr));
+        if let Some(listener) = listener {
+            tracing::info!(node = %cluster.node, addr = ?local_addr, "accepting peers");
+            actix::spawn(cluster.clone().accept_loop(listener));
+        }
+        for addr in peers {
+            cluster.ensure_dialer(addr);
+        }
+        Ok(cluster)
+    }
+
+    /// Node thread: connects to the node at `addr` (if it is not connected already), lets it
+    /// back in if it was kept apart, and keeps a dialer on `addr` from then on.
+    pub(crate) async fn connect(self: Arc<Self>, addr: SocketAddr) -> Result<NodeId, ConnectError> {
+        let known = self.state().addr_names.get(&addr).cloned();
+        if let Some(peer) = &known {
+            self.reconnect(peer);
+            if self.state().membership.link(peer).is_some() {
+                self.ensure_dialer(addr);
+                return Ok(peer.clone());
+            }
+        }
+        let mut result = self.dial(addr).await;
+        if let Err(ConnectError::Refused {
+            peer,
+            reason: NameRefusal::Apart,
+        }) = &result
+        {
+            self.reconnect(&peer.clone());
+            result = self.dial(addr).await;
+        }
+        if let Err(error) = &result
+            && is_duplicate(error)
+        {
+            // Connected already, or another handshake with that node (ours or its own) is
+            // under way: wait for it, a handshake timeout at most. (A peer that keeps this
+            // node apart refuses it the same way, but then nothing is under way here.)
+            let peer = {
+                let state = self.state();
+                state.addr_names.get(&addr).cloned().filter(|peer| {
+                    state.membership.link(peer).is_some() || state.membership.is_handshaking(peer)
+                })
+            };
+            if let Some(peer) = peer
+                && self.wait_connected(&peer).await
+            {
+                result = Ok(peer);
+            }
+        }
+        if result.is_ok() {
+            self.ensure_dialer(addr);
+        }
+        result
+    }
+
+    /// Waits (at most a handshake timeout) for `peer` to be connected; returns whether it is.
+    async fn wait_connected(&self, peer: &NodeId) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.state().membership.link(peer).is_some() {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(self.net.handshake_timeout, wait)
+            .await
+            .is_ok()
+    }
+
+    fn ensure_dialer(self: &Arc<Self>, addr: SocketAddr) {
+        if self.state().dialers.insert(addr) {
+            actix::spawn(self.clone().dialer(addr));
+        }
+    }
+
+    /// Dials `addr` whenever the node behind it is neither connected nor kept apart.
+    async fn dialer(self: Arc<Self>, addr: SocketAddr) {
+        let mut backoff = Backoff::new(self.config.reconnect_min, self.config.reconnect_max);
+        let mut failures = 0u32;
+        loop {
+            self.wait_dialable(addr).await;
+            match self.dial(addr).await {
+                Ok(_)
+                | Err(ConnectError::Refused {
+                    reason: NameRefusal::Connected,
+                    ..
+                }) => {
+                    backoff.reset();
+                    failures = 0;
+                }
+                Err(error) if is_duplicate(&error) => {
+                    // The two nodes are connected, or about to be, by another handshake.
+                    tracing::debug!(node = %self.node, %addr, %error, "peer reached by another connection");
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                Err(error) => {
+                    if failures == 0 {
+                        tracing::info!(node = %self.node, %addr, %error, "cannot reach a peer; retrying");
+                    } else {
+                        tracing::debug!(node = %self.node, %addr, %error, failures, "cannot reach a peer");
+                    }
+                    failures = failures.saturating_add(1);
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+            }
+        }
+    }
+
+    /// Returns once the node behind `addr` (if known) is neither connected nor kept apart.
+    async fn wait_dialable(&self, addr: SocketAddr) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let state = self.state();
+                match state.addr_names.get(&addr) {
+                    None => return,
+                    Some(peer) => {
+                        if state.membership.link(peer).is_none() && !state.membership.is_apart(peer)
+                        {
+                            return;
+                        }
+                    }
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// One dial of `addr`: TCP connect, handshake as initiator, registration.
+    async fn dial(self: &Arc<Self>, addr: SocketAddr) -> Result<NodeId, ConnectError> {
+        let hs = self.state().membership.begin(Role::Initiator);
+        let refused_as: RefusedAs = Mutex::new(None);
+        let result = net::connect(addr, &self.net, |peer: &NodeId| {
+            self.name_in_use(hs, peer, Some(addr), &refused_as)
+        })
+        .await;
+        match result {
+            Ok(conn) => self.admit(hs, conn),
+            Err(error) => {
+                self.state().membership.failed(hs);
+                match take(&refused_as) {
+                    Some((peer, reason)) => Err(ConnectError::Refused { peer, reason }),
+                    None => Err(ConnectError::Net(error)),
+                }
+            }
+        }
+    }
+
+    /// Accepts connections; each handshake runs in its own task, so a slow or hostile client
+    /// delays nobody.
+    async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        let pending = Arc::new(Semaphore::new(self.net.max_pending_handshakes.max(1)));
+        loop {
+            match listener.accept().await {
+                Ok((stream, addr)) => {
+                    let Ok(permit) = pending.clone().try_acquire_owned() else {
+                        tracing::warn!(
+                            node = %self.node, peer_addr = %addr,
+                            "too many node handshakes in progress; connection closed"
+                        );
+                        continue;
+                    };
+                    let this = self.clone();
+                    actix::spawn(async move {
+                        let _permit = permit;
+                        // Refusals are logged by `establish` and `admit`.
+                        let _ = this.accept(stream).await;
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(node = %self.node, error = %e, "accepting a node connection failed");
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            }
+        }
+    }
+
+    async fn accept(self: Arc<Self>, stream: TcpStream) -> Result<NodeId, ConnectError> {
+        let hs = self.state().membership.begin(Role::Acceptor);
+        let refused_as: RefusedAs = Mutex::new(None);
+        let result = establish(stream, Role::Acceptor, &self.net, |peer: &NodeId| {
+            self.name_in_use(hs, peer, None, &refused_as)
+        })
+        .await;
+        match result {
+            Ok(conn) => self.admit(hs, conn),
+            Err(refusal) => {
+                self.state().membership.failed(hs);
+                match take(&refused_as) {
+                    Some((peer, reason)) => Err(ConnectError::Refused { peer, reason }),
+                    None => Err(ConnectError::Handshake(refusal)),
+                }
+            }
+        }
+    }
+
+    /// The handshake's name check: refuses (returns `true`) unless the membership lets the
+    /// handshake go on. Learns the name behind a dialed address.
+    fn name_in_use(
+        &self,
+        hs: HandshakeId,
+        peer: &NodeId,
+        dialed: Option<SocketAddr>,
+        refused_as: &RefusedAs,
+    ) -> bool {
+        let mut state = self.state();
+        if let Some(addr) = dialed {
+            state.addr_names.insert(addr, peer.clone());
+        }
+        match state.membership.check(hs, peer) {
+            Ok(()) => false,
+            Err(reason) => {
+                tracing::debug!(node = %self.node, %peer, %reason, "handshake refused by the membership");
+                *refused_as.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((peer.clone(), reason));
+                true
+            }
+        }
+    }
+
+    /// Registers an established connection as its peer's link, or closes it.
+    fn admit(self: &Arc<Self>, hs: HandshakeId, conn: Connection) -> Result<NodeId, ConnectError> {
+        let peer = conn.peer().clone();
+        let info = LinkInfo {
+            peer: peer.clone(),
+            role: conn.role(),
+            peer_addr: conn.peer_addr(),
+        };
+        let mut state = self.state();
+        let registered = match state.membership.established(hs, &peer) {
+            Ok(registered) => registered,
+            Err(reason) => {
+                drop(state);
+                tracing::info!(node = %self.node, %peer, %reason, "connection not kept; closed");
+                return Err(ConnectError::NotKept { peer, reason });
+            }
+        };
+        let (link, driver) = conn.split();
+        let Link {
+            sender,
+            incoming,
+            down,
+            ..
+        } = link;
+        let remote = ClusterLink::new(peer.clone(), sender);
+        actix::spawn(async move {
+            driver.run().await;
+        });
+        actix::spawn(remote.clone().flush());
+        actix::spawn(
+            self.clone()
+                .pump(peer.clone(), registered.link, incoming, down),
+        );
+        self.router.add_remote(peer.clone(), remote.clone());
+        state
+            .links
+            .insert(registered.link, LinkEntry { info, remote });
+        self.router.broadcast_node_event(&peer, true);
+        state.emit(NodeEvent::Up(peer.clone()));
+        drop(state);
+        tracing::info!(node = %self.node, %peer, role = ?registered.role, "node up");
+        self.changed.notify_waiters();
+        Ok(peer)
+    }
+
+    /// Hands every envelope the peer sent to the router, then handles the link's end.
+    async fn pump(
+        self: Arc<Self>,
+        peer: NodeId,
+        link: LinkId,
+        mut incoming: mpsc::Receiver<Envelope>,
+        down: oneshot::Receiver<DownReason>,
+    ) {
+        while let Some(envelope) = incoming.recv().await {
+            if let Err(err) = self.router.deliver_from(&peer, envelope) {
+                tracing::debug!(node = %self.node, %peer, %err, "envelope from a peer not delivered");
+            }
+        }
+        let reason = match down.await {
+            Ok(reason) => reason.to_string(),
+            Err(_) => "the connection was dropped".to_owned(),
+        };
+        self.link_down(&peer, link, &reason);
+    }
+
+    /// A link ended, after everything it delivered was handed on. If it was the peer's link,
+    /// the peer is down (see the module documentation for the order of the effects).
+    fn link_down(&self, peer: &NodeId, link: LinkId, reason: &str) {
+        let mut state = self.state();
+        if let Some(entry) = state.links.remove(&link) {
+            entry.remote.close();
+        }
+        let was_current = state.membership.link_down(peer, link);
+        if was_current {
+            self.router.remove_remote(peer);
+            if let Some(server) = self.router.server() {
+                server.do_send(NodeDown(peer.clone()));
+            }
+            self.router.broadcast_node_event(peer, false);
+            state.emit(NodeEvent::Down(peer.clone()));
+        }
+        let waiters = state.down_waiters.remove(&link).unwrap_or_default();
+        drop(state);
+        if was_current {
+            tracing::info!(node = %self.node, %peer, reason, "node down");
+        }
+        for waiter in waiters {
+            let _ = waiter.send(());
+        }
+        self.changed.notify_waiters();
+    }
+}
+
+/// Whether a dial failed because one side already has (or is making) a connection between
+/// the two nodes.
+fn is_duplicate(error: &ConnectError) -> bool {
+    match error {
+        ConnectError::Refused { reason, .. } => {
+            matches!(reason, NameRefusal::Connected | NameRefusal::Handshaking)
+        }
+        ConnectError::Net(net::ConnectError::Refused { refusal, .. }) => {
+            *refusal == Refusal::ByPeer(RefusalCode::DuplicateName)
+        }
+        _ => false,
+    }
+}
+
+fn take(refused_as: &RefusedAs) -> Option<(NodeId, NameRefusal)> {
+    refused_as
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+}

@@ -1,0 +1,321 @@
+//! How a node is set up: [`NodeConfig`], built in code or loaded from a TOML file.
+//!
+//! A node with none of `listen`, `peer` or `cookie` is local-only: it never opens a socket.
+//! Setting any of them makes it a cluster node, and a cluster node needs the cluster cookie
+//! ([`Node::start`](crate::Node::start) refuses to start without one, with
+//! [`ConfigError::MissingCookie`]).
+//!
+//! The TOML form has the same settings (unknown keys are refused, so a typo is an error):
+//!
+//! ```toml
+//! name = "a"
+//! listen = "127.0.0.1:7001"                     # optional: accept peers here
+//! peers = ["127.0.0.1:7002", "127.0.0.1:7003"]  # optional: dial these, and again when lost
+//! cookie = "change-me"                          # or: cookie_file = "/path/to/cookie"
+//! heartbeat_interval_ms = 500                   # optional, defaults shown
+//! heartbeat_timeout_ms = 2000
+//! connect_timeout_ms = 5000
+//! handshake_timeout_ms = 5000
+//! reconnect_min_ms = 100
+//! reconnect_max_ms = 1000
+//! max_frame = 4194304
+//! ```
+
+use crate::net::{Cookie, HeartbeatConfig};
+use locks_core::ModeTable;
+use locks_core::codec::DEFAULT_MAX_FRAME;
+use serde::Deserialize;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The configuration file could not be read.
+    #[error("cannot read {path}: {error}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The TOML text is not valid, or has unknown or mistyped keys.
+    #[error("invalid node configuration: {0}")]
+    Toml(String),
+    /// An address could not be parsed or resolved.
+    #[error("invalid address {address:?}: {reason}")]
+    Address {
+        /// The address as written.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// Both `cookie` and `cookie_file` were given.
+    #[error("give either `cookie` or `cookie_file`, not both")]
+    TwoCookies,
+    /// The node listens or has peers, but no cookie was configured.
+    #[error("a cluster node needs a cookie (NodeConfig::cookie, or `cookie` in the file)")]
+    MissingCookie,
+    /// The cookie is empty.
+    #[error("the cluster cookie is empty")]
+    EmptyCookie,
+}
+
+/// The cluster settings of a node (see [`NodeConfig`] for the builders).
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Where to accept peers, if anywhere (port 0 picks a free port; see
+    /// [`Node::local_addr`](crate::Node::local_addr)).
+    pub listen: Option<SocketAddr>,
+    /// Peers to dial at start, and to dial again whenever they are lost.
+    pub peers: Vec<SocketAddr>,
+    /// The cluster cookie.
+    pub cookie: Option<Cookie>,
+    /// When to ping a silent peer and when to declare it down (default: ping after 500 ms of
+    /// silence, down after 2 s).
+    pub heartbeat: HeartbeatConfig,
+    /// How long a TCP connect may take (default 5 s).
+    pub connect_timeout: Duration,
+    /// How long a handshake may take (default 5 s).
+    pub handshake_timeout: Duration,
+    /// The first wait before dialing a lost peer again; it doubles on every failure up to
+    /// `reconnect_max` (defaults 100 ms and 1 s).
+    pub reconnect_min: Duration,
+    /// The longest wait between two dials of a lost peer.
+    pub reconnect_max: Duration,
+    /// The largest frame sent or accepted after the handshake, in bytes (default 4 MiB).
+    pub max_frame: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            listen: None,
+            peers: Vec::new(),
+            cookie: None,
+            heartbeat: HeartbeatConfig::default(),
+            connect_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(1),
+            max_frame: DEFAULT_MAX_FRAME,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// Whether any cluster setting was made (a listener, a peer or a cookie).
+    pub fn is_clustered(&self) -> bool {
+        self.listen.is_some() || !self.peers.is_empty() || self.cookie.is_some()
+    }
+
+    /// Checks the settings: a clustered configuration needs a non-empty cookie.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match &self.cookie {
+            None if self.is_clustered() => Err(ConfigError::MissingCookie),
+            Some(cookie) if cookie.is_empty() => Err(ConfigError::EmptyCookie),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How a node is set up. `NodeConfig::new(name)` is a local-only node with the standard modes;
+/// `.listen(addr)`, `.peer(addr)` and `.cookie(secret)` make it a cluster node.
+///
+/// ```
+/// use locks_server::NodeConfig;
+/// use std::time::Duration;
+/// let config = NodeConfig::new("a")
+///     .listen("127.0.0.1:0".parse().unwrap())
+///     .peer("127.0.0.1:7002".parse().unwrap())
+///     .cookie("change-me")
+///     .heartbeat(Duration::from_millis(200), Duration::from_secs(1));
+/// assert!(config.cluster().is_clustered());
+/// ```
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    name: String,
+    modes: ModeTable,
+    cluster: ClusterConfig,
+}
+
+impl NodeConfig {
+    /// A local-only node named `name` (checked by [`Node::start`](crate::Node::start)), with the
+    /// standard modes.
+    pub fn new(name: impl Into<String>) -> NodeConfig {
+        NodeConfig {
+            name: name.into(),
+            modes: ModeTable::standard(),
+            cluster: ClusterConfig::default(),
+        }
+    }
+
+    /// Installs a custom mode table (every node of a cluster must use the same one).
+    pub fn mode_table(mut self, modes: ModeTable) -> NodeConfig {
+        self.modes = modes;
+        self
+    }
+
+    /// Accepts peers on `addr` (port 0 picks a free port).
+    pub fn listen(mut self, addr: SocketAddr) -> NodeConfig {
+        self.cluster.listen = Some(addr);
+        self
+    }
+
+    /// Dials the node at `addr` at start, and again whenever it is lost. Repeatable.
+    pub fn peer(mut self, addr: SocketAddr) -> NodeConfig {
+        if !self.cluster.peers.contains(&addr) {
+            self.cluster.peers.push(addr);
+        }
+        self
+    }
+
+    /// The cluster cookie: only nodes that know it connect to each other.
+    pub fn cookie(mut self, secret: impl Into<Cookie>) -> NodeConfig {
+        self.cluster.cookie = Some(secret.into());
+        self
+    }
+
+    /// Pings a peer silent for `interval`; declares it down after `timeout` of silence.
+    pub fn heartbeat(mut self, interval: Duration, timeout: Duration) -> NodeConfig {
+        self.cluster.heartbeat = HeartbeatConfig { interval, timeout };
+        self
+    }
+
+    /// How long a TCP connect to a peer may take.
+    pub fn connect_timeout(mut self, timeout: Duration) -> NodeConfig {
+        self.cluster.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a handshake may take.
+    pub fn handshake_timeout(mut self, timeout: Duration) -> NodeConfig {
+        self.cluster.handshake_timeout = timeout;
+        self
+    }
+
+    /// The waits between dials of a lost peer: `min` first, doubling up to `max`.
+    pub fn reconnect_backoff(mut self, min: Duration, max: Duration) -> NodeConfig {
+        self.cluster.reconnect_min = min;
+        self.cluster.reconnect_max = max.max(min);
+        self
+    }
+
+    /// The largest frame sent or accepted after the handshake, in bytes.
+    pub fn max_frame(mut self, bytes: usize) -> NodeConfig {
+        self.cluster.max_frame = bytes;
+        self
+    }
+
+    /// The node's name as configured.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The mode table.
+    pub fn modes(&self) -> &ModeTable {
+        &self.modes
+    }
+
+    /// The cluster settings.
+    pub fn cluster(&self) -> &ClusterConfig {
+        &self.cluster
+    }
+
+    /// Reads a configuration from TOML text (the format is in the [module docs](self)).
+    /// Relative `cookie_file` paths are taken from the current directory.
+    pub fn from_toml_str(text: &str) -> Result<NodeConfig, ConfigError> {
+        NodeConfig::from_toml(text, None)
+    }
+
+    /// Reads a configuration from a TOML file. A relative `cookie_file` is taken from the
+    /// file's directory.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<NodeConfig, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
+        NodeConfig::from_toml(&text, path.parent())
+    }
+
+    fn from_toml(text: &str, base: Option<&Path>) -> Result<NodeConfig, ConfigError> {
+        let file: FileConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        let mut config = NodeConfig::new(file.name);
+        if let Some(listen) = file.listen {
+            config = config.listen(resolve(&listen)?);
+        }
+        for peer in file.peers {
+            config = config.peer(resolve(&peer)?);
+        }
+        match (file.cookie, file.cookie_file) {
+            (Some(_), Some(_)) => return Err(ConfigError::TwoCookies),
+            (Some(cookie), None) => config = config.cookie(cookie),
+            (None, Some(path)) => {
+                let path = match base {
+                    Some(base) if path.is_relative() => base.join(path),
+                    _ => path,
+                };
+                let secret = std::fs::read_to_string(&path)
+                    .map_err(|error| ConfigError::Read { path, error })?;
+                // A trailing newline from an editor is not part of the secret.
+                config = config.cookie(secret.trim_end_matches(['\n', '\r']));
+            }
+            (None, None) => {}
+        }
+        let defaults = ClusterConfig::default();
+        let ms = |v: Option<u64>, d: Duration| v.map_or(d, Duration::from_millis);
+        let heartbeat = HeartbeatConfig {
+            interval: ms(file.heartbeat_interval_ms, defaults.heartbeat.interval),
+            timeout: ms(file.heartbeat_timeout_ms, defaults.heartbeat.timeout),
+        };
+        config = config
+            .heartbeat(heartbeat.interval, heartbeat.timeout)
+            .connect_timeout(ms(file.connect_timeout_ms, defaults.connect_timeout))
+            .handshake_timeout(ms(file.handshake_timeout_ms, defaults.handshake_timeout))
+            .reconnect_backoff(
+                ms(file.reconnect_min_ms, defaults.reconnect_min),
+                ms(file.reconnect_max_ms, defaults.reconnect_max),
+            )
+            .max_frame(file.max_frame.unwrap_or(defaults.max_frame));
+        config.cluster.validate()?;
+        Ok(config)
+    }
+}
+
+/// The TOML form of a [`NodeConfig`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    name: String,
+    listen: Option<String>,
+    #[serde(default)]
+    peers: Vec<String>,
+    cookie: Option<String>,
+    cookie_file: Option<PathBuf>,
+    heartbeat_interval_ms: Option<u64>,
+    heartbeat_timeout_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+    handshake_timeout_ms: Option<u64>,
+    reconnect_min_ms: Option<u64>,
+    reconnect_max_ms: Option<u64>,
+    max_frame: Option<usize>,
+}
+
+/// An address as written: `ip:port`, or `host:port` resolved now (its first address).
+fn resolve(address: &str) -> Result<SocketAddr, ConfigError> {
+    if let Ok(addr) = address.parse() {
+        return Ok(addr);
+    }
+    let bad = |reason: String| ConfigError::Address {
+        address: address.to_owned(),
+        reason,
+    };
+    address
+        .to_socket_addrs()
+        .map_err(|e| bad(e.to_string()))?
+        .next()
+        .ok_or_else(|| bad("the name resolves to no address".to_owned()))
+}

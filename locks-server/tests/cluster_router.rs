@@ -1,0 +1,105 @@
+//! The router's side of the cluster: a message from a peer to an agent that does not run here
+//! is answered with `RemoveAgent` to the peer's lock server; a cluster link whose connection
+//! queue is full keeps every envelope, in order.
+
+use locks_core::proto::{AgentMessage, Envelope, Message, Rejection, ServerRequest};
+use locks_core::{AgentId, LockId, NodeId};
+use locks_server::{RemoteLink, RouteError, Router};
+use std::sync::{Arc, Mutex};
+
+#[derive(Default)]
+struct Captured(Mutex<Vec<Envelope>>);
+
+impl RemoteLink for Captured {
+    fn send(&self, envelope: Envelope) -> Result<(), RouteError> {
+        self.0.lock().unwrap().push(envelope);
+        Ok(())
+    }
+}
+
+fn id(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+fn to_agent(to: AgentId) -> Envelope {
+    Envelope::new(Message::Agent {
+        to,
+        msg: AgentMessage::Rejected {
+            node: id("a"),
+            lock: LockId::from(["l"]),
+            reason: Rejection::NotHeld,
+        },
+    })
+}
+
+#[test]
+fn a_message_for_an_unknown_local_agent_makes_the_sender_remove_it() {
+    let router = Router::new(id("b"));
+    let link = Arc::new(Captured::default());
+    router.add_remote(id("a"), link.clone());
+    let gone = AgentId::new(id("b"), 7, 3);
+    let result = router.deliver_from(&id("a"), to_agent(gone.clone()));
+    assert_eq!(result, Err(RouteError::UnknownAgent(gone.clone())));
+    assert_eq!(
+        *link.0.lock().unwrap(),
+        [Envelope::new(Message::Server(ServerRequest::RemoveAgent {
+            agent: gone
+        }))]
+    );
+}
+
+#[test]
+fn a_message_for_an_agent_of_another_node_is_not_answered() {
+    // Misrouted: the agent lives on a third node, which this node must not speak for.
+    let router = Router::new(id("b"));
+    let link = Arc::new(Captured::default());
+    router.add_remote(id("a"), link.clone());
+    let elsewhere = AgentId::new(id("c"), 1, 1);
+    let result = router.deliver_from(&id("a"), to_agent(elsewhere.clone()));
+    assert_eq!(result, Err(RouteError::UnknownAgent(elsewhere)));
+    assert!(link.0.lock().unwrap().is_empty());
+}
+
+/// A connection whose queue holds a single frame: everything sent through the cluster link
+/// arrives, in order, by way of the overflow queue.
+#[tokio::test]
+async fn a_full_connection_queue_neither_drops_nor_reorders() {
+    use locks_server::cluster::remote::ClusterLink;
+    use locks_server::net::{Listener, NetConfig, connect};
+
+    let mut tiny = NetConfig::new(id("a"), "cookie");
+    tiny.outgoing_capacity = 1;
+    let mut listener = Listener::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        NetConfig::new(id("b"), "cookie"),
+        Arc::new(|_: &NodeId| false),
+    )
+    .await
+    .unwrap();
+    let conn = connect(listener.local_addr(), &tiny, |_: &NodeId| false)
+        .await
+        .unwrap();
+    let mut receiver = listener.accept().await.unwrap().start();
+    let link = ClusterLink::new(id("b"), conn.start().sender);
+    tokio::spawn(link.clone().flush());
+
+    const N: u64 = 2_000;
+    let envelope = |i: u64| {
+        Envelope::new(Message::Server(ServerRequest::RemoveAgent {
+            agent: AgentId::new(id("a"), 1, i),
+        }))
+    };
+    for i in 0..N {
+        RemoteLink::send(&*link, envelope(i)).unwrap();
+    }
+    for i in 0..N {
+        let got =
+            tokio::time::timeout(std::time::Duration::from_secs(20), receiver.incoming.recv())
+                .await
+                .expect("bounded")
+                .expect("connection up");
+        assert_eq!(got, envelope(i));
+    }
+    link.close();
+    assert!(RemoteLink::send(&*link, envelope(N)).is_err(), "closed");
+}

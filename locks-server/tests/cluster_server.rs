@@ -1,0 +1,243 @@
+//! Lock servers across nodes over TCP (127.0.0.1, ephemeral ports), driven by raw requests
+//! through the router and by stand-in agents (actors that record what they are sent): a node
+//! going down releases its agents' locks on the others, and a message for an agent a node does
+//! not know makes the sender release that agent. Every wait is bounded by `BOUND`.
+
+use actix::prelude::*;
+use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
+use locks_core::{AgentId, LockId, Mode, NodeId};
+use locks_server::cluster::NodeEvent;
+use locks_server::{Deliver, Node, NodeConfig, TableSnapshot};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const BOUND: Duration = Duration::from_secs(20);
+
+fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("locks_server=debug")
+        .try_init();
+}
+
+async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
+    match tokio::time::timeout(BOUND, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: not done within {BOUND:?}"),
+    }
+}
+
+fn id(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+async fn start(name: &str) -> Node {
+    let config = NodeConfig::new(name)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .cookie("server-test");
+    bounded("start", Node::start(config)).await.unwrap()
+}
+
+/// Two connected nodes `a` and `b` (both ends registered).
+async fn pair() -> (Node, Node) {
+    let a = start("a").await;
+    let b = start("b").await;
+    let mut events = a.subscribe_nodes();
+    bounded("connect", b.connect(a.local_addr().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded("a sees b", events.recv()).await,
+        Some(NodeEvent::Up(id("b")))
+    );
+    (a, b)
+}
+
+/// A stand-in agent: records everything delivered to it.
+struct Recorder(mpsc::UnboundedSender<Deliver>);
+
+impl Actor for Recorder {
+    type Context = Context<Self>;
+}
+
+impl Handler<Deliver> for Recorder {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, _ctx: &mut Self::Context) {
+        let _ = self.0.send(msg);
+    }
+}
+
+/// A stand-in agent registered on `node`, and what it receives.
+struct StandIn {
+    id: AgentId,
+    inbox: mpsc::UnboundedReceiver<Deliver>,
+    seen: Vec<Deliver>,
+    _addr: Addr<Recorder>,
+}
+
+fn stand_in(node: &Node) -> StandIn {
+    let (tx, inbox) = mpsc::unbounded_channel();
+    let addr = Recorder::start_in_arbiter(node.arbiter(), move |_| Recorder(tx));
+    let id = node.next_agent_id();
+    node.router()
+        .register_agent(id.clone(), addr.clone().recipient());
+    StandIn {
+        id,
+        inbox,
+        seen: Vec::new(),
+        _addr: addr,
+    }
+}
+
+impl StandIn {
+    /// Waits until something matching `pred` has been delivered (in any order with the rest).
+    async fn wait(&mut self, what: &str, pred: impl Fn(&Deliver) -> bool) {
+        let what = format!("{}: {what}", self.id);
+        bounded(&what, async {
+            while !self.seen.iter().any(&pred) {
+                match self.inbox.recv().await {
+                    Some(msg) => self.seen.push(msg),
+                    None => panic!("{what}: the stand-in stopped"),
+                }
+            }
+        })
+        .await;
+    }
+
+    /// Waits for a notice that this agent was granted `lock` on `node`.
+    async fn granted(&mut self, node: &str, lock: &LockId) {
+        self.wait(&format!("granted {lock} on {node}"), |m| {
+            matches!(m, Deliver::Message(AgentMessage::Notice(n))
+                if n.node.as_str() == node
+                    && &n.lock == lock
+                    && matches!(n.state, EntryState::Granted(_)))
+        })
+        .await;
+    }
+
+    /// Waits for the node-down news of `node`.
+    async fn node_down(&mut self, node: &str) {
+        self.wait(
+            &format!("{node} down"),
+            |m| matches!(m, Deliver::NodeDown(n) if n.as_str() == node),
+        )
+        .await;
+    }
+}
+
+fn lock(agent: &AgentId, lock: &LockId) -> ServerRequest {
+    ServerRequest::Lock {
+        agent: agent.clone(),
+        lock: lock.clone(),
+        mode: Mode::X,
+    }
+}
+
+/// Polls `node`'s table until `done` holds (bounded).
+async fn wait_table(node: &Node, what: &str, done: impl Fn(&TableSnapshot) -> bool) {
+    bounded(what, async {
+        loop {
+            let snap = node.snapshot().await.unwrap();
+            if done(&snap) {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_node_going_down_releases_its_agents_locks_on_the_others() {
+    init_tracing();
+    let (a, b) = pair().await;
+    let l = LockId::from(["cluster", "l"]);
+    let mut remote = stand_in(&b);
+    let mut local = stand_in(&a);
+    b.router()
+        .send_server(&id("a"), lock(&remote.id, &l))
+        .unwrap();
+    remote.granted("a", &l).await;
+    a.router()
+        .send_server(&id("a"), lock(&local.id, &l))
+        .unwrap();
+    wait_table(&a, "local waits", |s| s.state(&local.id, &l).is_waiting()).await;
+
+    let mut events = a.subscribe_nodes();
+    assert_eq!(
+        bounded("up", events.recv()).await,
+        Some(NodeEvent::Up(id("b"))),
+        "a new subscription starts with the connected nodes"
+    );
+    bounded("b stops", b.shutdown()).await;
+    assert_eq!(
+        bounded("down", events.recv()).await,
+        Some(NodeEvent::Down(id("b")))
+    );
+    // b's agent lost its lock on a, so a's agent got it; a's agents heard of the down.
+    local.granted("a", &l).await;
+    local.node_down("b").await;
+    let snap = a.snapshot().await.unwrap();
+    assert_eq!(snap.state(&remote.id, &l), EntryState::Absent);
+    assert_eq!(snap.state(&local.id, &l), EntryState::Granted(Mode::X));
+}
+
+#[tokio::test]
+async fn a_partition_releases_the_other_sides_agents_on_both_nodes() {
+    init_tracing();
+    let (a, b) = pair().await;
+    let (la, lb) = (LockId::from(["on-a"]), LockId::from(["on-b"]));
+    let mut of_b = stand_in(&b);
+    let mut of_a = stand_in(&a);
+    b.router()
+        .send_server(&id("a"), lock(&of_b.id, &la))
+        .unwrap();
+    a.router()
+        .send_server(&id("b"), lock(&of_a.id, &lb))
+        .unwrap();
+    of_b.granted("a", &la).await;
+    of_a.granted("b", &lb).await;
+
+    assert!(bounded("disconnect", a.disconnect("b")).await.unwrap());
+    // `disconnect` returns after a handled the down: b's agent is already released here.
+    let snap = a.snapshot().await.unwrap();
+    assert!(snap.lock(&la).is_none(), "{snap:?}");
+    of_a.node_down("b").await;
+    of_b.node_down("a").await;
+    wait_table(&b, "a's agent released on b", |s| s.lock(&lb).is_none()).await;
+    // Requests to a node that is down fail at once.
+    assert!(
+        b.router()
+            .send_server(&id("a"), lock(&of_b.id, &la))
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn a_message_for_an_agent_the_peer_does_not_know_releases_that_agent() {
+    init_tracing();
+    let (a, b) = pair().await;
+    let l = LockId::from(["gone"]);
+    let mut holder = stand_in(&a);
+    a.router()
+        .send_server(&id("a"), lock(&holder.id, &l))
+        .unwrap();
+    holder.granted("a", &l).await;
+    // An agent id of b that no agent on b answers to: it died without saying goodbye. Its
+    // request queues behind the holder, and a tells it so; b answers that it does not know the
+    // agent, and a releases it. Without that answer its entry would stay forever.
+    let ghost = b.next_agent_id();
+    let before = a.snapshot().await.unwrap().version;
+    b.router().send_server(&id("a"), lock(&ghost, &l)).unwrap();
+    // Two changes of the table: the ghost queued, then removed.
+    wait_table(&a, "the ghost queued and released", |s| {
+        s.version >= before + 2 && s.state(&ghost, &l) == EntryState::Absent
+    })
+    .await;
+    let snap = a.snapshot().await.unwrap();
+    assert_eq!(snap.state(&holder.id, &l), EntryState::Granted(Mode::X));
+    assert_eq!(a.nodes().len(), 2, "the connection is unaffected");
+}

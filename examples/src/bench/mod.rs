@@ -14,6 +14,7 @@
 //! granted within a few seconds (the lock table or the agent core is still a stand-in), they are
 //! reported as failed at once instead of each waiting for its own time limit.
 
+pub mod cluster;
 pub mod contended;
 pub mod floors;
 pub mod mem;
@@ -43,7 +44,7 @@ pub enum Workload {
     W4,
     /// W5: deadlock resolution, 2- and 3-transaction cycles.
     W5,
-    /// W6: a three-node cluster (not available yet).
+    /// W6: a three-node cluster in this process.
     W6,
     /// W7: leader election (not available yet).
     W7,
@@ -86,6 +87,8 @@ pub struct Config {
     /// The time one workload should take at most: no round starts that would end past it
     /// (at least one timed round always runs).
     pub budget: Duration,
+    /// W6 also with two of its nodes in processes of their own.
+    pub processes: bool,
     /// The address of a Redis server the user started, if any.
     pub redis: Option<String>,
     /// The workloads to run (empty: all).
@@ -101,6 +104,7 @@ impl Config {
             rounds: if quick { 1 } else { 5 },
             round_limit: Duration::from_secs(if quick { 10 } else { 60 }),
             budget: Duration::from_secs(if quick { 10 } else { 40 }),
+            processes: false,
             redis: None,
             workloads: Vec::new(),
         }
@@ -135,6 +139,8 @@ pub enum Check {
     P50AtMostUs(f64),
     /// The value (for example bytes per lock) is at most this.
     ValueAtMost(f64),
+    /// The ratio to the row's floor is at most this.
+    FloorRatioAtMost(f64),
     /// No deadlock cycle was left unresolved: met unless the workload calls
     /// [`Row::goal_missed`] after its rounds.
     NoneUnresolved,
@@ -408,6 +414,7 @@ impl Ctx {
                 Check::RateAtLeast(min) => value >= min,
                 Check::P50AtMostUs(max) => p50.is_some_and(|p| p / 1e3 <= max),
                 Check::ValueAtMost(max) => value <= max,
+                Check::FloorRatioAtMost(max) => floor.is_some_and(|(_, r)| r <= max),
                 Check::NoneUnresolved => true,
             };
             (g.text, met)
@@ -499,12 +506,7 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
         plan.push(("W5 deadlock resolution", contended::w5));
     }
     if sel(Workload::W6) {
-        plan.push(("W6 cluster", |_| {
-            vec![Row::unavailable(
-                "W6 cluster",
-                "not available yet: needs the cluster layer (node connections)",
-            )]
-        }));
+        plan.push(("W6 cluster of 3 nodes in this process", cluster::w6));
     }
     if sel(Workload::W7) {
         plan.push(("W7 election", |_| {

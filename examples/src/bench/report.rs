@@ -149,7 +149,11 @@ pub fn redis_comparison(rows: &[Row]) -> String {
             their_row.name,
             short_number(their.value),
             short_number(our.value / their.value),
-            if our.value > their.value { "; ahead" } else { "; BEHIND" },
+            if our.value > their.value {
+                "; ahead"
+            } else {
+                "; BEHIND"
+            },
         );
     }
     out

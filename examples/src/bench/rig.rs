@@ -11,13 +11,18 @@ use locks_agent::{Options, begin_transaction};
 use locks_core::{Mode, lock_id};
 use locks_server::{Node, NodeConfig};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::Duration;
 
-/// A running node for one workload.
+/// The running node (or nodes, for a cluster) of one workload.
 pub struct Rig {
     node: Node,
+    others: Vec<Node>,
     limit: Duration,
 }
+
+/// The cookie of the harness's clusters (loopback only).
+pub const COOKIE: &str = "locks-bench";
 
 /// The error of a client future: anything printable.
 pub type ClientResult<T> = Result<T, String>;
@@ -34,7 +39,42 @@ impl Rig {
             .rt
             .block_on(Node::start(NodeConfig::new(name)))
             .map_err(|e| format!("node start: {e}"))?;
-        Ok(Rig { node, limit })
+        Ok(Rig {
+            node,
+            others: Vec::new(),
+            limit,
+        })
+    }
+
+    /// Starts `names.len()` nodes listening on 127.0.0.1 (ephemeral ports), connects every
+    /// pair, and each of them to every node at `peers` (other processes), and waits (at most
+    /// 10 s) until each sees all the others. The first is the node clients run on.
+    pub fn start_cluster(
+        ctx: &mut Ctx,
+        names: &[&str],
+        peers: &[SocketAddr],
+    ) -> Result<Rig, String> {
+        lock_path(ctx)?;
+        let limit = ctx.cfg.round_limit;
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let peers = peers.to_vec();
+        let nodes = ctx.rt.block_on(async move {
+            tokio::time::timeout(Duration::from_secs(10), connect_all(names, peers))
+                .await
+                .map_err(|_| "the cluster did not connect within 10 s".to_string())?
+        })?;
+        let mut nodes = nodes.into_iter();
+        let node = nodes.next().ok_or("no nodes")?;
+        Ok(Rig {
+            node,
+            others: nodes.collect(),
+            limit,
+        })
+    }
+
+    /// The ids of every node the client's node is connected to, itself included (sorted).
+    pub fn node_ids(&self) -> Vec<locks_core::NodeId> {
+        self.node.nodes()
     }
 
     /// The node.
@@ -79,11 +119,12 @@ impl Rig {
 
     /// Shuts the node down (also ending any client still stuck on its thread).
     pub fn stop(self, ctx: &Ctx) {
-        let node = self.node;
-        ctx.rt.block_on(async move {
-            // A node whose thread is stuck could keep the harness waiting: bound it too.
-            let _ = tokio::time::timeout(Duration::from_secs(10), node.shutdown()).await;
-        });
+        for node in std::iter::once(self.node).chain(self.others) {
+            ctx.rt.block_on(async move {
+                // A node whose thread is stuck could keep the harness waiting: bound it too.
+                let _ = tokio::time::timeout(Duration::from_secs(10), node.shutdown()).await;
+            });
+        }
     }
 }
 
@@ -93,6 +134,35 @@ pub fn lock_path(ctx: &mut Ctx) -> Result<(), String> {
         ctx.lock_path = Some(probe(ctx));
     }
     ctx.lock_path.clone().unwrap_or(Ok(()))
+}
+
+async fn connect_all(names: Vec<String>, peers: Vec<SocketAddr>) -> Result<Vec<Node>, String> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for name in &names {
+        let config = NodeConfig::new(name.as_str())
+            .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .cookie(COOKIE);
+        let node = Node::start(config)
+            .await
+            .map_err(|e| format!("node start: {e}"))?;
+        let earlier = nodes.iter().map(|n| n.local_addr());
+        for addr in earlier.chain(peers.iter().map(|p| Some(*p))) {
+            let addr = addr.ok_or("a cluster node does not listen")?;
+            node.connect(addr)
+                .await
+                .map_err(|e| format!("connect {name} to {addr}: {e}"))?;
+        }
+        nodes.push(node);
+    }
+    for node in &nodes {
+        let mut events = node.subscribe_nodes();
+        while node.nodes().len() < names.len() + peers.len() {
+            if events.recv().await.is_none() {
+                return Err(format!("{} stopped", node.name()));
+            }
+        }
+    }
+    Ok(nodes)
 }
 
 fn stuck(limit: Duration) -> String {

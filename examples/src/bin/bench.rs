@@ -3,6 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release -p examples --bin bench -- [workloads...] [--quick] [--json FILE] [--redis ADDR]
+//!     [--processes] [--rounds N] [--round-limit SECS]
 //! ```
 //!
 //! Prints a progress line per workload on stderr, then the table, the comparison with Redis and
@@ -30,6 +31,10 @@ struct Args {
     /// Also run the Redis mutex against this server (one you started; nothing else is contacted).
     #[arg(long, value_name = "ADDR")]
     redis: Option<String>,
+    /// W6 also with two of its three nodes in processes of their own (needs the `node`
+    /// program built beside this one).
+    #[arg(long)]
+    processes: bool,
     /// Timed rounds per workload (default 5; 1 with --quick).
     #[arg(long)]
     rounds: Option<usize>,
@@ -60,6 +65,7 @@ fn main() -> ExitCode {
         cfg.round_limit = Duration::from_secs(secs.max(1));
     }
     cfg.redis = args.redis;
+    cfg.processes = args.processes;
     cfg.workloads = args.workloads;
     if cfg.redis.is_none() && cfg.workloads == [Workload::Redis] {
         eprintln!("the redis workload needs --redis ADDR");

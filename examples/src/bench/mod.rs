@@ -102,7 +102,7 @@ impl Config {
             quick,
             warmup: if quick { 0 } else { 1 },
             rounds: if quick { 1 } else { 5 },
-            round_limit: Duration::from_secs(if quick { 10 } else { 60 }),
+            round_limit: Duration::from_secs(if quick { 10 } else { 90 }),
             budget: Duration::from_secs(if quick { 10 } else { 40 }),
             processes: false,
             redis: None,

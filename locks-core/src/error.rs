@@ -3,6 +3,7 @@
 use crate::codec::CodecError;
 use crate::id::LockIdError;
 use crate::ident::NodeNameError;
+use crate::lock_word::LockWordError;
 use crate::mode::ModeTableError;
 
 /// Everything that can go wrong in `locks-core`.
@@ -20,4 +21,7 @@ pub enum Error {
     /// A frame could not be encoded or decoded.
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// A lock-word procedure failed (busy, timed out, overflow, not held).
+    #[error(transparent)]
+    LockWord(#[from] LockWordError),
 }

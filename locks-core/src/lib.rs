@@ -17,6 +17,8 @@
 //!
 //! It contains no actors, no runtime and no sockets.
 
+#![deny(unsafe_code)]
+
 pub mod codec;
 pub mod error;
 pub mod id;
@@ -24,12 +26,13 @@ pub mod ident;
 pub mod lock_word;
 pub mod mode;
 pub mod proto;
+#[allow(unsafe_code)] // the one module that needs it: `UnsafeCell` behind the guards
 pub mod rwu;
 mod sync;
 
 pub use error::Error;
 pub use id::{Key, LockId, LockIdError};
 pub use ident::{AgentId, NodeId, NodeNameError};
-pub use lock_word::LockWord;
+pub use lock_word::{LockState, LockWord, LockWordError, LockWordRef};
 pub use mode::{Mode, ModeTable, ModeTableError};
-pub use rwu::RwuLock;
+pub use rwu::{ReadGuard, RwuLock, UpdateGuard, WriteGuard};

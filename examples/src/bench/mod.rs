@@ -23,6 +23,7 @@ pub mod report;
 pub mod rig;
 pub mod stats;
 pub mod uncontended;
+pub mod word;
 
 use floors::Floor;
 use stats::{RankBy, Sample};
@@ -50,7 +51,7 @@ pub enum Workload {
     W7,
     /// MEM: resident bytes per held lock.
     Mem,
-    /// WORD: the lock word against parking_lot (not in the harness yet).
+    /// WORD: the lock word and `RwuLock` beside parking_lot.
     Word,
     /// The Redis mutex (with `--redis` only).
     Redis,
@@ -520,12 +521,7 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
         plan.push(("MEM resident bytes per held lock", mem::run));
     }
     if sel(Workload::Word) {
-        plan.push(("WORD lock word", |_| {
-            vec![Row::unavailable(
-                "WORD lock word",
-                "not available yet: the lock word is a placeholder in this build",
-            )]
-        }));
+        plan.push(("WORD lock word, RwuLock and parking_lot", word::run));
     }
     let total = plan.len();
     let mut rows = Vec::new();

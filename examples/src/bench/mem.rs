@@ -174,7 +174,9 @@ fn row(name: String, n: u64, before: u64, held: u64, took: u64) -> Row {
             ops: n,
             rounds: 1,
             floor: None,
-            goal: Some(("orig ~1,200 B/lock; goal <=200", per_lock <= 200.0)),
+            // The goal is for the sizes; smaller ones are checks (at 1,000 locks the
+            // memory freed by the warm-up is reused, which hides part of the cost).
+            goal: (n >= 100_000).then_some(("orig ~1,200 B/lock; goal <=200", per_lock <= 200.0)),
             notes: vec![
                 format!("rss before={:.1}MB", before as f64 / 1e6),
                 format!("held={:.1}MB", held as f64 / 1e6),

@@ -1,4 +1,5 @@
-//! Shared helpers for the example programs, and [`gdict`], the replicated dictionary on
-//! `locks-leader`.
+//! Shared helpers for the example programs: the benchmark harness ([`bench`]) and [`gdict`], the
+//! replicated dictionary on `locks-leader`.
 
+pub mod bench;
 pub mod gdict;

@@ -1,0 +1,108 @@
+//! The benchmark harness of issue 7: the standard workloads, the floors of this machine measured
+//! in the same run, and (with `--redis`) the Redis mutex beside them.
+//!
+//! ```sh
+//! cargo run --release -p examples --bin bench -- [workloads...] [--quick] [--json FILE] [--redis ADDR]
+//!     [--processes] [--rounds N] [--round-limit SECS]
+//! ```
+//!
+//! Prints a progress line per workload on stderr, then the table, the comparison with Redis and
+//! the goals on stdout. See BENCHMARKS.md for what every workload measures.
+
+use clap::Parser;
+use examples::bench::{self, Config, Workload, report};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The locks benchmark harness.
+#[derive(Parser, Debug)]
+#[command(about, long_about = None)]
+struct Args {
+    /// Workloads to run (default: all). The floors always run.
+    #[arg(value_enum)]
+    workloads: Vec<Workload>,
+    /// A smoke run: small sizes, one round, no warm-up.
+    #[arg(long)]
+    quick: bool,
+    /// Write the rows as JSON (one object per row) to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also run the Redis mutex against this server (one you started; nothing else is contacted).
+    #[arg(long, value_name = "ADDR")]
+    redis: Option<String>,
+    /// W6 also with two of its three nodes in processes of their own (needs the `node`
+    /// program built beside this one).
+    #[arg(long)]
+    processes: bool,
+    /// Timed rounds per workload (default 5; 1 with --quick).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Seconds one round of a lock workload may take before it is reported as failed.
+    #[arg(long, value_name = "SECS")]
+    round_limit: Option<u64>,
+    /// Internal: measure MEM for this many locks in this process and print the result.
+    #[arg(long, hide = true, value_name = "N")]
+    mem_child: Option<u64>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(n) = args.mem_child {
+        return match bench::mem::child(n) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("MEM child: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let mut cfg = Config::new(args.quick);
+    if let Some(rounds) = args.rounds {
+        cfg.rounds = rounds.max(1);
+    }
+    if let Some(secs) = args.round_limit {
+        cfg.round_limit = Duration::from_secs(secs.max(1));
+    }
+    cfg.redis = args.redis;
+    cfg.processes = args.processes;
+    cfg.workloads = args.workloads;
+    if cfg.redis.is_none() && cfg.workloads == [Workload::Redis] {
+        eprintln!("the redis workload needs --redis ADDR");
+        return ExitCode::FAILURE;
+    }
+    let quick = cfg.quick;
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let busy = bench::busy_fraction(Duration::from_millis(500))
+        .map_or_else(|| "unknown".to_string(), |b| format!("{:.0}%", b * 100.0));
+    let machine = format!(
+        "{cpus} CPUs, {busy} busy in the 0.5 s before the run; {} warm-up + {} timed rounds{}",
+        cfg.warmup,
+        cfg.rounds,
+        if quick { " (quick)" } else { "" }
+    );
+    eprintln!("machine: {machine}");
+    let rows = match bench::run(cfg) {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("\nmachine: {machine}");
+    print!("{}", report::table(&rows));
+    for section in [report::redis_comparison(&rows), report::goals(&rows)] {
+        if !section.is_empty() {
+            println!();
+            print!("{section}");
+        }
+    }
+    if let Some(path) = args.json {
+        if let Err(e) = std::fs::write(&path, report::json(&rows, quick)) {
+            eprintln!("cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        eprintln!("wrote {}", path.display());
+    }
+    ExitCode::SUCCESS
+}

@@ -16,6 +16,7 @@
 
 pub mod cluster;
 pub mod contended;
+pub mod election;
 pub mod floors;
 pub mod mem;
 pub mod redis;
@@ -50,7 +51,7 @@ pub enum Workload {
     W5,
     /// W6: a three-node cluster in this process.
     W6,
-    /// W7: leader election (not available yet).
+    /// W7: leader election (first leader with 3 and 5 nodes, failovers).
     W7,
     /// MEM: resident bytes per held lock.
     Mem,
@@ -351,12 +352,7 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
         plan.push(("W6 cluster of 3 nodes in this process", cluster::w6));
     }
     if sel(Workload::W7) {
-        plan.push(("W7 election", |_| {
-            vec![Row::unavailable(
-                "W7 election",
-                "not available yet: needs the locks-leader crate",
-            )]
-        }));
+        plan.push(("W7 leader election", election::w7));
     }
     if sel(Workload::Mem) {
         plan.push(("MEM resident bytes per held lock", mem::run));

@@ -3,129 +3,13 @@
 //! stay exclusive. The nodes are driven through their stdin/stdout line protocol; blocking is
 //! checked in the lock tables, never with timing. The whole test is bounded by `DEADLINE`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use common::Proc;
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const COOKIE: &str = "process-test";
-
-/// One node process and the lines it printed.
-struct Proc {
-    name: String,
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-    /// Lines read but not consumed by an `expect`.
-    backlog: Vec<String>,
-    deadline: Instant,
-}
-
-impl Proc {
-    fn start(name: &str, peers: &[String], deadline: Instant) -> Proc {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
-        cmd.args([
-            "--name",
-            name,
-            "--listen",
-            "127.0.0.1:0",
-            "--cookie",
-            COOKIE,
-        ])
-        .args(["--heartbeat-timeout-ms", "1000", "--exit-on-eof"])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-        for peer in peers {
-            cmd.args(["--peer", peer]);
-        }
-        let mut child = cmd.spawn().expect("the node binary starts");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc {
-            name: name.to_owned(),
-            child,
-            stdin,
-            lines,
-            backlog: Vec::new(),
-            deadline,
-        }
-    }
-
-    fn send(&mut self, command: &str) {
-        writeln!(self.stdin, "{command}").expect("the node reads its stdin");
-        self.stdin.flush().unwrap();
-    }
-
-    /// Waits for a line matching `pred` (earlier unmatched lines are kept) and returns it.
-    fn expect(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        if let Some(i) = self.backlog.iter().position(|l| pred(l)) {
-            return self.backlog.remove(i);
-        }
-        loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if pred(&line) => return line,
-                Ok(line) => self.backlog.push(line),
-                Err(_) => panic!(
-                    "{}: no line for {what} (unconsumed: {:?})",
-                    self.name, self.backlog
-                ),
-            }
-        }
-    }
-
-    fn expect_line(&mut self, line: &str) {
-        self.expect(line, |l| l == line);
-    }
-
-    /// The lines of the node's lock table.
-    fn table(&mut self) -> Vec<String> {
-        self.send("table");
-        let mut table = Vec::new();
-        loop {
-            let line = self.expect("table", |l| l.starts_with("lock ") || l == "end-table");
-            if line == "end-table" {
-                return table;
-            }
-            table.push(line);
-        }
-    }
-
-    /// Asks for the table until `done` holds on it (bounded by the deadline).
-    fn wait_table(&mut self, what: &str, done: impl Fn(&[String]) -> bool) {
-        loop {
-            let table = self.table();
-            if done(&table) {
-                return;
-            }
-            assert!(
-                Instant::now() < self.deadline,
-                "{}: {what} never happened; table: {table:#?}",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The table line of `lock`, if the lock exists.
 fn lock_line<'a>(table: &'a [String], lock: &str) -> Option<&'a str> {
@@ -159,16 +43,7 @@ fn waits(table: &[String], lock: &str, node: &str) -> bool {
 #[test]
 fn three_processes_survive_a_sigkill() {
     let deadline = Instant::now() + DEADLINE;
-    let listen_addr = |p: &mut Proc| {
-        p.expect("listening", |l| l.starts_with("listening "))
-            .trim_start_matches("listening ")
-            .to_owned()
-    };
-    let mut n1 = Proc::start("n1", &[], deadline);
-    let a1 = listen_addr(&mut n1);
-    let mut n2 = Proc::start("n2", std::slice::from_ref(&a1), deadline);
-    let a2 = listen_addr(&mut n2);
-    let mut n3 = Proc::start("n3", &[a1, a2], deadline);
+    let [mut n1, mut n2, mut n3] = Proc::start_three(["n1", "n2", "n3"], COOKIE, "info", deadline);
     for (p, others) in [
         (&mut n1, ["n2", "n3"]),
         (&mut n2, ["n1", "n3"]),

@@ -4,70 +4,40 @@
 //! leader with a larger term, keep the dictionary's data and take writes. The processes are
 //! driven through their stdin/stdout line protocol; the whole test is bounded by `DEADLINE`.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+mod common;
+
+use common::Proc;
+use std::ops::{Deref, DerefMut};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 const COOKIE: &str = "leader-process-test";
 
-/// One node process, the lines it printed, and the last leader it reported for `d`.
-struct Proc {
-    name: String,
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<String>,
-    backlog: Vec<String>,
+/// One node process and the last leader it reported for `d`. Its `expect` notes the
+/// `leader d ...` lines as they come instead of keeping them.
+struct Member {
+    proc: Proc,
     leader: Option<(String, u64)>,
-    deadline: Instant,
 }
 
-impl Proc {
-    fn start(name: &str, peers: &[String], deadline: Instant) -> Proc {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
-        cmd.args([
-            "--name",
-            name,
-            "--listen",
-            "127.0.0.1:0",
-            "--cookie",
-            COOKIE,
-        ])
-        .args(["--heartbeat-timeout-ms", "1000", "--exit-on-eof"])
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-        for peer in peers {
-            cmd.args(["--peer", peer]);
-        }
-        let mut child = cmd.spawn().expect("the node binary starts");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Proc {
-            name: name.to_owned(),
-            child,
-            stdin,
-            lines,
-            backlog: Vec::new(),
-            leader: None,
-            deadline,
-        }
+impl Deref for Member {
+    type Target = Proc;
+    fn deref(&self) -> &Proc {
+        &self.proc
     }
+}
 
-    fn send(&mut self, command: &str) {
-        writeln!(self.stdin, "{command}").expect("the node reads its stdin");
-        self.stdin.flush().unwrap();
+impl DerefMut for Member {
+    fn deref_mut(&mut self) -> &mut Proc {
+        &mut self.proc
+    }
+}
+
+impl Member {
+    /// Starts three members named `names` (see `Proc::start_three`).
+    fn start_three(names: [&str; 3], deadline: Instant) -> [Member; 3] {
+        Proc::start_three(names, COOKIE, "warn", deadline).map(|proc| Member { proc, leader: None })
     }
 
     /// Notes a `leader d <node> <epoch>` line; keeps every other line.
@@ -78,25 +48,26 @@ impl Proc {
             ["leader", "d", node, epoch] => {
                 self.leader = Some(((*node).to_owned(), epoch.parse().expect("an epoch")));
             }
-            _ => self.backlog.push(line),
+            _ => self.proc.backlog.push(line),
         }
     }
 
     /// Reads what the process printed within `wait`.
     fn poll(&mut self, wait: Duration) {
-        if let Ok(line) = self.lines.recv_timeout(wait) {
+        if let Ok(line) = self.proc.lines.recv_timeout(wait) {
             self.take(line);
         }
-        while let Ok(line) = self.lines.try_recv() {
+        while let Ok(line) = self.proc.lines.try_recv() {
             self.take(line);
         }
     }
 
-    /// Waits for a line matching `pred` (other lines are kept) and returns it.
+    /// Waits for a line matching `pred` (other lines are kept) and returns it. (This, not
+    /// `Proc::expect`, so that leader lines are noted while waiting.)
     fn expect(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
         loop {
             if let Some(i) = self.backlog.iter().position(|l| pred(l)) {
-                return self.backlog.remove(i);
+                return self.proc.backlog.remove(i);
             }
             assert!(
                 Instant::now() < self.deadline,
@@ -109,15 +80,8 @@ impl Proc {
     }
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Waits until every process reports the same leader, satisfying `ok`; returns it.
-fn agreed(procs: &mut [&mut Proc], ok: impl Fn(&(String, u64)) -> bool) -> (String, u64) {
+fn agreed(procs: &mut [&mut Member], ok: impl Fn(&(String, u64)) -> bool) -> (String, u64) {
     loop {
         for p in procs.iter_mut() {
             p.poll(Duration::from_millis(5));
@@ -141,7 +105,7 @@ fn agreed(procs: &mut [&mut Proc], ok: impl Fn(&(String, u64)) -> bool) -> (Stri
 }
 
 /// Waits until `p`'s replica of `d` maps `key` to `value`.
-fn eventually_value(p: &mut Proc, key: &str, value: &str) {
+fn eventually_value(p: &mut Member, key: &str, value: &str) {
     let want = format!("value d {key} {value}");
     loop {
         p.send(&format!("fetch d {key}"));
@@ -156,16 +120,7 @@ fn eventually_value(p: &mut Proc, key: &str, value: &str) {
 #[test]
 fn a_sigkilled_leader_process_is_replaced_by_one_with_a_larger_term() {
     let deadline = Instant::now() + DEADLINE;
-    let listen = |p: &mut Proc| {
-        p.expect("listening", |l| l.starts_with("listening "))
-            .trim_start_matches("listening ")
-            .to_owned()
-    };
-    let mut n1 = Proc::start("n1", &[], deadline);
-    let a1 = listen(&mut n1);
-    let mut n2 = Proc::start("n2", std::slice::from_ref(&a1), deadline);
-    let a2 = listen(&mut n2);
-    let mut n3 = Proc::start("n3", &[a1, a2], deadline);
+    let [mut n1, mut n2, mut n3] = Member::start_three(["n1", "n2", "n3"], deadline);
     for (p, others) in [
         (&mut n1, ["n2", "n3"]),
         (&mut n2, ["n1", "n3"]),
@@ -218,7 +173,7 @@ fn a_sigkilled_leader_process_is_replaced_by_one_with_a_larger_term() {
 }
 
 /// Sends `signal` (`STOP`, `CONT`) to a process with the `kill` command.
-fn signal(p: &Proc, signal: &str) {
+fn signal(p: &Member, signal: &str) {
     let status = Command::new("kill")
         .args([format!("-{signal}"), p.child.id().to_string()])
         .status()
@@ -229,16 +184,7 @@ fn signal(p: &Proc, signal: &str) {
 #[test]
 fn a_hung_leader_process_is_replaced_after_the_heartbeat_timeout_and_rejoins() {
     let deadline = Instant::now() + DEADLINE;
-    let listen = |p: &mut Proc| {
-        p.expect("listening", |l| l.starts_with("listening "))
-            .trim_start_matches("listening ")
-            .to_owned()
-    };
-    let mut n1 = Proc::start("h1", &[], deadline);
-    let a1 = listen(&mut n1);
-    let mut n2 = Proc::start("h2", std::slice::from_ref(&a1), deadline);
-    let a2 = listen(&mut n2);
-    let mut n3 = Proc::start("h3", &[a1, a2], deadline);
+    let [mut n1, mut n2, mut n3] = Member::start_three(["h1", "h2", "h3"], deadline);
     for (p, others) in [
         (&mut n1, ["h2", "h3"]),
         (&mut n2, ["h1", "h3"]),

@@ -3,6 +3,9 @@
 //! refused handshakes next to a running cluster. Every wait is bounded by `BOUND`; no test
 //! asserts a duration.
 
+mod common;
+
+use common::net::{id, init_tracing, loopback, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
@@ -20,26 +23,8 @@ use tokio_util::codec::Framed;
 const BOUND: Duration = Duration::from_secs(20);
 const COOKIE: &str = "cluster-test-cookie";
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("locks_server=debug")
-        .try_init();
-}
-
 async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(BOUND, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: not done within {BOUND:?}"),
-    }
-}
-
-fn id(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
-}
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
+    within(BOUND, what, f).await
 }
 
 fn config(name: &str) -> NodeConfig {

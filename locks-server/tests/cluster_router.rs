@@ -2,24 +2,13 @@
 //! is answered with `RemoveAgent` to the peer's lock server; a cluster link whose connection
 //! queue is full keeps every envelope, in order.
 
+mod common;
+
+use common::net::{Captured, id};
 use locks_core::proto::{AgentMessage, Envelope, Message, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
 use locks_server::{RemoteLink, RouteError, Router};
-use std::sync::{Arc, Mutex};
-
-#[derive(Default)]
-struct Captured(Mutex<Vec<Envelope>>);
-
-impl RemoteLink for Captured {
-    fn send(&self, envelope: Envelope) -> Result<(), RouteError> {
-        self.0.lock().unwrap().push(envelope);
-        Ok(())
-    }
-}
-
-fn id(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
-}
+use std::sync::Arc;
 
 fn to_agent(to: AgentId) -> Envelope {
     Envelope::new(Message::Agent {

@@ -3,39 +3,27 @@
 //! going down releases its agents' locks on the others, and a message for an agent a node does
 //! not know makes the sender release that agent. Every wait is bounded by `BOUND`.
 
+mod common;
+
 use actix::prelude::*;
+use common::net::{id, init_tracing, loopback, within};
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
-use locks_core::{AgentId, LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode};
 use locks_server::cluster::NodeEvent;
 use locks_server::{Deliver, Node, NodeConfig, TableSnapshot};
 use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
 const BOUND: Duration = Duration::from_secs(20);
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("locks_server=debug")
-        .try_init();
-}
-
 async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(BOUND, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: not done within {BOUND:?}"),
-    }
-}
-
-fn id(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
+    within(BOUND, what, f).await
 }
 
 async fn start(name: &str) -> Node {
     let config = NodeConfig::new(name)
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .listen(loopback())
         .cookie("server-test");
     bounded("start", Node::start(config)).await.unwrap()
 }

@@ -1,6 +1,9 @@
 //! The transport over real TCP on 127.0.0.1 (ephemeral ports), on tokio's current-thread
 //! runtime like the Node's. Every wait is bounded by `BOUND`; no test asserts a duration.
 
+mod common;
+
+use common::net::{id as node, init_tracing, loopback, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
@@ -20,30 +23,12 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 const BOUND: Duration = Duration::from_secs(10);
 const MAX: usize = 1 << 16;
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_test_writer()
-        .with_env_filter("locks_server=debug")
-        .try_init();
-}
-
 async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(BOUND, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: not done within {BOUND:?}"),
-    }
-}
-
-fn node(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
+    within(BOUND, what, f).await
 }
 
 fn config(name: &str, cookie: &str) -> NetConfig {
     NetConfig::new(node(name), cookie)
-}
-
-fn loopback() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 0))
 }
 
 fn no_names() -> NameInUse {

@@ -2,25 +2,14 @@
 //! through the peer's link, a member of this node through its mailbox (in order), and a message
 //! for a member that does not run here fails without touching any lock server.
 
+mod common;
+
 use actix::prelude::*;
+use common::net::{Captured, id};
+use locks_core::MemberId;
 use locks_core::proto::{Envelope, Message as WireMessage};
-use locks_core::{MemberId, NodeId};
-use locks_server::{MemberDelivery, RemoteLink, RouteError, Router};
+use locks_server::{MemberDelivery, RouteError, Router};
 use std::sync::{Arc, Mutex};
-
-#[derive(Default)]
-struct Captured(Mutex<Vec<Envelope>>);
-
-impl RemoteLink for Captured {
-    fn send(&self, envelope: Envelope) -> Result<(), RouteError> {
-        self.0.lock().unwrap().push(envelope);
-        Ok(())
-    }
-}
-
-fn id(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
-}
 
 fn member(node: &str, serial: u64) -> MemberId {
     MemberId::new(id(node), 1, serial)

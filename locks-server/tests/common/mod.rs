@@ -1,8 +1,10 @@
 //! Helpers shared by the lock table tests: agents named `T1`, `T2`, ... (seed 000's threads),
 //! requests in one line, and a one-line picture of a lock's queue in the shape of seed 000's
-//! diagrams.
+//! diagrams. `net` holds those of the tests over TCP and through the router.
 
 #![allow(dead_code)]
+
+pub mod net;
 
 use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};

@@ -5,20 +5,20 @@
 
 mod common;
 
-use common::net::{id, init_tracing, loopback, within};
+use common::net::{id, init_tracing, loopback, raw_handshake, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::cluster::{NodeEvent, NodeEvents};
-use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, Role};
+use locks_server::net::frame::{Hello, encode_frame, length_codec};
+use locks_server::net::{PeerFrame, Role};
 use locks_server::{Error, Node, NodeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::codec::Framed;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 const BOUND: Duration = Duration::from_secs(20);
 const COOKIE: &str = "cluster-test-cookie";
@@ -310,40 +310,12 @@ async fn a_listen_address_in_use_is_an_error() {
     assert!(matches!(err, Error::Listen { .. }), "{err:?}");
 }
 
-/// Completes a handshake as initiator by hand (the pure machine over a raw framed stream), then
-/// hands back the stream, which nobody reads or writes any more.
-async fn silent_peer(
-    addr: SocketAddr,
-    name: &str,
-) -> Framed<TcpStream, tokio_util::codec::LengthDelimitedCodec> {
-    let mut framed = Framed::new(
-        TcpStream::connect(addr).await.unwrap(),
-        length_codec(1 << 16),
-    );
-    let (mut hs, mut step) = Handshake::new(
-        Role::Initiator,
-        id(name),
-        Cookie::from(COOKIE),
-        [0x42; 32],
-        Instant::now() + BOUND,
-    );
-    loop {
-        for frame in &step.send {
-            framed
-                .send(encode_frame(frame, 1 << 16).unwrap())
-                .await
-                .unwrap();
-        }
-        if let Some(outcome) = step.outcome {
-            assert!(
-                matches!(outcome, HandshakeOutcome::Established { .. }),
-                "{outcome:?}"
-            );
-            return framed;
-        }
-        let bytes = framed.next().await.unwrap().unwrap();
-        step = hs.on_frame(decode_frame(&bytes, 1 << 16).unwrap(), |_: &NodeId| false);
-    }
+/// Completes a handshake as initiator by hand, then hands back the stream, which nobody reads
+/// or writes any more.
+async fn silent_peer(addr: SocketAddr, name: &str) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let deadline = Instant::now() + BOUND;
+    raw_handshake(stream, Role::Initiator, name, COOKIE, [0x42; 32], deadline).await
 }
 
 #[tokio::test]

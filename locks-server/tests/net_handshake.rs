@@ -28,6 +28,15 @@ fn start(role: Role, name: &str, cookie: &str, nonce: u8, t0: Instant) -> (Hands
     )
 }
 
+/// A Hello of this protocol version from `name`, with nonce `[nonce; 32]`.
+fn hello(name: &str, nonce: u8) -> PeerFrame {
+    PeerFrame::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        node: node(name),
+        nonce: [nonce; 32],
+    })
+}
+
 fn never_in_use(_: &NodeId) -> bool {
     false
 }
@@ -121,11 +130,7 @@ fn wrong_cookie_is_refused_on_both_sides() {
 fn an_acceptor_without_the_cookie_is_refused_by_the_initiator() {
     let t0 = Instant::now();
     let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
-    let hello = PeerFrame::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        node: node("a"),
-        nonce: [2; 32],
-    });
+    let hello = hello("a", 2);
     assert_eq!(kinds(&i.on_frame(hello, never_in_use)), ["Proof"]);
     let forged = PeerFrame::Proof(Proof { mac: [0; MAC_LEN] });
     let step = i.on_frame(forged, never_in_use);
@@ -137,11 +142,7 @@ fn an_acceptor_without_the_cookie_is_refused_by_the_initiator() {
 fn a_proof_reflected_back_to_its_author_is_refused() {
     let t0 = Instant::now();
     let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
-    let hello = PeerFrame::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        node: node("a"),
-        nonce: [2; 32],
-    });
+    let hello = hello("a", 2);
     let own_proof = i.on_frame(hello, never_in_use).send.remove(0);
     let step = i.on_frame(own_proof, never_in_use);
     assert_eq!(step.outcome, refused(Refusal::WrongCookie));
@@ -211,16 +212,9 @@ fn wrong_protocol_version_is_refused() {
 #[test]
 fn duplicate_node_names_are_refused() {
     let t0 = Instant::now();
-    let hello = |name: &str| {
-        PeerFrame::Hello(Hello {
-            version: PROTOCOL_VERSION,
-            node: node(name),
-            nonce: [1; 32],
-        })
-    };
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
     let mut asked = Vec::new();
-    let step = a.on_frame(hello("b"), |n: &NodeId| {
+    let step = a.on_frame(hello("b", 1), |n: &NodeId| {
         asked.push(n.clone());
         true
     });
@@ -232,11 +226,11 @@ fn duplicate_node_names_are_refused() {
     assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("b"))));
     // A peer with this node's own name.
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
-    let step = a.on_frame(hello("a"), never_in_use);
+    let step = a.on_frame(hello("a", 1), never_in_use);
     assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("a"))));
     // The initiator checks the acceptor's name too.
     let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
-    let step = i.on_frame(hello("b"), |_: &NodeId| true);
+    let step = i.on_frame(hello("b", 1), |_: &NodeId| true);
     assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("b"))));
 }
 
@@ -268,11 +262,7 @@ fn frames_out_of_place_are_malformed() {
     }
     // A second Hello where a Proof is expected.
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
-    let hello = PeerFrame::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        node: node("i"),
-        nonce: [1; 32],
-    });
+    let hello = hello("i", 1);
     a.on_frame(hello.clone(), never_in_use);
     let step = a.on_frame(hello, never_in_use);
     assert!(matches!(
@@ -297,11 +287,7 @@ fn frames_out_of_place_are_malformed() {
 fn an_echoed_nonce_is_refused() {
     let t0 = Instant::now();
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
-    let hello = PeerFrame::Hello(Hello {
-        version: PROTOCOL_VERSION,
-        node: node("i"),
-        nonce: [2; 32],
-    });
+    let hello = hello("i", 2);
     let step = a.on_frame(hello, never_in_use);
     assert!(matches!(
         step.outcome,

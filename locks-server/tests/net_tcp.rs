@@ -3,14 +3,14 @@
 
 mod common;
 
-use common::net::{id as node, init_tracing, loopback, within};
+use common::net::{id as node, init_tracing, loopback, raw_handshake, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
 use locks_server::net::{
-    ConnectError, Cookie, DownReason, Handshake, HandshakeOutcome, HeartbeatConfig, Listener,
-    NameInUse, NetConfig, PeerFrame, Refusal, RefusalCode, Role, SendError, connect, establish,
+    ConnectError, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig, PeerFrame, Refusal,
+    RefusalCode, Role, SendError, connect, establish,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 const BOUND: Duration = Duration::from_secs(10);
-const MAX: usize = 1 << 16;
+const MAX: usize = common::net::MAX_FRAME;
 
 async fn bounded<F: Future>(what: &str, f: F) -> F::Output {
     within(BOUND, what, f).await
@@ -59,39 +59,13 @@ async fn raw_acceptor(
     (addr, task)
 }
 
-/// A peer that runs the handshake by hand (the pure machine over a raw framed stream), so
-/// that the test controls every frame after it.
-async fn raw_handshake(
-    stream: TcpStream,
-    role: Role,
-    name: &str,
-    cookie: &str,
-) -> Framed<TcpStream, LengthDelimitedCodec> {
-    let mut framed = Framed::new(stream, length_codec(MAX));
-    let (mut hs, mut step) = Handshake::new(
-        role,
-        node(name),
-        Cookie::from(cookie),
-        [0x5a; 32],
-        Instant::now() + BOUND,
-    );
-    loop {
-        for frame in &step.send {
-            framed
-                .send(encode_frame(frame, MAX).unwrap())
-                .await
-                .unwrap();
-        }
-        if let Some(outcome) = step.outcome {
-            assert!(
-                matches!(outcome, HandshakeOutcome::Established { .. }),
-                "{outcome:?}"
-            );
-            return framed;
-        }
-        let bytes = framed.next().await.unwrap().unwrap();
-        step = hs.on_frame(decode_frame(&bytes, MAX).unwrap(), |_: &NodeId| false);
-    }
+/// Peer `b` (cookie `secret`) dials `addr` and runs the handshake by hand, so that the test
+/// controls every frame after it.
+async fn hand_run_peer_b(addr: SocketAddr) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let deadline = Instant::now() + BOUND;
+    let handshake = raw_handshake(stream, Role::Initiator, "b", "secret", [0x5a; 32], deadline);
+    bounded("handshake", handshake).await
 }
 
 /// Reads frames until the peer closes; returns the decoded frames.
@@ -401,12 +375,7 @@ async fn pings_go_to_a_quiet_peer_and_pings_are_answered() {
         timeout: Duration::from_secs(5),
     };
     let mut listener = Listener::bind(loopback(), short, no_names()).await.unwrap();
-    let stream = TcpStream::connect(listener.local_addr()).await.unwrap();
-    let mut peer = bounded(
-        "handshake",
-        raw_handshake(stream, Role::Initiator, "b", "secret"),
-    )
-    .await;
+    let mut peer = hand_run_peer_b(listener.local_addr()).await;
     let _link = bounded("accept", listener.accept()).await.unwrap().start();
     // The quiet peer is pinged...
     let seq = loop {
@@ -458,12 +427,7 @@ async fn a_malformed_frame_after_the_handshake_closes_the_connection() {
         let mut cfg = config("a", "secret");
         cfg.max_frame = MAX;
         let mut listener = Listener::bind(loopback(), cfg, no_names()).await.unwrap();
-        let stream = TcpStream::connect(listener.local_addr()).await.unwrap();
-        let peer = bounded(
-            "handshake",
-            raw_handshake(stream, Role::Initiator, "b", "secret"),
-        )
-        .await;
+        let peer = hand_run_peer_b(listener.local_addr()).await;
         let mut link = bounded("accept", listener.accept()).await.unwrap().start();
         let mut stream = peer.into_inner();
         stream.write_all(&bytes).await.unwrap();

@@ -2,13 +2,21 @@
 //! output, a bound on every wait, node names, the loopback address, and a remote link that
 //! records what it is sent.
 
+use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
+use locks_server::net::frame::{decode_frame, encode_frame, length_codec};
+use locks_server::net::{Cookie, Handshake, HandshakeOutcome, Role};
 use locks_server::{RemoteLink, RouteError};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// The largest frame the hand-run handshake sends or reads.
+pub const MAX_FRAME: usize = 1 << 16;
 
 /// Logs `locks_server` at debug level to the test's output (once per test binary).
 pub fn init_tracing() {
@@ -34,6 +42,38 @@ pub fn id(name: &str) -> NodeId {
 /// 127.0.0.1 with an ephemeral port.
 pub fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// A peer that runs the handshake by hand (the pure machine over a raw framed stream, frames
+/// up to `MAX_FRAME`), so that the test controls every frame after it; panics unless the
+/// handshake is established.
+pub async fn raw_handshake(
+    stream: TcpStream,
+    role: Role,
+    name: &str,
+    cookie: &str,
+    nonce: [u8; 32],
+    deadline: Instant,
+) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let mut framed = Framed::new(stream, length_codec(MAX_FRAME));
+    let (mut hs, mut step) = Handshake::new(role, id(name), Cookie::from(cookie), nonce, deadline);
+    loop {
+        for frame in &step.send {
+            framed
+                .send(encode_frame(frame, MAX_FRAME).unwrap())
+                .await
+                .unwrap();
+        }
+        if let Some(outcome) = step.outcome {
+            assert!(
+                matches!(outcome, HandshakeOutcome::Established { .. }),
+                "{outcome:?}"
+            );
+            return framed;
+        }
+        let bytes = framed.next().await.unwrap().unwrap();
+        step = hs.on_frame(decode_frame(&bytes, MAX_FRAME).unwrap(), |_: &NodeId| false);
+    }
 }
 
 /// A remote link that keeps every envelope it is sent, in order.

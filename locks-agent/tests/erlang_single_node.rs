@@ -40,12 +40,7 @@ async fn erlang_9_2_02_one_lock_two_clients() {
     let h = Harness::new("t2").await;
     let c1 = h.client().await;
     let mut c2 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(l("a"), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(l("a"), Mode::WRITE).await.is_empty());
     let p2 = c2.call(|t| async move { t.lock(l("a"), Mode::WRITE).await });
     h.wait_blocked(&c2.id(), &l("a")).await;
     assert!(!p2.is_finished(), "2 is still blocked");
@@ -59,33 +54,12 @@ async fn erlang_9_2_03_one_lock_wrr_clients() {
     let c1 = h.client().await;
     let c2 = h.client().await;
     let c3 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(l("a"), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    bounded(c2.txn().lock_nowait(l("a"), Mode::READ))
-        .await
-        .unwrap();
-    bounded(c3.txn().lock_nowait(l("a"), Mode::READ))
-        .await
-        .unwrap();
+    assert!(c1.lock(l("a"), Mode::WRITE).await.is_empty());
+    c2.lock_nowait(l("a"), Mode::READ).await;
+    c3.lock_nowait(l("a"), Mode::READ).await;
     c1.kill();
-    assert!(
-        bounded(c2.txn().await_all_locks())
-            .await
-            .unwrap()
-            .deadlocks
-            .is_empty()
-    );
-    assert!(
-        bounded(c3.txn().await_all_locks())
-            .await
-            .unwrap()
-            .deadlocks
-            .is_empty()
-    );
+    assert!(c2.await_all_locks().await.deadlocks.is_empty());
+    assert!(c3.await_all_locks().await.deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -95,18 +69,8 @@ async fn erlang_9_2_04_three_locks_three_clients() {
     let c1 = h.client().await;
     let c2 = h.client().await;
     let c3 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(l1.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c1.txn().lock(l2.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(l1.clone(), Mode::WRITE).await.is_empty());
+    assert!(c1.lock(l2.clone(), Mode::WRITE).await.is_empty());
     for (c, lock) in [
         (&c2, &l2),
         (&c1, &l3),
@@ -115,9 +79,7 @@ async fn erlang_9_2_04_three_locks_three_clients() {
         (&c3, &l1),
         (&c2, &l1),
     ] {
-        bounded(c.txn().lock_nowait(lock.clone(), Mode::WRITE))
-            .await
-            .unwrap();
+        c.lock_nowait(lock.clone(), Mode::WRITE).await;
     }
     // Client 1's request for l3 reached the server first: it has everything, 2 waits.
     assert!(matches!(
@@ -131,26 +93,9 @@ async fn erlang_9_2_04_three_locks_three_clients() {
     );
     c1.kill();
     c2.kill();
-    assert!(
-        bounded(c3.txn().await_all_locks())
-            .await
-            .unwrap()
-            .deadlocks
-            .is_empty()
-    );
-    assert!(
-        bounded(c3.txn().lock(l2.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c3.txn().await_all_locks())
-            .await
-            .unwrap()
-            .deadlocks
-            .is_empty()
-    );
+    assert!(c3.await_all_locks().await.deadlocks.is_empty());
+    assert!(c3.lock(l2.clone(), Mode::WRITE).await.is_empty());
+    assert!(c3.await_all_locks().await.deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -158,24 +103,9 @@ async fn erlang_9_2_05_lock_merge() {
     let h = Harness::new("t5").await;
     let c1 = h.client().await;
     let base = l("m");
-    assert!(
-        bounded(c1.txn().lock(base.child(1), Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c1.txn().lock(base.child(2), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c1.txn().lock(base.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(base.child(1), Mode::READ).await.is_empty());
+    assert!(c1.lock(base.child(2), Mode::WRITE).await.is_empty());
+    assert!(c1.lock(base.clone(), Mode::WRITE).await.is_empty());
 }
 
 #[tokio::test]
@@ -184,18 +114,8 @@ async fn erlang_9_2_06_lock_upgrade1() {
     let c1 = h.client().await;
     let mut c2 = h.client().await;
     let base = l("u");
-    assert!(
-        bounded(c1.txn().lock(base.clone(), Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c1.txn().lock(base.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(base.clone(), Mode::READ).await.is_empty());
+    assert!(c1.lock(base.clone(), Mode::WRITE).await.is_empty());
     let child = base.child(1);
     let p2 = c2.call(move |t| async move { t.lock(child, Mode::READ).await });
     h.wait_blocked(&c2.id(), &base).await;
@@ -210,18 +130,8 @@ async fn erlang_9_2_07_lock_upgrade2() {
     let mut c1 = h.client().await;
     let c2 = h.client().await;
     let base = l("u");
-    assert!(
-        bounded(c1.txn().lock(base.clone(), Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(base.child(1), Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(base.clone(), Mode::READ).await.is_empty());
+    assert!(c2.lock(base.child(1), Mode::READ).await.is_empty());
     let b = base.clone();
     let p1 = c1.call(move |t| async move { t.lock(b, Mode::WRITE).await });
     // Blocked by another agent's read of a child: not a self-deadlock.
@@ -237,24 +147,10 @@ async fn erlang_9_2_08_lock_upgrade3() {
     let mut c1 = h.client().await;
     let mut c2 = h.client().await;
     let base = l("u");
-    assert!(
-        bounded(c1.txn().lock(base.clone(), Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(base.clone(), Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    bounded(c1.txn().lock_nowait(base.clone(), Mode::WRITE))
-        .await
-        .unwrap();
-    bounded(c2.txn().lock_nowait(base.clone(), Mode::WRITE))
-        .await
-        .unwrap();
+    assert!(c1.lock(base.clone(), Mode::READ).await.is_empty());
+    assert!(c2.lock(base.clone(), Mode::READ).await.is_empty());
+    c1.lock_nowait(base.clone(), Mode::WRITE).await;
+    c2.lock_nowait(base.clone(), Mode::WRITE).await;
     // Both readers converting to write is seed 000's conversion deadlock: exactly one upgrade
     // wins (the smaller agent; the larger surrenders and queues behind it).
     let a1 = c1.call(|t| async move { t.await_all_locks().await });
@@ -273,18 +169,8 @@ async fn erlang_9_2_09_two_w_locks_parent_read() {
     let l0 = l("p");
     let mut c1 = h.client().await;
     let c2 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(l0.child(1), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(l0.child(2), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(l0.child(1), Mode::WRITE).await.is_empty());
+    assert!(c2.lock(l0.child(2), Mode::WRITE).await.is_empty());
     let p = l0.clone();
     let p1 = c1.call(move |t| async move { t.lock(p, Mode::READ).await });
     h.wait_blocked(&c1.id(), &l0).await;
@@ -302,18 +188,8 @@ async fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
     let l0 = l("p");
     let mut c1 = h.client().await;
     let mut c2 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(l0.child(1), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(l0.child(2), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(l0.child(1), Mode::WRITE).await.is_empty());
+    assert!(c2.lock(l0.child(2), Mode::WRITE).await.is_empty());
     let p = l0.clone();
     let p1 = c1.call(move |t| async move { t.lock(p, Mode::READ).await });
     h.wait_blocked(&c1.id(), &l0).await;
@@ -330,18 +206,8 @@ async fn erlang_9_2_11_two_clients_direct_deadlock() {
     let (a, b) = (l("a"), l("b"));
     let mut c1 = h.client().await;
     let mut c2 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(a.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(b.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(a.clone(), Mode::WRITE).await.is_empty());
+    assert!(c2.lock(b.clone(), Mode::WRITE).await.is_empty());
     let b2 = b.clone();
     let p1 = c1.call(move |t| async move { t.lock(b2, Mode::WRITE).await });
     let a2 = a.clone();
@@ -360,12 +226,7 @@ async fn erlang_9_2_12_three_clients_deadlock() {
     let mut c2 = h.client().await;
     let mut c3 = h.client().await;
     for (cl, lock) in [(&c1, &a), (&c2, &b), (&c3, &c)] {
-        assert!(
-            bounded(cl.txn().lock(lock.clone(), Mode::WRITE))
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(cl.lock(lock.clone(), Mode::WRITE).await.is_empty());
     }
     let cc = c.clone();
     let p1 = c1.call(move |t| async move { t.lock(cc, Mode::WRITE).await });
@@ -387,18 +248,8 @@ async fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
     let (a, b) = (l("a"), l("b"));
     let mut c1 = h.client().await;
     let mut c2 = h.client().await;
-    assert!(
-        bounded(c1.txn().lock(a.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(b.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(a.clone(), Mode::WRITE).await.is_empty());
+    assert!(c2.lock(b.clone(), Mode::WRITE).await.is_empty());
     let b1 = b.child(1);
     let p1 = c1.call(move |t| async move { t.lock(b1, Mode::WRITE).await });
     let a1 = a.child(1);
@@ -419,18 +270,8 @@ async fn erlang_9_2_14_two_clients_abort_on_deadlock() {
             ..Options::default()
         })
         .await;
-    assert!(
-        bounded(c1.txn().lock(a.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c2.txn().lock(b.clone(), Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(a.clone(), Mode::WRITE).await.is_empty());
+    assert!(c2.lock(b.clone(), Mode::WRITE).await.is_empty());
     let bb = b.clone();
     let p1 = c1.call(move |t| async move { t.lock(bb, Mode::WRITE).await });
     h.wait_blocked(&c1.id(), &b).await;

@@ -42,6 +42,12 @@ fn quiet(sim: &mut Sim) {
         .unwrap_or_else(|e| panic!("{e}\n{}", sim.dump()));
 }
 
+/// "Kill k": ends k's transaction and delivers everything in flight.
+fn kill(sim: &mut Sim, k: u64) {
+    sim.kill(&agent(k));
+    quiet(sim);
+}
+
 fn deadlocks(sim: &Sim, k: u64) -> Vec<Deadlock> {
     match sim.status(&agent(k)) {
         TransactionStatus::HaveAllLocks { deadlocks } => deadlocks,
@@ -83,11 +89,9 @@ fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
         };
         let second = 3 - first;
         assert!(!deadlocks(&sim, first).is_empty(), "seed {seed}");
-        sim.kill(&agent(first));
-        quiet(&mut sim);
+        kill(&mut sim, first);
         assert!(!deadlocks(&sim, second).is_empty(), "seed {seed}");
-        sim.kill(&agent(second));
-        quiet(&mut sim);
+        kill(&mut sim, second);
     }
 }
 
@@ -112,11 +116,9 @@ fn erlang_9_2_11_two_clients_direct_deadlock() {
         }];
         assert_eq!(deadlocks(&sim, 1), expected, "seed {seed}");
         blocked(&sim, 2);
-        sim.kill(&agent(1));
-        quiet(&mut sim);
+        kill(&mut sim, 1);
         assert_eq!(deadlocks(&sim, 2), expected, "seed {seed}");
-        sim.kill(&agent(2));
-        quiet(&mut sim);
+        kill(&mut sim, 2);
     }
 }
 
@@ -135,14 +137,11 @@ fn erlang_9_2_12_three_clients_deadlock() {
         quiet(&mut sim);
         // 3 surrenders c to 1; 2 was not in c's queue but is told.
         assert!(!deadlocks(&sim, 1).is_empty(), "seed {seed}");
-        sim.kill(&agent(1));
-        quiet(&mut sim);
+        kill(&mut sim, 1);
         assert!(!deadlocks(&sim, 2).is_empty(), "seed {seed}");
-        sim.kill(&agent(2));
-        quiet(&mut sim);
+        kill(&mut sim, 2);
         assert!(!deadlocks(&sim, 3).is_empty(), "seed {seed}");
-        sim.kill(&agent(3));
-        quiet(&mut sim);
+        kill(&mut sim, 3);
     }
 }
 
@@ -165,11 +164,9 @@ fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
         lock(&mut sim, 2, &a1, Mode::X);
         quiet(&mut sim);
         assert!(!deadlocks(&sim, 1).is_empty(), "seed {seed}");
-        sim.kill(&agent(1));
-        quiet(&mut sim);
+        kill(&mut sim, 1);
         assert!(!deadlocks(&sim, 2).is_empty(), "seed {seed}");
-        sim.kill(&agent(2));
-        quiet(&mut sim);
+        kill(&mut sim, 2);
     }
 }
 
@@ -195,8 +192,7 @@ fn erlang_9_2_14_two_clients_abort_on_deadlock() {
             "seed {seed}"
         );
         deadlocks(&sim, 1);
-        sim.kill(&agent(1));
-        quiet(&mut sim);
+        kill(&mut sim, 1);
     }
 }
 
@@ -223,11 +219,9 @@ fn seed000_conversion_deadlock_resolves() {
             "seed {seed}"
         );
         blocked(&sim, 2);
-        sim.kill(&agent(1));
-        quiet(&mut sim);
+        kill(&mut sim, 1);
         deadlocks(&sim, 2);
-        sim.kill(&agent(2));
-        quiet(&mut sim);
+        kill(&mut sim, 2);
     }
 }
 

@@ -37,12 +37,7 @@ async fn a_panicking_client_task_releases_its_locks() {
     assert!(bounded(task).await.unwrap_err().is_panic());
     h.wait_released(&id).await;
     let other = h.client().await;
-    assert!(
-        bounded(other.txn().lock(lock_id!["a"], Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(other.lock(lock_id!["a"], Mode::WRITE).await.is_empty());
 }
 
 #[tokio::test]
@@ -50,9 +45,7 @@ async fn a_dropped_lock_future_leaves_the_request_queued() {
     let h = Harness::new("dropfut").await;
     let c1 = h.client().await;
     let c2 = h.client().await;
-    bounded(c1.txn().lock(lock_id!["a"], Mode::WRITE))
-        .await
-        .unwrap();
+    c1.lock(lock_id!["a"], Mode::WRITE).await;
     // Never polled, dropped at once: the request was made at the call.
     drop(c2.txn().lock(lock_id!["a"], Mode::WRITE));
     h.wait_blocked(&c2.id(), &lock_id!["a"]).await;
@@ -61,7 +54,7 @@ async fn a_dropped_lock_future_leaves_the_request_queued() {
         TransactionStatus::Waiting
     );
     c1.kill();
-    bounded(c2.txn().await_all_locks()).await.unwrap();
+    c2.await_all_locks().await;
     h.wait_granted(&c2.id(), &lock_id!["a"]).await;
 }
 
@@ -71,12 +64,8 @@ async fn unlock_releases_one_lock_and_keeps_the_others() {
     let c1 = h.client().await;
     let mut c2 = h.client().await;
     let (a, b) = (lock_id!["a"], lock_id!["b"]);
-    bounded(c1.txn().lock(a.clone(), Mode::WRITE))
-        .await
-        .unwrap();
-    bounded(c1.txn().lock(b.clone(), Mode::WRITE))
-        .await
-        .unwrap();
+    c1.lock(a.clone(), Mode::WRITE).await;
+    c1.lock(b.clone(), Mode::WRITE).await;
     let bb = b.clone();
     let p2 = c2.call(move |t| async move { t.lock(bb, Mode::WRITE).await });
     h.wait_blocked(&c2.id(), &b).await;
@@ -98,9 +87,7 @@ async fn unlock_cancels_a_pending_request() {
     let c1 = h.client().await;
     let mut c2 = h.client().await;
     let a = lock_id!["a"];
-    bounded(c1.txn().lock(a.clone(), Mode::WRITE))
-        .await
-        .unwrap();
+    c1.lock(a.clone(), Mode::WRITE).await;
     let aa = a.clone();
     let p2 = c2.call(move |t| async move { t.lock(aa, Mode::WRITE).await });
     h.wait_blocked(&c2.id(), &a).await;
@@ -123,9 +110,7 @@ async fn convert_down_lets_readers_in() {
     let c1 = h.client().await;
     let mut c2 = h.client().await;
     let a = lock_id!["a"];
-    bounded(c1.txn().lock(a.clone(), Mode::WRITE))
-        .await
-        .unwrap();
+    c1.lock(a.clone(), Mode::WRITE).await;
     let aa = a.clone();
     let p2 = c2.call(move |t| async move { t.lock(aa, Mode::READ).await });
     h.wait_blocked(&c2.id(), &a).await;
@@ -148,22 +133,10 @@ async fn convert_down_lets_readers_in() {
 async fn a_covered_repeat_is_answered_at_once() {
     let h = Harness::new("repeat").await;
     let c1 = h.client().await;
-    bounded(c1.txn().lock(lock_id!["a"], Mode::WRITE))
-        .await
-        .unwrap();
+    c1.lock(lock_id!["a"], Mode::WRITE).await;
     // The original's `lock/2` on a held lock hangs (reference 5.3); ours answers.
-    assert!(
-        bounded(c1.txn().lock(lock_id!["a"], Mode::READ))
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert!(
-        bounded(c1.txn().lock(lock_id!["a"], Mode::WRITE))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(c1.lock(lock_id!["a"], Mode::READ).await.is_empty());
+    assert!(c1.lock(lock_id!["a"], Mode::WRITE).await.is_empty());
 }
 
 #[tokio::test]
@@ -247,9 +220,7 @@ async fn cycle_resolves(
     }
     for (i, &who) in order.iter().enumerate() {
         let c = clients[who].as_ref().expect("alive");
-        bounded(c.txn().lock(held[i].clone(), Mode::WRITE))
-            .await
-            .unwrap();
+        c.lock(held[i].clone(), Mode::WRITE).await;
     }
     let mut pending = Vec::new();
     for (i, &who) in order.iter().enumerate() {

@@ -10,9 +10,9 @@
 
 #![allow(dead_code)]
 
-use locks_agent::{Options, Transaction, begin_transaction};
+use locks_agent::{LockResult, Options, Transaction, begin_transaction};
 use locks_core::proto::EntryState;
-use locks_core::{AgentId, LockId};
+use locks_core::{AgentId, LockId, Mode};
 use locks_server::{Node, NodeConfig};
 use std::future::Future;
 use std::sync::Arc;
@@ -133,6 +133,22 @@ impl Client {
     /// The agent's id.
     pub fn id(&self) -> AgentId {
         self.txn().id().clone()
+    }
+
+    /// `lock` awaited in place (within [`BOUND`], failing the test on an error): the locks
+    /// that were in a deadlock on the way, as [`Transaction::lock`] returns them.
+    pub async fn lock(&self, lock: LockId, mode: Mode) -> Vec<LockId> {
+        bounded(self.txn().lock(lock, mode)).await.unwrap()
+    }
+
+    /// `lock_nowait` awaited in place (within [`BOUND`], failing the test on an error).
+    pub async fn lock_nowait(&self, lock: LockId, mode: Mode) {
+        bounded(self.txn().lock_nowait(lock, mode)).await.unwrap()
+    }
+
+    /// `await_all_locks` awaited in place (within [`BOUND`], failing the test on an error).
+    pub async fn await_all_locks(&self) -> LockResult {
+        bounded(self.txn().await_all_locks()).await.unwrap()
     }
 
     /// Starts a call in a task of its own; it may stay pending.

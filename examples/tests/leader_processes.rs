@@ -40,6 +40,20 @@ impl Member {
         Proc::start_three(names, COOKIE, "warn", deadline).map(|proc| Member { proc, leader: None })
     }
 
+    /// Starts three members named `names` and waits until each sees the other two up and has
+    /// joined the dictionary `d` (in that order, one process after the other).
+    fn start_joined(names: [&str; 3], deadline: Instant) -> [Member; 3] {
+        let mut members = Member::start_three(names, deadline);
+        for (i, p) in members.iter_mut().enumerate() {
+            for (_, other) in names.iter().enumerate().filter(|(j, _)| *j != i) {
+                p.expect(other, |l| l == format!("up {other}"));
+            }
+            p.send("gdict d");
+            p.expect("joined", |l| l == "joined d");
+        }
+        members
+    }
+
     /// Notes a `leader d <node> <epoch>` line; keeps every other line.
     fn take(&mut self, line: String) {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -104,6 +118,18 @@ fn agreed(procs: &mut [&mut Member], ok: impl Fn(&(String, u64)) -> bool) -> (St
     }
 }
 
+/// The member named `leader`, and the other two in their order.
+fn leader_and_others(members: [Member; 3], leader: &str) -> (Member, [Member; 2]) {
+    let mut others = Vec::from(members);
+    let at = others
+        .iter()
+        .position(|p| p.name == leader)
+        .expect("the leader is one of the processes");
+    let leader = others.remove(at);
+    let others: [Member; 2] = others.try_into().ok().expect("two others");
+    (leader, others)
+}
+
 /// Waits until `p`'s replica of `d` maps `key` to `value`.
 fn eventually_value(p: &mut Member, key: &str, value: &str) {
     let want = format!("value d {key} {value}");
@@ -120,18 +146,7 @@ fn eventually_value(p: &mut Member, key: &str, value: &str) {
 #[test]
 fn a_sigkilled_leader_process_is_replaced_by_one_with_a_larger_term() {
     let deadline = Instant::now() + DEADLINE;
-    let [mut n1, mut n2, mut n3] = Member::start_three(["n1", "n2", "n3"], deadline);
-    for (p, others) in [
-        (&mut n1, ["n2", "n3"]),
-        (&mut n2, ["n1", "n3"]),
-        (&mut n3, ["n1", "n2"]),
-    ] {
-        for other in others {
-            p.expect(other, |l| l == format!("up {other}"));
-        }
-        p.send("gdict d");
-        p.expect("joined", |l| l == "joined d");
-    }
+    let [mut n1, mut n2, mut n3] = Member::start_joined(["n1", "n2", "n3"], deadline);
     let (first, epoch) = agreed(&mut [&mut n1, &mut n2, &mut n3], |_| true);
     n1.send("store d k 7");
     n1.expect("stored", |l| l == "stored d k");
@@ -140,18 +155,9 @@ fn a_sigkilled_leader_process_is_replaced_by_one_with_a_larger_term() {
     }
 
     // SIGKILL the leader's process.
-    let mut procs = vec![n1, n2, n3];
-    let dead = procs
-        .iter()
-        .position(|p| p.name == first)
-        .expect("the leader is one of the processes");
-    let mut victim = procs.remove(dead);
+    let (mut victim, [mut s1, mut s2]) = leader_and_others([n1, n2, n3], &first);
     let _ = victim.child.kill();
     let _ = victim.child.wait();
-    let (mut s1, mut s2) = {
-        let mut it = procs.into_iter();
-        (it.next().unwrap(), it.next().unwrap())
-    };
     for p in [&mut s1, &mut s2] {
         p.expect("down", |l| l == format!("down {first}"));
     }
@@ -184,29 +190,9 @@ fn signal(p: &Member, signal: &str) {
 #[test]
 fn a_hung_leader_process_is_replaced_after_the_heartbeat_timeout_and_rejoins() {
     let deadline = Instant::now() + DEADLINE;
-    let [mut n1, mut n2, mut n3] = Member::start_three(["h1", "h2", "h3"], deadline);
-    for (p, others) in [
-        (&mut n1, ["h2", "h3"]),
-        (&mut n2, ["h1", "h3"]),
-        (&mut n3, ["h1", "h2"]),
-    ] {
-        for other in others {
-            p.expect(other, |l| l == format!("up {other}"));
-        }
-        p.send("gdict d");
-        p.expect("joined", |l| l == "joined d");
-    }
+    let [mut n1, mut n2, mut n3] = Member::start_joined(["h1", "h2", "h3"], deadline);
     let (first, epoch) = agreed(&mut [&mut n1, &mut n2, &mut n3], |_| true);
-    let mut procs = vec![n1, n2, n3];
-    let hung = procs
-        .iter()
-        .position(|p| p.name == first)
-        .expect("the leader is one of the processes");
-    let mut frozen = procs.remove(hung);
-    let (mut s1, mut s2) = {
-        let mut it = procs.into_iter();
-        (it.next().unwrap(), it.next().unwrap())
-    };
+    let (mut frozen, [mut s1, mut s2]) = leader_and_others([n1, n2, n3], &first);
 
     // The leader hangs: its connections stay open, but it answers nothing. The others declare
     // it down when its heartbeats stop, and elect a new leader.

@@ -9,8 +9,8 @@ use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
 use locks_server::net::{
-    ConnectError, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig, PeerFrame, Refusal,
-    RefusalCode, Role, SendError, connect, establish,
+    ConnectError, Connection, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig,
+    PeerFrame, Refusal, RefusalCode, Role, SendError, connect, establish,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -59,6 +59,16 @@ async fn raw_acceptor(
     (addr, task)
 }
 
+/// Node `b` (cookie `secret`) dials `addr`: its side of the connection, not started yet.
+async fn connect_b(addr: SocketAddr) -> Connection {
+    bounded(
+        "connect",
+        connect(addr, &config("b", "secret"), |_: &NodeId| false),
+    )
+    .await
+    .unwrap()
+}
+
 /// Peer `b` (cookie `secret`) dials `addr` and runs the handshake by hand, so that the test
 /// controls every frame after it.
 async fn hand_run_peer_b(addr: SocketAddr) -> Framed<TcpStream, LengthDelimitedCodec> {
@@ -84,12 +94,7 @@ async fn two_nodes_handshake_and_exchange_envelopes_both_ways() {
         .await
         .unwrap();
     let addr = listener.local_addr();
-    let conn_b = bounded(
-        "connect",
-        connect(addr, &config("b", "secret"), |_: &NodeId| false),
-    )
-    .await
-    .unwrap();
+    let conn_b = connect_b(addr).await;
     let conn_a = bounded("accept", listener.accept()).await.unwrap();
     assert_eq!(
         (conn_b.peer(), conn_b.role()),
@@ -329,16 +334,7 @@ async fn a_peer_that_stops_reading_is_declared_down_by_heartbeat() {
     let mut listener = Listener::bind(loopback(), short, no_names()).await.unwrap();
     // The peer completes the handshake, then neither reads nor writes: its connection is
     // never started.
-    let silent = bounded(
-        "connect",
-        connect(
-            listener.local_addr(),
-            &config("b", "secret"),
-            |_: &NodeId| false,
-        ),
-    )
-    .await
-    .unwrap();
+    let silent = connect_b(listener.local_addr()).await;
     let link = bounded("accept", listener.accept()).await.unwrap().start();
     // Keep the writer busy against a peer that does not read: the reader must still notice
     // the silence.
@@ -450,16 +446,7 @@ async fn a_too_large_envelope_is_refused_to_the_sender_and_the_connection_stays_
     let mut cfg = config("a", "secret");
     cfg.max_frame = 4096;
     let mut listener = Listener::bind(loopback(), cfg, no_names()).await.unwrap();
-    let b = bounded(
-        "connect",
-        connect(
-            listener.local_addr(),
-            &config("b", "secret"),
-            |_: &NodeId| false,
-        ),
-    )
-    .await
-    .unwrap();
+    let b = connect_b(listener.local_addr()).await;
     let link_a = bounded("accept", listener.accept()).await.unwrap().start();
     let mut link_b = b.start();
     let big = Envelope::new(Message::Server(ServerRequest::Unlock {
@@ -501,16 +488,7 @@ async fn the_driver_runs_on_a_local_set() {
             let mut listener = Listener::bind(loopback(), config("a", "secret"), no_names())
                 .await
                 .unwrap();
-            let b = bounded(
-                "connect",
-                connect(
-                    listener.local_addr(),
-                    &config("b", "secret"),
-                    |_: &NodeId| false,
-                ),
-            )
-            .await
-            .unwrap();
+            let b = connect_b(listener.local_addr()).await;
             let (link_a, driver_a) = bounded("accept", listener.accept()).await.unwrap().split();
             let (mut link_b, driver_b) = b.split();
             let run_a = tokio::task::spawn_local(driver_a.run());

@@ -13,11 +13,16 @@
 //!   the surrender was ignored (a newer notice of the lock without this agent's surrender
 //!   note). So a request that lost its grant is pending again at once, never "held" on the
 //!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
+//!
+//! Cost: lock ids order by their keys, so a lock's descendants follow it and its subtree is a
+//! range of the maps; the views (only those with waiters) and the outstanding surrenders are
+//! kept apart, so nothing the agent does per message walks every lock it holds.
 
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// Why an entry does not count for now.
@@ -39,16 +44,22 @@ struct Copy {
     /// Notices at or below this version are ignored (`entry_version`, or a surrendered one).
     entry_floor: u64,
     suspended: Option<Suspension>,
-    /// The newest view with pending entries, from a notice or a forward.
-    view: Option<Arc<LockView>>,
     /// Views below this version are outdated.
     view_min: u64,
 }
 
 /// The agent's knowledge of lock copies and of deadlocks.
+///
+/// The views are kept apart from the copies, so that what the deadlock analysis reads costs
+/// what the waiting part of the agent's world holds, not what it holds in all.
 #[derive(Clone, Debug, Default)]
 pub struct Knowledge {
     copies: BTreeMap<(LockId, NodeId), Copy>,
+    /// The newest view with pending entries of each copy that has one, from a notice or a
+    /// forward.
+    views: BTreeMap<(LockId, NodeId), Arc<LockView>>,
+    /// The copies this agent surrendered whose first newer notice has not come yet.
+    surrenders: BTreeSet<(LockId, NodeId)>,
     deadlocks: Vec<Deadlock>,
 }
 
@@ -72,24 +83,27 @@ impl Knowledge {
         copy.entry = Some(n.state);
         copy.entry_version = n.version;
         copy.entry_floor = n.version;
-        // Views older than this notice are outdated: the agent's own place in the queue has
-        // changed since.
-        if copy.view.as_ref().is_some_and(|v| v.version < n.version) {
-            copy.view = None;
-        }
         copy.view_min = copy.view_min.max(n.version);
         changed = true;
+        // Views older than this notice are outdated: the agent's own place in the queue has
+        // changed since.
+        let key = (n.lock, n.node);
+        if self.views.get(&key).is_some_and(|v| v.version < n.version) {
+            self.views.remove(&key);
+        }
+        let (lock, node) = &key;
         if let Some(q) = n.queue {
-            self.on_view(&n.lock, &n.node, q);
+            self.on_view(lock, node, q);
         }
         // The first news of a surrendered lock tells whether the surrender was applied: if it
         // was, the server re-queued the descendants too and will say so in their own notices;
         // if not (the lock had changed), they were not touched and count again.
         if let Some(Suspension::Surrendered { version }) = was {
+            self.surrenders.remove(&key);
             let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
                 if agent == me && *v == version);
             if !applied {
-                self.lift_under(&n.lock, &n.node, version);
+                self.lift_under(lock, node, version);
             }
         }
         changed
@@ -98,20 +112,21 @@ impl Knowledge {
     /// Takes in a view: the queue part of a notice or a forward from another agent.
     /// Returns whether it was news.
     pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
-        let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
+        let key = (lock.clone(), node.clone());
+        let copy = self.copies.entry(key.clone()).or_default();
         if view.version < copy.view_min
-            || copy
-                .view
-                .as_ref()
+            || self
+                .views
+                .get(&key)
                 .is_some_and(|v| view.version <= v.version)
         {
             return false;
         }
         if view.has_waiters() {
-            copy.view = Some(view);
+            self.views.insert(key, view);
         } else {
-            copy.view = None;
             copy.view_min = copy.view_min.max(view.version);
+            self.views.remove(&key);
         }
         true
     }
@@ -119,13 +134,15 @@ impl Knowledge {
     /// Records that this agent surrendered `(lock, node)` at `version`: suspends that entry and
     /// the entries on the lock's descendants on that node, and forgets the view (it will change).
     pub fn surrendered(&mut self, lock: &LockId, node: &NodeId, version: u64) {
-        let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
+        let key = (lock.clone(), node.clone());
+        let copy = self.copies.entry(key.clone()).or_default();
         copy.entry_floor = copy.entry_floor.max(version);
         copy.suspended = Some(Suspension::Surrendered { version });
-        copy.view = None;
         copy.view_min = copy.view_min.max(version + 1);
-        for ((l, n), c) in self.copies.iter_mut() {
-            if n == node && lock.is_ancestor_of(l) && c.entry.is_some() && c.suspended.is_none() {
+        self.views.remove(&key);
+        self.surrenders.insert(key.clone());
+        for ((_, n), c) in Self::under_mut(&mut self.copies, key) {
+            if n == node && c.entry.is_some() && c.suspended.is_none() {
                 c.suspended = Some(Suspension::Under {
                     lock: lock.clone(),
                     version,
@@ -134,8 +151,22 @@ impl Knowledge {
         }
     }
 
+    /// The copies of the proper descendants of `key.0` (on any node; descendants of a lock
+    /// follow it in lock id order).
+    fn under_mut(
+        copies: &mut BTreeMap<(LockId, NodeId), Copy>,
+        key: (LockId, NodeId),
+    ) -> impl Iterator<Item = (&(LockId, NodeId), &mut Copy)> {
+        let depth = key.0.depth();
+        let lock = key.0.clone();
+        copies
+            .range_mut((Bound::Excluded(key), Bound::Unbounded))
+            .take_while(move |((l, _), _)| *l == lock || lock.is_ancestor_of(l))
+            .filter(move |((l, _), _)| l.depth() > depth)
+    }
+
     fn lift_under(&mut self, lock: &LockId, node: &NodeId, version: u64) {
-        for ((_, n), c) in self.copies.iter_mut() {
+        for ((_, n), c) in Self::under_mut(&mut self.copies, (lock.clone(), node.clone())) {
             if n == node
                 && matches!(&c.suspended, Some(Suspension::Under { lock: l, version: v })
                     if l == lock && *v == version)
@@ -147,9 +178,7 @@ impl Knowledge {
 
     /// Whether a surrender of this agent is still waiting for the server's answer.
     pub fn surrender_outstanding(&self) -> bool {
-        self.copies
-            .values()
-            .any(|c| matches!(c.suspended, Some(Suspension::Surrendered { .. })))
+        !self.surrenders.is_empty()
     }
 
     /// The mode the agent holds on `(lock, node)`, if the server said so and nothing since
@@ -172,17 +201,15 @@ impl Knowledge {
 
     /// The stored view of `(lock, node)`, if any.
     pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
-        self.copies
-            .get(&(lock.clone(), node.clone()))?
-            .view
-            .as_ref()
+        self.views.get(&(lock.clone(), node.clone()))
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
     /// forgotten version stay refused.
     pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
-        if let Some(c) = self.copies.get_mut(&(lock.clone(), node.clone()))
-            && let Some(v) = c.view.take()
+        let key = (lock.clone(), node.clone());
+        if let Some(v) = self.views.remove(&key)
+            && let Some(c) = self.copies.get_mut(&key)
         {
             c.view_min = c.view_min.max(v.version + 1);
         }
@@ -192,13 +219,18 @@ impl Knowledge {
     /// versions anew).
     pub fn forget_node(&mut self, node: &NodeId) {
         self.copies.retain(|(_, n), _| n != node);
+        self.views.retain(|(_, n), _| n != node);
+        self.surrenders.retain(|(_, n)| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.
     pub fn views(&self) -> impl Iterator<Item = (&LockId, &NodeId, &Arc<LockView>)> {
-        self.copies
-            .iter()
-            .filter_map(|((l, n), c)| c.view.as_ref().map(|v| (l, n, v)))
+        self.views.iter().map(|((l, n), v)| (l, n, v))
+    }
+
+    /// How many views are stored.
+    pub fn view_count(&self) -> usize {
+        self.views.len()
     }
 
     /// Records a deadlock (once). A surrender touches the surrendered lock and its descendants,

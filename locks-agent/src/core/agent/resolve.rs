@@ -58,6 +58,7 @@ impl AgentCore {
             node: node.clone(),
         });
         self.knowledge.surrendered(&lock, &node, version);
+        self.mark_tree(&lock);
         self.refresh_status(out);
         true
     }

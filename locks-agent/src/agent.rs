@@ -17,7 +17,7 @@
 //! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
 //! waiting callers get an error saying why.
 
-use crate::core::{AgentCore, Effect, LockResult, TransactionStatus};
+use crate::core::{AgentCore, Deadlock, Effect, LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -29,9 +29,42 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::{debug, trace, warn};
 
-/// Where a blocked caller gets its answer: the locks held and the deadlocks resolved so far,
-/// or why not.
+/// Where an `await_all_locks` caller gets its answer: the locks held and the deadlocks resolved
+/// so far, or why not.
 pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
+
+/// Where a `lock` caller gets its answer: the locks of the deadlocks resolved so far (sorted,
+/// each once), or why not.
+pub(crate) type LockReply = oneshot::Sender<Result<Vec<LockId>, Error>>;
+
+/// A blocked caller.
+enum Waiter {
+    /// A `lock` call, with the lock it asked for.
+    Lock(LockId, LockReply),
+    /// An `await_all_locks` call.
+    All(Reply),
+}
+
+impl Waiter {
+    fn fail(self, error: Error) {
+        match self {
+            Waiter::Lock(_, reply) => {
+                let _ = reply.send(Err(error));
+            }
+            Waiter::All(reply) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// The locks named in `deadlocks`, sorted, each once: what `lock` returns.
+fn deadlock_locks(deadlocks: &[Deadlock]) -> Vec<LockId> {
+    let mut locks: Vec<LockId> = deadlocks.iter().map(|d| d.lock.clone()).collect();
+    locks.sort();
+    locks.dedup();
+    locks
+}
 
 /// Why the agent stopped, shared with its handle so that late calls can say it.
 pub(crate) type Outcome = Arc<Mutex<Option<Error>>>;
@@ -79,8 +112,8 @@ impl Drop for AgentGuard {
 pub(crate) struct Agent {
     core: AgentCore,
     guard: AgentGuard,
-    /// Blocked callers: `lock` callers with the lock they asked for, `await_all_locks` with none.
-    waiters: Vec<(Option<LockId>, Reply)>,
+    /// Blocked callers.
+    waiters: Vec<Waiter>,
     settle_scheduled: bool,
     outcome: Outcome,
 }
@@ -166,21 +199,42 @@ impl Agent {
         self.answer_waiters();
     }
 
+    /// Answers the blocked callers when the transaction has all its locks or cannot be served.
+    /// A `lock` caller gets only the deadlocks; the whole [`LockResult`] (one entry per request)
+    /// is built only for an `await_all_locks` caller, once per answer.
     fn answer_waiters(&mut self) {
-        match self.core.status() {
+        if self.waiters.is_empty() {
+            return;
+        }
+        match self.core.status_ref() {
             TransactionStatus::HaveAllLocks { deadlocks } => {
-                let result = self.core.lock_result().unwrap_or(LockResult {
-                    locks: Vec::new(),
-                    deadlocks,
-                });
-                for (_, waiter) in self.waiters.drain(..) {
-                    let _ = waiter.send(Ok(result.clone()));
+                let mut locks = None;
+                let mut result = None;
+                for waiter in self.waiters.drain(..) {
+                    match waiter {
+                        Waiter::Lock(_, reply) => {
+                            let locks = locks.get_or_insert_with(|| deadlock_locks(deadlocks));
+                            let _ = reply.send(Ok(locks.clone()));
+                        }
+                        Waiter::All(reply) => {
+                            let result = result.get_or_insert_with(|| {
+                                self.core.lock_result().unwrap_or_else(|| LockResult {
+                                    locks: Vec::new(),
+                                    deadlocks: deadlocks.clone(),
+                                })
+                            });
+                            let _ = reply.send(Ok(result.clone()));
+                        }
+                    }
                 }
             }
             TransactionStatus::CannotServe { locks, nodes } => {
-                let error = Error::CannotServe { locks, nodes };
-                for (_, waiter) in self.waiters.drain(..) {
-                    let _ = waiter.send(Err(error.clone()));
+                let error = Error::CannotServe {
+                    locks: locks.clone(),
+                    nodes: nodes.clone(),
+                };
+                for waiter in self.waiters.drain(..) {
+                    waiter.fail(error.clone());
                 }
             }
             TransactionStatus::NoLocks | TransactionStatus::Waiting => {}
@@ -194,8 +248,8 @@ impl Agent {
                 *outcome = Some(error.clone());
             }
         }
-        for (_, waiter) in self.waiters.drain(..) {
-            let _ = waiter.send(Err(error.clone()));
+        for waiter in self.waiters.drain(..) {
+            waiter.fail(error.clone());
         }
         self.guard.release();
         ctx.stop();
@@ -214,8 +268,8 @@ impl Actor for Agent {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         let error = outcome_error(&self.outcome);
-        for (_, waiter) in self.waiters.drain(..) {
-            let _ = waiter.send(Err(error.clone()));
+        for waiter in self.waiters.drain(..) {
+            waiter.fail(error.clone());
         }
         trace!(agent = %self.id(), "agent stopped");
     }
@@ -256,7 +310,7 @@ pub(crate) struct Request {
     pub mode: Mode,
     pub nodes: Vec<NodeId>,
     pub req: Req,
-    pub reply: Option<Reply>,
+    pub reply: Option<LockReply>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -272,7 +326,7 @@ impl Handler<Request> for Agent {
                     let _ = accepted.send(Ok(()));
                 }
                 if let Some(reply) = msg.reply {
-                    self.waiters.push((Some(lock), reply));
+                    self.waiters.push(Waiter::Lock(lock, reply));
                 }
                 self.execute(effects, ctx);
                 self.schedule_settle(ctx);
@@ -299,7 +353,7 @@ impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        self.waiters.push((None, msg.0));
+        self.waiters.push(Waiter::All(msg.0));
         self.schedule_settle(ctx);
     }
 }
@@ -331,12 +385,12 @@ impl Handler<Unlock> for Agent {
         // A `lock` call waiting for the withdrawn request will never be granted it.
         let (cancelled, kept) = std::mem::take(&mut self.waiters)
             .into_iter()
-            .partition(|(lock, _)| lock.as_ref() == Some(&msg.0));
+            .partition(|w| matches!(w, Waiter::Lock(lock, _) if *lock == msg.0));
         self.waiters = kept;
-        for (_, waiter) in cancelled {
-            let _ = waiter.send(Err(Error::Cancelled {
+        for waiter in cancelled {
+            waiter.fail(Error::Cancelled {
                 lock: msg.0.clone(),
-            }));
+            });
         }
         self.execute(effects, ctx);
         self.schedule_settle(ctx);

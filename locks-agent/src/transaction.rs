@@ -11,7 +11,7 @@
 use crate::agent::{
     Agent, AwaitAll, Convert, Dot, End, GetStatus, Outcome, Request, Unlock, outcome_error,
 };
-use crate::core::{Deadlock, LockResult, TransactionStatus};
+use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -63,13 +63,6 @@ impl std::fmt::Debug for Transaction {
     }
 }
 
-fn lock_ids(deadlocks: Vec<Deadlock>) -> Vec<LockId> {
-    let mut locks: Vec<LockId> = deadlocks.into_iter().map(|d| d.lock).collect();
-    locks.sort();
-    locks.dedup();
-    locks
-}
-
 impl Transaction {
     /// The id of this transaction's agent.
     pub fn id(&self) -> &AgentId {
@@ -87,10 +80,10 @@ impl Transaction {
 
     /// The answer to a blocking call: its reply, or why the agent stopped. Owns what it needs,
     /// so the request can be sent before the returned future is first polled.
-    fn wait(
+    fn wait<T: Send + 'static>(
         &self,
-        rx: oneshot::Receiver<Result<LockResult, Error>>,
-    ) -> impl Future<Output = Result<LockResult, Error>> + Send + 'static {
+        rx: oneshot::Receiver<Result<T, Error>>,
+    ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
         let outcome = self.outcome.clone();
         async move {
             match rx.await {
@@ -106,7 +99,7 @@ impl Transaction {
         mode: Mode,
         nodes: Vec<NodeId>,
         req: Req,
-        reply: Option<crate::agent::Reply>,
+        reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
         self.addr.do_send(Request {
@@ -134,8 +127,7 @@ impl Transaction {
     ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
-        let reply = self.wait(rx);
-        async move { reply.await.map(|r| lock_ids(r.deadlocks)) }
+        self.wait(rx)
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -150,8 +142,7 @@ impl Transaction {
     ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
-        let reply = self.wait(rx);
-        async move { reply.await.map(|r| lock_ids(r.deadlocks)) }
+        self.wait(rx)
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent

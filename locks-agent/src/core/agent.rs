@@ -503,13 +503,7 @@ impl AgentCore {
         self.refresh_status(&mut out);
         if self.dirty && !self.status.have_all_locks() {
             self.dirty = false;
-            let graph = self.wait_for_graph();
-            if self.analyse(&graph, &mut out) {
-                // The surrendered copy is forgotten: forward from what is left.
-                self.forward(&self.wait_for_graph(), &mut out);
-            } else if self.phase == Phase::Running {
-                self.forward(&graph, &mut out);
-            }
+            self.analyse_and_forward(&mut out);
         }
         out
     }

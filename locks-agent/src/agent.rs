@@ -297,8 +297,15 @@ impl Handler<Deliver> for Agent {
             Deliver::NodeDown(node) => self.core.node_down(&node),
             Deliver::NodeUp(node) => self.core.node_up(&node),
         };
+        // A message that taught the agent nothing (a view it had already) needs no settling;
+        // a changed status must still be answered.
+        let changed = effects
+            .iter()
+            .any(|e| matches!(e, Effect::StatusChanged(_)));
         self.execute(effects, ctx);
-        self.schedule_settle(ctx);
+        if changed || self.core.needs_settle() {
+            self.schedule_settle(ctx);
+        }
     }
 }
 

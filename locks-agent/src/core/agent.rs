@@ -423,11 +423,13 @@ impl AgentCore {
                 }
             }
             AgentMessage::Surrendered { by, node, lock, .. } => {
-                self.knowledge.record_deadlock(Deadlock {
+                if self.knowledge.record_deadlock(Deadlock {
                     victim: by,
                     lock,
                     node,
-                });
+                }) {
+                    self.mark_status();
+                }
             }
             AgentMessage::Rejected { node, lock, reason } => {
                 // A refused unlock or conversion leaves the request as it was; a refused lock

@@ -246,6 +246,49 @@ impl WaitForGraph {
     }
 }
 
+/// The agents `agent` waits for in one view (the blockers of its edges in [`view_edges`]), in
+/// the order `view_edges` finds them; empty when it does not convert or wait there.
+pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -> Vec<&'v AgentId> {
+    let pending = view
+        .converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
+    let mut out: Vec<&AgentId> = Vec::new();
+    let mut ahead: Vec<(&AgentId, locks_core::Mode)> = Vec::new();
+    for (x, m) in pending {
+        if x != agent {
+            ahead.push((x, m));
+            continue;
+        }
+        let mut push = |y: &'v AgentId| {
+            if y != x && !out.contains(&y) {
+                out.push(y);
+            }
+        };
+        for h in &view.granted {
+            if !modes.compatible(m, h.mode) {
+                push(&h.agent);
+            }
+        }
+        for (y, my) in &ahead {
+            if !modes.compatible(m, *my) {
+                push(y);
+            }
+        }
+        // Holders that block some entry ahead.
+        for (z, mz) in &ahead {
+            for h in &view.granted {
+                if h.agent != **z && !modes.compatible(*mz, h.mode) {
+                    push(&h.agent);
+                }
+            }
+        }
+        break;
+    }
+    out
+}
+
 /// The wait-for edges `(waiter, blocker)` one view implies (module documentation).
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
     let pending = view

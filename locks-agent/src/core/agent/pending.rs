@@ -31,6 +31,14 @@ pub(super) struct Stale {
     locks: Vec<LockId>,
     /// The requests on these locks and on their descendants.
     trees: Vec<LockId>,
+    /// The status must be computed again though no request changed (a deadlock was recorded).
+    status: bool,
+}
+
+impl Stale {
+    fn is_empty(&self) -> bool {
+        !self.all && !self.status && self.locks.is_empty() && self.trees.is_empty()
+    }
 }
 
 impl AgentCore {
@@ -47,6 +55,17 @@ impl AgentCore {
         if !self.stale.all {
             self.stale.trees.push(lock.clone());
         }
+    }
+
+    /// The deadlocks changed: "have all locks" reports them.
+    pub(super) fn mark_status(&mut self) {
+        self.stale.status = true;
+    }
+
+    /// Whether [`AgentCore::settle`] has anything to do: a status to bring up to date, or new
+    /// knowledge to analyse. When it has not, the actor need not schedule it.
+    pub fn needs_settle(&self) -> bool {
+        self.is_running() && (self.dirty || !self.stale.is_empty())
     }
 
     /// Something every request depends on changed (a node, the options).

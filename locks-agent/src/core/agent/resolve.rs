@@ -6,7 +6,7 @@
 //! speaks again; a view goes to a given agent at most once per version.
 
 use super::{AgentCore, Effect, Phase};
-use crate::core::graph::{WaitForGraph, view_edges};
+use crate::core::graph::{WaitForGraph, blockers_of};
 use crate::core::status::Deadlock;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
@@ -33,13 +33,11 @@ impl AgentCore {
             _ => None,
         };
         if let Some((lock, node, view)) = single {
-            let mut targets: Vec<AgentId> = view_edges(&self.modes, &view)
+            let mut targets: Vec<AgentId> = blockers_of(&self.modes, &view, &self.id)
                 .into_iter()
-                .filter(|(w, _)| **w == self.id)
-                .map(|(_, b)| b.clone())
+                .cloned()
                 .collect();
             targets.sort();
-            targets.dedup();
             if cfg!(debug_assertions) {
                 let graph = self.wait_for_graph();
                 debug_assert!(graph.cycles().is_empty(), "one view, no cycle");

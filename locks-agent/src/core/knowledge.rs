@@ -14,6 +14,15 @@
 //!   note). So a request that lost its grant is pending again at once, never "held" on the
 //!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
 //!
+//! - A stored view is *shared* when the agent can tell from the server's notice contract
+//!   (`locks-server`'s table, "Notices: who gets what", rule 3) that every agent pending in it
+//!   was sent that very version: the agent was pending both in the view it held before and in
+//!   this one, and the holders differ. While it stays pending it is told of every change ahead
+//!   of it, and notices of one server arrive in order, so nothing changed the holders between
+//!   the two views but the operation of this notice — and a change of holders is told to every
+//!   converter and waiter. Forwarding a shared view to an agent pending in it would tell that
+//!   agent nothing new.
+//!
 //! Cost: lock ids order by their keys, so a lock's descendants follow it and its subtree is a
 //! range of the maps; the views (only those with waiters) and the outstanding surrenders are
 //! kept apart, so nothing the agent does per message walks every lock it holds.
@@ -48,6 +57,20 @@ struct Copy {
     view_min: u64,
 }
 
+/// A view as stored.
+#[derive(Clone, Debug)]
+struct StoredView {
+    view: Arc<LockView>,
+    /// Every agent pending in it was sent this version by the server (module documentation).
+    shared: bool,
+}
+
+/// Whether `agent` converts or waits in `view`.
+pub fn is_pending_in(view: &LockView, agent: &AgentId) -> bool {
+    view.converting.iter().any(|c| c.agent == *agent)
+        || view.waiting.iter().any(|w| w.agent == *agent)
+}
+
 /// The agent's knowledge of lock copies and of deadlocks.
 ///
 /// The views are kept apart from the copies, so that what the deadlock analysis reads costs
@@ -57,7 +80,7 @@ pub struct Knowledge {
     copies: BTreeMap<(LockId, NodeId), Copy>,
     /// The newest view with pending entries of each copy that has one, from a notice or a
     /// forward.
-    views: BTreeMap<(LockId, NodeId), Arc<LockView>>,
+    views: BTreeMap<(LockId, NodeId), StoredView>,
     /// The copies this agent surrendered whose first newer notice has not come yet.
     surrenders: BTreeSet<(LockId, NodeId)>,
     deadlocks: Vec<Deadlock>,
@@ -88,12 +111,21 @@ impl Knowledge {
         // Views older than this notice are outdated: the agent's own place in the queue has
         // changed since.
         let key = (n.lock, n.node);
-        if self.views.get(&key).is_some_and(|v| v.version < n.version) {
+        let before = self.views.get(&key).map(|s| s.view.clone());
+        if before.as_ref().is_some_and(|v| v.version < n.version) {
             self.views.remove(&key);
         }
         let (lock, node) = &key;
-        if let Some(q) = n.queue {
-            self.on_view(lock, node, q);
+        if let Some(q) = n.queue
+            && self.on_view(lock, node, q.clone())
+            && let Some(before) = before
+            && before.version < q.version
+            && before.granted != q.granted
+            && is_pending_in(&before, me)
+            && is_pending_in(&q, me)
+            && let Some(stored) = self.views.get_mut(&key)
+        {
+            stored.shared = true;
         }
         // The first news of a surrendered lock tells whether the surrender was applied: if it
         // was, the server re-queued the descendants too and will say so in their own notices;
@@ -118,12 +150,18 @@ impl Knowledge {
             || self
                 .views
                 .get(&key)
-                .is_some_and(|v| view.version <= v.version)
+                .is_some_and(|v| view.version <= v.view.version)
         {
             return false;
         }
         if view.has_waiters() {
-            self.views.insert(key, view);
+            self.views.insert(
+                key,
+                StoredView {
+                    view,
+                    shared: false,
+                },
+            );
         } else {
             copy.view_min = copy.view_min.max(view.version);
             self.views.remove(&key);
@@ -201,17 +239,27 @@ impl Knowledge {
 
     /// The stored view of `(lock, node)`, if any.
     pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
-        self.views.get(&(lock.clone(), node.clone()))
+        self.views
+            .get(&(lock.clone(), node.clone()))
+            .map(|s| &s.view)
+    }
+
+    /// Whether the stored view of `(lock, node)` was sent by the server to every agent pending
+    /// in it (module documentation).
+    pub fn view_shared(&self, lock: &LockId, node: &NodeId) -> bool {
+        self.views
+            .get(&(lock.clone(), node.clone()))
+            .is_some_and(|s| s.shared)
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
     /// forgotten version stay refused.
     pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
         let key = (lock.clone(), node.clone());
-        if let Some(v) = self.views.remove(&key)
+        if let Some(s) = self.views.remove(&key)
             && let Some(c) = self.copies.get_mut(&key)
         {
-            c.view_min = c.view_min.max(v.version + 1);
+            c.view_min = c.view_min.max(s.view.version + 1);
         }
     }
 
@@ -225,7 +273,7 @@ impl Knowledge {
 
     /// Every stored view, in `(lock, node)` order.
     pub fn views(&self) -> impl Iterator<Item = (&LockId, &NodeId, &Arc<LockView>)> {
-        self.views.iter().map(|((l, n), v)| (l, n, v))
+        self.views.iter().map(|((l, n), s)| (l, n, &s.view))
     }
 
     /// How many views are stored.

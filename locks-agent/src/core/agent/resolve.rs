@@ -7,6 +7,7 @@
 
 use super::{AgentCore, Effect, Phase};
 use crate::core::graph::{WaitForGraph, blockers_of};
+use crate::core::knowledge::is_pending_in;
 use crate::core::status::Deadlock;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
@@ -139,6 +140,10 @@ impl AgentCore {
         view: &Arc<LockView>,
         out: &mut Vec<Effect>,
     ) {
+        // An agent pending in a shared view was sent it by the server.
+        if is_pending_in(view, &to) && self.knowledge.view_shared(lock, node) {
+            return;
+        }
         let key = (to, lock.clone(), node.clone());
         if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {
             return;

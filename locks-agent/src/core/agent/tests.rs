@@ -633,3 +633,22 @@ fn the_wait_for_graph_exports_as_dot() {
     let dot = c.wait_for_graph_dot();
     assert!(dot.contains("<n1.1.3>") && dot.contains("[x]@n1") && dot.contains("[y]@n1"));
 }
+
+#[test]
+fn a_view_every_waiter_was_sent_goes_to_the_holders_only() {
+    let y = lock_id!["y"];
+    let mut c = core(1, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(5, X), (1, X)])));
+    let sent: Vec<AgentId> = to_agents(&c.settle()).into_iter().map(|(a, _)| a).collect();
+    assert_eq!(sent, vec![agent(3), agent(5)]);
+    // The holder changed while 1 waited: the server told 5 as well (table rule 3).
+    c.receive(waiting_notice(&y, X, view(9, &[(6, X)], &[(5, X), (1, X)])));
+    assert_eq!(
+        to_agents(&c.settle()),
+        vec![(
+            agent(6),
+            forward(1, &y, view(9, &[(6, X)], &[(5, X), (1, X)]))
+        )]
+    );
+}

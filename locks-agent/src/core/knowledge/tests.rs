@@ -159,3 +159,52 @@ fn forgetting_a_node_forgets_its_copies() {
     // A restarted server may count from anywhere: versions start afresh.
     assert!(k.on_notice(&me(), notice(&l, 1, EntryState::Granted(X))));
 }
+
+#[test]
+fn a_change_of_holders_seen_while_waiting_makes_the_view_shared() {
+    let l = lock_id!["l"];
+    let mut k = Knowledge::default();
+    let queue = |version: u64, holder: u64, waiting: &[u64]| {
+        Arc::new(LockView {
+            version,
+            group: Some(X),
+            granted: vec![QueueEntry {
+                agent: agent(holder),
+                mode: X,
+            }],
+            converting: vec![],
+            waiting: waiting
+                .iter()
+                .map(|&a| QueueEntry {
+                    agent: agent(a),
+                    mode: X,
+                })
+                .collect(),
+        })
+    };
+    let waiting = |version: u64, q: Arc<LockView>| LockNotice {
+        node: node(),
+        lock: l.clone(),
+        version,
+        state: EntryState::Waiting(X),
+        queue: Some(q),
+        note: None,
+    };
+    // The first view: nobody else need have it.
+    k.on_notice(&me(), waiting(3, queue(3, 2, &[3, 1])));
+    assert!(!k.view_shared(&l, &node()));
+    // A waiter joins behind: only it is told.
+    k.on_notice(&me(), waiting(4, queue(4, 2, &[3, 1, 4])));
+    assert!(!k.view_shared(&l, &node()));
+    // The holder changes: every waiter is told.
+    k.on_notice(&me(), waiting(6, queue(6, 3, &[1, 4])));
+    assert!(k.view_shared(&l, &node()));
+    // A forward replaces it: who has that one is unknown.
+    k.on_view(&l, &node(), queue(7, 3, &[1, 4, 5]));
+    assert!(!k.view_shared(&l, &node()));
+    // A change of holders seen after a view in which this agent did not wait proves nothing.
+    let mut k = Knowledge::default();
+    k.on_view(&l, &node(), queue(3, 1, &[2]));
+    k.on_notice(&me(), waiting(5, queue(5, 2, &[1])));
+    assert!(!k.view_shared(&l, &node()));
+}

@@ -417,7 +417,7 @@ impl AgentCore {
             } => {
                 if from != self.id && !self.down.contains(&node) {
                     self.note_known_by(&from, &lock, &node, view.version);
-                    if self.knowledge.on_view(&lock, &node, view) {
+                    if self.knowledge.on_forward(&lock, &node, &from, view) {
                         self.dirty = true;
                     }
                 }

@@ -289,6 +289,27 @@ pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -
     out
 }
 
+/// The first agent converting or waiting in `view` that waits for `holder`, a holder that does
+/// not convert: the first pending entry whose mode is incompatible with the mode `holder`
+/// holds. Every pending entry from there on waits for `holder` ([`view_edges`]), none before it
+/// does. `None` when `holder` holds nothing there, converts, or blocks nobody.
+pub fn first_blocked_by<'v>(
+    modes: &ModeTable,
+    view: &'v LockView,
+    holder: &AgentId,
+) -> Option<&'v AgentId> {
+    if view.converting.iter().any(|c| c.agent == *holder) {
+        return None;
+    }
+    let held = view.granted.iter().find(|h| h.agent == *holder)?.mode;
+    view.converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+        .find(|(_, m)| !modes.compatible(*m, held))
+        .map(|(a, _)| a)
+}
+
 /// The wait-for edges `(waiter, blocker)` one view implies (module documentation).
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
     let pending = view

@@ -14,22 +14,28 @@
 //!   note). So a request that lost its grant is pending again at once, never "held" on the
 //!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
 //!
-//! - A stored view is *shared* when the agent can tell from the server's notice contract
-//!   (`locks-server`'s table, "Notices: who gets what", rule 3) that every agent pending in it
-//!   was sent that very version: the agent was pending both in the view it held before and in
-//!   this one, and the holders differ. While it stays pending it is told of every change ahead
-//!   of it, and notices of one server arrive in order, so nothing changed the holders between
-//!   the two views but the operation of this notice — and a change of holders is told to every
-//!   converter and waiter. Forwarding a shared view to an agent pending in it would tell that
-//!   agent nothing new.
+//! - Who else was sent a stored view, where the agent can tell, so that it forwards the view
+//!   only to agents that may lack it ([`Knowledge::already_sent`]):
+//!   - a view is *shared* when the server's notice contract (`locks-server`'s table, "Notices:
+//!     who gets what", rule 3) shows that every agent pending in it was sent that version: the
+//!     agent was pending both in the view it held before and in this one, and the holders
+//!     differ. While it stays pending it is told of every change ahead of it, and the notices
+//!     of one server arrive in order, so nothing changed the holders between the two views but
+//!     the operation of this notice, and a change of holders is told to every converter and
+//!     waiter. A holder of a shared view (holders are sent no views) gets it from the first
+//!     agent pending in it that the holder blocks: that agent was sent it too and forwards it
+//!     to every agent it waits for, or a newer version comes, to which the same applies;
+//!   - a view forwarded by agent `F` was sent by `F`, in the same settling, to every agent `F`
+//!     waits for in it (or `F` knew they had it, by these same rules).
 //!
 //! Cost: lock ids order by their keys, so a lock's descendants follow it and its subtree is a
 //! range of the maps; the views (only those with waiters) and the outstanding surrenders are
 //! kept apart, so nothing the agent does per message walks every lock it holds.
 
+use super::graph::{blockers_of, first_blocked_by};
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
-use locks_core::{AgentId, LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -61,8 +67,18 @@ struct Copy {
 #[derive(Clone, Debug)]
 struct StoredView {
     view: Arc<LockView>,
-    /// Every agent pending in it was sent this version by the server (module documentation).
-    shared: bool,
+    source: Source,
+}
+
+/// Who else the agent can tell was sent a stored view (module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Source {
+    /// Nothing is known.
+    Unknown,
+    /// The server sent it to every agent pending in it.
+    Shared,
+    /// This agent forwarded it to every agent it waits for in it.
+    ForwardedBy(AgentId),
 }
 
 /// Whether `agent` converts or waits in `view`.
@@ -125,7 +141,7 @@ impl Knowledge {
             && is_pending_in(&q, me)
             && let Some(stored) = self.views.get_mut(&key)
         {
-            stored.shared = true;
+            stored.source = Source::Shared;
         }
         // The first news of a surrendered lock tells whether the surrender was applied: if it
         // was, the server re-queued the descendants too and will say so in their own notices;
@@ -159,7 +175,7 @@ impl Knowledge {
                 key,
                 StoredView {
                     view,
-                    shared: false,
+                    source: Source::Unknown,
                 },
             );
         } else {
@@ -244,12 +260,45 @@ impl Knowledge {
             .map(|s| &s.view)
     }
 
-    /// Whether the stored view of `(lock, node)` was sent by the server to every agent pending
-    /// in it (module documentation).
-    pub fn view_shared(&self, lock: &LockId, node: &NodeId) -> bool {
-        self.views
-            .get(&(lock.clone(), node.clone()))
-            .is_some_and(|s| s.shared)
+    /// Takes in a view forwarded by agent `from`. Returns whether it was news.
+    pub fn on_forward(
+        &mut self,
+        lock: &LockId,
+        node: &NodeId,
+        from: &AgentId,
+        view: Arc<LockView>,
+    ) -> bool {
+        if !self.on_view(lock, node, view) {
+            return false;
+        }
+        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone())) {
+            stored.source = Source::ForwardedBy(from.clone());
+        }
+        true
+    }
+
+    /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be
+    /// (module documentation): then `me` need not forward it there.
+    pub fn already_sent(
+        &self,
+        modes: &ModeTable,
+        me: &AgentId,
+        lock: &LockId,
+        node: &NodeId,
+        to: &AgentId,
+    ) -> bool {
+        let Some(stored) = self.views.get(&(lock.clone(), node.clone())) else {
+            return false;
+        };
+        let view = &stored.view;
+        match &stored.source {
+            Source::Unknown => false,
+            Source::Shared => {
+                is_pending_in(view, to)
+                    || first_blocked_by(modes, view, to).is_some_and(|first| first != me)
+            }
+            Source::ForwardedBy(from) => from == to || blockers_of(modes, view, from).contains(&to),
+        }
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the

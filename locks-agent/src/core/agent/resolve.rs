@@ -7,7 +7,6 @@
 
 use super::{AgentCore, Effect, Phase};
 use crate::core::graph::{WaitForGraph, blockers_of};
-use crate::core::knowledge::is_pending_in;
 use crate::core::status::Deadlock;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
@@ -140,8 +139,10 @@ impl AgentCore {
         view: &Arc<LockView>,
         out: &mut Vec<Effect>,
     ) {
-        // An agent pending in a shared view was sent it by the server.
-        if is_pending_in(view, &to) && self.knowledge.view_shared(lock, node) {
+        if self
+            .knowledge
+            .already_sent(&self.modes, &self.id, lock, node, &to)
+        {
             return;
         }
         let key = (to, lock.clone(), node.clone());

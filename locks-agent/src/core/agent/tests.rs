@@ -635,20 +635,37 @@ fn the_wait_for_graph_exports_as_dot() {
 }
 
 #[test]
-fn a_view_every_waiter_was_sent_goes_to_the_holders_only() {
+fn a_view_every_waiter_was_sent_goes_to_the_holder_from_the_first_waiter_only() {
     let y = lock_id!["y"];
     let mut c = core(1, Options::default());
     c.request(y.clone(), X, &[n1()], Req::All).unwrap();
     c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(5, X), (1, X)])));
     let sent: Vec<AgentId> = to_agents(&c.settle()).into_iter().map(|(a, _)| a).collect();
     assert_eq!(sent, vec![agent(3), agent(5)]);
-    // The holder changed while 1 waited: the server told 5 as well (table rule 3).
+    // The holder changed while 1 waited: the server told 5 as well (table rule 3), and 5, the
+    // first waiter the new holder blocks, forwards it to the holder.
     c.receive(waiting_notice(&y, X, view(9, &[(6, X)], &[(5, X), (1, X)])));
+    assert!(to_agents(&c.settle()).is_empty());
+    // Now 1 is that first waiter.
+    c.receive(waiting_notice(&y, X, view(12, &[(5, X)], &[(1, X)])));
     assert_eq!(
         to_agents(&c.settle()),
-        vec![(
-            agent(6),
-            forward(1, &y, view(9, &[(6, X)], &[(5, X), (1, X)]))
-        )]
+        vec![(agent(5), forward(1, &y, view(12, &[(5, X)], &[(1, X)])))]
     );
+}
+
+#[test]
+fn a_forwarded_view_is_not_sent_on_to_those_its_sender_waits_for() {
+    let y = lock_id!["y"];
+    let mut c = core(2, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(1, X), (2, X)])));
+    assert_eq!(to_agents(&c.settle()).len(), 2);
+    // 5 joins and forwards the queue to everyone ahead of it, 2 included.
+    c.receive(forward(
+        5,
+        &y,
+        view(6, &[(3, X)], &[(1, X), (2, X), (5, X)]),
+    ));
+    assert!(to_agents(&c.settle()).is_empty());
 }

@@ -274,7 +274,7 @@ fn an_agent_reaching_a_cycle_it_is_not_on_is_no_victim() {
 }
 
 #[test]
-fn blockers_of_one_agent_are_its_edges_in_the_view() {
+fn blockers_of_one_agent_and_the_first_a_holder_blocks_are_its_edges_in_the_view() {
     let modes = ModeTable::standard();
     let views = [
         view(1, &[(1, X)], &[], &[(2, X), (3, S), (4, S), (5, X)]),
@@ -310,6 +310,16 @@ fn blockers_of_one_agent_are_its_edges_in_the_view() {
             expected.sort();
             got.sort();
             assert_eq!(got, expected, "agent {a} in view {}", v.version);
+            // The first pending agent with an edge to `a`, if `a` holds and does not convert.
+            let edges = view_edges(&modes, v);
+            let first = v
+                .converting
+                .iter()
+                .map(|c| &c.agent)
+                .chain(v.waiting.iter().map(|w| &w.agent))
+                .find(|x| edges.contains(&(*x, &me)))
+                .filter(|_| v.holds(&me) && !v.converting.iter().any(|c| c.agent == me));
+            assert_eq!(first_blocked_by(&modes, v, &me), first, "holder {a}");
         }
     }
 }

@@ -310,6 +310,36 @@ pub fn first_blocked_by<'v>(
         .map(|(a, _)| a)
 }
 
+/// Whether some agent waits for `agent` in one view (an edge of [`view_edges`] ends at it).
+/// Linear in the view: an edge to a holder comes from a pending entry incompatible with what it
+/// holds (one blocked through an entry ahead has such an entry ahead of it), and an edge to a
+/// pending entry from an entry behind it incompatible with what it asks for.
+pub fn is_waited_for(modes: &ModeTable, view: &LockView, agent: &AgentId) -> bool {
+    let held = view
+        .granted
+        .iter()
+        .find(|h| h.agent == *agent)
+        .map(|h| h.mode);
+    let mut asked = None;
+    let pending = view
+        .converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
+    for (x, m) in pending {
+        if x == agent {
+            asked = Some(m);
+            continue;
+        }
+        if held.is_some_and(|h| !modes.compatible(m, h))
+            || asked.is_some_and(|a| !modes.compatible(m, a))
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// The wait-for edges `(waiter, blocker)` one view implies (module documentation).
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
     let pending = view

@@ -26,13 +26,15 @@
 //!     agent pending in it that the holder blocks: that agent was sent it too and forwards it
 //!     to every agent it waits for, or a newer version comes, to which the same applies;
 //!   - a view forwarded by agent `F` was sent by `F`, in the same settling, to every agent `F`
-//!     waits for in it (or `F` knew they had it, by these same rules).
+//!     waits for in it that is not pending there (or `F` knew they had it, by these same
+//!     rules), and also to those pending there when someone waits for `F` in it (an agent
+//!     nobody is known to wait for leaves those out: see `agent/resolve.rs`).
 //!
 //! Cost: lock ids order by their keys, so a lock's descendants follow it and its subtree is a
 //! range of the maps; the views (only those with waiters) and the outstanding surrenders are
 //! kept apart, so nothing the agent does per message walks every lock it holds.
 
-use super::graph::{blockers_of, first_blocked_by};
+use super::graph::{blockers_of, first_blocked_by, is_waited_for};
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -297,7 +299,11 @@ impl Knowledge {
                 is_pending_in(view, to)
                     || first_blocked_by(modes, view, to).is_some_and(|first| first != me)
             }
-            Source::ForwardedBy(from) => from == to || blockers_of(modes, view, from).contains(&to),
+            Source::ForwardedBy(from) => {
+                from == to
+                    || (blockers_of(modes, view, from).contains(&to)
+                        && (!is_pending_in(view, to) || is_waited_for(modes, view, from)))
+            }
         }
     }
 

@@ -4,9 +4,26 @@
 //! Invariants: at most one surrender of this agent is waiting for the server's answer; a
 //! surrendered copy is forgotten and the requests under it count as pending until the server
 //! speaks again; a view goes to a given agent at most once per version.
+//!
+//! **Whom a view is forwarded to.** An agent forwards each view worth passing on to the agents
+//! it waits for, except where it can tell they have it or will get it from another
+//! ([`crate::core::knowledge::Knowledge::already_sent`]), and with one more exception: an
+//! agent that nobody is known to wait for sends a view only to the agents that are not pending
+//! in it (its holders), not to those queued ahead of it there. No deadlock is missed for it.
+//! Take a deadlock: a set `S` of agents, each waiting for others of `S` only (a terminal
+//! strongly connected component of the wait-for graph). Once one agent of `S` knows that
+//! another waits for it, it forwards as usual, its successors learn that it waits for them
+//! (its own view of the lock shows the edge), forward as usual in turn, and so on round every
+//! cycle of `S`. And some agent of `S` does come to know it: on a lock where agents of `S`
+//! wait, the first of them, `q`, waits only for holders (anything pending ahead of it that it
+//! waited for would be in `S`). If such a holder `h` does not convert, `q` forwards its view to
+//! `h` (or the first waiter `h` blocks does) — holders are never skipped — and `h` learns `q`
+//! waits for it. If `h` converts, it is pending behind `q`, was sent the queue with `q` in it,
+//! and sees in its own view that `q` waits for it.
 
 use super::{AgentCore, Effect, Phase};
-use crate::core::graph::{WaitForGraph, blockers_of};
+use crate::core::graph::{WaitForGraph, blockers_of, is_waited_for};
+use crate::core::knowledge::is_pending_in;
 use crate::core::status::Deadlock;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
@@ -43,7 +60,11 @@ impl AgentCore {
                 debug_assert!(graph.cycles().is_empty(), "one view, no cycle");
                 debug_assert_eq!(graph.waits_for_set(&self.id), targets);
             }
+            let lazy = !is_waited_for(&self.modes, &view, &self.id);
             for to in targets {
+                if lazy && is_pending_in(&view, &to) {
+                    continue;
+                }
                 self.forward_view(to, &lock, &node, &view, out);
             }
             return;
@@ -122,8 +143,14 @@ impl AgentCore {
             .filter(|(l, n, _)| wanted.contains(&((*l).clone(), (*n).clone())))
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
+        // Nobody is known to wait for this agent: the agents queued ahead of it need not hear
+        // of it yet (module documentation).
+        let lazy = graph.waited_by_set(&self.id).is_empty();
         for to in targets {
             for (lock, node, view) in &views {
+                if lazy && is_pending_in(view, &to) {
+                    continue;
+                }
                 self.forward_view(to.clone(), lock, node, view, out);
             }
         }

@@ -274,7 +274,7 @@ fn an_agent_reaching_a_cycle_it_is_not_on_is_no_victim() {
 }
 
 #[test]
-fn blockers_of_one_agent_and_the_first_a_holder_blocks_are_its_edges_in_the_view() {
+fn the_edges_of_one_agent_in_a_view_each_way() {
     let modes = ModeTable::standard();
     let views = [
         view(1, &[(1, X)], &[], &[(2, X), (3, S), (4, S), (5, X)]),
@@ -320,6 +320,12 @@ fn blockers_of_one_agent_and_the_first_a_holder_blocks_are_its_edges_in_the_view
                 .find(|x| edges.contains(&(*x, &me)))
                 .filter(|_| v.holds(&me) && !v.converting.iter().any(|c| c.agent == me));
             assert_eq!(first_blocked_by(&modes, v, &me), first, "holder {a}");
+            assert_eq!(
+                is_waited_for(&modes, v, &me),
+                edges.iter().any(|(_, b)| **b == me),
+                "waited for: {a} in view {}",
+                v.version
+            );
         }
     }
 }

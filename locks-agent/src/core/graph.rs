@@ -246,46 +246,45 @@ impl WaitForGraph {
     }
 }
 
-/// The agents `agent` waits for in one view (the blockers of its edges in [`view_edges`]), in
-/// the order `view_edges` finds them; empty when it does not convert or wait there.
+/// The agents `agent` waits for in one view (the blockers of its edges in [`view_edges`]),
+/// sorted, each once; empty when it does not convert or wait there.
 pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -> Vec<&'v AgentId> {
-    let pending = view
-        .converting
-        .iter()
-        .map(|c| (&c.agent, c.requested))
-        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
-    let mut out: Vec<&AgentId> = Vec::new();
-    let mut ahead: Vec<(&AgentId, locks_core::Mode)> = Vec::new();
-    for (x, m) in pending {
-        if x != agent {
-            ahead.push((x, m));
-            continue;
+    let pending = || {
+        view.converting
+            .iter()
+            .map(|c| (&c.agent, c.requested))
+            .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+    };
+    let Some((place, mode)) = pending()
+        .enumerate()
+        .find(|(_, (x, _))| *x == agent)
+        .map(|(i, (_, m))| (i, m))
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<&AgentId> = Vec::with_capacity(view.granted.len() + place);
+    let mut push = |y: &'v AgentId| {
+        if y != agent && !out.contains(&y) {
+            out.push(y);
         }
-        let mut push = |y: &'v AgentId| {
-            if y != x && !out.contains(&y) {
-                out.push(y);
-            }
-        };
+    };
+    for h in &view.granted {
+        if !modes.compatible(mode, h.mode) {
+            push(&h.agent);
+        }
+    }
+    for (y, my) in pending().take(place) {
+        if !modes.compatible(mode, my) {
+            push(y);
+        }
+        // Holders that block an entry ahead block this one too.
         for h in &view.granted {
-            if !modes.compatible(m, h.mode) {
+            if h.agent != *y && !modes.compatible(my, h.mode) {
                 push(&h.agent);
             }
         }
-        for (y, my) in &ahead {
-            if !modes.compatible(m, *my) {
-                push(y);
-            }
-        }
-        // Holders that block some entry ahead.
-        for (z, mz) in &ahead {
-            for h in &view.granted {
-                if h.agent != **z && !modes.compatible(*mz, h.mode) {
-                    push(&h.agent);
-                }
-            }
-        }
-        break;
     }
+    out.sort_unstable();
     out
 }
 

@@ -38,6 +38,7 @@ use super::graph::{blockers_of, first_blocked_by, is_waited_for};
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -115,8 +116,8 @@ impl Knowledge {
                 node: n.node.clone(),
             });
         }
-        let key = (n.lock.clone(), n.node.clone());
-        let copy = self.copies.entry(key).or_default();
+        let key = (n.lock, n.node);
+        let copy = Self::copy_mut(&mut self.copies, &key);
         if n.version <= copy.entry_floor {
             return changed;
         }
@@ -126,24 +127,31 @@ impl Knowledge {
         copy.entry_floor = n.version;
         copy.view_min = copy.view_min.max(n.version);
         changed = true;
-        // Views older than this notice are outdated: the agent's own place in the queue has
-        // changed since.
-        let key = (n.lock, n.node);
-        let before = self.views.get(&key).map(|s| s.view.clone());
-        if before.as_ref().is_some_and(|v| v.version < n.version) {
-            self.views.remove(&key);
-        }
-        let (lock, node) = &key;
-        if let Some(q) = n.queue
-            && self.on_view(lock, node, q.clone())
-            && let Some(before) = before
-            && before.version < q.version
-            && before.granted != q.granted
-            && is_pending_in(&before, me)
-            && is_pending_in(&q, me)
-            && let Some(stored) = self.views.get_mut(&key)
-        {
-            stored.source = Source::Shared;
+        match self.views.entry(key.clone()) {
+            Entry::Occupied(stored) => {
+                let before = &stored.get().view;
+                let newer = n.queue.as_ref().filter(|q| q.version > before.version);
+                if let Some(q) = newer {
+                    let shared = before.granted != q.granted
+                        && is_pending_in(before, me)
+                        && is_pending_in(q, me);
+                    let source = if shared {
+                        Source::Shared
+                    } else {
+                        Source::Unknown
+                    };
+                    let q = q.clone();
+                    Self::keep_view(copy, Entry::Occupied(stored), q, source);
+                } else if before.version < n.version {
+                    // Outdated: the agent's own place in the queue has changed since.
+                    stored.remove();
+                }
+            }
+            vacant => {
+                if let Some(q) = n.queue.clone() {
+                    Self::keep_view(copy, vacant, q, Source::Unknown);
+                }
+            }
         }
         // The first news of a surrendered lock tells whether the surrender was applied: if it
         // was, the server re-queued the descendants too and will say so in their own notices;
@@ -153,38 +161,72 @@ impl Knowledge {
             let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
                 if agent == me && *v == version);
             if !applied {
-                self.lift_under(lock, node, version);
+                self.lift_under(&key.0, &key.1, version);
             }
         }
         changed
     }
 
-    /// Takes in a view: the queue part of a notice or a forward from another agent.
-    /// Returns whether it was news.
-    pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
-        let key = (lock.clone(), node.clone());
-        let copy = self.copies.entry(key.clone()).or_default();
-        if view.version < copy.view_min
-            || self
-                .views
-                .get(&key)
-                .is_some_and(|v| view.version <= v.view.version)
-        {
+    /// The copy of `key`, created if need be.
+    fn copy_mut<'a>(
+        copies: &'a mut BTreeMap<(LockId, NodeId), Copy>,
+        key: &(LockId, NodeId),
+    ) -> &'a mut Copy {
+        copies.entry(key.clone()).or_default()
+    }
+
+    /// Stores `view` in `slot` if it is not outdated and has waiters (otherwise only raises
+    /// `view_min`). The caller checked that it is newer than the stored one.
+    fn keep_view(
+        copy: &mut Copy,
+        slot: Entry<'_, (LockId, NodeId), StoredView>,
+        view: Arc<LockView>,
+        source: Source,
+    ) -> bool {
+        if view.version < copy.view_min {
             return false;
         }
         if view.has_waiters() {
-            self.views.insert(
-                key,
-                StoredView {
-                    view,
-                    source: Source::Unknown,
-                },
-            );
+            let stored = StoredView { view, source };
+            match slot {
+                Entry::Occupied(mut o) => {
+                    o.insert(stored);
+                }
+                Entry::Vacant(v) => {
+                    v.insert(stored);
+                }
+            }
         } else {
             copy.view_min = copy.view_min.max(view.version);
-            self.views.remove(&key);
+            if let Entry::Occupied(o) = slot {
+                o.remove();
+            }
         }
         true
+    }
+
+    /// Takes in a view: the queue part of a notice or a forward from another agent.
+    /// Returns whether it was news.
+    pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
+        self.take_view(lock, node, view, Source::Unknown)
+    }
+
+    fn take_view(
+        &mut self,
+        lock: &LockId,
+        node: &NodeId,
+        view: Arc<LockView>,
+        source: Source,
+    ) -> bool {
+        let key = (lock.clone(), node.clone());
+        let copy = Self::copy_mut(&mut self.copies, &key);
+        let slot = self.views.entry(key);
+        if let Entry::Occupied(o) = &slot
+            && view.version <= o.get().view.version
+        {
+            return false;
+        }
+        Self::keep_view(copy, slot, view, source)
     }
 
     /// Records that this agent surrendered `(lock, node)` at `version`: suspends that entry and
@@ -270,13 +312,7 @@ impl Knowledge {
         from: &AgentId,
         view: Arc<LockView>,
     ) -> bool {
-        if !self.on_view(lock, node, view) {
-            return false;
-        }
-        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone())) {
-            stored.source = Source::ForwardedBy(from.clone());
-        }
-        true
+        self.take_view(lock, node, view, Source::ForwardedBy(from.clone()))
     }
 
     /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be
@@ -289,20 +325,40 @@ impl Knowledge {
         node: &NodeId,
         to: &AgentId,
     ) -> bool {
+        self.already_sent_to(modes, me, lock, node, std::slice::from_ref(to))[0]
+    }
+
+    /// [`Knowledge::already_sent`] for each of `targets`, with one look-up.
+    pub fn already_sent_to(
+        &self,
+        modes: &ModeTable,
+        me: &AgentId,
+        lock: &LockId,
+        node: &NodeId,
+        targets: &[AgentId],
+    ) -> Vec<bool> {
         let Some(stored) = self.views.get(&(lock.clone(), node.clone())) else {
-            return false;
+            return vec![false; targets.len()];
         };
         let view = &stored.view;
         match &stored.source {
-            Source::Unknown => false,
-            Source::Shared => {
-                is_pending_in(view, to)
-                    || first_blocked_by(modes, view, to).is_some_and(|first| first != me)
-            }
+            Source::Unknown => vec![false; targets.len()],
+            Source::Shared => targets
+                .iter()
+                .map(|to| {
+                    is_pending_in(view, to)
+                        || first_blocked_by(modes, view, to).is_some_and(|first| first != me)
+                })
+                .collect(),
             Source::ForwardedBy(from) => {
-                from == to
-                    || (blockers_of(modes, view, from).contains(&to)
-                        && (!is_pending_in(view, to) || is_waited_for(modes, view, from)))
+                let theirs = blockers_of(modes, view, from);
+                let waited = is_waited_for(modes, view, from);
+                targets
+                    .iter()
+                    .map(|to| {
+                        from == to || (theirs.contains(&to) && (waited || !is_pending_in(view, to)))
+                    })
+                    .collect()
             }
         }
     }

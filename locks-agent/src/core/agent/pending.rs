@@ -104,7 +104,7 @@ impl AgentCore {
     }
 
     fn evaluate_stale(&mut self) {
-        let stale = std::mem::take(&mut self.stale);
+        let mut stale = std::mem::take(&mut self.stale);
         if stale.all {
             self.pending.clear();
             self.unservable.clear();
@@ -112,24 +112,35 @@ impl AgentCore {
             for lock in &locks {
                 self.evaluate(lock);
             }
-            return;
-        }
-        for lock in &stale.locks {
-            self.evaluate(lock);
-        }
-        for root in &stale.trees {
-            // Descendants follow their ancestor in lock id order.
-            let under: Vec<LockId> = self
-                .requests
-                .range::<LockId, _>((Bound::Included(root), Bound::Unbounded))
-                .map(|(l, _)| l)
-                .take_while(|l| *l == root || root.is_ancestor_of(l))
-                .cloned()
-                .collect();
-            for lock in &under {
+        } else {
+            for lock in &stale.locks {
                 self.evaluate(lock);
             }
+            for root in &stale.trees {
+                // Descendants follow their ancestor in lock id order.
+                let mut next = self.request_from(Bound::Included(root));
+                while let Some(lock) = next.filter(|l| l == root || root.is_ancestor_of(l)) {
+                    self.evaluate(&lock);
+                    next = self.request_from(Bound::Excluded(&lock));
+                }
+            }
         }
+        // Keep the lists' room for the next round.
+        stale.locks.clear();
+        stale.trees.clear();
+        self.stale = Stale {
+            locks: stale.locks,
+            trees: stale.trees,
+            ..Stale::default()
+        };
+    }
+
+    /// The first request from `bound` on, in lock id order.
+    fn request_from(&self, bound: Bound<&LockId>) -> Option<LockId> {
+        self.requests
+            .range::<LockId, _>((bound, Bound::Unbounded))
+            .next()
+            .map(|(l, _)| l.clone())
     }
 
     /// Evaluates the request on `lock` afresh (or forgets it, if there is none any more).

@@ -50,22 +50,24 @@ impl AgentCore {
             _ => None,
         };
         if let Some((lock, node, view)) = single {
-            let mut targets: Vec<AgentId> = blockers_of(&self.modes, &view, &self.id)
+            let targets: Vec<AgentId> = blockers_of(&self.modes, &view, &self.id)
                 .into_iter()
                 .cloned()
                 .collect();
-            targets.sort();
             if cfg!(debug_assertions) {
                 let graph = self.wait_for_graph();
                 debug_assert!(graph.cycles().is_empty(), "one view, no cycle");
                 debug_assert_eq!(graph.waits_for_set(&self.id), targets);
             }
             let lazy = !is_waited_for(&self.modes, &view, &self.id);
-            for to in targets {
-                if lazy && is_pending_in(&view, &to) {
+            let sent =
+                self.knowledge
+                    .already_sent_to(&self.modes, &self.id, &lock, &node, &targets);
+            for (to, sent) in targets.iter().zip(sent) {
+                if sent || (lazy && is_pending_in(&view, to)) {
                     continue;
                 }
-                self.forward_view(to, &lock, &node, &view, out);
+                self.send_view(to, &lock, &node, &view, out);
             }
             return;
         }
@@ -146,33 +148,34 @@ impl AgentCore {
         // Nobody is known to wait for this agent: the agents queued ahead of it need not hear
         // of it yet (module documentation).
         let lazy = graph.waited_by_set(&self.id).is_empty();
-        for to in targets {
-            for (lock, node, view) in &views {
-                if lazy && is_pending_in(view, &to) {
+        let sent: Vec<Vec<bool>> = views
+            .iter()
+            .map(|(lock, node, _)| {
+                self.knowledge
+                    .already_sent_to(&self.modes, &self.id, lock, node, &targets)
+            })
+            .collect();
+        for (i, to) in targets.iter().enumerate() {
+            for ((lock, node, view), sent) in views.iter().zip(&sent) {
+                if sent[i] || (lazy && is_pending_in(view, to)) {
                     continue;
                 }
-                self.forward_view(to.clone(), lock, node, view, out);
+                self.send_view(to, lock, node, view, out);
             }
         }
     }
 
     /// Sends `view` of `(lock, node)` to `to`, unless it is known to have that version or a
     /// newer one.
-    fn forward_view(
+    fn send_view(
         &mut self,
-        to: AgentId,
+        to: &AgentId,
         lock: &LockId,
         node: &NodeId,
         view: &Arc<LockView>,
         out: &mut Vec<Effect>,
     ) {
-        if self
-            .knowledge
-            .already_sent(&self.modes, &self.id, lock, node, &to)
-        {
-            return;
-        }
-        let key = (to, lock.clone(), node.clone());
+        let key = (to.clone(), lock.clone(), node.clone());
         if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {
             return;
         }

@@ -7,15 +7,17 @@
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
 //!
-//! "Settle then analyse": every message that can change the status schedules one `Settle`
-//! message with `ctx.notify`, which runs after the messages already in the mailbox, so a burst of
-//! notices is analysed once.
+//! "Settle then analyse": every message that can change the status or taught the agent
+//! something schedules one `Settle` message with `ctx.notify`, which runs after the messages
+//! already in the mailbox, so a burst of notices is analysed once.
 //!
 //! Who holds its address: the `Transaction` handle and the router's agent registry (as a
 //! recipient). It stops on `End`, when the handle is dropped (which sends `End`), on an abort
 //! (abort_on_deadlock), or when the node stops. Whatever way it stops — even by a panic — its
 //! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
-//! waiting callers get an error saying why.
+//! waiting callers get an error saying why. The handle's `end` (and its drop) does that release
+//! itself before it sends `End`, so that it need not wait for the agent: the set of servers used
+//! ([`Contacted`]) is shared, and whichever releases first takes it.
 
 use crate::core::{AgentCore, Deadlock, Effect, LockResult, TransactionStatus};
 use crate::error::Error;
@@ -78,27 +80,36 @@ pub(crate) fn outcome_error(outcome: &Outcome) -> Error {
         .unwrap_or(Error::Ended)
 }
 
+/// The lock servers an agent has sent requests to and not yet released, shared by the agent
+/// and its handle so that either can release its locks.
+pub(crate) type Contacted = Arc<Mutex<BTreeSet<NodeId>>>;
+
+/// Unregisters agent `id` and asks every lock server in `contacted` to drop its entries (and
+/// forgets them, so that a second release sends nothing again).
+pub(crate) fn release(router: &Router, id: &AgentId, contacted: &Contacted) {
+    router.unregister_agent(id);
+    let nodes = std::mem::take(&mut *contacted.lock().unwrap_or_else(PoisonError::into_inner));
+    for node in nodes {
+        let request = ServerRequest::RemoveAgent { agent: id.clone() };
+        if let Err(err) = router.send_server(&node, request) {
+            debug!(agent = %id, %node, %err, "could not release locks at stop");
+        }
+    }
+}
+
 /// Unregisters the agent and releases its locks on every node it used, when dropped — after
 /// a normal stop or a panic alike.
 struct AgentGuard {
     id: AgentId,
     router: Arc<Router>,
-    nodes: BTreeSet<NodeId>,
+    contacted: Contacted,
 }
 
 impl AgentGuard {
     /// Unregisters the agent and asks every lock server it used to drop its entries. Done as
-    /// soon as the agent decides to stop, so that when `end` returns the agent is gone.
+    /// soon as the agent decides to stop (and by the handle's `end` itself).
     fn release(&mut self) {
-        self.router.unregister_agent(&self.id);
-        for node in std::mem::take(&mut self.nodes) {
-            let request = ServerRequest::RemoveAgent {
-                agent: self.id.clone(),
-            };
-            if let Err(err) = self.router.send_server(&node, request) {
-                debug!(agent = %self.id, %node, %err, "could not release locks at stop");
-            }
-        }
+        release(&self.router, &self.id, &self.contacted);
     }
 }
 
@@ -125,13 +136,14 @@ impl Agent {
         modes: ModeTable,
         options: Options,
         outcome: Outcome,
+        contacted: Contacted,
     ) -> Agent {
         Agent {
             core: AgentCore::new(id.clone(), modes, options),
             guard: AgentGuard {
                 id,
                 router,
-                nodes: BTreeSet::new(),
+                contacted,
             },
             waiters: Vec::new(),
             settle_scheduled: false,
@@ -157,8 +169,21 @@ impl Agent {
         for effect in effects {
             match effect {
                 Effect::ToServer { node, request } => {
-                    self.guard.nodes.insert(node.clone());
-                    match self.guard.router.send_server(&node, request) {
+                    let sent = self.guard.router.send_server(&node, request);
+                    // Noted after sending: if the handle's release takes the set after this
+                    // note, its `RemoveAgent` goes out after this request; if it took the set
+                    // before, the node stays in it for the agent's own release when it stops.
+                    {
+                        let mut contacted = self
+                            .guard
+                            .contacted
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        if !contacted.contains(&node) {
+                            contacted.insert(node.clone());
+                        }
+                    }
+                    match sent {
                         Ok(()) => {}
                         Err(RouteError::NodeDown(node)) => later.push(node),
                         Err(err) => {

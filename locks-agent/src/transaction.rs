@@ -9,7 +9,8 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Convert, Dot, End, GetStatus, Outcome, Request, Unlock, outcome_error,
+    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, Unlock,
+    outcome_error, release,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
@@ -19,7 +20,7 @@ use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Starts a transaction (an agent) on `node`.
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
@@ -28,20 +29,30 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
     }
     let id = node.next_agent_id();
     let outcome: Outcome = Arc::new(Mutex::new(None));
-    let (router, modes, agent_id, agent_outcome) = (
+    let contacted: Contacted = Arc::default();
+    let (router, modes, agent_id, agent_outcome, agent_contacted) = (
         node.router().clone(),
         node.modes().clone(),
         id.clone(),
         outcome.clone(),
+        contacted.clone(),
     );
     let addr = Agent::start_in_arbiter(node.arbiter(), move |_ctx| {
-        Agent::new(agent_id, router, modes, options, agent_outcome)
+        Agent::new(
+            agent_id,
+            router,
+            modes,
+            options,
+            agent_outcome,
+            agent_contacted,
+        )
     });
     Ok(Transaction {
         id,
         addr,
         node: node.clone(),
         outcome,
+        contacted,
         ended: false,
     })
 }
@@ -52,6 +63,8 @@ pub struct Transaction {
     addr: Addr<Agent>,
     node: Node,
     outcome: Outcome,
+    /// The lock servers the agent used, for [`Transaction::end`] to release directly.
+    contacted: Contacted,
     ended: bool,
 }
 
@@ -231,22 +244,40 @@ impl Transaction {
     }
 
     /// Ends the transaction: the agent stops and every lock is released.
+    ///
+    /// It waits for nothing: the handle itself unregisters the agent and asks every lock
+    /// server the agent used to release its locks, then tells the agent to stop. So when `end`
+    /// returns, messages to the agent fail and each server has the release queued, as if the
+    /// agent had done it; from another runtime this saves a wait for the node's thread. (A
+    /// request still queued in the agent's mailbox may reach a server after the release: the
+    /// server then finds the agent gone when it answers and releases that lock too, and the
+    /// agent, stopping, releases any server it used since.) Returns the error that ended the
+    /// transaction earlier, if one did (an abort on deadlock).
     pub async fn end(mut self) -> Result<(), Error> {
         self.ended = true;
-        match self.addr.send(End).await {
-            Ok(()) => Ok(()),
-            Err(_) => match outcome_error(&self.outcome) {
-                Error::Ended => Ok(()),
-                other => Err(other),
-            },
+        self.finish();
+        let outcome = self
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match outcome {
+            None | Some(Error::Ended) => Ok(()),
+            Some(other) => Err(other),
         }
+    }
+
+    /// Releases the agent's locks and tells it to stop.
+    fn finish(&self) {
+        release(self.node.router(), &self.id, &self.contacted);
+        self.addr.do_send(End);
     }
 }
 
 impl Drop for Transaction {
     fn drop(&mut self) {
         if !self.ended {
-            self.addr.do_send(End);
+            self.finish();
         }
     }
 }

@@ -234,23 +234,27 @@ impl Agent {
         match self.core.status_ref() {
             TransactionStatus::HaveAllLocks { deadlocks } => {
                 let mut locks = None;
-                let mut result = None;
+                let mut all: Vec<Reply> = Vec::new();
                 for waiter in self.waiters.drain(..) {
                     match waiter {
                         Waiter::Lock(_, reply) => {
                             let locks = locks.get_or_insert_with(|| deadlock_locks(deadlocks));
                             let _ = reply.send(Ok(locks.clone()));
                         }
-                        Waiter::All(reply) => {
-                            let result = result.get_or_insert_with(|| {
-                                self.core.lock_result().unwrap_or_else(|| LockResult {
-                                    locks: Vec::new(),
-                                    deadlocks: deadlocks.clone(),
-                                })
-                            });
-                            let _ = reply.send(Ok(result.clone()));
-                        }
+                        Waiter::All(reply) => all.push(reply),
                     }
+                }
+                // One entry per request: built once, and moved to the last caller rather than
+                // copied (a transaction of a million locks would hold it twice).
+                if let Some(last) = all.pop() {
+                    let result = self.core.lock_result().unwrap_or_else(|| LockResult {
+                        locks: Vec::new(),
+                        deadlocks: deadlocks.clone(),
+                    });
+                    for reply in all {
+                        let _ = reply.send(Ok(result.clone()));
+                    }
+                    let _ = last.send(Ok(result));
                 }
             }
             TransactionStatus::CannotServe { locks, nodes } => {

@@ -52,16 +52,15 @@ enum Suspension {
     Under { lock: LockId, version: u64 },
 }
 
-/// One `(lock, node)` as this agent knows it.
+/// One `(lock, node)` as this agent knows it: kept small, there is one per lock held. Notices
+/// at or below `entry_version` are ignored, and below the version of a surrender of this copy
+/// (a suspension, kept apart: they are rare).
 #[derive(Clone, Debug, Default)]
 struct Copy {
     /// The agent's own entry, from the newest server notice.
     entry: Option<EntryState>,
     /// The version of that notice.
     entry_version: u64,
-    /// Notices at or below this version are ignored (`entry_version`, or a surrendered one).
-    entry_floor: u64,
-    suspended: Option<Suspension>,
     /// Views below this version are outdated.
     view_min: u64,
 }
@@ -102,6 +101,8 @@ pub struct Knowledge {
     views: BTreeMap<(LockId, NodeId), StoredView>,
     /// The copies this agent surrendered whose first newer notice has not come yet.
     surrenders: BTreeSet<(LockId, NodeId)>,
+    /// The suspended copies (module documentation).
+    suspended: BTreeMap<(LockId, NodeId), Suspension>,
     deadlocks: Vec<Deadlock>,
 }
 
@@ -118,13 +119,24 @@ impl Knowledge {
         }
         let key = (n.lock, n.node);
         let copy = Self::copy_mut(&mut self.copies, &key);
-        if n.version <= copy.entry_floor {
+        let suspension = if self.suspended.is_empty() {
+            None
+        } else {
+            self.suspended.get(&key)
+        };
+        let floor = match suspension {
+            Some(Suspension::Surrendered { version }) => copy.entry_version.max(*version),
+            _ => copy.entry_version,
+        };
+        if n.version <= floor {
             return changed;
         }
-        let was = copy.suspended.take();
+        let was = suspension
+            .is_some()
+            .then(|| self.suspended.remove(&key))
+            .flatten();
         copy.entry = Some(n.state);
         copy.entry_version = n.version;
-        copy.entry_floor = n.version;
         copy.view_min = copy.view_min.max(n.version);
         changed = true;
         match self.views.entry(key.clone()) {
@@ -234,44 +246,49 @@ impl Knowledge {
     pub fn surrendered(&mut self, lock: &LockId, node: &NodeId, version: u64) {
         let key = (lock.clone(), node.clone());
         let copy = self.copies.entry(key.clone()).or_default();
-        copy.entry_floor = copy.entry_floor.max(version);
-        copy.suspended = Some(Suspension::Surrendered { version });
         copy.view_min = copy.view_min.max(version + 1);
+        let floor = match self.suspended.get(&key) {
+            Some(Suspension::Surrendered { version: v }) => (*v).max(version),
+            _ => version,
+        };
+        self.suspended
+            .insert(key.clone(), Suspension::Surrendered { version: floor });
         self.views.remove(&key);
         self.surrenders.insert(key.clone());
-        for ((_, n), c) in Self::under_mut(&mut self.copies, key) {
-            if n == node && c.entry.is_some() && c.suspended.is_none() {
-                c.suspended = Some(Suspension::Under {
+        let under: Vec<(LockId, NodeId)> = Self::under(&self.copies, key)
+            .filter(|((_, n), c)| n == node && c.entry.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in under {
+            self.suspended
+                .entry(k)
+                .or_insert_with(|| Suspension::Under {
                     lock: lock.clone(),
                     version,
                 });
-            }
         }
     }
 
     /// The copies of the proper descendants of `key.0` (on any node; descendants of a lock
     /// follow it in lock id order).
-    fn under_mut(
-        copies: &mut BTreeMap<(LockId, NodeId), Copy>,
+    fn under(
+        copies: &BTreeMap<(LockId, NodeId), Copy>,
         key: (LockId, NodeId),
-    ) -> impl Iterator<Item = (&(LockId, NodeId), &mut Copy)> {
+    ) -> impl Iterator<Item = (&(LockId, NodeId), &Copy)> {
         let depth = key.0.depth();
         let lock = key.0.clone();
         copies
-            .range_mut((Bound::Excluded(key), Bound::Unbounded))
+            .range((Bound::Excluded(key), Bound::Unbounded))
             .take_while(move |((l, _), _)| *l == lock || lock.is_ancestor_of(l))
             .filter(move |((l, _), _)| l.depth() > depth)
     }
 
     fn lift_under(&mut self, lock: &LockId, node: &NodeId, version: u64) {
-        for ((_, n), c) in Self::under_mut(&mut self.copies, (lock.clone(), node.clone())) {
-            if n == node
-                && matches!(&c.suspended, Some(Suspension::Under { lock: l, version: v })
-                    if l == lock && *v == version)
-            {
-                c.suspended = None;
-            }
-        }
+        self.suspended.retain(|(_, n), s| {
+            !(n == node
+                && matches!(s, Suspension::Under { lock: l, version: v }
+                    if l == lock && *v == version))
+        });
     }
 
     /// Whether a surrender of this agent is still waiting for the server's answer.
@@ -282,8 +299,9 @@ impl Knowledge {
     /// The mode the agent holds on `(lock, node)`, if the server said so and nothing since
     /// casts doubt on it.
     pub fn held(&self, lock: &LockId, node: &NodeId) -> Option<Mode> {
-        let c = self.copies.get(&(lock.clone(), node.clone()))?;
-        if c.suspended.is_some() {
+        let key = (lock.clone(), node.clone());
+        let c = self.copies.get(&key)?;
+        if !self.suspended.is_empty() && self.suspended.contains_key(&key) {
             return None;
         }
         c.entry.and_then(EntryState::held)
@@ -380,6 +398,7 @@ impl Knowledge {
         self.copies.retain(|(_, n), _| n != node);
         self.views.retain(|(_, n), _| n != node);
         self.surrenders.retain(|(_, n)| n != node);
+        self.suspended.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.

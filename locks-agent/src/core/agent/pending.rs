@@ -22,6 +22,9 @@ use locks_core::{LockId, NodeId};
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
+/// How many entries the lists of [`Stale`] keep room for between rounds.
+const KEPT_ROOM: usize = 64;
+
 /// What changed since the status was last brought up to date.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Stale {
@@ -125,9 +128,11 @@ impl AgentCore {
                 }
             }
         }
-        // Keep the lists' room for the next round.
+        // Keep the lists' room for the next round, unless a burst made them large.
         stale.locks.clear();
         stale.trees.clear();
+        stale.locks.shrink_to(KEPT_ROOM);
+        stale.trees.shrink_to(KEPT_ROOM);
         self.stale = Stale {
             locks: stale.locks,
             trees: stale.trees,

@@ -186,20 +186,20 @@ impl Transaction {
         &self,
         objects: impl IntoIterator<Item = (LockId, Mode)>,
     ) -> Result<(), Error> {
-        let mut last = None;
-        for (lock, mode) in objects {
-            let (tx, rx) = oneshot::channel();
-            self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
-            last = Some(rx);
+        // The agent handles messages in order, so the last acceptance covers the others (only
+        // the last request asks for one); an earlier refusal is reported by the status.
+        let mut objects = objects.into_iter().peekable();
+        while let Some((lock, mode)) = objects.next() {
+            if objects.peek().is_none() {
+                let (tx, rx) = oneshot::channel();
+                self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
+                return rx
+                    .await
+                    .unwrap_or_else(|_| Err(outcome_error(&self.outcome)));
+            }
+            self.send_request(lock, mode, self.local(), Req::All, None, None);
         }
-        // The agent handles messages in order, so the last acceptance covers the others; an
-        // earlier refusal is reported by the status.
-        match last {
-            Some(rx) => rx
-                .await
-                .unwrap_or_else(|_| Err(outcome_error(&self.outcome))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// Waits until every request of the transaction is granted; returns the deadlocks resolved

@@ -7,17 +7,19 @@
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
 //!
-//! "Settle then analyse": every message that can change the status schedules one `Settle`
-//! message with `ctx.notify`, which runs after the messages already in the mailbox, so a burst of
-//! notices is analysed once.
+//! "Settle then analyse": every message that can change the status or taught the agent
+//! something schedules one `Settle` message with `ctx.notify`, which runs after the messages
+//! already in the mailbox, so a burst of notices is analysed once.
 //!
 //! Who holds its address: the `Transaction` handle and the router's agent registry (as a
 //! recipient). It stops on `End`, when the handle is dropped (which sends `End`), on an abort
 //! (abort_on_deadlock), or when the node stops. Whatever way it stops — even by a panic — its
 //! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
-//! waiting callers get an error saying why.
+//! waiting callers get an error saying why. The handle's `end` (and its drop) does that release
+//! itself before it sends `End`, so that it need not wait for the agent: the set of servers used
+//! ([`Contacted`]) is shared, and whichever releases first takes it.
 
-use crate::core::{AgentCore, Effect, LockResult, TransactionStatus};
+use crate::core::{AgentCore, Deadlock, Effect, LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -29,9 +31,42 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::{debug, trace, warn};
 
-/// Where a blocked caller gets its answer: the locks held and the deadlocks resolved so far,
-/// or why not.
+/// Where an `await_all_locks` caller gets its answer: the locks held and the deadlocks resolved
+/// so far, or why not.
 pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
+
+/// Where a `lock` caller gets its answer: the locks of the deadlocks resolved so far (sorted,
+/// each once), or why not.
+pub(crate) type LockReply = oneshot::Sender<Result<Vec<LockId>, Error>>;
+
+/// A blocked caller.
+enum Waiter {
+    /// A `lock` call, with the lock it asked for.
+    Lock(LockId, LockReply),
+    /// An `await_all_locks` call.
+    All(Reply),
+}
+
+impl Waiter {
+    fn fail(self, error: Error) {
+        match self {
+            Waiter::Lock(_, reply) => {
+                let _ = reply.send(Err(error));
+            }
+            Waiter::All(reply) => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// The locks named in `deadlocks`, sorted, each once: what `lock` returns.
+fn deadlock_locks(deadlocks: &[Deadlock]) -> Vec<LockId> {
+    let mut locks: Vec<LockId> = deadlocks.iter().map(|d| d.lock.clone()).collect();
+    locks.sort();
+    locks.dedup();
+    locks
+}
 
 /// Why the agent stopped, shared with its handle so that late calls can say it.
 pub(crate) type Outcome = Arc<Mutex<Option<Error>>>;
@@ -45,27 +80,36 @@ pub(crate) fn outcome_error(outcome: &Outcome) -> Error {
         .unwrap_or(Error::Ended)
 }
 
+/// The lock servers an agent has sent requests to and not yet released, shared by the agent
+/// and its handle so that either can release its locks.
+pub(crate) type Contacted = Arc<Mutex<BTreeSet<NodeId>>>;
+
+/// Unregisters agent `id` and asks every lock server in `contacted` to drop its entries (and
+/// forgets them, so that a second release sends nothing again).
+pub(crate) fn release(router: &Router, id: &AgentId, contacted: &Contacted) {
+    router.unregister_agent(id);
+    let nodes = std::mem::take(&mut *contacted.lock().unwrap_or_else(PoisonError::into_inner));
+    for node in nodes {
+        let request = ServerRequest::RemoveAgent { agent: id.clone() };
+        if let Err(err) = router.send_server(&node, request) {
+            debug!(agent = %id, %node, %err, "could not release locks at stop");
+        }
+    }
+}
+
 /// Unregisters the agent and releases its locks on every node it used, when dropped — after
 /// a normal stop or a panic alike.
 struct AgentGuard {
     id: AgentId,
     router: Arc<Router>,
-    nodes: BTreeSet<NodeId>,
+    contacted: Contacted,
 }
 
 impl AgentGuard {
     /// Unregisters the agent and asks every lock server it used to drop its entries. Done as
-    /// soon as the agent decides to stop, so that when `end` returns the agent is gone.
+    /// soon as the agent decides to stop (and by the handle's `end` itself).
     fn release(&mut self) {
-        self.router.unregister_agent(&self.id);
-        for node in std::mem::take(&mut self.nodes) {
-            let request = ServerRequest::RemoveAgent {
-                agent: self.id.clone(),
-            };
-            if let Err(err) = self.router.send_server(&node, request) {
-                debug!(agent = %self.id, %node, %err, "could not release locks at stop");
-            }
-        }
+        release(&self.router, &self.id, &self.contacted);
     }
 }
 
@@ -79,8 +123,8 @@ impl Drop for AgentGuard {
 pub(crate) struct Agent {
     core: AgentCore,
     guard: AgentGuard,
-    /// Blocked callers: `lock` callers with the lock they asked for, `await_all_locks` with none.
-    waiters: Vec<(Option<LockId>, Reply)>,
+    /// Blocked callers.
+    waiters: Vec<Waiter>,
     settle_scheduled: bool,
     outcome: Outcome,
 }
@@ -92,13 +136,14 @@ impl Agent {
         modes: ModeTable,
         options: Options,
         outcome: Outcome,
+        contacted: Contacted,
     ) -> Agent {
         Agent {
             core: AgentCore::new(id.clone(), modes, options),
             guard: AgentGuard {
                 id,
                 router,
-                nodes: BTreeSet::new(),
+                contacted,
             },
             waiters: Vec::new(),
             settle_scheduled: false,
@@ -124,8 +169,21 @@ impl Agent {
         for effect in effects {
             match effect {
                 Effect::ToServer { node, request } => {
-                    self.guard.nodes.insert(node.clone());
-                    match self.guard.router.send_server(&node, request) {
+                    let sent = self.guard.router.send_server(&node, request);
+                    // Noted after sending: if the handle's release takes the set after this
+                    // note, its `RemoveAgent` goes out after this request; if it took the set
+                    // before, the node stays in it for the agent's own release when it stops.
+                    {
+                        let mut contacted = self
+                            .guard
+                            .contacted
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
+                        if !contacted.contains(&node) {
+                            contacted.insert(node.clone());
+                        }
+                    }
+                    match sent {
                         Ok(()) => {}
                         Err(RouteError::NodeDown(node)) => later.push(node),
                         Err(err) => {
@@ -166,21 +224,46 @@ impl Agent {
         self.answer_waiters();
     }
 
+    /// Answers the blocked callers when the transaction has all its locks or cannot be served.
+    /// A `lock` caller gets only the deadlocks; the whole [`LockResult`] (one entry per request)
+    /// is built only for an `await_all_locks` caller, once per answer.
     fn answer_waiters(&mut self) {
-        match self.core.status() {
+        if self.waiters.is_empty() {
+            return;
+        }
+        match self.core.status_ref() {
             TransactionStatus::HaveAllLocks { deadlocks } => {
-                let result = self.core.lock_result().unwrap_or(LockResult {
-                    locks: Vec::new(),
-                    deadlocks,
-                });
-                for (_, waiter) in self.waiters.drain(..) {
-                    let _ = waiter.send(Ok(result.clone()));
+                let mut locks = None;
+                let mut all: Vec<Reply> = Vec::new();
+                for waiter in self.waiters.drain(..) {
+                    match waiter {
+                        Waiter::Lock(_, reply) => {
+                            let locks = locks.get_or_insert_with(|| deadlock_locks(deadlocks));
+                            let _ = reply.send(Ok(locks.clone()));
+                        }
+                        Waiter::All(reply) => all.push(reply),
+                    }
+                }
+                // One entry per request: built once, and moved to the last caller rather than
+                // copied (a transaction of a million locks would hold it twice).
+                if let Some(last) = all.pop() {
+                    let result = self.core.lock_result().unwrap_or_else(|| LockResult {
+                        locks: Vec::new(),
+                        deadlocks: deadlocks.clone(),
+                    });
+                    for reply in all {
+                        let _ = reply.send(Ok(result.clone()));
+                    }
+                    let _ = last.send(Ok(result));
                 }
             }
             TransactionStatus::CannotServe { locks, nodes } => {
-                let error = Error::CannotServe { locks, nodes };
-                for (_, waiter) in self.waiters.drain(..) {
-                    let _ = waiter.send(Err(error.clone()));
+                let error = Error::CannotServe {
+                    locks: locks.clone(),
+                    nodes: nodes.clone(),
+                };
+                for waiter in self.waiters.drain(..) {
+                    waiter.fail(error.clone());
                 }
             }
             TransactionStatus::NoLocks | TransactionStatus::Waiting => {}
@@ -194,8 +277,8 @@ impl Agent {
                 *outcome = Some(error.clone());
             }
         }
-        for (_, waiter) in self.waiters.drain(..) {
-            let _ = waiter.send(Err(error.clone()));
+        for waiter in self.waiters.drain(..) {
+            waiter.fail(error.clone());
         }
         self.guard.release();
         ctx.stop();
@@ -214,8 +297,8 @@ impl Actor for Agent {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         let error = outcome_error(&self.outcome);
-        for (_, waiter) in self.waiters.drain(..) {
-            let _ = waiter.send(Err(error.clone()));
+        for waiter in self.waiters.drain(..) {
+            waiter.fail(error.clone());
         }
         trace!(agent = %self.id(), "agent stopped");
     }
@@ -243,8 +326,15 @@ impl Handler<Deliver> for Agent {
             Deliver::NodeDown(node) => self.core.node_down(&node),
             Deliver::NodeUp(node) => self.core.node_up(&node),
         };
+        // A message that taught the agent nothing (a view it had already) needs no settling;
+        // a changed status must still be answered.
+        let changed = effects
+            .iter()
+            .any(|e| matches!(e, Effect::StatusChanged(_)));
         self.execute(effects, ctx);
-        self.schedule_settle(ctx);
+        if changed || self.core.needs_settle() {
+            self.schedule_settle(ctx);
+        }
     }
 }
 
@@ -256,7 +346,7 @@ pub(crate) struct Request {
     pub mode: Mode,
     pub nodes: Vec<NodeId>,
     pub req: Req,
-    pub reply: Option<Reply>,
+    pub reply: Option<LockReply>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -272,7 +362,7 @@ impl Handler<Request> for Agent {
                     let _ = accepted.send(Ok(()));
                 }
                 if let Some(reply) = msg.reply {
-                    self.waiters.push((Some(lock), reply));
+                    self.waiters.push(Waiter::Lock(lock, reply));
                 }
                 self.execute(effects, ctx);
                 self.schedule_settle(ctx);
@@ -299,7 +389,7 @@ impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        self.waiters.push((None, msg.0));
+        self.waiters.push(Waiter::All(msg.0));
         self.schedule_settle(ctx);
     }
 }
@@ -331,12 +421,12 @@ impl Handler<Unlock> for Agent {
         // A `lock` call waiting for the withdrawn request will never be granted it.
         let (cancelled, kept) = std::mem::take(&mut self.waiters)
             .into_iter()
-            .partition(|(lock, _)| lock.as_ref() == Some(&msg.0));
+            .partition(|w| matches!(w, Waiter::Lock(lock, _) if *lock == msg.0));
         self.waiters = kept;
-        for (_, waiter) in cancelled {
-            let _ = waiter.send(Err(Error::Cancelled {
+        for waiter in cancelled {
+            waiter.fail(Error::Cancelled {
                 lock: msg.0.clone(),
-            }));
+            });
         }
         self.execute(effects, ctx);
         self.schedule_settle(ctx);

@@ -9,9 +9,10 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Convert, Dot, End, GetStatus, Outcome, Request, Unlock, outcome_error,
+    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, Unlock,
+    outcome_error, release,
 };
-use crate::core::{Deadlock, LockResult, TransactionStatus};
+use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -19,7 +20,7 @@ use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Starts a transaction (an agent) on `node`.
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
@@ -28,20 +29,30 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
     }
     let id = node.next_agent_id();
     let outcome: Outcome = Arc::new(Mutex::new(None));
-    let (router, modes, agent_id, agent_outcome) = (
+    let contacted: Contacted = Arc::default();
+    let (router, modes, agent_id, agent_outcome, agent_contacted) = (
         node.router().clone(),
         node.modes().clone(),
         id.clone(),
         outcome.clone(),
+        contacted.clone(),
     );
     let addr = Agent::start_in_arbiter(node.arbiter(), move |_ctx| {
-        Agent::new(agent_id, router, modes, options, agent_outcome)
+        Agent::new(
+            agent_id,
+            router,
+            modes,
+            options,
+            agent_outcome,
+            agent_contacted,
+        )
     });
     Ok(Transaction {
         id,
         addr,
         node: node.clone(),
         outcome,
+        contacted,
         ended: false,
     })
 }
@@ -52,6 +63,8 @@ pub struct Transaction {
     addr: Addr<Agent>,
     node: Node,
     outcome: Outcome,
+    /// The lock servers the agent used, for [`Transaction::end`] to release directly.
+    contacted: Contacted,
     ended: bool,
 }
 
@@ -61,13 +74,6 @@ impl std::fmt::Debug for Transaction {
             .field("agent", &self.id)
             .finish_non_exhaustive()
     }
-}
-
-fn lock_ids(deadlocks: Vec<Deadlock>) -> Vec<LockId> {
-    let mut locks: Vec<LockId> = deadlocks.into_iter().map(|d| d.lock).collect();
-    locks.sort();
-    locks.dedup();
-    locks
 }
 
 impl Transaction {
@@ -87,10 +93,10 @@ impl Transaction {
 
     /// The answer to a blocking call: its reply, or why the agent stopped. Owns what it needs,
     /// so the request can be sent before the returned future is first polled.
-    fn wait(
+    fn wait<T: Send + 'static>(
         &self,
-        rx: oneshot::Receiver<Result<LockResult, Error>>,
-    ) -> impl Future<Output = Result<LockResult, Error>> + Send + 'static {
+        rx: oneshot::Receiver<Result<T, Error>>,
+    ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
         let outcome = self.outcome.clone();
         async move {
             match rx.await {
@@ -106,7 +112,7 @@ impl Transaction {
         mode: Mode,
         nodes: Vec<NodeId>,
         req: Req,
-        reply: Option<crate::agent::Reply>,
+        reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
         self.addr.do_send(Request {
@@ -134,8 +140,7 @@ impl Transaction {
     ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
-        let reply = self.wait(rx);
-        async move { reply.await.map(|r| lock_ids(r.deadlocks)) }
+        self.wait(rx)
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -150,8 +155,7 @@ impl Transaction {
     ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
-        let reply = self.wait(rx);
-        async move { reply.await.map(|r| lock_ids(r.deadlocks)) }
+        self.wait(rx)
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
@@ -182,20 +186,20 @@ impl Transaction {
         &self,
         objects: impl IntoIterator<Item = (LockId, Mode)>,
     ) -> Result<(), Error> {
-        let mut last = None;
-        for (lock, mode) in objects {
-            let (tx, rx) = oneshot::channel();
-            self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
-            last = Some(rx);
+        // The agent handles messages in order, so the last acceptance covers the others (only
+        // the last request asks for one); an earlier refusal is reported by the status.
+        let mut objects = objects.into_iter().peekable();
+        while let Some((lock, mode)) = objects.next() {
+            if objects.peek().is_none() {
+                let (tx, rx) = oneshot::channel();
+                self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
+                return rx
+                    .await
+                    .unwrap_or_else(|_| Err(outcome_error(&self.outcome)));
+            }
+            self.send_request(lock, mode, self.local(), Req::All, None, None);
         }
-        // The agent handles messages in order, so the last acceptance covers the others; an
-        // earlier refusal is reported by the status.
-        match last {
-            Some(rx) => rx
-                .await
-                .unwrap_or_else(|_| Err(outcome_error(&self.outcome))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// Waits until every request of the transaction is granted; returns the deadlocks resolved
@@ -240,22 +244,40 @@ impl Transaction {
     }
 
     /// Ends the transaction: the agent stops and every lock is released.
+    ///
+    /// It waits for nothing: the handle itself unregisters the agent and asks every lock
+    /// server the agent used to release its locks, then tells the agent to stop. So when `end`
+    /// returns, messages to the agent fail and each server has the release queued, as if the
+    /// agent had done it; from another runtime this saves a wait for the node's thread. (A
+    /// request still queued in the agent's mailbox may reach a server after the release: the
+    /// server then finds the agent gone when it answers and releases that lock too, and the
+    /// agent, stopping, releases any server it used since.) Returns the error that ended the
+    /// transaction earlier, if one did (an abort on deadlock).
     pub async fn end(mut self) -> Result<(), Error> {
         self.ended = true;
-        match self.addr.send(End).await {
-            Ok(()) => Ok(()),
-            Err(_) => match outcome_error(&self.outcome) {
-                Error::Ended => Ok(()),
-                other => Err(other),
-            },
+        self.finish();
+        let outcome = self
+            .outcome
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match outcome {
+            None | Some(Error::Ended) => Ok(()),
+            Some(other) => Err(other),
         }
+    }
+
+    /// Releases the agent's locks and tells it to stop.
+    fn finish(&self) {
+        release(self.node.router(), &self.id, &self.contacted);
+        self.addr.do_send(End);
     }
 }
 
 impl Drop for Transaction {
     fn drop(&mut self) {
         if !self.ended {
-            self.addr.do_send(End);
+            self.finish();
         }
     }
 }

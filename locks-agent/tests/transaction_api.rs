@@ -59,6 +59,29 @@ async fn a_dropped_lock_future_leaves_the_request_queued() {
 }
 
 #[tokio::test]
+async fn end_right_after_a_request_still_releases_everything() {
+    // `end` releases from the handle without waiting for the agent; a request the agent has
+    // not handled yet may reach the server after that release, and must be released too.
+    let h = Harness::new("endrace").await;
+    for key in 0..50 {
+        let lock = lock_id!["race", key];
+        let txn = begin_transaction(&h.node, Options::default())
+            .await
+            .unwrap();
+        let id = txn.id().clone();
+        drop(txn.lock(lock.clone(), Mode::WRITE));
+        txn.end().await.unwrap();
+        assert!(!h.node.router().has_agent(&id), "gone when end returns");
+        h.wait_released(&id).await;
+        let next = begin_transaction(&h.node, Options::default())
+            .await
+            .unwrap();
+        bounded(next.lock(lock, Mode::WRITE)).await.unwrap();
+        next.end().await.unwrap();
+    }
+}
+
+#[tokio::test]
 async fn unlock_releases_one_lock_and_keeps_the_others() {
     let h = Harness::new("unlock").await;
     let c1 = h.client().await;

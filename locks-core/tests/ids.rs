@@ -202,6 +202,28 @@ proptest! {
     }
 
     #[test]
+    fn keys_order_by_kind_then_content_shared_or_not(a in common::key(), b in common::key()) {
+        fn reference(k: &Key) -> (u8, Vec<u8>, i64) {
+            match k {
+                Key::Int(i) => (0, Vec::new(), *i),
+                Key::Str(s) => (1, s.as_bytes().to_vec(), 0),
+                Key::Bytes(b) => (2, b.to_vec(), 0),
+            }
+        }
+        prop_assert_eq!(a.cmp(&b), reference(&a).cmp(&reference(&b)));
+        prop_assert_eq!(a.cmp(&b) == std::cmp::Ordering::Equal, a == b);
+        // A clone shares the allocation; an equal key built afresh does not.
+        prop_assert_eq!(a.cmp(&a.clone()), std::cmp::Ordering::Equal);
+        let fresh = match &a {
+            Key::Int(i) => Key::Int(*i),
+            Key::Str(s) => Key::from(s.to_string()),
+            Key::Bytes(b) => Key::from(b.to_vec()),
+        };
+        prop_assert_eq!(a.cmp(&fresh), std::cmp::Ordering::Equal);
+        prop_assert_eq!(a.partial_cmp(&b), Some(a.cmp(&b)));
+    }
+
+    #[test]
     fn order_is_lexicographic_by_key(a in common::lock_id(), b in common::lock_id()) {
         prop_assert_eq!(a.cmp(&b), a.keys().cmp(b.keys()));
         prop_assert_eq!(a == b, a.keys() == b.keys());

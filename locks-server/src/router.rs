@@ -271,17 +271,16 @@ impl Router {
     /// Sends a message to an agent, wherever it lives.
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         if to.node() == &self.node {
-            let recipient = self
-                .agents
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
+            let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+            let recipient = agents
                 .get(to)
-                .cloned()
                 .ok_or_else(|| RouteError::UnknownAgent(to.clone()))?;
             // `do_send` queues even when the mailbox is full; the volume is bounded by the
-            // agent's own requests. A closed mailbox means the agent is gone.
+            // agent's own requests. A closed mailbox means the agent is gone. (Sent under the
+            // lock: queueing never blocks, and a clone of the recipient would be an allocation
+            // per message.)
             if !recipient.connected() {
-                self.unregister_agent(to);
+                agents.remove(to);
                 return Err(RouteError::UnknownAgent(to.clone()));
             }
             recipient.do_send(Deliver::Message(msg));

@@ -37,7 +37,9 @@ use super::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
 use crate::options::{Options, Req};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use pending::Stale;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 /// Something the actor must do on behalf of the core, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +102,14 @@ pub struct AgentCore {
     rejected: BTreeSet<(LockId, NodeId)>,
     contacted: BTreeSet<NodeId>,
     status: TransactionStatus,
+    /// The requests not held, as of the last settling.
+    pending: BTreeSet<LockId>,
+    /// The pending requests that can no longer be met, with the nodes that make it so.
+    unservable: BTreeMap<LockId, Vec<NodeId>>,
+    /// What the status must look at again.
+    stale: Stale,
+    /// Requests made since the transaction last had all its locks (not claimed yet).
+    unclaimed: Vec<LockId>,
     /// New knowledge since the last analysis.
     dirty: bool,
     /// The newest version of each `(lock, node)` view the agent knows `agent` has: sent to it,
@@ -121,6 +131,10 @@ impl AgentCore {
             rejected: BTreeSet::new(),
             contacted: BTreeSet::new(),
             status: TransactionStatus::NoLocks,
+            pending: BTreeSet::new(),
+            unservable: BTreeMap::new(),
+            stale: Stale::default(),
+            unclaimed: Vec::new(),
             dirty: false,
             forwarded: BTreeMap::new(),
             phase: Phase::Running,
@@ -140,6 +154,7 @@ impl AgentCore {
     /// Changes the options (Erlang's `change_flag/3`); the status is settled again.
     pub fn set_options(&mut self, options: Options) -> Vec<Effect> {
         self.options = options;
+        self.mark_all();
         let mut out = Vec::new();
         if self.phase == Phase::Running {
             self.refresh_status(&mut out);
@@ -150,6 +165,11 @@ impl AgentCore {
     /// The transaction's status as of the last settling.
     pub fn status(&self) -> TransactionStatus {
         self.status.clone()
+    }
+
+    /// The transaction's status as of the last settling, borrowed.
+    pub fn status_ref(&self) -> &TransactionStatus {
+        &self.status
     }
 
     /// The requests, in lock id order.
@@ -270,6 +290,7 @@ impl AgentCore {
         }
         if !self.requests.contains_key(&lock) {
             self.rejected.retain(|(l, _)| *l != lock);
+            self.unclaimed.push(lock.clone());
         }
         for node in targets {
             if !self.down.contains(&node) {
@@ -281,6 +302,7 @@ impl AgentCore {
                 self.send(&mut out, node, msg);
             }
         }
+        self.mark_request(&lock);
         self.requests.insert(lock, request);
         self.refresh_status(&mut out);
         Ok(out)
@@ -305,17 +327,21 @@ impl AgentCore {
                 self.send(&mut out, node.clone(), msg);
             }
             // The entry stays while it is the ancestor of another request: it may not change,
-            // so no newer view would come to replace the one forgotten.
+            // so no newer view would come to replace the one forgotten. (Descendants follow
+            // their ancestor in lock id order.)
             let still_needed = self
                 .requests
-                .values()
-                .any(|o| o.nodes.contains(node) && lock.is_ancestor_of(&o.lock));
+                .range::<LockId, _>((Bound::Excluded(lock), Bound::Unbounded))
+                .map(|(_, o)| o)
+                .take_while(|o| lock.is_ancestor_of(&o.lock))
+                .any(|o| o.nodes.contains(node));
             if !still_needed {
                 self.knowledge.forget_view(lock, node);
             }
             self.rejected.remove(&(lock.clone(), node.clone()));
         }
         self.dirty = true;
+        self.mark_request(lock);
         self.refresh_status(&mut out);
         Ok(out)
     }
@@ -349,6 +375,7 @@ impl AgentCore {
         if let Some(r) = self.requests.get_mut(lock) {
             r.mode = mode;
         }
+        self.mark_request(lock);
         let mut out = Vec::new();
         for node in nodes {
             let msg = ServerRequest::Convert {
@@ -372,8 +399,14 @@ impl AgentCore {
         match msg {
             AgentMessage::Notice(n) => {
                 // A late notice from a node marked down would bring back what was forgotten.
-                if !self.down.contains(&n.node) && self.knowledge.on_notice(&self.id, n) {
-                    self.dirty = true;
+                if !self.down.contains(&n.node) {
+                    let lock = n.lock.clone();
+                    if self.knowledge.on_notice(&self.id, n) {
+                        self.dirty = true;
+                        // The entry on `lock` may have changed, and with it whether the
+                        // requests on it and on its descendants are held.
+                        self.mark_tree(&lock);
+                    }
                 }
             }
             AgentMessage::Forward {
@@ -384,17 +417,19 @@ impl AgentCore {
             } => {
                 if from != self.id && !self.down.contains(&node) {
                     self.note_known_by(&from, &lock, &node, view.version);
-                    if self.knowledge.on_view(&lock, &node, view) {
+                    if self.knowledge.on_forward(&lock, &node, &from, view) {
                         self.dirty = true;
                     }
                 }
             }
             AgentMessage::Surrendered { by, node, lock, .. } => {
-                self.knowledge.record_deadlock(Deadlock {
+                if self.knowledge.record_deadlock(Deadlock {
                     victim: by,
                     lock,
                     node,
-                });
+                }) {
+                    self.mark_status();
+                }
             }
             AgentMessage::Rejected { node, lock, reason } => {
                 // A refused unlock or conversion leaves the request as it was; a refused lock
@@ -408,6 +443,7 @@ impl AgentCore {
                         .is_some_and(|r| r.nodes.contains(&node))
                 {
                     self.rejected.insert((lock.clone(), node.clone()));
+                    self.mark_request(&lock);
                 }
                 out.push(Effect::Rejected { node, lock, reason });
             }
@@ -431,6 +467,7 @@ impl AgentCore {
             .retain(|(a, _, n), _| n != node && a.node() != node);
         self.rejected.retain(|(_, n)| n != node);
         self.dirty = true;
+        self.mark_all();
         self.refresh_status(&mut out);
         out
     }
@@ -463,6 +500,7 @@ impl AgentCore {
             };
             self.send(&mut out, node.clone(), msg);
         }
+        self.mark_all();
         self.refresh_status(&mut out);
         out
     }
@@ -478,13 +516,7 @@ impl AgentCore {
         self.refresh_status(&mut out);
         if self.dirty && !self.status.have_all_locks() {
             self.dirty = false;
-            let graph = self.wait_for_graph();
-            if self.analyse(&graph, &mut out) {
-                // The surrendered copy is forgotten: forward from what is left.
-                self.forward(&self.wait_for_graph(), &mut out);
-            } else if self.phase == Phase::Running {
-                self.forward(&graph, &mut out);
-            }
+            self.analyse_and_forward(&mut out);
         }
         out
     }
@@ -509,6 +541,7 @@ impl AgentCore {
         self.requests.clear();
         self.knowledge = Knowledge::default();
         self.forwarded.clear();
+        self.clear_status();
         self.status = TransactionStatus::NoLocks;
         out
     }
@@ -572,57 +605,9 @@ impl AgentCore {
             .or_insert(version);
         *v = (*v).max(version);
     }
-
-    fn compute_status(&self) -> TransactionStatus {
-        if self.requests.is_empty() {
-            return TransactionStatus::NoLocks;
-        }
-        let mut pending = false;
-        let mut locks = Vec::new();
-        let mut nodes = BTreeSet::new();
-        for r in self.requests.values() {
-            if r.is_held(&self.modes, &self.knowledge, &self.down) {
-                continue;
-            }
-            pending = true;
-            let lost = |n: &NodeId| {
-                (!self.options.await_nodes && self.down.contains(n))
-                    || self.rejected.contains(&(r.lock.clone(), n.clone()))
-            };
-            if let Some(ns) = r.unservable_by(&self.down, lost) {
-                locks.push(r.lock.clone());
-                nodes.extend(ns);
-            }
-        }
-        if !pending {
-            TransactionStatus::HaveAllLocks {
-                deadlocks: self.knowledge.deadlocks().to_vec(),
-            }
-        } else if !locks.is_empty() {
-            TransactionStatus::CannotServe {
-                locks,
-                nodes: nodes.into_iter().collect(),
-            }
-        } else {
-            TransactionStatus::Waiting
-        }
-    }
-
-    fn refresh_status(&mut self, out: &mut Vec<Effect>) {
-        let status = self.compute_status();
-        if status.have_all_locks() {
-            // Reported to the client (now or already): every request is claimed.
-            for r in self.requests.values_mut() {
-                r.claimed = true;
-            }
-        }
-        if status != self.status {
-            self.status = status.clone();
-            out.push(Effect::StatusChanged(status));
-        }
-    }
 }
 
+mod pending;
 mod resolve;
 #[cfg(test)]
 mod tests;

@@ -246,6 +246,99 @@ impl WaitForGraph {
     }
 }
 
+/// The agents `agent` waits for in one view (the blockers of its edges in [`view_edges`]),
+/// sorted, each once; empty when it does not convert or wait there.
+pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -> Vec<&'v AgentId> {
+    let pending = || {
+        view.converting
+            .iter()
+            .map(|c| (&c.agent, c.requested))
+            .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+    };
+    let Some((place, mode)) = pending()
+        .enumerate()
+        .find(|(_, (x, _))| *x == agent)
+        .map(|(i, (_, m))| (i, m))
+    else {
+        return Vec::new();
+    };
+    let mut out: Vec<&AgentId> = Vec::with_capacity(view.granted.len() + place);
+    let mut push = |y: &'v AgentId| {
+        if y != agent && !out.contains(&y) {
+            out.push(y);
+        }
+    };
+    for h in &view.granted {
+        if !modes.compatible(mode, h.mode) {
+            push(&h.agent);
+        }
+    }
+    for (y, my) in pending().take(place) {
+        if !modes.compatible(mode, my) {
+            push(y);
+        }
+        // Holders that block an entry ahead block this one too.
+        for h in &view.granted {
+            if h.agent != *y && !modes.compatible(my, h.mode) {
+                push(&h.agent);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The first agent converting or waiting in `view` that waits for `holder`, a holder that does
+/// not convert: the first pending entry whose mode is incompatible with the mode `holder`
+/// holds. Every pending entry from there on waits for `holder` ([`view_edges`]), none before it
+/// does. `None` when `holder` holds nothing there, converts, or blocks nobody.
+pub fn first_blocked_by<'v>(
+    modes: &ModeTable,
+    view: &'v LockView,
+    holder: &AgentId,
+) -> Option<&'v AgentId> {
+    if view.converting.iter().any(|c| c.agent == *holder) {
+        return None;
+    }
+    let held = view.granted.iter().find(|h| h.agent == *holder)?.mode;
+    view.converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+        .find(|(_, m)| !modes.compatible(*m, held))
+        .map(|(a, _)| a)
+}
+
+/// Whether some agent waits for `agent` in one view (an edge of [`view_edges`] ends at it).
+/// Linear in the view: an edge to a holder comes from a pending entry incompatible with what it
+/// holds (one blocked through an entry ahead has such an entry ahead of it), and an edge to a
+/// pending entry from an entry behind it incompatible with what it asks for.
+pub fn is_waited_for(modes: &ModeTable, view: &LockView, agent: &AgentId) -> bool {
+    let held = view
+        .granted
+        .iter()
+        .find(|h| h.agent == *agent)
+        .map(|h| h.mode);
+    let mut asked = None;
+    let pending = view
+        .converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
+    for (x, m) in pending {
+        if x == agent {
+            asked = Some(m);
+            continue;
+        }
+        if held.is_some_and(|h| !modes.compatible(m, h))
+            || asked.is_some_and(|a| !modes.compatible(m, a))
+        {
+            return true;
+        }
+    }
+    false
+}
+
 /// The wait-for edges `(waiter, blocker)` one view implies (module documentation).
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
     let pending = view

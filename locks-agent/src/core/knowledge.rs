@@ -13,11 +13,34 @@
 //!   the surrender was ignored (a newer notice of the lock without this agent's surrender
 //!   note). So a request that lost its grant is pending again at once, never "held" on the
 //!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
+//!
+//! - Who else was sent a stored view, where the agent can tell, so that it forwards the view
+//!   only to agents that may lack it ([`Knowledge::already_sent`]):
+//!   - a view is *shared* when the server's notice contract (`locks-server`'s table, "Notices:
+//!     who gets what", rule 3) shows that every agent pending in it was sent that version: the
+//!     agent was pending both in the view it held before and in this one, and the holders
+//!     differ. While it stays pending it is told of every change ahead of it, and the notices
+//!     of one server arrive in order, so nothing changed the holders between the two views but
+//!     the operation of this notice, and a change of holders is told to every converter and
+//!     waiter. A holder of a shared view (holders are sent no views) gets it from the first
+//!     agent pending in it that the holder blocks: that agent was sent it too and forwards it
+//!     to every agent it waits for, or a newer version comes, to which the same applies;
+//!   - a view forwarded by agent `F` was sent by `F`, in the same settling, to every agent `F`
+//!     waits for in it that is not pending there (or `F` knew they had it, by these same
+//!     rules), and also to those pending there when someone waits for `F` in it (an agent
+//!     nobody is known to wait for leaves those out: see `agent/resolve.rs`).
+//!
+//! Cost: lock ids order by their keys, so a lock's descendants follow it and its subtree is a
+//! range of the maps; the views (only those with waiters) and the outstanding surrenders are
+//! kept apart, so nothing the agent does per message walks every lock it holds.
 
+use super::graph::{blockers_of, first_blocked_by, is_waited_for};
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
-use locks_core::{AgentId, LockId, Mode, NodeId};
-use std::collections::BTreeMap;
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// Why an entry does not count for now.
@@ -29,26 +52,57 @@ enum Suspension {
     Under { lock: LockId, version: u64 },
 }
 
-/// One `(lock, node)` as this agent knows it.
+/// One `(lock, node)` as this agent knows it: kept small, there is one per lock held. Notices
+/// at or below `entry_version` are ignored, and below the version of a surrender of this copy
+/// (a suspension, kept apart: they are rare).
 #[derive(Clone, Debug, Default)]
 struct Copy {
     /// The agent's own entry, from the newest server notice.
     entry: Option<EntryState>,
     /// The version of that notice.
     entry_version: u64,
-    /// Notices at or below this version are ignored (`entry_version`, or a surrendered one).
-    entry_floor: u64,
-    suspended: Option<Suspension>,
-    /// The newest view with pending entries, from a notice or a forward.
-    view: Option<Arc<LockView>>,
     /// Views below this version are outdated.
     view_min: u64,
 }
 
+/// A view as stored.
+#[derive(Clone, Debug)]
+struct StoredView {
+    view: Arc<LockView>,
+    source: Source,
+}
+
+/// Who else the agent can tell was sent a stored view (module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Source {
+    /// Nothing is known.
+    Unknown,
+    /// The server sent it to every agent pending in it.
+    Shared,
+    /// This agent forwarded it to every agent it waits for in it.
+    ForwardedBy(AgentId),
+}
+
+/// Whether `agent` converts or waits in `view`.
+pub fn is_pending_in(view: &LockView, agent: &AgentId) -> bool {
+    view.converting.iter().any(|c| c.agent == *agent)
+        || view.waiting.iter().any(|w| w.agent == *agent)
+}
+
 /// The agent's knowledge of lock copies and of deadlocks.
+///
+/// The views are kept apart from the copies, so that what the deadlock analysis reads costs
+/// what the waiting part of the agent's world holds, not what it holds in all.
 #[derive(Clone, Debug, Default)]
 pub struct Knowledge {
     copies: BTreeMap<(LockId, NodeId), Copy>,
+    /// The newest view with pending entries of each copy that has one, from a notice or a
+    /// forward.
+    views: BTreeMap<(LockId, NodeId), StoredView>,
+    /// The copies this agent surrendered whose first newer notice has not come yet.
+    surrenders: BTreeSet<(LockId, NodeId)>,
+    /// The suspended copies (module documentation).
+    suspended: BTreeMap<(LockId, NodeId), Suspension>,
     deadlocks: Vec<Deadlock>,
 }
 
@@ -63,100 +117,191 @@ impl Knowledge {
                 node: n.node.clone(),
             });
         }
-        let key = (n.lock.clone(), n.node.clone());
-        let copy = self.copies.entry(key).or_default();
-        if n.version <= copy.entry_floor {
+        let key = (n.lock, n.node);
+        let copy = Self::copy_mut(&mut self.copies, &key);
+        let suspension = if self.suspended.is_empty() {
+            None
+        } else {
+            self.suspended.get(&key)
+        };
+        let floor = match suspension {
+            Some(Suspension::Surrendered { version }) => copy.entry_version.max(*version),
+            _ => copy.entry_version,
+        };
+        if n.version <= floor {
             return changed;
         }
-        let was = copy.suspended.take();
+        let was = suspension
+            .is_some()
+            .then(|| self.suspended.remove(&key))
+            .flatten();
         copy.entry = Some(n.state);
         copy.entry_version = n.version;
-        copy.entry_floor = n.version;
-        // Views older than this notice are outdated: the agent's own place in the queue has
-        // changed since.
-        if copy.view.as_ref().is_some_and(|v| v.version < n.version) {
-            copy.view = None;
-        }
         copy.view_min = copy.view_min.max(n.version);
         changed = true;
-        if let Some(q) = n.queue {
-            self.on_view(&n.lock, &n.node, q);
+        match self.views.entry(key.clone()) {
+            Entry::Occupied(stored) => {
+                let before = &stored.get().view;
+                let newer = n.queue.as_ref().filter(|q| q.version > before.version);
+                if let Some(q) = newer {
+                    let shared = before.granted != q.granted
+                        && is_pending_in(before, me)
+                        && is_pending_in(q, me);
+                    let source = if shared {
+                        Source::Shared
+                    } else {
+                        Source::Unknown
+                    };
+                    let q = q.clone();
+                    Self::keep_view(copy, Entry::Occupied(stored), q, source);
+                } else if before.version < n.version {
+                    // Outdated: the agent's own place in the queue has changed since.
+                    stored.remove();
+                }
+            }
+            vacant => {
+                if let Some(q) = n.queue.clone() {
+                    Self::keep_view(copy, vacant, q, Source::Unknown);
+                }
+            }
         }
         // The first news of a surrendered lock tells whether the surrender was applied: if it
         // was, the server re-queued the descendants too and will say so in their own notices;
         // if not (the lock had changed), they were not touched and count again.
         if let Some(Suspension::Surrendered { version }) = was {
+            self.surrenders.remove(&key);
             let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
                 if agent == me && *v == version);
             if !applied {
-                self.lift_under(&n.lock, &n.node, version);
+                self.lift_under(&key.0, &key.1, version);
             }
         }
         changed
     }
 
-    /// Takes in a view: the queue part of a notice or a forward from another agent.
-    /// Returns whether it was news.
-    pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
-        let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
-        if view.version < copy.view_min
-            || copy
-                .view
-                .as_ref()
-                .is_some_and(|v| view.version <= v.version)
-        {
+    /// The copy of `key`, created if need be.
+    fn copy_mut<'a>(
+        copies: &'a mut BTreeMap<(LockId, NodeId), Copy>,
+        key: &(LockId, NodeId),
+    ) -> &'a mut Copy {
+        copies.entry(key.clone()).or_default()
+    }
+
+    /// Stores `view` in `slot` if it is not outdated and has waiters (otherwise only raises
+    /// `view_min`). The caller checked that it is newer than the stored one.
+    fn keep_view(
+        copy: &mut Copy,
+        slot: Entry<'_, (LockId, NodeId), StoredView>,
+        view: Arc<LockView>,
+        source: Source,
+    ) -> bool {
+        if view.version < copy.view_min {
             return false;
         }
         if view.has_waiters() {
-            copy.view = Some(view);
+            let stored = StoredView { view, source };
+            match slot {
+                Entry::Occupied(mut o) => {
+                    o.insert(stored);
+                }
+                Entry::Vacant(v) => {
+                    v.insert(stored);
+                }
+            }
         } else {
-            copy.view = None;
             copy.view_min = copy.view_min.max(view.version);
+            if let Entry::Occupied(o) = slot {
+                o.remove();
+            }
         }
         true
+    }
+
+    /// Takes in a view: the queue part of a notice or a forward from another agent.
+    /// Returns whether it was news.
+    pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
+        self.take_view(lock, node, view, Source::Unknown)
+    }
+
+    fn take_view(
+        &mut self,
+        lock: &LockId,
+        node: &NodeId,
+        view: Arc<LockView>,
+        source: Source,
+    ) -> bool {
+        let key = (lock.clone(), node.clone());
+        let copy = Self::copy_mut(&mut self.copies, &key);
+        let slot = self.views.entry(key);
+        if let Entry::Occupied(o) = &slot
+            && view.version <= o.get().view.version
+        {
+            return false;
+        }
+        Self::keep_view(copy, slot, view, source)
     }
 
     /// Records that this agent surrendered `(lock, node)` at `version`: suspends that entry and
     /// the entries on the lock's descendants on that node, and forgets the view (it will change).
     pub fn surrendered(&mut self, lock: &LockId, node: &NodeId, version: u64) {
-        let copy = self.copies.entry((lock.clone(), node.clone())).or_default();
-        copy.entry_floor = copy.entry_floor.max(version);
-        copy.suspended = Some(Suspension::Surrendered { version });
-        copy.view = None;
+        let key = (lock.clone(), node.clone());
+        let copy = self.copies.entry(key.clone()).or_default();
         copy.view_min = copy.view_min.max(version + 1);
-        for ((l, n), c) in self.copies.iter_mut() {
-            if n == node && lock.is_ancestor_of(l) && c.entry.is_some() && c.suspended.is_none() {
-                c.suspended = Some(Suspension::Under {
+        let floor = match self.suspended.get(&key) {
+            Some(Suspension::Surrendered { version: v }) => (*v).max(version),
+            _ => version,
+        };
+        self.suspended
+            .insert(key.clone(), Suspension::Surrendered { version: floor });
+        self.views.remove(&key);
+        self.surrenders.insert(key.clone());
+        let under: Vec<(LockId, NodeId)> = Self::under(&self.copies, key)
+            .filter(|((_, n), c)| n == node && c.entry.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in under {
+            self.suspended
+                .entry(k)
+                .or_insert_with(|| Suspension::Under {
                     lock: lock.clone(),
                     version,
                 });
-            }
         }
     }
 
+    /// The copies of the proper descendants of `key.0` (on any node; descendants of a lock
+    /// follow it in lock id order).
+    fn under(
+        copies: &BTreeMap<(LockId, NodeId), Copy>,
+        key: (LockId, NodeId),
+    ) -> impl Iterator<Item = (&(LockId, NodeId), &Copy)> {
+        let depth = key.0.depth();
+        let lock = key.0.clone();
+        copies
+            .range((Bound::Excluded(key), Bound::Unbounded))
+            .take_while(move |((l, _), _)| *l == lock || lock.is_ancestor_of(l))
+            .filter(move |((l, _), _)| l.depth() > depth)
+    }
+
     fn lift_under(&mut self, lock: &LockId, node: &NodeId, version: u64) {
-        for ((_, n), c) in self.copies.iter_mut() {
-            if n == node
-                && matches!(&c.suspended, Some(Suspension::Under { lock: l, version: v })
-                    if l == lock && *v == version)
-            {
-                c.suspended = None;
-            }
-        }
+        self.suspended.retain(|(_, n), s| {
+            !(n == node
+                && matches!(s, Suspension::Under { lock: l, version: v }
+                    if l == lock && *v == version))
+        });
     }
 
     /// Whether a surrender of this agent is still waiting for the server's answer.
     pub fn surrender_outstanding(&self) -> bool {
-        self.copies
-            .values()
-            .any(|c| matches!(c.suspended, Some(Suspension::Surrendered { .. })))
+        !self.surrenders.is_empty()
     }
 
     /// The mode the agent holds on `(lock, node)`, if the server said so and nothing since
     /// casts doubt on it.
     pub fn held(&self, lock: &LockId, node: &NodeId) -> Option<Mode> {
-        let c = self.copies.get(&(lock.clone(), node.clone()))?;
-        if c.suspended.is_some() {
+        let key = (lock.clone(), node.clone());
+        let c = self.copies.get(&key)?;
+        if !self.suspended.is_empty() && self.suspended.contains_key(&key) {
             return None;
         }
         c.entry.and_then(EntryState::held)
@@ -172,19 +317,78 @@ impl Knowledge {
 
     /// The stored view of `(lock, node)`, if any.
     pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
-        self.copies
-            .get(&(lock.clone(), node.clone()))?
-            .view
-            .as_ref()
+        self.views
+            .get(&(lock.clone(), node.clone()))
+            .map(|s| &s.view)
+    }
+
+    /// Takes in a view forwarded by agent `from`. Returns whether it was news.
+    pub fn on_forward(
+        &mut self,
+        lock: &LockId,
+        node: &NodeId,
+        from: &AgentId,
+        view: Arc<LockView>,
+    ) -> bool {
+        self.take_view(lock, node, view, Source::ForwardedBy(from.clone()))
+    }
+
+    /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be
+    /// (module documentation): then `me` need not forward it there.
+    pub fn already_sent(
+        &self,
+        modes: &ModeTable,
+        me: &AgentId,
+        lock: &LockId,
+        node: &NodeId,
+        to: &AgentId,
+    ) -> bool {
+        self.already_sent_to(modes, me, lock, node, std::slice::from_ref(to))[0]
+    }
+
+    /// [`Knowledge::already_sent`] for each of `targets`, with one look-up.
+    pub fn already_sent_to(
+        &self,
+        modes: &ModeTable,
+        me: &AgentId,
+        lock: &LockId,
+        node: &NodeId,
+        targets: &[AgentId],
+    ) -> Vec<bool> {
+        let Some(stored) = self.views.get(&(lock.clone(), node.clone())) else {
+            return vec![false; targets.len()];
+        };
+        let view = &stored.view;
+        match &stored.source {
+            Source::Unknown => vec![false; targets.len()],
+            Source::Shared => targets
+                .iter()
+                .map(|to| {
+                    is_pending_in(view, to)
+                        || first_blocked_by(modes, view, to).is_some_and(|first| first != me)
+                })
+                .collect(),
+            Source::ForwardedBy(from) => {
+                let theirs = blockers_of(modes, view, from);
+                let waited = is_waited_for(modes, view, from);
+                targets
+                    .iter()
+                    .map(|to| {
+                        from == to || (theirs.contains(&to) && (waited || !is_pending_in(view, to)))
+                    })
+                    .collect()
+            }
+        }
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
     /// forgotten version stay refused.
     pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
-        if let Some(c) = self.copies.get_mut(&(lock.clone(), node.clone()))
-            && let Some(v) = c.view.take()
+        let key = (lock.clone(), node.clone());
+        if let Some(s) = self.views.remove(&key)
+            && let Some(c) = self.copies.get_mut(&key)
         {
-            c.view_min = c.view_min.max(v.version + 1);
+            c.view_min = c.view_min.max(s.view.version + 1);
         }
     }
 
@@ -192,13 +396,19 @@ impl Knowledge {
     /// versions anew).
     pub fn forget_node(&mut self, node: &NodeId) {
         self.copies.retain(|(_, n), _| n != node);
+        self.views.retain(|(_, n), _| n != node);
+        self.surrenders.retain(|(_, n)| n != node);
+        self.suspended.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.
     pub fn views(&self) -> impl Iterator<Item = (&LockId, &NodeId, &Arc<LockView>)> {
-        self.copies
-            .iter()
-            .filter_map(|((l, n), c)| c.view.as_ref().map(|v| (l, n, v)))
+        self.views.iter().map(|((l, n), s)| (l, n, &s.view))
+    }
+
+    /// How many views are stored.
+    pub fn view_count(&self) -> usize {
+        self.views.len()
     }
 
     /// Records a deadlock (once). A surrender touches the surrendered lock and its descendants,

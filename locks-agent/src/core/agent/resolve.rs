@@ -4,15 +4,82 @@
 //! Invariants: at most one surrender of this agent is waiting for the server's answer; a
 //! surrendered copy is forgotten and the requests under it count as pending until the server
 //! speaks again; a view goes to a given agent at most once per version.
+//!
+//! **Whom a view is forwarded to.** An agent forwards each view worth passing on to the agents
+//! it waits for, except where it can tell they have it or will get it from another
+//! ([`crate::core::knowledge::Knowledge::already_sent`]), and with one more exception: an
+//! agent that nobody is known to wait for sends a view only to the agents that are not pending
+//! in it (its holders), not to those queued ahead of it there. No deadlock is missed for it.
+//! Take a deadlock: a set `S` of agents, each waiting for others of `S` only (a terminal
+//! strongly connected component of the wait-for graph). Once one agent of `S` knows that
+//! another waits for it, it forwards as usual, its successors learn that it waits for them
+//! (its own view of the lock shows the edge), forward as usual in turn, and so on round every
+//! cycle of `S`. And some agent of `S` does come to know it: on a lock where agents of `S`
+//! wait, the first of them, `q`, waits only for holders (anything pending ahead of it that it
+//! waited for would be in `S`). If such a holder `h` does not convert, `q` forwards its view to
+//! `h` (or the first waiter `h` blocks does) — holders are never skipped — and `h` learns `q`
+//! waits for it. If `h` converts, it is pending behind `q`, was sent the queue with `q` in it,
+//! and sees in its own view that `q` waits for it.
 
 use super::{AgentCore, Effect, Phase};
-use crate::core::graph::WaitForGraph;
+use crate::core::graph::{WaitForGraph, blockers_of, is_waited_for};
+use crate::core::knowledge::is_pending_in;
 use crate::core::status::Deadlock;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
-use locks_core::{LockId, NodeId};
+use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 
 impl AgentCore {
+    /// The deadlock analysis and the forwarding after new knowledge.
+    ///
+    /// The common case takes a short cut with the same outcome: when the agent knows a single
+    /// view and nobody in it converts, its wait-for graph has no cycle (pending entries wait
+    /// only for holders and for entries ahead of them, and a holder that does not convert
+    /// waits for nobody), so there is nothing to analyse, and the only copy worth forwarding
+    /// is that view, to the agents this one waits for in it. No graph is built: a waiter on a
+    /// hot lock pays for its own queue only, each time it changes.
+    pub(super) fn analyse_and_forward(&mut self, out: &mut Vec<Effect>) {
+        let single = match self.knowledge.view_count() {
+            0 => return,
+            1 => self
+                .knowledge
+                .views()
+                .next()
+                .filter(|(_, _, v)| v.converting.is_empty())
+                .map(|(l, n, v)| (l.clone(), n.clone(), v.clone())),
+            _ => None,
+        };
+        if let Some((lock, node, view)) = single {
+            let targets: Vec<AgentId> = blockers_of(&self.modes, &view, &self.id)
+                .into_iter()
+                .cloned()
+                .collect();
+            if cfg!(debug_assertions) {
+                let graph = self.wait_for_graph();
+                debug_assert!(graph.cycles().is_empty(), "one view, no cycle");
+                debug_assert_eq!(graph.waits_for_set(&self.id), targets);
+            }
+            let lazy = !is_waited_for(&self.modes, &view, &self.id);
+            let sent =
+                self.knowledge
+                    .already_sent_to(&self.modes, &self.id, &lock, &node, &targets);
+            for (to, sent) in targets.iter().zip(sent) {
+                if sent || (lazy && is_pending_in(&view, to)) {
+                    continue;
+                }
+                self.send_view(to, &lock, &node, &view, out);
+            }
+            return;
+        }
+        let graph = self.wait_for_graph();
+        if self.analyse(&graph, out) {
+            // The surrendered copy is forgotten: forward from what is left.
+            self.forward(&self.wait_for_graph(), out);
+        } else if self.phase == Phase::Running {
+            self.forward(&graph, out);
+        }
+    }
+
     /// Returns whether the agent surrendered a lock.
     pub(super) fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) -> bool {
         if self.knowledge.surrender_outstanding() {
@@ -58,6 +125,7 @@ impl AgentCore {
             node: node.clone(),
         });
         self.knowledge.surrendered(&lock, &node, version);
+        self.mark_tree(&lock);
         self.refresh_status(out);
         true
     }
@@ -77,27 +145,54 @@ impl AgentCore {
             .filter(|(l, n, _)| wanted.contains(&((*l).clone(), (*n).clone())))
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
-        for to in targets {
-            // A message to an agent on a node that is down would be lost, yet counted as sent.
-            if self.down.contains(to.node()) {
-                continue;
-            }
-            for (lock, node, view) in &views {
-                let key = (to.clone(), lock.clone(), node.clone());
-                if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {
+        // Nobody is known to wait for this agent: the agents queued ahead of it need not hear
+        // of it yet (module documentation).
+        let lazy = graph.waited_by_set(&self.id).is_empty();
+        let sent: Vec<Vec<bool>> = views
+            .iter()
+            .map(|(lock, node, _)| {
+                self.knowledge
+                    .already_sent_to(&self.modes, &self.id, lock, node, &targets)
+            })
+            .collect();
+        for (i, to) in targets.iter().enumerate() {
+            for ((lock, node, view), sent) in views.iter().zip(&sent) {
+                if sent[i] || (lazy && is_pending_in(view, to)) {
                     continue;
                 }
-                self.forwarded.insert(key, view.version);
-                out.push(Effect::ToAgent {
-                    to: to.clone(),
-                    msg: AgentMessage::Forward {
-                        from: self.id.clone(),
-                        node: node.clone(),
-                        lock: lock.clone(),
-                        view: view.clone(),
-                    },
-                });
+                self.send_view(to, lock, node, view, out);
             }
         }
+    }
+
+    /// Sends `view` of `(lock, node)` to `to`, unless it is known to have that version or a
+    /// newer one.
+    fn send_view(
+        &mut self,
+        to: &AgentId,
+        lock: &LockId,
+        node: &NodeId,
+        view: &Arc<LockView>,
+        out: &mut Vec<Effect>,
+    ) {
+        // A message to an agent on a node that is down would be lost, yet counted as sent.
+        if self.down.contains(to.node()) {
+            return;
+        }
+        let key = (to.clone(), lock.clone(), node.clone());
+        if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {
+            return;
+        }
+        let to = key.0.clone();
+        self.forwarded.insert(key, view.version);
+        out.push(Effect::ToAgent {
+            to,
+            msg: AgentMessage::Forward {
+                from: self.id.clone(),
+                node: node.clone(),
+                lock: lock.clone(),
+                view: view.clone(),
+            },
+        });
     }
 }

@@ -686,3 +686,75 @@ fn the_wait_for_graph_exports_as_dot() {
     let dot = c.wait_for_graph_dot();
     assert!(dot.contains("<n1.1.3>") && dot.contains("[x]@n1") && dot.contains("[y]@n1"));
 }
+
+#[test]
+fn a_view_every_waiter_was_sent_goes_to_the_holder_from_the_first_waiter_only() {
+    let y = lock_id!["y"];
+    let mut c = core(1, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(5, X), (1, X)])));
+    // Nobody waits for 1: it tells the holder, not 5 queued ahead of it.
+    let sent: Vec<AgentId> = to_agents(&c.settle()).into_iter().map(|(a, _)| a).collect();
+    assert_eq!(sent, vec![agent(3)]);
+    // The holder changed while 1 waited: the server told 5 as well (table rule 3), and 5, the
+    // first waiter the new holder blocks, forwards it to the holder.
+    c.receive(waiting_notice(&y, X, view(9, &[(6, X)], &[(5, X), (1, X)])));
+    assert!(to_agents(&c.settle()).is_empty());
+    // Now 1 is that first waiter.
+    c.receive(waiting_notice(&y, X, view(12, &[(5, X)], &[(1, X)])));
+    assert_eq!(
+        to_agents(&c.settle()),
+        vec![(agent(5), forward(1, &y, view(12, &[(5, X)], &[(1, X)])))]
+    );
+}
+
+#[test]
+fn a_forwarded_view_is_not_sent_on_to_those_its_sender_waits_for() {
+    let y = lock_id!["y"];
+    let mut c = core(2, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(1, X), (2, X)])));
+    assert_eq!(
+        to_agents(&c.settle()).len(),
+        1,
+        "the holder only: nobody waits for 2"
+    );
+    // 6 waits for 5, which forwards the queue to everyone ahead of it: 2 need not.
+    c.receive(forward(
+        5,
+        &y,
+        view(6, &[(3, X)], &[(1, X), (2, X), (5, X), (6, X)]),
+    ));
+    assert!(to_agents(&c.settle()).is_empty());
+    // When nobody waits for the sender, it told only the holder: 1 has not heard of 2.
+    let mut c = core(2, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&y, X, view(4, &[(3, X)], &[(1, X), (2, X)])));
+    c.settle();
+    c.receive(forward(
+        5,
+        &y,
+        view(6, &[(3, X)], &[(1, X), (2, X), (5, X)]),
+    ));
+    assert_eq!(
+        to_agents(&c.settle()),
+        vec![(
+            agent(1),
+            forward(2, &y, view(6, &[(3, X)], &[(1, X), (2, X), (5, X)]))
+        )]
+    );
+}
+
+#[test]
+fn an_agent_someone_waits_for_tells_those_queued_ahead_of_it() {
+    let y = lock_id!["y"];
+    let mut c = core(2, Options::default());
+    c.request(y.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(
+        &y,
+        X,
+        view(4, &[(3, X)], &[(1, X), (2, X), (4, X)]),
+    ));
+    let sent: Vec<AgentId> = to_agents(&c.settle()).into_iter().map(|(a, _)| a).collect();
+    assert_eq!(sent, vec![agent(1), agent(3)]);
+}

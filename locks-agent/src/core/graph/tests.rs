@@ -272,3 +272,60 @@ fn an_agent_reaching_a_cycle_it_is_not_on_is_no_victim() {
     assert_eq!(g.victims()[0].victim, agent(2));
     assert_eq!(g.reaching(&agent(2)), [agent(1), agent(2), agent(9)].into());
 }
+
+#[test]
+fn the_edges_of_one_agent_in_a_view_each_way() {
+    let modes = ModeTable::standard();
+    let views = [
+        view(1, &[(1, X)], &[], &[(2, X), (3, S), (4, S), (5, X)]),
+        view(
+            2,
+            &[(1, S), (2, S)],
+            &[(1, S, X), (2, S, X)],
+            &[(3, IS), (4, X)],
+        ),
+        view(
+            3,
+            &[(1, IX), (2, IS)],
+            &[(2, IS, S)],
+            &[(3, S), (4, IX), (5, IS)],
+        ),
+        view(
+            4,
+            &[(1, S), (2, S), (3, IS)],
+            &[],
+            &[(4, X), (5, S), (6, IS)],
+        ),
+        view(5, &[(1, X)], &[], &[]),
+    ];
+    for v in &views {
+        for a in 1..=6 {
+            let me = agent(a);
+            let mut expected: Vec<&AgentId> = view_edges(&modes, v)
+                .into_iter()
+                .filter(|(w, _)| **w == me)
+                .map(|(_, b)| b)
+                .collect();
+            let mut got = blockers_of(&modes, v, &me);
+            expected.sort();
+            got.sort();
+            assert_eq!(got, expected, "agent {a} in view {}", v.version);
+            // The first pending agent with an edge to `a`, if `a` holds and does not convert.
+            let edges = view_edges(&modes, v);
+            let first = v
+                .converting
+                .iter()
+                .map(|c| &c.agent)
+                .chain(v.waiting.iter().map(|w| &w.agent))
+                .find(|x| edges.contains(&(*x, &me)))
+                .filter(|_| v.holds(&me) && !v.converting.iter().any(|c| c.agent == me));
+            assert_eq!(first_blocked_by(&modes, v, &me), first, "holder {a}");
+            assert_eq!(
+                is_waited_for(&modes, v, &me),
+                edges.iter().any(|(_, b)| **b == me),
+                "waited for: {a} in view {}",
+                v.version
+            );
+        }
+    }
+}

@@ -1,5 +1,6 @@
 use super::*;
 use locks_core::Mode::{IX, X};
+use locks_core::ModeTable;
 use locks_core::lock_id;
 use locks_core::proto::QueueEntry;
 
@@ -158,4 +159,62 @@ fn forgetting_a_node_forgets_its_copies() {
     assert_eq!(k.held(&l, &node()), None);
     // A restarted server may count from anywhere: versions start afresh.
     assert!(k.on_notice(&me(), notice(&l, 1, EntryState::Granted(X))));
+}
+
+#[test]
+fn who_else_was_sent_a_view() {
+    let l = lock_id!["l"];
+    let modes = ModeTable::standard();
+    let mut k = Knowledge::default();
+    let queue = |version: u64, holder: u64, waiting: &[u64]| {
+        Arc::new(LockView {
+            version,
+            group: Some(X),
+            granted: vec![QueueEntry {
+                agent: agent(holder),
+                mode: X,
+            }],
+            converting: vec![],
+            waiting: waiting
+                .iter()
+                .map(|&a| QueueEntry {
+                    agent: agent(a),
+                    mode: X,
+                })
+                .collect(),
+        })
+    };
+    let waiting = |version: u64, q: Arc<LockView>| LockNotice {
+        node: node(),
+        lock: l.clone(),
+        version,
+        state: EntryState::Waiting(X),
+        queue: Some(q),
+        note: None,
+    };
+    let sent = |k: &Knowledge, to: u64| k.already_sent(&modes, &me(), &l, &node(), &agent(to));
+    // The first view: nobody else need have it.
+    k.on_notice(&me(), waiting(3, queue(3, 2, &[3, 5, 1])));
+    assert!(!sent(&k, 2) && !sent(&k, 3));
+    // A waiter joins behind: only it is told.
+    k.on_notice(&me(), waiting(4, queue(4, 2, &[3, 5, 1, 4])));
+    assert!(!sent(&k, 2) && !sent(&k, 3));
+    // The holder changes while 1 waits: every waiter is told, and the new holder gets it from
+    // the first waiter it blocks, 5.
+    k.on_notice(&me(), waiting(6, queue(6, 3, &[5, 1, 4])));
+    assert!(sent(&k, 5) && sent(&k, 4));
+    assert!(sent(&k, 3), "5 sends it to the holder");
+    // Now 1 is the first waiter the holder blocks: it must send it.
+    k.on_notice(&me(), waiting(7, queue(7, 5, &[1, 4])));
+    assert!(sent(&k, 4));
+    assert!(!sent(&k, 5));
+    // Forwarded by 4, which waits for everyone ahead of it: sent to all of them.
+    k.on_forward(&l, &node(), &agent(4), queue(8, 5, &[1, 4, 9]));
+    assert!(sent(&k, 5) && sent(&k, 4));
+    assert!(!sent(&k, 9), "4 does not wait for 9");
+    // A change of holders seen after a view in which this agent did not wait proves nothing.
+    let mut k = Knowledge::default();
+    k.on_view(&l, &node(), queue(3, 1, &[2]));
+    k.on_notice(&me(), waiting(5, queue(5, 2, &[1])));
+    assert!(!sent(&k, 2));
 }

@@ -1,0 +1,238 @@
+//! The transaction's status, kept up to date incrementally.
+//!
+//! Whether a request is held depends on the request itself, on the agent's entries on its lock
+//! and on every ancestor of it (on each of its nodes, `reference/erlang-locks.md` 4.4), on the
+//! nodes known to be down, on the nodes that refused it, and on `await_nodes`. Every input that
+//! changes one of these marks what it may have changed — one request, a lock and the requests
+//! on its descendants, or everything — and [`AgentCore::refresh_status`] re-evaluates only what
+//! was marked. It keeps the set of pending (not held) requests and, among them, those that can
+//! no longer be met; "have all locks" is "nothing pending". So the cost of a grant, a request
+//! or an answer to `lock` does not grow with the number of locks the transaction holds.
+//!
+//! A request is never remembered as held: one held before becomes pending again as soon as its
+//! grant is doubted (surrender, node down), because the input that casts the doubt marks it.
+//!
+//! Invariant: after `refresh_status`, `pending` and `unservable` are exactly what evaluating
+//! every request afresh gives (checked against [`AgentCore::status_afresh`] in debug builds,
+//! so every test of the crate checks it too).
+
+use super::{AgentCore, Effect};
+use crate::core::status::TransactionStatus;
+use locks_core::{LockId, NodeId};
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// How many entries the lists of [`Stale`] keep room for between rounds.
+const KEPT_ROOM: usize = 64;
+
+/// What changed since the status was last brought up to date.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Stale {
+    /// Every request must be evaluated again.
+    all: bool,
+    /// These requests.
+    locks: Vec<LockId>,
+    /// The requests on these locks and on their descendants.
+    trees: Vec<LockId>,
+    /// The status must be computed again though no request changed (a deadlock was recorded).
+    status: bool,
+}
+
+impl Stale {
+    fn is_empty(&self) -> bool {
+        !self.all && !self.status && self.locks.is_empty() && self.trees.is_empty()
+    }
+}
+
+impl AgentCore {
+    /// The request on `lock` (which may have come, changed or gone) must be evaluated again.
+    pub(super) fn mark_request(&mut self, lock: &LockId) {
+        if !self.stale.all {
+            self.stale.locks.push(lock.clone());
+        }
+    }
+
+    /// The agent's entries on `lock` (on some node) may have changed: the requests on `lock`
+    /// and on its descendants must be evaluated again.
+    pub(super) fn mark_tree(&mut self, lock: &LockId) {
+        if !self.stale.all {
+            self.stale.trees.push(lock.clone());
+        }
+    }
+
+    /// The deadlocks changed: "have all locks" reports them.
+    pub(super) fn mark_status(&mut self) {
+        self.stale.status = true;
+    }
+
+    /// Whether [`AgentCore::settle`] has anything to do: a status to bring up to date, or new
+    /// knowledge to analyse. When it has not, the actor need not schedule it.
+    pub fn needs_settle(&self) -> bool {
+        self.is_running() && (self.dirty || !self.stale.is_empty())
+    }
+
+    /// Something every request depends on changed (a node, the options).
+    pub(super) fn mark_all(&mut self) {
+        self.stale = Stale {
+            all: true,
+            ..Stale::default()
+        };
+    }
+
+    /// Brings the status up to date and reports a change. When the transaction has all its
+    /// locks, every request is claimed (it is reported to the client now or already).
+    pub(super) fn refresh_status(&mut self, out: &mut Vec<Effect>) {
+        self.evaluate_stale();
+        let status = self.current_status();
+        debug_assert_eq!(status, self.status_afresh(), "incremental status");
+        if status.have_all_locks() {
+            for lock in std::mem::take(&mut self.unclaimed) {
+                if let Some(r) = self.requests.get_mut(&lock) {
+                    r.claimed = true;
+                }
+            }
+        }
+        if status != self.status {
+            self.status = status.clone();
+            out.push(Effect::StatusChanged(status));
+        }
+    }
+
+    /// Forgets the status bookkeeping (the transaction ended).
+    pub(super) fn clear_status(&mut self) {
+        self.pending.clear();
+        self.unservable.clear();
+        self.unclaimed.clear();
+        self.stale = Stale::default();
+    }
+
+    fn evaluate_stale(&mut self) {
+        let mut stale = std::mem::take(&mut self.stale);
+        if stale.all {
+            self.pending.clear();
+            self.unservable.clear();
+            let locks: Vec<LockId> = self.requests.keys().cloned().collect();
+            for lock in &locks {
+                self.evaluate(lock);
+            }
+        } else {
+            for lock in &stale.locks {
+                self.evaluate(lock);
+            }
+            for root in &stale.trees {
+                // Descendants follow their ancestor in lock id order.
+                let mut next = self.request_from(Bound::Included(root));
+                while let Some(lock) = next.filter(|l| l == root || root.is_ancestor_of(l)) {
+                    self.evaluate(&lock);
+                    next = self.request_from(Bound::Excluded(&lock));
+                }
+            }
+        }
+        // Keep the lists' room for the next round, unless a burst made them large.
+        stale.locks.clear();
+        stale.trees.clear();
+        stale.locks.shrink_to(KEPT_ROOM);
+        stale.trees.shrink_to(KEPT_ROOM);
+        self.stale = Stale {
+            locks: stale.locks,
+            trees: stale.trees,
+            ..Stale::default()
+        };
+    }
+
+    /// The first request from `bound` on, in lock id order.
+    fn request_from(&self, bound: Bound<&LockId>) -> Option<LockId> {
+        self.requests
+            .range::<LockId, _>((bound, Bound::Unbounded))
+            .next()
+            .map(|(l, _)| l.clone())
+    }
+
+    /// Evaluates the request on `lock` afresh (or forgets it, if there is none any more).
+    fn evaluate(&mut self, lock: &LockId) {
+        let verdict = self.requests.get(lock).map(|r| {
+            if r.is_held(&self.modes, &self.knowledge, &self.down) {
+                return None;
+            }
+            let lost = |n: &NodeId| {
+                (!self.options.await_nodes && self.down.contains(n))
+                    || self.rejected.contains(&(r.lock.clone(), n.clone()))
+            };
+            Some(r.unservable_by(&self.down, lost))
+        });
+        match verdict {
+            None | Some(None) => {
+                self.pending.remove(lock);
+                self.unservable.remove(lock);
+            }
+            Some(Some(unservable)) => {
+                if !self.pending.contains(lock) {
+                    self.pending.insert(lock.clone());
+                }
+                match unservable {
+                    Some(nodes) => {
+                        self.unservable.insert(lock.clone(), nodes);
+                    }
+                    None => {
+                        self.unservable.remove(lock);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The status from the bookkeeping.
+    fn current_status(&self) -> TransactionStatus {
+        if self.requests.is_empty() {
+            TransactionStatus::NoLocks
+        } else if self.pending.is_empty() {
+            TransactionStatus::HaveAllLocks {
+                deadlocks: self.knowledge.deadlocks().to_vec(),
+            }
+        } else if !self.unservable.is_empty() {
+            let nodes: BTreeSet<&NodeId> = self.unservable.values().flatten().collect();
+            TransactionStatus::CannotServe {
+                locks: self.unservable.keys().cloned().collect(),
+                nodes: nodes.into_iter().cloned().collect(),
+            }
+        } else {
+            TransactionStatus::Waiting
+        }
+    }
+
+    /// The status computed from every request (what the bookkeeping must always agree with).
+    pub(super) fn status_afresh(&self) -> TransactionStatus {
+        if self.requests.is_empty() {
+            return TransactionStatus::NoLocks;
+        }
+        let mut pending = false;
+        let mut locks = Vec::new();
+        let mut nodes = BTreeSet::new();
+        for r in self.requests.values() {
+            if r.is_held(&self.modes, &self.knowledge, &self.down) {
+                continue;
+            }
+            pending = true;
+            let lost = |n: &NodeId| {
+                (!self.options.await_nodes && self.down.contains(n))
+                    || self.rejected.contains(&(r.lock.clone(), n.clone()))
+            };
+            if let Some(ns) = r.unservable_by(&self.down, lost) {
+                locks.push(r.lock.clone());
+                nodes.extend(ns);
+            }
+        }
+        if !pending {
+            TransactionStatus::HaveAllLocks {
+                deadlocks: self.knowledge.deadlocks().to_vec(),
+            }
+        } else if !locks.is_empty() {
+            TransactionStatus::CannotServe {
+                locks,
+                nodes: nodes.into_iter().collect(),
+            }
+        } else {
+            TransactionStatus::Waiting
+        }
+    }
+}

@@ -99,7 +99,7 @@ fn permutations(k: usize) -> Vec<Vec<u64>> {
 fn random_multi_node_transactions_all_finish() {
     let reqs = [Req::All, Req::Majority, Req::Any, Req::AllAlive];
     let mut surrenders = 0;
-    for seed in 0..30 {
+    for seed in sim::seeds(30) {
         let mut sim = network(seed);
         for serial in 1..=12 {
             let steps = 1 + sim.rng().below(3);
@@ -161,7 +161,7 @@ fn contended(seed: u64, req: Req, options: Options) -> Sim {
 #[test]
 fn majority_survives_a_server_crash_and_stays_exclusive() {
     let modes = ModeTable::standard();
-    for seed in 0..20 {
+    for seed in sim::seeds(20) {
         let mut sim = contended(seed, Req::Majority, Options::default());
         let n3 = nodes()[2].clone();
         // n3 loses its table: whoever held [m] there loses it.
@@ -199,7 +199,7 @@ fn all_without_await_nodes_cannot_be_served_after_a_crash() {
 #[test]
 fn all_with_await_nodes_asks_again_when_the_node_returns() {
     let modes = ModeTable::standard();
-    for seed in 0..20 {
+    for seed in sim::seeds(20) {
         let options = Options {
             await_nodes: true,
             ..Options::default()

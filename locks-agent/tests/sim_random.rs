@@ -68,9 +68,10 @@ fn run(seed: u64, agents: u64, options: &Options) -> Result<(Stats, Audit), Stri
 #[test]
 fn sixteen_agents_random_locks_all_finish() {
     let mut total = Stats::default();
-    let seeds = 40;
+    let seeds = sim::seeds(40);
+    let runs = seeds.end - seeds.start;
     let (mut real, mut needless) = (0, 0);
-    for seed in 0..seeds {
+    for seed in seeds {
         let (s, a) = run(seed, 16, &Options::default()).unwrap_or_else(|e| panic!("{e}"));
         real += a.real;
         needless += a.needless;
@@ -81,7 +82,7 @@ fn sixteen_agents_random_locks_all_finish() {
         total.notices += s.notices;
     }
     eprintln!(
-        "16 agents x {seeds} seeds: {} surrenders ({} stale), {} forwards, {} notices, {} steps in all",
+        "16 agents x {runs} seeds: {} surrenders ({} stale), {} forwards, {} notices, {} steps in all",
         total.surrenders, total.stale_surrenders, total.forwards, total.notices, total.steps
     );
     eprintln!("applied surrenders: {real} on a real cycle, {needless} needless");

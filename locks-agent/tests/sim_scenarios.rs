@@ -10,6 +10,7 @@ use locks_agent::{Deadlock, Options, TransactionStatus};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
 use sim::{Ask, Sim, table_server};
 
+/// Delivery orders per scenario, unless `AGENT_SIM_SEEDS` asks for more.
 const SEEDS: u64 = 40;
 
 fn node() -> NodeId {
@@ -69,7 +70,7 @@ fn blocked(sim: &Sim, k: u64) {
 
 #[test]
 fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let (l0, l1, l2) = (lock_id!["t10"], lock_id!["t10", 1], lock_id!["t10", 2]);
         let mut sim = setup(seed, 2, |_| Options::default());
         lock(&mut sim, 1, &l1, Mode::X);
@@ -97,7 +98,7 @@ fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
 
 #[test]
 fn erlang_9_2_11_two_clients_direct_deadlock() {
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let (a, b) = (lock_id!["t11", "a"], lock_id!["t11", "b"]);
         let mut sim = setup(seed, 2, |_| Options::default());
         lock(&mut sim, 1, &a, Mode::X);
@@ -124,7 +125,7 @@ fn erlang_9_2_11_two_clients_direct_deadlock() {
 
 #[test]
 fn erlang_9_2_12_three_clients_deadlock() {
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let (a, b, c) = (lock_id!["a"], lock_id!["b"], lock_id!["c"]);
         let mut sim = setup(seed, 3, |_| Options::default());
         lock(&mut sim, 1, &a, Mode::X);
@@ -147,7 +148,7 @@ fn erlang_9_2_12_three_clients_deadlock() {
 
 #[test]
 fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let (a, a1, b, b1) = (
             lock_id!["t13", "a"],
             lock_id!["t13", "a", 1],
@@ -172,7 +173,7 @@ fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
 
 #[test]
 fn erlang_9_2_14_two_clients_abort_on_deadlock() {
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let (a, b) = (lock_id!["t14", "a"], lock_id!["t14", "b"]);
         let mut sim = setup(seed, 2, |k| Options {
             abort_on_deadlock: k == 2,
@@ -199,7 +200,7 @@ fn erlang_9_2_14_two_clients_abort_on_deadlock() {
 #[test]
 fn seed000_conversion_deadlock_resolves() {
     // Lock Scenario 4: T1 and T2 hold S and both convert to X.
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let l = lock_id!["seed000"];
         let mut sim = setup(seed, 2, |_| Options::default());
         lock(&mut sim, 1, &l, Mode::S);
@@ -231,7 +232,7 @@ fn erlang_5_8_surrendered_granted_request_is_not_claimed_until_regranted() {
     // deadlock in which Q must give up X, which it was told it holds. When P is killed, Y goes
     // to Q but X to R: Q must not claim all its locks until R is done (the original does).
     let (p, q, r) = (1, 2, 3);
-    for seed in 0..SEEDS {
+    for seed in sim::seeds(SEEDS) {
         let (x, y) = (lock_id!["x58"], lock_id!["y58"]);
         let mut sim = setup(seed, 3, |_| Options::default());
         lock(&mut sim, q, &x, Mode::X);

@@ -26,6 +26,18 @@ use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// The seeds of a randomized test: `default` of them, or as many as `AGENT_SIM_SEEDS` says
+/// (`count`, or `first..end`) to explore further than CI has time for.
+pub fn seeds(default: u64) -> std::ops::Range<u64> {
+    match std::env::var("AGENT_SIM_SEEDS") {
+        Ok(v) => match v.split_once("..") {
+            Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(default),
+            None => 0..v.parse().unwrap_or(default),
+        },
+        Err(_) => 0..default,
+    }
+}
+
 /// A lock server: the messages one request causes, in order.
 pub type ServerFn = Box<dyn FnMut(ServerRequest) -> Vec<(AgentId, AgentMessage)>>;
 

@@ -554,16 +554,22 @@ impl AgentCore {
         let locks = self
             .requests
             .values()
-            .map(|r| GrantedLock {
-                lock: r.lock.clone(),
-                mode: r.mode,
-                nodes: r
-                    .held_nodes(&self.modes, &self.knowledge, &self.down)
-                    .map(|n| {
-                        let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
-                        (n.clone(), v)
-                    })
-                    .collect(),
+            .map(|r| {
+                // Sized by the request's nodes: collecting the filtered iterator would reserve
+                // room for four, and this list is built for every lock of the transaction.
+                let mut nodes = Vec::with_capacity(r.nodes.len());
+                nodes.extend(
+                    r.held_nodes(&self.modes, &self.knowledge, &self.down)
+                        .map(|n| {
+                            let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
+                            (n.clone(), v)
+                        }),
+                );
+                GrantedLock {
+                    lock: r.lock.clone(),
+                    mode: r.mode,
+                    nodes,
+                }
             })
             .collect();
         Some(LockResult {

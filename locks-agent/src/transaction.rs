@@ -19,6 +19,7 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
+use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -95,8 +96,8 @@ impl Transaction {
         &self.node
     }
 
-    fn local(&self) -> Vec<NodeId> {
-        vec![self.node.id().clone()]
+    fn local(&self) -> SmallVec<[NodeId; 1]> {
+        smallvec::smallvec![self.node.id().clone()]
     }
 
     /// The answer to a blocking call: its reply, or why the agent stopped. Owns what it needs,
@@ -118,7 +119,7 @@ impl Transaction {
         &self,
         lock: LockId,
         mode: Mode,
-        nodes: Vec<NodeId>,
+        nodes: SmallVec<[NodeId; 1]>,
         req: Req,
         reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
@@ -162,7 +163,14 @@ impl Transaction {
         req: Req,
     ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
-        self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
+        self.send_request(
+            lock.into(),
+            mode,
+            nodes.iter().cloned().collect(),
+            req,
+            Some(tx),
+            None,
+        );
         self.wait(rx)
     }
 
@@ -184,7 +192,14 @@ impl Transaction {
         req: Req,
     ) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
-        self.send_request(lock.into(), mode, nodes.to_vec(), req, None, Some(tx));
+        self.send_request(
+            lock.into(),
+            mode,
+            nodes.iter().cloned().collect(),
+            req,
+            None,
+            Some(tx),
+        );
         rx.await
             .unwrap_or_else(|_| Err(outcome_error(&self.outcome)))
     }

@@ -38,6 +38,7 @@ use crate::options::{Options, Req};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use pending::Stale;
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -220,7 +221,7 @@ impl AgentCore {
         if !self.modes.contains(mode) {
             return Err(RequestError::ModeNotInTable(mode));
         }
-        let mut nodes = nodes.to_vec();
+        let mut nodes: SmallVec<[NodeId; 1]> = nodes.iter().cloned().collect();
         nodes.sort();
         nodes.dedup();
         if nodes.is_empty() {

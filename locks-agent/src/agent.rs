@@ -27,6 +27,7 @@ use futures::channel::oneshot;
 use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use locks_server::{Deliver, RouteError, Router};
+use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::{debug, trace, warn};
@@ -344,7 +345,8 @@ impl Handler<Deliver> for Agent {
 pub(crate) struct Request {
     pub lock: LockId,
     pub mode: Mode,
-    pub nodes: Vec<NodeId>,
+    /// Inline for one node, the common case: a burst of requests is one allocation fewer each.
+    pub nodes: SmallVec<[NodeId; 1]>,
     pub req: Req,
     pub reply: Option<LockReply>,
     /// For `lock_nowait`: told whether the request was accepted.

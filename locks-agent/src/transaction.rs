@@ -19,8 +19,17 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
+use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+
+/// How many requests [`Transaction::lock_objects`] sends before it waits for the agent to accept
+/// them. Sent all at once, a long list filled the agent's mailbox with one envelope per lock, and
+/// the agent, handling them in one go, the lock server's with as many more: about 250 bytes per
+/// lock that lived only until handled but left holes between the long-lived allocations made
+/// meanwhile, which the allocator kept (`BENCHMARKS.md`, MEM). A slice keeps those transient
+/// messages to a few hundred kilobytes; its acceptance costs one round trip per slice.
+const LOCK_OBJECTS_SLICE: usize = 1024;
 
 /// Starts a transaction (an agent) on `node`.
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
@@ -87,8 +96,8 @@ impl Transaction {
         &self.node
     }
 
-    fn local(&self) -> Vec<NodeId> {
-        vec![self.node.id().clone()]
+    fn local(&self) -> SmallVec<[NodeId; 1]> {
+        smallvec::smallvec![self.node.id().clone()]
     }
 
     /// The answer to a blocking call: its reply, or why the agent stopped. Owns what it needs,
@@ -110,7 +119,7 @@ impl Transaction {
         &self,
         lock: LockId,
         mode: Mode,
-        nodes: Vec<NodeId>,
+        nodes: SmallVec<[NodeId; 1]>,
         req: Req,
         reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
@@ -154,7 +163,14 @@ impl Transaction {
         req: Req,
     ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
-        self.send_request(lock.into(), mode, nodes.to_vec(), req, Some(tx), None);
+        self.send_request(
+            lock.into(),
+            mode,
+            nodes.iter().cloned().collect(),
+            req,
+            Some(tx),
+            None,
+        );
         self.wait(rx)
     }
 
@@ -176,28 +192,49 @@ impl Transaction {
         req: Req,
     ) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
-        self.send_request(lock.into(), mode, nodes.to_vec(), req, None, Some(tx));
+        self.send_request(
+            lock.into(),
+            mode,
+            nodes.iter().cloned().collect(),
+            req,
+            None,
+            Some(tx),
+        );
         rx.await
             .unwrap_or_else(|_| Err(outcome_error(&self.outcome)))
     }
 
     /// Queues several lock requests on this node (like `lock_nowait` for each).
+    ///
+    /// The requests go out in slices of 1,024, each waiting for the agent to accept the slice's
+    /// last one before the next is sent, so that a long list never sits whole in the mailboxes
+    /// (the memory those messages took stayed with the allocator). Dropping the future before it completes leaves
+    /// the slices sent so far queued, as dropping a sequence of `lock_nowait` calls would.
     pub async fn lock_objects(
         &self,
         objects: impl IntoIterator<Item = (LockId, Mode)>,
     ) -> Result<(), Error> {
-        // The agent handles messages in order, so the last acceptance covers the others (only
-        // the last request asks for one); an earlier refusal is reported by the status.
+        // The agent handles messages in order, so a slice's last acceptance covers the slice
+        // (only the last request asks for one); an earlier refusal is reported by the status.
         let mut objects = objects.into_iter().peekable();
+        let mut sent = 0;
         while let Some((lock, mode)) = objects.next() {
-            if objects.peek().is_none() {
+            sent += 1;
+            let last = objects.peek().is_none();
+            if last || sent % LOCK_OBJECTS_SLICE == 0 {
                 let (tx, rx) = oneshot::channel();
                 self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
-                return rx
+                let accepted = rx
                     .await
                     .unwrap_or_else(|_| Err(outcome_error(&self.outcome)));
+                // Only the very last request's outcome is the caller's answer, as when every
+                // request went out at once: a slice's acceptance only paces the sending.
+                if last {
+                    return accepted;
+                }
+            } else {
+                self.send_request(lock, mode, self.local(), Req::All, None, None);
             }
-            self.send_request(lock, mode, self.local(), Req::All, None, None);
         }
         Ok(())
     }

@@ -297,3 +297,38 @@ async fn cycles_of_length_2_to_4_in_every_id_order_resolve_end_to_end() {
         }
     }
 }
+
+#[tokio::test]
+async fn lock_objects_sent_in_several_slices_are_all_held() {
+    // More than two slices of requests, ending in a partial one.
+    let h = Harness::new("objects").await;
+    let txn = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let n: i64 = 2_500;
+    bounded(txn.lock_objects((0..n).map(|i| (lock_id!["objects", i], Mode::WRITE))))
+        .await
+        .unwrap();
+    let result = bounded(txn.await_all_locks()).await.unwrap();
+    assert_eq!(result.locks.len(), n as usize);
+    assert!(result.deadlocks.is_empty());
+    for (i, granted) in (0..n).zip(&result.locks) {
+        assert_eq!(granted.lock, lock_id!["objects", i]);
+        assert_eq!(granted.mode, Mode::WRITE);
+        assert_eq!(granted.nodes.len(), 1);
+        assert_eq!(granted.nodes[0].0, *h.node.id());
+    }
+    // Another transaction finds every one of them taken.
+    let other = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    bounded(other.lock_nowait(lock_id!["objects", n - 1], Mode::WRITE))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded(other.status()).await.unwrap(),
+        TransactionStatus::Waiting
+    );
+    txn.end().await.unwrap();
+    bounded(other.await_all_locks()).await.unwrap();
+}

@@ -38,6 +38,7 @@ use crate::options::{Options, Req};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use pending::Stale;
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
@@ -220,7 +221,7 @@ impl AgentCore {
         if !self.modes.contains(mode) {
             return Err(RequestError::ModeNotInTable(mode));
         }
-        let mut nodes = nodes.to_vec();
+        let mut nodes: SmallVec<[NodeId; 1]> = nodes.iter().cloned().collect();
         nodes.sort();
         nodes.dedup();
         if nodes.is_empty() {
@@ -554,16 +555,22 @@ impl AgentCore {
         let locks = self
             .requests
             .values()
-            .map(|r| GrantedLock {
-                lock: r.lock.clone(),
-                mode: r.mode,
-                nodes: r
-                    .held_nodes(&self.modes, &self.knowledge, &self.down)
-                    .map(|n| {
-                        let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
-                        (n.clone(), v)
-                    })
-                    .collect(),
+            .map(|r| {
+                // Sized by the request's nodes: collecting the filtered iterator would reserve
+                // room for four, and this list is built for every lock of the transaction.
+                let mut nodes = Vec::with_capacity(r.nodes.len());
+                nodes.extend(
+                    r.held_nodes(&self.modes, &self.knowledge, &self.down)
+                        .map(|n| {
+                            let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
+                            (n.clone(), v)
+                        }),
+                );
+                GrantedLock {
+                    lock: r.lock.clone(),
+                    mode: r.mode,
+                    nodes,
+                }
             })
             .collect();
         Some(LockResult {

@@ -8,6 +8,7 @@
 use super::knowledge::Knowledge;
 use crate::options::Req;
 use locks_core::{LockId, Mode, ModeTable, NodeId};
+use smallvec::SmallVec;
 use std::collections::BTreeSet;
 
 /// One lock request of the transaction.
@@ -17,8 +18,9 @@ pub struct Request {
     pub lock: LockId,
     /// The mode asked for (the strongest asked so far, for a lock asked for twice).
     pub mode: Mode,
-    /// The nodes named, sorted, each once.
-    pub nodes: Vec<NodeId>,
+    /// The nodes named, sorted, each once. One node, the common case, is kept inline: a
+    /// transaction holds one request per lock, and a heap list for each cost 32 bytes a lock.
+    pub nodes: SmallVec<[NodeId; 1]>,
     /// How many of them must grant it.
     pub req: Req,
     /// Whether the client has been told it holds this lock: the transaction reported "have all

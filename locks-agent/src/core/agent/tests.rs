@@ -121,7 +121,10 @@ fn a_new_request_goes_to_every_node_and_waits() {
             Effect::StatusChanged(TransactionStatus::Waiting),
         ]
     );
-    assert_eq!(c.request_on(&l).unwrap().nodes, vec![n1(), node("n2")]);
+    assert_eq!(
+        c.request_on(&l).unwrap().nodes.as_slice(),
+        [n1(), node("n2")]
+    );
 }
 
 #[test]

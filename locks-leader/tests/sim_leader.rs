@@ -10,16 +10,9 @@ use sim::{Rng, Sim};
 
 const STEPS: u64 = 200_000;
 
-/// The seeds of a randomized test: `default` of them, or `LEADER_SIM_SEEDS` (`count` or
-/// `first..end`) to explore more.
+/// The seeds of a randomized test: `default` of them, or as many as `LEADER_SIM_SEEDS` says.
 fn seeds(default: u64) -> std::ops::Range<u64> {
-    match std::env::var("LEADER_SIM_SEEDS") {
-        Ok(v) => match v.split_once("..") {
-            Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(default),
-            None => 0..v.parse().unwrap_or(default),
-        },
-        Err(_) => 0..default,
-    }
+    sim::seeds_from_env("LEADER_SIM_SEEDS", default)
 }
 
 fn quiet(sim: &mut Sim, seed: u64, what: &str) {

@@ -16,7 +16,10 @@
 //! - a transaction whose status is "have all locks" really holds every request.
 #![allow(dead_code)]
 
+mod seeded;
 mod table;
+pub use seeded::Rng;
+use seeded::seeds_from_env;
 #[allow(unused_imports)]
 pub use table::{Audit, table_server, table_server_audited};
 
@@ -26,50 +29,13 @@ use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// The seeds of a randomized test: `default` of them, or as many as `AGENT_SIM_SEEDS` says
-/// (`count`, or `first..end`) to explore further than CI has time for.
+/// The seeds of a randomized test: `default` of them, or as many as `AGENT_SIM_SEEDS` says.
 pub fn seeds(default: u64) -> std::ops::Range<u64> {
-    match std::env::var("AGENT_SIM_SEEDS") {
-        Ok(v) => match v.split_once("..") {
-            Some((a, b)) => a.parse().unwrap_or(0)..b.parse().unwrap_or(default),
-            None => 0..v.parse().unwrap_or(default),
-        },
-        Err(_) => 0..default,
-    }
+    seeds_from_env("AGENT_SIM_SEEDS", default)
 }
 
 /// A lock server: the messages one request causes, in order.
 pub type ServerFn = Box<dyn FnMut(ServerRequest) -> Vec<(AgentId, AgentMessage)>>;
-
-/// xorshift64*: small, seedable, good enough to shuffle deliveries.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum End {

@@ -24,33 +24,10 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 mod oracle;
-
-/// xorshift64*: small, seedable.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    pub fn chance(&mut self, one_in: u64) -> bool {
-        self.next().is_multiple_of(one_in)
-    }
-}
+// The agent simulation's generator and seed ranges, so both simulations explore alike.
+#[path = "../../../locks-agent/tests/sim/seeded.rs"]
+mod seeded;
+pub use seeded::{Rng, seeds_from_env};
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum End {

@@ -83,16 +83,7 @@ impl LockTable {
             }
         }
         if let Some(s) = self.locks.find_or_create(lock, lock.depth(), self.version) {
-            let edit = Edit::Need {
-                direct: Some(Some(new)),
-                add: None,
-                remove: None,
-            };
-            let aud = Audience {
-                respond: Some(a),
-                ..Audience::default()
-            };
-            touched |= self.apply(s, a, edit, &aud, v, &mut out);
+            touched |= self.set_direct(s, a, Some(new), v, &mut out);
         }
         self.finish(a, touched, v);
         out
@@ -128,16 +119,7 @@ impl LockTable {
         if old_i != new_i {
             touched |= self.for_ancestors(lock, a, Some(new_i), Some(old_i), v, &mut out);
         }
-        let edit = Edit::Need {
-            direct: Some(Some(mode)),
-            add: None,
-            remove: None,
-        };
-        let aud = Audience {
-            respond: Some(a),
-            ..Audience::default()
-        };
-        touched |= self.apply(s, a, edit, &aud, v, &mut out);
+        touched |= self.set_direct(s, a, Some(mode), v, &mut out);
         self.finish(a, touched, v);
         out
     }
@@ -155,16 +137,7 @@ impl LockTable {
         let mut out = Effects::new();
         let intention = self.modes.intention(direct);
         let mut touched = self.for_ancestors(lock, a, None, Some(intention), v, &mut out);
-        let edit = Edit::Need {
-            direct: Some(None),
-            add: None,
-            remove: None,
-        };
-        let aud = Audience {
-            respond: Some(a),
-            ..Audience::default()
-        };
-        touched |= self.apply(s, a, edit, &aud, v, &mut out);
+        touched |= self.set_direct(s, a, None, v, &mut out);
         self.finish(a, touched, v);
         out
     }
@@ -342,6 +315,29 @@ impl LockTable {
             touched |= self.apply(s, a, edit, &Audience::default(), v, out);
         }
         touched
+    }
+
+    /// Sets (or with `None` drops) agent `a`'s direct mode on lock slot `s` and answers the agent
+    /// with its entry: the last step of `Lock`, `Convert` and `Unlock`. Returns whether the
+    /// lock's queue changed.
+    fn set_direct(
+        &mut self,
+        s: u32,
+        a: u32,
+        direct: Option<Mode>,
+        v: u64,
+        out: &mut Effects,
+    ) -> bool {
+        let edit = Edit::Need {
+            direct: Some(direct),
+            add: None,
+            remove: None,
+        };
+        let aud = Audience {
+            respond: Some(a),
+            ..Audience::default()
+        };
+        self.apply(s, a, edit, &aud, v, out)
     }
 
     /// Applies `edit` to agent `a`'s entry on lock slot `s`, grants what can be granted, appends

@@ -15,7 +15,7 @@
 
 use super::common::dict::{Dict, Rep, Req};
 use locks_core::codec;
-use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
 use locks_leader::core::{Effect, MemberCore, Peer, State};
 use locks_leader::{CallError, CallId, Role, Term, election_lock};
@@ -417,48 +417,17 @@ impl Sim {
                     format!("{:?}", env)
                 }
                 Msg::Agent(AgentMessage::Watched { node, view, .. }) => {
-                    format!(
-                        "Watched {node} v{} held {:?} waiting {:?}",
-                        view.version,
-                        view.granted
-                            .iter()
-                            .map(|e| e.agent.to_string())
-                            .collect::<Vec<_>>(),
-                        view.waiting
-                            .iter()
-                            .map(|e| e.agent.to_string())
-                            .collect::<Vec<_>>()
-                    )
+                    format!("Watched {node} {}", queue(view))
                 }
                 Msg::Agent(AgentMessage::Forward {
                     from, node, view, ..
-                }) => format!(
-                    "Forward from {from} of {node} v{} held {:?} waiting {:?}",
-                    view.version,
-                    view.granted
-                        .iter()
-                        .map(|e| e.agent.to_string())
-                        .collect::<Vec<_>>(),
-                    view.waiting
-                        .iter()
-                        .map(|e| e.agent.to_string())
-                        .collect::<Vec<_>>()
-                ),
+                }) => format!("Forward from {from} of {node} {}", queue(view)),
                 Msg::Agent(AgentMessage::Notice(n)) => format!(
-                    "Notice {} v{} {:?} queue {:?}",
+                    "Notice {} v{} {:?} queue {}",
                     n.node,
                     n.version,
                     n.state,
-                    n.queue.as_ref().map(|q| (
-                        q.granted
-                            .iter()
-                            .map(|e| e.agent.to_string())
-                            .collect::<Vec<_>>(),
-                        q.waiting
-                            .iter()
-                            .map(|e| e.agent.to_string())
-                            .collect::<Vec<_>>()
-                    ))
+                    n.queue.as_ref().map_or("-".to_string(), |q| queue(q))
                 ),
                 Msg::Agent(other) => format!("{other:?}"),
                 other => format!("{other:?}"),
@@ -576,4 +545,16 @@ impl Sim {
         }
         false
     }
+}
+
+/// A view in a trace line: its version, who holds and who waits.
+fn queue(view: &LockView) -> String {
+    let names =
+        |es: &[QueueEntry]| -> Vec<String> { es.iter().map(|e| e.agent.to_string()).collect() };
+    format!(
+        "v{} held {:?} waiting {:?}",
+        view.version,
+        names(&view.granted),
+        names(&view.waiting)
+    )
 }

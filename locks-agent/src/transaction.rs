@@ -179,8 +179,7 @@ impl Transaction {
     pub async fn lock_nowait(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, self.local(), Req::All, None, Some(tx));
-        rx.await
-            .unwrap_or_else(|_| Err(outcome_error(&self.outcome)))
+        self.wait(rx).await
     }
 
     /// [`Transaction::lock_nowait`] on several nodes.
@@ -200,16 +199,16 @@ impl Transaction {
             None,
             Some(tx),
         );
-        rx.await
-            .unwrap_or_else(|_| Err(outcome_error(&self.outcome)))
+        self.wait(rx).await
     }
 
     /// Queues several lock requests on this node (like `lock_nowait` for each).
     ///
     /// The requests go out in slices of 1,024, each waiting for the agent to accept the slice's
     /// last one before the next is sent, so that a long list never sits whole in the mailboxes
-    /// (the memory those messages took stayed with the allocator). Dropping the future before it completes leaves
-    /// the slices sent so far queued, as dropping a sequence of `lock_nowait` calls would.
+    /// (the memory those messages took stayed with the allocator). Dropping the future before it
+    /// completes leaves the slices sent so far queued, as dropping a sequence of `lock_nowait`
+    /// calls would.
     pub async fn lock_objects(
         &self,
         objects: impl IntoIterator<Item = (LockId, Mode)>,
@@ -224,9 +223,7 @@ impl Transaction {
             if last || sent % LOCK_OBJECTS_SLICE == 0 {
                 let (tx, rx) = oneshot::channel();
                 self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
-                let accepted = rx
-                    .await
-                    .unwrap_or_else(|_| Err(outcome_error(&self.outcome)));
+                let accepted = self.wait(rx).await;
                 // Only the very last request's outcome is the caller's answer, as when every
                 // request went out at once: a slice's acceptance only paces the sending.
                 if last {

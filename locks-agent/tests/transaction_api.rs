@@ -318,7 +318,7 @@ async fn lock_objects_sent_in_several_slices_are_all_held() {
         assert_eq!(granted.nodes.len(), 1);
         assert_eq!(granted.nodes[0].0, *h.node.id());
     }
-    // Another transaction finds every one of them taken.
+    // Another transaction finds the last of them (from the last, partial slice) taken.
     let other = begin_transaction(&h.node, Options::default())
         .await
         .unwrap();

@@ -360,12 +360,12 @@ fn seed004_time_limited_write_times_out_and_deregisters() {
         Err(LockWordError::TimedOut(Access::Write))
     );
     assert_eq!(bits(&w), WAIT_ONE | 1, "only our own wait is taken back");
-    let started = Instant::now();
+    // When a deadline passes is checked without a clock below (`Deadline` at an instant already
+    // reached, and one that never comes); here only the outcome of a timed-out write counts.
     assert_eq!(
         w.write_timeout(Duration::from_millis(5)),
         Err(LockWordError::TimedOut(Access::Write))
     );
-    assert!(started.elapsed() >= Duration::from_millis(5));
     assert_eq!(bits(&w), WAIT_ONE | 1);
 }
 

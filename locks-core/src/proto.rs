@@ -5,6 +5,7 @@
 //!   agent ◀──AgentMessage::Notice── lock server (the agent's entry on one lock changed)
 //!   agent ◀──AgentMessage::Forward── agent      (a lock view passed on for deadlock detection)
 //!   agent ◀──AgentMessage::Surrendered── agent  (the sender surrendered a lock of a cycle)
+//!   agent ◀──AgentMessage::Probe── agent        (a cycle to confirm, edge by edge, by its waiters)
 //!   member ◀──Message::Member── member          (leader election, opaque payload)
 //! ```
 //!
@@ -20,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The version of the wire protocol. A peer speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -300,6 +301,9 @@ pub enum AgentMessage {
         /// The version surrendered.
         version: u64,
     },
+    /// From another agent: a cycle of the wait-for graph on its way round, to be confirmed by
+    /// the waiter of each edge from what it knows first hand before its victim acts.
+    Probe(Probe),
     /// From a lock server: a request was refused.
     Rejected {
         /// The server's node.
@@ -309,6 +313,57 @@ pub enum AgentMessage {
         /// Why.
         reason: Rejection,
     },
+}
+
+/// One edge of a [`Probe`]: `waiter` waits for `blocker` on `lock` at `node`, as a view of
+/// version `version` showed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProbeEdge {
+    /// The waiting agent: the one that confirms this edge.
+    pub waiter: AgentId,
+    /// The agent it waits for.
+    pub blocker: AgentId,
+    /// The lock.
+    pub lock: LockId,
+    /// The lock's node.
+    pub node: NodeId,
+    /// The version of the newest view known to show the edge (raised by the waiter when it
+    /// confirms from a newer one).
+    pub version: u64,
+}
+
+/// A cycle of waiting agents that some agent saw in the views it was sent, travelling round the
+/// cycle so that each waiter confirms its own edge from what it knows first hand. The last edge
+/// is the victim's own; once the victim has confirmed it, every edge has been confirmed and the
+/// victim gives way (`locks-agent`'s `core/agent/probe.rs` describes the protocol).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Probe {
+    /// The edges in cycle order: `edges[i].blocker == edges[i + 1].waiter`, and the last edge's
+    /// blocker is the first edge's waiter. The last edge's waiter is the victim.
+    pub edges: Vec<ProbeEdge>,
+    /// The index of the edge to confirm next; the probe travels to that edge's waiter.
+    pub next: u32,
+    /// Set by the waiter of `edges[next]` when it does not wait on that copy at all as of
+    /// `edges[next].version` (it is not queued there, or none of its pending requests needs
+    /// the copy): the probe then goes straight back to the victim, which leaves that waiter's
+    /// edges from that copy out of its analysis until it learns something new. (A waiter that
+    /// still waits there, for others, sends the victim its newer view instead.)
+    pub refuted: bool,
+}
+
+impl Probe {
+    /// The agent that gives way once every edge is confirmed: the waiter of the last edge.
+    pub fn victim(&self) -> Option<&AgentId> {
+        self.edges.last().map(|e| &e.waiter)
+    }
+
+    /// Whether the edges form one cycle (each edge's blocker is the next edge's waiter).
+    pub fn is_cycle(&self) -> bool {
+        let n = self.edges.len();
+        n >= 2
+            && (0..n).all(|i| self.edges[i].blocker == self.edges[(i + 1) % n].waiter)
+            && (self.next as usize) < n
+    }
 }
 
 /// Anything that travels between nodes.

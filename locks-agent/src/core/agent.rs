@@ -113,9 +113,8 @@ pub struct AgentCore {
     unclaimed: Vec<LockId>,
     /// New knowledge since the last analysis.
     dirty: bool,
-    /// The newest version of each `(lock, node)` view the agent knows `agent` has: sent to it,
-    /// or received from it.
-    forwarded: BTreeMap<(AgentId, LockId, NodeId), u64>,
+    /// Probes received and not handled yet, and probes waiting for news (`probe.rs`).
+    probes: probe::Probes,
     phase: Phase,
 }
 
@@ -137,7 +136,7 @@ impl AgentCore {
             stale: Stale::default(),
             unclaimed: Vec::new(),
             dirty: false,
-            forwarded: BTreeMap::new(),
+            probes: probe::Probes::default(),
             phase: Phase::Running,
         }
     }
@@ -404,6 +403,8 @@ impl AgentCore {
                     let lock = n.lock.clone();
                     if self.knowledge.on_notice(&self.id, n) {
                         self.dirty = true;
+                        self.probes.news();
+                        self.knowledge.clear_excuses();
                         // The entry on `lock` may have changed, and with it whether the
                         // requests on it and on its descendants are held.
                         self.mark_tree(&lock);
@@ -417,8 +418,8 @@ impl AgentCore {
                 view,
             } => {
                 if from != self.id && !self.down.contains(&node) {
-                    self.note_known_by(&from, &lock, &node, view.version);
                     if self.knowledge.on_forward(&lock, &node, &from, view) {
+                        self.knowledge.clear_excuses();
                         self.dirty = true;
                     }
                 }
@@ -448,6 +449,7 @@ impl AgentCore {
                 }
                 out.push(Effect::Rejected { node, lock, reason });
             }
+            AgentMessage::Probe(probe) => self.probes.receive(probe),
             AgentMessage::Watched { .. } => {}
         }
         out
@@ -462,10 +464,10 @@ impl AgentCore {
             return out;
         }
         self.knowledge.forget_node(node);
+        self.knowledge.clear_excuses();
         // Views of that node's locks are gone, and so is whatever was forwarded to agents
         // living there that had not arrived: forward it again once the node is back.
-        self.forwarded
-            .retain(|(a, _, n), _| n != node && a.node() != node);
+        self.knowledge.forget_sent_to(node);
         self.rejected.retain(|(_, n)| n != node);
         self.dirty = true;
         self.mark_all();
@@ -482,7 +484,9 @@ impl AgentCore {
         if self.phase != Phase::Running {
             return out;
         }
-        self.forwarded.retain(|(a, _, _), _| a.node() != node);
+        self.knowledge.forget_sent_to(node);
+        self.knowledge.clear_excuses();
+        self.probes.news();
         self.dirty = true;
         if !self.down.remove(node) {
             return out;
@@ -506,16 +510,27 @@ impl AgentCore {
         out
     }
 
-    /// Recomputes the status and, if the agent's knowledge changed and some request is
-    /// pending, runs the deadlock analysis and forwards views to the agents this one waits for.
-    /// Call once after each burst of inputs (messages, client calls, node events).
+    /// Recomputes the status, takes the probes that came in (`probe.rs`) and, if the agent's
+    /// knowledge changed and it waits somewhere, runs the deadlock analysis and forwards views
+    /// to the agents this one waits for. Call once after each burst of inputs (messages, client
+    /// calls, node events).
+    ///
+    /// An agent whose requests are all met still forwards while it is queued somewhere (an
+    /// `Any` request granted on one node and queued on another): agents behind it count on the
+    /// first of them blocked by a holder to pass the view on (`knowledge.rs`).
     pub fn settle(&mut self) -> Vec<Effect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running {
             return out;
         }
         self.refresh_status(&mut out);
-        if self.dirty && !self.status.have_all_locks() {
+        self.run_probes(&mut out);
+        if self.phase != Phase::Running {
+            return out;
+        }
+        if self.dirty
+            && (!self.status.have_all_locks() || self.knowledge.pending_somewhere(&self.id))
+        {
             self.dirty = false;
             self.analyse_and_forward(&mut out);
         }
@@ -541,7 +556,7 @@ impl AgentCore {
             .collect();
         self.requests.clear();
         self.knowledge = Knowledge::default();
-        self.forwarded.clear();
+        self.probes = probe::Probes::default();
         self.clear_status();
         self.status = TransactionStatus::NoLocks;
         out
@@ -604,17 +619,10 @@ impl AgentCore {
         self.contacted.insert(node.clone());
         out.push(Effect::ToServer { node, request });
     }
-
-    fn note_known_by(&mut self, agent: &AgentId, lock: &LockId, node: &NodeId, version: u64) {
-        let v = self
-            .forwarded
-            .entry((agent.clone(), lock.clone(), node.clone()))
-            .or_insert(version);
-        *v = (*v).max(version);
-    }
 }
 
 mod pending;
+mod probe;
 mod resolve;
 #[cfg(test)]
 mod tests;

@@ -84,6 +84,16 @@ impl WaitForGraph {
         modes: &ModeTable,
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
     ) -> WaitForGraph {
+        Self::build_excusing(modes, views, |_, _, _| false)
+    }
+
+    /// Builds the graph from lock views, leaving out the edges of waiters that `excused` says
+    /// do not wait on that copy (they told the builder so: see `core/agent/probe.rs`).
+    pub fn build_excusing<'a>(
+        modes: &ModeTable,
+        views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
+        excused: impl Fn(&LockId, &NodeId, &AgentId) -> bool,
+    ) -> WaitForGraph {
         let mut edges: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
         let mut agents: BTreeSet<AgentId> = BTreeSet::new();
         for (lock, node, view) in views {
@@ -91,6 +101,9 @@ impl WaitForGraph {
                 agents.insert(a.clone());
             }
             for (waiter, blocker) in view_edges(modes, view) {
+                if excused(lock, node, waiter) {
+                    continue;
+                }
                 edges
                     .entry((waiter.clone(), blocker.clone()))
                     .or_default()

@@ -14,8 +14,16 @@
 //!   note). So a request that lost its grant is pending again at once, never "held" on the
 //!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
 //!
+//! - Who has a stored view's version is known exactly for the agents this one sent it to or got
+//!   it from ([`Knowledge::was_sent`]); that record belongs to the stored view and goes with it,
+//!   so it never outgrows the views an agent keeps, however many agents it ever met.
 //! - Who else was sent a stored view, where the agent can tell, so that it forwards the view
-//!   only to agents that may lack it ([`Knowledge::already_sent`]):
+//!   only to agents that may lack it ([`Knowledge::already_sent`]). Both rules below rely on
+//!   another agent `F` having forwarded the view; they are used only when `F` lives on this
+//!   agent's own node, because `F` skips agents on nodes *it* sees as down, and only agents of
+//!   one node share one view of which nodes are up (and `F` forwards again when a node comes
+//!   back). `F` forwards whenever it is pending in a view, even while its requests are all
+//!   met (an `Any` request granted elsewhere and still queued here):
 //!   - a view is *shared* when the server's notice contract (`locks-server`'s table, "Notices:
 //!     who gets what", rule 3) shows that every agent pending in it was sent that version: the
 //!     agent was pending both in the view it held before and in this one, and the holders
@@ -38,6 +46,7 @@ use super::graph::{blockers_of, first_blocked_by, is_waited_for};
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use smallvec::SmallVec;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -70,6 +79,8 @@ struct Copy {
 struct StoredView {
     view: Arc<LockView>,
     source: Source,
+    /// The agents known to have this very version: sent it by this agent, or its sender.
+    sent: SmallVec<[AgentId; 2]>,
 }
 
 /// Who else the agent can tell was sent a stored view (module documentation).
@@ -104,6 +115,9 @@ pub struct Knowledge {
     /// The suspended copies (module documentation).
     suspended: BTreeMap<(LockId, NodeId), Suspension>,
     deadlocks: Vec<Deadlock>,
+    /// Waiters that said they do not wait on a copy, as of a version: their edges from views
+    /// of that copy up to that version are left out of the graph.
+    excused: BTreeMap<(LockId, NodeId), (u64, SmallVec<[AgentId; 2]>)>,
 }
 
 impl Knowledge {
@@ -176,6 +190,9 @@ impl Knowledge {
                 self.lift_under(&key.0, &key.1, version);
             }
         }
+        if !self.excused.is_empty() {
+            self.trim_excused();
+        }
         changed
     }
 
@@ -199,7 +216,11 @@ impl Knowledge {
             return false;
         }
         if view.has_waiters() {
-            let stored = StoredView { view, source };
+            let stored = StoredView {
+                view,
+                source,
+                sent: SmallVec::new(),
+            };
             match slot {
                 Entry::Occupied(mut o) => {
                     o.insert(stored);
@@ -238,7 +259,11 @@ impl Knowledge {
         {
             return false;
         }
-        Self::keep_view(copy, slot, view, source)
+        let kept = Self::keep_view(copy, slot, view, source);
+        if !self.excused.is_empty() {
+            self.trim_excused();
+        }
+        kept
     }
 
     /// Records that this agent surrendered `(lock, node)` at `version`: suspends that entry and
@@ -330,7 +355,46 @@ impl Knowledge {
         from: &AgentId,
         view: Arc<LockView>,
     ) -> bool {
-        self.take_view(lock, node, view, Source::ForwardedBy(from.clone()))
+        let version = view.version;
+        // A waiter that passes on a view it waits in may need that copy again.
+        if is_pending_in(&view, from)
+            && let Some((_, who)) = self.excused.get_mut(&(lock.clone(), node.clone()))
+        {
+            who.retain(|a| a != from);
+        }
+        let news = self.take_view(lock, node, view, Source::ForwardedBy(from.clone()));
+        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
+            && stored.view.version == version
+            && !stored.sent.contains(from)
+        {
+            stored.sent.push(from.clone());
+        }
+        news
+    }
+
+    /// Whether `to` is known to have the stored view of `(lock, node)`: this agent sent it that
+    /// version, or got it from it.
+    pub fn was_sent(&self, lock: &LockId, node: &NodeId, to: &AgentId) -> bool {
+        self.views
+            .get(&(lock.clone(), node.clone()))
+            .is_some_and(|s| s.sent.contains(to))
+    }
+
+    /// Records that the stored view of `(lock, node)` was sent to `to`.
+    pub fn mark_sent(&mut self, lock: &LockId, node: &NodeId, to: &AgentId) {
+        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
+            && !stored.sent.contains(to)
+        {
+            stored.sent.push(to.clone());
+        }
+    }
+
+    /// Forgets what was sent to agents living on `node`: what went to them may have been lost
+    /// with the connection, so it is sent again.
+    pub fn forget_sent_to(&mut self, node: &NodeId) {
+        for stored in self.views.values_mut() {
+            stored.sent.retain(|a| a.node() != node);
+        }
     }
 
     /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be
@@ -365,16 +429,21 @@ impl Knowledge {
                 .iter()
                 .map(|to| {
                     is_pending_in(view, to)
-                        || first_blocked_by(modes, view, to).is_some_and(|first| first != me)
+                        || first_blocked_by(modes, view, to)
+                            .is_some_and(|first| first != me && first.node() == me.node())
                 })
                 .collect(),
             Source::ForwardedBy(from) => {
+                let local = from.node() == me.node();
                 let theirs = blockers_of(modes, view, from);
                 let waited = is_waited_for(modes, view, from);
                 targets
                     .iter()
                     .map(|to| {
-                        from == to || (theirs.contains(&to) && (waited || !is_pending_in(view, to)))
+                        from == to
+                            || (local
+                                && theirs.contains(&to)
+                                && (waited || !is_pending_in(view, to)))
                     })
                     .collect()
             }
@@ -392,6 +461,61 @@ impl Knowledge {
         }
     }
 
+    /// Records that `waiter` does not wait on `(lock, node)` as of `version` (it refuted a
+    /// probe). Returns whether the graph may change.
+    pub fn excuse(&mut self, waiter: &AgentId, lock: &LockId, node: &NodeId, version: u64) -> bool {
+        let key = (lock.clone(), node.clone());
+        if self
+            .views
+            .get(&key)
+            .is_none_or(|s| s.view.version > version)
+        {
+            return false;
+        }
+        let entry = self
+            .excused
+            .entry(key)
+            .or_insert((version, SmallVec::new()));
+        if entry.0 < version {
+            entry.0 = version;
+        }
+        if entry.1.contains(waiter) {
+            return false;
+        }
+        entry.1.push(waiter.clone());
+        true
+    }
+
+    /// Forgets every excuse: what a waiter needs may have changed without any queue changing
+    /// (a node went down or came back and took or gave grants elsewhere).
+    pub fn clear_excuses(&mut self) {
+        self.excused.clear();
+    }
+
+    /// Whether some waiter is excused anywhere.
+    pub fn has_excuses(&self) -> bool {
+        !self.excused.is_empty()
+    }
+
+    /// Whether `waiter`'s edges from the stored view of `(lock, node)` are left out.
+    pub fn is_excused(&self, lock: &LockId, node: &NodeId, waiter: &AgentId) -> bool {
+        if self.excused.is_empty() {
+            return false;
+        }
+        let key = (lock.clone(), node.clone());
+        match (self.excused.get(&key), self.views.get(&key)) {
+            (Some((v, who)), Some(s)) => s.view.version <= *v && who.contains(waiter),
+            _ => false,
+        }
+    }
+
+    /// Forgets excuses that no stored view is old enough for any more.
+    fn trim_excused(&mut self) {
+        let views = &self.views;
+        self.excused
+            .retain(|k, (v, _)| views.get(k).is_some_and(|s| s.view.version <= *v));
+    }
+
     /// Forgets everything learnt from `node` (its server went down; a restarted server counts
     /// versions anew).
     pub fn forget_node(&mut self, node: &NodeId) {
@@ -399,11 +523,23 @@ impl Knowledge {
         self.views.retain(|(_, n), _| n != node);
         self.surrenders.retain(|(_, n)| n != node);
         self.suspended.retain(|(_, n), _| n != node);
+        self.excused.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.
     pub fn views(&self) -> impl Iterator<Item = (&LockId, &NodeId, &Arc<LockView>)> {
         self.views.iter().map(|((l, n), s)| (l, n, &s.view))
+    }
+
+    /// Whether `me` converts or waits in some stored view: it takes part in the forwarding
+    /// even while its requests are all met (module documentation).
+    pub fn pending_somewhere(&self, me: &AgentId) -> bool {
+        self.views.values().any(|s| is_pending_in(&s.view, me))
+    }
+
+    /// Whether the copy `(lock, node)` is suspended by a surrender of this agent.
+    pub fn is_suspended(&self, lock: &LockId, node: &NodeId) -> bool {
+        !self.suspended.is_empty() && self.suspended.contains_key(&(lock.clone(), node.clone()))
     }
 
     /// How many views are stored.

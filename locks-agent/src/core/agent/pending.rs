@@ -68,7 +68,7 @@ impl AgentCore {
     /// Whether [`AgentCore::settle`] has anything to do: a status to bring up to date, or new
     /// knowledge to analyse. When it has not, the actor need not schedule it.
     pub fn needs_settle(&self) -> bool {
-        self.is_running() && (self.dirty || !self.stale.is_empty())
+        self.is_running() && (self.dirty || !self.stale.is_empty() || self.probes.has_inbox())
     }
 
     /// Something every request depends on changed (a node, the options).

@@ -1,9 +1,9 @@
 //! Deadlock resolution: the victim's decision and the forwarding of views
 //! (`reference/erlang-locks.md` 5.6-5.8, with the fixes described in [`super`]).
 //!
-//! Invariants: at most one surrender of this agent is waiting for the server's answer; a
-//! surrendered copy is forgotten and the requests under it count as pending until the server
-//! speaks again; a view goes to a given agent at most once per version.
+//! Invariants: a view goes to a given agent at most once per version; the analysis never gives
+//! way by itself: it sends a probe round the cycle it found, and the victim gives way when the
+//! probe comes back confirmed (`probe.rs`).
 //!
 //! **Whom a view is forwarded to.** An agent forwards each view worth passing on to the agents
 //! it waits for, except where it can tell they have it or will get it from another
@@ -21,11 +21,10 @@
 //! waits for it. If `h` converts, it is pending behind `q`, was sent the queue with `q` in it,
 //! and sees in its own view that `q` waits for it.
 
-use super::{AgentCore, Effect, Phase};
+use super::{AgentCore, Effect};
 use crate::core::graph::{WaitForGraph, blockers_of, is_waited_for};
 use crate::core::knowledge::is_pending_in;
-use crate::core::status::Deadlock;
-use locks_core::proto::{AgentMessage, LockView, ServerRequest};
+use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 
@@ -72,62 +71,22 @@ impl AgentCore {
             return;
         }
         let graph = self.wait_for_graph();
-        if self.analyse(&graph, out) {
-            // The surrendered copy is forgotten: forward from what is left.
-            self.forward(&self.wait_for_graph(), out);
-        } else if self.phase == Phase::Running {
-            self.forward(&graph, out);
+        match self.analysis_graph() {
+            Some(waits) => self.analyse(&waits, out),
+            None => self.analyse(&graph, out),
         }
+        self.forward(&graph, out);
     }
 
-    /// Returns whether the agent surrendered a lock.
-    pub(super) fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) -> bool {
+    /// Looks for the cycle this agent must break, and sends a probe round it (`probe.rs`): the
+    /// agent gives way only once every waiter of the cycle has confirmed its own edge.
+    pub(super) fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
         if self.knowledge.surrender_outstanding() {
-            return false;
+            return;
         }
-        let Some(cycle) = graph.victim_cycle(&self.id) else {
-            return false;
-        };
-        let (lock, node) = (cycle.lock, cycle.node);
-        let Some(version) = self.knowledge.view(&lock, &node).map(|v| v.version) else {
-            return false;
-        };
-        if self.options.abort_on_deadlock
-            && self
-                .requests
-                .values()
-                .any(|r| r.claimed && r.is_under(&lock, &node))
-        {
-            self.phase = Phase::Aborted;
-            out.push(Effect::Abort { lock, node });
-            return false;
+        if let Some(cycle) = graph.victim_cycle(&self.id) {
+            self.start_probe(graph, &cycle, out);
         }
-        let msg = ServerRequest::Surrender {
-            agent: self.id.clone(),
-            lock: lock.clone(),
-            version,
-        };
-        self.send(out, node.clone(), msg);
-        for agent in cycle.agents.iter().filter(|a| **a != self.id) {
-            out.push(Effect::ToAgent {
-                to: agent.clone(),
-                msg: AgentMessage::Surrendered {
-                    by: self.id.clone(),
-                    node: node.clone(),
-                    lock: lock.clone(),
-                    version,
-                },
-            });
-        }
-        self.knowledge.record_deadlock(Deadlock {
-            victim: self.id.clone(),
-            lock: lock.clone(),
-            node: node.clone(),
-        });
-        self.knowledge.surrendered(&lock, &node, version);
-        self.mark_tree(&lock);
-        self.refresh_status(out);
-        true
     }
 
     pub(super) fn forward(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
@@ -176,17 +135,12 @@ impl AgentCore {
         out: &mut Vec<Effect>,
     ) {
         // A message to an agent on a node that is down would be lost, yet counted as sent.
-        if self.down.contains(to.node()) {
+        if self.down.contains(to.node()) || self.knowledge.was_sent(lock, node, to) {
             return;
         }
-        let key = (to.clone(), lock.clone(), node.clone());
-        if self.forwarded.get(&key).is_some_and(|v| *v >= view.version) {
-            return;
-        }
-        let to = key.0.clone();
-        self.forwarded.insert(key, view.version);
+        self.knowledge.mark_sent(lock, node, to);
         out.push(Effect::ToAgent {
-            to,
+            to: to.clone(),
             msg: AgentMessage::Forward {
                 from: self.id.clone(),
                 node: node.clone(),

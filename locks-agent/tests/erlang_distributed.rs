@@ -5,16 +5,13 @@
 
 mod common;
 
-use common::{BOUND, Harness, bounded};
+use common::{BOUND, COOKIE, Harness, bounded, cluster};
 use locks_agent::{Error, Options, Req, RequestError, TransactionStatus, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::cluster::NodeEvent;
 use locks_server::{Node, NodeConfig};
-use std::net::SocketAddr;
 use std::time::Duration;
-
-const COOKIE: &str = "distributed-tests";
 
 fn n(name: &str) -> NodeId {
     NodeId::new(name).unwrap()
@@ -22,45 +19,6 @@ fn n(name: &str) -> NodeId {
 
 fn l(name: &str) -> LockId {
     lock_id![name]
-}
-
-fn config(name: &str) -> NodeConfig {
-    NodeConfig::new(name)
-        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-        .cookie(COOKIE)
-        .reconnect_backoff(Duration::from_millis(20), Duration::from_millis(200))
-}
-
-/// Waits until `node` sees every node of `names` connected.
-async fn wait_connected(node: &Node, names: &[&str]) {
-    let mut events = node.subscribe_nodes();
-    bounded(async {
-        while !names
-            .iter()
-            .all(|name| node.nodes().iter().any(|n| n.as_str() == *name))
-        {
-            events.recv().await.expect("node running");
-        }
-    })
-    .await;
-}
-
-/// Nodes with the given names, every pair connected.
-async fn cluster(names: &[&str]) -> Vec<Harness> {
-    let mut nodes: Vec<Node> = Vec::new();
-    for name in names {
-        let node = bounded(Node::start(config(name))).await.unwrap();
-        for earlier in &nodes {
-            bounded(node.connect(earlier.local_addr().unwrap()))
-                .await
-                .unwrap();
-        }
-        nodes.push(node);
-    }
-    for node in &nodes {
-        wait_connected(node, names).await;
-    }
-    nodes.into_iter().map(|node| Harness { node }).collect()
 }
 
 #[tokio::test]

@@ -81,7 +81,10 @@ fn status(sim: &Sim, k: u64) -> TransactionStatus {
 fn has_all(sim: &Sim, k: u64) -> Vec<Deadlock> {
     match status(sim, k) {
         TransactionStatus::HaveAllLocks { deadlocks } => deadlocks,
-        other => panic!("client {k} should have all its locks: {other:?}\n{}", sim.dump()),
+        other => panic!(
+            "client {k} should have all its locks: {other:?}\n{}",
+            sim.dump()
+        ),
     }
 }
 

@@ -343,6 +343,10 @@ pub struct Probe {
     pub edges: Vec<ProbeEdge>,
     /// The index of the edge to confirm next; the probe travels to that edge's waiter.
     pub next: u32,
+    /// The victim's count of what it had learnt when it sent the probe: a probe that returns
+    /// after the victim learnt of a change of its own entries or of another surrender is
+    /// dropped (the victim probes again if the cycle is still there).
+    pub epoch: u64,
     /// Set by the waiter of `edges[next]` when it does not wait on that copy at all as of
     /// `edges[next].version` (it is not queued there, or none of its pending requests needs
     /// the copy): the probe then goes straight back to the victim, which leaves that waiter's

@@ -417,11 +417,12 @@ impl AgentCore {
                 lock,
                 view,
             } => {
-                if from != self.id && !self.down.contains(&node) {
-                    if self.knowledge.on_forward(&lock, &node, &from, view) {
-                        self.knowledge.clear_excuses();
-                        self.dirty = true;
-                    }
+                if from != self.id
+                    && !self.down.contains(&node)
+                    && self.knowledge.on_forward(&lock, &node, &from, view)
+                {
+                    self.knowledge.clear_excuses();
+                    self.dirty = true;
                 }
             }
             AgentMessage::Surrendered { by, node, lock, .. } => {
@@ -432,6 +433,9 @@ impl AgentCore {
                 }) {
                     self.mark_status();
                 }
+                // A cycle this agent probed may be broken already: probe again if need be.
+                self.probes.news();
+                self.dirty = true;
             }
             AgentMessage::Rejected { node, lock, reason } => {
                 // A refused unlock or conversion leaves the request as it was; a refused lock
@@ -465,6 +469,7 @@ impl AgentCore {
         }
         self.knowledge.forget_node(node);
         self.knowledge.clear_excuses();
+        self.probes.news();
         // Views of that node's locks are gone, and so is whatever was forwarded to agents
         // living there that had not arrived: forward it again once the node is back.
         self.knowledge.forget_sent_to(node);

@@ -100,6 +100,9 @@ pub fn is_pending_in(view: &LockView, agent: &AgentId) -> bool {
         || view.waiting.iter().any(|w| w.agent == *agent)
 }
 
+/// The waiters excused from a copy, as of a version (`Knowledge::excuse`).
+type Excused = (u64, SmallVec<[AgentId; 2]>);
+
 /// The agent's knowledge of lock copies and of deadlocks.
 ///
 /// The views are kept apart from the copies, so that what the deadlock analysis reads costs
@@ -117,7 +120,7 @@ pub struct Knowledge {
     deadlocks: Vec<Deadlock>,
     /// Waiters that said they do not wait on a copy, as of a version: their edges from views
     /// of that copy up to that version are left out of the graph.
-    excused: BTreeMap<(LockId, NodeId), (u64, SmallVec<[AgentId; 2]>)>,
+    excused: BTreeMap<(LockId, NodeId), Excused>,
 }
 
 impl Knowledge {

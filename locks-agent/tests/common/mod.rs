@@ -15,6 +15,7 @@ use locks_core::proto::EntryState;
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::{Node, NodeConfig};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -179,4 +180,47 @@ pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
     tokio::time::timeout(BOUND, f)
         .await
         .expect("step completed within the bound")
+}
+
+/// The cookie of the test clusters.
+pub const COOKIE: &str = "agent-tests";
+
+/// A cluster node's configuration: 127.0.0.1, an ephemeral port, a quick reconnect.
+pub fn config(name: &str) -> NodeConfig {
+    NodeConfig::new(name)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .cookie(COOKIE)
+        .reconnect_backoff(Duration::from_millis(20), Duration::from_millis(200))
+}
+
+/// Waits until `node` sees every node of `names` connected.
+pub async fn wait_connected(node: &Node, names: &[&str]) {
+    let mut events = node.subscribe_nodes();
+    bounded(async {
+        while !names
+            .iter()
+            .all(|name| node.nodes().iter().any(|n| n.as_str() == *name))
+        {
+            events.recv().await.expect("node running");
+        }
+    })
+    .await;
+}
+
+/// Nodes with the given names, every pair connected.
+pub async fn cluster(names: &[&str]) -> Vec<Harness> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for name in names {
+        let node = bounded(Node::start(config(name))).await.unwrap();
+        for earlier in &nodes {
+            bounded(node.connect(earlier.local_addr().unwrap()))
+                .await
+                .unwrap();
+        }
+        nodes.push(node);
+    }
+    for node in &nodes {
+        wait_connected(node, names).await;
+    }
+    nodes.into_iter().map(|node| Harness { node }).collect()
 }

@@ -26,9 +26,11 @@
 //!   notice (at most [`PARKED`] probes; the oldest go first).
 //! - The victim sends one probe per cycle it sees: the same edges at the same versions are not
 //!   sent twice, until the agent's own entries change.
-//! - The victim gives way only if its entry on the lock it gives up has not changed since the
-//!   version at which the waiter confirmed it, nothing of its own is being surrendered already,
-//!   and every agent of the probe is no larger than itself.
+//! - The victim gives way only if it has learnt nothing since it sent the probe (no notice of
+//!   its own entries, no other agent's surrender, no node event: any of these may have broken
+//!   the cycle, and it probes again if not), its entry on the lock it gives up has not changed
+//!   since the version at which the waiter confirmed it, nothing of its own is being
+//!   surrendered already, and every agent of the probe is no larger than itself.
 //!
 //! With `abort_on_deadlock`, the victim aborts only when giving up that copy would take away a
 //! lock the client was told it holds: a claimed request that holds the copy and would no longer
@@ -65,6 +67,8 @@ pub(in crate::core) struct Probes {
     parked: VecDeque<Probe>,
     /// The edges of the last probe this agent started as victim.
     last: Option<Vec<ProbeEdge>>,
+    /// Counts [`Probes::news`]: probes sent before the last news are not acted on.
+    epoch: u64,
 }
 
 impl Probes {
@@ -79,6 +83,7 @@ impl Probes {
     /// probed may be probed again.
     pub(super) fn news(&mut self) {
         self.last = None;
+        self.epoch = self.epoch.wrapping_add(1);
         while let Some(p) = self.parked.pop_front() {
             self.inbox.push(p);
         }
@@ -127,6 +132,7 @@ impl AgentCore {
                 edges,
                 next: 0,
                 refuted: false,
+                epoch: self.probes.epoch,
             }),
         });
     }
@@ -345,6 +351,7 @@ impl AgentCore {
         let into = &probe.edges[n - 2];
         let (lock, node) = (into.lock.clone(), into.node.clone());
         if self.knowledge.surrender_outstanding()
+            || probe.epoch != self.probes.epoch
             || probe.edges.iter().any(|e| e.waiter > self.id)
             || self.knowledge.is_suspended(&lock, &node)
             || self

@@ -16,10 +16,13 @@
 //! - a transaction whose status is "have all locks" really holds every request.
 #![allow(dead_code)]
 
+mod global;
 mod seeded;
 mod table;
 pub use seeded::Rng;
 use seeded::seeds_from_env;
+#[allow(unused_imports)]
+pub use global::table_servers_audited;
 #[allow(unused_imports)]
 pub use table::{Audit, table_server, table_server_audited};
 

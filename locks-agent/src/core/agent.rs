@@ -15,17 +15,21 @@
 //! themselves, so [`AgentCore::status`] is current right after them; the deadlock analysis and
 //! the forwarding happen only in `settle`.
 //!
-//! **Deadlock resolution** (5.6, 5.7, with the fixes the reference asks for):
-//! - after new knowledge, an agent that does not have all its locks builds the wait-for graph
-//!   from every view it knows; if it is the largest agent of a cycle, it surrenders the lock
-//!   the graph designates (or aborts, with `abort_on_deadlock`, when that lock belongs to a
-//!   request the client was told it holds), tells the other agents of the cycle, and treats
-//!   the requests on that lock and its descendants on that node as pending again;
+//! **Deadlock resolution** (the Erlang original's analysis and forwarding, without its holes):
+//! - after new knowledge, an agent that waits somewhere builds the wait-for graph from every
+//!   view it knows; if it is the largest agent of a cycle, it sends a probe round one cycle
+//!   through itself, which every waiter of the cycle confirms from first-hand knowledge; when
+//!   it comes back confirmed, the victim surrenders the lock of the edge into it (or aborts,
+//!   with `abort_on_deadlock`, when that would take away a lock the client was told it holds
+//!   and still needs), tells the other agents of the cycle, and treats the requests on that
+//!   lock and its descendants on that node as pending again (`agent/probe.rs`). Forwarded
+//!   views go stale silently; the probe is what keeps the victim from acting on them;
 //! - it then forwards every view it knows that has waiters to every agent it waits for
 //!   directly, once per `(agent, lock, node, version)`. Knowledge thus flows along wait-for
 //!   edges all the way round every cycle, so its largest agent always sees it whole, whatever
-//!   the ids and the order of messages. (The original forwards only to larger holders and
-//!   misses cycles, 5.7.)
+//!   the ids and the order of messages (`agent/resolve.rs`). An agent whose requests are all met
+//!   but that is still queued on a copy (an `Any` request) forwards too: agents behind it count
+//!   on it. (The original forwards only to larger holders and misses cycles.)
 //! - at most one surrender is outstanding at a time: the next analysis waits for the server's
 //!   answer to it (applied, or refused as stale with a fresh view).
 
@@ -434,8 +438,9 @@ impl AgentCore {
                     self.mark_status();
                 }
                 // A cycle this agent probed may be broken already: probe again if need be.
-                self.probes.news();
-                self.dirty = true;
+                if self.probes.news() {
+                    self.dirty = true;
+                }
             }
             AgentMessage::Rejected { node, lock, reason } => {
                 // A refused unlock or conversion leaves the request as it was; a refused lock

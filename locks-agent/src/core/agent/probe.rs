@@ -79,14 +79,17 @@ impl Probes {
         }
     }
 
-    /// The agent's own entries changed: parked probes can be judged again, and the cycle last
-    /// probed may be probed again.
-    pub(super) fn news(&mut self) {
-        self.last = None;
+    /// The agent's own entries changed, or something else that may break a cycle happened:
+    /// parked probes can be judged again, probes this agent sent are not acted on when they
+    /// return, and the cycle last probed may be probed again. Returns whether a probe of this
+    /// agent was out (the caller analyses again, to probe anew).
+    pub(super) fn news(&mut self) -> bool {
+        let out = self.last.take().is_some();
         self.epoch = self.epoch.wrapping_add(1);
         while let Some(p) = self.parked.pop_front() {
             self.inbox.push(p);
         }
+        out
     }
 
     /// Whether probes wait to be handled.

@@ -1,5 +1,5 @@
-//! Deadlock resolution: the victim's decision and the forwarding of views
-//! (`reference/erlang-locks.md` 5.6-5.8, with the fixes described in [`super`]).
+//! Deadlock resolution: the analysis that finds the cycle this agent must break, and the
+//! forwarding of views (with the fixes described in [`super`]).
 //!
 //! Invariants: a view goes to a given agent at most once per version; the analysis never gives
 //! way by itself: it sends a probe round the cycle it found, and the victim gives way when the

@@ -32,19 +32,34 @@ enum Op {
     End,
 }
 
-fn random_lock(rng: &mut Rng) -> LockId {
+/// How the scripts draw their requests.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// A tree of 13 locks, mostly on n1.
+    Tree,
+    /// Three locks, half of the requests `Any` over both nodes: agents met on one node and
+    /// queued on the other sit in every queue.
+    Hot,
+}
+
+fn random_lock(rng: &mut Rng, shape: Shape) -> LockId {
     let (i, j) = (rng.below(3) as i64, rng.below(3) as i64);
-    match rng.below(8) {
-        0 => lock_id!["c"],
-        1..=3 => lock_id!["c", i],
-        _ => lock_id!["c", i, j],
+    match (shape, rng.below(8)) {
+        (Shape::Hot, _) => lock_id!["h", i],
+        (Shape::Tree, 0) => lock_id!["c"],
+        (Shape::Tree, 1..=3) => lock_id!["c", i],
+        (Shape::Tree, _) => lock_id!["c", i, j],
     }
 }
 
-fn random_ask(rng: &mut Rng) -> Ask {
+fn random_ask(rng: &mut Rng, shape: Shape) -> Ask {
     let mode = if rng.below(2) == 0 { Mode::S } else { Mode::X };
-    let lock = random_lock(rng);
-    let (nodes, req) = match rng.below(6) {
+    let lock = random_lock(rng, shape);
+    let draw = match shape {
+        Shape::Hot if rng.below(2) == 0 => 0,
+        _ => rng.below(6),
+    };
+    let (nodes, req) = match draw {
         0 => (vec![n(1), n(2)], Req::Any),
         1 => (vec![n(1), n(2)], Req::Majority),
         2 => (vec![n(1), n(2)], Req::AllAlive),
@@ -59,14 +74,14 @@ fn random_ask(rng: &mut Rng) -> Ask {
     }
 }
 
-fn random_script(rng: &mut Rng) -> VecDeque<Op> {
+fn random_script(rng: &mut Rng, shape: Shape) -> VecDeque<Op> {
     let len = 2 + rng.below(5);
     let mut ops = VecDeque::new();
     for _ in 0..len {
         let op = match rng.below(10) {
-            0..=4 => Op::Lock(random_ask(rng)),
-            5..=7 => Op::NoWait(random_ask(rng)),
-            8 => Op::Unlock(rng.below(4) as usize),
+            0..=4 => Op::Lock(random_ask(rng, shape)),
+            5..=7 => Op::NoWait(random_ask(rng, shape)),
+            8 => Op::Unlock(rng.below(4)),
             _ => Op::End,
         };
         ops.push_back(op);
@@ -85,7 +100,7 @@ struct Script {
 }
 
 /// Runs one seed: `agents` clients on n1, a fifth of them with `abort_on_deadlock`.
-fn run(seed: u64, agents: u64) -> Result<(u64, Audit), String> {
+fn run(seed: u64, agents: u64, shape: Shape) -> Result<(u64, Audit), String> {
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
     sim.auto_end = false;
@@ -97,7 +112,7 @@ fn run(seed: u64, agents: u64) -> Result<(u64, Audit), String> {
     for serial in 1..=agents {
         let id = AgentId::new(n(1), 1, serial);
         let abort_on_deadlock = sim.rng().below(5) == 0;
-        let ops = random_script(sim.rng());
+        let ops = random_script(sim.rng(), shape);
         sim.add_client(
             id.clone(),
             Options {
@@ -119,7 +134,10 @@ fn run(seed: u64, agents: u64) -> Result<(u64, Audit), String> {
         let stepped = sim.step()?;
         steps += 1;
         if steps > 400_000 {
-            return Err(format!("still busy after {steps} steps\n{}", sim.last_trace()));
+            return Err(format!(
+                "still busy after {steps} steps\n{}",
+                sim.last_trace()
+            ));
         }
         if !stepped && !issued {
             break;
@@ -194,21 +212,31 @@ fn asked(sim: &mut Sim, id: &AgentId, ask: Ask) -> Result<(), String> {
     }
 }
 
-#[test]
-fn churning_transactions_on_two_nodes_all_finish() {
+fn churn(shape: Shape, agents: u64) {
     let (mut surrenders, mut real, mut needless) = (0, 0, 0);
     let seeds = sim::seeds(40);
     let runs = seeds.end - seeds.start;
     for seed in seeds {
-        let (s, audit) = run(seed, 12).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let (s, audit) =
+            run(seed, agents, shape).unwrap_or_else(|e| panic!("{shape:?} seed {seed}: {e}"));
         surrenders += s;
         real += audit.real;
         needless += audit.needless;
     }
     let applied = (real + needless).max(1);
     eprintln!(
-        "churn, 12 agents x {runs} seeds: {surrenders} surrenders sent; applied: {real} on a \
-         real cycle, {needless} needless ({:.1}%)",
+        "churn {shape:?}, {agents} agents x {runs} seeds: {surrenders} surrenders sent; \
+         applied: {real} on a real cycle, {needless} needless ({:.1}%)",
         100.0 * needless as f64 / applied as f64
     );
+}
+
+#[test]
+fn churning_transactions_on_a_tree_on_two_nodes_all_finish() {
+    churn(Shape::Tree, 12);
+}
+
+#[test]
+fn churning_transactions_on_hot_locks_met_on_one_node_queued_on_the_other_all_finish() {
+    churn(Shape::Hot, 6);
 }

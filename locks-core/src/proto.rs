@@ -218,6 +218,13 @@ pub enum Note {
         /// The version it surrendered.
         version: u64,
     },
+    /// The answer to `agent`'s `Unlock` of the lock: what the notice says is the entry once
+    /// that unlock was carried out. (An agent that asks for a lock again while its unlock is on
+    /// its way must not count a grant sent before it.)
+    Unlocked {
+        /// Who unlocked.
+        agent: AgentId,
+    },
 }
 
 /// A lock server's report to one agent about one lock.

@@ -305,6 +305,14 @@ impl Harness {
                                 })
                             );
                         }
+                        (ServerRequest::Unlock { agent, lock }, note) if *lock == n.lock => {
+                            prop_assert_eq!(
+                                note,
+                                &Some(Note::Unlocked {
+                                    agent: agent.clone()
+                                })
+                            );
+                        }
                         (_, note) => prop_assert!(note.is_none()),
                     }
                 }

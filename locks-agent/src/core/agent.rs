@@ -342,6 +342,14 @@ impl AgentCore {
             if !still_needed {
                 self.knowledge.forget_view(lock, node);
             }
+            // Until the server answers the unlock, no grant of the copy counts: one sent before
+            // the unlock may still be on its way. (The answer always comes, after the notices
+            // of the lock's ancestors in the same operation.)
+            if !self.down.contains(node) {
+                self.knowledge.unlock_sent(lock, node);
+                // Requests on descendants count this copy as their ancestor's entry.
+                self.mark_tree(lock);
+            }
             self.rejected.remove(&(lock.clone(), node.clone()));
         }
         self.dirty = true;
@@ -447,6 +455,11 @@ impl AgentCore {
                 // request can never be granted there.
                 let refuses_lock =
                     !matches!(reason, Rejection::NotHeld | Rejection::NotWeaker { .. });
+                // An unlock of a lock the server had no direct entry on is answered so.
+                if reason == Rejection::NotHeld && self.knowledge.unlock_answered(&lock, &node) {
+                    self.dirty = true;
+                    self.mark_tree(&lock);
+                }
                 if refuses_lock
                     && self
                         .requests
@@ -458,7 +471,7 @@ impl AgentCore {
                 }
                 out.push(Effect::Rejected { node, lock, reason });
             }
-            AgentMessage::Probe(probe) => self.probes.receive(probe),
+            AgentMessage::Probe(probe) => self.take_probe(probe),
             AgentMessage::Watched { .. } => {}
         }
         out

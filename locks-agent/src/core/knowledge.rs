@@ -121,12 +121,21 @@ pub struct Knowledge {
     /// Waiters that said they do not wait on a copy, as of a version: their edges from views
     /// of that copy up to that version are left out of the graph.
     excused: BTreeMap<(LockId, NodeId), Excused>,
+    /// The copies this agent unlocked, with how many of its unlocks the server has not
+    /// answered yet: until it has, no grant of the copy counts (one sent before the unlock may
+    /// still be on its way).
+    unlocking: BTreeMap<(LockId, NodeId), u32>,
 }
 
 impl Knowledge {
     /// Takes in a server notice addressed to `me`. Returns whether anything changed.
     pub fn on_notice(&mut self, me: &AgentId, n: LockNotice) -> bool {
         let mut changed = false;
+        if let Some(Note::Unlocked { agent }) = &n.note
+            && agent == me
+        {
+            changed |= self.unlock_answered(&n.lock, &n.node);
+        }
         if let Some(Note::Surrendered { agent, .. }) = &n.note {
             changed |= self.record_deadlock(Deadlock {
                 victim: agent.clone(),
@@ -332,6 +341,9 @@ impl Knowledge {
         if !self.suspended.is_empty() && self.suspended.contains_key(&key) {
             return None;
         }
+        if !self.unlocking.is_empty() && self.unlocking.contains_key(&key) {
+            return None;
+        }
         c.entry.and_then(EntryState::held)
     }
 
@@ -359,13 +371,17 @@ impl Knowledge {
         view: Arc<LockView>,
     ) -> bool {
         let version = view.version;
-        // A waiter that passes on a view it waits in may need that copy again.
+        // A waiter that passes on a view it waits in needs that copy (again): it is excused no
+        // longer, and the graph changes even if the view is not news.
+        let mut unexcused = false;
         if is_pending_in(&view, from)
             && let Some((_, who)) = self.excused.get_mut(&(lock.clone(), node.clone()))
+            && who.contains(from)
         {
             who.retain(|a| a != from);
+            unexcused = true;
         }
-        let news = self.take_view(lock, node, view, Source::ForwardedBy(from.clone()));
+        let news = self.take_view(lock, node, view, Source::ForwardedBy(from.clone())) || unexcused;
         if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
             && stored.view.version == version
             && !stored.sent.contains(from)
@@ -453,6 +469,32 @@ impl Knowledge {
         }
     }
 
+    /// Records that this agent sent an `Unlock` of `(lock, node)`: the copy counts as held by
+    /// nothing until the server's answer ([`Note::Unlocked`], or a refusal) arrives.
+    pub fn unlock_sent(&mut self, lock: &LockId, node: &NodeId) {
+        *self
+            .unlocking
+            .entry((lock.clone(), node.clone()))
+            .or_insert(0) += 1;
+    }
+
+    /// The server answered one unlock of `(lock, node)` (with a notice or a refusal). Returns
+    /// whether one was outstanding.
+    pub fn unlock_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        let key = (lock.clone(), node.clone());
+        match self.unlocking.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                true
+            }
+            Some(_) => {
+                self.unlocking.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
     /// forgotten version stay refused.
     pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
@@ -527,6 +569,7 @@ impl Knowledge {
         self.surrenders.retain(|(_, n)| n != node);
         self.suspended.retain(|(_, n), _| n != node);
         self.excused.retain(|(_, n), _| n != node);
+        self.unlocking.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.

@@ -25,7 +25,10 @@ pub fn table_servers_audited(
             .enumerate()
             .map(|(i, node)| {
                 let base = (i as u64 + 1) * 1_000_000;
-                (node.clone(), LockTable::new(node.clone(), modes.clone(), base))
+                (
+                    node.clone(),
+                    LockTable::new(node.clone(), modes.clone(), base),
+                )
             })
             .collect(),
     ));

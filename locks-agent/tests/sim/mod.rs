@@ -19,10 +19,10 @@
 mod global;
 mod seeded;
 mod table;
-pub use seeded::Rng;
-use seeded::seeds_from_env;
 #[allow(unused_imports)]
 pub use global::table_servers_audited;
+pub use seeded::Rng;
+use seeded::seeds_from_env;
 #[allow(unused_imports)]
 pub use table::{Audit, table_server, table_server_audited};
 

@@ -55,7 +55,9 @@
 //!    once its entry is gone). A change of intention counts that leaves the state as it was is
 //!    not a change: taking a second child lock under a hot root tells nobody about the root;
 //! 2. the agent that named the lock in a `Lock`, `Convert` or `Unlock` request always gets one,
-//!    so every such request is answered;
+//!    so every such request is answered; every notice of the lock in an `Unlock` carries
+//!    [`Note::Unlocked`](locks_core::proto::Note::Unlocked) naming the agent, so that it can tell
+//!    the answer from grants sent before;
 //! 3. an agent converting or waiting on the lock after the operation gets one whenever something
 //!    ahead of it may have changed: any holder added, removed or changing mode (every converter
 //!    and waiter is told); a conversion at or ahead of its place added, removed or changing mode

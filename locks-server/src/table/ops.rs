@@ -137,7 +137,10 @@ impl LockTable {
         let mut out = Effects::new();
         let intention = self.modes.intention(direct);
         let mut touched = self.for_ancestors(lock, a, None, Some(intention), v, &mut out);
-        touched |= self.set_direct(s, a, None, v, &mut out);
+        let note = Note::Unlocked {
+            agent: agent.clone(),
+        };
+        touched |= self.answer(s, a, None, Some(&note), v, &mut out);
         self.finish(a, touched, v);
         out
     }
@@ -328,6 +331,19 @@ impl LockTable {
         v: u64,
         out: &mut Effects,
     ) -> bool {
+        self.answer(s, a, direct, None, v, out)
+    }
+
+    /// [`LockTable::set_direct`], with `note` on the notices of the lock.
+    fn answer(
+        &mut self,
+        s: u32,
+        a: u32,
+        direct: Option<Mode>,
+        note: Option<&Note>,
+        v: u64,
+        out: &mut Effects,
+    ) -> bool {
         let edit = Edit::Need {
             direct: Some(direct),
             add: None,
@@ -335,6 +351,7 @@ impl LockTable {
         };
         let aud = Audience {
             respond: Some(a),
+            note,
             ..Audience::default()
         };
         self.apply(s, a, edit, &aud, v, out)

@@ -69,6 +69,10 @@ pub(in crate::core) struct Probes {
     last: Option<Vec<ProbeEdge>>,
     /// Counts [`Probes::news`]: probes sent before the last news are not acted on.
     epoch: u64,
+    /// The copies this agent told a victim it does not need, and the victim: when it needs one
+    /// again, it tells the victim so (by sending its view), or the victim would go on leaving
+    /// its edges out.
+    refuted: VecDeque<(AgentId, LockId, NodeId)>,
 }
 
 impl Probes {
@@ -198,8 +202,63 @@ impl AgentCore {
         Some(edges)
     }
 
+    /// Tells the victims this agent refuted a probe of that it now needs a copy it said it did
+    /// not: it sends them its view of the copy, in which it waits.
+    fn retract_refutations(&mut self, out: &mut Vec<Effect>) {
+        if self.probes.refuted.is_empty() {
+            return;
+        }
+        let refuted = std::mem::take(&mut self.probes.refuted);
+        for (victim, lock, node) in refuted {
+            let view = self.knowledge.view(&lock, &node).cloned();
+            match view {
+                Some(view) if is_pending_in(&view, &self.id) => {
+                    if self.needs_copy(&lock, &node) {
+                        if !self.down.contains(victim.node()) {
+                            self.knowledge.mark_sent(&lock, &node, &victim);
+                            out.push(Effect::ToAgent {
+                                to: victim,
+                                msg: AgentMessage::Forward {
+                                    from: self.id.clone(),
+                                    node,
+                                    lock,
+                                    view,
+                                },
+                            });
+                        }
+                    } else {
+                        self.probes.refuted.push_back((victim, lock, node));
+                    }
+                }
+                // Not queued there any more: nothing to take back.
+                _ => {}
+            }
+        }
+    }
+
+    /// Takes in a probe from another agent. A refuted one is taken in at once, in the order of
+    /// the messages of its sender (a view the refuter sends later takes the excuse back); the
+    /// others wait for the settle, which has the status current.
+    pub(super) fn take_probe(&mut self, probe: Probe) {
+        if !probe.refuted {
+            self.probes.receive(probe);
+            return;
+        }
+        if probe.is_cycle() && probe.victim() == Some(&self.id) {
+            let e = &probe.edges[probe.next as usize];
+            if self
+                .knowledge
+                .excuse(&e.waiter, &e.lock, &e.node, e.version)
+            {
+                self.dirty = true;
+            }
+            self.probes.last = None;
+        }
+    }
+
     /// Handles the probes received and those parked, now that the status is current.
     pub(super) fn run_probes(&mut self, out: &mut Vec<Effect>) {
+        self.retract_refutations(out);
         let inbox = std::mem::take(&mut self.probes.inbox);
         for mut probe in inbox {
             if self.phase != Phase::Running {
@@ -209,20 +268,7 @@ impl AgentCore {
             if !probe.is_cycle() || probe.edges.len() > MAX_EDGES {
                 continue;
             }
-            if probe.refuted {
-                if probe.victim() == Some(&self.id) {
-                    let e = &probe.edges[next];
-                    if self
-                        .knowledge
-                        .excuse(&e.waiter, &e.lock, &e.node, e.version)
-                    {
-                        self.dirty = true;
-                    }
-                    self.probes.last = None;
-                }
-                continue;
-            }
-            if probe.edges[next].waiter != self.id {
+            if probe.refuted || probe.edges[next].waiter != self.id {
                 continue;
             }
             match self.check_edge(&probe.edges[next]) {
@@ -283,6 +329,13 @@ impl AgentCore {
             return;
         }
         // This agent does not wait on that copy at all, as of the newest version it knows.
+        let told = (victim.clone(), lock.clone(), node.clone());
+        if !self.probes.refuted.contains(&told) {
+            if self.probes.refuted.len() >= PARKED {
+                self.probes.refuted.pop_front();
+            }
+            self.probes.refuted.push_back(told);
+        }
         let entry = self.knowledge.entry_version(&lock, &node);
         let newest = mine
             .iter()

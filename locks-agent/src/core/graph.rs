@@ -80,35 +80,53 @@ pub struct WaitForGraph {
 
 impl WaitForGraph {
     /// Builds the graph from lock views (see the module documentation for the edges).
+    ///
+    /// Cost: linear in the views and their edges, plus sorting the agents and the edges (which
+    /// keeps the result independent of the order of the views). Agents are numbered once and
+    /// edges sorted as numbers, so no agent id is cloned or compared per edge.
     pub fn build<'a>(
         modes: &ModeTable,
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
     ) -> WaitForGraph {
-        let mut edges: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
-        let mut agents: BTreeSet<AgentId> = BTreeSet::new();
-        for (lock, node, view) in views {
-            for a in view.agents() {
-                agents.insert(a.clone());
-            }
-            for (waiter, blocker) in view_edges(modes, view) {
-                edges
-                    .entry((waiter.clone(), blocker.clone()))
-                    .or_default()
-                    .insert((lock.clone(), node.clone()));
-            }
-        }
+        let views: Vec<(&LockId, &NodeId, &LockView)> = views.into_iter().collect();
         // Vertices and edges go in sorted order, so the graph (and its DOT text) depends only on
         // the views, never on the order they were learnt in.
-        let mut graph = DiGraph::new();
+        let mut agents: Vec<&AgentId> = views
+            .iter()
+            .flat_map(|(_, _, v)| {
+                v.granted
+                    .iter()
+                    .map(|e| &e.agent)
+                    .chain(pending_of(v).map(|(a, _)| a))
+            })
+            .collect();
+        agents.sort_unstable();
+        agents.dedup();
+        let mut graph = DiGraph::with_capacity(agents.len(), 0);
         let mut index = BTreeMap::new();
+        let mut number: HashMap<&AgentId, NodeIndex> = HashMap::with_capacity(agents.len());
         for a in agents {
             let i = graph.add_node(a.clone());
-            index.insert(a, i);
+            index.insert(a.clone(), i);
+            number.insert(a, i);
         }
-        for ((from, to), label) in edges {
-            if let (Some(&f), Some(&t)) = (index.get(&from), index.get(&to)) {
-                graph.add_edge(f, t, WaitLabel(label));
-            }
+        // Node indices follow the id order, so sorting `(waiter, blocker, view)` by number sorts
+        // the edges by id, with all the views of one edge together.
+        let mut edges: Vec<(NodeIndex, NodeIndex, usize)> = Vec::new();
+        for (k, (_, _, view)) in views.iter().enumerate() {
+            edges.extend(
+                view_edges(modes, view)
+                    .into_iter()
+                    .map(|(w, b)| (number[w], number[b], k)),
+            );
+        }
+        edges.sort_unstable();
+        for run in edges.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+            let label = run
+                .iter()
+                .map(|&(_, _, k)| (views[k].0.clone(), views[k].1.clone()))
+                .collect();
+            graph.add_edge(run[0].0, run[0].1, WaitLabel(label));
         }
         WaitForGraph { graph, index }
     }

@@ -420,7 +420,11 @@ proptest! {
         agents in proptest::collection::vec(
             (0u8..4, 0..Mode::COUNT, 0..Mode::COUNT, any::<u32>(), any::<u32>()),
             0..300,
-        )
+        ),
+        others in proptest::collection::vec(
+            (0u8..4, 0..Mode::COUNT, 0..Mode::COUNT, any::<u32>(), any::<u32>()),
+            0..100,
+        ),
     ) {
         let modes = ModeTable::standard();
         let v = random_view(&agents);
@@ -471,13 +475,25 @@ proptest! {
             prop_assert_eq!(index.first_blocked_by(me), first, "indexed: first blocked by {}", me);
         }
 
+        // Two views sharing agents: each edge is labelled with the views that cause it, and the
+        // graph does not depend on the order of the views.
         let n = node();
-        let l = lock_id!["l"];
-        let g = WaitForGraph::build(&modes, [(&l, &n, &v)]);
-        prop_assert_eq!(g.agent_count(), listed.len());
-        prop_assert_eq!(g.edge_count(), expected.len());
-        for (w, b) in &expected {
-            prop_assert!(g.waits_for(w, b).is_some(), "{} -> {}", w, b);
+        let (l, k) = (lock_id!["l"], lock_id!["k"]);
+        let w = random_view(&others);
+        let g = WaitForGraph::build(&modes, [(&l, &n, &v), (&k, &n, &w)]);
+        let reversed = WaitForGraph::build(&modes, [(&k, &n, &w), (&l, &n, &v)]);
+        prop_assert_eq!(g.to_dot(), reversed.to_dot());
+        let mut labels: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
+        for (lock, edges) in [(&l, expected), (&k, naive_edges(&modes, &w))] {
+            for e in edges {
+                labels.entry(e).or_default().insert((lock.clone(), n.clone()));
+            }
+        }
+        let everyone: BTreeSet<&AgentId> = listed.iter().copied().chain(w.agents()).collect();
+        prop_assert_eq!(g.agent_count(), everyone.len());
+        prop_assert_eq!(g.edge_count(), labels.len());
+        for ((from, to), label) in &labels {
+            prop_assert_eq!(g.waits_for(from, to).map(|x| &x.0), Some(label), "{} -> {}", from, to);
         }
     }
 }

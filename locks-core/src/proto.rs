@@ -18,6 +18,7 @@
 
 use crate::{AgentId, LockId, MemberId, Mode, NodeId};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The version of the wire protocol. A peer speaking another version is refused.
@@ -156,21 +157,17 @@ impl LockView {
         !self.converting.is_empty() || !self.waiting.is_empty()
     }
 
-    /// Every agent in the queue, holders first, each once.
+    /// Every agent in the queue, holders first, each once. Linear in the queue: a hot lock's
+    /// view lists thousands of agents, and a converter is listed among the holders too.
     pub fn agents(&self) -> Vec<&AgentId> {
-        let mut out: Vec<&AgentId> = Vec::new();
-        let all = self
-            .granted
+        let mut seen: HashSet<&AgentId> = HashSet::with_capacity(self.granted.len());
+        self.granted
             .iter()
             .map(|e| &e.agent)
             .chain(self.converting.iter().map(|c| &c.agent))
-            .chain(self.waiting.iter().map(|e| &e.agent));
-        for a in all {
-            if !out.contains(&a) {
-                out.push(a);
-            }
-        }
-        out
+            .chain(self.waiting.iter().map(|e| &e.agent))
+            .filter(|a| seen.insert(*a))
+            .collect()
     }
 }
 

@@ -18,6 +18,7 @@ pub mod cluster;
 pub mod contended;
 pub mod election;
 pub mod floors;
+pub mod graph;
 pub mod mem;
 pub mod redis;
 pub mod report;
@@ -57,13 +58,15 @@ pub enum Workload {
     Mem,
     /// WORD: the lock word and `RwuLock` beside parking_lot.
     Word,
+    /// GRAPH: building the wait-for graph of a hot lock's queue (1,000 and 10,000 holders).
+    Graph,
     /// The Redis mutex (with `--redis` only).
     Redis,
 }
 
 impl Workload {
     /// Every workload in the order of a full run.
-    pub const ALL: [Workload; 11] = [
+    pub const ALL: [Workload; 12] = [
         Workload::Floors,
         Workload::W1,
         Workload::W2,
@@ -74,6 +77,7 @@ impl Workload {
         Workload::W7,
         Workload::Mem,
         Workload::Word,
+        Workload::Graph,
         Workload::Redis,
     ];
 }
@@ -359,6 +363,9 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Word) {
         plan.push(("WORD lock word, RwuLock and parking_lot", word::run));
+    }
+    if sel(Workload::Graph) {
+        plan.push(("GRAPH wait-for graph of a hot queue", graph::run));
     }
     let total = plan.len();
     let mut rows = Vec::new();

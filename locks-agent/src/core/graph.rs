@@ -33,12 +33,12 @@
 //! for.
 
 use locks_core::proto::LockView;
-use locks_core::{AgentId, LockId, ModeTable, NodeId};
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use petgraph::Direction;
 use petgraph::dot::Dot;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{EdgeRef, NodeFiltered};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 
 /// The `(lock, node)` copies that make one agent wait for another.
@@ -80,6 +80,10 @@ pub struct WaitForGraph {
 
 impl WaitForGraph {
     /// Builds the graph from lock views (see the module documentation for the edges).
+    ///
+    /// Cost: linear in the views and their edges, plus sorting the agents and the edges (which
+    /// keeps the result independent of the order of the views). Agents are numbered once and
+    /// edges sorted as numbers, so no agent id is cloned or compared per edge.
     pub fn build<'a>(
         modes: &ModeTable,
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
@@ -94,34 +98,46 @@ impl WaitForGraph {
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
         excused: impl Fn(&LockId, &NodeId, &AgentId) -> bool,
     ) -> WaitForGraph {
-        let mut edges: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
-        let mut agents: BTreeSet<AgentId> = BTreeSet::new();
-        for (lock, node, view) in views {
-            for a in view.agents() {
-                agents.insert(a.clone());
-            }
-            for (waiter, blocker) in view_edges(modes, view) {
-                if excused(lock, node, waiter) {
-                    continue;
-                }
-                edges
-                    .entry((waiter.clone(), blocker.clone()))
-                    .or_default()
-                    .insert((lock.clone(), node.clone()));
-            }
-        }
+        let views: Vec<(&LockId, &NodeId, &LockView)> = views.into_iter().collect();
         // Vertices and edges go in sorted order, so the graph (and its DOT text) depends only on
         // the views, never on the order they were learnt in.
-        let mut graph = DiGraph::new();
+        let mut agents: Vec<&AgentId> = views
+            .iter()
+            .flat_map(|(_, _, v)| {
+                v.granted
+                    .iter()
+                    .map(|e| &e.agent)
+                    .chain(pending_of(v).map(|(a, _)| a))
+            })
+            .collect();
+        agents.sort_unstable();
+        agents.dedup();
+        let mut graph = DiGraph::with_capacity(agents.len(), 0);
         let mut index = BTreeMap::new();
+        let mut number: HashMap<&AgentId, NodeIndex> = HashMap::with_capacity(agents.len());
         for a in agents {
             let i = graph.add_node(a.clone());
-            index.insert(a, i);
+            index.insert(a.clone(), i);
+            number.insert(a, i);
         }
-        for ((from, to), label) in edges {
-            if let (Some(&f), Some(&t)) = (index.get(&from), index.get(&to)) {
-                graph.add_edge(f, t, WaitLabel(label));
-            }
+        // Node indices follow the id order, so sorting `(waiter, blocker, view)` by number sorts
+        // the edges by id, with all the views of one edge together.
+        let mut edges: Vec<(NodeIndex, NodeIndex, usize)> = Vec::new();
+        for (k, (_, _, view)) in views.iter().enumerate() {
+            edges.extend(
+                view_edges(modes, view)
+                    .into_iter()
+                    .filter(|(w, _)| !excused(views[k].0, views[k].1, w))
+                    .map(|(w, b)| (number[w], number[b], k)),
+            );
+        }
+        edges.sort_unstable();
+        for run in edges.chunk_by(|x, y| (x.0, x.1) == (y.0, y.1)) {
+            let label = run
+                .iter()
+                .map(|&(_, _, k)| (views[k].0.clone(), views[k].1.clone()))
+                .collect();
+            graph.add_edge(run[0].0, run[0].1, WaitLabel(label));
         }
         WaitForGraph { graph, index }
     }
@@ -259,52 +275,73 @@ impl WaitForGraph {
     }
 }
 
+/// The pending entries of `view` in the order they are served: converters (with the mode they
+/// ask for) before waiters, each FIFO.
+fn pending_of(view: &LockView) -> impl Iterator<Item = (&AgentId, Mode)> {
+    view.converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+}
+
+/// Who asks for one mode among some pending entries.
+#[derive(Clone, Copy)]
+enum Asked<'v> {
+    Nobody,
+    One(&'v AgentId),
+    Several,
+}
+
 /// The agents `agent` waits for in one view (the blockers of its edges in [`view_edges`]),
 /// sorted, each once; empty when it does not convert or wait there.
+///
+/// Linear in the view, plus sorting the answer: a holder blocks `agent` through an entry ahead
+/// exactly when some mode asked for ahead, by an entry other than the holder itself, is
+/// incompatible with what it holds, and which modes are asked for ahead (and by whom, when by
+/// one entry only) is a table of [`Mode::COUNT`] slots.
 pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -> Vec<&'v AgentId> {
-    let pending = || {
-        view.converting
-            .iter()
-            .map(|c| (&c.agent, c.requested))
-            .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
-    };
-    let Some((place, mode)) = pending()
+    let Some((place, mode)) = pending_of(view)
         .enumerate()
         .find(|(_, (x, _))| *x == agent)
         .map(|(i, (_, m))| (i, m))
     else {
         return Vec::new();
     };
-    let mut out: Vec<&AgentId> = Vec::with_capacity(view.granted.len() + place);
-    let mut push = |y: &'v AgentId| {
-        if y != agent && !out.contains(&y) {
+    let mut out: Vec<&AgentId> = Vec::new();
+    let mut asked = [Asked::Nobody; Mode::COUNT];
+    for (y, my) in pending_of(view).take(place) {
+        if y != agent && !modes.compatible(mode, my) {
             out.push(y);
         }
-    };
-    for h in &view.granted {
-        if !modes.compatible(mode, h.mode) {
-            push(&h.agent);
-        }
+        let slot = &mut asked[my.index()];
+        *slot = match *slot {
+            Asked::Nobody => Asked::One(y),
+            _ => Asked::Several,
+        };
     }
-    for (y, my) in pending().take(place) {
-        if !modes.compatible(mode, my) {
-            push(y);
-        }
-        // Holders that block an entry ahead block this one too.
-        for h in &view.granted {
-            if h.agent != *y && !modes.compatible(my, h.mode) {
-                push(&h.agent);
-            }
+    for h in view.granted.iter().filter(|h| h.agent != *agent) {
+        let blocks_ahead = Mode::ALL.iter().any(|&mz| {
+            let by_other = match asked[mz.index()] {
+                Asked::Nobody => false,
+                Asked::One(z) => *z != h.agent,
+                Asked::Several => true,
+            };
+            by_other && !modes.compatible(mz, h.mode)
+        });
+        if blocks_ahead || !modes.compatible(mode, h.mode) {
+            out.push(&h.agent);
         }
     }
     out.sort_unstable();
+    out.dedup();
     out
 }
 
 /// The first agent converting or waiting in `view` that waits for `holder`, a holder that does
 /// not convert: the first pending entry whose mode is incompatible with the mode `holder`
 /// holds. Every pending entry from there on waits for `holder` ([`view_edges`]), none before it
-/// does. `None` when `holder` holds nothing there, converts, or blocks nobody.
+/// does. `None` when `holder` holds nothing there, converts, or blocks nobody. (For many
+/// holders of one view, [`ViewIndex::first_blocked_by`] answers each without a pass.)
 pub fn first_blocked_by<'v>(
     modes: &ModeTable,
     view: &'v LockView,
@@ -314,12 +351,60 @@ pub fn first_blocked_by<'v>(
         return None;
     }
     let held = view.granted.iter().find(|h| h.agent == *holder)?.mode;
-    view.converting
-        .iter()
-        .map(|c| (&c.agent, c.requested))
-        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+    pending_of(view)
         .find(|(_, m)| !modes.compatible(*m, held))
         .map(|(a, _)| a)
+}
+
+/// Questions about one view asked for many agents (a forwarding agent asks them for every agent
+/// it waits for): built in one pass over the view, after which each answer is a hash look-up,
+/// so asking for all of a hot lock's holders costs what the view holds, not its square.
+#[derive(Debug)]
+pub struct ViewIndex<'v> {
+    pending: HashSet<&'v AgentId>,
+    converting: HashSet<&'v AgentId>,
+    /// The mode each holder holds (its first entry, as [`first_blocked_by`] reads it).
+    held: HashMap<&'v AgentId, Mode>,
+    /// Per held mode, the first pending entry whose mode is incompatible with it.
+    first_blocked: [Option<&'v AgentId>; Mode::COUNT],
+}
+
+impl<'v> ViewIndex<'v> {
+    /// Indexes `view`.
+    pub fn new(modes: &ModeTable, view: &'v LockView) -> ViewIndex<'v> {
+        let mut held = HashMap::with_capacity(view.granted.len());
+        for h in &view.granted {
+            held.entry(&h.agent).or_insert(h.mode);
+        }
+        let mut first_blocked = [None; Mode::COUNT];
+        for (x, m) in pending_of(view) {
+            for mh in Mode::ALL {
+                let slot = &mut first_blocked[mh.index()];
+                if slot.is_none() && !modes.compatible(m, mh) {
+                    *slot = Some(x);
+                }
+            }
+        }
+        ViewIndex {
+            pending: pending_of(view).map(|(x, _)| x).collect(),
+            converting: view.converting.iter().map(|c| &c.agent).collect(),
+            held,
+            first_blocked,
+        }
+    }
+
+    /// Whether `agent` converts or waits in the view.
+    pub fn is_pending(&self, agent: &AgentId) -> bool {
+        self.pending.contains(agent)
+    }
+
+    /// [`first_blocked_by`] of the indexed view.
+    pub fn first_blocked_by(&self, holder: &AgentId) -> Option<&'v AgentId> {
+        if self.converting.contains(holder) {
+            return None;
+        }
+        self.first_blocked[self.held.get(holder)?.index()]
+    }
 }
 
 /// Whether some agent waits for `agent` in one view (an edge of [`view_edges`] ends at it).
@@ -333,12 +418,7 @@ pub fn is_waited_for(modes: &ModeTable, view: &LockView, agent: &AgentId) -> boo
         .find(|h| h.agent == *agent)
         .map(|h| h.mode);
     let mut asked = None;
-    let pending = view
-        .converting
-        .iter()
-        .map(|c| (&c.agent, c.requested))
-        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
-    for (x, m) in pending {
+    for (x, m) in pending_of(view) {
         if x == agent {
             asked = Some(m);
             continue;
@@ -352,43 +432,74 @@ pub fn is_waited_for(modes: &ModeTable, view: &LockView, agent: &AgentId) -> boo
     false
 }
 
-/// The wait-for edges `(waiter, blocker)` one view implies (module documentation).
+/// The wait-for edges `(waiter, blocker)` one view implies (module documentation), each once
+/// (for a view that keeps [`LockView`]'s invariant of one pending entry per agent), grouped by
+/// waiter in queue order, in an order fixed by the view.
+///
+/// Linear in the view and the edges: holders and entries ahead are grouped by mode, so a waiter
+/// looks only at the groups that block it, and every agent of the view gets a number, so that
+/// "already a blocker of this waiter" and "already blocking an entry ahead" are array look-ups.
+/// A waiter's blockers come from three groups of distinct agents (holders incompatible with it,
+/// entries ahead incompatible with it, holders blocking an entry ahead), so it makes at most
+/// three pushes per edge it gets.
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
-    let pending = view
-        .converting
+    let mut number: HashMap<&AgentId, usize> = HashMap::new();
+    for a in view
+        .granted
         .iter()
-        .map(|c| (&c.agent, c.requested))
-        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)));
+        .map(|e| &e.agent)
+        .chain(pending_of(view).map(|(a, _)| a))
+    {
+        let next = number.len();
+        number.entry(a).or_insert(next);
+    }
+    type Group<'v> = Vec<(usize, &'v AgentId)>;
+    let mut holding: [Group<'v>; Mode::COUNT] = Default::default();
+    for h in &view.granted {
+        holding[h.mode.index()].push((number[&h.agent], &h.agent));
+    }
+    let mut ahead: [Group<'v>; Mode::COUNT] = Default::default();
+    // Holders that block some entry ahead of the current one, and whether every holder of a
+    // mode does (then its group need not be looked at again).
+    let mut blocking_ahead: Group<'v> = Vec::new();
+    let mut is_blocking_ahead = vec![false; number.len()];
+    let mut group_blocking_ahead = [false; Mode::COUNT];
+    // The waiter each agent was last made a blocker of.
+    let mut blocker_of = vec![usize::MAX; number.len()];
     let mut out = Vec::new();
-    // Holders that block some entry ahead of the current one.
-    let mut blocking_ahead: Vec<&AgentId> = Vec::new();
-    let mut ahead: Vec<(&AgentId, locks_core::Mode)> = Vec::new();
-    for (x, m) in pending {
-        let mut push = |y: &'v AgentId| {
-            if y != x && !out.contains(&(x, y)) {
+    for (x, m) in pending_of(view) {
+        let xn = number[x];
+        let mut push = |(yn, y): (usize, &'v AgentId)| {
+            if yn != xn && blocker_of[yn] != xn {
+                blocker_of[yn] = xn;
                 out.push((x, y));
             }
         };
-        for h in &view.granted {
-            if !modes.compatible(m, h.mode) {
-                push(&h.agent);
+        for mode in Mode::ALL {
+            if !modes.compatible(m, mode) {
+                holding[mode.index()].iter().copied().for_each(&mut push);
+                ahead[mode.index()].iter().copied().for_each(&mut push);
             }
         }
-        for (y, my) in &ahead {
-            if !modes.compatible(m, *my) {
-                push(y);
+        blocking_ahead.iter().copied().for_each(&mut push);
+        for mode in Mode::ALL {
+            let i = mode.index();
+            if group_blocking_ahead[i] || modes.compatible(m, mode) {
+                continue;
             }
-        }
-        for h in &blocking_ahead {
-            push(h);
-        }
-        for h in &view.granted {
-            if h.agent != *x && !modes.compatible(m, h.mode) && !blocking_ahead.contains(&&h.agent)
-            {
-                blocking_ahead.push(&h.agent);
+            // A holder does not block itself: a group holding `x` is looked at again later.
+            let mut all = true;
+            for &(hn, h) in &holding[i] {
+                if hn == xn {
+                    all = false;
+                } else if !is_blocking_ahead[hn] {
+                    is_blocking_ahead[hn] = true;
+                    blocking_ahead.push((hn, h));
+                }
             }
+            group_blocking_ahead[i] = all;
         }
-        ahead.push((x, m));
+        ahead[m.index()].push((xn, x));
     }
     out
 }

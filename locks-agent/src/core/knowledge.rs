@@ -42,7 +42,7 @@
 //! range of the maps; the views (only those with waiters) and the outstanding surrenders are
 //! kept apart, so nothing the agent does per message walks every lock it holds.
 
-use super::graph::{blockers_of, first_blocked_by, is_waited_for};
+use super::graph::{ViewIndex, blockers_of, is_waited_for};
 use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -444,25 +444,30 @@ impl Knowledge {
         let view = &stored.view;
         match &stored.source {
             Source::Unknown => vec![false; targets.len()],
-            Source::Shared => targets
-                .iter()
-                .map(|to| {
-                    is_pending_in(view, to)
-                        || first_blocked_by(modes, view, to)
-                            .is_some_and(|first| first != me && first.node() == me.node())
-                })
-                .collect(),
+            Source::Shared => {
+                let index = ViewIndex::new(modes, view);
+                targets
+                    .iter()
+                    .map(|to| {
+                        index.is_pending(to)
+                            || index
+                                .first_blocked_by(to)
+                                .is_some_and(|first| first != me && first.node() == me.node())
+                    })
+                    .collect()
+            }
             Source::ForwardedBy(from) => {
                 let local = from.node() == me.node();
                 let theirs = blockers_of(modes, view, from);
                 let waited = is_waited_for(modes, view, from);
+                let index = ViewIndex::new(modes, view);
                 targets
                     .iter()
                     .map(|to| {
                         from == to
                             || (local
-                                && theirs.contains(&to)
-                                && (waited || !is_pending_in(view, to)))
+                                && theirs.binary_search(&to).is_ok()
+                                && (waited || !index.is_pending(to)))
                     })
                     .collect()
             }

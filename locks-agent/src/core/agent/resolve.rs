@@ -22,8 +22,7 @@
 //! and sees in its own view that `q` waits for it.
 
 use super::{AgentCore, Effect};
-use crate::core::graph::{WaitForGraph, blockers_of, is_waited_for};
-use crate::core::knowledge::is_pending_in;
+use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, is_waited_for};
 use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
@@ -58,12 +57,14 @@ impl AgentCore {
                 debug_assert!(graph.cycles().is_empty(), "one view, no cycle");
                 debug_assert_eq!(graph.waits_for_set(&self.id), targets);
             }
-            let lazy = !is_waited_for(&self.modes, &view, &self.id);
+            // Indexed only when needed: asked for every target, a scan would be quadratic.
+            let lazy = (!is_waited_for(&self.modes, &view, &self.id))
+                .then(|| ViewIndex::new(&self.modes, &view));
             let sent =
                 self.knowledge
                     .already_sent_to(&self.modes, &self.id, &lock, &node, &targets);
             for (to, sent) in targets.iter().zip(sent) {
-                if sent || (lazy && is_pending_in(&view, to)) {
+                if sent || lazy.as_ref().is_some_and(|index| index.is_pending(to)) {
                     continue;
                 }
                 self.send_view(to, &lock, &node, &view, out);
@@ -107,6 +108,10 @@ impl AgentCore {
         // Nobody is known to wait for this agent: the agents queued ahead of it need not hear
         // of it yet (module documentation).
         let lazy = graph.waited_by_set(&self.id).is_empty();
+        let pending: Vec<Option<ViewIndex>> = views
+            .iter()
+            .map(|(_, _, view)| lazy.then(|| ViewIndex::new(&self.modes, view)))
+            .collect();
         let sent: Vec<Vec<bool>> = views
             .iter()
             .map(|(lock, node, _)| {
@@ -115,8 +120,8 @@ impl AgentCore {
             })
             .collect();
         for (i, to) in targets.iter().enumerate() {
-            for ((lock, node, view), sent) in views.iter().zip(&sent) {
-                if sent[i] || (lazy && is_pending_in(view, to)) {
+            for (((lock, node, view), sent), pending) in views.iter().zip(&sent).zip(&pending) {
+                if sent[i] || pending.as_ref().is_some_and(|index| index.is_pending(to)) {
                     continue;
                 }
                 self.send_view(to, lock, node, view, out);

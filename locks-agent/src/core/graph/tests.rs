@@ -2,6 +2,7 @@ use super::*;
 use locks_core::Mode::{self, IS, IX, S, X};
 use locks_core::lock_id;
 use locks_core::proto::{Conversion, QueueEntry};
+use proptest::prelude::*;
 
 fn node() -> NodeId {
     NodeId::new("n1").unwrap()
@@ -326,6 +327,173 @@ fn the_edges_of_one_agent_in_a_view_each_way() {
                 "waited for: {a} in view {}",
                 v.version
             );
+        }
+    }
+}
+
+/// One agent of a random view: its place in the queues (0 none, 1 holder, 2 converting holder,
+/// 3 waiter), its held and requested modes, and its places in the two orders.
+type RandomAgent = (u8, usize, usize, u32, u32);
+
+/// A view from random agents (serials 0..), in the orders their sort keys give.
+fn random_view(agents: &[RandomAgent]) -> LockView {
+    let mut granted: Vec<(u32, QueueEntry)> = Vec::new();
+    let mut pending: Vec<(u32, Result<Conversion, QueueEntry>)> = Vec::new();
+    for (serial, &(role, held, requested, g, p)) in agents.iter().enumerate() {
+        let (held, requested) = (Mode::ALL[held], Mode::ALL[requested]);
+        let a = agent(serial as u64);
+        if matches!(role, 1 | 2) {
+            let e = QueueEntry {
+                agent: a.clone(),
+                mode: held,
+            };
+            granted.push((g, e));
+        }
+        match role {
+            2 => pending.push((
+                p,
+                Ok(Conversion {
+                    agent: a,
+                    held,
+                    requested,
+                }),
+            )),
+            3 => pending.push((
+                p,
+                Err(QueueEntry {
+                    agent: a,
+                    mode: requested,
+                }),
+            )),
+            _ => {}
+        }
+    }
+    granted.sort_by_key(|(k, _)| *k);
+    pending.sort_by_key(|(k, _)| *k);
+    let (converting, waiting): (Vec<_>, Vec<_>) =
+        pending.into_iter().map(|(_, e)| e).partition(Result::is_ok);
+    LockView {
+        version: 1,
+        group: None,
+        granted: granted.into_iter().map(|(_, e)| e).collect(),
+        converting: converting.into_iter().filter_map(Result::ok).collect(),
+        waiting: waiting.into_iter().filter_map(Result::err).collect(),
+    }
+}
+
+/// The edges of the module documentation, rule by rule, with no cleverness.
+fn naive_edges(modes: &ModeTable, view: &LockView) -> BTreeSet<(AgentId, AgentId)> {
+    let pending: Vec<(&AgentId, Mode)> = view
+        .converting
+        .iter()
+        .map(|c| (&c.agent, c.requested))
+        .chain(view.waiting.iter().map(|w| (&w.agent, w.mode)))
+        .collect();
+    let mut out = BTreeSet::new();
+    for (i, &(x, m)) in pending.iter().enumerate() {
+        let ahead = &pending[..i];
+        for h in &view.granted {
+            let blocks_me = !modes.compatible(m, h.mode);
+            let blocks_ahead = ahead
+                .iter()
+                .any(|&(z, mz)| *z != h.agent && !modes.compatible(mz, h.mode));
+            if (blocks_me || blocks_ahead) && h.agent != *x {
+                out.insert((x.clone(), h.agent.clone()));
+            }
+        }
+        for &(y, my) in ahead {
+            if !modes.compatible(m, my) && y != x {
+                out.insert((x.clone(), y.clone()));
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// On large random views the linear-time edges, per-agent questions and graph agree with
+    /// the definition computed naively.
+    #[test]
+    fn large_random_views_match_the_naive_definition(
+        agents in proptest::collection::vec(
+            (0u8..4, 0..Mode::COUNT, 0..Mode::COUNT, any::<u32>(), any::<u32>()),
+            0..300,
+        ),
+        others in proptest::collection::vec(
+            (0u8..4, 0..Mode::COUNT, 0..Mode::COUNT, any::<u32>(), any::<u32>()),
+            0..100,
+        ),
+    ) {
+        let modes = ModeTable::standard();
+        let v = random_view(&agents);
+        let expected = naive_edges(&modes, &v);
+        let got = view_edges(&modes, &v);
+        let got_set: BTreeSet<(AgentId, AgentId)> =
+            got.iter().map(|(x, y)| ((*x).clone(), (*y).clone())).collect();
+        prop_assert_eq!(got.len(), got_set.len(), "an edge listed twice");
+        prop_assert_eq!(&got_set, &expected);
+
+        let all: Vec<&AgentId> = v
+            .granted
+            .iter()
+            .map(|e| &e.agent)
+            .chain(v.converting.iter().map(|c| &c.agent))
+            .chain(v.waiting.iter().map(|w| &w.agent))
+            .collect();
+        let mut listed: Vec<&AgentId> = Vec::new();
+        for a in &all {
+            if !listed.contains(a) {
+                listed.push(a);
+            }
+        }
+        prop_assert_eq!(&v.agents(), &listed);
+
+        let index = ViewIndex::new(&modes, &v);
+        let mut by_waiter: BTreeMap<&AgentId, Vec<&AgentId>> = BTreeMap::new();
+        for (w, b) in &expected {
+            by_waiter.entry(w).or_default().push(b);
+        }
+        let waited: BTreeSet<&AgentId> = expected.iter().map(|(_, b)| b).collect();
+        for me in &(0..agents.len() as u64 + 1).map(agent).collect::<Vec<_>>() {
+            let mine = by_waiter.get(me).cloned().unwrap_or_default();
+            prop_assert_eq!(blockers_of(&modes, &v, me), mine, "blockers of {}", me);
+            let is_waited = waited.contains(me);
+            prop_assert_eq!(is_waited_for(&modes, &v, me), is_waited, "waited for: {}", me);
+            let pending = v.converting.iter().any(|c| c.agent == *me)
+                || v.waiting.iter().any(|w| w.agent == *me);
+            prop_assert_eq!(index.is_pending(me), pending, "pending: {}", me);
+            let first = v
+                .converting
+                .iter()
+                .map(|c| &c.agent)
+                .chain(v.waiting.iter().map(|w| &w.agent))
+                .find(|x| expected.contains(&((*x).clone(), me.clone())))
+                .filter(|_| v.holds(me) && !pending);
+            prop_assert_eq!(first_blocked_by(&modes, &v, me), first, "first blocked by {}", me);
+            prop_assert_eq!(index.first_blocked_by(me), first, "indexed: first blocked by {}", me);
+        }
+
+        // Two views sharing agents: each edge is labelled with the views that cause it, and the
+        // graph does not depend on the order of the views.
+        let n = node();
+        let (l, k) = (lock_id!["l"], lock_id!["k"]);
+        let w = random_view(&others);
+        let g = WaitForGraph::build(&modes, [(&l, &n, &v), (&k, &n, &w)]);
+        let reversed = WaitForGraph::build(&modes, [(&k, &n, &w), (&l, &n, &v)]);
+        prop_assert_eq!(g.to_dot(), reversed.to_dot());
+        let mut labels: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
+        for (lock, edges) in [(&l, expected), (&k, naive_edges(&modes, &w))] {
+            for e in edges {
+                labels.entry(e).or_default().insert((lock.clone(), n.clone()));
+            }
+        }
+        let everyone: BTreeSet<&AgentId> = listed.iter().copied().chain(w.agents()).collect();
+        prop_assert_eq!(g.agent_count(), everyone.len());
+        prop_assert_eq!(g.edge_count(), labels.len());
+        for ((from, to), label) in &labels {
+            prop_assert_eq!(g.waits_for(from, to).map(|x| &x.0), Some(label), "{} -> {}", from, to);
         }
     }
 }

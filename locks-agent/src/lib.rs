@@ -36,5 +36,5 @@ mod transaction;
 
 pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
 pub use error::Error;
-pub use options::{Options, Req};
+pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction};

@@ -477,3 +477,6 @@ impl Handler<Dot> for Agent {
         self.core.wait_for_graph_dot()
     }
 }
+
+mod calls;
+pub(crate) use calls::{GetOptions, SetOptions};

@@ -37,4 +37,4 @@ mod transaction;
 pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
 pub use error::Error;
 pub use options::{Options, Req, UnknownReq};
-pub use transaction::{Transaction, begin_transaction};
+pub use transaction::{Transaction, begin_transaction, begin_transaction_with};

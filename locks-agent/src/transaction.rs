@@ -9,7 +9,7 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, Unlock,
+    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions, Unlock,
     outcome_error, release,
 };
 use crate::core::{LockResult, TransactionStatus};
@@ -64,6 +64,48 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
         contacted,
         ended: false,
     })
+}
+
+/// Starts a transaction on `node`, asks for every lock of `objects` on this node and waits until
+/// it holds them all (the Erlang original's `begin_transaction(Objects, Options)`). Returns the
+/// transaction with what [`Transaction::await_all_locks`] reports. The list is the one
+/// [`Transaction::lock_objects`] takes: `(lock, mode)` pairs, all on `node`; a lock listed twice
+/// takes the stronger (or combined) mode, as two `lock` calls would.
+///
+/// An empty list returns at once with an empty result. If the locks cannot be had (a request is refused, or the transaction cannot be served), the
+/// transaction is ended, which releases whatever it got, and the error is returned.
+///
+/// ```
+/// use locks_agent::{Options, begin_transaction_with};
+/// use locks_core::{Mode, lock_id};
+/// # use locks_server::{Node, NodeConfig};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+/// let objects = [(lock_id!["a"], Mode::WRITE), (lock_id!["b"], Mode::READ)];
+/// let (txn, held) = begin_transaction_with(&node, objects, Options::default())
+///     .await
+///     .unwrap();
+/// assert_eq!(held.locks.len(), 2);
+/// assert!(held.deadlocks.is_empty());
+/// txn.end().await.unwrap();
+/// # }
+/// ```
+pub async fn begin_transaction_with(
+    node: &Node,
+    objects: impl IntoIterator<Item = (LockId, Mode)>,
+    options: Options,
+) -> Result<(Transaction, LockResult), Error> {
+    let txn = begin_transaction(node, options).await?;
+    let mut objects = objects.into_iter().peekable();
+    if objects.peek().is_none() {
+        // Nothing to wait for (`await_all_locks` would wait for a first request).
+        return Ok((txn, LockResult::default()));
+    }
+    // On an error the handle is dropped here, which ends the agent and releases its locks.
+    txn.lock_objects(objects).await?;
+    let held = txn.await_all_locks().await?;
+    Ok((txn, held))
 }
 
 /// A running transaction: the client's handle on its agent.
@@ -267,6 +309,41 @@ impl Transaction {
             .send(Convert(lock.into(), mode))
             .await
             .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// Changes the transaction's options while it runs (the Erlang original's `change_flag/3`,
+    /// for both of its flags at once). The status is settled again before this returns: a
+    /// transaction waiting for a node that is down becomes
+    /// [`TransactionStatus::CannotServe`] when `await_nodes` is switched off, and the callers
+    /// waiting for its locks fail with [`Error::CannotServe`], as when the node goes down
+    /// without `await_nodes`. Switching `abort_on_deadlock` applies from the next deadlock on.
+    ///
+    /// ```
+    /// # use locks_agent::{Options, begin_transaction};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let txn = begin_transaction(&node, Options::default()).await.unwrap();
+    /// txn.set_options(Options { await_nodes: true, ..Options::default() })
+    ///     .await
+    ///     .unwrap();
+    /// assert!(txn.options().await.unwrap().await_nodes);
+    /// # }
+    /// ```
+    pub async fn set_options(&self, options: Options) -> Result<(), Error> {
+        self.addr
+            .send(SetOptions(options))
+            .await
+            .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// The options in force.
+    pub async fn options(&self) -> Result<Options, Error> {
+        self.addr
+            .send(crate::agent::GetOptions)
+            .await
+            .map_err(|_| outcome_error(&self.outcome))
     }
 
     /// The agent's wait-for graph in DOT, for debugging.

@@ -763,3 +763,5 @@ fn an_agent_someone_waits_for_tells_those_queued_ahead_of_it() {
     let sent: Vec<AgentId> = to_agents(&c.settle()).into_iter().map(|(a, _)| a).collect();
     assert_eq!(sent, vec![agent(1), agent(3)]);
 }
+
+mod api;

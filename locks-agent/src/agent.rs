@@ -128,6 +128,8 @@ pub(crate) struct Agent {
     waiters: Vec<Waiter>,
     settle_scheduled: bool,
     outcome: Outcome,
+    /// The client's watch streams (`agent/watching.rs`).
+    subscriptions: watching::Subscriptions,
 }
 
 impl Agent {
@@ -149,6 +151,7 @@ impl Agent {
             waiters: Vec::new(),
             settle_scheduled: false,
             outcome,
+            subscriptions: watching::Subscriptions::default(),
         }
     }
 
@@ -208,6 +211,9 @@ impl Agent {
                 }
                 Effect::Rejected { node, lock, reason } => {
                     debug!(agent = %self.id(), %lock, %node, %reason, "request refused");
+                }
+                Effect::Watched { node, lock, view } => {
+                    self.subscriptions.deliver(&node, &lock, &view);
                 }
             }
         }
@@ -479,4 +485,6 @@ impl Handler<Dot> for Agent {
 }
 
 mod calls;
+mod watching;
 pub(crate) use calls::{GetOptions, SetOptions};
+pub(crate) use watching::{DropWatch, Unwatch, Watch};

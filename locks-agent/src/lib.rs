@@ -33,8 +33,10 @@ pub mod core;
 pub mod error;
 pub mod options;
 mod transaction;
+mod watch;
 
 pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
 pub use error::Error;
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
+pub use watch::{LockWatch, WatchItem};

@@ -81,6 +81,16 @@ pub enum Effect {
         /// Why.
         reason: Rejection,
     },
+    /// A new view of a lock this agent watches ([`AgentCore::watch`]): pass it on to the
+    /// client's watch streams. Views of one `(lock, node)` come in version order, each once.
+    Watched {
+        /// The node of the lock server.
+        node: NodeId,
+        /// The lock.
+        lock: LockId,
+        /// Its queue now (empty when the lock is free).
+        view: std::sync::Arc<locks_core::proto::LockView>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +127,8 @@ pub struct AgentCore {
     /// or received from it.
     forwarded: BTreeMap<(AgentId, LockId, NodeId), u64>,
     phase: Phase,
+    /// The locks watched, with the newest view passed on (`watch.rs`).
+    watches: watch::Watches,
 }
 
 impl AgentCore {
@@ -139,6 +151,7 @@ impl AgentCore {
             dirty: false,
             forwarded: BTreeMap::new(),
             phase: Phase::Running,
+            watches: watch::Watches::default(),
         }
     }
 
@@ -448,7 +461,9 @@ impl AgentCore {
                 }
                 out.push(Effect::Rejected { node, lock, reason });
             }
-            AgentMessage::Watched { .. } => {}
+            AgentMessage::Watched { node, lock, view } => {
+                self.on_watched(node, lock, view, &mut out);
+            }
         }
         out
     }
@@ -484,6 +499,7 @@ impl AgentCore {
         }
         self.forwarded.retain(|(a, _, _), _| a.node() != node);
         self.dirty = true;
+        self.rewatch(node, &mut out);
         if !self.down.remove(node) {
             return out;
         }
@@ -618,3 +634,4 @@ mod pending;
 mod resolve;
 #[cfg(test)]
 mod tests;
+mod watch;

@@ -285,6 +285,9 @@ impl Sim {
                 Effect::Rejected { node, lock, reason } => {
                     panic!("{from}: {node} rejected {lock}: {reason}");
                 }
+                Effect::Watched { node, lock, .. } => {
+                    panic!("{from}: a view of {lock} on {node}, which no simulated client watches");
+                }
             }
         }
         if end_now {

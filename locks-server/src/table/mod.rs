@@ -215,6 +215,20 @@ impl LockTable {
         Some(notify::view(rec, &self.modes, &self.agents))
     }
 
+    /// The agents watching `lock`, in id order (none if nobody watches it or it does not exist).
+    pub fn watchers(&self, lock: &LockId) -> Vec<AgentId> {
+        let Some(rec) = self.locks.find(lock.keys()).and_then(|s| self.locks.get(s)) else {
+            return Vec::new();
+        };
+        let mut watchers: Vec<AgentId> = rec
+            .watchers()
+            .iter()
+            .filter_map(|&a| self.agents.id(a).cloned())
+            .collect();
+        watchers.sort_unstable();
+        watchers
+    }
+
     /// `agent`'s entry on `lock`.
     pub fn state(&self, agent: &AgentId, lock: &LockId) -> EntryState {
         self.agents
@@ -247,6 +261,27 @@ impl LockTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watchers_lists_who_watches_a_lock_in_id_order() {
+        let node = NodeId::new("n").unwrap();
+        let mut t = LockTable::new(node.clone(), ModeTable::standard(), 0);
+        let (a1, a2) = (AgentId::new(node.clone(), 1, 1), AgentId::new(node, 1, 2));
+        let lock = LockId::from(["l"]);
+        assert!(t.watchers(&lock).is_empty(), "no record");
+        for a in [&a2, &a1] {
+            t.handle(ServerRequest::Watch {
+                watcher: a.clone(),
+                lock: lock.clone(),
+            });
+        }
+        assert_eq!(t.watchers(&lock), vec![a1.clone(), a2.clone()]);
+        t.handle(ServerRequest::Unwatch {
+            watcher: a1,
+            lock: lock.clone(),
+        });
+        assert_eq!(t.watchers(&lock), vec![a2]);
+    }
 
     #[test]
     fn the_table_can_move_to_an_actor_thread() {

@@ -43,3 +43,98 @@ fn switching_options_with_nothing_at_stake_changes_no_status() {
     assert!(c.status().have_all_locks());
     assert!(c.options().abort_on_deadlock);
 }
+
+fn watched(node: &NodeId, lock: &LockId, view: Arc<LockView>) -> AgentMessage {
+    AgentMessage::Watched {
+        node: node.clone(),
+        lock: lock.clone(),
+        view,
+    }
+}
+
+fn watch_req(a: u64, lock: &LockId) -> ServerRequest {
+    ServerRequest::Watch {
+        watcher: agent(a),
+        lock: lock.clone(),
+    }
+}
+
+#[test]
+fn a_watch_passes_views_on_in_version_order_each_once() {
+    let (n2, l) = (node("n2"), lock_id!["l"]);
+    let mut c = core(1, Options::default());
+    let fx = c.watch(l.clone(), &[n1(), n2.clone()]).unwrap();
+    assert_eq!(
+        to_servers(&fx),
+        vec![(n1(), watch_req(1, &l)), (n2.clone(), watch_req(1, &l))]
+    );
+    assert!(
+        c.watch(l.clone(), &[n1()]).unwrap().is_empty(),
+        "watched already"
+    );
+    let v3 = view(3, &[(2, X)], &[(3, X)]);
+    let fx = c.receive(watched(&n1(), &l, v3.clone()));
+    let first = Effect::Watched {
+        node: n1(),
+        lock: l.clone(),
+        view: v3.clone(),
+    };
+    assert_eq!(fx, vec![first]);
+    assert_eq!(c.watched_view(&l, &n1()), Some(&v3));
+    // The same version again (a repeated Watch's answer) and an older one are dropped.
+    assert!(c.receive(watched(&n1(), &l, v3.clone())).is_empty());
+    assert!(c.receive(watched(&n1(), &l, view(2, &[], &[]))).is_empty());
+    // Versions of another node are their own.
+    assert_eq!(c.receive(watched(&n2, &l, view(1, &[], &[]))).len(), 1);
+    // Watching changes nothing of the transaction: 3 waiting for 2 is no knowledge of its.
+    assert!(c.settle().is_empty());
+    assert_eq!(c.status(), TransactionStatus::NoLocks);
+    assert_eq!(c.wait_for_graph().edge_count(), 0);
+}
+
+#[test]
+fn unwatch_stops_the_views_and_tells_the_servers() {
+    let (n2, l) = (node("n2"), lock_id!["l"]);
+    let mut c = core(1, Options::default());
+    c.watch(l.clone(), &[n1(), n2.clone()]).unwrap();
+    let fx = c.unwatch(&l, &[n2.clone(), node("never")]).unwrap();
+    let unwatch = ServerRequest::Unwatch {
+        watcher: agent(1),
+        lock: l.clone(),
+    };
+    assert_eq!(to_servers(&fx), vec![(n2.clone(), unwatch)]);
+    assert!(c.receive(watched(&n2, &l, view(5, &[], &[]))).is_empty());
+    assert!(c.is_watching(&l, &n1()));
+    assert!(!c.is_watching(&l, &n2));
+    assert_eq!(c.receive(watched(&n1(), &l, view(5, &[], &[]))).len(), 1);
+}
+
+#[test]
+fn a_watch_on_a_node_that_comes_back_is_sent_again() {
+    let (n2, l) = (node("n2"), lock_id!["l"]);
+    let mut c = core(1, Options::default());
+    c.node_down(&n2);
+    let fx = c.watch(l.clone(), std::slice::from_ref(&n2)).unwrap();
+    assert!(to_servers(&fx).is_empty(), "n2 is down");
+    let fx = c.node_up(&n2);
+    assert_eq!(to_servers(&fx), vec![(n2.clone(), watch_req(1, &l))]);
+    assert_eq!(c.receive(watched(&n2, &l, view(7, &[], &[]))).len(), 1);
+    // Down again: its late views are dropped; back again: watched again.
+    c.node_down(&n2);
+    assert!(c.receive(watched(&n2, &l, view(8, &[], &[]))).is_empty());
+    let fx = c.node_up(&n2);
+    assert_eq!(to_servers(&fx), vec![(n2.clone(), watch_req(1, &l))]);
+    assert_eq!(c.receive(watched(&n2, &l, view(9, &[], &[]))).len(), 1);
+}
+
+#[test]
+fn a_watch_needs_a_node_and_a_running_agent() {
+    let l = lock_id!["l"];
+    let mut c = core(1, Options::default());
+    assert_eq!(
+        c.watch(l.clone(), &[]),
+        Err(RequestError::NoNodes { lock: l.clone() })
+    );
+    c.end();
+    assert_eq!(c.watch(l.clone(), &[n1()]), Err(RequestError::Ended));
+}

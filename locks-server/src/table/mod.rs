@@ -38,6 +38,11 @@
 //! queue*, even when it holds the lock: holders get no views otherwise, and an agent that decided
 //! on an old copy must be able to analyse again with the current one.
 //!
+//! **SurrenderTo** `L` for waiter `W` is the voluntary surrender: refused (nothing changes)
+//! unless the agent holds `L` and `W` waits or converts on it; then it is the surrender of `L`
+//! at its current version, its notes [`Note::SurrenderedTo`](locks_core::proto::Note::SurrenderedTo)
+//! instead (`surrender_to.rs`).
+//!
 //! **Versions.** One counter per table, starting above the `version_base` given to
 //! [`LockTable::new`] (the actor derives it from the node's incarnation, so versions keep growing
 //! across restarts). An operation that changes any lock's queue increments it once, and every
@@ -75,7 +80,8 @@
 //! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
 //! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the
 //! agent has no direct lock on (`Convert` also needs that lock granted with no conversion
-//! pending), a `Convert` to a mode that is not weaker.
+//! pending), a `Convert` to a mode that is not weaker, a `SurrenderTo` of a lock the agent does
+//! not hold or to an agent that does not wait for it.
 //!
 //! # Cost
 //!
@@ -93,6 +99,7 @@ mod notify;
 mod ops;
 mod record;
 mod snapshot;
+mod surrender_to;
 
 pub use notify::Effects;
 pub use snapshot::{EntrySnapshot, LockSnapshot, TableSnapshot};
@@ -160,6 +167,7 @@ impl LockTable {
                 lock,
                 version,
             } => self.surrender(&agent, &lock, version),
+            ServerRequest::SurrenderTo { agent, lock, to } => self.surrender_to(&agent, &lock, &to),
             ServerRequest::RemoveAgent { agent } => self.remove_agent(&agent),
             ServerRequest::Watch { watcher, lock } => self.watch(&watcher, &lock),
             ServerRequest::Unwatch { watcher, lock } => self.unwatch(&watcher, &lock),

@@ -130,6 +130,8 @@ pub(crate) struct Agent {
     outcome: Outcome,
     /// The client's watch streams (`agent/watching.rs`).
     subscriptions: watching::Subscriptions,
+    /// The `surrender_nowait` calls waiting for their nodes' answers (`agent/calls.rs`).
+    surrender_calls: calls::SurrenderCalls,
 }
 
 impl Agent {
@@ -152,6 +154,7 @@ impl Agent {
             settle_scheduled: false,
             outcome,
             subscriptions: watching::Subscriptions::default(),
+            surrender_calls: calls::SurrenderCalls::default(),
         }
     }
 
@@ -215,6 +218,12 @@ impl Agent {
                 Effect::Watched { node, lock, view } => {
                     self.subscriptions.deliver(&node, &lock, &view);
                 }
+                Effect::SurrenderAnswered {
+                    lock,
+                    node,
+                    to,
+                    refused,
+                } => self.surrender_calls.answer(lock, node, to, refused),
             }
         }
         for node in later {
@@ -486,5 +495,5 @@ impl Handler<Dot> for Agent {
 
 mod calls;
 mod watching;
-pub(crate) use calls::{GetOptions, SetOptions};
+pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
 pub(crate) use watching::{DropWatch, Unwatch, Watch};

@@ -35,7 +35,9 @@ pub mod options;
 mod transaction;
 mod watch;
 
-pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
+pub use crate::core::{
+    Deadlock, GrantedLock, LockResult, RequestError, SurrenderRefusal, TransactionStatus,
+};
 pub use error::Error;
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};

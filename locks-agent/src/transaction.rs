@@ -9,8 +9,8 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions, Unlock,
-    Unwatch, Watch, outcome_error, release,
+    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions,
+    SurrenderTo, Unlock, Unwatch, Watch, outcome_error, release,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
@@ -420,6 +420,64 @@ impl Transaction {
     /// original's `watchers/1`), as its lock server knows them now.
     pub async fn watchers(&self, lock: impl Into<LockId>) -> Result<Vec<AgentId>, Error> {
         Ok(self.node.watchers(lock.into()).await?)
+    }
+
+    /// Surrenders `lock`, which this transaction holds, to `to`, which waits for it, on each of
+    /// `nodes` (the Erlang original's `surrender_nowait/4`). On each node the lock server
+    /// checks that `to` waits or converts on the lock and, if so, moves this transaction's
+    /// entries on the lock and its descendants to the back of their queues, behind `to`. The
+    /// request stays: the transaction is waiting again, and [`Transaction::await_all_locks`]
+    /// returns once it has the lock back. This is no deadlock: nothing is added to the
+    /// deadlocks reported. Returns once every node has answered.
+    ///
+    /// Fails with [`RequestError::CannotSurrender`](crate::RequestError::CannotSurrender),
+    /// naming the lock, `to` and the node, when the transaction does not hold the lock on a
+    /// listed node (nothing is sent then) or when `to` does not wait for it there (the original
+    /// kills the agent instead). Every node decides on its own: a refusal on one node does not
+    /// undo the surrender on another, and the error names the first refusal.
+    ///
+    /// The race: `to` may stop waiting (be granted, withdraw, end) between the caller looking
+    /// at the queue and the server receiving the surrender. The server decides on its queue at
+    /// that moment, so the surrender is then refused and changes nothing; and if `to` leaves
+    /// just after, the surrender stands and this transaction gets the lock back in queue order.
+    ///
+    /// ```
+    /// use locks_agent::{Options, TransactionStatus, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let here = [node.id().clone()];
+    /// let holder = begin_transaction(&node, Options::default()).await.unwrap();
+    /// holder.lock(lock_id!["l"], Mode::WRITE).await.unwrap();
+    /// let waiter = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let granted = waiter.lock(lock_id!["l"], Mode::WRITE);
+    /// // Wait until the waiter is queued (a watch shows the queue).
+    /// # use futures::StreamExt;
+    /// let mut views = holder.watch(lock_id!["l"], &here).await.unwrap();
+    /// while views.next().await.unwrap().2.waiting.is_empty() {}
+    /// holder.surrender_nowait(lock_id!["l"], waiter.id(), &here).await.unwrap();
+    /// granted.await.unwrap();
+    /// assert_eq!(holder.status().await.unwrap(), TransactionStatus::Waiting);
+    /// waiter.end().await.unwrap();
+    /// assert!(holder.await_all_locks().await.unwrap().deadlocks.is_empty());
+    /// # }
+    /// ```
+    pub async fn surrender_nowait(
+        &self,
+        lock: impl Into<LockId>,
+        to: &AgentId,
+        nodes: &[NodeId],
+    ) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.addr.do_send(SurrenderTo {
+            lock: lock.into(),
+            to: to.clone(),
+            nodes: nodes.to_vec(),
+            reply: tx,
+        });
+        self.wait(rx).await
     }
 
     /// The agent's wait-for graph in DOT, for debugging.

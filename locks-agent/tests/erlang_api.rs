@@ -11,7 +11,7 @@ mod common;
 use common::{BOUND, Harness, bounded};
 use futures::StreamExt;
 use locks_agent::{
-    Error, LockWatch, Options, Req, RequestError, TransactionStatus, WatchItem,
+    Error, LockWatch, Options, Req, RequestError, SurrenderRefusal, TransactionStatus, WatchItem,
     begin_transaction_with,
 };
 use locks_core::proto::LockView;
@@ -450,4 +450,109 @@ async fn a_watch_on_two_nodes_sees_each_nodes_queue() {
     let (node, _, view) = next_view(&mut views).await;
     assert_eq!(node, n("a"));
     assert_eq!(holders(&view), vec![(writer.id(), Mode::WRITE)]);
+}
+
+// ---- surrender_nowait ----
+
+#[tokio::test]
+async fn surrendering_to_a_waiter_lets_it_in_and_the_lock_comes_back() {
+    let h = Harness::new("yield").await;
+    let here = [h.node.id().clone()];
+    let mut holder = h.client().await;
+    holder.lock(lock_id!["a"], Mode::WRITE).await;
+    holder.lock(lock_id!["a", "b"], Mode::WRITE).await;
+    let mut waiter = h.client().await;
+    let granted = waiter.call(|t| async move { t.lock(lock_id!["a"], Mode::READ).await });
+    h.wait_blocked(&waiter.id(), &lock_id!["a"]).await;
+    bounded(
+        holder
+            .txn()
+            .surrender_nowait(lock_id!["a"], &waiter.id(), &here),
+    )
+    .await
+    .unwrap();
+    // The waiter holds a; the holder's entries on a and a/b wait behind it.
+    assert!(granted.result().await.unwrap().is_empty(), "no deadlock");
+    h.wait_blocked(&holder.id(), &lock_id!["a"]).await;
+    assert_eq!(
+        holder.txn().status().await.unwrap(),
+        TransactionStatus::Waiting
+    );
+    let back = holder.call(|t| async move { t.await_all_locks().await });
+    assert!(!back.is_finished());
+    waiter.kill();
+    let result = back.result().await.unwrap();
+    assert!(result.deadlocks.is_empty(), "a surrender is no deadlock");
+    assert_eq!(result.locks.len(), 2);
+    h.wait_granted(&holder.id(), &lock_id!["a", "b"]).await;
+}
+
+#[tokio::test]
+async fn a_surrender_to_an_agent_that_does_not_wait_fails_and_changes_nothing() {
+    let h = Harness::new("refuse").await;
+    let here = [h.node.id().clone()];
+    let holder = h.client().await;
+    holder.lock(lock_id!["a"], Mode::WRITE).await;
+    let idle = h.client().await;
+    idle.lock(lock_id!["other"], Mode::WRITE).await;
+    let before = h.node.snapshot().await.unwrap();
+    let err = bounded(
+        holder
+            .txn()
+            .surrender_nowait(lock_id!["a"], &idle.id(), &here),
+    )
+    .await
+    .unwrap_err();
+    let expected = RequestError::CannotSurrender {
+        lock: lock_id!["a"],
+        to: idle.id(),
+        node: n("refuse"),
+        why: SurrenderRefusal::NotWaiting,
+    };
+    assert!(
+        matches!(&err, Error::Request(e) if *e == expected),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&idle.id().to_string()) && text.contains("a"),
+        "{text}"
+    );
+    assert_eq!(h.node.snapshot().await.unwrap(), before);
+    assert!(holder.txn().status().await.unwrap().have_all_locks());
+    // A lock the transaction waits for, or never asked for, is not its to surrender.
+    let mut waiting = h.client().await;
+    let _pending = waiting.call(|t| async move { t.lock(lock_id!["a"], Mode::WRITE).await });
+    h.wait_blocked(&waiting.id(), &lock_id!["a"]).await;
+    let err = bounded(
+        waiting
+            .txn()
+            .surrender_nowait(lock_id!["a"], &holder.id(), &here),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Request(RequestError::CannotSurrender {
+                why: SurrenderRefusal::NotHeld,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    let err = bounded(
+        holder
+            .txn()
+            .surrender_nowait(lock_id!["none"], &idle.id(), &here),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Request(RequestError::NoSuchRequest(l)) if *l == lock_id!["none"]),
+        "{err:?}"
+    );
+    // The refusal left the holder's request servable: the waiter still waits.
+    assert!(holder.txn().status().await.unwrap().have_all_locks());
+    h.wait_blocked(&waiting.id(), &lock_id!["a"]).await;
 }

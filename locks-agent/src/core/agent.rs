@@ -91,6 +91,19 @@ pub enum Effect {
         /// Its queue now (empty when the lock is free).
         view: std::sync::Arc<locks_core::proto::LockView>,
     },
+    /// The server of `node` answered a surrender to a waiter ([`AgentCore::surrender_to`]):
+    /// done (`refused` is `None`; the notices of the requeued entries follow or came with it)
+    /// or not, and why.
+    SurrenderAnswered {
+        /// The lock.
+        lock: LockId,
+        /// The node.
+        node: NodeId,
+        /// The agent it was to be surrendered to.
+        to: AgentId,
+        /// Why it was not done, if it was not.
+        refused: Option<surrender_to::SurrenderRefusal>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +142,8 @@ pub struct AgentCore {
     phase: Phase,
     /// The locks watched, with the newest view passed on (`watch.rs`).
     watches: watch::Watches,
+    /// The surrenders to a waiter not answered yet (`surrender_to.rs`).
+    surrendering: surrender_to::Surrendering,
 }
 
 impl AgentCore {
@@ -152,6 +167,7 @@ impl AgentCore {
             forwarded: BTreeMap::new(),
             phase: Phase::Running,
             watches: watch::Watches::default(),
+            surrendering: surrender_to::Surrendering::default(),
         }
     }
 
@@ -407,7 +423,7 @@ impl AgentCore {
     /// status and the analysis wait for [`AgentCore::settle`].
     pub fn receive(&mut self, msg: AgentMessage) -> Vec<Effect> {
         let mut out = Vec::new();
-        if self.phase != Phase::Running {
+        if self.phase != Phase::Running || self.on_surrender_answer(&msg, &mut out) {
             return out;
         }
         match msg {
@@ -477,6 +493,7 @@ impl AgentCore {
             return out;
         }
         self.knowledge.forget_node(node);
+        self.fail_surrenders(node, &mut out);
         // Views of that node's locks are gone, and so is whatever was forwarded to agents
         // living there that had not arrived: forward it again once the node is back.
         self.forwarded
@@ -632,6 +649,9 @@ impl AgentCore {
 
 mod pending;
 mod resolve;
+mod surrender_to;
 #[cfg(test)]
 mod tests;
 mod watch;
+
+pub use surrender_to::SurrenderRefusal;

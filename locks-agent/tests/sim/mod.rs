@@ -288,6 +288,9 @@ impl Sim {
                 Effect::Watched { node, lock, .. } => {
                     panic!("{from}: a view of {lock} on {node}, which no simulated client watches");
                 }
+                Effect::SurrenderAnswered { node, lock, .. } => {
+                    panic!("{from}: no simulated client surrenders {lock} on {node} to a waiter");
+                }
             }
         }
         if end_now {

@@ -2,6 +2,7 @@
 //! watching locks and surrendering a lock to a waiter.
 
 use super::*;
+use locks_core::proto::Rejection;
 
 #[test]
 fn switching_await_nodes_off_with_a_node_down_makes_the_transaction_unservable() {
@@ -137,4 +138,134 @@ fn a_watch_needs_a_node_and_a_running_agent() {
     );
     c.end();
     assert_eq!(c.watch(l.clone(), &[n1()]), Err(RequestError::Ended));
+}
+
+fn surrender_to_req(a: u64, lock: &LockId, to: u64) -> ServerRequest {
+    ServerRequest::SurrenderTo {
+        agent: agent(a),
+        lock: lock.clone(),
+        to: agent(to),
+    }
+}
+
+fn refused(lock: &LockId, to: u64, node: &NodeId, why: SurrenderRefusal) -> RequestError {
+    RequestError::CannotSurrender {
+        lock: lock.clone(),
+        to: agent(to),
+        node: node.clone(),
+        why,
+    }
+}
+
+#[test]
+fn a_surrender_to_a_waiter_goes_to_the_servers_and_the_request_waits_again() {
+    let l = lock_id!["l"];
+    let mut c = core(1, Options::default());
+    hold(&mut c, &l, X, 2);
+    let fx = c.surrender_to(&l, &agent(2), &[n1()]).unwrap();
+    assert_eq!(to_servers(&fx), vec![(n1(), surrender_to_req(1, &l, 2))]);
+    assert_eq!(
+        c.surrender_to(&l, &agent(2), &[n1()]),
+        Err(refused(&l, 2, &n1(), SurrenderRefusal::Pending))
+    );
+    // The server applied it: the entry waits behind agent 2.
+    let mut n = LockNotice {
+        node: n1(),
+        lock: l.clone(),
+        version: 3,
+        state: EntryState::Waiting(X),
+        queue: Some(view(3, &[(2, X)], &[(1, X)])),
+        note: Some(Note::SurrenderedTo {
+            agent: agent(1),
+            to: agent(2),
+            version: 2,
+        }),
+    };
+    let fx = c.receive(AgentMessage::Notice(n.clone()));
+    let done = Effect::SurrenderAnswered {
+        lock: l.clone(),
+        node: n1(),
+        to: agent(2),
+        refused: None,
+    };
+    assert_eq!(fx, vec![done]);
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    assert!(c.deadlocks().is_empty(), "no deadlock");
+    // Granted back: held again, and answered only once.
+    n.version = 4;
+    n.state = EntryState::Granted(X);
+    n.queue = None;
+    n.note = None;
+    assert!(c.receive(AgentMessage::Notice(n)).is_empty());
+    c.settle();
+    assert!(c.status().have_all_locks());
+}
+
+#[test]
+fn a_refused_surrender_leaves_the_lock_held_and_the_request_servable() {
+    let l = lock_id!["l"];
+    let mut c = core(1, Options::default());
+    hold(&mut c, &l, X, 2);
+    c.surrender_to(&l, &agent(2), &[n1()]).unwrap();
+    let fx = c.receive(AgentMessage::Rejected {
+        node: n1(),
+        lock: l.clone(),
+        reason: Rejection::NotWaiting { to: agent(2) },
+    });
+    let no = Effect::SurrenderAnswered {
+        lock: l.clone(),
+        node: n1(),
+        to: agent(2),
+        refused: Some(SurrenderRefusal::NotWaiting),
+    };
+    assert_eq!(fx, vec![no]);
+    c.settle();
+    assert!(c.status().have_all_locks(), "{:?}", c.status());
+    // A new surrender may go out now.
+    assert!(c.surrender_to(&l, &agent(2), &[n1()]).is_ok());
+}
+
+#[test]
+fn a_surrender_is_refused_at_once_where_the_lock_is_not_held() {
+    let (n2, l) = (node("n2"), lock_id!["l"]);
+    let mut c = core(1, Options::default());
+    assert_eq!(
+        c.surrender_to(&l, &agent(2), &[n1()]),
+        Err(RequestError::NoSuchRequest(l.clone()))
+    );
+    c.request(l.clone(), X, &[n1(), n2.clone()], Req::Any)
+        .unwrap();
+    c.receive(notice(&n1(), &l, 2, EntryState::Granted(X)));
+    c.receive(notice(&n2, &l, 2, EntryState::Waiting(X)));
+    c.settle();
+    // Held on n1 only; a node not in the request is not held either.
+    assert_eq!(
+        c.surrender_to(&l, &agent(2), &[n1(), n2.clone()]),
+        Err(refused(&l, 2, &n2, SurrenderRefusal::NotHeld))
+    );
+    assert_eq!(
+        c.surrender_to(&l, &agent(2), &[node("n3")]),
+        Err(refused(&l, 2, &node("n3"), SurrenderRefusal::NotHeld))
+    );
+    assert!(c.surrender_to(&l, &agent(2), &[n1()]).is_ok());
+}
+
+#[test]
+fn a_surrender_on_a_node_that_goes_down_is_answered() {
+    let (n2, l) = (node("n2"), lock_id!["l"]);
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), X, &[n1(), n2.clone()], Req::Any)
+        .unwrap();
+    c.receive(notice(&n2, &l, 2, EntryState::Granted(X)));
+    c.settle();
+    c.surrender_to(&l, &agent(2), std::slice::from_ref(&n2))
+        .unwrap();
+    let fx = c.node_down(&n2);
+    assert!(fx.contains(&Effect::SurrenderAnswered {
+        lock: l.clone(),
+        node: n2.clone(),
+        to: agent(2),
+        refused: Some(SurrenderRefusal::NodeDown),
+    }));
 }

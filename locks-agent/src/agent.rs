@@ -6,6 +6,10 @@
 //! - [`Request`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
+//! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`agent/calls.rs`) and [`Watch`],
+//!   [`Unwatch`], [`DropWatch`] (`agent/watching.rs`, which also owns the client's watch
+//!   streams): the rest of the Erlang original's API, from the handle and its
+//!   [`crate::LockWatch`] streams.
 //!
 //! "Settle then analyse": every message that can change the status or taught the agent
 //! something schedules one `Settle` message with `ctx.notify`, which runs after the messages

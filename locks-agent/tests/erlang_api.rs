@@ -556,3 +556,40 @@ async fn a_surrender_to_an_agent_that_does_not_wait_fails_and_changes_nothing() 
     assert!(holder.txn().status().await.unwrap().have_all_locks());
     h.wait_blocked(&waiting.id(), &lock_id!["a"]).await;
 }
+
+#[tokio::test]
+async fn a_watch_resumes_when_its_node_comes_back() {
+    let (a, b) = two_nodes().await;
+    let b_addr = b.node.local_addr().unwrap();
+    let observer = a.client().await;
+    let mut views = bounded(observer.txn().watch(lock_id!["x"], &[n("b")]))
+        .await
+        .unwrap();
+    let (_, _, before) = next_view(&mut views).await;
+    shut_down(b, &a).await;
+    // A new incarnation of b on the same address: the agent watches x there again.
+    let b = bounded(Node::start(
+        NodeConfig::new("b").listen(b_addr).cookie(COOKIE),
+    ))
+    .await
+    .unwrap();
+    bounded(a.node.connect(b_addr)).await.unwrap();
+    let b = Harness { node: b };
+    let observer_id = observer.id();
+    bounded(async {
+        while b.node.watchers(lock_id!["x"]).await.unwrap() != [observer_id.clone()] {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let writer = b.client().await;
+    bounded(writer.txn().lock(lock_id!["x"], Mode::WRITE))
+        .await
+        .unwrap();
+    let (node, _, after) = view_where(&mut views, |(_, _, v)| v.holds(&writer.id())).await;
+    assert_eq!(node, n("b"));
+    assert!(
+        after.version > before.version,
+        "versions grow across incarnations"
+    );
+}

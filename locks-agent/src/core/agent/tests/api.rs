@@ -222,8 +222,23 @@ fn a_refused_surrender_leaves_the_lock_held_and_the_request_servable() {
     assert_eq!(fx, vec![no]);
     c.settle();
     assert!(c.status().have_all_locks(), "{:?}", c.status());
-    // A new surrender may go out now.
+    // A new surrender may go out now. Once applied, the request waits to get the lock back:
+    // the refusal did not count as a refusal of the lock, which would make it unservable.
     assert!(c.surrender_to(&l, &agent(2), &[n1()]).is_ok());
+    c.receive(AgentMessage::Notice(LockNotice {
+        node: n1(),
+        lock: l.clone(),
+        version: 3,
+        state: EntryState::Waiting(X),
+        queue: Some(view(3, &[(2, X)], &[(1, X)])),
+        note: Some(Note::SurrenderedTo {
+            agent: agent(1),
+            to: agent(2),
+            version: 2,
+        }),
+    }));
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting);
 }
 
 #[test]

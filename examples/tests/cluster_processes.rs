@@ -89,6 +89,10 @@ fn three_processes_survive_a_sigkill() {
     // The survivors keep granting.
     n2.send("lock g2 other/b X n1,n2 all");
     n2.expect("g2 granted", |l| l.starts_with("granted g2 other/b "));
+    // majority_alive on [n1, n3] with n3 dead: n1 is all of the live nodes, a majority of them
+    // (a plain majority of two needs both).
+    n1.send("lock a1 alive/m X n1,n3 majority_alive");
+    n1.expect("a1 granted", |l| l.starts_with("granted a1 alive/m "));
 
     // Majority on [n1, n2, n3] with n3 dead: n1 and n2 make a majority, for one holder at a
     // time.

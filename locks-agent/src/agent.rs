@@ -6,6 +6,10 @@
 //! - [`Request`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
+//! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`agent/calls.rs`) and [`Watch`],
+//!   [`Unwatch`], [`DropWatch`] (`agent/watching.rs`, which also owns the client's watch
+//!   streams): the rest of the Erlang original's API, from the handle and its
+//!   [`crate::LockWatch`] streams.
 //!
 //! "Settle then analyse": every message that can change the status or taught the agent
 //! something schedules one `Settle` message with `ctx.notify`, which runs after the messages
@@ -128,6 +132,10 @@ pub(crate) struct Agent {
     waiters: Vec<Waiter>,
     settle_scheduled: bool,
     outcome: Outcome,
+    /// The client's watch streams (`agent/watching.rs`).
+    subscriptions: watching::Subscriptions,
+    /// The `surrender_nowait` calls waiting for their nodes' answers (`agent/calls.rs`).
+    surrender_calls: calls::SurrenderCalls,
 }
 
 impl Agent {
@@ -149,6 +157,8 @@ impl Agent {
             waiters: Vec::new(),
             settle_scheduled: false,
             outcome,
+            subscriptions: watching::Subscriptions::default(),
+            surrender_calls: calls::SurrenderCalls::default(),
         }
     }
 
@@ -209,6 +219,15 @@ impl Agent {
                 Effect::Rejected { node, lock, reason } => {
                     debug!(agent = %self.id(), %lock, %node, %reason, "request refused");
                 }
+                Effect::Watched { node, lock, view } => {
+                    self.subscriptions.deliver(&node, &lock, &view);
+                }
+                Effect::SurrenderAnswered {
+                    lock,
+                    node,
+                    to,
+                    refused,
+                } => self.surrender_calls.answer(lock, node, to, refused),
             }
         }
         for node in later {
@@ -477,3 +496,8 @@ impl Handler<Dot> for Agent {
         self.core.wait_for_graph_dot()
     }
 }
+
+mod calls;
+mod watching;
+pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
+pub(crate) use watching::{DropWatch, Unwatch, Watch};

@@ -14,6 +14,12 @@
 //!     └──── Ok(deadlocks) ◀─────────────┘   └── Forward / Surrendered ── other agents
 //! ```
 //!
+//! Beyond locking, a transaction offers the rest of the Erlang original's API:
+//! [`Transaction::set_options`] (`change_flag`), [`begin_transaction_with`] (beginning with a
+//! list of objects), [`Transaction::watch`] / [`Transaction::unwatch`] /
+//! [`Transaction::watchers`] (observing a lock's queue without queueing on it, as a
+//! [`LockWatch`] stream) and [`Transaction::surrender_nowait`] (letting a waiting agent in).
+//!
 //! Where client code runs matters for speed: from a task started with
 //! `locks_server::Node::spawn`, a lock round trip stays on the node's thread (a few
 //! same-thread actor messages, well under 10 µs); from any other runtime or thread every call
@@ -33,8 +39,12 @@ pub mod core;
 pub mod error;
 pub mod options;
 mod transaction;
+mod watch;
 
-pub use crate::core::{Deadlock, GrantedLock, LockResult, RequestError, TransactionStatus};
+pub use crate::core::{
+    Deadlock, GrantedLock, LockResult, RequestError, SurrenderRefusal, TransactionStatus,
+};
 pub use error::Error;
-pub use options::{Options, Req};
-pub use transaction::{Transaction, begin_transaction};
+pub use options::{Options, Req, UnknownReq};
+pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
+pub use watch::{LockWatch, WatchItem};

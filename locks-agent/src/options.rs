@@ -1,9 +1,10 @@
 //! The options of a transaction and the requirement of a multi-node request.
 //!
-//! [`Options`] are given when a transaction begins (Erlang's `begin_transaction/2` options,
-//! `reference/erlang-locks.md` 4.2). [`Req`] says how many of the nodes a request names must
-//! grant it before it counts as held (4.4); the counting rules live here so that the status
-//! computation and the "can this still be served" check use one definition.
+//! [`Options`] are given when a transaction begins (the Erlang original's
+//! `begin_transaction/2` options) and can be changed while it runs
+//! (`Transaction::set_options`, the original's `change_flag/3`). [`Req`] says how many of the
+//! nodes a request names must grant it before it counts as held; the counting rules live here
+//! so that the status computation and the "can this still be served" check use one definition.
 
 /// How a transaction behaves when things go wrong.
 ///
@@ -16,16 +17,25 @@
 pub struct Options {
     /// When this agent is the victim of a deadlock and the lock it would surrender belongs to a
     /// request the client was already told it holds, abort the transaction instead of
-    /// surrendering the lock behind the client's back (Erlang's `abort_on_deadlock`, 5.8).
+    /// surrendering the lock behind the client's back (Erlang's `abort_on_deadlock`).
     /// Locks not yet reported to the client are surrendered silently either way.
     pub abort_on_deadlock: bool,
     /// When a node goes down, wait for it to come back and ask again, instead of reporting the
     /// requests that can no longer be met as [`crate::TransactionStatus::CannotServe`]
-    /// (Erlang's `await_nodes`, 5.9).
+    /// (Erlang's `await_nodes`).
     pub await_nodes: bool,
 }
 
-/// How many of the nodes named in a request must grant it (`reference/erlang-locks.md` 4.4).
+/// How many of the nodes named in a request must grant it.
+///
+/// ```
+/// use locks_agent::Req;
+/// // Three nodes listed, one of them down, two granting: a majority of the live ones.
+/// assert!(Req::MajorityAlive.is_met(3, 2, 1));
+/// // Four listed, two down, one granting: not more than half of the two live ones.
+/// assert!(!Req::MajorityAlive.is_met(4, 1, 2));
+/// assert_eq!(Req::MajorityAlive.to_string(), "majority_alive");
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Req {
     /// Every listed node.
@@ -37,6 +47,10 @@ pub enum Req {
     Majority,
     /// Every listed node that is not down (trivially met when all of them are down).
     AllAlive,
+    /// More than half of the listed nodes that are not down. Down nodes are excused, as for
+    /// [`Req::AllAlive`]: a node going down never makes the request unservable. With every
+    /// listed node down there is no live majority, so the request waits for one to come back.
+    MajorityAlive,
 }
 
 impl Req {
@@ -48,31 +62,58 @@ impl Req {
             Req::Any => had >= 1,
             Req::Majority => had > listed / 2,
             Req::AllAlive => had >= listed.saturating_sub(down),
+            Req::MajorityAlive => had > listed.saturating_sub(down) / 2,
         }
     }
 
     /// Whether a request on `listed` nodes can still be met when `lost` of them can never grant
-    /// it (down without `await_nodes`, or refused by their server). For [`Req::AllAlive`] the
-    /// caller counts as lost only nodes that are up and refused it: down nodes are excused.
+    /// it (down without `await_nodes`, or refused by their server). For the requirements that
+    /// [excuse down nodes](Req::excuses_down_nodes) the caller counts as lost only nodes that
+    /// are up and refused it, and passes as `listed` only the listed nodes that are up.
     pub fn can_be_met(self, listed: usize, lost: usize) -> bool {
         let left = listed.saturating_sub(lost);
         match self {
             Req::All | Req::AllAlive => lost == 0,
             Req::Any => left >= 1,
             Req::Majority => left > listed / 2,
+            // Nothing lost: every live node may still grant it (and with none alive it waits).
+            Req::MajorityAlive => lost == 0 || left > listed / 2,
         }
     }
 
+    /// Whether nodes that are down are left out of the count altogether (neither granting nor
+    /// lost), so that a node going down never makes the request unservable.
+    pub fn excuses_down_nodes(self) -> bool {
+        matches!(self, Req::AllAlive | Req::MajorityAlive)
+    }
+
     /// The requirement a request has after the same lock was asked for again with `other`: the
-    /// stronger of the two, or `None` when neither implies the other (`Majority` against
-    /// `AllAlive`: with nodes down either can be the harder one).
+    /// stronger of the two, or `None` when neither implies the other.
+    ///
+    /// `a` is stronger than `b` when every state (listed, granting, down) with at least one
+    /// listed node up that meets `a` meets `b`. (With every listed node down, `AllAlive` is met
+    /// vacuously and nothing else is; that state is left out, or `AllAlive` would compare with
+    /// nothing.) `All` implies every other one (all listed granting means none is down); each
+    /// of the others implies `Any`; `Majority` implies `MajorityAlive` (more than half of the
+    /// listed nodes is more than half of the live ones), and so does `AllAlive` (every live node
+    /// is more than half of them). The one pair that does not compare is `Majority` and
+    /// `AllAlive`: 2 of 3 up nodes granting meets only `Majority`, the 1 live node of 3
+    /// granting meets only `AllAlive`.
     pub fn stronger(self, other: Req) -> Option<Req> {
         match (self, other) {
-            (a, b) if a == b => Some(a),
+            (Req::Majority, Req::Majority)
+            | (Req::AllAlive, Req::AllAlive)
+            | (Req::MajorityAlive, Req::MajorityAlive) => Some(self),
             (Req::All, _) | (_, Req::All) => Some(Req::All),
             (Req::Any, b) => Some(b),
             (a, Req::Any) => Some(a),
-            _ => None,
+            (Req::Majority, Req::MajorityAlive) | (Req::MajorityAlive, Req::Majority) => {
+                Some(Req::Majority)
+            }
+            (Req::AllAlive, Req::MajorityAlive) | (Req::MajorityAlive, Req::AllAlive) => {
+                Some(Req::AllAlive)
+            }
+            (Req::Majority, Req::AllAlive) | (Req::AllAlive, Req::Majority) => None,
         }
     }
 }
@@ -84,7 +125,37 @@ impl std::fmt::Display for Req {
             Req::Any => "any",
             Req::Majority => "majority",
             Req::AllAlive => "all_alive",
+            Req::MajorityAlive => "majority_alive",
         })
+    }
+}
+
+/// A requirement name that is none of [`Req`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown requirement {0} (expected all, any, majority, all_alive or majority_alive)")]
+pub struct UnknownReq(pub String);
+
+impl std::str::FromStr for Req {
+    type Err = UnknownReq;
+
+    /// Parses the name [`Req`]'s `Display` gives (the Erlang original's atoms).
+    ///
+    /// ```
+    /// use locks_agent::Req;
+    /// assert_eq!("majority_alive".parse(), Ok(Req::MajorityAlive));
+    /// assert!("most".parse::<Req>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Req, UnknownReq> {
+        [
+            Req::All,
+            Req::Any,
+            Req::Majority,
+            Req::AllAlive,
+            Req::MajorityAlive,
+        ]
+        .into_iter()
+        .find(|r| r.to_string() == s)
+        .ok_or_else(|| UnknownReq(s.to_owned()))
     }
 }
 
@@ -107,10 +178,7 @@ mod tests {
     fn all_alive_excuses_down_nodes() {
         assert!(Req::AllAlive.is_met(3, 2, 1));
         assert!(!Req::AllAlive.is_met(3, 1, 1));
-        assert!(
-            Req::AllAlive.is_met(2, 0, 2),
-            "all down: trivially held (4.4)"
-        );
+        assert!(Req::AllAlive.is_met(2, 0, 2), "all down: trivially held");
     }
 
     #[test]
@@ -130,5 +198,81 @@ mod tests {
         assert_eq!(Req::AllAlive.stronger(Req::All), Some(Req::All));
         assert_eq!(Req::Majority.stronger(Req::Majority), Some(Req::Majority));
         assert_eq!(Req::Majority.stronger(Req::AllAlive), None);
+    }
+
+    #[test]
+    fn majority_alive_counts_only_live_nodes() {
+        // 3 listed, 1 down: 2 live, 2 had > 1; 1 had is not > 1.
+        assert!(Req::MajorityAlive.is_met(3, 2, 1));
+        assert!(!Req::MajorityAlive.is_met(3, 1, 1));
+        // 4 listed, 2 down: 2 live, 2 had > 1 (plain Majority needs 3).
+        assert!(Req::MajorityAlive.is_met(4, 2, 2));
+        assert!(!Req::Majority.is_met(4, 2, 2));
+        // 5 listed, 2 down: 3 live, 2 had > 1.
+        assert!(Req::MajorityAlive.is_met(5, 2, 2));
+        // Every node down: no live majority, it waits.
+        assert!(!Req::MajorityAlive.is_met(2, 0, 2));
+        assert!(Req::MajorityAlive.can_be_met(0, 0));
+    }
+
+    #[test]
+    fn majority_alive_is_lost_only_by_refusals() {
+        // Of 3 live nodes, 1 refused: 2 left > 1.
+        assert!(Req::MajorityAlive.can_be_met(3, 1));
+        assert!(!Req::MajorityAlive.can_be_met(3, 2));
+        assert!(Req::MajorityAlive.excuses_down_nodes());
+        assert!(Req::AllAlive.excuses_down_nodes());
+        assert!(!Req::Majority.excuses_down_nodes());
+    }
+
+    #[test]
+    fn every_requirement_parses_back_from_its_name() {
+        for r in [
+            Req::All,
+            Req::Any,
+            Req::Majority,
+            Req::AllAlive,
+            Req::MajorityAlive,
+        ] {
+            assert_eq!(r.to_string().parse(), Ok(r));
+        }
+        assert_eq!(
+            "Majority".parse::<Req>(),
+            Err(UnknownReq("Majority".into()))
+        );
+    }
+
+    /// Every state of up to 5 listed nodes with one up at least: `(listed, had, down)` with
+    /// `had + down <= listed` and `down < listed`.
+    fn states() -> impl Iterator<Item = (usize, usize, usize)> {
+        (1..=5).flat_map(|listed| {
+            (0..listed)
+                .flat_map(move |down| (0..=listed - down).map(move |had| (listed, had, down)))
+        })
+    }
+
+    #[test]
+    fn stronger_is_implication_checked_on_every_small_state() {
+        let all = [
+            Req::All,
+            Req::Any,
+            Req::Majority,
+            Req::AllAlive,
+            Req::MajorityAlive,
+        ];
+        let implies =
+            |a: Req, b: Req| states().all(|(l, h, d)| !a.is_met(l, h, d) || b.is_met(l, h, d));
+        for a in all {
+            for b in all {
+                let expected = if implies(a, b) {
+                    Some(a)
+                } else if implies(b, a) {
+                    Some(b)
+                } else {
+                    None
+                };
+                assert_eq!(a.stronger(b), expected, "{a} against {b}");
+            }
+        }
     }
 }

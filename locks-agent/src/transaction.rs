@@ -9,12 +9,13 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, Unlock,
-    outcome_error, release,
+    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions,
+    SurrenderTo, Unlock, Unwatch, Watch, outcome_error, release,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::options::{Options, Req};
+use crate::watch::LockWatch;
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
@@ -64,6 +65,48 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
         contacted,
         ended: false,
     })
+}
+
+/// Starts a transaction on `node`, asks for every lock of `objects` on this node and waits until
+/// it holds them all (the Erlang original's `begin_transaction(Objects, Options)`). Returns the
+/// transaction with what [`Transaction::await_all_locks`] reports. The list is the one
+/// [`Transaction::lock_objects`] takes: `(lock, mode)` pairs, all on `node`; a lock listed twice
+/// takes the stronger (or combined) mode, as two `lock` calls would.
+///
+/// An empty list returns at once with an empty result. If the locks cannot be had (a request is refused, or the transaction cannot be served), the
+/// transaction is ended, which releases whatever it got, and the error is returned.
+///
+/// ```
+/// use locks_agent::{Options, begin_transaction_with};
+/// use locks_core::{Mode, lock_id};
+/// # use locks_server::{Node, NodeConfig};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+/// let objects = [(lock_id!["a"], Mode::WRITE), (lock_id!["b"], Mode::READ)];
+/// let (txn, held) = begin_transaction_with(&node, objects, Options::default())
+///     .await
+///     .unwrap();
+/// assert_eq!(held.locks.len(), 2);
+/// assert!(held.deadlocks.is_empty());
+/// txn.end().await.unwrap();
+/// # }
+/// ```
+pub async fn begin_transaction_with(
+    node: &Node,
+    objects: impl IntoIterator<Item = (LockId, Mode)>,
+    options: Options,
+) -> Result<(Transaction, LockResult), Error> {
+    let txn = begin_transaction(node, options).await?;
+    let mut objects = objects.into_iter().peekable();
+    if objects.peek().is_none() {
+        // Nothing to wait for (`await_all_locks` would wait for a first request).
+        return Ok((txn, LockResult::default()));
+    }
+    // On an error the handle is dropped here, which ends the agent and releases its locks.
+    txn.lock_objects(objects).await?;
+    let held = txn.await_all_locks().await?;
+    Ok((txn, held))
 }
 
 /// A running transaction: the client's handle on its agent.
@@ -267,6 +310,174 @@ impl Transaction {
             .send(Convert(lock.into(), mode))
             .await
             .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// Changes the transaction's options while it runs (the Erlang original's `change_flag/3`,
+    /// for both of its flags at once). The status is settled again before this returns: a
+    /// transaction waiting for a node that is down becomes
+    /// [`TransactionStatus::CannotServe`] when `await_nodes` is switched off, and the callers
+    /// waiting for its locks fail with [`Error::CannotServe`], as when the node goes down
+    /// without `await_nodes`. Switching `abort_on_deadlock` applies from the next deadlock on.
+    ///
+    /// ```
+    /// # use locks_agent::{Options, begin_transaction};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let txn = begin_transaction(&node, Options::default()).await.unwrap();
+    /// txn.set_options(Options { await_nodes: true, ..Options::default() })
+    ///     .await
+    ///     .unwrap();
+    /// assert!(txn.options().await.unwrap().await_nodes);
+    /// # }
+    /// ```
+    pub async fn set_options(&self, options: Options) -> Result<(), Error> {
+        self.addr
+            .send(SetOptions(options))
+            .await
+            .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// The options in force.
+    pub async fn options(&self) -> Result<Options, Error> {
+        self.addr
+            .send(crate::agent::GetOptions)
+            .await
+            .map_err(|_| outcome_error(&self.outcome))
+    }
+
+    /// Watches `lock` on `nodes` without queueing on it (the Erlang original's `watch/2`): the
+    /// returned [`LockWatch`] stream yields `(node, lock, queue)` with the lock's queue on each
+    /// node now and after every change, in version order per node. A lock with no entries
+    /// shows an empty queue. The queue of `[a]` shows the holders of every lock below it as
+    /// holders of intention modes, so a watch of `[a]` sees who holds `[a, b]`.
+    ///
+    /// Dropping the stream, [`Transaction::unwatch`] or the end of the transaction stops the
+    /// views. Several streams may watch the same lock; each gets every view from its start.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use locks_agent::{Options, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let observer = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let mut views = observer
+    ///     .watch(lock_id!["a"], &[node.id().clone()])
+    ///     .await
+    ///     .unwrap();
+    /// let (_, _, first) = views.next().await.unwrap();
+    /// assert!(first.granted.is_empty());
+    ///
+    /// let writer = begin_transaction(&node, Options::default()).await.unwrap();
+    /// writer.lock(lock_id!["a"], Mode::WRITE).await.unwrap();
+    /// let (_, _, next) = views.next().await.unwrap();
+    /// assert!(next.holds(writer.id()));
+    /// assert!(next.version > first.version);
+    /// # }
+    /// ```
+    pub async fn watch(
+        &self,
+        lock: impl Into<LockId>,
+        nodes: &[NodeId],
+    ) -> Result<LockWatch, Error> {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let msg = Watch {
+            lock: lock.into(),
+            nodes: nodes.to_vec(),
+            tx,
+        };
+        let id = self
+            .addr
+            .send(msg)
+            .await
+            .map_err(|_| outcome_error(&self.outcome))??;
+        Ok(LockWatch {
+            rx,
+            id,
+            agent: self.addr.clone(),
+        })
+    }
+
+    /// Stops watching `lock` on `nodes` (the Erlang original's `unwatch/2`), for every stream
+    /// of this transaction: the lock servers stop sending views, and a stream that watched
+    /// nothing else ends. Nodes not watched are ignored.
+    pub async fn unwatch(&self, lock: impl Into<LockId>, nodes: &[NodeId]) -> Result<(), Error> {
+        let msg = Unwatch {
+            lock: lock.into(),
+            nodes: nodes.to_vec(),
+        };
+        self.addr
+            .send(msg)
+            .await
+            .map_err(|_| outcome_error(&self.outcome))?
+    }
+
+    /// The agents that watch `lock` on this transaction's node, in id order (the Erlang
+    /// original's `watchers/1`), as its lock server knows them now.
+    pub async fn watchers(&self, lock: impl Into<LockId>) -> Result<Vec<AgentId>, Error> {
+        Ok(self.node.watchers(lock.into()).await?)
+    }
+
+    /// Surrenders `lock`, which this transaction holds, to `to`, which waits for it, on each of
+    /// `nodes` (the Erlang original's `surrender_nowait/4`). On each node the lock server
+    /// checks that `to` waits or converts on the lock and, if so, moves this transaction's
+    /// entries on the lock and its descendants to the back of their queues, behind `to`. The
+    /// request stays: the transaction is waiting again, and [`Transaction::await_all_locks`]
+    /// returns once it has the lock back. This is no deadlock: nothing is added to the
+    /// deadlocks reported. Returns once every node has answered.
+    ///
+    /// Fails with [`RequestError::CannotSurrender`](crate::RequestError::CannotSurrender),
+    /// naming the lock, `to` and the node, when the transaction does not hold the lock on a
+    /// listed node (nothing is sent then) or when `to` does not wait for it there (the original
+    /// kills the agent instead). Every node decides on its own: a refusal on one node does not
+    /// undo the surrender on another, and the error names the first refusal.
+    ///
+    /// The race: `to` may stop waiting (be granted, withdraw, end) between the caller looking
+    /// at the queue and the server receiving the surrender. The server decides on its queue at
+    /// that moment, so the surrender is then refused and changes nothing; and if `to` leaves
+    /// just after, the surrender stands and this transaction gets the lock back in queue order.
+    ///
+    /// ```
+    /// use locks_agent::{Options, TransactionStatus, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let here = [node.id().clone()];
+    /// let holder = begin_transaction(&node, Options::default()).await.unwrap();
+    /// holder.lock(lock_id!["l"], Mode::WRITE).await.unwrap();
+    /// let waiter = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let granted = waiter.lock(lock_id!["l"], Mode::WRITE);
+    /// // Wait until the waiter is queued (a watch shows the queue).
+    /// # use futures::StreamExt;
+    /// let mut views = holder.watch(lock_id!["l"], &here).await.unwrap();
+    /// while views.next().await.unwrap().2.waiting.is_empty() {}
+    /// holder.surrender_nowait(lock_id!["l"], waiter.id(), &here).await.unwrap();
+    /// granted.await.unwrap();
+    /// assert_eq!(holder.status().await.unwrap(), TransactionStatus::Waiting);
+    /// waiter.end().await.unwrap();
+    /// assert!(holder.await_all_locks().await.unwrap().deadlocks.is_empty());
+    /// # }
+    /// ```
+    pub async fn surrender_nowait(
+        &self,
+        lock: impl Into<LockId>,
+        to: &AgentId,
+        nodes: &[NodeId],
+    ) -> Result<(), Error> {
+        let (tx, rx) = oneshot::channel();
+        self.addr.do_send(SurrenderTo {
+            lock: lock.into(),
+            to: to.clone(),
+            nodes: nodes.to_vec(),
+            reply: tx,
+        });
+        self.wait(rx).await
     }
 
     /// The agent's wait-for graph in DOT, for debugging.

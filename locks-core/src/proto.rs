@@ -69,6 +69,21 @@ pub enum ServerRequest {
         /// The version of the agent's copy of the lock when it decided to surrender.
         version: u64,
     },
+    /// Surrender `lock` to `to`, voluntarily (the Erlang original's `surrender_nowait/4`): if
+    /// the agent holds the lock and `to` waits or converts on it, the agent's entries on the
+    /// lock and its descendants move to the back of their queues, as for [`Self::Surrender`]
+    /// at the lock's current version, and their notices carry [`Note::SurrenderedTo`].
+    /// Otherwise nothing changes and the agent gets [`Rejection::SurrenderNotHeld`] or
+    /// [`Rejection::NotWaiting`]. The server decides on its own queue, so `to` waiting is
+    /// checked where it is known for sure.
+    SurrenderTo {
+        /// The surrendering agent.
+        agent: AgentId,
+        /// The lock it holds.
+        lock: LockId,
+        /// The agent that must be waiting for it.
+        to: AgentId,
+    },
     /// Drop every entry and watch of the agent (it ended, died, or its node went down).
     RemoveAgent {
         /// The agent.
@@ -99,6 +114,7 @@ impl ServerRequest {
             | ServerRequest::Convert { agent, .. }
             | ServerRequest::Unlock { agent, .. }
             | ServerRequest::Surrender { agent, .. }
+            | ServerRequest::SurrenderTo { agent, .. }
             | ServerRequest::RemoveAgent { agent } => agent,
             ServerRequest::Watch { watcher, .. } | ServerRequest::Unwatch { watcher, .. } => {
                 watcher
@@ -208,7 +224,7 @@ impl EntryState {
 /// Why the server sent a notice, beyond "the queue changed".
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Note {
-    /// `agent` surrendered the lock at `version` (`reference/erlang-locks.md` 3.7).
+    /// `agent` surrendered the lock at `version` to break a deadlock.
     Surrendered {
         /// Who surrendered.
         agent: AgentId,
@@ -221,6 +237,16 @@ pub enum Note {
     Unlocked {
         /// Who unlocked.
         agent: AgentId,
+    },
+    /// `agent` surrendered the lock at `version` to the waiter `to`, of its own will
+    /// ([`ServerRequest::SurrenderTo`]); no deadlock was involved.
+    SurrenderedTo {
+        /// Who surrendered.
+        agent: AgentId,
+        /// The waiter it surrendered to.
+        to: AgentId,
+        /// The version it surrendered.
+        version: u64,
     },
 }
 
@@ -266,6 +292,18 @@ pub enum Rejection {
     /// The server is shutting down.
     #[error("the lock server is shutting down")]
     ShuttingDown,
+    /// A [`ServerRequest::SurrenderTo`] named a lock the agent does not hold.
+    #[error("cannot surrender the lock to {to}: the agent does not hold it")]
+    SurrenderNotHeld {
+        /// The agent it was to be surrendered to.
+        to: AgentId,
+    },
+    /// A [`ServerRequest::SurrenderTo`] named an agent that does not wait for the lock.
+    #[error("cannot surrender the lock to {to}: it does not wait for it")]
+    NotWaiting {
+        /// The agent named.
+        to: AgentId,
+    },
 }
 
 /// A message to an agent.

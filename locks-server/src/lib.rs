@@ -27,5 +27,5 @@ pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
 pub use node::Node;
 pub use router::{Deliver, MemberDelivery, RemoteLink, RouteError, Router, ToServer};
-pub use server::{LockServer, Snapshot};
+pub use server::{LockServer, Snapshot, Watchers};
 pub use table::{LockTable, TableSnapshot};

@@ -15,11 +15,11 @@ use crate::cluster::{Cluster, LinkInfo, NodeEvents};
 pub use crate::config::NodeConfig;
 use crate::error::Error;
 use crate::router::Router;
-use crate::server::{LockServer, Snapshot};
+use crate::server::{LockServer, Snapshot, Watchers};
 use crate::table::TableSnapshot;
 use actix::prelude::*;
 use futures::channel::oneshot;
-use locks_core::{AgentId, ModeTable, NodeId};
+use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -299,6 +299,17 @@ impl Node {
     pub async fn snapshot(&self) -> Result<TableSnapshot, Error> {
         let server = self.inner.router.server().ok_or(Error::Stopped)?.clone();
         server.send(Snapshot).await.map_err(|_| Error::Stopped)
+    }
+
+    /// The agents watching `lock` on this node's lock server, in id order: the local answer
+    /// to the Erlang original's `watchers/1`. Cheaper than a [`Node::snapshot`], which copies
+    /// the whole table.
+    pub async fn watchers(&self, lock: LockId) -> Result<Vec<AgentId>, Error> {
+        let server = self.inner.router.server().ok_or(Error::Stopped)?.clone();
+        server
+            .send(Watchers(lock))
+            .await
+            .map_err(|_| Error::Stopped)
     }
 
     /// Stops the node: every agent and the lock server stop, and the node's thread ends.

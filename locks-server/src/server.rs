@@ -6,6 +6,7 @@
 //! - [`NodeDown`]: from the cluster layer when a peer's connection ended: every entry and watch
 //!   of the agents living on that node is removed, as if each had sent `RemoveAgent`.
 //! - [`Snapshot`]: a copy of the table for tools and tests.
+//! - [`Watchers`]: who watches one lock.
 //!
 //! Who holds its address: the node's [`Router`] (and through it every agent). It stops when the
 //! node's actix system stops; requests still in its mailbox are dropped with it, which is safe
@@ -19,7 +20,7 @@ use crate::router::{RouteError, Router, ToServer};
 use crate::table::{LockTable, TableSnapshot};
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, ServerRequest};
-use locks_core::{AgentId, ModeTable, NodeId};
+use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use std::sync::Arc;
 use tracing::{debug, trace, warn};
 
@@ -122,5 +123,18 @@ impl Handler<Snapshot> for LockServer {
 
     fn handle(&mut self, _msg: Snapshot, _ctx: &mut Self::Context) -> Self::Result {
         MessageResult(self.table.snapshot())
+    }
+}
+
+/// Asks the lock server which agents watch a lock (in id order).
+#[derive(Debug, Message)]
+#[rtype(result = "Vec<AgentId>")]
+pub struct Watchers(pub LockId);
+
+impl Handler<Watchers> for LockServer {
+    type Result = MessageResult<Watchers>;
+
+    fn handle(&mut self, msg: Watchers, _ctx: &mut Self::Context) -> Self::Result {
+        MessageResult(self.table.watchers(&msg.0))
     }
 }

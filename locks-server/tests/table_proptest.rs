@@ -248,7 +248,9 @@ impl Harness {
                     }
                 }
             }
-            ServerRequest::Watch { .. } | ServerRequest::Unwatch { .. } => {}
+            ServerRequest::Watch { .. }
+            | ServerRequest::Unwatch { .. }
+            | ServerRequest::SurrenderTo { .. } => {}
         }
         Ok(())
     }

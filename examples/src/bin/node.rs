@@ -29,7 +29,7 @@
 //! Commands, one per line on stdin:
 //!
 //! ```text
-//! lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive]
+//! lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive|majority_alive]
 //!                                 mode defaults to X, nodes to this node, req to all; the
 //!                                 transaction <txn> is begun on first use
 //! status <txn> | end <txn> | nodes | table | quit
@@ -361,12 +361,10 @@ fn parse_lock(node: &Node, path: &str, rest: &[&str]) -> Result<LockRequest, Str
             .map_err(|e| e.to_string())?,
         None => vec![node.id().clone()],
     };
-    let req = match rest.get(2).copied() {
-        None | Some("all") => Req::All,
-        Some("any") => Req::Any,
-        Some("majority") => Req::Majority,
-        Some("all_alive") => Req::AllAlive,
-        Some(other) => return Err(format!("unknown requirement {other}")),
+    // Every name `Req` displays (all, any, majority, all_alive, majority_alive).
+    let req = match rest.get(2) {
+        None => Req::All,
+        Some(name) => name.parse::<Req>().map_err(|e| e.to_string())?,
     };
     if rest.len() > 3 {
         return Err("too many arguments".to_owned());

@@ -85,6 +85,29 @@ pub enum Effect {
         /// Why.
         reason: Rejection,
     },
+    /// A new view of a lock this agent watches ([`AgentCore::watch`]): pass it on to the
+    /// client's watch streams. Views of one `(lock, node)` come in version order, each once.
+    Watched {
+        /// The node of the lock server.
+        node: NodeId,
+        /// The lock.
+        lock: LockId,
+        /// Its queue now (empty when the lock is free).
+        view: std::sync::Arc<locks_core::proto::LockView>,
+    },
+    /// The server of `node` answered a surrender to a waiter ([`AgentCore::surrender_to`]):
+    /// done (`refused` is `None`; the notices of the requeued entries follow or came with it)
+    /// or not, and why.
+    SurrenderAnswered {
+        /// The lock.
+        lock: LockId,
+        /// The node.
+        node: NodeId,
+        /// The agent it was to be surrendered to.
+        to: AgentId,
+        /// Why it was not done, if it was not.
+        refused: Option<surrender_to::SurrenderRefusal>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +143,10 @@ pub struct AgentCore {
     /// Probes received and not handled yet, and probes waiting for news (`probe.rs`).
     probes: probe::Probes,
     phase: Phase,
+    /// The locks watched, with the newest view passed on (`watch.rs`).
+    watches: watch::Watches,
+    /// The surrenders to a waiter not answered yet (`surrender_to.rs`).
+    surrendering: surrender_to::Surrendering,
 }
 
 impl AgentCore {
@@ -142,6 +169,8 @@ impl AgentCore {
             dirty: false,
             probes: probe::Probes::default(),
             phase: Phase::Running,
+            watches: watch::Watches::default(),
+            surrendering: surrender_to::Surrendering::default(),
         }
     }
 
@@ -405,7 +434,7 @@ impl AgentCore {
     /// status and the analysis wait for [`AgentCore::settle`].
     pub fn receive(&mut self, msg: AgentMessage) -> Vec<Effect> {
         let mut out = Vec::new();
-        if self.phase != Phase::Running {
+        if self.phase != Phase::Running || self.on_surrender_answer(&msg, &mut out) {
             return out;
         }
         match msg {
@@ -472,7 +501,9 @@ impl AgentCore {
                 out.push(Effect::Rejected { node, lock, reason });
             }
             AgentMessage::Probe(probe) => self.take_probe(probe),
-            AgentMessage::Watched { .. } => {}
+            AgentMessage::Watched { node, lock, view } => {
+                self.on_watched(node, lock, view, &mut out);
+            }
         }
         out
     }
@@ -488,6 +519,7 @@ impl AgentCore {
         self.knowledge.forget_node(node);
         self.knowledge.clear_excuses();
         self.probes.news();
+        self.fail_surrenders(node, &mut out);
         // Views of that node's locks are gone, and so is whatever was forwarded to agents
         // living there that had not arrived: forward it again once the node is back.
         self.knowledge.forget_sent_to(node);
@@ -511,6 +543,7 @@ impl AgentCore {
         self.knowledge.clear_excuses();
         self.probes.news();
         self.dirty = true;
+        self.rewatch(node, &mut out);
         if !self.down.remove(node) {
             return out;
         }
@@ -647,5 +680,9 @@ impl AgentCore {
 mod pending;
 mod probe;
 mod resolve;
+mod surrender_to;
 #[cfg(test)]
 mod tests;
+mod watch;
+
+pub use surrender_to::SurrenderRefusal;

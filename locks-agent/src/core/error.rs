@@ -1,7 +1,8 @@
 //! Why the agent core refused a client's request.
 
+use super::agent::SurrenderRefusal;
 use crate::options::Req;
-use locks_core::{LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode, NodeId};
 
 /// A client call the agent core refused. Nothing was sent and nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -55,6 +56,19 @@ pub enum RequestError {
     /// A conversion named a request that is not held yet.
     #[error("cannot convert {0}: the request is not held")]
     NotHeld(LockId),
+    /// A lock could not be surrendered to another agent on a node (see
+    /// [`crate::Transaction::surrender_nowait`]).
+    #[error("cannot surrender {lock} on {node} to {to}: {why}")]
+    CannotSurrender {
+        /// The lock.
+        lock: LockId,
+        /// The agent it was to be surrendered to.
+        to: AgentId,
+        /// The node.
+        node: NodeId,
+        /// Why.
+        why: SurrenderRefusal,
+    },
     /// The transaction aborted on a deadlock; only `end` is accepted.
     #[error("the transaction aborted on a deadlock")]
     Aborted,

@@ -1,4 +1,4 @@
-//! The client's requests and when each counts as held (`reference/erlang-locks.md` 4.4, 5.3).
+//! The client's requests and when each counts as held.
 //!
 //! One request per lock id, with a mode, the nodes it names and a [`Req`]. Whether a request is
 //! held is computed afresh from the agent's [`Knowledge`] every time it is asked — never
@@ -57,20 +57,23 @@ impl Request {
     }
 
     /// The nodes that make a pending request impossible to meet, or `None` if it can still be
-    /// met. `lost` says whether a listed node can never grant it; for [`Req::AllAlive`], down
-    /// nodes are excused.
+    /// met. `lost` says whether a listed node can never grant it; for [`Req::AllAlive`] and
+    /// [`Req::MajorityAlive`], down nodes are excused: they are neither lost nor counted among
+    /// the listed nodes.
     pub fn unservable_by(
         &self,
         down: &BTreeSet<NodeId>,
         lost: impl Fn(&NodeId) -> bool,
     ) -> Option<Vec<NodeId>> {
+        let excused = |n: &NodeId| self.req.excuses_down_nodes() && down.contains(n);
         let lost: Vec<NodeId> = self
             .nodes
             .iter()
-            .filter(|n| lost(n) && !(self.req == Req::AllAlive && down.contains(*n)))
+            .filter(|n| lost(n) && !excused(n))
             .cloned()
             .collect();
-        (!self.req.can_be_met(self.nodes.len(), lost.len())).then_some(lost)
+        let listed = self.nodes.iter().filter(|n| !excused(n)).count();
+        (!self.req.can_be_met(listed, lost.len())).then_some(lost)
     }
 
     /// Whether the request is on `lock` or one of its descendants, on `node`.

@@ -288,6 +288,12 @@ impl Sim {
                 Effect::Rejected { node, lock, reason } => {
                     panic!("{from}: {node} rejected {lock}: {reason}");
                 }
+                Effect::Watched { node, lock, .. } => {
+                    panic!("{from}: a view of {lock} on {node}, which no simulated client watches");
+                }
+                Effect::SurrenderAnswered { node, lock, .. } => {
+                    panic!("{from}: no simulated client surrenders {lock} on {node} to a waiter");
+                }
             }
         }
         if end_now {

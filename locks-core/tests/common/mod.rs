@@ -94,6 +94,8 @@ pub fn server_request() -> impl Strategy<Value = ServerRequest> {
         (agent_id(), lock_id()).prop_map(|(watcher, lock)| ServerRequest::Watch { watcher, lock }),
         (agent_id(), lock_id())
             .prop_map(|(watcher, lock)| ServerRequest::Unwatch { watcher, lock }),
+        (agent_id(), lock_id(), agent_id())
+            .prop_map(|(agent, lock, to)| ServerRequest::SurrenderTo { agent, lock, to }),
     ]
 }
 
@@ -113,6 +115,8 @@ fn rejection() -> impl Strategy<Value = Rejection> {
         (mode(), mode()).prop_map(|(held, requested)| Rejection::NotWeaker { held, requested }),
         "\\PC{0,12}".prop_map(Rejection::LockIdTooLarge),
         Just(Rejection::ShuttingDown),
+        agent_id().prop_map(|to| Rejection::SurrenderNotHeld { to }),
+        agent_id().prop_map(|to| Rejection::NotWaiting { to }),
     ]
 }
 
@@ -124,10 +128,12 @@ pub fn agent_message() -> impl Strategy<Value = AgentMessage> {
         any::<u64>(),
         entry_state(),
         proptest::option::of(lock_view().prop_map(Arc::new)),
-        proptest::option::of(
+        proptest::option::of(prop_oneof![
             (agent_id(), any::<u64>())
                 .prop_map(|(agent, version)| Note::Surrendered { agent, version }),
-        ),
+            (agent_id(), agent_id(), any::<u64>())
+                .prop_map(|(agent, to, version)| Note::SurrenderedTo { agent, to, version }),
+        ]),
     )
         .prop_map(|(node, lock, version, state, queue, note)| {
             AgentMessage::Notice(LockNotice {

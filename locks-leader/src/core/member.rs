@@ -371,6 +371,9 @@ impl<C: Callbacks> MemberCore<C> {
                 AgentEffect::Rejected { node, lock, reason } => {
                     debug!(member = %self.s.me, %lock, %node, %reason, "election request refused");
                 }
+                // The member watches the election lock itself, not through its agent, and
+                // never surrenders it to a named agent.
+                AgentEffect::Watched { .. } | AgentEffect::SurrenderAnswered { .. } => {}
             }
         }
     }

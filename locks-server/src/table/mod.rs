@@ -38,6 +38,11 @@
 //! queue*, even when it holds the lock: holders get no views otherwise, and an agent that decided
 //! on an old copy must be able to analyse again with the current one.
 //!
+//! **SurrenderTo** `L` for waiter `W` is the voluntary surrender: refused (nothing changes)
+//! unless the agent holds `L` and `W` waits or converts on it; then it is the surrender of `L`
+//! at its current version, its notes [`Note::SurrenderedTo`](locks_core::proto::Note::SurrenderedTo)
+//! instead (`surrender_to.rs`).
+//!
 //! **Versions.** One counter per table, starting above the `version_base` given to
 //! [`LockTable::new`] (the actor derives it from the node's incarnation, so versions keep growing
 //! across restarts). An operation that changes any lock's queue increments it once, and every
@@ -77,7 +82,8 @@
 //! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
 //! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the
 //! agent has no direct lock on (`Convert` also needs that lock granted with no conversion
-//! pending), a `Convert` to a mode that is not weaker.
+//! pending), a `Convert` to a mode that is not weaker, a `SurrenderTo` of a lock the agent does
+//! not hold or to an agent that does not wait for it.
 //!
 //! # Cost
 //!
@@ -95,6 +101,7 @@ mod notify;
 mod ops;
 mod record;
 mod snapshot;
+mod surrender_to;
 
 pub use notify::Effects;
 pub use snapshot::{EntrySnapshot, LockSnapshot, TableSnapshot};
@@ -162,6 +169,7 @@ impl LockTable {
                 lock,
                 version,
             } => self.surrender(&agent, &lock, version),
+            ServerRequest::SurrenderTo { agent, lock, to } => self.surrender_to(&agent, &lock, &to),
             ServerRequest::RemoveAgent { agent } => self.remove_agent(&agent),
             ServerRequest::Watch { watcher, lock } => self.watch(&watcher, &lock),
             ServerRequest::Unwatch { watcher, lock } => self.unwatch(&watcher, &lock),
@@ -217,6 +225,20 @@ impl LockTable {
         Some(notify::view(rec, &self.modes, &self.agents))
     }
 
+    /// The agents watching `lock`, in id order (none if nobody watches it or it does not exist).
+    pub fn watchers(&self, lock: &LockId) -> Vec<AgentId> {
+        let Some(rec) = self.locks.find(lock.keys()).and_then(|s| self.locks.get(s)) else {
+            return Vec::new();
+        };
+        let mut watchers: Vec<AgentId> = rec
+            .watchers()
+            .iter()
+            .filter_map(|&a| self.agents.id(a).cloned())
+            .collect();
+        watchers.sort_unstable();
+        watchers
+    }
+
     /// `agent`'s entry on `lock`.
     pub fn state(&self, agent: &AgentId, lock: &LockId) -> EntryState {
         self.agents
@@ -249,6 +271,27 @@ impl LockTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watchers_lists_who_watches_a_lock_in_id_order() {
+        let node = NodeId::new("n").unwrap();
+        let mut t = LockTable::new(node.clone(), ModeTable::standard(), 0);
+        let (a1, a2) = (AgentId::new(node.clone(), 1, 1), AgentId::new(node, 1, 2));
+        let lock = LockId::from(["l"]);
+        assert!(t.watchers(&lock).is_empty(), "no record");
+        for a in [&a2, &a1] {
+            t.handle(ServerRequest::Watch {
+                watcher: a.clone(),
+                lock: lock.clone(),
+            });
+        }
+        assert_eq!(t.watchers(&lock), vec![a1.clone(), a2.clone()]);
+        t.handle(ServerRequest::Unwatch {
+            watcher: a1,
+            lock: lock.clone(),
+        });
+        assert_eq!(t.watchers(&lock), vec![a2]);
+    }
 
     #[test]
     fn the_table_can_move_to_an_actor_thread() {

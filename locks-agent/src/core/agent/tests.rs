@@ -512,6 +512,7 @@ fn erlang_9_3_majority_any_and_all_alive_with_a_dead_node() {
         (Req::Majority, false),
         (Req::Any, true),
         (Req::AllAlive, false),
+        (Req::MajorityAlive, false),
     ] {
         let mut c = core(1, Options::default());
         c.node_down(&n3);
@@ -523,7 +524,8 @@ fn erlang_9_3_majority_any_and_all_alive_with_a_dead_node() {
         c.receive(notice(&n2, &l, 2, EntryState::Granted(X)));
         c.settle();
         assert!(c.status().have_all_locks(), "{req}");
-        // Losing a second node: a majority of three is lost, `any` and `all_alive` still hold.
+        // Losing a second node: a majority of three is lost; `any`, `all_alive` and
+        // `majority_alive` (1 of 1 live node) still hold.
         c.node_down(&n2);
         let expected = match req {
             Req::Majority => TransactionStatus::CannotServe {
@@ -784,3 +786,5 @@ fn an_agent_someone_waits_for_tells_those_queued_ahead_of_it() {
     let sent: Vec<AgentId> = to_agents(&c.settle()).into_iter().map(|(a, _)| a).collect();
     assert_eq!(sent, vec![agent(1), agent(3)]);
 }
+
+mod api;

@@ -39,8 +39,14 @@ pub enum ServerRequest {
         /// The requested mode.
         mode: Mode,
     },
-    /// Convert a held lock down to a weaker mode (seed 000's S→IS, the lock word's W→U). Granted
-    /// at once; refused if the agent does not hold the lock or `mode` is not weaker.
+    /// Convert the agent's direct lock on `lock` down to a weaker mode (seed 000's S→IS, the
+    /// lock word's W→U), whatever the state of its entry there: a granted entry is
+    /// down-converted, a waiting one waits for the weaker mode in its place, and a converting
+    /// one (converting up for a lock on a descendant or a stronger lock on the same id) gives up
+    /// at once the part of its held mode it no longer asks for, then stops converting if what it
+    /// holds covers what it needs, or keeps converting to what it needs. Never waits. Refused
+    /// only if the agent has no direct lock on `lock` or `mode` is not weaker than its direct
+    /// mode, so an agent's request and the server's direct lock never part.
     Convert {
         /// The agent.
         agent: AgentId,
@@ -244,13 +250,13 @@ pub enum Rejection {
     /// The mode is not in the server's mode table.
     #[error("mode {0} is not in this node's mode table")]
     ModeNotInTable(Mode),
-    /// A conversion or unlock named a lock the agent does not hold or request.
+    /// A conversion or unlock named a lock the agent has no direct lock on (granted or not).
     #[error("the agent has no lock on this id")]
     NotHeld,
-    /// A down-conversion asked for a mode that is not weaker than the one held.
+    /// A down-conversion asked for a mode that is not weaker than the agent's direct mode.
     #[error("cannot convert down from {held} to {requested}: not a weaker mode")]
     NotWeaker {
-        /// The mode held.
+        /// The agent's direct mode on the lock (granted or not).
         held: Mode,
         /// The mode asked for.
         requested: Mode,

@@ -24,6 +24,18 @@
 //!   the group, each queue stopping at the first request that cannot be granted;
 //! - the group mode is always recomputed from the granted entries.
 //!
+//! **Converting down.** `Convert` sets the agent's direct mode on the lock to a weaker one
+//! whatever the state of its entry, and is granted at once: it never waits. A granted entry is
+//! down-converted to what it needs now. A waiting entry's pending mode is lowered in place. A
+//! converting entry (converting up for a lock on a descendant, or for a stronger lock on the same
+//! id) first gives up what it holds and no longer asks for: its held mode `h` becomes the group
+//! of the new direct mode and of the intention modes it needs that `h` covers, when `h` covers
+//! that group (otherwise `h` stays: the entry was upgrading to the new mode and cannot be
+//! granted more than `h` without waiting); then it settles like any change of need — the
+//! conversion is done if the lowered held mode covers the need, and otherwise continues to
+//! `group(need, held)` in its place. So a client that converts down while its entry waits to
+//! convert up never leaves a stronger mode behind it in the table.
+//!
 //! **Holding a direct lock.** The table grants each lock's entries on their own. An agent holds
 //! its direct lock on `[a, b]` once its entry on `[a, b]` *and* its entries on every ancestor
 //! (`[a]`) are granted: the intention entries on ancestors are what keeps a read of `[a]` and a
@@ -74,8 +86,9 @@
 //!
 //! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
 //! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the
-//! agent has no direct lock on (`Convert` also needs that lock granted with no conversion
-//! pending), a `Convert` to a mode that is not weaker.
+//! agent has no direct lock on, a `Convert` to a mode that is not weaker than the agent's direct
+//! mode there. Nothing else refuses a `Convert`: the state of the entry (granted, converting or
+//! waiting) does not matter, so an agent's request and its direct mode never part.
 //!
 //! # Cost
 //!

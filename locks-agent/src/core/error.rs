@@ -52,9 +52,6 @@ pub enum RequestError {
         /// The mode asked for.
         requested: Mode,
     },
-    /// A conversion named a request that is not held yet.
-    #[error("cannot convert {0}: the request is not held")]
-    NotHeld(LockId),
     /// The transaction aborted on a deadlock; only `end` is accepted.
     #[error("the transaction aborted on a deadlock")]
     Aborted,

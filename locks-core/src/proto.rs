@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The version of the wire protocol. A peer speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -223,6 +223,11 @@ pub enum Note {
         /// The version it surrendered.
         version: u64,
     },
+    /// This notice answers the recipient's own [`ServerRequest::Convert`] of the lock (it is the
+    /// one notice the requester is always sent). Until it comes, the agent cannot tell a notice
+    /// sent before the server applied the conversion from one sent after, and an older grant
+    /// may overstate what it holds.
+    Converted,
 }
 
 /// A lock server's report to one agent about one lock.

@@ -9,7 +9,7 @@
 mod common;
 
 use common::*;
-use locks_core::proto::{AgentMessage, EntryState, Rejection};
+use locks_core::proto::{AgentMessage, EntryState, Note, Rejection};
 use locks_core::{Mode, lock_id};
 
 fn rejection(fx: &locks_server::table::Effects) -> Option<Rejection> {
@@ -43,6 +43,11 @@ fn converting_for_a_descendant_lowers_the_held_mode_and_keeps_converting() {
         }
     );
     assert_eq!(n.queue.as_deref(), tb.view(&a).as_ref());
+    assert_eq!(
+        n.note,
+        Some(Note::Converted),
+        "the answer says what it answers"
+    );
 
     // Without [a, b], IS is all T1 needs: the conversion is withdrawn.
     unlock(&mut tb, 1, &ab);

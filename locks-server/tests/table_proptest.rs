@@ -305,6 +305,11 @@ impl Harness {
                                 })
                             );
                         }
+                        (ServerRequest::Convert { agent, lock, .. }, note)
+                            if to == agent && *lock == n.lock =>
+                        {
+                            prop_assert_eq!(note, &Some(Note::Converted));
+                        }
                         (_, note) => prop_assert!(note.is_none()),
                     }
                 }

@@ -124,10 +124,11 @@ pub fn agent_message() -> impl Strategy<Value = AgentMessage> {
         any::<u64>(),
         entry_state(),
         proptest::option::of(lock_view().prop_map(Arc::new)),
-        proptest::option::of(
+        proptest::option::of(prop_oneof![
             (agent_id(), any::<u64>())
                 .prop_map(|(agent, version)| Note::Surrendered { agent, version }),
-        ),
+            Just(Note::Converted),
+        ]),
     )
         .prop_map(|(node, lock, version, state, queue, note)| {
             AgentMessage::Notice(LockNotice {

@@ -67,7 +67,9 @@
 //!    once its entry is gone). A change of intention counts that leaves the state as it was is
 //!    not a change: taking a second child lock under a hot root tells nobody about the root;
 //! 2. the agent that named the lock in a `Lock`, `Convert` or `Unlock` request always gets one,
-//!    so every such request is answered;
+//!    so every such request is answered; the answer to a `Convert` carries
+//!    [`Note::Converted`](locks_core::proto::Note::Converted), so the agent can tell the notices
+//!    sent before the conversion from those sent after it;
 //! 3. an agent converting or waiting on the lock after the operation gets one whenever something
 //!    ahead of it may have changed: any holder added, removed or changing mode (every converter
 //!    and waiter is told); a conversion at or ahead of its place added, removed or changing mode

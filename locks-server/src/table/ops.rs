@@ -127,6 +127,16 @@ impl LockTable {
             touched |= self.for_ancestors(lock, a, Some(new_i), Some(old_i), v, &mut out);
         }
         touched |= self.answer(s, a, Edit::Convert(mode), v, &mut out);
+        // The agent's answer on `lock` (it always gets one, after those of the ancestors) says
+        // that it answers this Convert: until then, the agent's older notices may overstate what
+        // it holds.
+        let answer = out.iter_mut().rev().find_map(|(to, m)| match m {
+            AgentMessage::Notice(n) if to == agent && n.lock == *lock => Some(n),
+            _ => None,
+        });
+        if let Some(n) = answer {
+            n.note = Some(Note::Converted);
+        }
         self.finish(a, touched, v);
         out
     }

@@ -14,6 +14,14 @@
 //!   note). So a request that lost its grant is pending again at once, never "held" on the
 //!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
 //!
+//! - After the agent sends a conversion down of a copy to mode `m`, and until the server's answer
+//!   to it (the notice with [`Note::Converted`], or a refusal) arrives, the copy's entry counts
+//!   only for modes `m` covers. The conversion lowers what the server holds, and the notices
+//!   still on their way from before it was applied say nothing about what is held after it: a
+//!   grant of `S` followed by a conversion to `IS` and a new request for `S` must wait for the
+//!   server, not ride on the old grant. (Up to `m` the old entry is right: a conversion down
+//!   never takes from a holder a mode it still asks for.)
+//!
 //! - Who else was sent a stored view, where the agent can tell, so that it forwards the view
 //!   only to agents that may lack it ([`Knowledge::already_sent`]):
 //!   - a view is *shared* when the server's notice contract (`locks-server`'s table, "Notices:
@@ -39,7 +47,7 @@ use super::status::Deadlock;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -103,6 +111,9 @@ pub struct Knowledge {
     surrenders: BTreeSet<(LockId, NodeId)>,
     /// The suspended copies (module documentation).
     suspended: BTreeMap<(LockId, NodeId), Suspension>,
+    /// The conversions down this agent sent to a copy and whose answer has not come, oldest
+    /// first: the modes converted to (module documentation).
+    lowering: BTreeMap<(LockId, NodeId), VecDeque<Mode>>,
     deadlocks: Vec<Deadlock>,
 }
 
@@ -118,6 +129,11 @@ impl Knowledge {
             });
         }
         let key = (n.lock, n.node);
+        // Before the version test: a conversion that changed nothing is answered at the
+        // version the agent has already seen.
+        if matches!(n.note, Some(Note::Converted)) {
+            changed |= self.conversion_answered(&key.0, &key.1);
+        }
         let copy = Self::copy_mut(&mut self.copies, &key);
         let suspension = if self.suspended.is_empty() {
             None
@@ -291,6 +307,44 @@ impl Knowledge {
         });
     }
 
+    /// Records that this agent sent a conversion of `(lock, node)` down to `mode`: until the
+    /// server's answer comes, the copy's entry counts for no mode `mode` does not cover.
+    pub fn converting_down(&mut self, lock: &LockId, node: &NodeId, mode: Mode) {
+        self.lowering
+            .entry((lock.clone(), node.clone()))
+            .or_default()
+            .push_back(mode);
+    }
+
+    /// The oldest conversion of `(lock, node)` still unanswered has been answered (a notice
+    /// with [`Note::Converted`], or a refusal). Returns whether there was one.
+    pub fn conversion_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        let key = (lock.clone(), node.clone());
+        let Some(q) = self.lowering.get_mut(&key) else {
+            return false;
+        };
+        q.pop_front();
+        if q.is_empty() {
+            self.lowering.remove(&key);
+        }
+        true
+    }
+
+    /// The modes of the conversions of `(lock, node)` still unanswered: the copy's entry counts
+    /// only for modes every one of them covers.
+    pub fn unanswered_conversions(
+        &self,
+        lock: &LockId,
+        node: &NodeId,
+    ) -> impl Iterator<Item = Mode> + '_ {
+        let q = if self.lowering.is_empty() {
+            None
+        } else {
+            self.lowering.get(&(lock.clone(), node.clone()))
+        };
+        q.into_iter().flatten().copied()
+    }
+
     /// Whether a surrender of this agent is still waiting for the server's answer.
     pub fn surrender_outstanding(&self) -> bool {
         !self.surrenders.is_empty()
@@ -399,6 +453,7 @@ impl Knowledge {
         self.views.retain(|(_, n), _| n != node);
         self.surrenders.retain(|(_, n)| n != node);
         self.suspended.retain(|(_, n), _| n != node);
+        self.lowering.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.

@@ -8,8 +8,10 @@
 //!   agent believing a weaker mode than the table holds, the defect this catches);
 //! - it has an entry exactly on the locks its requests need (the locks and their ancestors),
 //!   and its entry is what the server last told it (the agent's knowledge);
-//! - when the agent says it has all its locks, each entry is granted in exactly the mode its
-//!   requests need there: the agent holds what it believes it holds, no more and no less.
+//! - when the agent says it has all its locks, each entry holds a mode covering what every
+//!   request asks of that lock (its own mode, or the intention mode of a request below): the
+//!   agent holds what it believes it holds. (Not always exactly the entry's need: the group
+//!   of `U` and `IX` is `X`, so an entry holding `SIX`, which covers both, may still convert.)
 
 use super::{End, Sim};
 use locks_agent::TransactionStatus;
@@ -144,6 +146,27 @@ impl Sim {
                     .copied()
                     .unwrap_or(EntryState::Absent);
                 let state = entry.map_or(EntryState::Absent, |e| e.state);
+                // What the agent's requests ask of this lock: their own modes, and the intention
+                // modes of those below it. (Not their group: the table's need may be stronger,
+                // as `U` with `IX` needs `X`, while `SIX` covers both.)
+                let asked: Vec<Mode> = c
+                    .core
+                    .requests()
+                    .filter(|r| r.nodes.contains(node))
+                    .filter_map(|r| {
+                        if r.lock == lock {
+                            Some(r.mode)
+                        } else {
+                            lock.is_ancestor_of(&r.lock)
+                                .then(|| self.modes.intention(r.mode))
+                        }
+                    })
+                    .collect();
+                let covers_all = |held: Option<Mode>, asked: &[Mode]| {
+                    asked
+                        .iter()
+                        .all(|m| held.is_some_and(|h| self.modes.covers(h, *m)))
+                };
                 let problem = match (need, entry) {
                     (None, Some(_)) => Some(format!(
                         "the table has an entry ({state:?}) no request of the agent needs"
@@ -158,8 +181,9 @@ impl Sim {
                     _ if told != state => Some(format!(
                         "the agent was told {told:?}, the table has {state:?}"
                     )),
-                    (Some(n), _) if have_all && state != EntryState::Granted(n) => Some(format!(
-                        "the agent has all its locks and needs {n}, the table has {state:?}"
+                    _ if have_all && !covers_all(state.held(), &asked) => Some(format!(
+                        "the agent has all its locks and asks for {asked:?} there, the table has \
+                         {state:?}"
                     )),
                     _ => None,
                 };

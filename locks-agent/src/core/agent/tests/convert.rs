@@ -146,3 +146,42 @@ fn a_conversion_refused_for_want_of_a_direct_lock_is_reported_and_changes_nothin
     c.settle();
     assert!(c.status().have_all_locks());
 }
+
+#[test]
+fn a_grant_older_than_the_agents_own_conversion_does_not_count_until_it_is_answered() {
+    let a = lock_id!["a"];
+    let mut c = core(1, Options::default());
+    hold(&mut c, &a, S, 2);
+    // Up to X and down to IS, then up to X and down to S again, before any answer: the server
+    // will hold IS after the first conversion and may make the agent wait for S (another agent's
+    // IX, say), so the grant of S at version 2 says nothing about S any more.
+    c.request(a.clone(), X, &[n1()], Req::All).unwrap();
+    c.convert(&a, Mode::IS).unwrap();
+    c.request(a.clone(), X, &[n1()], Req::All).unwrap();
+    c.convert(&a, S).unwrap();
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting);
+    let answer = |version, state, converted: bool| {
+        let mut m = notice(&n1(), &a, version, state);
+        if let (AgentMessage::Notice(n), true) = (&mut m, converted) {
+            n.note = Some(Note::Converted);
+        }
+        m
+    };
+    let converting = |requested| EntryState::Converting {
+        held: Mode::IS,
+        requested,
+    };
+    // The server's answers, in order: Lock X, Convert IS, Lock X, Convert S.
+    c.receive(answer(3, EntryState::Granted(X), false));
+    c.receive(answer(4, EntryState::Granted(Mode::IS), true));
+    c.receive(answer(6, converting(X), false));
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting, "S is not held yet");
+    c.receive(answer(7, converting(S), true));
+    c.settle();
+    assert_eq!(c.status(), TransactionStatus::Waiting, "the server says so");
+    c.receive(answer(9, EntryState::Granted(S), false));
+    c.settle();
+    assert!(c.status().have_all_locks());
+}

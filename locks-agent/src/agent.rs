@@ -217,7 +217,8 @@ impl Agent {
                     return;
                 }
                 Effect::Rejected { node, lock, reason } => {
-                    debug!(agent = %self.id(), %lock, %node, %reason, "request refused");
+                    // The status tells the client when it matters; the log says why.
+                    warn!(agent = %self.id(), %lock, %node, %reason, "lock server refused a request");
                 }
                 Effect::Watched { node, lock, view } => {
                     self.subscriptions.deliver(&node, &lock, &view);
@@ -455,7 +456,7 @@ impl Handler<Unlock> for Agent {
     }
 }
 
-/// Convert a held lock down to a weaker mode.
+/// Convert a lock down to a weaker mode.
 #[derive(Message)]
 #[rtype(result = "Result<(), Error>")]
 pub(crate) struct Convert(pub LockId, pub Mode);

@@ -304,7 +304,15 @@ impl Transaction {
             .map_err(|_| outcome_error(&self.outcome))?
     }
 
-    /// Converts a held lock down to a weaker mode (for example `X` to `S`), at once.
+    /// Converts a lock down to a weaker mode (for example `X` to `S`), at once: the request
+    /// takes the weaker mode on every node, held or not yet (a pending request then waits for
+    /// the weaker mode, and a `lock` call waiting on it returns once that is held). Fails if
+    /// there is no request on `lock` or `mode` is not weaker than the request's mode.
+    ///
+    /// Should a lock server refuse the conversion (its copy of the lock is not in the mode the
+    /// transaction thinks, which the protocol does not produce), the transaction releases that
+    /// copy and counts the node as having refused the request: [`Transaction::status`] and
+    /// blocked calls then report `CannotServe` if the request cannot be met without it.
     pub async fn convert(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
         self.addr
             .send(Convert(lock.into(), mode))

@@ -1,14 +1,19 @@
 //! Randomized transactions on the simulated network with the real lock table: 16 agents take
 //! random sets of read and write locks on a small tree, one lock at a time in random orders (so
-//! deadlocks are frequent), and end when they have them all. Every transaction must finish,
-//! within a bound on the number of steps, and the oracles of the simulation (no two
-//! incompatible holders; "have all locks" only when the table agrees) hold after every step.
+//! deadlocks are frequent), and end when they have them all. Now and then a phase takes a
+//! stronger lock on a lock already held, or a lock below it, and converts the held lock down in
+//! the same phase: the conversion may reach the server while the entry converts up for the new
+//! lock. Every transaction must finish, within a bound on the number of steps, and the oracles
+//! of the simulation (no two incompatible holders; "have all locks" only when the table agrees;
+//! an agent and the table agree on its modes whenever nothing is in flight between them) hold
+//! after every step.
 
 mod sim;
 
 use locks_agent::Options;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
-use sim::{Ask, Audit, Rng, Sim, Stats, table_server_audited};
+use sim::{Act, Ask, Audit, Rng, Sim, Stats, table_server_inspected};
+use std::collections::BTreeMap;
 
 fn node() -> NodeId {
     NodeId::new("n1").unwrap()
@@ -25,27 +30,83 @@ fn random_lock(rng: &mut Rng) -> LockId {
 }
 
 /// A script of 1 to 5 blocking lock calls, sometimes asking for the same lock twice (a read
-/// then a write is an upgrade).
-fn random_script(rng: &mut Rng) -> Vec<Vec<Ask>> {
+/// then a write is an upgrade). One phase in three after the first, if it can, converts an
+/// earlier lock down together with a request that makes its entry convert up (see
+/// [`up_and_down`]).
+fn random_script(rng: &mut Rng) -> Vec<Vec<Act>> {
+    let modes = ModeTable::standard();
+    // The mode of each request, as the agent will have it when the phase starts.
+    let mut asked: BTreeMap<LockId, Mode> = BTreeMap::new();
     let n = 1 + rng.below(5);
     (0..n)
         .map(|_| {
+            if !asked.is_empty()
+                && rng.chance(3)
+                && let Some(phase) = up_and_down(rng, &modes, &mut asked)
+            {
+                return phase;
+            }
             let mode = if rng.below(2) == 0 { Mode::S } else { Mode::X };
-            vec![Ask::on(&node(), random_lock(rng), mode)]
+            let ask = Ask::on(&node(), random_lock(rng), mode);
+            let m = asked.get(&ask.lock).map_or(mode, |d| modes.group(mode, *d));
+            asked.insert(ask.lock.clone(), m);
+            vec![Act::Lock(ask)]
         })
         .collect()
+}
+
+/// A phase that converts some earlier request on `l` down while its entry may convert up: a
+/// lock below `l` (the entry on `l` needs its intention mode too), or a stronger lock on `l`
+/// itself, then `convert(l)` to a random mode weaker than the request's mode then. `None` if
+/// the chosen request allows neither.
+fn up_and_down(
+    rng: &mut Rng,
+    modes: &ModeTable,
+    asked: &mut BTreeMap<LockId, Mode>,
+) -> Option<Vec<Act>> {
+    let locks: Vec<LockId> = asked.keys().cloned().collect();
+    let l = locks[rng.below(locks.len())].clone();
+    let below = l.depth() < 3 && rng.chance(2);
+    let (target, mode) = if below {
+        let mut t = l.child(rng.below(4) as i64);
+        if t.depth() < 3 && rng.chance(2) {
+            t = t.child(rng.below(4) as i64);
+        }
+        (t, if rng.chance(2) { Mode::S } else { Mode::X })
+    } else {
+        // A stronger lock on `l`: X, unless it is X already.
+        (l.clone(), Mode::X)
+    };
+    let up = asked.get(&target).map_or(mode, |d| modes.group(mode, *d));
+    if target == l && up == asked[&l] {
+        return None;
+    }
+    asked.insert(target.clone(), up);
+    let now = asked[&l];
+    let weaker: Vec<Mode> = Mode::ALL
+        .into_iter()
+        .filter(|m| *m != now && modes.covers(now, *m))
+        .collect();
+    let mut phase = vec![Act::Lock(Ask::on(&node(), target, mode))];
+    if !weaker.is_empty() {
+        let down = weaker[rng.below(weaker.len())];
+        asked.insert(l.clone(), down);
+        phase.push(Act::Convert(l, down));
+    }
+    Some(phase)
 }
 
 fn run(seed: u64, agents: u64, options: &Options) -> Result<(Stats, Audit), String> {
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
-    let (server, audit) = table_server_audited(&node(), &modes, 1000);
+    let (server, audit, inspect) = table_server_inspected(&node(), &modes, 1000);
     sim.add_server(node(), server);
+    sim.inspect_table(node(), inspect);
     let mut ids = Vec::new();
     for serial in 1..=agents {
         let script = random_script(sim.rng());
         let id = AgentId::new(node(), 1, serial);
-        sim.add_client(id.clone(), options.clone(), script);
+        sim.add_client_acts(id.clone(), options.clone(), script);
         ids.push(id);
     }
     sim.rng().shuffle(&mut ids);
@@ -80,16 +141,29 @@ fn sixteen_agents_random_locks_all_finish() {
         total.forwards += s.forwards;
         total.steps += s.steps;
         total.notices += s.notices;
+        total.converts_granted += s.converts_granted;
+        total.converts_converting += s.converts_converting;
+        total.converts_waiting += s.converts_waiting;
+        total.agreements += s.agreements;
     }
     eprintln!(
         "16 agents x {runs} seeds: {} surrenders ({} stale), {} forwards, {} notices, {} steps in all",
         total.surrenders, total.stale_surrenders, total.forwards, total.notices, total.steps
     );
     eprintln!("applied surrenders: {real} on a real cycle, {needless} needless");
+    eprintln!(
+        "conversions down of entries granted {}, converting up {}, waiting {}; {} agreement checks",
+        total.converts_granted, total.converts_converting, total.converts_waiting, total.agreements
+    );
     assert!(
         total.surrenders > 0,
         "the workload should deadlock now and then"
     );
+    assert!(
+        total.converts_converting > 0 && total.converts_granted > 0,
+        "the workload should convert down entries that convert up, and granted ones"
+    );
+    assert!(total.agreements > 0, "agents and the table were compared");
 }
 
 #[test]

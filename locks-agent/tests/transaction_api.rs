@@ -153,6 +153,39 @@ async fn convert_down_lets_readers_in() {
 }
 
 #[tokio::test]
+async fn convert_while_converting_up_is_done_on_the_server_too() {
+    // A's entry on [a] converts S -> SIX for its write of [a, b] and waits behind B's S when A
+    // converts [a] down to IS: the server must take the conversion then, or A keeps S on [a]
+    // while its client believes it holds IS, and a writer of [a, c] waits as long as A lives.
+    let h = Harness::new("convconv").await;
+    let ca = h.client().await;
+    let cb = h.client().await;
+    let mut cc = h.client().await;
+    let (a, ab, ac) = (lock_id!["a"], lock_id!["a", "b"], lock_id!["a", "c"]);
+    ca.lock(a.clone(), Mode::S).await;
+    cb.lock(a.clone(), Mode::S).await;
+    ca.lock_nowait(ab.clone(), Mode::X).await;
+    h.wait_blocked(&ca.id(), &a).await;
+    bounded(ca.txn().convert(a.clone(), Mode::IS))
+        .await
+        .unwrap();
+    bounded(ca.txn().unlock(ab.clone())).await.unwrap();
+    let b = cb.id();
+    cb.kill();
+    h.wait_released(&b).await;
+    let acc = ac.clone();
+    let pc = cc.call(move |t| async move { t.lock(acc, Mode::X).await });
+    assert!(pc.result().await.unwrap().is_empty(), "C gets [a, c]");
+    let snap = h.node.snapshot().await.unwrap();
+    assert_eq!(snap.state(&ca.id(), &a), EntryState::Granted(Mode::IS));
+    assert_eq!(snap.state(&cc.id(), &a), EntryState::Granted(Mode::IX));
+    assert!(matches!(
+        bounded(ca.txn().status()).await.unwrap(),
+        TransactionStatus::HaveAllLocks { .. }
+    ));
+}
+
+#[tokio::test]
 async fn a_covered_repeat_is_answered_at_once() {
     let h = Harness::new("repeat").await;
     let c1 = h.client().await;

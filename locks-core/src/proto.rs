@@ -41,8 +41,14 @@ pub enum ServerRequest {
         /// The requested mode.
         mode: Mode,
     },
-    /// Convert a held lock down to a weaker mode (seed 000's S→IS, the lock word's W→U). Granted
-    /// at once; refused if the agent does not hold the lock or `mode` is not weaker.
+    /// Convert the agent's direct lock on `lock` down to a weaker mode (seed 000's S→IS, the
+    /// lock word's W→U), whatever the state of its entry there: a granted entry is
+    /// down-converted, a waiting one waits for the weaker mode in its place, and a converting
+    /// one (converting up for a lock on a descendant or a stronger lock on the same id) gives up
+    /// at once the part of its held mode it no longer asks for, then stops converting if what it
+    /// holds covers what it needs, or keeps converting to what it needs. Never waits. Refused
+    /// only if the agent has no direct lock on `lock` or `mode` is not weaker than its direct
+    /// mode, so an agent's request and the server's direct lock never part.
     Convert {
         /// The agent.
         agent: AgentId,
@@ -231,13 +237,10 @@ pub enum Note {
         /// The version it surrendered.
         version: u64,
     },
-    /// The answer to `agent`'s `Unlock` of the lock: what the notice says is the entry once
-    /// that unlock was carried out. (An agent that asks for a lock again while its unlock is on
-    /// its way must not count a grant sent before it.)
-    Unlocked {
-        /// Who unlocked.
-        agent: AgentId,
-    },
+    /// This notice answers the recipient's own [`ServerRequest::Unlock`] of the lock. Until it
+    /// comes, a grant of the lock sent before the unlock may still be on its way, and an agent
+    /// that asks for the lock again must not count it.
+    Unlocked,
     /// `agent` surrendered the lock at `version` to the waiter `to`, of its own will
     /// ([`ServerRequest::SurrenderTo`]); no deadlock was involved.
     SurrenderedTo {
@@ -248,6 +251,11 @@ pub enum Note {
         /// The version it surrendered.
         version: u64,
     },
+    /// This notice answers the recipient's own [`ServerRequest::Convert`] of the lock (it is the
+    /// one notice the requester is always sent). Until it comes, the agent cannot tell a notice
+    /// sent before the server applied the conversion from one sent after, and an older grant
+    /// may overstate what it holds.
+    Converted,
 }
 
 /// A lock server's report to one agent about one lock.
@@ -275,13 +283,13 @@ pub enum Rejection {
     /// The mode is not in the server's mode table.
     #[error("mode {0} is not in this node's mode table")]
     ModeNotInTable(Mode),
-    /// A conversion or unlock named a lock the agent does not hold or request.
+    /// A conversion or unlock named a lock the agent has no direct lock on (granted or not).
     #[error("the agent has no lock on this id")]
     NotHeld,
-    /// A down-conversion asked for a mode that is not weaker than the one held.
+    /// A down-conversion asked for a mode that is not weaker than the agent's direct mode.
     #[error("cannot convert down from {held} to {requested}: not a weaker mode")]
     NotWeaker {
-        /// The mode held.
+        /// The agent's direct mode on the lock (granted or not).
         held: Mode,
         /// The mode asked for.
         requested: Mode,

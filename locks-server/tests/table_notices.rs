@@ -238,11 +238,16 @@ fn refused_requests_get_a_rejection_and_change_nothing() {
             requested: Mode::S
         }
     );
-    // A pending lock cannot be converted, and an intention-only entry cannot be unlocked.
+    // A pending lock converts only to a weaker mode too, and an intention-only entry cannot be
+    // unlocked.
+    lock(&mut tb, 2, &l, Mode::S);
     lock(&mut tb, 2, &l, Mode::X);
     assert_eq!(
-        reason(&convert(&mut tb, 2, &l, Mode::S)),
-        Rejection::NotHeld
+        reason(&convert(&mut tb, 2, &l, Mode::X)),
+        Rejection::NotWeaker {
+            held: Mode::X,
+            requested: Mode::X
+        }
     );
     lock(&mut tb, 3, &lock_id!["m", "n"], Mode::S);
     assert_eq!(

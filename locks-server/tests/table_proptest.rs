@@ -210,11 +210,11 @@ impl Harness {
                 let known = self.direct.remove(&(serial, lock.clone())).is_some();
                 prop_assert_eq!(Self::rejected(fx), !known);
             }
-            ServerRequest::Convert { agent, lock, mode } => {
+            ServerRequest::Convert { lock, mode, .. } => {
                 let key = (serial, lock.clone());
                 let d = self.direct.get(&key).copied();
-                let granted = matches!(before.state(agent, lock), EntryState::Granted(_));
-                let ok = granted && d.is_some_and(|d| d != *mode && self.modes.covers(d, *mode));
+                // Whatever the entry's state: granted, converting or waiting.
+                let ok = d.is_some_and(|d| d != *mode && self.modes.covers(d, *mode));
                 prop_assert_eq!(Self::rejected(fx), !ok, "convert {:?} -> {:?}", d, mode);
                 if ok {
                     self.direct.insert(key, *mode);
@@ -307,13 +307,15 @@ impl Harness {
                                 })
                             );
                         }
-                        (ServerRequest::Unlock { agent, lock }, note) if *lock == n.lock => {
-                            prop_assert_eq!(
-                                note,
-                                &Some(Note::Unlocked {
-                                    agent: agent.clone()
-                                })
-                            );
+                        (ServerRequest::Unlock { agent, lock }, note)
+                            if to == agent && *lock == n.lock =>
+                        {
+                            prop_assert_eq!(note, &Some(Note::Unlocked));
+                        }
+                        (ServerRequest::Convert { agent, lock, .. }, note)
+                            if to == agent && *lock == n.lock =>
+                        {
+                            prop_assert_eq!(note, &Some(Note::Converted));
                         }
                         (_, note) => prop_assert!(note.is_none()),
                     }

@@ -387,49 +387,6 @@ impl AgentCore {
         Ok(out)
     }
 
-    /// Converts a held request down to a weaker mode (seed 000's S→IS). `Convert` goes to the
-    /// nodes where the request is held; where it still waits, the stronger grant it waits for
-    /// covers the weaker mode anyway.
-    pub fn convert(&mut self, lock: &LockId, mode: Mode) -> Result<Vec<Effect>, RequestError> {
-        self.check_running()?;
-        if !self.modes.contains(mode) {
-            return Err(RequestError::ModeNotInTable(mode));
-        }
-        let r = self
-            .requests
-            .get(lock)
-            .ok_or_else(|| RequestError::NoSuchRequest(lock.clone()))?;
-        if mode == r.mode || !self.modes.covers(r.mode, mode) {
-            return Err(RequestError::NotWeaker {
-                lock: lock.clone(),
-                held: r.mode,
-                requested: mode,
-            });
-        }
-        if !r.is_held(&self.modes, &self.knowledge, &self.down) {
-            return Err(RequestError::NotHeld(lock.clone()));
-        }
-        let nodes: Vec<NodeId> = r
-            .held_nodes(&self.modes, &self.knowledge, &self.down)
-            .cloned()
-            .collect();
-        if let Some(r) = self.requests.get_mut(lock) {
-            r.mode = mode;
-        }
-        self.mark_request(lock);
-        let mut out = Vec::new();
-        for node in nodes {
-            let msg = ServerRequest::Convert {
-                agent: self.id.clone(),
-                lock: lock.clone(),
-                mode,
-            };
-            self.send(&mut out, node, msg);
-        }
-        self.refresh_status(&mut out);
-        Ok(out)
-    }
-
     /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
     /// status and the analysis wait for [`AgentCore::settle`].
     pub fn receive(&mut self, msg: AgentMessage) -> Vec<Effect> {
@@ -480,25 +437,7 @@ impl AgentCore {
                 }
             }
             AgentMessage::Rejected { node, lock, reason } => {
-                // A refused unlock or conversion leaves the request as it was; a refused lock
-                // request can never be granted there.
-                let refuses_lock =
-                    !matches!(reason, Rejection::NotHeld | Rejection::NotWeaker { .. });
-                // An unlock of a lock the server had no direct entry on is answered so.
-                if reason == Rejection::NotHeld && self.knowledge.unlock_answered(&lock, &node) {
-                    self.dirty = true;
-                    self.mark_tree(&lock);
-                }
-                if refuses_lock
-                    && self
-                        .requests
-                        .get(&lock)
-                        .is_some_and(|r| r.nodes.contains(&node))
-                {
-                    self.rejected.insert((lock.clone(), node.clone()));
-                    self.mark_request(&lock);
-                }
-                out.push(Effect::Rejected { node, lock, reason });
+                self.on_rejected(node, lock, reason, &mut out);
             }
             AgentMessage::Probe(probe) => self.take_probe(probe),
             AgentMessage::Watched { node, lock, view } => {
@@ -677,6 +616,7 @@ impl AgentCore {
     }
 }
 
+mod convert;
 mod pending;
 mod probe;
 mod resolve;

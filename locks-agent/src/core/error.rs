@@ -53,9 +53,6 @@ pub enum RequestError {
         /// The mode asked for.
         requested: Mode,
     },
-    /// A conversion named a request that is not held yet.
-    #[error("cannot convert {0}: the request is not held")]
-    NotHeld(LockId),
     /// A lock could not be surrendered to another agent on a node (see
     /// [`crate::Transaction::surrender_nowait`]).
     #[error("cannot surrender {lock} on {node} to {to}: {why}")]

@@ -17,6 +17,15 @@
 //! - Who has a stored view's version is known exactly for the agents this one sent it to or got
 //!   it from ([`Knowledge::was_sent`]); that record belongs to the stored view and goes with it,
 //!   so it never outgrows the views an agent keeps, however many agents it ever met.
+//! - After the agent sends a conversion down of a copy to mode `m`, and until the server's answer
+//!   to it (the notice with [`Note::Converted`], or a refusal) arrives, the copy's entry counts
+//!   only for modes `m` covers. The conversion lowers what the server holds, and the notices
+//!   still on their way from before it was applied say nothing about what is held after it: a
+//!   grant of `S` followed by a conversion to `IS` and a new request for `S` must wait for the
+//!   server, not ride on the old grant. (Up to `m` the old entry is right: a conversion down
+//!   never takes from a holder a mode it still asks for.) Likewise after the agent sends an
+//!   `Unlock` of a copy: until the answer ([`Note::Unlocked`], or a refusal) arrives, no grant of
+//!   the copy counts.
 //! - Who else was sent a stored view, where the agent can tell, so that it forwards the view
 //!   only to agents that may lack it ([`Knowledge::already_sent`]). Both rules below rely on
 //!   another agent `F` having forwarded the view; they are used only when `F` lives on this
@@ -48,7 +57,7 @@ use locks_core::proto::{EntryState, LockNotice, LockView, Note};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use smallvec::SmallVec;
 use std::collections::btree_map::Entry;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -117,6 +126,9 @@ pub struct Knowledge {
     surrenders: BTreeSet<(LockId, NodeId)>,
     /// The suspended copies (module documentation).
     suspended: BTreeMap<(LockId, NodeId), Suspension>,
+    /// The conversions down this agent sent to a copy and whose answer has not come, oldest
+    /// first: the modes converted to (module documentation).
+    lowering: BTreeMap<(LockId, NodeId), VecDeque<Mode>>,
     deadlocks: Vec<Deadlock>,
     /// Waiters that said they do not wait on a copy, as of a version: their edges from views
     /// of that copy up to that version are left out of the graph.
@@ -131,9 +143,7 @@ impl Knowledge {
     /// Takes in a server notice addressed to `me`. Returns whether anything changed.
     pub fn on_notice(&mut self, me: &AgentId, n: LockNotice) -> bool {
         let mut changed = false;
-        if let Some(Note::Unlocked { agent }) = &n.note
-            && agent == me
-        {
+        if let Some(Note::Unlocked) = &n.note {
             changed |= self.unlock_answered(&n.lock, &n.node);
         }
         if let Some(Note::Surrendered { agent, .. }) = &n.note {
@@ -144,6 +154,11 @@ impl Knowledge {
             });
         }
         let key = (n.lock, n.node);
+        // Before the version test: a conversion that changed nothing is answered at the
+        // version the agent has already seen.
+        if matches!(n.note, Some(Note::Converted)) {
+            changed |= self.conversion_answered(&key.0, &key.1);
+        }
         let copy = Self::copy_mut(&mut self.copies, &key);
         let suspension = if self.suspended.is_empty() {
             None
@@ -326,6 +341,44 @@ impl Knowledge {
                 && matches!(s, Suspension::Under { lock: l, version: v }
                     if l == lock && *v == version))
         });
+    }
+
+    /// Records that this agent sent a conversion of `(lock, node)` down to `mode`: until the
+    /// server's answer comes, the copy's entry counts for no mode `mode` does not cover.
+    pub fn converting_down(&mut self, lock: &LockId, node: &NodeId, mode: Mode) {
+        self.lowering
+            .entry((lock.clone(), node.clone()))
+            .or_default()
+            .push_back(mode);
+    }
+
+    /// The oldest conversion of `(lock, node)` still unanswered has been answered (a notice
+    /// with [`Note::Converted`], or a refusal). Returns whether there was one.
+    pub fn conversion_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        let key = (lock.clone(), node.clone());
+        let Some(q) = self.lowering.get_mut(&key) else {
+            return false;
+        };
+        q.pop_front();
+        if q.is_empty() {
+            self.lowering.remove(&key);
+        }
+        true
+    }
+
+    /// The modes of the conversions of `(lock, node)` still unanswered: the copy's entry counts
+    /// only for modes every one of them covers.
+    pub fn unanswered_conversions(
+        &self,
+        lock: &LockId,
+        node: &NodeId,
+    ) -> impl Iterator<Item = Mode> + '_ {
+        let q = if self.lowering.is_empty() {
+            None
+        } else {
+            self.lowering.get(&(lock.clone(), node.clone()))
+        };
+        q.into_iter().flatten().copied()
     }
 
     /// Whether a surrender of this agent is still waiting for the server's answer.
@@ -575,6 +628,7 @@ impl Knowledge {
         self.suspended.retain(|(_, n), _| n != node);
         self.excused.retain(|(_, n), _| n != node);
         self.unlocking.retain(|(_, n), _| n != node);
+        self.lowering.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.

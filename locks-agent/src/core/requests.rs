@@ -83,8 +83,15 @@ impl Request {
 }
 
 /// Whether `lock` is held in `mode` on `node`, with the intention mode on every ancestor.
+///
+/// A conversion down of `lock` not answered yet caps what its entry counts for (see
+/// [`Knowledge`]). The ancestors need no cap: the conversion keeps every intention mode they
+/// hold for a lock below, and their notices of the same operation come before its answer.
 pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
     let covers = |l: &LockId, m: Mode| k.held(l, node).is_some_and(|h| modes.covers(h, m));
     let intention = modes.intention(mode);
-    covers(lock, mode) && lock.ancestors().all(|a| covers(&a, intention))
+    covers(lock, mode)
+        && k.unanswered_conversions(lock, node)
+            .all(|c| modes.covers(c, mode))
+        && lock.ancestors().all(|a| covers(&a, intention))
 }

@@ -7,16 +7,22 @@
 //! `locks_server::LockTable`, wrapped by the tests).
 //!
 //! Clients follow scripts: a list of phases, each a set of requests issued at once (like
-//! `lock_nowait`); the next phase starts when the transaction has all its locks (like a
-//! blocking `lock`), and a client whose script is done ends its transaction.
+//! `lock_nowait`) and of conversions down; the next phase starts when the transaction has all
+//! its locks (like a blocking `lock`), and a client whose script is done ends its transaction.
+//! A conversion is made with the phase's requests or, chosen at random, at a later step of the
+//! phase (before the next phase starts): so it reaches the server while the entry it converts
+//! is granted, waiting, or converting up for a request of the same phase.
 //!
 //! Oracles, checked after every step, against what the servers said (the newest notice each
 //! server sent about each entry is the server's truth about it):
 //! - no lock on any node has two holders in incompatible modes;
-//! - a transaction whose status is "have all locks" really holds every request.
+//! - a transaction whose status is "have all locks" really holds every request;
+//! - on servers whose table the sim can inspect ([`Sim::inspect_table`]), an agent and the
+//!   table agree whenever nothing is in flight between them (`oracles.rs`).
 #![allow(dead_code)]
 
 mod global;
+mod oracles;
 mod seeded;
 mod table;
 #[allow(unused_imports)]
@@ -24,7 +30,7 @@ pub use global::table_servers_audited;
 pub use seeded::Rng;
 use seeded::seeds_from_env;
 #[allow(unused_imports)]
-pub use table::{Audit, table_server, table_server_audited};
+pub use table::{Audit, Inspect, table_server, table_server_audited, table_server_inspected};
 
 use locks_agent::core::{AgentCore, Effect};
 use locks_agent::{LockResult, Options, Req, TransactionStatus};
@@ -72,11 +78,22 @@ impl Ask {
     }
 }
 
+/// One step of a client's phase.
+#[derive(Clone, Debug)]
+pub enum Act {
+    /// A lock request.
+    Lock(Ask),
+    /// Convert the request on the lock down to the mode (it must be weaker then).
+    Convert(LockId, Mode),
+}
+
 /// A transaction and the client that drives it.
 pub struct Client {
     pub core: AgentCore,
     /// Phases not started yet.
-    pub script: VecDeque<Vec<Ask>>,
+    pub script: VecDeque<Vec<Act>>,
+    /// Conversions of the current phase not made yet, in order.
+    pub deferred: VecDeque<(LockId, Mode)>,
     /// The result of each completed phase.
     pub results: Vec<LockResult>,
     /// Whether a phase was started and is not complete yet.
@@ -101,6 +118,13 @@ pub struct Stats {
     pub stale_surrenders: u64,
     pub surrendered_msgs: u64,
     pub aborts: u64,
+    /// Conversions the servers took in, by the state of the entry they found (granted,
+    /// converting up, waiting) as last told to the agent.
+    pub converts_granted: u64,
+    pub converts_converting: u64,
+    pub converts_waiting: u64,
+    /// Times an agent and an inspected table were checked to agree.
+    pub agreements: u64,
 }
 
 /// The simulated network.
@@ -122,6 +146,10 @@ pub struct Sim {
     pub finished: Vec<AgentId>,
     /// A trace of the last deliveries, for failure reports.
     trace: VecDeque<String>,
+    /// The tables the agreement oracle looks at.
+    inspect: BTreeMap<NodeId, Inspect>,
+    /// The agent that received a message or settled in the current step.
+    subject: Option<AgentId>,
 }
 
 impl Sim {
@@ -139,7 +167,14 @@ impl Sim {
             auto_end: true,
             finished: Vec::new(),
             trace: VecDeque::new(),
+            inspect: BTreeMap::new(),
+            subject: None,
         }
+    }
+
+    /// Lets the agreement oracle look at the table of `node`'s server.
+    pub fn inspect_table(&mut self, node: NodeId, inspect: Inspect) {
+        self.inspect.insert(node, inspect);
     }
 
     pub fn rng(&mut self) -> &mut Rng {
@@ -151,12 +186,22 @@ impl Sim {
     }
 
     pub fn add_client(&mut self, id: AgentId, options: Options, script: Vec<Vec<Ask>>) {
+        let script = script
+            .into_iter()
+            .map(|phase| phase.into_iter().map(Act::Lock).collect())
+            .collect();
+        self.add_client_acts(id, options, script);
+    }
+
+    /// A client whose phases may convert requests down too.
+    pub fn add_client_acts(&mut self, id: AgentId, options: Options, script: Vec<Vec<Act>>) {
         let core = AgentCore::new(id.clone(), self.modes.clone(), options);
         self.clients.insert(
             id,
             Client {
                 core,
                 script: script.into(),
+                deferred: VecDeque::new(),
                 results: Vec::new(),
                 in_phase: false,
                 done: false,
@@ -183,8 +228,44 @@ impl Sim {
             return;
         };
         client.in_phase = true;
-        for ask in phase {
-            self.ask(id, ask).expect("the request is accepted");
+        for act in phase {
+            match act {
+                Act::Lock(ask) => self.ask(id, ask).expect("the request is accepted"),
+                Act::Convert(lock, mode) => {
+                    let later = self.rng.chance(2);
+                    let client = self.clients.get_mut(id).expect("a client");
+                    if later || !client.deferred.is_empty() {
+                        client.deferred.push_back((lock, mode));
+                    } else {
+                        self.convert(id, &lock, mode);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Converts `id`'s request on `lock` down to `mode`, now (the script makes sure it is
+    /// weaker).
+    pub fn convert(&mut self, id: &AgentId, lock: &LockId, mode: Mode) {
+        self.with_core(id, |c| {
+            c.convert(lock, mode)
+                .unwrap_or_else(|e| panic!("{id}: convert {lock} to {mode}: {e}"))
+        });
+    }
+
+    /// Makes the next deferred conversion of `id`, if its transaction still runs.
+    fn convert_deferred(&mut self, id: &AgentId) {
+        let Some(c) = self.clients.get_mut(id) else {
+            return;
+        };
+        let next = c.deferred.pop_front();
+        if !c.core.is_running() {
+            c.deferred.clear();
+            return;
+        }
+        if let Some((lock, mode)) = next {
+            self.trace(format!("{id} converts {lock} to {mode}"));
+            self.convert(id, &lock, mode);
         }
     }
 
@@ -315,13 +396,23 @@ impl Sim {
             .map(|(k, _)| k.clone())
             .collect();
         let unsettled: Vec<AgentId> = self.unsettled.iter().cloned().collect();
-        let n = live.len() + unsettled.len();
+        let converting: Vec<AgentId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| !c.deferred.is_empty())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let n = live.len() + unsettled.len() + converting.len();
         if n == 0 {
             return Ok(false);
         }
         self.stats.steps += 1;
+        self.subject = None;
         let pick = self.rng.below(n);
-        if pick < live.len() {
+        if pick >= live.len() + unsettled.len() {
+            let id = converting[pick - live.len() - unsettled.len()].clone();
+            self.convert_deferred(&id);
+        } else if pick < live.len() {
             let key = &live[pick];
             let msg = self
                 .channels
@@ -336,6 +427,7 @@ impl Sim {
                 let effects = c.core.settle();
                 self.route(&id, effects);
             }
+            self.subject = Some(id);
         }
         self.check()?;
         self.drive_clients();
@@ -356,6 +448,19 @@ impl Sim {
                     .get_mut(&node)
                     .ok_or_else(|| format!("no server {node}"))?;
                 let surrender = matches!(req, ServerRequest::Surrender { .. });
+                if let ServerRequest::Convert { agent, lock, .. } = &req {
+                    let found = self
+                        .truth
+                        .get(&node)
+                        .and_then(|t| t.get(lock))
+                        .and_then(|e| e.get(agent));
+                    match found {
+                        Some(EntryState::Granted(_)) => self.stats.converts_granted += 1,
+                        Some(EntryState::Converting { .. }) => self.stats.converts_converting += 1,
+                        Some(EntryState::Waiting(_)) => self.stats.converts_waiting += 1,
+                        _ => {}
+                    }
+                }
                 let out = server(req);
                 if surrender
                     && !out
@@ -398,6 +503,7 @@ impl Sim {
                     self.unsettled.insert(id.clone());
                     self.route(&id, effects);
                 }
+                self.subject = Some(id);
             }
             (to, _) => return Err(format!("misrouted message to {to:?}")),
         }
@@ -435,6 +541,10 @@ impl Sim {
                 return;
             }
             for id in ready {
+                // The phase's conversions are made before it counts as complete.
+                while !self.clients[&id].deferred.is_empty() {
+                    self.convert_deferred(&id);
+                }
                 let c = self.clients.get_mut(&id).expect("a client");
                 if c.in_phase {
                     c.in_phase = false;
@@ -450,64 +560,6 @@ impl Sim {
                 }
             }
         }
-    }
-
-    fn held_by_truth(&self, agent: &AgentId, node: &NodeId, lock: &LockId, mode: Mode) -> bool {
-        let locks = self.truth.get(node);
-        let held = |l: &LockId, m: Mode| {
-            locks
-                .and_then(|t| t.get(l))
-                .and_then(|e| e.get(agent))
-                .and_then(|s| s.held())
-                .is_some_and(|h| self.modes.covers(h, m))
-        };
-        let intention = self.modes.intention(mode);
-        held(lock, mode) && lock.ancestors().all(|a| held(&a, intention))
-    }
-
-    /// The oracles of the module documentation (holders: on the locks changed by this step).
-    pub fn check(&mut self) -> Result<(), String> {
-        let touched = std::mem::take(&mut self.touched);
-        for (node, lock) in &touched {
-            let Some(entries) = self.truth.get(node).and_then(|t| t.get(lock)) else {
-                continue;
-            };
-            let holders: Vec<(&AgentId, Mode)> = entries
-                .iter()
-                .filter_map(|(a, s)| s.held().map(|m| (a, m)))
-                .collect();
-            for (i, (a, ma)) in holders.iter().enumerate() {
-                for (b, mb) in &holders[i + 1..] {
-                    if !self.modes.compatible(*ma, *mb) {
-                        return Err(format!(
-                            "{lock} on {node}: {a} holds {ma} and {b} holds {mb}\n{}",
-                            self.last_trace()
-                        ));
-                    }
-                }
-            }
-        }
-        for (id, c) in &self.clients {
-            if !c.core.is_running() || !c.core.status().have_all_locks() {
-                continue;
-            }
-            for r in c.core.requests() {
-                let had = r
-                    .nodes
-                    .iter()
-                    .filter(|n| self.held_by_truth(id, n, &r.lock, r.mode))
-                    .count();
-                if !r.req.is_met(r.nodes.len(), had, 0) {
-                    return Err(format!(
-                        "{id} claims all its locks but does not hold {} {}\n{}",
-                        r.lock,
-                        r.mode,
-                        self.last_trace()
-                    ));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Runs until nothing is in flight, at most `max_steps` steps.

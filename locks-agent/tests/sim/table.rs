@@ -4,6 +4,9 @@ use super::ServerFn;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{ModeTable, NodeId};
 
+/// A picture of a simulated server's table, now.
+pub type Inspect = Box<dyn Fn() -> locks_server::table::TableSnapshot>;
+
 /// What the servers saw of the surrenders they applied.
 #[derive(Clone, Debug, Default)]
 pub struct Audit {
@@ -25,10 +28,27 @@ pub fn table_server_audited(
     modes: &ModeTable,
     version_base: u64,
 ) -> (ServerFn, std::rc::Rc<std::cell::RefCell<Audit>>) {
+    let (server, audit, _) = table_server_inspected(node, modes, version_base);
+    (server, audit)
+}
+
+/// [`table_server_audited`], and a way to look at the table between requests (for
+/// [`super::Sim::inspect_table`]).
+pub fn table_server_inspected(
+    node: &NodeId,
+    modes: &ModeTable,
+    version_base: u64,
+) -> (ServerFn, std::rc::Rc<std::cell::RefCell<Audit>>, Inspect) {
     use locks_agent::core::WaitForGraph;
     let audit = std::rc::Rc::new(std::cell::RefCell::new(Audit::default()));
     let audit2 = audit.clone();
-    let mut table = locks_server::LockTable::new(node.clone(), modes.clone(), version_base);
+    let shared = std::rc::Rc::new(std::cell::RefCell::new(locks_server::LockTable::new(
+        node.clone(),
+        modes.clone(),
+        version_base,
+    )));
+    let inspected = shared.clone();
+    let inspect: Inspect = Box::new(move || inspected.borrow().snapshot());
     let node = node.clone();
     let modes = modes.clone();
     let server = Box::new(move |req: ServerRequest| {
@@ -36,6 +56,7 @@ pub fn table_server_audited(
             ServerRequest::Surrender { agent, lock, .. } => Some((agent.clone(), lock.clone())),
             _ => None,
         };
+        let mut table = shared.borrow_mut();
         let on_cycle = surrender.as_ref().map(|(agent, _)| {
             let snap = table.snapshot();
             let views: Vec<_> = snap
@@ -64,5 +85,5 @@ pub fn table_server_audited(
         }
         out
     });
-    (server, audit)
+    (server, audit, inspect)
 }

@@ -133,6 +133,8 @@ pub fn agent_message() -> impl Strategy<Value = AgentMessage> {
                 .prop_map(|(agent, version)| Note::Surrendered { agent, version }),
             (agent_id(), agent_id(), any::<u64>())
                 .prop_map(|(agent, to, version)| Note::SurrenderedTo { agent, to, version }),
+            Just(Note::Converted),
+            Just(Note::Unlocked),
         ]),
     )
         .prop_map(|(node, lock, version, state, queue, note)| {

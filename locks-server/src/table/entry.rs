@@ -32,6 +32,17 @@ impl IntentCounts {
         acc
     }
 
+    /// Like [`Self::fold_onto`], keeping only the intention modes `within` covers.
+    fn fold_covered_onto(&self, modes: &ModeTable, start: Mode, within: Mode) -> Mode {
+        let mut acc = start;
+        for m in Mode::ALL {
+            if self.0[m.index()] > 0 && modes.covers(within, m) {
+                acc = modes.group(m, acc);
+            }
+        }
+        acc
+    }
+
     fn is_empty(&self) -> bool {
         self.0.iter().all(|&c| c == 0)
     }
@@ -74,6 +85,16 @@ impl Entry {
         match &self.intents {
             Some(counts) => counts.fold_onto(modes, self.direct),
             None => self.direct,
+        }
+    }
+
+    /// What of `held` this entry still asks for once its direct mode is `direct`: the group of
+    /// `direct` and of the intention modes it counts that `held` covers. (It may not be covered
+    /// by `held` itself: `direct` may be a mode the entry has not been granted.)
+    pub fn still_asked(&self, modes: &ModeTable, direct: Mode, held: Mode) -> Mode {
+        match &self.intents {
+            Some(counts) => counts.fold_covered_onto(modes, direct, held),
+            None => direct,
         }
     }
 

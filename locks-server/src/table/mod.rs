@@ -24,6 +24,18 @@
 //!   the group, each queue stopping at the first request that cannot be granted;
 //! - the group mode is always recomputed from the granted entries.
 //!
+//! **Converting down.** `Convert` sets the agent's direct mode on the lock to a weaker one
+//! whatever the state of its entry, and is granted at once: it never waits. A granted entry is
+//! down-converted to what it needs now. A waiting entry's pending mode is lowered in place. A
+//! converting entry (converting up for a lock on a descendant, or for a stronger lock on the same
+//! id) first gives up what it holds and no longer asks for: its held mode `h` becomes the group
+//! of the new direct mode and of the intention modes it needs that `h` covers, when `h` covers
+//! that group (otherwise `h` stays: the entry was upgrading to the new mode and cannot be
+//! granted more than `h` without waiting); then it settles like any change of need — the
+//! conversion is done if the lowered held mode covers the need, and otherwise continues to
+//! `group(need, held)` in its place. So a client that converts down while its entry waits to
+//! convert up never leaves a stronger mode behind it in the table.
+//!
 //! **Holding a direct lock.** The table grants each lock's entries on their own. An agent holds
 //! its direct lock on `[a, b]` once its entry on `[a, b]` *and* its entries on every ancestor
 //! (`[a]`) are granted: the intention entries on ancestors are what keeps a read of `[a]` and a
@@ -60,9 +72,10 @@
 //!    once its entry is gone). A change of intention counts that leaves the state as it was is
 //!    not a change: taking a second child lock under a hot root tells nobody about the root;
 //! 2. the agent that named the lock in a `Lock`, `Convert` or `Unlock` request always gets one,
-//!    so every such request is answered; every notice of the lock in an `Unlock` carries
-//!    [`Note::Unlocked`](locks_core::proto::Note::Unlocked) naming the agent, so that it can tell
-//!    the answer from grants sent before;
+//!    so every such request is answered; the answer to a `Convert` carries
+//!    [`Note::Converted`](locks_core::proto::Note::Converted) and the answer to an `Unlock`
+//!    [`Note::Unlocked`](locks_core::proto::Note::Unlocked), so the agent can tell the notices
+//!    sent before its request was applied from those sent after;
 //! 3. an agent converting or waiting on the lock after the operation gets one whenever something
 //!    ahead of it may have changed: any holder added, removed or changing mode (every converter
 //!    and waiter is told); a conversion at or ahead of its place added, removed or changing mode
@@ -81,9 +94,10 @@
 //!
 //! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
 //! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the
-//! agent has no direct lock on (`Convert` also needs that lock granted with no conversion
-//! pending), a `Convert` to a mode that is not weaker, a `SurrenderTo` of a lock the agent does
-//! not hold or to an agent that does not wait for it.
+//! agent has no direct lock on, a `Convert` to a mode that is not weaker than the agent's direct
+//! mode there, a `SurrenderTo` of a lock the agent does not hold or to an agent that does not
+//! wait for it. Nothing else refuses a `Convert`: the state of the entry (granted, converting or
+//! waiting) does not matter, so an agent's request and its direct mode never part.
 //!
 //! # Cost
 //!

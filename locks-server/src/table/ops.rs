@@ -23,6 +23,8 @@ enum Edit {
         add: Option<Mode>,
         remove: Option<Mode>,
     },
+    /// `Convert` the direct mode down to this one (see `LockRecord::convert_direct`).
+    Convert(Mode),
     /// Surrender: lose the grant, go to the back of the wait queue.
     Requeue,
     /// Drop the entry and the watch (the agent is being removed).
@@ -89,18 +91,23 @@ impl LockTable {
         out
     }
 
-    /// `Convert`: lowers a granted direct lock to a weaker mode, at once.
+    /// `Convert`: sets the agent's direct mode on `lock` to a weaker one, whatever the state of
+    /// its entry there (granted, converting or waiting), and the intention on every ancestor to
+    /// match; it never waits. Refused only when the agent has no direct lock on `lock` or
+    /// `mode` is not weaker than its direct mode.
+    ///
+    /// Why every state: the agent's request and its direct mode here must stay one thing. An
+    /// entry converts up because of a lock on a descendant or a stronger lock on the same id,
+    /// neither of which the client sees as a reason its conversion down should fail; refused,
+    /// the client would think it holds the weaker mode while the table kept the stronger one
+    /// for as long as the agent lives.
     pub(super) fn convert(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
         if !self.modes.contains(mode) {
             return self.reject(agent, lock, Rejection::ModeNotInTable(mode));
         }
         let found = self.agents.lookup(agent).and_then(|a| {
             let s = self.locks.find(lock.keys())?;
-            let e = self.locks.get(s)?.entry(a)?;
-            match (e.direct, e.held, e.want) {
-                (Some(d), Some(_), None) => Some((a, s, d)),
-                _ => None,
-            }
+            Some((a, s, self.locks.get(s)?.entry(a)?.direct?))
         });
         let Some((a, s, direct)) = found else {
             return self.reject(agent, lock, Rejection::NotHeld);
@@ -119,7 +126,9 @@ impl LockTable {
         if old_i != new_i {
             touched |= self.for_ancestors(lock, a, Some(new_i), Some(old_i), v, &mut out);
         }
-        touched |= self.set_direct(s, a, Some(mode), v, &mut out);
+        touched |= self.answer(s, a, Edit::Convert(mode), v, &mut out);
+        // Until this answer comes, the agent's older notices may overstate what it holds.
+        Self::mark_answer(&mut out, agent, lock, Note::Converted);
         self.finish(a, touched, v);
         out
     }
@@ -137,10 +146,9 @@ impl LockTable {
         let mut out = Effects::new();
         let intention = self.modes.intention(direct);
         let mut touched = self.for_ancestors(lock, a, None, Some(intention), v, &mut out);
-        let note = Note::Unlocked {
-            agent: agent.clone(),
-        };
-        touched |= self.answer(s, a, None, Some(&note), v, &mut out);
+        touched |= self.set_direct(s, a, None, v, &mut out);
+        // Until this answer comes, a grant sent before it may still be on its way.
+        Self::mark_answer(&mut out, agent, lock, Note::Unlocked);
         self.finish(a, touched, v);
         out
     }
@@ -321,8 +329,8 @@ impl LockTable {
     }
 
     /// Sets (or with `None` drops) agent `a`'s direct mode on lock slot `s` and answers the agent
-    /// with its entry: the last step of `Lock`, `Convert` and `Unlock`. Returns whether the
-    /// lock's queue changed.
+    /// with its entry: the last step of `Lock` and `Unlock` (`Convert` ends through
+    /// [`Self::answer`] too). Returns whether the lock's queue changed.
     fn set_direct(
         &mut self,
         s: u32,
@@ -331,30 +339,35 @@ impl LockTable {
         v: u64,
         out: &mut Effects,
     ) -> bool {
-        self.answer(s, a, direct, None, v, out)
-    }
-
-    /// [`LockTable::set_direct`], with `note` on the notices of the lock.
-    fn answer(
-        &mut self,
-        s: u32,
-        a: u32,
-        direct: Option<Mode>,
-        note: Option<&Note>,
-        v: u64,
-        out: &mut Effects,
-    ) -> bool {
         let edit = Edit::Need {
             direct: Some(direct),
             add: None,
             remove: None,
         };
+        self.answer(s, a, edit, v, out)
+    }
+
+    /// Applies `edit` to agent `a`'s entry on lock slot `s` and answers the agent with its
+    /// entry, changed or not. Returns whether the lock's queue changed.
+    fn answer(&mut self, s: u32, a: u32, edit: Edit, v: u64, out: &mut Effects) -> bool {
         let aud = Audience {
             respond: Some(a),
-            note,
             ..Audience::default()
         };
         self.apply(s, a, edit, &aud, v, out)
+    }
+
+    /// Marks `agent`'s answer on `lock` (the last notice to it about `lock` in `out`: it always
+    /// gets one, after those of the ancestors) with `note`, so that it can tell the notices sent
+    /// before its request was applied from those sent after.
+    fn mark_answer(out: &mut Effects, agent: &AgentId, lock: &LockId, note: Note) {
+        let answer = out.iter_mut().rev().find_map(|(to, m)| match m {
+            AgentMessage::Notice(n) if to == agent && n.lock == *lock => Some(n),
+            _ => None,
+        });
+        if let Some(n) = answer {
+            n.note = Some(note);
+        }
     }
 
     /// Applies `edit` to agent `a`'s entry on lock slot `s`, grants what can be granted, appends
@@ -405,6 +418,13 @@ impl LockTable {
                     {
                         slot.locks.remove(&s);
                     }
+                }
+            }
+            Edit::Convert(direct) => {
+                if let Some(pos) = rec.pos(a) {
+                    rec.convert_direct(pos, direct, modes, &mut ch);
+                    // A lower direct mode never empties the entry: it still needs `direct`.
+                    rec.settle(pos, modes, v, &mut ch);
                 }
             }
             Edit::Requeue => {

@@ -600,11 +600,10 @@ fn unlock_withdraws_and_forgets() {
 }
 
 #[test]
-fn convert_down_needs_a_weaker_mode_and_a_held_request() {
+fn convert_down_needs_a_weaker_mode() {
     let l = lock_id!["l"];
     let mut c = core(1, Options::default());
     c.request(l.clone(), X, &[n1()], Req::All).unwrap();
-    assert_eq!(c.convert(&l, S), Err(RequestError::NotHeld(l.clone())));
     c.receive(notice(&n1(), &l, 3, EntryState::Granted(X)));
     c.settle();
     assert_eq!(
@@ -788,3 +787,4 @@ fn an_agent_someone_waits_for_tells_those_queued_ahead_of_it() {
 }
 
 mod api;
+mod convert;

@@ -7,6 +7,7 @@
 //! - [`NodeId`], [`AgentId`] and [`MemberId`]: who is who, with the total order the deadlock
 //!   algorithm needs;
 //! - [`proto`]: the messages between agents and lock servers, and [`codec`] for the wire;
+//! - [`waits`]: who waits for whom in one lock queue (the edges of the wait-for graph);
 //! - [`LockWord`] and [`RwuLock`]: Chronicle Map's 64-bit read/update/write lock word and a
 //!   safe lock built on it, for in-process (and shared-memory) locking without any actor.
 //!
@@ -29,6 +30,7 @@ pub mod mode;
 pub mod proto;
 #[allow(unsafe_code)] // the one module that needs it: `UnsafeCell` behind the guards
 pub mod rwu;
+pub mod waits;
 mod sync;
 
 pub use error::Error;

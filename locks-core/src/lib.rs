@@ -30,8 +30,8 @@ pub mod mode;
 pub mod proto;
 #[allow(unsafe_code)] // the one module that needs it: `UnsafeCell` behind the guards
 pub mod rwu;
-pub mod waits;
 mod sync;
+pub mod waits;
 
 pub use error::Error;
 pub use id::{Key, LockId, LockIdError};

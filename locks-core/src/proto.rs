@@ -66,7 +66,8 @@ pub enum ServerRequest {
         lock: LockId,
     },
     /// Move the agent's entry on `lock` (and on the lock's descendants) to the back of the
-    /// queues, if the lock is still at `version`; ignored otherwise.
+    /// queues, if the lock is still at `version` and every wait of `waits` still holds on this
+    /// server; ignored otherwise.
     Surrender {
         /// The surrendering agent.
         agent: AgentId,
@@ -74,6 +75,10 @@ pub enum ServerRequest {
         lock: LockId,
         /// The version of the agent's copy of the lock when it decided to surrender.
         version: u64,
+        /// The waits of the cycle being broken that are on this server's locks: the server
+        /// checks them against its own queues, so a cycle broken meanwhile by anything on this
+        /// node (another victim's surrender, a grant, a release) costs nobody its place.
+        waits: Vec<Wait>,
     },
     /// Surrender `lock` to `to`, voluntarily (the Erlang original's `surrender_nowait/4`): if
     /// the agent holds the lock and `to` waits or converts on it, the agent's entries on the
@@ -237,6 +242,13 @@ pub enum Note {
         /// The version it surrendered.
         version: u64,
     },
+    /// This notice answers the recipient's own [`ServerRequest::Surrender`] at `version`, which
+    /// was not carried out (the lock had changed, or a wait of the cycle no longer held): the
+    /// recipient's entries are where they were, and the notice shows the queue now.
+    NotSurrendered {
+        /// The version named in the surrender.
+        version: u64,
+    },
     /// This notice answers the recipient's own [`ServerRequest::Unlock`] of the lock. Until it
     /// comes, a grant of the lock sent before the unlock may still be on its way, and an agent
     /// that asks for the lock again must not count it.
@@ -363,6 +375,18 @@ pub enum AgentMessage {
         /// Why.
         reason: Rejection,
     },
+}
+
+/// One wait of a deadlock's cycle: `waiter` waits for `blocker` on `lock` (on the server the
+/// [`ServerRequest::Surrender`] naming it goes to).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Wait {
+    /// The waiting agent.
+    pub waiter: AgentId,
+    /// The agent it waits for.
+    pub blocker: AgentId,
+    /// The lock.
+    pub lock: LockId,
 }
 
 /// One edge of a [`Probe`]: `waiter` waits for `blocker` on `lock` at `node`, as a view of

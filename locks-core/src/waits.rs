@@ -247,4 +247,3 @@ pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId
     }
     out
 }
-

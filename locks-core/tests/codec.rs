@@ -9,7 +9,7 @@ use locks_core::codec::{
 };
 use locks_core::proto::{
     AgentMessage, EntryState, Envelope, LockNotice, LockView, Message, PROTOCOL_VERSION,
-    QueueEntry, Rejection, ServerRequest,
+    QueueEntry, Rejection, ServerRequest, Wait,
 };
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
 use proptest::prelude::*;
@@ -54,6 +54,11 @@ fn one_of_each_kind() -> Vec<Envelope> {
             agent: agent(1),
             lock: lock.clone(),
             version: 3,
+            waits: vec![Wait {
+                waiter: agent(2),
+                blocker: agent(1),
+                lock: lock.clone(),
+            }],
         },
         ServerRequest::RemoveAgent { agent: agent(1) },
         ServerRequest::Watch {

@@ -27,7 +27,8 @@
 mod common;
 
 use common::{node, t};
-use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest};
+use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest, Wait};
+use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable};
 use locks_server::LockTable;
 use locks_server::table::{Effects, LockSnapshot, TableSnapshot};
@@ -58,11 +59,19 @@ enum Op {
     Unlock(u64, usize),
     /// Convert one of the known direct locks to a mode.
     ConvertKnown(usize, Mode),
-    /// Surrender one of the existing entries (by index), at its lock's version or a stale one.
-    Surrender(usize, bool),
+    /// Surrender one of the existing entries (by index), at its lock's version or a stale one,
+    /// naming waits of the cycle it breaks: `(waiter, blocker, lock)` by index, which may or
+    /// may not hold.
+    Surrender(usize, bool, Vec<(u64, u64, usize)>),
     Remove(u64),
     Watch(u64, usize),
     Unwatch(u64, usize),
+}
+
+/// Whether `w` holds in the table as `snap` shows it (the rules the agents use).
+fn waits_now(snap: &TableSnapshot, modes: &ModeTable, w: &Wait) -> bool {
+    snap.lock(&w.lock)
+        .is_some_and(|l| blockers_of(modes, &l.view(), &w.waiter).contains(&&w.blocker))
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -74,7 +83,12 @@ fn op() -> impl Strategy<Value = Op> {
         3 => any::<usize>().prop_map(Op::UnlockKnown),
         1 => (agent.clone(), lock.clone()).prop_map(|(a, l)| Op::Unlock(a, l)),
         2 => (any::<usize>(), mode).prop_map(|(i, m)| Op::ConvertKnown(i, m)),
-        3 => (any::<usize>(), any::<bool>()).prop_map(|(i, s)| Op::Surrender(i, s)),
+        3 => (
+            any::<usize>(),
+            any::<bool>(),
+            prop::collection::vec((agent.clone(), agent.clone(), lock.clone()), 0..3)
+        )
+            .prop_map(|(i, s, w)| Op::Surrender(i, s, w)),
         1 => agent.clone().prop_map(Op::Remove),
         1 => (agent.clone(), lock.clone()).prop_map(|(a, l)| Op::Watch(a, l)),
         1 => (agent, lock).prop_map(|(a, l)| Op::Unwatch(a, l)),
@@ -139,17 +153,28 @@ impl Harness {
                     mode: *m,
                 }
             }
-            Op::Surrender(i, current) => {
+            Op::Surrender(i, current, waits) => {
                 let entries: Vec<(&LockSnapshot, &AgentId)> = before
                     .locks
                     .iter()
                     .flat_map(|l| l.entries.iter().map(move |e| (l, &e.agent)))
                     .collect();
                 let (l, a) = entries.get(i % entries.len().max(1))?;
+                // Half the time, only waits that hold now: those are what a real victim names.
+                let waits = waits
+                    .iter()
+                    .map(|&(w, b, l)| Wait {
+                        waiter: t(w),
+                        blocker: t(b),
+                        lock: self.ids[l].clone(),
+                    })
+                    .filter(|w| l.version % 2 == 0 || waits_now(before, &self.modes, w))
+                    .collect();
                 ServerRequest::Surrender {
                     agent: (*a).clone(),
                     lock: l.lock.clone(),
                     version: if *current { l.version } else { l.version - 1 },
+                    waits,
                 }
             }
             Op::Remove(a) => ServerRequest::RemoveAgent { agent: t(*a) },
@@ -230,8 +255,10 @@ impl Harness {
                 agent,
                 version,
                 lock,
+                waits,
             } => {
-                let current = before.lock(lock).map(|l| l.version) == Some(*version);
+                let current = before.lock(lock).map(|l| l.version) == Some(*version)
+                    && waits.iter().all(|w| waits_now(before, &self.modes, w));
                 if !current {
                     // Nothing moves; the agent alone is told how the lock stands now, with the
                     // whole queue, if it has an entry there.
@@ -265,8 +292,9 @@ impl Harness {
         let mut seen: Vec<(AgentId, LockId)> = Vec::new();
         let mut last_lock: Option<&LockId> = None;
         // A stale surrender is answered with the queue even to a holder, and without a note.
-        let stale = matches!(req, ServerRequest::Surrender { lock, version, .. }
-            if before.lock(lock).map(|l| l.version) != Some(*version));
+        let stale = matches!(req, ServerRequest::Surrender { lock, version, waits, .. }
+            if before.lock(lock).map(|l| l.version) != Some(*version)
+                || !waits.iter().all(|w| waits_now(before, &self.modes, w)));
         for (to, msg) in fx {
             match msg {
                 AgentMessage::Notice(n) => {
@@ -296,6 +324,7 @@ impl Harness {
                                 agent,
                                 lock,
                                 version,
+                                ..
                             },
                             note,
                         ) if *lock == n.lock && !stale => {
@@ -316,6 +345,20 @@ impl Harness {
                             if to == agent && *lock == n.lock =>
                         {
                             prop_assert_eq!(note, &Some(Note::Converted));
+                        }
+                        (
+                            ServerRequest::Surrender {
+                                agent,
+                                lock,
+                                version,
+                                ..
+                            },
+                            note,
+                        ) if to == agent && *lock == n.lock => {
+                            prop_assert_eq!(
+                                note,
+                                &Some(Note::NotSurrendered { version: *version })
+                            );
                         }
                         (_, note) => prop_assert!(note.is_none()),
                     }

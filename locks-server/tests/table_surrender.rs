@@ -1,12 +1,13 @@
-//! Surrender (DESIGN.md "Deadlocks", `reference/erlang-locks.md` 3.5): a stale version is
-//! ignored; the agent's entries on the lock and its descendants go to the back of their wait
-//! queues; its entries on ancestors stay; every notice about the lock carries the note.
+//! Surrender: a stale version, or a wait of the cycle that no longer holds, is refused (the
+//! agent is told, with the queue now); otherwise the agent's entries on the lock and its
+//! descendants go to the back of their wait queues, its entries on ancestors stay, and every
+//! notice about the lock carries the note.
 
 mod common;
 
 use common::*;
-use locks_core::proto::{AgentMessage, EntryState, Note};
-use locks_core::{Mode, lock_id};
+use locks_core::proto::{AgentMessage, EntryState, Note, ServerRequest, Wait};
+use locks_core::{LockId, Mode, lock_id};
 
 fn surrendered(n: u64, version: u64) -> Option<Note> {
     Some(Note::Surrendered {
@@ -34,7 +35,11 @@ fn surrender_with_a_stale_version_is_ignored_and_answered_with_a_fresh_view() {
         assert_eq!(fx[0].0.serial(), 1);
         assert_eq!(
             (n.version, n.state, n.note.clone()),
-            (v, EntryState::Granted(Mode::X), None)
+            (
+                v,
+                EntryState::Granted(Mode::X),
+                Some(Note::NotSurrendered { version: stale })
+            )
         );
         assert_eq!(n.queue.as_deref(), tb.view(&l).as_ref());
     }
@@ -149,4 +154,44 @@ fn seed000_conversion_deadlock_is_broken_by_a_surrender() {
     );
     remove(&mut tb, 1);
     assert_eq!(shape(&tb, &l), "X [T2 X] conv [] wait []");
+}
+
+#[test]
+fn surrender_applies_only_while_the_waits_of_its_cycle_hold() {
+    let mut tb = table();
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    // 1 holds L and waits for K; 2 holds K and waits for L: a cycle on this node.
+    lock(&mut tb, 1, &l, Mode::X);
+    lock(&mut tb, 2, &k, Mode::X);
+    lock(&mut tb, 1, &k, Mode::X);
+    lock(&mut tb, 2, &l, Mode::X);
+    let v = tb.view(&k).expect("exists").version;
+    let wait = |waiter, blocker, lock: &LockId| Wait {
+        waiter: t(waiter),
+        blocker: t(blocker),
+        lock: lock.clone(),
+    };
+    // A wait that does not hold (3 is nowhere): refused at the current version, nothing moves.
+    let before = tb.snapshot();
+    let fx = tb.handle(ServerRequest::Surrender {
+        agent: t(2),
+        lock: k.clone(),
+        version: v,
+        waits: vec![wait(1, 2, &k), wait(2, 3, &l)],
+    });
+    assert_eq!(tb.snapshot(), before);
+    assert!(matches!(
+        &fx[..],
+        [(to, AgentMessage::Notice(n))]
+            if *to == t(2) && n.note == Some(Note::NotSurrendered { version: v })
+    ));
+    // The cycle's real waits: applied, and 1 gets K.
+    let fx = tb.handle(ServerRequest::Surrender {
+        agent: t(2),
+        lock: k.clone(),
+        version: v,
+        waits: vec![wait(1, 2, &k), wait(2, 1, &l)],
+    });
+    assert!(fx.iter().any(|(to, m)| *to == t(1)
+        && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.state == EntryState::Granted(Mode::X))));
 }

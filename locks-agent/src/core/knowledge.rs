@@ -159,6 +159,11 @@ impl Knowledge {
         if matches!(n.note, Some(Note::Converted)) {
             changed |= self.conversion_answered(&key.0, &key.1);
         }
+        if let Some(Note::NotSurrendered { version }) = &n.note
+            && self.suspended.get(&key) == Some(&Suspension::Surrendered { version: *version })
+        {
+            changed |= self.surrender_refused(&key, *version, n.queue.clone());
+        }
         let copy = Self::copy_mut(&mut self.copies, &key);
         let suspension = if self.suspended.is_empty() {
             None
@@ -319,6 +324,26 @@ impl Knowledge {
                     version,
                 });
         }
+    }
+
+    /// The server did not carry out this agent's surrender of `key` at `version`: nothing of its
+    /// moved, so the entries it suspended count again, and the queue the refusal shows (at a
+    /// version the surrender had put out of reach) is the copy's view. Returns true.
+    fn surrender_refused(
+        &mut self,
+        key: &(LockId, NodeId),
+        version: u64,
+        queue: Option<Arc<LockView>>,
+    ) -> bool {
+        self.suspended.remove(key);
+        self.surrenders.remove(key);
+        self.lift_under(&key.0, &key.1, version);
+        let copy = Self::copy_mut(&mut self.copies, key);
+        copy.view_min = copy.view_min.min(version);
+        if let Some(q) = queue {
+            self.take_view(&key.0, &key.1, q, Source::Unknown);
+        }
+        true
     }
 
     /// The copies of the proper descendants of `key.0` (on any node; descendants of a lock

@@ -5,7 +5,7 @@
 use super::ServerFn;
 use super::table::Audit;
 use locks_agent::core::WaitForGraph;
-use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::proto::{AgentMessage, Note, ServerRequest};
 use locks_core::{ModeTable, NodeId};
 use locks_server::LockTable;
 use std::cell::RefCell;
@@ -55,7 +55,7 @@ pub fn table_servers_audited(
                     .handle(req);
                 if let Some((_, lock)) = surrender {
                     let applied = out.iter().any(|(_, m)| {
-                        matches!(m, AgentMessage::Notice(n) if n.lock == lock && n.note.is_some())
+                        matches!(m, AgentMessage::Notice(n) if n.lock == lock && matches!(n.note, Some(Note::Surrendered { .. })))
                     });
                     if applied {
                         let mut a = audit.borrow_mut();

@@ -34,7 +34,7 @@ pub use table::{Audit, Inspect, table_server, table_server_audited, table_server
 
 use locks_agent::core::{AgentCore, Effect};
 use locks_agent::{LockResult, Options, Req, TransactionStatus};
-use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
+use locks_core::proto::{AgentMessage, EntryState, Note, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -465,7 +465,7 @@ impl Sim {
                 if surrender
                     && !out
                         .iter()
-                        .any(|(_, m)| matches!(m, AgentMessage::Notice(n) if n.note.is_some()))
+                        .any(|(_, m)| matches!(m, AgentMessage::Notice(n) if matches!(n.note, Some(Note::Surrendered { .. }))))
                 {
                     self.stats.stale_surrenders += 1;
                 }

@@ -1,7 +1,7 @@
 //! The real lock table as a simulated server, with an audit of the surrenders it applies.
 
 use super::ServerFn;
-use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::proto::{AgentMessage, Note, ServerRequest};
 use locks_core::{ModeTable, NodeId};
 
 /// A picture of a simulated server's table, now.
@@ -72,7 +72,7 @@ pub fn table_server_inspected(
             // An applied surrender carries its note on the notices of the lock; a stale one
             // is answered with a fresh view of the lock, without a note.
             let applied = out.iter().any(
-                |(_, m)| matches!(m, AgentMessage::Notice(n) if n.lock == lock && n.note.is_some()),
+                |(_, m)| matches!(m, AgentMessage::Notice(n) if n.lock == lock && matches!(n.note, Some(Note::Surrendered { .. }))),
             );
             if applied {
                 let mut a = audit2.borrow_mut();

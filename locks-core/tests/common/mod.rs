@@ -3,7 +3,7 @@
 
 use locks_core::proto::{
     AgentMessage, Conversion, EntryState, Envelope, LockNotice, LockView, Message, Note,
-    QueueEntry, Rejection, ServerRequest,
+    QueueEntry, Rejection, ServerRequest, Wait,
 };
 use locks_core::{AgentId, Key, LockId, MemberId, Mode, NodeId};
 use proptest::prelude::*;
@@ -83,13 +83,25 @@ pub fn server_request() -> impl Strategy<Value = ServerRequest> {
             mode
         }),
         (agent_id(), lock_id()).prop_map(|(agent, lock)| ServerRequest::Unlock { agent, lock }),
-        (agent_id(), lock_id(), any::<u64>()).prop_map(|(agent, lock, version)| {
-            ServerRequest::Surrender {
+        (
+            agent_id(),
+            lock_id(),
+            any::<u64>(),
+            proptest::collection::vec((agent_id(), agent_id(), lock_id()), 0..3)
+        )
+            .prop_map(|(agent, lock, version, waits)| ServerRequest::Surrender {
                 agent,
                 lock,
                 version,
-            }
-        }),
+                waits: waits
+                    .into_iter()
+                    .map(|(waiter, blocker, lock)| Wait {
+                        waiter,
+                        blocker,
+                        lock
+                    })
+                    .collect(),
+            }),
         agent_id().prop_map(|agent| ServerRequest::RemoveAgent { agent }),
         (agent_id(), lock_id()).prop_map(|(watcher, lock)| ServerRequest::Watch { watcher, lock }),
         (agent_id(), lock_id())

@@ -12,7 +12,8 @@
 use super::LockTable;
 use super::notify::{self, Audience, Ctx, Effects};
 use super::record::Changes;
-use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection};
+use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection, Wait};
+use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode};
 
 /// What one operation does to one agent's entry on one lock.
@@ -154,15 +155,21 @@ impl LockTable {
     }
 
     /// `Surrender`: the agent's entries on `lock` and its descendants go to the back.
-    pub(super) fn surrender(&mut self, agent: &AgentId, lock: &LockId, version: u64) -> Effects {
+    pub(super) fn surrender(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        version: u64,
+        waits: &[Wait],
+    ) -> Effects {
         let found = self.agents.lookup(agent).and_then(|a| {
             let s = self.locks.find(lock.keys())?;
             let rec = self.locks.get(s)?;
             (rec.version == version && rec.entry(a).is_some()).then_some((a, s))
         });
-        let Some((a, s)) = found else {
+        let Some((a, s)) = found.filter(|_| waits.iter().all(|w| self.still_waits(w))) else {
             tracing::trace!(%agent, %lock, version, "stale or unknown surrender ignored");
-            return self.refresh(agent, lock);
+            return self.refresh(agent, lock, version);
         };
         let mut targets: Vec<(LockId, u32)> = self
             .agents
@@ -193,11 +200,28 @@ impl LockTable {
         out
     }
 
+    /// Whether `w.waiter` waits for `w.blocker` on `w.lock` in this table now (the rules of
+    /// [`locks_core::waits`], the same the agents build their graphs with).
+    fn still_waits(&self, w: &Wait) -> bool {
+        let Some(rec) = self
+            .locks
+            .find(w.lock.keys())
+            .and_then(|s| self.locks.get(s))
+        else {
+            return false;
+        };
+        let view = notify::view(rec, &self.modes, &self.agents);
+        blockers_of(&self.modes, &view, &w.waiter).contains(&&w.blocker)
+    }
+
     /// The answer to a stale surrender: the agent's entry on the lock now, with the whole queue
     /// even when it holds the lock. Holders get no views otherwise, so without this an agent
     /// that decided on an old copy could never learn the current version, and a deadlock it
     /// alone can break would stay. Nothing is sent if the agent has no entry there.
-    fn refresh(&self, agent: &AgentId, lock: &LockId) -> Effects {
+    /// The notice carries [`Note::NotSurrendered`] with the version the agent surrendered: the
+    /// lock may not have changed (the surrender was refused because a wait of its cycle no
+    /// longer holds), and the agent must still learn that its surrender is over.
+    fn refresh(&self, agent: &AgentId, lock: &LockId, surrendered: u64) -> Effects {
         let mut out = Effects::new();
         let found = self.agents.lookup(agent).and_then(|a| {
             let rec = self.locks.get(self.locks.find(lock.keys())?)?;
@@ -213,7 +237,9 @@ impl LockTable {
                     version: rec.version,
                     state,
                     queue: Some(std::sync::Arc::new(view)),
-                    note: None,
+                    note: Some(Note::NotSurrendered {
+                        version: surrendered,
+                    }),
                 }),
             ));
         }

@@ -28,7 +28,7 @@ impl LockTable {
         let Some(version) = self.view(lock).map(|v| v.version) else {
             return Effects::new();
         };
-        let mut out = self.surrender(agent, lock, version);
+        let mut out = self.surrender(agent, lock, version, &[]);
         for (_, msg) in &mut out {
             if let AgentMessage::Notice(n) = msg
                 && let Some(Note::Surrendered { agent, version }) = &n.note

@@ -56,6 +56,7 @@ pub fn surrender(table: &mut LockTable, n: u64, id: &LockId, version: u64) -> Ef
         agent: t(n),
         lock: id.clone(),
         version,
+        waits: vec![],
     })
 }
 

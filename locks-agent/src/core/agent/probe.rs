@@ -26,6 +26,10 @@
 //!   notice (at most [`PARKED`] probes; the oldest go first).
 //! - The victim sends one probe per cycle it sees: the same edges at the same versions are not
 //!   sent twice, until the agent's own entries change.
+//! - The surrender carries the cycle's waits on the surrendered lock's node, and that server
+//!   applies it only if they all still hold in its queues: a cycle on one node that something
+//!   broke while the probe was on its way (another victim's surrender, a release) costs the
+//!   victim nothing.
 //! - The victim gives way only if it has learnt nothing since it sent the probe (no notice of
 //!   its own entries, no other agent's surrender, no node event: any of these may have broken
 //!   the cycle, and it probes again if not), its entry on the lock it gives up has not changed
@@ -42,7 +46,7 @@ use crate::core::graph::{Cycle, WaitForGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::Request;
 use crate::core::status::Deadlock;
-use locks_core::proto::{AgentMessage, Probe, ProbeEdge, ServerRequest};
+use locks_core::proto::{AgentMessage, Probe, ProbeEdge, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -429,10 +433,23 @@ impl AgentCore {
         }
         let view = self.knowledge.view(&lock, &node).map_or(0, |v| v.version);
         let version = view.max(into.version);
+        // The server checks the cycle's waits on its own locks again as it applies the
+        // surrender: all of them, for a cycle on one node.
+        let waits = probe
+            .edges
+            .iter()
+            .filter(|e| e.node == node)
+            .map(|e| Wait {
+                waiter: e.waiter.clone(),
+                blocker: e.blocker.clone(),
+                lock: e.lock.clone(),
+            })
+            .collect();
         let msg = ServerRequest::Surrender {
             agent: self.id.clone(),
             lock: lock.clone(),
             version,
+            waits,
         };
         self.send(out, node.clone(), msg);
         let mut told: Vec<&AgentId> = probe.edges.iter().map(|e| &e.waiter).collect();

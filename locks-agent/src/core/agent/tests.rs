@@ -1,7 +1,7 @@
 use super::*;
 use locks_core::Mode::{IX, S, X};
 use locks_core::lock_id;
-use locks_core::proto::{EntryState, LockNotice, LockView, Note, QueueEntry};
+use locks_core::proto::{EntryState, LockNotice, LockView, Note, QueueEntry, Wait};
 use std::sync::Arc;
 
 fn node(name: &str) -> NodeId {
@@ -267,7 +267,20 @@ fn erlang_5_8_a_surrendered_granted_request_is_pending_again() {
             ServerRequest::Surrender {
                 agent: agent(3),
                 lock: x.clone(),
-                version: 5
+                version: 5,
+                // Both waits of the cycle are on n1: its server checks them again.
+                waits: vec![
+                    Wait {
+                        waiter: agent(1),
+                        blocker: agent(3),
+                        lock: x.clone()
+                    },
+                    Wait {
+                        waiter: agent(3),
+                        blocker: agent(1),
+                        lock: y.clone()
+                    },
+                ]
             }
         )]
     );

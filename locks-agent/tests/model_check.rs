@@ -11,17 +11,20 @@
 //! counted and printed; the configurations of defect 2 must decide none.
 //!
 //! Configurations: the three defects a reviewer found (`defect1`, `defect1-3`, `defect2`,
-//! `defect2-surrender`, `defect3`), a few classic shapes, and generated ones (`gen-<seed>`,
-//! `model_check/configs.rs`).
+//! `defect2-surrender`, `defect3`), a few classic shapes, and generated ones (`free-<seed>`,
+//! `calm-<seed>`, `model_check/configs.rs`).
 //!
 //! Running it:
 //! - `cargo test -p locks-agent --test model_check -- --nocapture` prints the states explored
 //!   per configuration and in total;
 //! - `MODEL_CHECK_CONFIG=defect3` (a comma-separated list of names) explores only those;
-//!   `gen-<seed>` names any generated configuration, whatever the seed range;
+//!   `free-<seed>` (two agents, calls interleaved in every way) and `calm-<seed>` (three
+//!   agents, calls in quiescent states) name generated configurations, whatever the seed range;
 //! - `MODEL_CHECK=large` explores more and bigger generated configurations (three agents,
 //!   three calls each) than CI has time for; `MODEL_CHECK_SEEDS=a..b` (or a count) chooses the
-//!   generated seeds.
+//!   generated seeds; `MODEL_CHECK_LIMIT` changes the most states a configuration may have;
+//!   `MODEL_CHECK_VERBOSE=1` prints the trace of the first surrender or abort decided without
+//!   a real cycle in each configuration.
 
 #[path = "model_check/mod.rs"]
 mod checker;
@@ -77,6 +80,11 @@ fn check(configs: Vec<Config>, no_needless: bool) -> Vec<Report> {
             r.without_cycle,
             if r.truncated { ", TRUNCATED" } else { "" }
         );
+        if std::env::var("MODEL_CHECK_VERBOSE").is_ok()
+            && let Some(t) = &r.first_without_cycle
+        {
+            println!("first decision without a real cycle:\n{t}");
+        }
         states += r.states;
         without += r.without_cycle;
         if let Some(v) = &r.violation {
@@ -124,13 +132,58 @@ fn classic_shapes() {
     check(configs::classics(), false);
 }
 
+/// The generated configurations of one test: `default` seeds (or `MODEL_CHECK_SEEDS`), plus
+/// any `free-<seed>` or `calm-<seed>` (as `size.calm` says) named in `MODEL_CHECK_CONFIG`.
+fn generated(size: Size, default: u64) -> Vec<Config> {
+    let prefix = if size.calm { "calm-" } else { "free-" };
+    let mut seeds: Vec<u64> = seeds_from_env("MODEL_CHECK_SEEDS", default).collect();
+    if let Ok(names) = std::env::var("MODEL_CHECK_CONFIG") {
+        seeds.extend(
+            names
+                .split(',')
+                .filter_map(|n| n.trim().strip_prefix(prefix)?.parse::<u64>().ok()),
+        );
+        seeds.sort_unstable();
+        seeds.dedup();
+    }
+    seeds
+        .into_iter()
+        .map(|s| configs::generated(s, size))
+        .collect()
+}
+
 #[test]
-fn generated_configurations() {
+fn generated_two_agents_every_interleaving() {
     let (size, default) = if large() {
         (
             Size {
                 agents: 3,
                 calls: 3,
+                calm: false,
+            },
+            200,
+        )
+    } else {
+        (
+            Size {
+                agents: 2,
+                calls: 2,
+                calm: false,
+            },
+            12,
+        )
+    };
+    check(generated(size, default), false);
+}
+
+#[test]
+fn generated_three_agents_calls_in_quiet_states() {
+    let (size, default) = if large() {
+        (
+            Size {
+                agents: 3,
+                calls: 4,
+                calm: true,
             },
             400,
         )
@@ -139,26 +192,10 @@ fn generated_configurations() {
             Size {
                 agents: 3,
                 calls: 2,
+                calm: true,
             },
             40,
         )
     };
-    let mut seeds: Vec<u64> = seeds_from_env("MODEL_CHECK_SEEDS", default).collect();
-    // A generated configuration named explicitly is explored whatever the range.
-    if let Ok(names) = std::env::var("MODEL_CHECK_CONFIG") {
-        seeds.extend(
-            names
-                .split(',')
-                .filter_map(|n| n.trim().strip_prefix("gen-")?.parse::<u64>().ok()),
-        );
-        seeds.sort_unstable();
-        seeds.dedup();
-    }
-    check(
-        seeds
-            .into_iter()
-            .map(|s| configs::generated(s, size))
-            .collect(),
-        false,
-    );
+    check(generated(size, default), false);
 }

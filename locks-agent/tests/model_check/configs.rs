@@ -79,8 +79,9 @@ pub fn defect1() -> Config {
     }
 }
 
-/// Defect 1 with three agents: `T` takes `L` from `M`'s point of view by converting up, so no
-/// fourth agent is needed to change the holders while `M` waits.
+/// Defect 1 with three agents: `T` changes the holders of `L` while `M` waits by converting
+/// its `S` up to `X`, so no fourth agent is needed; `F` waits on n1 ahead of `M` but has all
+/// its locks (its `Any` request is granted on n2). Ids order `F < M < T`.
 pub fn defect1_three() -> Config {
     let (l, k) = (lock_id!["L"], lock_id!["K"]);
     Config {
@@ -90,7 +91,7 @@ pub fn defect1_three() -> Config {
             agent(
                 "F",
                 0,
-                vec![lock_nowait_on(l.clone(), Mode::S, vec![0, 1], Req::Any)],
+                vec![lock_nowait_on(l.clone(), Mode::X, vec![0, 1], Req::Any)],
             ),
             agent(
                 "M",
@@ -107,8 +108,10 @@ pub fn defect1_three() -> Config {
                 ],
             ),
         ],
-        order: None,
-        calm: false,
+        // T locks L S; F queues on L at n1 (granted at n2); M locks K and queues on L; T
+        // converts L up to X; T locks K.
+        order: Some(vec![2, 0, 1, 1, 2, 2]),
+        calm: true,
     }
 }
 
@@ -189,7 +192,9 @@ pub fn defect3() -> Config {
 }
 
 /// Hand-picked small shapes that must pass: a two-agent cycle across two nodes, a cycle
-/// through a parent and its child, and an `Any` request racing a blocking one.
+/// through a parent and its child (every interleaving of calls and messages), and an `Any`
+/// request racing a blocking one (calls in quiescent states only: freely interleaved, it has
+/// more than 100,000 states).
 pub fn classics() -> Vec<Config> {
     let (a, ab, k) = (lock_id!["a"], lock_id!["a", "b"], lock_id!["k"]);
     let on = |lock: LockId, mode: Mode, node: usize| Op::Lock {
@@ -274,7 +279,7 @@ pub fn classics() -> Vec<Config> {
                 ),
             ],
             order: None,
-            calm: false,
+            calm: true,
         },
     ]
 }
@@ -286,13 +291,16 @@ pub struct Size {
     pub agents: usize,
     /// The most calls before the optional `end`.
     pub calls: usize,
+    /// Calls only in quiescent states (see `Config::calm`).
+    pub calm: bool,
 }
 
 /// A random small configuration, a function of `seed`: 1 or 2 nodes, 2 to `size.agents`
 /// agents on random nodes (so ids order every way), scripts of 1 to `size.calls` calls on the
 /// locks `[a]`, `[a, b]` and `[k]`: `lock` and `lock_nowait`, on one node or on both with any
 /// requirement, `unlock` and `convert` (down) of a lock asked for before, and often `end`.
-/// One agent in four aborts on deadlocks.
+/// One agent in four aborts on deadlocks. With `size.calm`, calls are made only in quiescent
+/// states.
 pub fn generated(seed: u64, size: Size) -> Config {
     let mut rng = Rng::new(seed);
     let nodes = 1 + rng.below(2);
@@ -359,10 +367,10 @@ pub fn generated(seed: u64, size: Size) -> Config {
         agents.push(a);
     }
     Config {
-        name: format!("gen-{seed}"),
+        name: format!("{}-{seed}", if size.calm { "calm" } else { "free" }),
         nodes,
         agents,
         order: None,
-        calm: false,
+        calm: size.calm,
     }
 }

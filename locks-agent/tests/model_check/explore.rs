@@ -7,7 +7,7 @@
 //! violation is the shortest path to it (breadth first), replayed with readable lines.
 
 use super::oracle;
-use super::world::{Action, Config, Model, World, show_status};
+use super::world::{Action, Config, Model, World, show_op, show_status};
 use locks_server::TableSnapshot;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -156,12 +156,31 @@ fn render(
     }
     path.reverse();
     let mut w = m.initial();
-    let mut s = format!("[{}] {msg}\ntrace ({} steps):\n", m.config.name, path.len());
+    let mut s = format!("[{}] {msg}\n{}", m.config.name, describe_config(m));
+    let _ = writeln!(s, "trace ({} steps):", path.len());
     for (k, a) in path.into_iter().enumerate() {
         let out = w.step(m, a, true);
         let _ = writeln!(s, "{:3}. {}", k + 1, out.line.unwrap_or_default());
     }
     s.push_str(&describe(m, &w));
+    s
+}
+
+/// The agents of a configuration and their scripts.
+pub fn describe_config(m: &Model) -> String {
+    let mut s = String::from("configuration:\n");
+    for (a, id) in m.config.agents.iter().zip(&m.agent_ids) {
+        let ops: Vec<String> = a.script.iter().map(|op| show_op(m, op)).collect();
+        let abort = if a.options.abort_on_deadlock {
+            ", abort_on_deadlock"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "  {} ({id}{abort}): {}", a.name, ops.join("; "));
+    }
+    if m.config.calm {
+        s.push_str("  calls only in quiescent states\n");
+    }
     s
 }
 

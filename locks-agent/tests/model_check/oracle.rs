@@ -4,19 +4,22 @@
 //! - [`safety`], in every state: no lock of any table has two holders in incompatible modes
 //!   (entries carry the intention modes of their descendants, so a read of `[a]` and a write
 //!   of `[a, b]` meet on `[a]`: the hierarchy is included); an agent whose status is "have
-//!   all locks" holds every request, by its requirement.
+//!   all locks" holds every request, by its requirement; no agent has decided more than
+//!   [`MAX_DECISIONS`] surrenders (more means the agents surrender round in circles: a
+//!   livelock, and a state space without end, since versions only grow).
 //! - [`quiescent`], when nothing is in flight and every agent has settled: each agent's requests
 //!   and modes are exactly its direct entries in the tables (nothing leaked, nothing lost, no
 //!   mode the table does not have); an agent with all its locks holds exactly the copies it
 //!   reports, and one that waits is not granted everything; an agent that stopped has no entry
-//!   left; no cycle of waiting agents remains; no agent waits on nothing.
+//!   left; no deadlock remains (agents that wait for each other only, counting every wait the
+//!   tables show, as the agents do); no agent waits on nothing.
 //! - [`true_cycle_through`], when an agent decides a surrender or an abort: whether the real
 //!   wait-for graph has a cycle through it. With messages in flight this cannot be exact (a
 //!   cycle may be forming, or broken already without the agent knowing), so the explorer only
 //!   counts these, except in configurations that ask for none.
 //!
-//! The real wait-for graph counts only the copies an agent needs: a waiting entry of an agent
-//! whose request is already met elsewhere (`Any`, `Majority`) is no wait.
+//! For decisions, the real wait-for graph counts only the copies an agent needs: a waiting entry
+//! of an agent whose request is already met elsewhere (`Any`, `Majority`) is no wait.
 
 use super::world::{Model, World};
 use locks_agent::core::WaitForGraph;
@@ -25,6 +28,10 @@ use locks_core::proto::{EntryState, LockView};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::TableSnapshot;
 use std::collections::BTreeSet;
+
+/// The most surrenders one agent may decide in a run: far more than the deadlocks a small
+/// script can make, so a run past it goes round in circles.
+pub const MAX_DECISIONS: u32 = 4;
 
 /// The tables' snapshots, by node index.
 pub fn truth(w: &World) -> Vec<TableSnapshot> {
@@ -89,6 +96,12 @@ pub fn safety(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), Strin
         }
     }
     for (i, c) in w.clients.iter().enumerate() {
+        if c.decisions > MAX_DECISIONS {
+            return Err(format!(
+                "{} decided {} surrenders: the agents keep surrendering (livelock?)",
+                m.config.agents[i].name, c.decisions
+            ));
+        }
         if c.stop.is_some() || !c.core.status_ref().have_all_locks() {
             continue;
         }
@@ -105,8 +118,14 @@ pub fn safety(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), Strin
     Ok(())
 }
 
-/// The real wait-for graph, on needed copies only: `(waiter, holder)` pairs.
-pub fn true_edges(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Vec<(usize, usize)> {
+/// The real wait-for graph of the running agents, from the tables: `(waiter, holder)` pairs.
+/// With `needed_only`, a wait counts only on a copy the waiter needs for a pending request.
+pub fn true_edges(
+    m: &Model,
+    w: &World,
+    snaps: &[TableSnapshot],
+    needed_only: bool,
+) -> Vec<(usize, usize)> {
     let views: Vec<(LockId, usize, LockView)> = snaps
         .iter()
         .enumerate()
@@ -134,10 +153,11 @@ pub fn true_edges(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Vec<(usize, 
             let Some(label) = graph.waits_for(id, hid) else {
                 continue;
             };
-            if label
-                .0
-                .iter()
-                .any(|(l, n)| pending.iter().any(|r| r.is_under(l, n)))
+            if !needed_only
+                || label
+                    .0
+                    .iter()
+                    .any(|(l, n)| pending.iter().any(|r| r.is_under(l, n)))
             {
                 edges.push((a, b));
             }
@@ -171,10 +191,48 @@ fn on_cycles(count: usize, edges: &[(usize, usize)]) -> BTreeSet<usize> {
     out
 }
 
+/// A deadlock of `edges`: a strongly connected component of two or more agents with no edge
+/// leaving it (they wait for each other only), with its edges. A cycle that also waits for an
+/// agent outside it is not one yet: that agent may still release, and the agents resolve a
+/// cycle once it is closed (`locks-agent/src/core/agent/resolve.rs`).
+type Deadlocked = (Vec<usize>, Vec<(usize, usize)>);
+
+fn deadlock(count: usize, edges: &[(usize, usize)]) -> Option<Deadlocked> {
+    let mut reach = vec![vec![false; count]; count];
+    for &(a, b) in edges {
+        reach[a][b] = true;
+    }
+    for k in 0..count {
+        for i in 0..count {
+            for j in 0..count {
+                if reach[i][k] && reach[k][j] {
+                    reach[i][j] = true;
+                }
+            }
+        }
+    }
+    (0..count).find_map(|a| {
+        let scc: Vec<usize> = (0..count)
+            .filter(|&b| b == a || (reach[a][b] && reach[b][a]))
+            .collect();
+        let closed = edges
+            .iter()
+            .all(|(x, y)| !scc.contains(x) || scc.contains(y));
+        (scc.len() >= 2 && closed).then(|| {
+            let inner = edges
+                .iter()
+                .filter(|(x, _)| scc.contains(x))
+                .copied()
+                .collect();
+            (scc, inner)
+        })
+    })
+}
+
 /// Whether the real wait-for graph has a cycle through agent `a`.
 pub fn true_cycle_through(m: &Model, w: &World, a: usize) -> bool {
     let snaps = truth(w);
-    on_cycles(w.clients.len(), &true_edges(m, w, &snaps)).contains(&a)
+    on_cycles(w.clients.len(), &true_edges(m, w, &snaps, true)).contains(&a)
 }
 
 /// The oracle of quiescent states.
@@ -261,20 +319,17 @@ pub fn quiescent(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), St
             }
         }
     }
-    let edges = true_edges(m, w, snaps);
-    let cyc = on_cycles(w.clients.len(), &edges);
-    if !cyc.is_empty() {
-        let names: Vec<&str> = cyc
+    if let Some((agents, edges)) = deadlock(w.clients.len(), &true_edges(m, w, snaps, false)) {
+        let names: Vec<&str> = agents
             .iter()
             .map(|&a| m.config.agents[a].name.as_str())
             .collect();
         let shown: Vec<String> = edges
             .iter()
-            .filter(|(a, b)| cyc.contains(a) && cyc.contains(b))
             .map(|(a, b)| format!("{}->{}", m.config.agents[*a].name, m.config.agents[*b].name))
             .collect();
         return Err(format!(
-            "unresolved deadlock at quiescence: {} wait in a cycle ({})",
+            "unresolved deadlock at quiescence: {} wait for each other only ({})",
             names.join(", "),
             shown.join(" ")
         ));

@@ -154,6 +154,7 @@ impl Model {
                     blocked: false,
                     unsettled: false,
                     stop: None,
+                    decisions: 0,
                 })
                 .collect(),
             chans: BTreeMap::new(),
@@ -195,6 +196,9 @@ pub struct Client {
     /// A settle round is scheduled.
     pub unsettled: bool,
     pub stop: Option<Stop>,
+    /// Surrenders and aborts decided so far (bounded by the oracle: versions only grow, so a
+    /// run that keeps surrendering never revisits a state).
+    pub decisions: u32,
 }
 
 /// The whole system (see the module documentation).
@@ -464,6 +468,7 @@ impl World {
             };
             o.decisions
                 .push((Decision { agent: i, what }, self.clone()));
+            self.clients[i].decisions += 1;
         }
         for e in effects {
             match e {

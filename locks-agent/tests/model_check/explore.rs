@@ -7,7 +7,8 @@
 //! violation is the shortest path to it (breadth first), replayed with readable lines.
 
 use super::oracle;
-use super::world::{Action, Config, Model, World, show_op, show_status};
+use super::show::{show_op, show_status};
+use super::world::{Action, Config, Model, World};
 use locks_server::TableSnapshot;
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -16,6 +17,8 @@ use std::fmt::Write as _;
 #[derive(Debug, Default)]
 pub struct Report {
     pub name: String,
+    /// The configuration, readable.
+    pub config: String,
     /// Distinct states visited.
     pub states: usize,
     /// Steps taken (edges of the state graph).
@@ -79,6 +82,7 @@ pub fn explore(config: Config, limit: usize) -> Report {
     let m = Model::new(config);
     let mut report = Report {
         name: m.config.name.clone(),
+        config: describe_config(&m),
         ..Report::default()
     };
     let init = m.initial();

@@ -1,6 +1,6 @@
 //! The exhaustive model checker of the lock protocol: the modelled world and its steps
 //! ([`world`]), the properties checked ([`oracle`]), the breadth-first search ([`explore`]) and
-//! the configurations ([`configs`]). See `tests/model_check.rs` for how to run it.
+//! the configurations ([`configs`]), and the renderings of traces ([`show`]). See `tests/model_check.rs` for how to run it.
 #![allow(dead_code)]
 
 pub mod configs;
@@ -8,4 +8,5 @@ pub mod explore;
 pub mod oracle;
 #[path = "../sim/seeded.rs"]
 pub mod seeded;
+pub mod show;
 pub mod world;

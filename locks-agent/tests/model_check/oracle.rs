@@ -3,8 +3,9 @@
 //!
 //! - [`safety`], in every state: no lock of any table has two holders in incompatible modes
 //!   (entries carry the intention modes of their descendants, so a read of `[a]` and a write
-//!   of `[a, b]` meet on `[a]`: the hierarchy is included); an agent whose status is "have
-//!   all locks" holds every request, by its requirement; no agent has decided more than
+//!   of `[a, b]` meet on `[a]`), and, checked directly, no agent holds a descendant of a lock
+//!   another holds in a mode that conflicts with what that lock covers; an agent whose status
+//!   is "have all locks" holds every request, by its requirement; no agent has decided more than
 //!   [`MAX_DECISIONS`] surrenders (more means the agents surrender round in circles: a
 //!   livelock, and a state space without end, since versions only grow).
 //! - [`quiescent`], when nothing is in flight and every agent has settled: each agent's requests
@@ -71,6 +72,16 @@ fn met_by_truth(m: &Model, snaps: &[TableSnapshot], agent: &AgentId, r: &Request
     r.req.is_met(r.nodes.len(), had, 0)
 }
 
+/// The mode in which a direct lock in `mode` covers the lock's descendants: reading modes
+/// read them, `X` writes them, intention modes cover nothing.
+fn subtree_mode(mode: Mode) -> Option<Mode> {
+    match mode {
+        Mode::S | Mode::SIX | Mode::U => Some(Mode::S),
+        Mode::X => Some(Mode::X),
+        Mode::IS | Mode::IX => None,
+    }
+}
+
 /// The oracle of every state.
 pub fn safety(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), String> {
     for snap in snaps {
@@ -91,6 +102,37 @@ pub fn safety(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), Strin
                             m.name(b)
                         ));
                     }
+                }
+            }
+        }
+    }
+    // The hierarchy, directly: a lock held in a reading or writing mode covers every
+    // descendant in that mode, so no other agent may hold a descendant in a mode that
+    // conflicts with it.
+    for (n, snap) in snaps.iter().enumerate() {
+        let direct: Vec<(&LockId, &AgentId, Mode)> = snap
+            .locks
+            .iter()
+            .flat_map(|l| {
+                l.entries
+                    .iter()
+                    .filter_map(move |e| Some((&l.lock, &e.agent, e.direct?)))
+            })
+            .filter(|(l, a, md)| held_by_truth(m, snaps, a, n, l, *md))
+            .collect();
+        for (la, a, ma) in &direct {
+            let Some(covered) = subtree_mode(*ma) else {
+                continue;
+            };
+            for (lb, b, mb) in &direct {
+                if a != b && la.is_ancestor_of(lb) && !m.modes.compatible(*mb, covered) {
+                    return Err(format!(
+                        "hierarchy: {} holds {la} {ma} and {} holds its descendant {lb} {mb} \
+                         on {}",
+                        m.name(a),
+                        m.name(b),
+                        snap.node
+                    ));
                 }
             }
         }

@@ -52,7 +52,11 @@ fn fingerprint(w: &World, snaps: &[TableSnapshot], buf: &mut String) -> u128 {
         if c.stop.is_some() {
             let _ = write!(buf, "stopped {:?} {}", c.stop, c.pc);
         } else {
-            let _ = write!(buf, "{:?} {} {} {}", c.core, c.pc, c.blocked, c.unsettled);
+            let _ = write!(
+                buf,
+                "{:?} {} {} {} {}",
+                c.core, c.pc, c.blocked, c.unsettled, c.decisions
+            );
         }
     }
     let _ = write!(buf, "{:?}", w.chans);

@@ -12,7 +12,12 @@
 //!
 //! Configurations: the three defects a reviewer found (`defect1`, `defect1-3`, `defect2`,
 //! `defect2-surrender`, `defect3`), a few classic shapes, and generated ones (`free-<seed>`,
-//! `calm-<seed>`, `model_check/configs.rs`).
+//! `calm-<seed>`, `model_check/configs.rs`). Some restrict the client calls, never the
+//! messages: the defects' configurations make their calls in a fixed order across agents and
+//! only in quiescent states (`Config::order`, `Config::calm`), and so do `any-vs-all` and the
+//! `calm-<seed>` ones (in any order). Ten calls interleaved freely with their messages make
+//! well over 100,000 states, and the unoptimised test build visits about a thousand a second;
+//! the deliveries and settle rounds each call causes are still explored in every order.
 //!
 //! Running it:
 //! - `cargo test -p locks-agent --test model_check -- --nocapture` prints the states explored
@@ -26,9 +31,8 @@
 //! - `MODEL_CHECK=large` explores more and bigger generated configurations (up to three calls
 //!   each) than CI has time for, each fully (up to 5,000,000 states, else it fails);
 //! - `MODEL_CHECK_SEEDS=a..b` (or a count) chooses the generated seeds; `MODEL_CHECK_LIMIT`
-//!   changes the most states a configuration may have;
-//!   `MODEL_CHECK_VERBOSE=1` prints the trace of the first surrender or abort decided without
-//!   a real cycle in each configuration.
+//!   changes the most states a configuration may have; `MODEL_CHECK_VERBOSE=1` prints the
+//!   trace of the first surrender or abort decided without a real cycle in each configuration.
 
 #[path = "model_check/mod.rs"]
 mod checker;

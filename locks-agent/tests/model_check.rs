@@ -32,7 +32,8 @@
 //!   each) than CI has time for, each fully (up to 5,000,000 states, else it fails);
 //! - `MODEL_CHECK_SEEDS=a..b` (or a count) chooses the generated seeds; `MODEL_CHECK_LIMIT`
 //!   changes the most states a configuration may have; `MODEL_CHECK_VERBOSE=1` prints the
-//!   trace of the first surrender or abort decided without a real cycle in each configuration.
+//!   trace of the first surrender or abort decided without a real cycle in each configuration,
+//!   and of the last state visited in a configuration explored only in part.
 
 #[path = "model_check/mod.rs"]
 mod checker;
@@ -99,6 +100,11 @@ fn check(configs: Vec<Config>, no_needless: bool, bounded_ok: bool) -> Vec<Repor
             && let Some(t) = &r.first_without_cycle
         {
             println!("first decision without a real cycle:\n{t}");
+        }
+        if std::env::var("MODEL_CHECK_VERBOSE").is_ok()
+            && let Some(t) = &r.deepest
+        {
+            println!("{t}");
         }
         states += r.states;
         without += r.without_cycle;

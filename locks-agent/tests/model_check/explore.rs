@@ -35,6 +35,8 @@ pub struct Report {
     pub violation: Option<String>,
     /// The state limit was reached: the exploration is incomplete.
     pub truncated: bool,
+    /// When truncated: the trace of the last state visited (one of the longest runs).
+    pub deepest: Option<String>,
 }
 
 /// A 128-bit fingerprint of a canonical rendering of the world: the tables' sorted snapshots
@@ -137,6 +139,7 @@ pub fn explore(config: Config, limit: usize) -> Report {
             }
             if parents.len() >= limit {
                 report.truncated = true;
+                report.deepest = Some(render(&m, &parents, new, None, "the last state visited"));
                 report.states = parents.len();
                 return report;
             }

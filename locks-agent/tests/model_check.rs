@@ -11,7 +11,8 @@
 //! counted and printed; the configurations of defect 2 must decide none.
 //!
 //! Configurations: the three defects a reviewer found (`defect1`, `defect1-3`, `defect2`,
-//! `defect2-surrender`, `defect3`), a few classic shapes, and generated ones (`free-<seed>`,
+//! `defect2-surrender`, `defect3`), one the generator found (`convert-any`), a few classic
+//! shapes, and generated ones (`free-<seed>`,
 //! `calm-<seed>`, `model_check/configs.rs`). Some restrict the client calls, never the
 //! messages: the defects' configurations make their calls in a fixed order across agents and
 //! only in quiescent states (`Config::order`, `Config::calm`), and so do `any-vs-all` and the
@@ -155,6 +156,11 @@ fn defect2_stale_forwarded_views() {
 #[test]
 fn defect3_convert_refused_by_the_server() {
     check(vec![configs::defect3()], false, false);
+}
+
+#[test]
+fn convert_before_every_grant_arrived() {
+    check(vec![configs::convert_any()], false, false);
 }
 
 #[test]

@@ -191,6 +191,27 @@ pub fn defect3() -> Config {
     }
 }
 
+/// Found by the generator (`free-40`): `convert` sends `Convert` only to the nodes where the
+/// agent already knows the request held. An `Any` request granted on n1 and n2, converted
+/// before the grant of n2 has arrived, keeps `S` on n2 while the agent believes `IS`.
+pub fn convert_any() -> Config {
+    let k = lock_id!["k"];
+    Config {
+        name: "convert-any".into(),
+        nodes: 2,
+        agents: vec![agent(
+            "B",
+            1,
+            vec![
+                lock_nowait_on(k.clone(), Mode::S, vec![0, 1], Req::Any),
+                Op::Convert(k, Mode::IS),
+            ],
+        )],
+        order: None,
+        calm: false,
+    }
+}
+
 /// Hand-picked small shapes that must pass: a two-agent cycle across two nodes, a cycle
 /// through a parent and its child (every interleaving of calls and messages), and an `Any`
 /// request racing a blocking one (calls in quiescent states only: freely interleaved, it has

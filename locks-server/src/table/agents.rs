@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
 /// What the table knows about one agent.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct AgentSlot {
     /// The agent's id.
     pub id: AgentId,
@@ -21,7 +21,7 @@ pub(super) struct AgentSlot {
 }
 
 /// The agents known to the table.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Agents {
     by_id: HashMap<AgentId, u32, RandomState>,
     slots: Vec<Option<AgentSlot>>,

@@ -49,7 +49,7 @@ impl IntentCounts {
 }
 
 /// One agent's entry on one lock. 24 bytes, so that a lock with one holder keeps it inline.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Entry {
     /// Table version at which the agent became a holder (or began waiting).
     pub version: u64,

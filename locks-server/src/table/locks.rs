@@ -15,7 +15,7 @@ use hashbrown::HashTable;
 use locks_core::{Key, LockId};
 
 /// The lock records of a table.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Locks {
     /// Randomly seeded: lock ids come from the network.
     hasher: RandomState,

@@ -132,7 +132,10 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 const DEFAULT_INDEX_THRESHOLD: usize = 16;
 
 /// The lock table of one node (see the module documentation for the rules and the notices).
-#[derive(Debug)]
+///
+/// `Clone` copies the whole table, so that a model checker can explore every continuation of
+/// one state; a copy behaves exactly like the original.
+#[derive(Clone, Debug)]
 pub struct LockTable {
     node: NodeId,
     modes: ModeTable,

@@ -60,7 +60,7 @@ impl Changes {
 }
 
 /// Lookup structures for locks with many entries (a hot root with thousands of `IS` holders).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct HolderIndex {
     /// Agent → position in `entries`.
     pos: HashMap<u32, u32, RandomState>,
@@ -69,7 +69,7 @@ struct HolderIndex {
 }
 
 /// The parts of a record most locks never need, boxed so a lock with one holder stays small.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Extra {
     converting: VecDeque<u32>,
     waiting: VecDeque<u32>,
@@ -87,7 +87,7 @@ impl Extra {
 }
 
 /// One lock (one [`LockId`]) of the table.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct LockRecord {
     /// The lock.
     pub id: LockId,

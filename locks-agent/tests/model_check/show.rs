@@ -55,7 +55,16 @@ pub fn show_request(m: &Model, r: &ServerRequest) -> String {
             agent,
             lock,
             version,
-        } => format!("Surrender {} {lock} v{version}", m.name(agent)),
+            waits,
+        } => format!(
+            "Surrender {} {lock} v{version} waits[{}]",
+            m.name(agent),
+            waits
+                .iter()
+                .map(|w| format!("{}->{} {}", m.name(&w.waiter), m.name(&w.blocker), w.lock))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
         ServerRequest::RemoveAgent { agent } => format!("RemoveAgent {}", m.name(agent)),
         other => format!("{other:?}"),
     }
@@ -94,8 +103,8 @@ pub fn show_msg(m: &Model, msg: &AgentMessage) -> String {
             if let Some(q) = &n.queue {
                 let _ = write!(s, " ({})", show_view(m, q));
             }
-            if n.note.is_some() {
-                s.push_str(" [surrendered]");
+            if let Some(note) = &n.note {
+                let _ = write!(s, " [{note:?}]");
             }
             s
         }
@@ -114,6 +123,24 @@ pub fn show_msg(m: &Model, msg: &AgentMessage) -> String {
         }
         AgentMessage::Rejected { node, lock, reason } => {
             format!("Rejected {lock}@{node}: {reason}")
+        }
+        AgentMessage::Probe(p) => {
+            let edges: Vec<String> = p
+                .edges
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{}->{} {}@{} v{}",
+                        m.name(&e.waiter),
+                        m.name(&e.blocker),
+                        e.lock,
+                        e.node,
+                        e.version
+                    )
+                })
+                .collect();
+            let kind = if p.refuted { "refuted " } else { "" };
+            format!("Probe {kind}at {} [{}]", p.next, edges.join(", "))
         }
         AgentMessage::Watched { .. } => "Watched".into(),
     }

@@ -524,6 +524,8 @@ impl World {
                         let _ = write!(line, " [rejected by {node}: {lock} {reason}]");
                     }
                 }
+                // Watches and surrenders to a waiter answer client calls the model never makes.
+                Effect::Watched { .. } | Effect::SurrenderAnswered { .. } => {}
             }
         }
     }

@@ -1,5 +1,5 @@
-//! `gdict`: a replicated dictionary on `locks-leader` (Erlang's `examples/gdict`,
-//! `reference/erlang-locks.md` section 8).
+//! `gdict`: a replicated dictionary on `locks-leader` (after the Erlang original's
+//! `examples/gdict`).
 //!
 //! Every member of a dictionary group holds a full replica. Writes ([`Gdict::store`],
 //! [`Gdict::erase`]) are leader calls: the leader applies them, broadcasts them to its members,

@@ -1,5 +1,4 @@
-//! The distributed scenarios of the Erlang test suite (`reference/erlang-locks.md` 9.3, tests
-//! 15-20) and cross-node deadlocks, on in-process nodes connected over TCP on 127.0.0.1
+//! The distributed scenarios of the Erlang test suite (tests 15-20) and cross-node deadlocks, on in-process nodes connected over TCP on 127.0.0.1
 //! (ephemeral ports). Blocking is checked on the lock servers' tables, never with timing; every
 //! wait is bounded.
 

@@ -1,5 +1,4 @@
-//! The single-node scenarios of the Erlang test suite (`reference/erlang-locks.md` 9.2, tests
-//! 1-14), through the public API, with the same expectations. Where the original's outcome may
+//! The single-node scenarios of the Erlang test suite (tests 1-14), through the public API, with the same expectations. Where the original's outcome may
 //! vary with message order, our sequential `lock_nowait` (which returns once the agent has
 //! passed the request on) fixes the order, and the test asserts the outcome that order gives.
 

@@ -4,8 +4,8 @@
 //!
 //! Agent `i` of a cycle first takes lock `i`; when every agent has its first lock, each asks for
 //! lock `i + 1` (mod k). The agent ids follow a permutation of the cycle positions, so every
-//! relative order of the ids around the cycle is covered (the original misses some of them,
-//! `reference/erlang-locks.md` 5.7). Run with `--nocapture` to see message counts per
+//! relative order of the ids around the cycle is covered (the Erlang original misses some of
+//! them). Run with `--nocapture` to see message counts per
 //! resolution.
 
 mod sim;

@@ -1,6 +1,7 @@
 //! Multi-node requests on the simulated network, with one real lock table per node: deadlocks
 //! across nodes, random transactions whose requests name several nodes with every requirement,
-//! and lock servers that crash and come back (`reference/erlang-locks.md` 4.4, 5.9).
+//! and lock servers that crash and come back (as the Erlang original's agent
+//! handles them).
 
 mod sim;
 

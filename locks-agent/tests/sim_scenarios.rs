@@ -1,5 +1,5 @@
-//! The single-node scenarios of `reference/erlang-locks.md` 9.2 that concern deadlocks (tests
-//! 10 to 14), seed 000's conversion deadlock and the scenario of 5.8, played on the simulated
+//! The single-node scenarios of the Erlang test suite that concern deadlocks (tests 10 to
+//! 14), seed 000's conversion deadlock and the original's granted-request bug, played on the simulated
 //! network with the real lock table. "Client k: lock L ⇒ blocks" becomes "after everything in
 //! flight is delivered, k is still waiting"; "kill k" ends k's transaction. Each scenario runs
 //! under many delivery orders (seeds), and the simulation's oracles hold throughout.

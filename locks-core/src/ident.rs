@@ -6,7 +6,7 @@
 //! agent the node creates.
 //!
 //! The total order on agent ids is what the deadlock algorithm uses to pick a victim (the
-//! largest agent of a cycle surrenders, `reference/erlang-locks.md` 5.6). Agents compare by
+//! largest agent of a cycle surrenders, as in the Erlang original). Agents compare by
 //! node name, then incarnation, then serial, so on one node an agent created later compares
 //! larger, and every node computes the same order.
 //!

@@ -2,7 +2,7 @@
 //!
 //! A type implementing [`Callbacks`] *is* the member's state (Erlang's `ModState`): every
 //! callback takes `&mut self`, so the `{ok, NewState}` of the Erlang returns is simply the
-//! mutation. The returns of `reference/erlang-locks.md` 6.7 are Rust enums:
+//! mutation. The Erlang callbacks' returns are Rust enums:
 //!
 //! | Erlang return | here |
 //! | --- | --- |
@@ -159,7 +159,7 @@ pub trait Callbacks: Send + Sized + Unpin + 'static {
     ) -> Handled<Self::Broadcast>;
 
     /// A broadcast from the leader this member follows.
-    // The name is Erlang's and DESIGN.md's; it is not a conversion.
+    // The name is Erlang's; it is not a conversion.
     #[allow(clippy::wrong_self_convention)]
     fn from_leader(
         &mut self,

@@ -1,5 +1,5 @@
 //! `locks-leader`: leader election for clustered services, on the agents of `locks-agent`
-//! (Erlang's `locks_leader`, `reference/erlang-locks.md` section 6).
+//! (after Erlang's `locks_leader`).
 //!
 //! Members of a group start with [`start`] on a node, as candidates or workers. Candidates
 //! compete for the group's election lock `["locks_leader", group]` on every node they see up;

@@ -1,4 +1,4 @@
-//! The multi-node scenarios of the Erlang leader suite (`reference/erlang-locks.md` 9.5, tests
+//! The multi-node scenarios of the Erlang leader suite (tests
 //! 24-28) and the death of the leader's node, with in-process nodes connected over TCP on
 //! 127.0.0.1. Netsplits cut connections with `Node::disconnect`. Every wait is bounded; nothing
 //! is timed.

@@ -1,5 +1,5 @@
-//! Members on one node: the local scenario of the Erlang leader suite (`reference/erlang-locks.md`
-//! 9.5, test 23), a leader's departure, workers, and calls before any leader exists. Every wait is
+//! Members on one node: the local scenario of the Erlang leader suite (test
+//! 23), a leader's departure, workers, and calls before any leader exists. Every wait is
 //! bounded; nothing is timed.
 
 mod common;

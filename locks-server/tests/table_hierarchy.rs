@@ -1,5 +1,5 @@
-//! The hierarchy examples of `reference/erlang-locks.md` 3.4 and the single-node tests 5-9 of
-//! 9.2, at table level, with intention modes on ancestors instead of Erlang's queue merging.
+//! The hierarchy examples of the Erlang original's lock server and its single-node tests
+//! 5-9, at table level, with intention modes on ancestors instead of Erlang's queue merging.
 //! "A holds L" means: A's entry on L and on every ancestor of L are granted (see `holds`).
 
 mod common;

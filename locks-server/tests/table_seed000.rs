@@ -2,7 +2,7 @@
 //! queue after each step in the shape of the seed's diagrams:
 //! `group [granted] conv [held>requested] wait [waiting]`.
 //!
-//! Where a seed picture and the matrices disagree the matrices win (DESIGN.md precision 1): after
+//! Where a seed picture and the matrices disagree the matrices win (the table's module docs): after
 //! T1 converts S→IS while T2 and T3 hold S, the group is S, not IS.
 
 mod common;

@@ -10,8 +10,8 @@
 //!
 //! The actor feeds every input in, carries out the effects in order, and calls
 //! [`AgentCore::settle`] once after each burst of inputs — messages, client calls and node
-//! events alike — before it waits again (Erlang's "settle then analyse" batching,
-//! `reference/erlang-locks.md` 5.2). Client calls and node events also settle the status
+//! events alike — before it waits again (the Erlang original's "settle then analyse"
+//! batching). Client calls and node events also settle the status
 //! themselves, so [`AgentCore::status`] is current right after them; the deadlock analysis and
 //! the forwarding happen only in `settle`.
 //!

@@ -1,5 +1,5 @@
 //! What an agent knows about lock copies: its own entry on each `(lock, node)`, the newest view
-//! of each queue, and the deadlocks it has heard of (`reference/erlang-locks.md` 5.4).
+//! of each queue, and the deadlocks it has heard of.
 //!
 //! Invariants:
 //! - Versions per `(lock, node)` only grow. An entry state is replaced only by a server notice

@@ -6,7 +6,7 @@ use std::fmt;
 
 /// One resolved deadlock: `victim` surrendered (or aborted on) `lock` on `node`.
 ///
-/// Erlang reports these as `{Agent, {OID, Node}}` pairs (`reference/erlang-locks.md` 4.1).
+/// Erlang reports these as `{Agent, {OID, Node}}` pairs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Deadlock {
     /// The agent that gave the lock up: the largest agent id of the cycle.
@@ -27,8 +27,7 @@ impl fmt::Display for Deadlock {
     }
 }
 
-/// Where a transaction stands (Erlang's `transaction_status/1`, `reference/erlang-locks.md`
-/// 5.5).
+/// Where a transaction stands (Erlang's `transaction_status/1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TransactionStatus {
     /// Nothing has been requested.

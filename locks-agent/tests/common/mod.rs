@@ -1,4 +1,4 @@
-//! The test client harness, after `reference/erlang-locks.md` 9.1: numbered clients, each with
+//! The test client harness, after the Erlang original's `locks_tests`: numbered clients, each with
 //! its own transaction, whose calls run in tasks of their own so that a call can stay pending
 //! while the script goes on; "kill" drops the client (and with it its transaction, whose agent
 //! then releases everything).

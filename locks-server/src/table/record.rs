@@ -6,10 +6,11 @@
 //!   in the conversion queue exactly once) or waiting (`want` only, its agent in the wait queue
 //!   exactly once); the queues hold no other agents;
 //! - the group mode is the group of the granted entries' `held` modes, recomputed from them
-//!   (DESIGN.md precision 1), never stored;
-//! - the first conversion is not compatible with the group of the *other* holders (DESIGN.md
-//!   precision 2), and when nobody converts the first waiter is not compatible with the group:
-//!   whatever could be granted has been;
+//!   (where a seed picture and the group matrix disagree, the matrix wins), never stored;
+//! - the first conversion is not compatible with the group of the *other* holders (not one
+//!   that includes the converter's own mode, or a sole holder could never convert), and when
+//!   nobody converts the first waiter is not compatible with the group: whatever could be
+//!   granted has been;
 //! - a record with more than `index_threshold` entries keeps a [`HolderIndex`] (agent → position,
 //!   holders per mode) so that finding an agent and computing a group are O(1) on hot locks.
 

@@ -1,7 +1,7 @@
 //! The transaction's status, kept up to date incrementally.
 //!
 //! Whether a request is held depends on the request itself, on the agent's entries on its lock
-//! and on every ancestor of it (on each of its nodes, `reference/erlang-locks.md` 4.4), on the
+//! and on every ancestor of it (on each of its nodes), on the
 //! nodes known to be down, on the nodes that refused it, and on `await_nodes`. Every input that
 //! changes one of these marks what it may have changed — one request, a lock and the requests
 //! on its descendants, or everything — and [`AgentCore::refresh_status`] re-evaluates only what

@@ -129,6 +129,7 @@ fn all_orderings(k: usize, shape: Shape, seeds: u64) {
                     runs += 1;
                     max_surrenders = max_surrenders.max(st.surrenders);
                     total.forwards += st.forwards;
+                    total.probes += st.probes;
                     total.surrenders += st.surrenders;
                     total.surrendered_msgs += st.surrendered_msgs;
                     total.notices += st.notices;
@@ -142,10 +143,11 @@ fn all_orderings(k: usize, shape: Shape, seeds: u64) {
     let avg = |x: u64| x as f64 / runs as f64;
     eprintln!(
         "{k}-cycles {shape:?}: {runs} runs ({} id orderings x {seeds} seeds); per resolution: \
-         {:.1} forwards, {:.2} surrenders (max {max_surrenders}), {:.1} surrendered msgs, \
-         {:.1} notices, {:.1} server requests",
+         {:.1} forwards, {:.1} probe msgs, {:.2} surrenders (max {max_surrenders}), \
+         {:.1} surrendered msgs, {:.1} notices, {:.1} server requests",
         runs / seeds,
         avg(total.forwards),
+        avg(total.probes),
         avg(total.surrenders),
         avg(total.surrendered_msgs),
         avg(total.notices),

@@ -139,6 +139,7 @@ fn sixteen_agents_random_locks_all_finish() {
         total.surrenders += s.surrenders;
         total.stale_surrenders += s.stale_surrenders;
         total.forwards += s.forwards;
+        total.probes += s.probes;
         total.steps += s.steps;
         total.notices += s.notices;
         total.converts_granted += s.converts_granted;
@@ -147,10 +148,20 @@ fn sixteen_agents_random_locks_all_finish() {
         total.agreements += s.agreements;
     }
     eprintln!(
-        "16 agents x {runs} seeds: {} surrenders ({} stale), {} forwards, {} notices, {} steps in all",
-        total.surrenders, total.stale_surrenders, total.forwards, total.notices, total.steps
+        "16 agents x {runs} seeds: {} surrenders ({} stale), {} forwards, {} probe msgs, {} \
+         notices, {} steps in all",
+        total.surrenders,
+        total.stale_surrenders,
+        total.forwards,
+        total.probes,
+        total.notices,
+        total.steps
     );
-    eprintln!("applied surrenders: {real} on a real cycle, {needless} needless");
+    let applied = (real + needless).max(1);
+    eprintln!(
+        "applied surrenders: {real} on a real cycle, {needless} needless ({:.2}%)",
+        100.0 * needless as f64 / applied as f64
+    );
     eprintln!(
         "conversions down of entries granted {}, converting up {}, waiting {}; {} agreement checks",
         total.converts_granted, total.converts_converting, total.converts_waiting, total.agreements

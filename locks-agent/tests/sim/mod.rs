@@ -113,6 +113,8 @@ pub struct Stats {
     pub to_server: u64,
     pub notices: u64,
     pub forwards: u64,
+    /// Probe messages (a cycle on its way round its waiters, or a refutation back).
+    pub probes: u64,
     pub surrenders: u64,
     /// Surrenders the server ignored because the lock had changed since the victim's view.
     pub stale_surrenders: u64,
@@ -345,6 +347,7 @@ impl Sim {
                 Effect::ToAgent { to, msg } => {
                     match msg {
                         AgentMessage::Forward { .. } => self.stats.forwards += 1,
+                        AgentMessage::Probe(_) => self.stats.probes += 1,
                         AgentMessage::Surrendered { .. } => self.stats.surrendered_msgs += 1,
                         _ => {}
                     }

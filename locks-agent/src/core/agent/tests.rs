@@ -801,3 +801,4 @@ fn an_agent_someone_waits_for_tells_those_queued_ahead_of_it() {
 
 mod api;
 mod convert;
+mod probe;

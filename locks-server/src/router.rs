@@ -274,28 +274,51 @@ impl Router {
     }
 
     /// Sends a message to an agent, wherever it lives.
+    ///
+    /// A deadlock probe for a local agent that is gone is sent back to its victim as refuted:
+    /// an agent that ended waits for nobody, and the victim must not wait for the probe.
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         if to.node() == &self.node {
-            let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
-            let recipient = agents
-                .get(to)
-                .ok_or_else(|| RouteError::UnknownAgent(to.clone()))?;
-            // `do_send` queues even when the mailbox is full; the volume is bounded by the
-            // agent's own requests. A closed mailbox means the agent is gone. (Sent under the
-            // lock: queueing never blocks, and a clone of the recipient would be an allocation
-            // per message.)
-            if !recipient.connected() {
-                agents.remove(to);
-                return Err(RouteError::UnknownAgent(to.clone()));
-            }
-            recipient.do_send(Deliver::Message(msg));
-            Ok(())
+            let undelivered = {
+                let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+                match agents.get(to) {
+                    // `do_send` queues even when the mailbox is full; the volume is bounded by
+                    // the agent's own requests. (Sent under the lock: queueing never blocks,
+                    // and a clone of the recipient would be an allocation per message.)
+                    Some(recipient) if recipient.connected() => {
+                        recipient.do_send(Deliver::Message(msg));
+                        return Ok(());
+                    }
+                    // A closed mailbox means the agent is gone.
+                    Some(_) => {
+                        agents.remove(to);
+                        msg
+                    }
+                    None => msg,
+                }
+            };
+            self.bounce_probe(undelivered);
+            Err(RouteError::UnknownAgent(to.clone()))
         } else {
             self.remote(to.node())?
                 .send(Envelope::new(WireMessage::Agent {
                     to: to.clone(),
                     msg,
                 }))
+        }
+    }
+
+    /// Sends an undeliverable probe back to its victim, refuted (see [`Router::send_agent`]).
+    fn bounce_probe(&self, msg: AgentMessage) {
+        if let AgentMessage::Probe(mut probe) = msg
+            && !probe.refuted
+            && let Some(victim) = probe.victim().cloned()
+        {
+            probe.refuted = true;
+            // A refuted probe is never bounced again.
+            if let Err(err) = self.send_agent(&victim, AgentMessage::Probe(probe)) {
+                tracing::trace!(%victim, %err, "a bounced probe found no victim");
+            }
         }
     }
 

@@ -505,6 +505,19 @@ impl Sim {
                     let effects = c.core.receive(msg);
                     self.unsettled.insert(id.clone());
                     self.route(&id, effects);
+                } else if let AgentMessage::Probe(mut probe) = msg
+                    && !probe.refuted
+                    && let Some(victim) = probe.victim().cloned()
+                {
+                    // The router sends a probe for an agent that is gone back to its victim,
+                    // refuted.
+                    probe.refuted = true;
+                    self.stats.probes += 1;
+                    self.send(
+                        End::Agent(id.clone()),
+                        End::Agent(victim),
+                        Payload::Agent(AgentMessage::Probe(probe)),
+                    );
                 }
                 self.subject = Some(id);
             }

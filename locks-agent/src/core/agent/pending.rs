@@ -93,6 +93,12 @@ impl AgentCore {
             }
         }
         if status != self.status {
+            // An agent that had all its locks and waits again (a conversion down not answered
+            // yet, a grant taken back) analyses what it knows at the next settle: it may close
+            // a cycle no new knowledge will announce.
+            if self.status.have_all_locks() && !status.have_all_locks() {
+                self.dirty = true;
+            }
             self.status = status.clone();
             out.push(Effect::StatusChanged(status));
         }

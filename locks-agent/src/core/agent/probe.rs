@@ -250,13 +250,12 @@ impl AgentCore {
         }
         if probe.is_cycle() && probe.victim() == Some(&self.id) {
             let e = &probe.edges[probe.next as usize];
-            if self
-                .knowledge
-                .excuse(&e.waiter, &e.lock, &e.node, e.version)
-            {
-                self.dirty = true;
-            }
+            self.knowledge
+                .excuse(&e.waiter, &e.lock, &e.node, e.version);
+            // Analyse again even if the view that showed the wait is newer than the refutation
+            // (nothing was excused): a real cycle may be there beside the refuted one.
             self.probes.last = None;
+            self.dirty = true;
         }
     }
 

@@ -1,6 +1,7 @@
 //! The router's side of the cluster: a message from a peer to an agent that does not run here
 //! is answered with `RemoveAgent` to the peer's lock server; a cluster link whose connection
-//! queue is full keeps every envelope, in order.
+//! queue is full keeps every envelope, in order; a deadlock probe for an agent that is gone goes
+//! back to its victim, refuted.
 
 mod common;
 
@@ -91,4 +92,47 @@ async fn a_full_connection_queue_neither_drops_nor_reorders() {
     }
     link.close();
     assert!(RemoteLink::send(&*link, envelope(N)).is_err(), "closed");
+}
+
+#[test]
+fn a_probe_for_an_agent_that_is_gone_goes_back_to_its_victim_refuted() {
+    use locks_core::proto::{Probe, ProbeEdge};
+    let router = Router::new(id("b"));
+    let link = Arc::new(Captured::default());
+    router.add_remote(id("a"), link.clone());
+    let gone = AgentId::new(id("b"), 7, 3);
+    let victim = AgentId::new(id("a"), 1, 9);
+    let edge = |waiter: &AgentId, blocker: &AgentId| ProbeEdge {
+        waiter: waiter.clone(),
+        blocker: blocker.clone(),
+        lock: LockId::from(["l"]),
+        node: id("a"),
+        version: 4,
+    };
+    let probe = Probe {
+        edges: vec![edge(&gone, &victim), edge(&victim, &gone)],
+        next: 0,
+        refuted: false,
+        epoch: 1,
+    };
+    let envelope = Envelope::new(Message::Agent {
+        to: gone.clone(),
+        msg: AgentMessage::Probe(probe.clone()),
+    });
+    let result = router.deliver_from(&id("a"), envelope);
+    assert_eq!(result, Err(RouteError::UnknownAgent(gone.clone())));
+    let refuted = Probe {
+        refuted: true,
+        ..probe
+    };
+    assert_eq!(
+        *link.0.lock().unwrap(),
+        [
+            Envelope::new(Message::Agent {
+                to: victim,
+                msg: AgentMessage::Probe(refuted),
+            }),
+            Envelope::new(Message::Server(ServerRequest::RemoveAgent { agent: gone })),
+        ]
+    );
 }

@@ -5,7 +5,7 @@
 use super::ServerFn;
 use super::table::Audit;
 use locks_agent::core::WaitForGraph;
-use locks_core::proto::{AgentMessage, Note, ServerRequest};
+use locks_core::proto::ServerRequest;
 use locks_core::{ModeTable, NodeId};
 use locks_server::LockTable;
 use std::cell::RefCell;
@@ -54,17 +54,9 @@ pub fn table_servers_audited(
                     .expect("a table per node")
                     .handle(req);
                 if let Some((_, lock)) = surrender {
-                    let applied = out.iter().any(|(_, m)| {
-                        matches!(m, AgentMessage::Notice(n) if n.lock == lock && matches!(n.note, Some(Note::Surrendered { .. })))
-                    });
-                    if applied {
-                        let mut a = audit.borrow_mut();
-                        if on_cycle == Some(true) {
-                            a.real += 1;
-                        } else {
-                            a.needless += 1;
-                        }
-                    }
+                    audit
+                        .borrow_mut()
+                        .record(&out, &lock, on_cycle == Some(true));
                 }
                 out
             });

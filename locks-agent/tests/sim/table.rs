@@ -2,7 +2,7 @@
 
 use super::ServerFn;
 use locks_core::proto::{AgentMessage, Note, ServerRequest};
-use locks_core::{ModeTable, NodeId};
+use locks_core::{AgentId, LockId, ModeTable, NodeId};
 
 /// A picture of a simulated server's table, now.
 pub type Inspect = Box<dyn Fn() -> locks_server::table::TableSnapshot>;
@@ -14,6 +14,22 @@ pub struct Audit {
     pub real: u64,
     /// Surrenders applied while it was not (decided on outdated knowledge).
     pub needless: u64,
+}
+
+impl Audit {
+    /// Counts a surrender of `lock` that caused `out`, if it was applied (its notices carry
+    /// `Note::Surrendered`; a refused one is answered with `Note::NotSurrendered`).
+    pub fn record(&mut self, out: &[(AgentId, AgentMessage)], lock: &LockId, on_cycle: bool) {
+        let applied = out.iter().any(|(_, m)| {
+            matches!(m, AgentMessage::Notice(n)
+                if n.lock == *lock && matches!(n.note, Some(Note::Surrendered { .. })))
+        });
+        match (applied, on_cycle) {
+            (false, _) => {}
+            (true, true) => self.real += 1,
+            (true, false) => self.needless += 1,
+        }
+    }
 }
 
 /// The real lock table of `node` as a simulated server. Every applied surrender is audited
@@ -69,19 +85,9 @@ pub fn table_server_inspected(
         });
         let out = table.handle(req);
         if let Some((_, lock)) = surrender {
-            // An applied surrender carries its note on the notices of the lock; a stale one
-            // is answered with a fresh view of the lock, without a note.
-            let applied = out.iter().any(
-                |(_, m)| matches!(m, AgentMessage::Notice(n) if n.lock == lock && matches!(n.note, Some(Note::Surrendered { .. }))),
-            );
-            if applied {
-                let mut a = audit2.borrow_mut();
-                if on_cycle == Some(true) {
-                    a.real += 1;
-                } else {
-                    a.needless += 1;
-                }
-            }
+            audit2
+                .borrow_mut()
+                .record(&out, &lock, on_cycle == Some(true));
         }
         out
     });

@@ -46,10 +46,11 @@ use crate::core::graph::{Cycle, WaitForGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::Request;
 use crate::core::status::Deadlock;
-use locks_core::proto::{AgentMessage, Probe, ProbeEdge, ServerRequest, Wait};
+use locks_core::proto::{AgentMessage, LockView, Probe, ProbeEdge, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// How many probes an agent keeps waiting for news at most.
 pub(super) const PARKED: usize = 8;
@@ -219,16 +220,7 @@ impl AgentCore {
                 Some(view) if is_pending_in(&view, &self.id) => {
                     if self.needs_copy(&lock, &node) {
                         if !self.down.contains(victim.node()) {
-                            self.knowledge.mark_sent(&lock, &node, &victim);
-                            out.push(Effect::ToAgent {
-                                to: victim,
-                                msg: AgentMessage::Forward {
-                                    from: self.id.clone(),
-                                    node,
-                                    lock,
-                                    view,
-                                },
-                            });
+                            self.show_victim(victim, lock, node, view, out);
                         }
                     } else {
                         self.probes.refuted.push_back((victim, lock, node));
@@ -238,6 +230,27 @@ impl AgentCore {
                 _ => {}
             }
         }
+    }
+
+    /// Sends a victim this agent's own view of `(lock, node)`, whatever it was sent before.
+    fn show_victim(
+        &mut self,
+        victim: AgentId,
+        lock: LockId,
+        node: NodeId,
+        view: Arc<LockView>,
+        out: &mut Vec<Effect>,
+    ) {
+        self.knowledge.mark_sent(&lock, &node, &victim);
+        out.push(Effect::ToAgent {
+            to: victim,
+            msg: AgentMessage::Forward {
+                from: self.id.clone(),
+                node,
+                lock,
+                view,
+            },
+        });
     }
 
     /// Takes in a probe from another agent. A refuted one is taken in at once, in the order of
@@ -319,16 +332,8 @@ impl AgentCore {
             v.version > seen && is_pending_in(v, &self.id) && self.needs_copy(&lock, &node)
         }) {
             // This agent still waits there, for others: its newer view says for whom.
-            self.knowledge.mark_sent(&lock, &node, &victim);
-            out.push(Effect::ToAgent {
-                to: victim,
-                msg: AgentMessage::Forward {
-                    from: self.id.clone(),
-                    node,
-                    lock,
-                    view: view.clone(),
-                },
-            });
+            let view = view.clone();
+            self.show_victim(victim, lock, node, view, out);
             return;
         }
         // This agent does not wait on that copy at all, as of the newest version it knows.

@@ -368,44 +368,6 @@ impl Knowledge {
         });
     }
 
-    /// Records that this agent sent a conversion of `(lock, node)` down to `mode`: until the
-    /// server's answer comes, the copy's entry counts for no mode `mode` does not cover.
-    pub fn converting_down(&mut self, lock: &LockId, node: &NodeId, mode: Mode) {
-        self.lowering
-            .entry((lock.clone(), node.clone()))
-            .or_default()
-            .push_back(mode);
-    }
-
-    /// The oldest conversion of `(lock, node)` still unanswered has been answered (a notice
-    /// with [`Note::Converted`], or a refusal). Returns whether there was one.
-    pub fn conversion_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
-        let key = (lock.clone(), node.clone());
-        let Some(q) = self.lowering.get_mut(&key) else {
-            return false;
-        };
-        q.pop_front();
-        if q.is_empty() {
-            self.lowering.remove(&key);
-        }
-        true
-    }
-
-    /// The modes of the conversions of `(lock, node)` still unanswered: the copy's entry counts
-    /// only for modes every one of them covers.
-    pub fn unanswered_conversions(
-        &self,
-        lock: &LockId,
-        node: &NodeId,
-    ) -> impl Iterator<Item = Mode> + '_ {
-        let q = if self.lowering.is_empty() {
-            None
-        } else {
-            self.lowering.get(&(lock.clone(), node.clone()))
-        };
-        q.into_iter().flatten().copied()
-    }
-
     /// Whether a surrender of this agent is still waiting for the server's answer.
     pub fn surrender_outstanding(&self) -> bool {
         !self.surrenders.is_empty()
@@ -552,32 +514,6 @@ impl Knowledge {
         }
     }
 
-    /// Records that this agent sent an `Unlock` of `(lock, node)`: the copy counts as held by
-    /// nothing until the server's answer ([`Note::Unlocked`], or a refusal) arrives.
-    pub fn unlock_sent(&mut self, lock: &LockId, node: &NodeId) {
-        *self
-            .unlocking
-            .entry((lock.clone(), node.clone()))
-            .or_insert(0) += 1;
-    }
-
-    /// The server answered one unlock of `(lock, node)` (with a notice or a refusal). Returns
-    /// whether one was outstanding.
-    pub fn unlock_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
-        let key = (lock.clone(), node.clone());
-        match self.unlocking.get_mut(&key) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                true
-            }
-            Some(_) => {
-                self.unlocking.remove(&key);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
     /// forgotten version stay refused.
     pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
@@ -587,61 +523,6 @@ impl Knowledge {
         {
             c.view_min = c.view_min.max(s.view.version + 1);
         }
-    }
-
-    /// Records that `waiter` does not wait on `(lock, node)` as of `version` (it refuted a
-    /// probe). Returns whether the graph may change.
-    pub fn excuse(&mut self, waiter: &AgentId, lock: &LockId, node: &NodeId, version: u64) -> bool {
-        let key = (lock.clone(), node.clone());
-        if self
-            .views
-            .get(&key)
-            .is_none_or(|s| s.view.version > version)
-        {
-            return false;
-        }
-        let entry = self
-            .excused
-            .entry(key)
-            .or_insert((version, SmallVec::new()));
-        if entry.0 < version {
-            entry.0 = version;
-        }
-        if entry.1.contains(waiter) {
-            return false;
-        }
-        entry.1.push(waiter.clone());
-        true
-    }
-
-    /// Forgets every excuse: what a waiter needs may have changed without any queue changing
-    /// (a node went down or came back and took or gave grants elsewhere).
-    pub fn clear_excuses(&mut self) {
-        self.excused.clear();
-    }
-
-    /// Whether some waiter is excused anywhere.
-    pub fn has_excuses(&self) -> bool {
-        !self.excused.is_empty()
-    }
-
-    /// Whether `waiter`'s edges from the stored view of `(lock, node)` are left out.
-    pub fn is_excused(&self, lock: &LockId, node: &NodeId, waiter: &AgentId) -> bool {
-        if self.excused.is_empty() {
-            return false;
-        }
-        let key = (lock.clone(), node.clone());
-        match (self.excused.get(&key), self.views.get(&key)) {
-            (Some((v, who)), Some(s)) => s.view.version <= *v && who.contains(waiter),
-            _ => false,
-        }
-    }
-
-    /// Forgets excuses that no stored view is old enough for any more.
-    fn trim_excused(&mut self) {
-        let views = &self.views;
-        self.excused
-            .retain(|k, (v, _)| views.get(k).is_some_and(|s| s.view.version <= *v));
     }
 
     /// Forgets everything learnt from `node` (its server went down; a restarted server counts
@@ -711,5 +592,7 @@ impl Knowledge {
     }
 }
 
+mod answers;
+mod excuses;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,73 @@
+//! The agent's requests whose answer has not come yet: conversions down (until the server's
+//! notice with `Note::Converted`, the copy counts only for modes the converted mode covers) and
+//! unlocks (until `Note::Unlocked`, no grant of the copy counts). Notices from before the request
+//! was applied may still be on their way, and say nothing about what is held after it.
+
+use super::Knowledge;
+use locks_core::{LockId, Mode, NodeId};
+
+impl Knowledge {
+    /// Records that this agent sent a conversion of `(lock, node)` down to `mode`: until the
+    /// server's answer comes, the copy's entry counts for no mode `mode` does not cover.
+    pub fn converting_down(&mut self, lock: &LockId, node: &NodeId, mode: Mode) {
+        self.lowering
+            .entry((lock.clone(), node.clone()))
+            .or_default()
+            .push_back(mode);
+    }
+
+    /// The oldest conversion of `(lock, node)` still unanswered has been answered (a notice
+    /// with [`Note::Converted`], or a refusal). Returns whether there was one.
+    pub fn conversion_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        let key = (lock.clone(), node.clone());
+        let Some(q) = self.lowering.get_mut(&key) else {
+            return false;
+        };
+        q.pop_front();
+        if q.is_empty() {
+            self.lowering.remove(&key);
+        }
+        true
+    }
+
+    /// The modes of the conversions of `(lock, node)` still unanswered: the copy's entry counts
+    /// only for modes every one of them covers.
+    pub fn unanswered_conversions(
+        &self,
+        lock: &LockId,
+        node: &NodeId,
+    ) -> impl Iterator<Item = Mode> + '_ {
+        let q = if self.lowering.is_empty() {
+            None
+        } else {
+            self.lowering.get(&(lock.clone(), node.clone()))
+        };
+        q.into_iter().flatten().copied()
+    }
+
+    /// Records that this agent sent an `Unlock` of `(lock, node)`: the copy counts as held by
+    /// nothing until the server's answer ([`Note::Unlocked`], or a refusal) arrives.
+    pub fn unlock_sent(&mut self, lock: &LockId, node: &NodeId) {
+        *self
+            .unlocking
+            .entry((lock.clone(), node.clone()))
+            .or_insert(0) += 1;
+    }
+
+    /// The server answered one unlock of `(lock, node)` (with a notice or a refusal). Returns
+    /// whether one was outstanding.
+    pub fn unlock_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        let key = (lock.clone(), node.clone());
+        match self.unlocking.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                true
+            }
+            Some(_) => {
+                self.unlocking.remove(&key);
+                true
+            }
+            None => false,
+        }
+    }
+}

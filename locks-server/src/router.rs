@@ -68,6 +68,15 @@ pub enum RouteError {
     /// No group member with this id lives on this node (it stopped or never existed).
     #[error("member {0} is not running on this node")]
     UnknownMember(MemberId),
+    /// A peer sent a request to the lock server on behalf of an agent (or a message from a
+    /// member) that does not live on that peer: refused, since a node speaks only for its own.
+    #[error("node {from} cannot speak for {on_behalf_of}")]
+    NotItsOwn {
+        /// The peer that sent it.
+        from: NodeId,
+        /// The agent or member named.
+        on_behalf_of: String,
+    },
 }
 
 /// A connection to another node, as the router sees it: somewhere to put envelopes.
@@ -348,7 +357,26 @@ impl Router {
     /// `from`'s lock server: the sender is that server (a notice) or an agent there, and either
     /// way that server must not keep locks for an agent that is gone. The error is returned
     /// as well.
+    ///
+    /// A peer speaks only for its own agents and members: a lock server request naming an
+    /// agent of another node (an `Unlock`, `Surrender` or `RemoveAgent` that would take another
+    /// node's locks), or a member message from a member of another node, is refused.
     pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
+        let on_behalf_of = match &envelope.message {
+            WireMessage::Server(request) if request.agent().node() != from => {
+                Some(request.agent().to_string())
+            }
+            WireMessage::Member { from: member, .. } if member.node() != from => {
+                Some(member.to_string())
+            }
+            _ => None,
+        };
+        if let Some(on_behalf_of) = on_behalf_of {
+            return Err(RouteError::NotItsOwn {
+                from: from.clone(),
+                on_behalf_of,
+            });
+        }
         match self.deliver_incoming(envelope) {
             Err(RouteError::UnknownAgent(agent)) if agent.node() == &self.node => {
                 let request = ServerRequest::RemoveAgent {

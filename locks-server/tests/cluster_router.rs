@@ -1,7 +1,7 @@
 //! The router's side of the cluster: a message from a peer to an agent that does not run here
 //! is answered with `RemoveAgent` to the peer's lock server; a cluster link whose connection
 //! queue is full keeps every envelope, in order; a deadlock probe for an agent that is gone goes
-//! back to its victim, refuted.
+//! back to its victim, refuted; a peer speaks only for its own agents and members.
 
 mod common;
 
@@ -135,4 +135,35 @@ fn a_probe_for_an_agent_that_is_gone_goes_back_to_its_victim_refuted() {
             Envelope::new(Message::Server(ServerRequest::RemoveAgent { agent: gone })),
         ]
     );
+}
+
+#[test]
+fn a_peer_speaks_only_for_its_own_agents_and_members() {
+    use locks_core::MemberId;
+    let router = Router::new(id("b"));
+    let unlock = |agent: AgentId| {
+        Envelope::new(Message::Server(ServerRequest::Unlock {
+            agent,
+            lock: LockId::from(["l"]),
+        }))
+    };
+    // An Unlock for an agent of node c, sent by node a, would release c's lock here.
+    let forged = router.deliver_from(&id("a"), unlock(AgentId::new(id("c"), 1, 1)));
+    assert!(
+        matches!(&forged, Err(RouteError::NotItsOwn { from, .. }) if *from == id("a")),
+        "{forged:?}"
+    );
+    // a's own agent goes on to the lock server (which this bare router does not have).
+    let own = router.deliver_from(&id("a"), unlock(AgentId::new(id("a"), 1, 1)));
+    assert_eq!(own, Err(RouteError::ServerStopped));
+    // A member message must come from a member of the sending node.
+    let member = Envelope::new(Message::Member {
+        to: MemberId::new(id("b"), 1, 1),
+        from: MemberId::new(id("c"), 1, 1),
+        payload: vec![],
+    });
+    assert!(matches!(
+        router.deliver_from(&id("a"), member),
+        Err(RouteError::NotItsOwn { .. })
+    ));
 }

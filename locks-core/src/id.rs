@@ -14,7 +14,13 @@ use std::sync::Arc;
 /// One element of a lock path.
 ///
 /// Keys of different kinds never compare equal: `Int(1)` and `Str("1")` are different keys.
-/// The order is all integers, then all strings, then all byte strings.
+/// The order is all integers (by value, from `i64::MIN` to `u64::MAX`), then all strings, then
+/// all byte strings.
+///
+/// Every integer type converts: `lock_id!["db", "rows", id]` works for an `id` of any of `i8`
+/// to `i64`, `u8` to `u64`, `isize` and `usize` (and `i128`/`u128` by `TryFrom`, within that
+/// range). An integer has one form whatever its type: a value that fits an `i64` is
+/// [`Key::Int`], a larger `u64` is [`Key::UInt`], so `5u64` and `5i32` name the same key.
 #[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Key {
     /// An integer key, such as a row number.
@@ -23,6 +29,10 @@ pub enum Key {
     Str(Arc<str>),
     /// An opaque byte-string key.
     Bytes(Arc<[u8]>),
+    /// An unsigned integer key above `i64::MAX` (smaller ones are [`Key::Int`]); it sorts after
+    /// every `Int`. (A `UInt` that does fit an `i64`, which only a hand-made key or a peer can
+    /// produce, is a key of its own, after the `Int`s: the order stays total.)
+    UInt(u64),
 }
 
 /// The order of the documentation. Two strings (or byte strings) that share their allocation
@@ -34,6 +44,7 @@ impl Ord for Key {
         use std::cmp::Ordering;
         match (self, other) {
             (Key::Int(a), Key::Int(b)) => a.cmp(b),
+            (Key::UInt(a), Key::UInt(b)) => a.cmp(b),
             (Key::Str(a), Key::Str(b)) => {
                 if Arc::ptr_eq(a, b) {
                     Ordering::Equal
@@ -64,15 +75,16 @@ impl Key {
     fn rank(&self) -> u8 {
         match self {
             Key::Int(_) => 0,
-            Key::Str(_) => 1,
-            Key::Bytes(_) => 2,
+            Key::UInt(_) => 1,
+            Key::Str(_) => 2,
+            Key::Bytes(_) => 3,
         }
     }
 
     /// How many bytes the key's payload takes (8 for an integer).
     pub fn payload_len(&self) -> usize {
         match self {
-            Key::Int(_) => 8,
+            Key::Int(_) | Key::UInt(_) => 8,
             Key::Str(s) => s.len(),
             Key::Bytes(b) => b.len(),
         }
@@ -83,6 +95,7 @@ impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Key::Int(i) => write!(f, "{i}"),
+            Key::UInt(i) => write!(f, "{i}"),
             Key::Str(s) => write!(f, "{s:?}"),
             Key::Bytes(b) => write!(f, "b{:?}", BytesDisplay(b)),
         }
@@ -93,6 +106,7 @@ impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Key::Int(i) => write!(f, "{i}"),
+            Key::UInt(i) => write!(f, "{i}"),
             Key::Str(s) => f.write_str(s),
             Key::Bytes(b) => write!(f, "0x{}", BytesDisplay(b)),
         }
@@ -167,19 +181,41 @@ macro_rules! key_from_int {
 }
 key_from_int!(i8, i16, i32, i64, u8, u16, u32);
 
-impl TryFrom<u64> for Key {
-    type Error = std::num::TryFromIntError;
-
-    fn try_from(i: u64) -> Result<Self, Self::Error> {
-        i64::try_from(i).map(Key::Int)
+impl From<u64> for Key {
+    fn from(i: u64) -> Self {
+        i64::try_from(i).map_or(Key::UInt(i), Key::Int)
     }
 }
 
-impl TryFrom<usize> for Key {
+impl From<usize> for Key {
+    fn from(i: usize) -> Self {
+        // usize is at most 64 bits on every target Rust supports here.
+        Key::from(i as u64)
+    }
+}
+
+impl From<isize> for Key {
+    fn from(i: isize) -> Self {
+        Key::Int(i as i64)
+    }
+}
+
+impl TryFrom<i128> for Key {
     type Error = std::num::TryFromIntError;
 
-    fn try_from(i: usize) -> Result<Self, Self::Error> {
-        i64::try_from(i).map(Key::Int)
+    fn try_from(i: i128) -> Result<Self, Self::Error> {
+        match i64::try_from(i) {
+            Ok(i) => Ok(Key::Int(i)),
+            Err(_) => u64::try_from(i).map(Key::from),
+        }
+    }
+}
+
+impl TryFrom<u128> for Key {
+    type Error = std::num::TryFromIntError;
+
+    fn try_from(i: u128) -> Result<Self, Self::Error> {
+        u64::try_from(i).map(Key::from)
     }
 }
 

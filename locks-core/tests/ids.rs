@@ -109,8 +109,34 @@ fn from_str_array_and_keys() {
     let collected: LockId = ["db", "t"].into_iter().collect();
     assert_eq!(collected, id);
     assert_eq!(Vec::<Key>::from(id.clone()), id.keys().to_vec());
-    assert!(Key::try_from(u64::MAX).is_err());
-    assert_eq!(Key::try_from(5usize), Ok(Key::Int(5)));
+}
+
+#[test]
+fn integer_keys_of_every_type_name_one_key_per_value_in_numeric_order() {
+    let (row, idx): (u64, usize) = (42, 42);
+    // Row ids and indices are usually unsigned: `lock_id!` takes them as they are.
+    assert_eq!(lock_id!["db", "rows", row], lock_id!["db", "rows", 42]);
+    assert_eq!(lock_id!["db", "rows", idx], lock_id!["db", "rows", 42i64]);
+    assert_eq!(Key::from(5u64), Key::Int(5));
+    assert_eq!(Key::from(-5isize), Key::Int(-5));
+    assert_eq!(Key::from(u64::MAX), Key::UInt(u64::MAX));
+    assert_eq!(Key::try_from(5u128), Ok(Key::Int(5)));
+    assert_eq!(Key::try_from(-5i128), Ok(Key::Int(-5)));
+    assert_eq!(Key::try_from(u64::MAX as i128), Ok(Key::UInt(u64::MAX)));
+    assert!(Key::try_from(u128::MAX).is_err());
+    assert!(Key::try_from(i128::MIN).is_err());
+    // Numeric order across the whole range, then strings.
+    let order = [
+        Key::from(i64::MIN),
+        Key::from(-1i32),
+        Key::from(0u8),
+        Key::from(i64::MAX),
+        Key::from(i64::MAX as u64 + 1),
+        Key::from(u64::MAX),
+        Key::from("0"),
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}");
+    assert_eq!(Key::from(u64::MAX).to_string(), u64::MAX.to_string());
 }
 
 #[test]
@@ -203,11 +229,12 @@ proptest! {
 
     #[test]
     fn keys_order_by_kind_then_content_shared_or_not(a in common::key(), b in common::key()) {
-        fn reference(k: &Key) -> (u8, Vec<u8>, i64) {
+        fn reference(k: &Key) -> (u8, Vec<u8>, i128) {
             match k {
-                Key::Int(i) => (0, Vec::new(), *i),
-                Key::Str(s) => (1, s.as_bytes().to_vec(), 0),
-                Key::Bytes(b) => (2, b.to_vec(), 0),
+                Key::Int(i) => (0, Vec::new(), i128::from(*i)),
+                Key::UInt(i) => (1, Vec::new(), i128::from(*i)),
+                Key::Str(s) => (2, s.as_bytes().to_vec(), 0),
+                Key::Bytes(b) => (3, b.to_vec(), 0),
             }
         }
         prop_assert_eq!(a.cmp(&b), reference(&a).cmp(&reference(&b)));
@@ -216,6 +243,7 @@ proptest! {
         prop_assert_eq!(a.cmp(&a.clone()), std::cmp::Ordering::Equal);
         let fresh = match &a {
             Key::Int(i) => Key::Int(*i),
+            Key::UInt(i) => Key::UInt(*i),
             Key::Str(s) => Key::from(s.to_string()),
             Key::Bytes(b) => Key::from(b.to_vec()),
         };

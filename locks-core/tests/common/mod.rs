@@ -14,6 +14,7 @@ pub fn key() -> impl Strategy<Value = Key> {
     prop_oneof![
         (-3i64..3).prop_map(Key::Int),
         any::<i64>().prop_map(Key::Int),
+        any::<u64>().prop_map(Key::from),
         "[ab]{1,2}".prop_map(Key::from),
         "\\PC{0,6}".prop_map(Key::from),
         proptest::collection::vec(any::<u8>(), 0..4).prop_map(Key::from),

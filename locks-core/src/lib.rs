@@ -7,6 +7,7 @@
 //! - [`NodeId`], [`AgentId`] and [`MemberId`]: who is who, with the total order the deadlock
 //!   algorithm needs;
 //! - [`proto`]: the messages between agents and lock servers, and [`codec`] for the wire;
+//! - [`fence`]: a resource's check that refuses writes from holders whose grant is stale;
 //! - [`waits`]: who waits for whom in one lock queue (the edges of the wait-for graph);
 //! - [`LockWord`] and [`RwuLock`]: Chronicle Map's 64-bit read/update/write lock word and a
 //!   safe lock built on it, for in-process (and shared-memory) locking without any actor.
@@ -23,6 +24,7 @@
 
 pub mod codec;
 pub mod error;
+pub mod fence;
 pub mod id;
 pub mod ident;
 pub mod lock_word;

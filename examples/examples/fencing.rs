@@ -1,0 +1,127 @@
+//! Fencing: a resource that refuses a stale lock holder.
+//!
+//! Three in-process nodes on 127.0.0.1 (ephemeral ports). A register is guarded by a
+//! [`Fence`]: every write carries the fencing tokens of the writer's grant. Transaction `t1` on
+//! node `a` takes an exclusive `Majority` lock on `a`, `b`, `c` and writes. Then `a` is cut off
+//! from `b` and `c` (as if `t1`'s process had paused through a partition): `b` and `c` drop
+//! `a`'s locks, and `t2` on node `b` is granted the lock by the majority `b`, `c` and writes.
+//! When `t1` wakes up and writes with its old tokens, the fence refuses it: on `b` (and `c`),
+//! where both were granted, `t2`'s version is the larger.
+//!
+//! ```sh
+//! cargo run -p examples --example fencing
+//! ```
+
+use locks_agent::{Options, Req, Transaction, begin_transaction};
+use locks_core::fence::Fence;
+use locks_core::{LockId, Mode, NodeId, lock_id};
+use locks_server::{Node, NodeConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A register whose writes are fenced.
+struct Register {
+    fence: Fence,
+    value: Option<String>,
+}
+
+impl Register {
+    fn write(&mut self, lock: &LockId, tokens: &[(NodeId, u64)], value: &str) {
+        let shown: Vec<String> = tokens.iter().map(|(n, v)| format!("{n}@{v}")).collect();
+        match self.fence.admit(lock, tokens) {
+            Ok(()) => {
+                self.value = Some(value.to_owned());
+                println!("  write {value:?} with {}: accepted", shown.join(","));
+            }
+            Err(e) => println!("  write {value:?} with {}: refused ({e})", shown.join(",")),
+        }
+    }
+}
+
+async fn node(name: &str) -> Node {
+    let config = NodeConfig::new(name)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .cookie("fencing-example")
+        .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
+    Node::start(config).await.expect("node starts")
+}
+
+/// Waits (bounded) until `node` sees exactly `names`.
+async fn sees(node: &Node, names: &[&str]) {
+    let mut events = node.subscribe_nodes();
+    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let have: Vec<String> = node.nodes().iter().map(|n| n.to_string()).collect();
+            if have.iter().map(String::as_str).eq(names.iter().copied()) {
+                return;
+            }
+            events.recv().await;
+        }
+    })
+    .await;
+    settled.expect("the cluster settles");
+}
+
+/// Takes `lock` exclusively on a majority of `nodes` in a new transaction on `on`; returns the
+/// transaction and the grant's fencing tokens.
+async fn take(on: &Node, lock: &LockId, nodes: &[NodeId]) -> (Transaction, Vec<(NodeId, u64)>) {
+    let t = begin_transaction(on, Options::default())
+        .await
+        .expect("transaction begins");
+    let granted = tokio::time::timeout(Duration::from_secs(10), async {
+        t.lock_on(lock.clone(), Mode::X, nodes, Req::Majority)
+            .await
+            .expect("lock granted");
+        t.await_all_locks().await.expect("lock result")
+    })
+    .await
+    .expect("the grant comes in time");
+    let tokens = granted
+        .locks
+        .into_iter()
+        .find(|g| &g.lock == lock)
+        .map(|g| g.nodes)
+        .unwrap_or_default();
+    (t, tokens)
+}
+
+#[tokio::main]
+async fn main() {
+    let (a, b, c) = (node("a").await, node("b").await, node("c").await);
+    b.connect(a.local_addr().unwrap()).await.unwrap();
+    c.connect(a.local_addr().unwrap()).await.unwrap();
+    c.connect(b.local_addr().unwrap()).await.unwrap();
+    for n in [&a, &b, &c] {
+        sees(n, &["a", "b", "c"]).await;
+    }
+    let all: Vec<NodeId> = ["a", "b", "c"].map(|n| NodeId::new(n).unwrap()).to_vec();
+    let lock = lock_id!["register"];
+    let mut register = Register {
+        fence: Fence::new(),
+        value: None,
+    };
+
+    println!("t1 on a takes the register on a majority of a, b, c");
+    let (t1, t1_tokens) = take(&a, &lock, &all).await;
+    register.write(&lock, &t1_tokens, "from t1");
+
+    println!("a is cut off from b and c; t1 is paused and still believes it holds the lock");
+    a.disconnect("b").await.unwrap();
+    a.disconnect("c").await.unwrap();
+    sees(&b, &["b", "c"]).await;
+    sees(&c, &["b", "c"]).await;
+
+    println!("t2 on b takes the register on the majority b, c");
+    let (t2, t2_tokens) = take(&b, &lock, &all).await;
+    register.write(&lock, &t2_tokens, "from t2");
+
+    println!("t1 wakes up and writes with its old tokens");
+    register.write(&lock, &t1_tokens, "late from t1");
+    println!("register holds {:?}", register.value);
+
+    let _ = t2.end().await;
+    let _ = t1.end().await;
+    for n in [&a, &b, &c] {
+        n.shutdown().await;
+    }
+}

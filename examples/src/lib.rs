@@ -3,3 +3,4 @@
 
 pub mod bench;
 pub mod gdict;
+pub mod node_cli;

@@ -24,7 +24,11 @@
 //! leader d b 1042                 the replica of d follows (or is) the leader on node b, whose
 //!                                 term has epoch 1042 (`leader d none`: no leader known)
 //! stored d k / value d k 7|none   the answers to `store` and `fetch`
+//! help lock <txn> ... / end-help  the answer to `help`: one line per command
 //! ```
+//!
+//! With `--mono`, every line is prefixed with the CLOCK_MONOTONIC time in nanoseconds and a
+//! space (`81234567890 granted t1 db/x a@1042`).
 //!
 //! Commands, one per line on stdin:
 //!
@@ -32,17 +36,20 @@
 //! lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive|majority_alive]
 //!                                 mode defaults to X, nodes to this node, req to all; the
 //!                                 transaction <txn> is begun on first use
-//! status <txn> | end <txn> | nodes | table | quit
+//! status <txn> | end <txn> | nodes | table | help | quit
 //! gdict <d>                       run a replica of the gdict dictionary <d> (locks-leader)
 //! store <d> <key> <int> | fetch <d> <key>
 //! ```
 
 use clap::Parser;
 use examples::gdict::Gdict;
-use locks_agent::{Options, Req, Transaction, TransactionStatus, begin_transaction};
+use examples::node_cli::print::{print_table, report_granted, status_word};
+use examples::node_cli::{HELP, out};
+use examples::say;
+use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::{Key, LockId, Mode, NodeId};
 use locks_server::cluster::NodeEvent;
-use locks_server::{Node, NodeConfig, TableSnapshot};
+use locks_server::{Node, NodeConfig};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -85,6 +92,10 @@ struct Args {
     /// Transactions begun here wait for lost nodes to return instead of failing.
     #[arg(long)]
     await_nodes: bool,
+    /// Prefix every stdout line with the CLOCK_MONOTONIC time in nanoseconds (one clock for
+    /// all processes of the machine), so a driver can put several nodes on one time line.
+    #[arg(long)]
+    mono: bool,
 }
 
 fn config(args: &Args) -> Result<NodeConfig, String> {
@@ -145,6 +156,7 @@ async fn main() {
         )
         .init();
     let args = Args::parse();
+    out::set_mono(args.mono);
     let config = match config(&args) {
         Ok(config) => config,
         Err(e) => {
@@ -160,14 +172,14 @@ async fn main() {
         }
     };
     if let Some(addr) = node.local_addr() {
-        println!("listening {addr}");
+        say!("listening {addr}");
     }
     let mut events = node.subscribe_nodes();
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
             match event {
-                NodeEvent::Up(n) => println!("up {n}"),
-                NodeEvent::Down(n) => println!("down {n}"),
+                NodeEvent::Up(n) => say!("up {n}"),
+                NodeEvent::Down(n) => say!("down {n}"),
             }
         }
     });
@@ -226,13 +238,13 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
                 if let Ok(mut all) = dicts.lock() {
                     all.insert((*name).to_owned(), d);
                 }
-                println!("joined {name}");
+                say!("joined {name}");
                 let name = (*name).to_owned();
                 tokio::spawn(async move {
                     loop {
                         match changes.borrow_and_update().clone() {
-                            Some(t) => println!("leader {name} {} {}", t.leader.node(), t.epoch),
-                            None => println!("leader {name} none"),
+                            Some(t) => say!("leader {name} {} {}", t.leader.node(), t.epoch),
+                            None => say!("leader {name} none"),
                         }
                         if changes.changed().await.is_err() {
                             break;
@@ -240,27 +252,27 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
                     }
                 });
             }
-            Err(e) => println!("error {name} {e}"),
+            Err(e) => say!("error {name} {e}"),
         },
         ["store", name, key, value] => match (get(name), value.parse::<i64>()) {
             (Some(d), Ok(v)) => {
                 let (name, key) = ((*name).to_owned(), (*key).to_owned());
                 tokio::spawn(async move {
                     match d.store(key.clone(), v).await {
-                        Ok(()) => println!("stored {name} {key}"),
-                        Err(e) => println!("error {name} {e}"),
+                        Ok(()) => say!("stored {name} {key}"),
+                        Err(e) => say!("error {name} {e}"),
                     }
                 });
             }
-            _ => println!("error {name} no such dictionary or bad value"),
+            _ => say!("error {name} no such dictionary or bad value"),
         },
         ["fetch", name, key] => match get(name) {
             Some(d) => match d.fetch(*key).await {
-                Ok(Some(v)) => println!("value {name} {key} {v}"),
-                Ok(None) => println!("value {name} {key} none"),
-                Err(e) => println!("error {name} {e}"),
+                Ok(Some(v)) => say!("value {name} {key} {v}"),
+                Ok(None) => say!("value {name} {key} none"),
+                Err(e) => say!("error {name} {e}"),
             },
-            None => println!("error {name} no such dictionary"),
+            None => say!("error {name} no such dictionary"),
         },
         _ => return false,
     }
@@ -273,17 +285,23 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
     match words.as_slice() {
         [] => {}
         ["quit"] => return false,
+        ["help"] => {
+            for usage in HELP {
+                say!("help {usage}");
+            }
+            say!("end-help");
+        }
         ["nodes"] => {
             let names: Vec<String> = node.nodes().iter().map(|n| n.to_string()).collect();
-            println!("nodes {}", names.join(" "));
+            say!("nodes {}", names.join(" "));
         }
         ["table"] => print_table(node).await,
         ["status", txn] => match get(txns, txn) {
             Some(t) => match t.status().await {
-                Ok(status) => println!("status {txn} {}", status_word(&status)),
-                Err(e) => println!("error {txn} {e}"),
+                Ok(status) => say!("status {txn} {}", status_word(&status)),
+                Err(e) => say!("error {txn} {e}"),
             },
-            None => println!("error {txn} no such transaction"),
+            None => say!("error {txn} no such transaction"),
         },
         ["end", txn] => {
             let t = txns.lock().ok().and_then(|mut t| t.remove(*txn));
@@ -292,22 +310,22 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
                 // either way, so they fail instead of waiting.
                 Some(t) => match Arc::try_unwrap(t) {
                     Ok(t) => match t.end().await {
-                        Ok(()) => println!("ended {txn}"),
-                        Err(e) => println!("error {txn} {e}"),
+                        Ok(()) => say!("ended {txn}"),
+                        Err(e) => say!("error {txn} {e}"),
                     },
                     Err(shared) => {
                         drop(shared);
-                        println!("ended {txn}");
+                        say!("ended {txn}");
                     }
                 },
-                None => println!("error {txn} no such transaction"),
+                None => say!("error {txn} no such transaction"),
             }
         }
         ["lock", txn, path, rest @ ..] => {
             let request = match parse_lock(node, path, rest) {
                 Ok(r) => r,
                 Err(e) => {
-                    println!("error {txn} {e}");
+                    say!("error {txn} {e}");
                     return true;
                 }
             };
@@ -322,7 +340,7 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
                         t
                     }
                     Err(e) => {
-                        println!("error {txn} {e}");
+                        say!("error {txn} {e}");
                         return true;
                     }
                 },
@@ -332,11 +350,11 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
                 let (lock, mode, nodes, req) = request;
                 match t.lock_on(lock, mode, &nodes, req).await {
                     Ok(_) => report_granted(&t, &txn, &path).await,
-                    Err(e) => println!("error {txn} {e}"),
+                    Err(e) => say!("error {txn} {e}"),
                 }
             });
         }
-        _ => println!("error - unknown command: {line}"),
+        _ => say!("error - unknown command: {line}"),
     }
     true
 }
@@ -370,99 +388,4 @@ fn parse_lock(node: &Node, path: &str, rest: &[&str]) -> Result<LockRequest, Str
         return Err("too many arguments".to_owned());
     }
     Ok((lock, mode, nodes, req))
-}
-
-/// Prints `granted <txn> <path> <node@version,...>` and the deadlocks resolved so far.
-async fn report_granted(t: &Transaction, txn: &str, path: &str) {
-    match t.await_all_locks().await {
-        Ok(result) => {
-            println!("granted {txn} {path} {}", fencing(&result, path));
-            if !result.deadlocks.is_empty() {
-                let list: Vec<String> = result
-                    .deadlocks
-                    .iter()
-                    .map(|d| format!("{}@{}", slash(&d.lock), d.node))
-                    .collect();
-                println!("deadlocks {txn} {}", list.join(","));
-            }
-        }
-        Err(e) => println!("error {txn} {e}"),
-    }
-}
-
-/// The fencing versions of the lock at `path`, as `node@version,...` (`-` if not held).
-fn fencing(result: &locks_agent::LockResult, path: &str) -> String {
-    let held = result.locks.iter().find(|g| slash(&g.lock) == path);
-    match held {
-        Some(g) if !g.nodes.is_empty() => g
-            .nodes
-            .iter()
-            .map(|(node, version)| format!("{node}@{version}"))
-            .collect::<Vec<_>>()
-            .join(","),
-        _ => "-".to_owned(),
-    }
-}
-
-fn status_word(status: &TransactionStatus) -> String {
-    match status {
-        TransactionStatus::NoLocks => "no_locks".to_owned(),
-        TransactionStatus::Waiting => "waiting".to_owned(),
-        TransactionStatus::HaveAllLocks { .. } => "have_all_locks".to_owned(),
-        TransactionStatus::CannotServe { .. } => "cannot_serve".to_owned(),
-    }
-}
-
-fn slash(lock: &LockId) -> String {
-    lock.keys()
-        .iter()
-        .map(|k| k.to_string())
-        .collect::<Vec<_>>()
-        .join("/")
-}
-
-async fn print_table(node: &Node) {
-    match node.snapshot().await {
-        Ok(snapshot) => {
-            for line in table_lines(&snapshot) {
-                println!("{line}");
-            }
-            println!("end-table");
-        }
-        Err(e) => println!("error - {e}"),
-    }
-}
-
-fn table_lines(snapshot: &TableSnapshot) -> Vec<String> {
-    snapshot
-        .locks
-        .iter()
-        .map(|l| {
-            let entries = |v: Vec<String>| v.join(",");
-            format!(
-                "lock {} v{} {} granted={} converting={} waiting={}",
-                slash(&l.lock),
-                l.version,
-                l.group.map_or("-".to_owned(), |m| m.to_string()),
-                entries(
-                    l.granted
-                        .iter()
-                        .map(|e| format!("{}:{}", e.agent, e.mode))
-                        .collect()
-                ),
-                entries(
-                    l.converting
-                        .iter()
-                        .map(|c| format!("{}:{}>{}", c.agent, c.held, c.requested))
-                        .collect()
-                ),
-                entries(
-                    l.waiting
-                        .iter()
-                        .map(|e| format!("{}:{}", e.agent, e.mode))
-                        .collect()
-                ),
-            )
-        })
-        .collect()
 }

@@ -1,0 +1,338 @@
+//! The driver of one scenario: the node processes of a fresh cluster, one [`Client`] per node,
+//! the fenced register, the fault schedule, and the history it all goes into.
+//!
+//! It runs on one thread: node lines arrive on one channel (from the reader threads of
+//! [`crate::procs`]), and between lines it ticks the clients. Every wait is bounded.
+
+use crate::checker::{Bounds, Verdict, check};
+use crate::client::{Action, Client};
+use crate::clock::{MS, Ns, now};
+use crate::history::{Event, NodeLine, What, parse_line};
+use crate::net::Net;
+use crate::procs::{Line, NodeProc, NodeSpec, name};
+use crate::scenario::{Fault, Profile};
+use locks_core::fence::Fence;
+use locks_core::{Key, LockId};
+use std::collections::BTreeSet;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::time::Duration;
+
+/// The longest the driver waits for anything (a cluster to form, a holder, service after a
+/// heal) before it reports the scenario as failed.
+const WAIT: Ns = 20_000 * MS;
+
+/// One scenario's run.
+pub struct Driver<'a> {
+    net: &'a Net,
+    spec: NodeSpec,
+    procs: Vec<Option<NodeProc>>,
+    generations: Vec<u32>,
+    clients: Vec<Client>,
+    up: Vec<BTreeSet<String>>,
+    tx: Sender<Line>,
+    rx: Receiver<Line>,
+    fence: Fence,
+    lock: LockId,
+    lock_command: String,
+    history: Vec<Event>,
+    /// Problems of the run itself (not of the history): a holder never appeared, ...
+    pub problems: Vec<String>,
+}
+
+impl<'a> Driver<'a> {
+    /// Starts the nodes of `spec` in `net` and waits until each sees all the others.
+    pub fn start(net: &'a Net, spec: NodeSpec) -> Result<Driver<'a>, String> {
+        let (tx, rx) = channel();
+        let n = spec.count;
+        let nodes: Vec<String> = (0..n).map(name).collect();
+        let lock =
+            LockId::new([Key::from("r"), Key::from("x")]).map_err(|e| format!("lock id: {e}"))?;
+        let mut d = Driver {
+            net,
+            procs: Vec::new(),
+            generations: vec![0; n],
+            clients: (0..n).map(|i| Client::new(i, Ns::MAX)).collect(),
+            up: vec![BTreeSet::new(); n],
+            tx,
+            rx,
+            fence: Fence::new(),
+            lock,
+            lock_command: format!("r/x X {} majority", nodes.join(",")),
+            history: Vec::new(),
+            problems: Vec::new(),
+            spec,
+        };
+        for i in 0..n {
+            let p = NodeProc::start(&d.spec, &d.net.nodes[i], i, 0, d.tx.clone())?;
+            d.procs.push(Some(p));
+        }
+        if !d.pump_until(WAIT, |d| d.up.iter().all(|u| u.len() == n - 1)) {
+            return Err(format!(
+                "the cluster did not form within {} s (peers seen: {:?})",
+                WAIT / 1_000 / MS,
+                d.up
+            ));
+        }
+        let t = now();
+        for c in &mut d.clients {
+            c.restarted(t);
+        }
+        Ok(d)
+    }
+
+    fn record(&mut self, t: Ns, what: What) {
+        self.history.push(Event { t, what });
+    }
+
+    fn act(&mut self, node: usize, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Lock(txn) => {
+                    let cmd = format!("lock {txn} {}", self.lock_command);
+                    self.send(node, &cmd);
+                }
+                Action::Write(txn, tokens) => {
+                    let accepted = self.fence.admit(&self.lock, &tokens).is_ok();
+                    self.record(
+                        now(),
+                        What::Write {
+                            txn,
+                            tokens,
+                            accepted,
+                        },
+                    );
+                }
+                Action::End(txn) => {
+                    self.send(node, &format!("end {txn}"));
+                    self.record(now(), What::EndSent { txn });
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, node: usize, command: &str) {
+        if let Some(p) = &mut self.procs[node] {
+            p.send(command);
+        }
+    }
+
+    fn handle(&mut self, line: Line) {
+        if line.generation != self.generations[line.node] {
+            return;
+        }
+        let parsed = match parse_line(&line.text) {
+            Ok(p) => p,
+            Err(e) => {
+                self.problems.push(format!(
+                    "{}: unreadable line {:?}: {e}",
+                    name(line.node),
+                    line.text
+                ));
+                return;
+            }
+        };
+        match &parsed {
+            NodeLine::Up(peer) => {
+                self.up[line.node].insert(peer.clone());
+            }
+            NodeLine::Down(peer) => {
+                self.up[line.node].remove(peer);
+            }
+            NodeLine::Granted { txn, tokens } => self.record(
+                line.t,
+                What::Granted {
+                    client: line.node,
+                    txn: txn.clone(),
+                    tokens: tokens.clone(),
+                },
+            ),
+            NodeLine::Lost { txn, cause } => self.record(
+                line.t,
+                What::Lost {
+                    txn: txn.clone(),
+                    cause: cause.clone(),
+                },
+            ),
+            _ => {}
+        }
+        let actions = self.clients[line.node].on_line(now(), &parsed);
+        self.act(line.node, actions);
+    }
+
+    fn tick(&mut self) {
+        let t = now();
+        for i in 0..self.clients.len() {
+            let actions = self.clients[i].tick(t);
+            self.act(i, actions);
+        }
+    }
+
+    /// Runs until `pred` holds (true) or `limit` passes (false).
+    fn pump_until(&mut self, limit: Ns, pred: impl Fn(&Driver) -> bool) -> bool {
+        let end = now().saturating_add(limit);
+        loop {
+            self.tick();
+            if pred(self) {
+                return true;
+            }
+            let t = now();
+            if t >= end {
+                return false;
+            }
+            let next = self
+                .clients
+                .iter()
+                .filter_map(Client::deadline)
+                .min()
+                .unwrap_or(Ns::MAX)
+                .min(end)
+                .min(t + 50 * MS);
+            if let Ok(line) = self
+                .rx
+                .recv_timeout(Duration::from_nanos(next.saturating_sub(t)))
+            {
+                self.handle(line);
+                while let Ok(line) = self.rx.try_recv() {
+                    self.handle(line);
+                }
+            }
+        }
+    }
+
+    /// Runs for `span`.
+    fn pump_for(&mut self, span: Ns) {
+        self.pump_until(span, |_| false);
+    }
+
+    fn holder(&self) -> Option<(usize, String)> {
+        self.clients
+            .iter()
+            .find_map(|c| c.holder().map(|t| (c.node, t.to_owned())))
+    }
+
+    /// Injects one fault of `kind` (waiting for a holder first), keeps the workload running
+    /// through it, and heals.
+    pub fn inject(&mut self, kind: Fault, profile: &Profile) -> Result<(), String> {
+        if !self.pump_until(WAIT, |d| d.holder().is_some()) {
+            self.problems.push(format!(
+                "{}: no client held the lock within 20 s",
+                kind.name()
+            ));
+            return Ok(());
+        }
+        let Some((holder, txn)) = self.holder() else {
+            return Ok(());
+        };
+        let n = self.clients.len();
+        let target = match kind {
+            Fault::IsolateOther => (holder + 1) % n,
+            _ => holder,
+        };
+        let fault = |d: &mut Driver, holder: Option<String>| {
+            d.record(
+                now(),
+                What::Fault {
+                    kind: kind.name().to_owned(),
+                    node: target,
+                    holder,
+                    removes_holder: kind.removes_holder(),
+                },
+            );
+        };
+        // The holder stays busy through the fault, so that its belief outlives the time the
+        // others need to give its lock away: only being told ends it early.
+        self.clients[holder].extend(now() + 3 * profile.heartbeat_timeout);
+        let holder_txn = (target == holder).then(|| txn.clone());
+        match kind {
+            Fault::OneWay => {
+                self.net.mute(target)?;
+                fault(self, holder_txn);
+                self.pump_for(profile.fault);
+                self.net.unmute(target)?;
+            }
+            Fault::Isolate | Fault::IsolateOther => {
+                self.net.isolate(target)?;
+                fault(self, holder_txn);
+                self.pump_for(profile.fault);
+                self.net.rejoin(target)?;
+            }
+            Fault::Flap => {
+                let (downs, each) = profile.flaps;
+                for k in 0..downs {
+                    self.net.isolate(target)?;
+                    let still = self.clients[target].holder().map(str::to_owned);
+                    fault(self, if k == 0 { holder_txn.clone() } else { still });
+                    self.pump_for(each);
+                    self.net.rejoin(target)?;
+                    self.pump_for(each);
+                }
+            }
+            Fault::Pause => {
+                self.clients[target].frozen = true;
+                self.proc(target)?.signal(libc::SIGSTOP)?;
+                let t = now();
+                self.record(t, What::Halted { client: target });
+                fault(self, holder_txn);
+                self.pump_for(profile.fault);
+                self.proc(target)?.signal(libc::SIGCONT)?;
+                let actions = self.clients[target].resume(now());
+                self.act(target, actions);
+            }
+            Fault::Kill => {
+                self.proc(target)?.signal(libc::SIGKILL)?;
+                let t = now();
+                self.record(t, What::Halted { client: target });
+                fault(self, holder_txn);
+                self.procs[target] = None;
+                self.clients[target].killed();
+                self.up[target].clear();
+                self.pump_for(profile.fault);
+                self.generations[target] += 1;
+                let p = NodeProc::start(
+                    &self.spec,
+                    &self.net.nodes[target],
+                    target,
+                    self.generations[target],
+                    self.tx.clone(),
+                )?;
+                self.procs[target] = Some(p);
+                self.clients[target].restarted(now());
+            }
+        }
+        self.record(now(), What::Healed);
+        self.pump_for(profile.recover);
+        Ok(())
+    }
+
+    fn proc(&self, i: usize) -> Result<&NodeProc, String> {
+        self.procs[i]
+            .as_ref()
+            .ok_or_else(|| format!("node {} is not running", name(i)))
+    }
+
+    /// Waits (bounded) until every client was granted the lock after the last heal, lets the
+    /// clients finish, stops the nodes and checks the history.
+    pub fn finish(mut self, bounds: Bounds) -> (Verdict, Vec<String>) {
+        let healed = self
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.what == What::Healed)
+            .map_or(0, |e| e.t);
+        let n = self.clients.len();
+        let served = |d: &Driver| {
+            (0..n).all(|c| {
+                d.history.iter().any(|e| {
+                    e.t >= healed && matches!(&e.what, What::Granted { client, .. } if *client == c)
+                })
+            })
+        };
+        self.pump_until(WAIT, served);
+        for c in &mut self.clients {
+            c.stopping = true;
+        }
+        self.pump_until(WAIT, |d| d.clients.iter().all(|c| c.txn().is_none()));
+        self.procs.clear();
+        (check(&self.history, bounds), self.problems)
+    }
+}

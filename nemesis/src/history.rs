@@ -1,0 +1,202 @@
+//! What an experiment records: the beliefs of the clients, the fenced writes, and the driver's
+//! faults, each stamped with `CLOCK_MONOTONIC`; and the parsing of the node lines they come
+//! from.
+//!
+//! The history is the checker's only input ([`crate::checker`]); the driver appends to it and
+//! never reads it back. Times of node lines are the node's own stamps (`node --mono`); times of
+//! the driver's actions are taken when the driver acts (after the command is written, for
+//! `end`: a belief ends no earlier than the holder's client gave it up).
+
+use crate::clock::Ns;
+use locks_core::NodeId;
+
+/// The fencing tokens of a grant: each granting node with the lock's version there.
+pub type Tokens = Vec<(NodeId, u64)>;
+
+/// One recorded event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// When, on `CLOCK_MONOTONIC`.
+    pub t: Ns,
+    /// What.
+    pub what: What,
+}
+
+/// The kinds of recorded events. `client` is the index of the node whose client acts (each node
+/// runs one client); `txn` names a transaction, unique within an experiment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    /// The node told `txn` that it holds the lock exclusively (a belief starts).
+    Granted {
+        /// The client.
+        client: usize,
+        /// The transaction.
+        txn: String,
+        /// The grant's fencing tokens.
+        tokens: Tokens,
+    },
+    /// The node told `txn` that it lost the lock (a belief ends).
+    Lost {
+        /// The transaction.
+        txn: String,
+        /// The cause the node gave (`node-down`, `lease-expired`, ...).
+        cause: String,
+    },
+    /// The driver sent `end` for `txn` (a belief ends).
+    EndSent {
+        /// The transaction.
+        txn: String,
+    },
+    /// `txn` wrote to the fenced register with `tokens`, and the fence decided.
+    Write {
+        /// The transaction.
+        txn: String,
+        /// The tokens the write carried.
+        tokens: Tokens,
+        /// Whether the fence accepted it.
+        accepted: bool,
+    },
+    /// The process of `client`'s node was stopped (SIGSTOP) or killed (SIGKILL): its beliefs
+    /// end here, since it can act on none of them from now on; a resumed process acts only by
+    /// its late, fenced write.
+    Halted {
+        /// The client.
+        client: usize,
+    },
+    /// A fault was injected.
+    Fault {
+        /// Its name (`oneway`, `isolate`, `flap`, `pause`, `kill`).
+        kind: String,
+        /// The node it hit.
+        node: usize,
+        /// The transaction that held the lock on that node then, if any.
+        holder: Option<String>,
+        /// Whether the fault takes the holder away from the others for longer than the
+        /// configured delays (so the lock must move to another client within them).
+        removes_holder: bool,
+    },
+    /// Every fault was healed (links back, routes gone, processes running).
+    Healed,
+}
+
+/// A line of a node with `--mono`: the time, then the line.
+pub fn split_mono(line: &str) -> Option<(Ns, &str)> {
+    let (t, rest) = line.split_once(' ')?;
+    Some((t.parse().ok()?, rest))
+}
+
+/// The tokens of a `granted` line: `n1@17,n2@9` (`-` for none).
+pub fn parse_tokens(list: &str) -> Result<Tokens, String> {
+    if list == "-" {
+        return Ok(Vec::new());
+    }
+    list.split(',')
+        .map(|item| {
+            let (node, version) = item
+                .split_once('@')
+                .ok_or_else(|| format!("token without @: {item}"))?;
+            let node = NodeId::new(node).map_err(|e| format!("bad node in {item}: {e}"))?;
+            let version = version
+                .parse::<u64>()
+                .map_err(|e| format!("bad version in {item}: {e}"))?;
+            Ok((node, version))
+        })
+        .collect()
+}
+
+/// The node lines the driver acts on (after the `--mono` time).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeLine {
+    /// `listening <addr>`
+    Listening,
+    /// `up <node>`
+    Up(String),
+    /// `down <node>`
+    Down(String),
+    /// `granted <txn> <lock> <tokens>`
+    Granted {
+        /// The transaction.
+        txn: String,
+        /// The tokens.
+        tokens: Tokens,
+    },
+    /// `lost <txn> <lock> <nodes> <cause>`
+    Lost {
+        /// The transaction.
+        txn: String,
+        /// The cause.
+        cause: String,
+    },
+    /// `error <txn> <message>`
+    Error {
+        /// The transaction.
+        txn: String,
+    },
+    /// `ended <txn>`
+    Ended {
+        /// The transaction.
+        txn: String,
+    },
+    /// Anything else (other answers, later additions).
+    Other,
+}
+
+/// Parses a node line (without its time).
+pub fn parse_line(line: &str) -> Result<NodeLine, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    Ok(match words.as_slice() {
+        ["listening", _] => NodeLine::Listening,
+        ["up", n] => NodeLine::Up((*n).to_owned()),
+        ["down", n] => NodeLine::Down((*n).to_owned()),
+        ["granted", txn, _lock, tokens] => NodeLine::Granted {
+            txn: (*txn).to_owned(),
+            tokens: parse_tokens(tokens)?,
+        },
+        ["lost", txn, _lock, _nodes, cause, ..] => NodeLine::Lost {
+            txn: (*txn).to_owned(),
+            cause: (*cause).to_owned(),
+        },
+        ["error", txn, ..] => NodeLine::Error {
+            txn: (*txn).to_owned(),
+        },
+        ["ended", txn] => NodeLine::Ended {
+            txn: (*txn).to_owned(),
+        },
+        _ => NodeLine::Other,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_lines_parse() {
+        assert_eq!(
+            split_mono("123 granted t1 r/x n1@5,n2@7"),
+            Some((123, "granted t1 r/x n1@5,n2@7"))
+        );
+        assert_eq!(split_mono("granted t1"), None);
+        assert_eq!(
+            parse_line("granted t1 r/x n1@5,n2@7"),
+            Ok(NodeLine::Granted {
+                txn: "t1".into(),
+                tokens: vec![
+                    (NodeId::new("n1").unwrap(), 5),
+                    (NodeId::new("n2").unwrap(), 7)
+                ]
+            })
+        );
+        assert_eq!(
+            parse_line("lost t1 r/x n1,n2 lease-expired"),
+            Ok(NodeLine::Lost {
+                txn: "t1".into(),
+                cause: "lease-expired".into()
+            })
+        );
+        assert_eq!(parse_line("down n3"), Ok(NodeLine::Down("n3".into())));
+        assert_eq!(parse_line("nodes n1 n2"), Ok(NodeLine::Other));
+        assert!(parse_line("granted t1 r/x n1@x").is_err());
+        assert!(parse_line("granted t1 r/x n1").is_err());
+    }
+}

@@ -3,6 +3,11 @@
 //!
 //! It runs on one thread: node lines arrive on one channel (from the reader threads of
 //! [`crate::procs`]), and between lines it ticks the clients. Every wait is bounded.
+//!
+//! Its logs, in the scenario's log directory: `lines.log`, every node line as it arrived
+//! (`<node stamp> <node> g<generation> <line>`), and `history.log`, the recorded history sorted
+//! by time (node stamps and the driver's own `CLOCK_MONOTONIC` stamps), next to each node's
+//! stderr.
 
 use crate::checker::{Bounds, Verdict, check};
 use crate::client::{Action, Client};
@@ -14,6 +19,8 @@ use crate::scenario::{Fault, Profile};
 use locks_core::fence::Fence;
 use locks_core::{Key, LockId};
 use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
@@ -35,6 +42,7 @@ pub struct Driver<'a> {
     lock: LockId,
     lock_command: String,
     history: Vec<Event>,
+    lines_log: Option<BufWriter<File>>,
     /// Problems of the run itself (not of the history): a holder never appeared, ...
     pub problems: Vec<String>,
 }
@@ -59,9 +67,15 @@ impl<'a> Driver<'a> {
             lock,
             lock_command: format!("r/x X {} majority", nodes.join(",")),
             history: Vec::new(),
+            lines_log: None,
             problems: Vec::new(),
             spec,
         };
+        std::fs::create_dir_all(&d.spec.log_dir)
+            .map_err(|e| format!("cannot create {}: {e}", d.spec.log_dir.display()))?;
+        d.lines_log = File::create(d.spec.log_dir.join("lines.log"))
+            .map(BufWriter::new)
+            .ok();
         for i in 0..n {
             let p = NodeProc::start(&d.spec, &d.net.nodes[i], i, 0, d.tx.clone())?;
             d.procs.push(Some(p));
@@ -117,6 +131,16 @@ impl<'a> Driver<'a> {
     }
 
     fn handle(&mut self, line: Line) {
+        if let Some(log) = &mut self.lines_log {
+            let _ = writeln!(
+                log,
+                "{} {} g{} {}",
+                line.t,
+                name(line.node),
+                line.generation,
+                line.text
+            );
+        }
         if line.generation != self.generations[line.node] {
             return;
         }
@@ -333,6 +357,25 @@ impl<'a> Driver<'a> {
         }
         self.pump_until(WAIT, |d| d.clients.iter().all(|c| c.txn().is_none()));
         self.procs.clear();
+        self.write_history();
         (check(&self.history, bounds), self.problems)
+    }
+
+    fn write_history(&mut self) {
+        if let Some(log) = &mut self.lines_log {
+            let _ = log.flush();
+        }
+        let mut events = self.history.clone();
+        events.sort_by_key(|e| e.t);
+        let path = self.spec.log_dir.join("history.log");
+        let Ok(file) = File::create(&path) else {
+            self.problems
+                .push(format!("cannot write {}", path.display()));
+            return;
+        };
+        let mut out = BufWriter::new(file);
+        for e in events {
+            let _ = writeln!(out, "{} {:?}", e.t, e.what);
+        }
     }
 }

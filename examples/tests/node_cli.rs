@@ -1,0 +1,69 @@
+//! The node binary's `--mono` stamps and `help` answer, on a node with no peers.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Runs a lone node with `args`, feeds it `input`, and returns its stdout lines (the node exits
+/// at the end of its stdin); fails after 20 s.
+fn run(args: &[&str], input: &str) -> Vec<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
+        .args(["--name", "n1", "--exit-on-eof"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the node binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let lines: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        let _ = tx.send(lines);
+    });
+    drop(stdin);
+    let lines = rx.recv_timeout(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    lines.expect("the node exits at the end of its stdin")
+}
+
+#[test]
+fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
+    let lines = run(&["--mono"], "help\nstatus t9\n");
+    assert!(lines.len() >= 3, "{lines:?}");
+    let mut last = 0u64;
+    let mut texts = Vec::new();
+    for line in &lines {
+        let (t, text) = line.split_once(' ').expect("a stamp and a line");
+        let t: u64 = t.parse().expect("the stamp is a number");
+        assert!(t >= last, "stamps go backwards: {lines:?}");
+        last = t;
+        texts.push(text.to_owned());
+    }
+    for command in ["lock", "status", "end", "nodes", "table", "help", "quit"] {
+        assert!(
+            texts
+                .iter()
+                .any(|l| l.starts_with(&format!("help {command}"))),
+            "help does not list {command}: {texts:?}"
+        );
+    }
+    let end_help = texts
+        .iter()
+        .position(|l| l == "end-help")
+        .expect("end-help");
+    assert_eq!(texts[end_help + 1], "error t9 no such transaction");
+}
+
+#[test]
+fn without_mono_lines_are_unstamped() {
+    let lines = run(&[], "status t9\n");
+    assert_eq!(lines, vec!["error t9 no such transaction".to_owned()]);
+}

@@ -13,6 +13,7 @@ use crate::checker::{Bounds, Verdict, check};
 use crate::client::{Action, Client};
 use crate::clock::{MS, Ns, now};
 use crate::history::{Event, NodeLine, What, parse_line};
+use crate::interrupt::interrupted;
 use crate::net::Net;
 use crate::procs::{Line, NodeProc, NodeSpec, name};
 use crate::scenario::{Fault, Profile};
@@ -199,6 +200,9 @@ impl<'a> Driver<'a> {
             if pred(self) {
                 return true;
             }
+            if interrupted() {
+                return false;
+            }
             let t = now();
             if t >= end {
                 return false;
@@ -237,6 +241,9 @@ impl<'a> Driver<'a> {
     /// Injects one fault of `kind` (waiting for a holder first), keeps the workload running
     /// through it, and heals.
     pub fn inject(&mut self, kind: Fault, profile: &Profile) -> Result<(), String> {
+        if interrupted() {
+            return Err("interrupted".to_owned());
+        }
         if !self.pump_until(WAIT, |d| d.holder().is_some()) {
             self.problems.push(format!(
                 "{}: no client held the lock within 20 s",

@@ -18,6 +18,7 @@ pub mod client;
 pub mod clock;
 pub mod driver;
 pub mod history;
+pub mod interrupt;
 pub mod net;
 pub mod procs;
 pub mod scenario;

@@ -69,6 +69,7 @@ fn stats(list: &[Option<Ns>]) -> String {
 fn run() -> Result<bool, String> {
     let profile = Profile::from_env(std::env::var("NEMESIS_PROFILE").ok().as_deref())?;
     let binary = node_binary()?;
+    nemesis::interrupt::install();
     for ns in remove_stale() {
         println!("removed stale namespace {ns}");
     }
@@ -116,17 +117,21 @@ fn run() -> Result<bool, String> {
             driver.inject(kind, &profile)?;
         }
         let (v, problems) = driver.finish(bounds);
+        if nemesis::interrupt::interrupted() {
+            return Err("interrupted".to_owned());
+        }
         faults += v.faults;
         overlaps += v.overlaps.len();
         let ok = v.passed() && problems.is_empty();
         all_ok &= ok;
         println!(
-            "scenario {:<13} {} faults={} overlaps={} writes accepted={} refused={} \
-             told={} unavailable={}",
+            "scenario {:<13} {} faults={} overlaps={} (longest {} ms) writes accepted={} \
+             refused={} told={} unavailable={}",
             kind.name(),
             if ok { "ok  " } else { "FAIL" },
             v.faults,
             v.overlaps.len(),
+            ms(v.overlaps.iter().map(|o| o.2).max().unwrap_or(0)),
             v.writes.0,
             v.writes.1,
             stats(&v.told),

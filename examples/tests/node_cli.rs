@@ -1,9 +1,13 @@
-//! The node binary's `--mono` stamps and `help` answer, on a node with no peers.
+//! The node binary's `--mono` stamps, its `help` answer and its `leader` query, on a node with
+//! no peers.
 
+mod common;
+
+use common::Proc;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Runs a lone node with `args`, feeds it `input`, and returns its stdout lines (the node exits
 /// at the end of its stdin); fails after 20 s.
@@ -66,4 +70,18 @@ fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
 fn without_mono_lines_are_unstamped() {
     let lines = run(&[], "status t9\n");
     assert_eq!(lines, vec!["error t9 no such transaction".to_owned()]);
+}
+
+#[test]
+fn leader_answers_whom_the_replica_follows() {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut node = Proc::start("n1", &[], "node-cli-test", "warn", deadline);
+    node.send("leader d");
+    node.expect_line("error d no such dictionary");
+    node.send("gdict d");
+    node.expect_line("joined d");
+    // Alone, the replica elects itself: the change line comes unasked.
+    let elected = node.expect("n1 leads", |l| l.starts_with("leader d n1 "));
+    node.send("leader d");
+    node.expect_line(&elected);
 }

@@ -39,6 +39,7 @@
 //! status <txn> | end <txn> | nodes | table | help | quit
 //! gdict <d>                       run a replica of the gdict dictionary <d> (locks-leader)
 //! store <d> <key> <int> | fetch <d> <key>
+//! leader <d>                      answered with a `leader d ...` line (as on every change)
 //! ```
 
 use clap::Parser;
@@ -242,10 +243,8 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
                 let name = (*name).to_owned();
                 tokio::spawn(async move {
                     loop {
-                        match changes.borrow_and_update().clone() {
-                            Some(t) => say!("leader {name} {} {}", t.leader.node(), t.epoch),
-                            None => say!("leader {name} none"),
-                        }
+                        let term = changes.borrow_and_update().clone();
+                        say!("{}", leader_line(&name, term));
                         if changes.changed().await.is_err() {
                             break;
                         }
@@ -266,6 +265,10 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
             }
             _ => say!("error {name} no such dictionary or bad value"),
         },
+        ["leader", name] => match get(name) {
+            Some(d) => say!("{}", leader_line(name, d.member().leader())),
+            None => say!("error {name} no such dictionary"),
+        },
         ["fetch", name, key] => match get(name) {
             Some(d) => match d.fetch(*key).await {
                 Ok(Some(v)) => say!("value {name} {key} {v}"),
@@ -277,6 +280,14 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
         _ => return false,
     }
     true
+}
+
+/// `leader <d> <node> <epoch>` (or `leader <d> none`): whom the replica of `d` follows.
+fn leader_line(name: &str, term: Option<locks_leader::Term>) -> String {
+    match term {
+        Some(t) => format!("leader {name} {} {}", t.leader.node(), t.epoch),
+        None => format!("leader {name} none"),
+    }
 }
 
 /// Runs one command; returns `false` on `quit`.

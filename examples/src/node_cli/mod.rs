@@ -15,6 +15,7 @@ pub const HELP: &[&str] = &[
     "gdict <d>",
     "store <d> <key> <int>",
     "fetch <d> <key>",
+    "leader <d>",
     "help",
     "quit",
 ];

@@ -12,18 +12,16 @@
 use crate::checker::{Bounds, Verdict, check};
 use crate::client::{Action, Client};
 use crate::clock::{MS, Ns, now};
-use crate::history::{Event, NodeLine, What, parse_line};
+use crate::cluster::Cluster;
+use crate::history::{Event, NodeLine, What};
 use crate::interrupt::interrupted;
 use crate::net::Net;
-use crate::procs::{Line, NodeProc, NodeSpec, name};
+use crate::procs::{NodeSpec, name};
 use crate::scenario::{Fault, Profile};
 use locks_core::fence::Fence;
 use locks_core::{Key, LockId};
-use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::sync::mpsc::{Receiver, Sender, channel};
-use std::time::Duration;
 
 /// The longest the driver waits for anything (a cluster to form, a holder, service after a
 /// heal) before it reports the scenario as failed.
@@ -31,19 +29,12 @@ const WAIT: Ns = 20_000 * MS;
 
 /// One scenario's run.
 pub struct Driver<'a> {
-    net: &'a Net,
-    spec: NodeSpec,
-    procs: Vec<Option<NodeProc>>,
-    generations: Vec<u32>,
+    cluster: Cluster<'a>,
     clients: Vec<Client>,
-    up: Vec<BTreeSet<String>>,
-    tx: Sender<Line>,
-    rx: Receiver<Line>,
     fence: Fence,
     lock: LockId,
     lock_command: String,
     history: Vec<Event>,
-    lines_log: Option<BufWriter<File>>,
     /// Problems of the run itself (not of the history): a holder never appeared, ...
     pub problems: Vec<String>,
 }
@@ -51,41 +42,24 @@ pub struct Driver<'a> {
 impl<'a> Driver<'a> {
     /// Starts the nodes of `spec` in `net` and waits until each sees all the others.
     pub fn start(net: &'a Net, spec: NodeSpec) -> Result<Driver<'a>, String> {
-        let (tx, rx) = channel();
         let n = spec.count;
         let nodes: Vec<String> = (0..n).map(name).collect();
         let lock =
             LockId::new([Key::from("r"), Key::from("x")]).map_err(|e| format!("lock id: {e}"))?;
         let mut d = Driver {
-            net,
-            procs: Vec::new(),
-            generations: vec![0; n],
+            cluster: Cluster::start(net, spec)?,
             clients: (0..n).map(|i| Client::new(i, Ns::MAX)).collect(),
-            up: vec![BTreeSet::new(); n],
-            tx,
-            rx,
             fence: Fence::new(),
             lock,
             lock_command: format!("r/x X {} majority", nodes.join(",")),
             history: Vec::new(),
-            lines_log: None,
             problems: Vec::new(),
-            spec,
         };
-        std::fs::create_dir_all(&d.spec.log_dir)
-            .map_err(|e| format!("cannot create {}: {e}", d.spec.log_dir.display()))?;
-        d.lines_log = File::create(d.spec.log_dir.join("lines.log"))
-            .map(BufWriter::new)
-            .ok();
-        for i in 0..n {
-            let p = NodeProc::start(&d.spec, &d.net.nodes[i], i, 0, d.tx.clone())?;
-            d.procs.push(Some(p));
-        }
-        if !d.pump_until(WAIT, |d| d.up.iter().all(|u| u.len() == n - 1)) {
+        if !d.pump_until(WAIT, |d| d.cluster.formed()) {
             return Err(format!(
                 "the cluster did not form within {} s (peers seen: {:?})",
                 WAIT / 1_000 / MS,
-                d.up
+                d.cluster.up
             ));
         }
         let t = now();
@@ -126,53 +100,21 @@ impl<'a> Driver<'a> {
     }
 
     fn send(&mut self, node: usize, command: &str) {
-        if let Some(p) = &mut self.procs[node] {
-            p.send(command);
-        }
+        self.cluster.send(node, command);
     }
 
-    fn handle(&mut self, line: Line) {
-        if let Some(log) = &mut self.lines_log {
-            let _ = writeln!(
-                log,
-                "{} {} g{} {}",
-                line.t,
-                name(line.node),
-                line.generation,
-                line.text
-            );
-        }
-        if line.generation != self.generations[line.node] {
-            return;
-        }
-        let parsed = match parse_line(&line.text) {
-            Ok(p) => p,
-            Err(e) => {
-                self.problems.push(format!(
-                    "{}: unreadable line {:?}: {e}",
-                    name(line.node),
-                    line.text
-                ));
-                return;
-            }
-        };
+    fn handle(&mut self, node: usize, t: Ns, parsed: NodeLine) {
         match &parsed {
-            NodeLine::Up(peer) => {
-                self.up[line.node].insert(peer.clone());
-            }
-            NodeLine::Down(peer) => {
-                self.up[line.node].remove(peer);
-            }
             NodeLine::Granted { txn, tokens } => self.record(
-                line.t,
+                t,
                 What::Granted {
-                    client: line.node,
+                    client: node,
                     txn: txn.clone(),
                     tokens: tokens.clone(),
                 },
             ),
             NodeLine::Lost { txn, cause } => self.record(
-                line.t,
+                t,
                 What::Lost {
                     txn: txn.clone(),
                     cause: cause.clone(),
@@ -180,8 +122,8 @@ impl<'a> Driver<'a> {
             ),
             _ => {}
         }
-        let actions = self.clients[line.node].on_line(now(), &parsed);
-        self.act(line.node, actions);
+        let actions = self.clients[node].on_line(now(), &parsed);
+        self.act(node, actions);
     }
 
     fn tick(&mut self) {
@@ -215,14 +157,8 @@ impl<'a> Driver<'a> {
                 .unwrap_or(Ns::MAX)
                 .min(end)
                 .min(t + 50 * MS);
-            if let Ok(line) = self
-                .rx
-                .recv_timeout(Duration::from_nanos(next.saturating_sub(t)))
-            {
-                self.handle(line);
-                while let Ok(line) = self.rx.try_recv() {
-                    self.handle(line);
-                }
+            if let Some((node, t, line)) = self.cluster.next_line(next) {
+                self.handle(node, t, line);
             }
         }
     }
@@ -276,69 +212,54 @@ impl<'a> Driver<'a> {
         let holder_txn = (target == holder).then(|| txn.clone());
         match kind {
             Fault::OneWay => {
-                self.net.mute(target)?;
+                self.cluster.net.mute(target)?;
                 fault(self, holder_txn);
                 self.pump_for(profile.fault);
-                self.net.unmute(target)?;
+                self.cluster.net.unmute(target)?;
             }
             Fault::Isolate | Fault::IsolateOther => {
-                self.net.isolate(target)?;
+                self.cluster.net.isolate(target)?;
                 fault(self, holder_txn);
                 self.pump_for(profile.fault);
-                self.net.rejoin(target)?;
+                self.cluster.net.rejoin(target)?;
             }
             Fault::Flap => {
                 let (downs, each) = profile.flaps;
                 for k in 0..downs {
-                    self.net.isolate(target)?;
+                    self.cluster.net.isolate(target)?;
                     let still = self.clients[target].holder().map(str::to_owned);
                     fault(self, if k == 0 { holder_txn.clone() } else { still });
                     self.pump_for(each);
-                    self.net.rejoin(target)?;
+                    self.cluster.net.rejoin(target)?;
                     self.pump_for(each);
                 }
             }
             Fault::Pause => {
                 self.clients[target].frozen = true;
-                self.proc(target)?.signal(libc::SIGSTOP)?;
+                self.cluster.signal(target, libc::SIGSTOP)?;
                 let t = now();
                 self.record(t, What::Halted { client: target });
                 fault(self, holder_txn);
                 self.pump_for(profile.fault);
-                self.proc(target)?.signal(libc::SIGCONT)?;
+                self.cluster.signal(target, libc::SIGCONT)?;
                 let actions = self.clients[target].resume(now());
                 self.act(target, actions);
             }
             Fault::Kill => {
-                self.proc(target)?.signal(libc::SIGKILL)?;
+                self.cluster.signal(target, libc::SIGKILL)?;
                 let t = now();
                 self.record(t, What::Halted { client: target });
                 fault(self, holder_txn);
-                self.procs[target] = None;
+                self.cluster.kill(target);
                 self.clients[target].killed();
-                self.up[target].clear();
                 self.pump_for(profile.fault);
-                self.generations[target] += 1;
-                let p = NodeProc::start(
-                    &self.spec,
-                    &self.net.nodes[target],
-                    target,
-                    self.generations[target],
-                    self.tx.clone(),
-                )?;
-                self.procs[target] = Some(p);
+                self.cluster.restart(target)?;
                 self.clients[target].restarted(now());
             }
         }
         self.record(now(), What::Healed);
         self.pump_for(profile.recover);
         Ok(())
-    }
-
-    fn proc(&self, i: usize) -> Result<&NodeProc, String> {
-        self.procs[i]
-            .as_ref()
-            .ok_or_else(|| format!("node {} is not running", name(i)))
     }
 
     /// Waits (bounded) until every client was granted the lock after the last heal, lets the
@@ -363,18 +284,17 @@ impl<'a> Driver<'a> {
             c.stopping = true;
         }
         self.pump_until(WAIT, |d| d.clients.iter().all(|c| c.txn().is_none()));
-        self.procs.clear();
+        self.cluster.stop();
         self.write_history();
-        (check(&self.history, bounds), self.problems)
+        let mut problems = self.problems;
+        problems.append(&mut self.cluster.problems);
+        (check(&self.history, bounds), problems)
     }
 
     fn write_history(&mut self) {
-        if let Some(log) = &mut self.lines_log {
-            let _ = log.flush();
-        }
         let mut events = self.history.clone();
         events.sort_by_key(|e| e.t);
-        let path = self.spec.log_dir.join("history.log");
+        let path = self.cluster.spec.log_dir.join("history.log");
         let Ok(file) = File::create(&path) else {
             self.problems
                 .push(format!("cannot write {}", path.display()));

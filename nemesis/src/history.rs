@@ -79,6 +79,63 @@ pub enum What {
     Healed,
 }
 
+/// One recorded event of a leader experiment (gdict replicas electing a leader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderEvent {
+    /// When, on `CLOCK_MONOTONIC`.
+    pub t: Ns,
+    /// What.
+    pub what: LeaderWhat,
+}
+
+/// The kinds of events of a leader experiment; `node` is a node's index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaderWhat {
+    /// The node's replica follows the leader on node `leader` (itself: it believes it leads),
+    /// or no leader (`None`).
+    Follows {
+        /// The node.
+        node: usize,
+        /// The leader's node, if any.
+        leader: Option<usize>,
+    },
+    /// The node's process was stopped or killed: it believes nothing from here on.
+    Halted {
+        /// The node.
+        node: usize,
+    },
+    /// The node's stopped process was continued (its next `leader` line says what it believes).
+    Resumed {
+        /// The node.
+        node: usize,
+    },
+    /// The write of `value` under `key` was confirmed to the driver (`stored`).
+    Confirmed {
+        /// The key.
+        key: String,
+        /// The value written.
+        value: i64,
+    },
+    /// At the end, the node's replica had `value` under `key`.
+    Read {
+        /// The node.
+        node: usize,
+        /// The key.
+        key: String,
+        /// The value read.
+        value: Option<i64>,
+    },
+    /// A fault was injected against `node`.
+    Fault {
+        /// Its name.
+        kind: String,
+        /// The node it hit.
+        node: usize,
+    },
+    /// Every fault was healed.
+    Healed,
+}
+
 /// A line of a node with `--mono`: the time, then the line.
 pub fn split_mono(line: &str) -> Option<(Ns, &str)> {
     let (t, rest) = line.split_once(' ')?;
@@ -137,6 +194,25 @@ pub enum NodeLine {
         /// The transaction.
         txn: String,
     },
+    /// `joined <d>`
+    Joined,
+    /// `leader <d> <node> <epoch>` or `leader <d> none`: whom the node's replica follows.
+    Leader {
+        /// The leader's node and the term's epoch, if any.
+        term: Option<(String, u64)>,
+    },
+    /// `stored <d> <key>`
+    Stored {
+        /// The key.
+        key: String,
+    },
+    /// `value <d> <key> <int>|none`
+    Value {
+        /// The key.
+        key: String,
+        /// Its value on that replica.
+        value: Option<i64>,
+    },
     /// Anything else (other answers, later additions).
     Other,
 }
@@ -161,6 +237,26 @@ pub fn parse_line(line: &str) -> Result<NodeLine, String> {
         },
         ["ended", txn] => NodeLine::Ended {
             txn: (*txn).to_owned(),
+        },
+        ["joined", _] => NodeLine::Joined,
+        ["leader", _, "none"] => NodeLine::Leader { term: None },
+        ["leader", _, node, epoch] => NodeLine::Leader {
+            term: Some((
+                (*node).to_owned(),
+                epoch
+                    .parse()
+                    .map_err(|e| format!("bad epoch {epoch}: {e}"))?,
+            )),
+        },
+        ["stored", _, key] => NodeLine::Stored {
+            key: (*key).to_owned(),
+        },
+        ["value", _, key, value] => NodeLine::Value {
+            key: (*key).to_owned(),
+            value: match *value {
+                "none" => None,
+                v => Some(v.parse().map_err(|e| format!("bad value {v}: {e}"))?),
+            },
         },
         _ => NodeLine::Other,
     })
@@ -195,6 +291,35 @@ mod tests {
             })
         );
         assert_eq!(parse_line("down n3"), Ok(NodeLine::Down("n3".into())));
+        assert_eq!(
+            parse_line("leader d n2 17"),
+            Ok(NodeLine::Leader {
+                term: Some(("n2".into(), 17))
+            })
+        );
+        assert_eq!(
+            parse_line("leader d none"),
+            Ok(NodeLine::Leader { term: None })
+        );
+        assert_eq!(
+            parse_line("value d k3 3"),
+            Ok(NodeLine::Value {
+                key: "k3".into(),
+                value: Some(3)
+            })
+        );
+        assert_eq!(
+            parse_line("value d k3 none"),
+            Ok(NodeLine::Value {
+                key: "k3".into(),
+                value: None
+            })
+        );
+        assert_eq!(
+            parse_line("stored d k3"),
+            Ok(NodeLine::Stored { key: "k3".into() })
+        );
+        assert!(parse_line("leader d n2 x").is_err());
         assert_eq!(parse_line("nodes n1 n2"), Ok(NodeLine::Other));
         assert!(parse_line("granted t1 r/x n1@x").is_err());
         assert!(parse_line("granted t1 r/x n1").is_err());

@@ -16,9 +16,11 @@
 pub mod checker;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod driver;
 pub mod history;
 pub mod interrupt;
+pub mod leader_driver;
 pub mod net;
 pub mod procs;
 pub mod scenario;

@@ -1,5 +1,6 @@
 //! The nemesis binary: runs every fault scenario of a profile against real `node` processes in
-//! network namespaces of its own and prints what the checker found.
+//! network namespaces of its own (lock scenarios, then leader scenarios) and prints what the
+//! checkers found.
 //!
 //! ```sh
 //! cargo build -p examples --bin node && cargo run -p nemesis            # short profile
@@ -14,6 +15,7 @@
 use nemesis::checker::Bounds;
 use nemesis::clock::{Ns, ms, now};
 use nemesis::driver::Driver;
+use nemesis::leader_driver::LeaderDriver;
 use nemesis::net::{Net, remove_stale};
 use nemesis::procs::NodeSpec;
 use nemesis::scenario::{Fault, Profile};
@@ -64,6 +66,16 @@ fn stats(list: &[Option<Ns>]) -> String {
         ms(got[got.len() / 2]),
         ms(got[got.len() - 1])
     )
+}
+
+/// The first ten violations and problems of a scenario, indented.
+fn print_problems(violations: &[String], problems: &[String]) {
+    for m in violations.iter().chain(problems).take(10) {
+        println!("  {m}");
+    }
+    if violations.len() + problems.len() > 10 {
+        println!("  ... {} more", violations.len() + problems.len() - 10);
+    }
 }
 
 fn run() -> Result<bool, String> {
@@ -137,15 +149,45 @@ fn run() -> Result<bool, String> {
             stats(&v.told),
             stats(&v.unavailable)
         );
-        for m in v.violations.iter().chain(&problems).take(10) {
-            println!("  {m}");
+        print_problems(&v.violations, &problems);
+    }
+    for kind in Fault::LEADER {
+        let spec = NodeSpec {
+            binary: binary.clone(),
+            count: NODES,
+            heartbeat_timeout_ms: profile.heartbeat_timeout / 1_000_000,
+            cookie: format!("nemesis-{pid}"),
+            log_dir: log_dir.join(format!("leader-{}", kind.name())),
+        };
+        net.heal_all()?;
+        let mut driver = LeaderDriver::start(&net, spec)?;
+        for _ in 0..profile.injections {
+            driver.inject(kind, &profile)?;
         }
-        if v.violations.len() + problems.len() > 10 {
-            println!("  ... {} more", v.violations.len() + problems.len() - 10);
+        let (v, problems) = driver.finish();
+        if nemesis::interrupt::interrupted() {
+            return Err("interrupted".to_owned());
         }
+        faults += v.faults;
+        overlaps += v.overlaps.len();
+        let ok = v.passed() && problems.is_empty();
+        all_ok &= ok;
+        println!(
+            "scenario leader-{:<6} {} faults={} two-leaders={} (longest {} ms) confirmed \
+             writes={} lost={} failover={}",
+            kind.name(),
+            if ok { "ok  " } else { "FAIL" },
+            v.faults,
+            v.overlaps.len(),
+            ms(v.overlaps.iter().map(|o| o.2).max().unwrap_or(0)),
+            v.confirmed,
+            v.lost,
+            stats(&v.failover)
+        );
+        print_problems(&v.violations, &problems);
     }
     println!(
-        "nemesis: {} faults injected, {} overlaps, {} s, {} (node logs in {})",
+        "nemesis: {} faults injected, {} overlaps (of lock owners and of leaders), {} s, {} (node logs in {})",
         faults,
         overlaps,
         (now() - started) / 1_000_000_000,

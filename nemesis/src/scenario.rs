@@ -1,10 +1,12 @@
 //! The faults, the scenarios built from them, and the profiles that choose how many.
 //!
-//! A scenario runs one kind of fault against a fresh three-node cluster, `injections` times,
+//! A lock scenario runs one kind of fault against a fresh three-node cluster, `injections` times,
 //! each time against the node of the client that holds the lock at that moment (or, for
 //! [`Fault::IsolateOther`], against another node), then heals and waits for every client to be
 //! served again. With three nodes a majority/minority split is one node cut off from two:
 //! [`Fault::Isolate`] puts the holder in the minority, [`Fault::IsolateOther`] in the majority.
+//! A leader scenario does the same against the node whose gdict replica believes it leads
+//! ([`Fault::LEADER`]).
 
 use crate::clock::{MS, Ns};
 
@@ -37,6 +39,9 @@ impl Fault {
         Fault::Pause,
         Fault::Kill,
     ];
+
+    /// The kinds run against the leader of gdict replicas (a leader scenario).
+    pub const LEADER: [Fault; 4] = [Fault::Isolate, Fault::OneWay, Fault::Pause, Fault::Kill];
 
     /// Its name in reports.
     pub fn name(self) -> &'static str {
@@ -99,7 +104,7 @@ impl Profile {
             None | Some("short") => Ok(short),
             Some("long") => Ok(Profile {
                 name: "long",
-                injections: 34,
+                injections: 25,
                 ..short
             }),
             Some(other) => Err(format!(
@@ -108,15 +113,17 @@ impl Profile {
         }
     }
 
-    /// The fault injections a run makes (flaps count each link down).
+    /// The fault injections a run makes (flaps count each link down), lock and leader
+    /// scenarios together.
     pub fn total_injections(&self) -> usize {
-        Fault::ALL
+        let locks: usize = Fault::ALL
             .iter()
             .map(|f| match f {
                 Fault::Flap => self.injections * self.flaps.0,
                 _ => self.injections,
             })
-            .sum()
+            .sum();
+        locks + Fault::LEADER.len() * self.injections
     }
 }
 

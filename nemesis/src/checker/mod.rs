@@ -13,7 +13,9 @@
 //! 4. **Service after heal**: every client is granted the lock after the last heal.
 //!
 //! and measures the time from a fault to its holder being told (`lost`), and how long the lock
-//! stays unavailable after a fault removed its holder.
+//! stays unavailable after a fault removed its holder. [`leader`] checks leader experiments.
+
+pub mod leader;
 
 use crate::clock::{Ns, ms};
 use crate::history::{Event, What};

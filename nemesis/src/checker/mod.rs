@@ -2,7 +2,8 @@
 //!
 //! It asserts, for the one lock of an experiment:
 //! 1. **No overlap**: no two intervals of believed exclusive ownership by different
-//!    transactions intersect. A belief starts at `granted` (the node's stamp) and ends at
+//!    transactions intersect. A belief starts at `granted` (the node's stamp; not after the
+//!    driver ended the transaction, news that crossed the `end`) and ends at
 //!    `lost` (the node's stamp), when the driver sent `end`, or when the client's process was
 //!    stopped or killed (from then on it can only act through its fenced late write).
 //! 2. **Fencing**: every write, in time order, by a transaction that believes it holds the lock
@@ -19,7 +20,7 @@ pub mod leader;
 
 use crate::clock::{Ns, ms};
 use crate::history::{Event, What};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The limits the checker holds a history to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,9 +85,18 @@ impl Verdict {
 pub fn beliefs(events: &[Event]) -> Vec<Belief> {
     let mut done = Vec::new();
     let mut open: HashMap<String, Belief> = HashMap::new();
+    // Transactions the driver ended: news of a grant that crossed the `end` opens no belief.
+    let mut ended: HashSet<&str> = HashSet::new();
     for e in events {
         match &e.what {
-            What::Granted { client, txn, .. } => {
+            What::EndSent { txn } => {
+                ended.insert(txn);
+                if let Some(mut b) = open.remove(txn) {
+                    b.end = Some(e.t);
+                    done.push(b);
+                }
+            }
+            What::Granted { client, txn, .. } if !ended.contains(txn.as_str()) => {
                 open.entry(txn.clone()).or_insert_with(|| Belief {
                     txn: txn.clone(),
                     client: *client,
@@ -94,7 +104,7 @@ pub fn beliefs(events: &[Event]) -> Vec<Belief> {
                     end: None,
                 });
             }
-            What::Lost { txn, .. } | What::EndSent { txn } => {
+            What::Lost { txn, .. } => {
                 if let Some(mut b) = open.remove(txn) {
                     b.end = Some(e.t);
                     done.push(b);

@@ -230,3 +230,12 @@ fn a_write_without_a_grant_is_a_violation() {
     );
     assert!(v.violations.iter().any(|m| m.contains("no grant")), "{v:?}");
 }
+
+#[test]
+fn a_grant_that_crosses_the_end_opens_no_belief() {
+    let mut h = good();
+    // a1's client gave up (lost, then end) before the grant line came in.
+    h.push(granted(10, 0, "a1", &[("n1", 1), ("n2", 1)]));
+    h.push(granted(15, 0, "a1", &[("n1", 1), ("n2", 1)]));
+    assert!(check(&h, BOUNDS).passed());
+}

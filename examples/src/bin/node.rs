@@ -44,6 +44,7 @@
 
 use clap::Parser;
 use examples::gdict::Gdict;
+use examples::node_cli::config::{Overrides, node_config};
 use examples::node_cli::print::{print_table, report_granted, status_word};
 use examples::node_cli::{HELP, out};
 use examples::say;
@@ -100,46 +101,14 @@ struct Args {
 }
 
 fn config(args: &Args) -> Result<NodeConfig, String> {
-    let mut config = match (&args.config, &args.name) {
-        (Some(path), _) => NodeConfig::from_toml_file(path).map_err(|e| e.to_string())?,
-        (None, Some(name)) => NodeConfig::new(name.clone()),
-        (None, None) => return Err("give --config or --name".to_owned()),
+    let overrides = Overrides {
+        name: args.name.clone(),
+        listen: args.listen,
+        peers: args.peer.clone(),
+        cookie: args.cookie.clone(),
+        heartbeat_timeout_ms: args.heartbeat_timeout_ms,
     };
-    if let Some(name) = &args.name
-        && name != config.name()
-    {
-        // A flag overrides the file; rebuild with the cluster settings kept.
-        let cluster = config.cluster().clone();
-        config = NodeConfig::new(name.clone())
-            .heartbeat(cluster.heartbeat.interval, cluster.heartbeat.timeout)
-            .connect_timeout(cluster.connect_timeout)
-            .handshake_timeout(cluster.handshake_timeout)
-            .reconnect_backoff(cluster.reconnect_min, cluster.reconnect_max)
-            .max_frame(cluster.max_frame);
-        if let Some(listen) = cluster.listen {
-            config = config.listen(listen);
-        }
-        for peer in cluster.peers {
-            config = config.peer(peer);
-        }
-        if let Some(cookie) = cluster.cookie {
-            config = config.cookie(cookie);
-        }
-    }
-    if let Some(listen) = args.listen {
-        config = config.listen(listen);
-    }
-    for peer in &args.peer {
-        config = config.peer(*peer);
-    }
-    if let Some(cookie) = &args.cookie {
-        config = config.cookie(cookie.as_str());
-    }
-    if let Some(ms) = args.heartbeat_timeout_ms {
-        let timeout = Duration::from_millis(ms);
-        config = config.heartbeat(timeout / 4, timeout);
-    }
-    Ok(config)
+    node_config(args.config.as_deref(), &overrides)
 }
 
 type Txns = Arc<Mutex<HashMap<String, Arc<Transaction>>>>;

@@ -2,6 +2,7 @@
 //! line is written to stdout ([`out`]), and how tables, grants and statuses are printed
 //! ([`print`]). The binary owns the commands; this module owns the text.
 
+pub mod config;
 pub mod out;
 pub mod print;
 

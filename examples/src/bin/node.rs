@@ -81,6 +81,17 @@ struct Args {
     /// Heartbeat timeout in milliseconds (the ping interval is a quarter of it).
     #[arg(long)]
     heartbeat_timeout_ms: Option<u64>,
+    /// How long a claim on a peer stays valid after the send time of its latest answered ping
+    /// (default: three quarters of the heartbeat timeout; see `locks_server::lease`).
+    #[arg(long)]
+    lease_ms: Option<u64>,
+    /// How long the locks of a peer declared down stay held by nobody (default: the heartbeat
+    /// timeout; at least the lease plus 1 %).
+    #[arg(long)]
+    lock_delay_ms: Option<u64>,
+    /// How long the node grants nothing after it starts (default: the lock delay).
+    #[arg(long)]
+    start_delay_ms: Option<u64>,
     /// Print the lock table every this many seconds.
     #[arg(long)]
     print_table_every: Option<u64>,
@@ -107,6 +118,9 @@ fn config(args: &Args) -> Result<NodeConfig, String> {
         peers: args.peer.clone(),
         cookie: args.cookie.clone(),
         heartbeat_timeout_ms: args.heartbeat_timeout_ms,
+        lease_ms: args.lease_ms,
+        lock_delay_ms: args.lock_delay_ms,
+        start_delay_ms: args.start_delay_ms,
     };
     node_config(args.config.as_deref(), &overrides)
 }

@@ -18,6 +18,12 @@ pub struct Overrides {
     pub cookie: Option<String>,
     /// `--heartbeat-timeout-ms` (the ping interval is a quarter of it)
     pub heartbeat_timeout_ms: Option<u64>,
+    /// `--lease-ms`
+    pub lease_ms: Option<u64>,
+    /// `--lock-delay-ms`
+    pub lock_delay_ms: Option<u64>,
+    /// `--start-delay-ms`
+    pub start_delay_ms: Option<u64>,
 }
 
 /// The configuration from `file` (if any) and the flags; without a file, `--name` is needed.
@@ -47,6 +53,15 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
         if let Some(cookie) = cluster.cookie {
             config = config.cookie(cookie);
         }
+        if let Some(lease) = cluster.lease.lease {
+            config = config.lease(lease);
+        }
+        if let Some(delay) = cluster.lease.lock_delay {
+            config = config.lock_delay(delay);
+        }
+        if let Some(delay) = cluster.lease.start_delay {
+            config = config.start_delay(delay);
+        }
     }
     if let Some(listen) = args.listen {
         config = config.listen(listen);
@@ -61,5 +76,61 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
         let timeout = Duration::from_millis(ms);
         config = config.heartbeat(timeout / 4, timeout);
     }
+    if let Some(ms) = args.lease_ms {
+        config = config.lease(Duration::from_millis(ms));
+    }
+    if let Some(ms) = args.lock_delay_ms {
+        config = config.lock_delay(Duration::from_millis(ms));
+    }
+    if let Some(ms) = args.start_delay_ms {
+        config = config.start_delay(Duration::from_millis(ms));
+    }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_flag_keeps_the_files_lease_settings() {
+        let dir = std::env::temp_dir().join(format!("node-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.toml");
+        std::fs::write(
+            &path,
+            "name = \"a\"\ncookie = \"c\"\nheartbeat_timeout_ms = 2000\n\
+             lease_ms = 900\nlock_delay_ms = 1700\nstart_delay_ms = 300\n",
+        )
+        .unwrap();
+        let from_file = node_config(Some(&path), &Overrides::default()).unwrap();
+        let renamed = Overrides {
+            name: Some("b".to_owned()),
+            ..Overrides::default()
+        };
+        let config = node_config(Some(&path), &renamed).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(config.name(), "b");
+        assert_eq!(config.cluster().lease, from_file.cluster().lease);
+        assert_eq!(
+            config.cluster().lease.lock_delay,
+            Some(Duration::from_millis(1700))
+        );
+    }
+
+    #[test]
+    fn lease_flags_override_the_defaults() {
+        let flags = Overrides {
+            name: Some("a".to_owned()),
+            heartbeat_timeout_ms: Some(1000),
+            lock_delay_ms: Some(1200),
+            start_delay_ms: Some(0),
+            ..Overrides::default()
+        };
+        let config = node_config(None, &flags).unwrap();
+        let lease = config.cluster().lease;
+        assert_eq!(lease.lease, None);
+        assert_eq!(lease.lock_delay, Some(Duration::from_millis(1200)));
+        assert_eq!(lease.start_delay, Some(Duration::ZERO));
+    }
 }

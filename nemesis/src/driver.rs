@@ -92,8 +92,10 @@ impl<'a> Driver<'a> {
                     );
                 }
                 Action::End(txn) => {
+                    // Stamped before the write: no node can act on the `end` earlier, and a
+                    // stamp taken after it could come after the next holder's grant.
+                    self.record(now(), What::EndSent { txn: txn.clone() });
                     self.send(node, &format!("end {txn}"));
-                    self.record(now(), What::EndSent { txn });
                 }
             }
         }
@@ -236,9 +238,9 @@ impl<'a> Driver<'a> {
             }
             Fault::Pause => {
                 self.clients[target].frozen = true;
+                // Stamped before the signal, for the same reason as `end`.
+                self.record(now(), What::Halted { client: target });
                 self.cluster.signal(target, libc::SIGSTOP)?;
-                let t = now();
-                self.record(t, What::Halted { client: target });
                 fault(self, holder_txn);
                 self.pump_for(profile.fault);
                 self.cluster.signal(target, libc::SIGCONT)?;
@@ -246,9 +248,8 @@ impl<'a> Driver<'a> {
                 self.act(target, actions);
             }
             Fault::Kill => {
+                self.record(now(), What::Halted { client: target });
                 self.cluster.signal(target, libc::SIGKILL)?;
-                let t = now();
-                self.record(t, What::Halted { client: target });
                 fault(self, holder_txn);
                 self.cluster.kill(target);
                 self.clients[target].killed();

@@ -4,8 +4,9 @@
 //!
 //! The history is the checker's only input ([`crate::checker`]); the driver appends to it and
 //! never reads it back. Times of node lines are the node's own stamps (`node --mono`); times of
-//! the driver's actions are taken when the driver acts (after the command is written, for
-//! `end`: a belief ends no earlier than the holder's client gave it up).
+//! the driver's actions are taken just before it acts (before `end` is written, before a signal
+//! is sent): nothing can react to an action before its stamp, so a belief that ends there ends
+//! no later than it really did.
 
 use crate::clock::Ns;
 use locks_core::NodeId;

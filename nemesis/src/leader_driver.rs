@@ -183,8 +183,8 @@ impl<'a> LeaderDriver<'a> {
             }
             Fault::Pause => {
                 self.frozen[target] = true;
-                self.cluster.signal(target, libc::SIGSTOP)?;
                 self.record(now(), LeaderWhat::Halted { node: target });
+                self.cluster.signal(target, libc::SIGSTOP)?;
                 fault(self);
                 self.pump_for(profile.fault);
                 self.cluster.signal(target, libc::SIGCONT)?;
@@ -194,8 +194,8 @@ impl<'a> LeaderDriver<'a> {
                 self.cluster.send(target, &format!("leader {DICT}"));
             }
             Fault::Kill => {
-                self.cluster.signal(target, libc::SIGKILL)?;
                 self.record(now(), LeaderWhat::Halted { node: target });
+                self.cluster.signal(target, libc::SIGKILL)?;
                 fault(self);
                 self.cluster.kill(target);
                 self.joined[target] = false;

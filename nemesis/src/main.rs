@@ -120,6 +120,7 @@ fn run() -> Result<bool, String> {
             binary: binary.clone(),
             count: NODES,
             heartbeat_timeout_ms: profile.heartbeat_timeout / 1_000_000,
+            lock_delay_ms: profile.lock_delay / 1_000_000,
             cookie: format!("nemesis-{pid}"),
             log_dir: log_dir.join(kind.name()),
         };
@@ -156,6 +157,7 @@ fn run() -> Result<bool, String> {
             binary: binary.clone(),
             count: NODES,
             heartbeat_timeout_ms: profile.heartbeat_timeout / 1_000_000,
+            lock_delay_ms: profile.lock_delay / 1_000_000,
             cookie: format!("nemesis-{pid}"),
             log_dir: log_dir.join(format!("leader-{}", kind.name())),
         };

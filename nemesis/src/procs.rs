@@ -35,6 +35,8 @@ pub struct NodeSpec {
     pub count: usize,
     /// The heartbeat timeout in milliseconds.
     pub heartbeat_timeout_ms: u64,
+    /// The lock delay in milliseconds (also the start delay, by the node's default).
+    pub lock_delay_ms: u64,
     /// The cluster cookie.
     pub cookie: String,
     /// Where each node's stderr goes (`<dir>/n<i>.log`, appended across restarts).
@@ -74,6 +76,8 @@ impl NodeProc {
             .args([
                 "--heartbeat-timeout-ms",
                 &spec.heartbeat_timeout_ms.to_string(),
+                "--lock-delay-ms",
+                &spec.lock_delay_ms.to_string(),
             ])
             .arg("--exit-on-eof")
             .env("RUST_LOG", "warn")

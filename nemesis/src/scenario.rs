@@ -72,7 +72,8 @@ pub struct Profile {
     pub name: &'static str,
     /// The nodes' heartbeat timeout.
     pub heartbeat_timeout: Ns,
-    /// The nodes' lock delay (0 until the nodes have one).
+    /// The nodes' lock delay (`--lock-delay-ms`; the lease is the node's default, three
+    /// quarters of the heartbeat timeout, and the start delay the lock delay).
     pub lock_delay: Ns,
     /// What the checker allows on top of heartbeat timeout + lock delay before the lock must
     /// have moved (the node processes are debug builds on a shared machine).
@@ -93,7 +94,7 @@ impl Profile {
         let short = Profile {
             name: "short",
             heartbeat_timeout: 1_000 * MS,
-            lock_delay: 0,
+            lock_delay: 1_000 * MS,
             slack: 2_000 * MS,
             injections: 1,
             fault: 3_000 * MS,

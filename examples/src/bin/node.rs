@@ -15,6 +15,9 @@
 //! up b / down b                   a peer connected / lost
 //! granted t1 db/x a@1042,b@977    transaction t1 holds db/x; each node's fencing version
 //! deadlocks t1 db/y@a,...         locks t1 surrendered on the way (after `granted`, if any)
+//! lost t1 db/x a,b node-down      unasked: t1 no longer holds db/x on a and b, and why
+//!                                 (node-down, lease-expired, surrendered, aborted, revoked)
+//! granted t1 db/x a@1050,b@981    unasked, after `lost`: db/x is granted to t1 again
 //! error t1 <message>              a request of t1 failed
 //! status t1 waiting               the answer to `status t1`
 //! ended t1                        the answer to `end t1`
@@ -45,6 +48,7 @@
 use clap::Parser;
 use examples::gdict::Gdict;
 use examples::node_cli::config::{Overrides, node_config};
+use examples::node_cli::events::print_events;
 use examples::node_cli::print::{print_table, report_granted, status_word};
 use examples::node_cli::{HELP, out};
 use examples::say;
@@ -327,6 +331,7 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
                 Some(t) => t,
                 None => match begin_transaction(node, options.clone()).await {
                     Ok(t) => {
+                        tokio::spawn(print_events((*txn).to_owned(), t.events()));
                         let t = Arc::new(t);
                         if let Ok(mut all) = txns.lock() {
                             all.insert((*txn).to_owned(), t.clone());

@@ -1,8 +1,10 @@
-//! The parts of the `node` binary's line protocol that are not about running a node: how a
-//! line is written to stdout ([`out`]), and how tables, grants and statuses are printed
-//! ([`print`]). The binary owns the commands; this module owns the text.
+//! The parts of the `node` binary that are not about running a node: its configuration from
+//! file and flags ([`config`]), how a line is written to stdout ([`out`]), how tables, grants
+//! and statuses are printed ([`print`]), and the transaction events it prints unasked
+//! ([`events`]). The binary owns the commands; this module owns the text.
 
 pub mod config;
+pub mod events;
 pub mod out;
 pub mod print;
 

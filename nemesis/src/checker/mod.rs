@@ -85,7 +85,9 @@ impl Verdict {
 pub fn beliefs(events: &[Event]) -> Vec<Belief> {
     let mut done = Vec::new();
     let mut open: HashMap<String, Belief> = HashMap::new();
-    // Transactions the driver ended: news of a grant that crossed the `end` opens no belief.
+    // Transactions the driver ended, or that lost the lock (the clients end a transaction at
+    // its first loss): news of a grant that crossed the `end` or the loss, or a re-grant the
+    // client ignores, opens no belief.
     let mut ended: HashSet<&str> = HashSet::new();
     for e in events {
         match &e.what {
@@ -105,6 +107,7 @@ pub fn beliefs(events: &[Event]) -> Vec<Belief> {
                 });
             }
             What::Lost { txn, .. } => {
+                ended.insert(txn);
                 if let Some(mut b) = open.remove(txn) {
                     b.end = Some(e.t);
                     done.push(b);

@@ -234,8 +234,12 @@ fn a_write_without_a_grant_is_a_violation() {
 #[test]
 fn a_grant_that_crosses_the_end_opens_no_belief() {
     let mut h = good();
-    // a1's client gave up (lost, then end) before the grant line came in.
+    // a1's client gave up (end) before the grant line came in.
     h.push(granted(10, 0, "a1", &[("n1", 1), ("n2", 1)]));
     h.push(granted(15, 0, "a1", &[("n1", 1), ("n2", 1)]));
+    // a2 lost the lock at 430: a grant line after it (a re-grant its client ignores, or an
+    // answer that crossed the loss) is no belief, though the client ends a2 only at 735.
+    h.push(granted(431, 0, "a2", &[("n1", 3), ("n2", 3)]));
+    h.push(end(735, "a2"));
     assert!(check(&h, BOUNDS).passed());
 }

@@ -197,6 +197,8 @@ impl<'a> Driver<'a> {
             Fault::IsolateOther => (holder + 1) % n,
             _ => holder,
         };
+        // A fault is stamped before it is made: the times measured from it include the
+        // making.
         let fault = |d: &mut Driver, holder: Option<String>| {
             d.record(
                 now(),
@@ -214,23 +216,23 @@ impl<'a> Driver<'a> {
         let holder_txn = (target == holder).then(|| txn.clone());
         match kind {
             Fault::OneWay => {
-                self.cluster.net.mute(target)?;
                 fault(self, holder_txn);
+                self.cluster.net.mute(target)?;
                 self.pump_for(profile.fault);
                 self.cluster.net.unmute(target)?;
             }
             Fault::Isolate | Fault::IsolateOther => {
-                self.cluster.net.isolate(target)?;
                 fault(self, holder_txn);
+                self.cluster.net.isolate(target)?;
                 self.pump_for(profile.fault);
                 self.cluster.net.rejoin(target)?;
             }
             Fault::Flap => {
                 let (downs, each) = profile.flaps;
                 for k in 0..downs {
-                    self.cluster.net.isolate(target)?;
                     let still = self.clients[target].holder().map(str::to_owned);
                     fault(self, if k == 0 { holder_txn.clone() } else { still });
+                    self.cluster.net.isolate(target)?;
                     self.pump_for(each);
                     self.cluster.net.rejoin(target)?;
                     self.pump_for(each);
@@ -240,8 +242,8 @@ impl<'a> Driver<'a> {
                 self.clients[target].frozen = true;
                 // Stamped before the signal, for the same reason as `end`.
                 self.record(now(), What::Halted { client: target });
-                self.cluster.signal(target, libc::SIGSTOP)?;
                 fault(self, holder_txn);
+                self.cluster.signal(target, libc::SIGSTOP)?;
                 self.pump_for(profile.fault);
                 self.cluster.signal(target, libc::SIGCONT)?;
                 let actions = self.clients[target].resume(now());
@@ -249,8 +251,8 @@ impl<'a> Driver<'a> {
             }
             Fault::Kill => {
                 self.record(now(), What::Halted { client: target });
-                self.cluster.signal(target, libc::SIGKILL)?;
                 fault(self, holder_txn);
+                self.cluster.signal(target, libc::SIGKILL)?;
                 self.cluster.kill(target);
                 self.clients[target].killed();
                 self.pump_for(profile.fault);

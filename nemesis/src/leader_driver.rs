@@ -176,16 +176,16 @@ impl<'a> LeaderDriver<'a> {
         let net = self.cluster.net;
         match kind {
             Fault::OneWay => {
-                net.mute(target)?;
                 fault(self);
+                net.mute(target)?;
                 self.pump_for(profile.fault);
                 net.unmute(target)?;
             }
             Fault::Pause => {
                 self.frozen[target] = true;
                 self.record(now(), LeaderWhat::Halted { node: target });
-                self.cluster.signal(target, libc::SIGSTOP)?;
                 fault(self);
+                self.cluster.signal(target, libc::SIGSTOP)?;
                 self.pump_for(profile.fault);
                 self.cluster.signal(target, libc::SIGCONT)?;
                 self.record(now(), LeaderWhat::Resumed { node: target });
@@ -195,8 +195,8 @@ impl<'a> LeaderDriver<'a> {
             }
             Fault::Kill => {
                 self.record(now(), LeaderWhat::Halted { node: target });
-                self.cluster.signal(target, libc::SIGKILL)?;
                 fault(self);
+                self.cluster.signal(target, libc::SIGKILL)?;
                 self.cluster.kill(target);
                 self.joined[target] = false;
                 self.follows[target] = None;
@@ -206,8 +206,8 @@ impl<'a> LeaderDriver<'a> {
             }
             // Two-way, and the rest: cut the leader off.
             _ => {
-                net.isolate(target)?;
                 fault(self);
+                net.isolate(target)?;
                 self.pump_for(profile.fault);
                 net.rejoin(target)?;
             }

@@ -3,10 +3,11 @@
 //! Three in-process nodes on 127.0.0.1 (ephemeral ports). A register is guarded by a
 //! [`Fence`]: every write carries the fencing tokens of the writer's grant. Transaction `t1` on
 //! node `a` takes an exclusive `Majority` lock on `a`, `b`, `c` and writes. Then `a` is cut off
-//! from `b` and `c` (as if `t1`'s process had paused through a partition): `b` and `c` drop
-//! `a`'s locks, and `t2` on node `b` is granted the lock by the majority `b`, `c` and writes.
-//! When `t1` wakes up and writes with its old tokens, the fence refuses it: on `b` (and `c`),
-//! where both were granted, `t2`'s version is the larger.
+//! from `b` and `c` while `t1` is paused in the middle of a write: `a`'s locks on `b` and `c`
+//! are released after the lock delay, and `t2` on node `b` is granted the lock by the majority
+//! `b`, `c` and writes. `t1`'s node tells it the lock is lost, but a paused process hears that
+//! too late: when `t1` resumes and finishes its write with its old tokens, the fence refuses
+//! it. On the node that granted both (a majority's), `t2`'s version is the larger.
 //!
 //! ```sh
 //! cargo run -p examples --example fencing
@@ -68,20 +69,15 @@ async fn take(on: &Node, lock: &LockId, nodes: &[NodeId]) -> (Transaction, Vec<(
     let t = begin_transaction(on, Options::default())
         .await
         .expect("transaction begins");
-    let granted = tokio::time::timeout(Duration::from_secs(10), async {
-        t.lock_on(lock.clone(), Mode::X, nodes, Req::Majority)
-            .await
-            .expect("lock granted");
-        t.await_all_locks().await.expect("lock result")
-    })
+    let locked = tokio::time::timeout(
+        Duration::from_secs(10),
+        t.lock_on(lock.clone(), Mode::X, nodes, Req::Majority),
+    )
     .await
-    .expect("the grant comes in time");
-    let tokens = granted
-        .locks
-        .into_iter()
-        .find(|g| &g.lock == lock)
-        .map(|g| g.nodes)
-        .unwrap_or_default();
+    .expect("the grant comes in time")
+    .expect("lock granted");
+    // The grant's fencing tokens: each granting node with the lock's version there.
+    let tokens = locked.granted.nodes;
     (t, tokens)
 }
 
@@ -105,7 +101,7 @@ async fn main() {
     let (t1, t1_tokens) = take(&a, &lock, &all).await;
     register.write(&lock, &t1_tokens, "from t1");
 
-    println!("a is cut off from b and c; t1 is paused and still believes it holds the lock");
+    println!("a is cut off from b and c while t1, paused mid-write, has not heard of its loss");
     a.disconnect("b").await.unwrap();
     a.disconnect("c").await.unwrap();
     sees(&b, &["b", "c"]).await;

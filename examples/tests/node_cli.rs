@@ -1,5 +1,5 @@
 //! The node binary's `--mono` stamps, its `help` answer and its `leader` query, on a node with
-//! no peers.
+//! no peers; and the `lost` line it prints unasked when a peer holding part of a lock dies.
 
 mod common;
 
@@ -84,4 +84,19 @@ fn leader_answers_whom_the_replica_follows() {
     let elected = node.expect("n1 leads", |l| l.starts_with("leader d n1 "));
     node.send("leader d");
     node.expect_line(&elected);
+}
+
+#[test]
+fn a_lock_lost_with_its_node_is_printed_unasked() {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut n1 = Proc::start("n1", &[], "node-cli-lost", "warn", deadline);
+    let a1 = n1.listen_addr();
+    let mut n2 = Proc::start("n2", &[a1], "node-cli-lost", "warn", deadline);
+    n2.expect_line("up n1");
+    n2.send("lock t1 r/x X n1,n2 all");
+    n2.expect("t1 granted", |l| l.starts_with("granted t1 r/x "));
+    // n1 dies (SIGKILL): its connection ends, and n2 tells t1 at once.
+    n1.child.kill().unwrap();
+    let lost = n2.expect("t1 lost", |l| l.starts_with("lost t1 "));
+    assert_eq!(lost, "lost t1 r/x n1 node-down");
 }

@@ -10,7 +10,7 @@ use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::cluster::{NodeEvent, NodeEvents};
-use locks_server::net::frame::{Hello, encode_frame, length_codec};
+use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
 use locks_server::net::{PeerFrame, Role};
 use locks_server::{Error, Node, NodeConfig};
 use std::future::Future;
@@ -330,4 +330,75 @@ async fn a_peer_that_stops_answering_is_declared_down_by_its_heartbeat() {
     expect(&mut ev, NodeEvent::Down(id("frozen"))).await;
     assert_eq!(names(&a.nodes()), ["a"]);
     drop(frozen);
+}
+
+/// Opens a connection to `addr` that claims to be node `name` without knowing the cookie: it
+/// sends its `Hello`, waits for the node's `Hello` (so the node is in the middle of the
+/// handshake with it), and then stalls. Returns the stream, to keep it open.
+async fn stalled_impostor(addr: SocketAddr, name: &str) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let mut framed = Framed::new(TcpStream::connect(addr).await.unwrap(), length_codec(1024));
+    let hello = PeerFrame::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        node: id(name),
+        nonce: [9; 32],
+    });
+    framed
+        .send(encode_frame(&hello, 1024).unwrap())
+        .await
+        .unwrap();
+    let reply = framed
+        .next()
+        .await
+        .expect("the node answers")
+        .expect("a frame");
+    assert!(
+        matches!(decode_frame(&reply, 1024), Ok(PeerFrame::Hello(_))),
+        "the node answers with its Hello"
+    );
+    framed
+}
+
+#[tokio::test]
+async fn a_handshake_without_the_cookie_cannot_hold_a_nodes_name() {
+    init_tracing();
+    // The impostor claims the dialer's name at the node dialed (an accepted handshake against
+    // an accepted one), then the dialed node's name at the dialer (against the dialer's own
+    // handshake, which loses a tie to an accepted one when the dialer has the larger name).
+    for impostor_at_dialer in [false, true] {
+        let a = start(config("a")).await;
+        let b = start(config("b")).await;
+        let mut ev_a = a.subscribe_nodes();
+        let impostor = if impostor_at_dialer {
+            bounded("impostor at b", stalled_impostor(addr(&b), "a")).await
+        } else {
+            bounded("impostor at a", stalled_impostor(addr(&a), "b")).await
+        };
+        let peer = bounded("b connects", b.connect(addr(&a))).await;
+        assert_eq!(
+            peer.unwrap(),
+            id("a"),
+            "impostor at the dialer: {impostor_at_dialer}"
+        );
+        expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
+        drop(impostor);
+    }
+}
+
+#[tokio::test]
+async fn stalled_handshakes_cannot_lock_out_a_real_peer() {
+    init_tracing();
+    let a = start(config("a")).await;
+    let b = start(config("b")).await;
+    let mut ev_a = a.subscribe_nodes();
+    // As many stalled handshakes as a takes at once by default (NetConfig's
+    // max_pending_handshakes), each one answered, so all are in progress at a.
+    let mut stalled = Vec::new();
+    for i in 0..64 {
+        let name = format!("s{i}");
+        stalled.push(bounded("stalled", stalled_impostor(addr(&a), &name)).await);
+    }
+    let peer = bounded("b connects", b.connect(addr(&a))).await;
+    assert_eq!(peer.unwrap(), id("a"));
+    expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
+    drop(stalled);
 }

@@ -7,6 +7,7 @@ use super::membership::{HandshakeId, LinkId, NameRefusal};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
+use crate::net::pending::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
 use crate::router::Router;
 use crate::server::NodeDown;
@@ -16,7 +17,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 /// After a failed `accept` (for example: out of file descriptors), wait this long before the
 /// next, so that the loop does not spin.
@@ -194,24 +195,24 @@ impl Cluster {
     }
 
     /// Accepts connections; each handshake runs in its own task, so a slow or hostile client
-    /// delays nobody.
+    /// delays nobody, and a handshake whose peer has not proved the cookie gives its place up
+    /// to newer connections ([`crate::net::pending`]).
     async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
-        let pending = Arc::new(Semaphore::new(self.net.max_pending_handshakes.max(1)));
+        let admission = Admission::new(self.net.max_pending_handshakes);
         loop {
             match listener.accept().await {
                 Ok((stream, addr)) => {
-                    let Ok(permit) = pending.clone().try_acquire_owned() else {
-                        tracing::warn!(
+                    let (ticket, evicted) = admission.admit();
+                    if evicted {
+                        tracing::debug!(
                             node = %self.node, peer_addr = %addr,
-                            "too many node handshakes in progress; connection closed"
+                            "too many unproven node handshakes; the oldest was closed"
                         );
-                        continue;
-                    };
+                    }
                     let this = self.clone();
                     actix::spawn(async move {
-                        let _permit = permit;
                         // Refusals are logged by `establish` and `admit`.
-                        let _ = this.accept(stream).await;
+                        let _ = this.accept(stream, ticket).await;
                     });
                 }
                 Err(e) => {
@@ -222,13 +223,23 @@ impl Cluster {
         }
     }
 
-    async fn accept(self: Arc<Self>, stream: TcpStream) -> Result<NodeId, ConnectError> {
+    async fn accept(
+        self: Arc<Self>,
+        stream: TcpStream,
+        ticket: Ticket,
+    ) -> Result<NodeId, ConnectError> {
         let hs = self.state().membership.begin(Role::Acceptor);
         let refused_as: RefusedAs = Mutex::new(None);
-        let result = establish(stream, Role::Acceptor, &self.net, |peer: &NodeId| {
+        // The name check comes with the peer's verified proof: from then on the handshake
+        // keeps its place.
+        let handshake = establish(stream, Role::Acceptor, &self.net, |peer: &NodeId| {
+            ticket.proven();
             self.name_in_use(hs, peer, None, &refused_as)
-        })
-        .await;
+        });
+        let result = tokio::select! {
+            result = handshake => result,
+            () = ticket.evicted() => Err(Refusal::Evicted),
+        };
         match result {
             Ok(conn) => self.admit(hs, conn),
             Err(refusal) => {

@@ -3,15 +3,16 @@
 //! This module owns everything between a `TcpStream` and the [`Envelope`]s a node routes: the
 //! framing ([`frame`]), the handshake that authenticates a peer ([`handshake`]), the detection
 //! of a dead peer ([`heartbeat`]), and what runs them on tokio: the handshake over a socket
-//! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]).
+//! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]),
+//! and the bound on unproven handshakes ([`pending`]).
 //! It knows nothing about lock servers or agents: the node's router owns a [`Link`] per peer,
 //! sends envelopes into it and takes envelopes out of it.
 //!
 //! ```text
 //!   initiator                                   acceptor
-//!      │ ── Hello{version, name_i, nonce_i} ──▶    │  version? name free?
+//!      │ ── Hello{version, name_i, nonce_i} ──▶    │  version?
 //!      │ ◀── Hello{version, name_a, nonce_a} ──    │
-//!      │ ── Proof{HMAC(cookie, i→a, nonces)} ─▶    │  proof checked (constant time)
+//!      │ ── Proof{HMAC(cookie, i→a, nonces)} ─▶    │  proof checked (constant time); name free?
 //!      │ ◀── Proof{HMAC(cookie, a→i, nonces)} ─    │  established
 //!  established                                     │
 //!      │ ◀─────── Payload(Envelope) / Ping / Pong ───────▶ │
@@ -40,6 +41,7 @@
 //! [`conn`]: crate::net::conn
 //! [`link`]: crate::net::link
 //! [`listen`]: crate::net::listen
+//! [`pending`]: crate::net::pending
 //! [`Link`]: crate::net::Link
 //! [`HANDSHAKE_MAX_FRAME`]: crate::net::frame::HANDSHAKE_MAX_FRAME
 //! [`NetConfig::max_frame`]: crate::net::NetConfig::max_frame
@@ -53,6 +55,7 @@ pub mod handshake;
 pub mod heartbeat;
 pub mod link;
 pub mod listen;
+pub mod pending;
 
 pub use conn::{Connection, establish};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
@@ -144,8 +147,9 @@ pub struct NetConfig {
     /// How many received envelopes may wait for the owner of a [`Link`] before the connection
     /// stops reading (TCP then pushes back on the peer). Default 1024.
     pub incoming_capacity: usize,
-    /// How many accepted connections may be in their handshake at once; more are closed at
-    /// once. Default 64.
+    /// How many accepted connections may be in their handshake at once before their peer
+    /// proved the cookie; when one more arrives, the oldest of them is closed to make room
+    /// (see [`pending`]). Default 64.
     pub max_pending_handshakes: usize,
 }
 

@@ -11,7 +11,7 @@ use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::cluster::{NodeEvent, NodeEvents};
 use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::net::{PeerFrame, Role};
+use locks_server::net::{PeerFrame, RefusalCode, Role};
 use locks_server::{Error, Node, NodeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -401,4 +401,85 @@ async fn stalled_handshakes_cannot_lock_out_a_real_peer() {
     assert_eq!(peer.unwrap(), id("a"));
     expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
     drop(stalled);
+}
+
+/// Reads `framed`'s next frame (a handshake frame).
+async fn next_frame(framed: &mut Framed<TcpStream, LengthDelimitedCodec>) -> PeerFrame {
+    let bytes = framed
+        .next()
+        .await
+        .expect("a frame, not the end")
+        .expect("a frame, not an error");
+    decode_frame(&bytes, 1024).expect("a handshake frame")
+}
+
+async fn send_frame(framed: &mut Framed<TcpStream, LengthDelimitedCodec>, frame: PeerFrame) {
+    framed
+        .send(encode_frame(&frame, 1024).unwrap())
+        .await
+        .unwrap();
+}
+
+/// Accepts one connection on `listener` as a node named "a" would: reads the dialer's `Hello`
+/// and answers with its own, then leaves the handshake hanging.
+async fn fake_a_answers(
+    listener: &tokio::net::TcpListener,
+) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let (stream, _) = listener.accept().await.unwrap();
+    let mut framed = Framed::new(stream, length_codec(1024));
+    assert!(matches!(next_frame(&mut framed).await, PeerFrame::Hello(_)));
+    let hello = PeerFrame::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        node: id("a"),
+        nonce: [5; 32],
+    });
+    send_frame(&mut framed, hello).await;
+    framed
+}
+
+#[tokio::test]
+async fn connect_racing_the_background_dial_reports_the_real_refusal() {
+    init_tracing();
+    // A fake node "a" under the test's control; b dials it in the background (a configured
+    // peer) with a long handshake timeout, so that a wait for it would be noticed.
+    let fake = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let fake_addr = fake.local_addr().unwrap();
+    let b = start(
+        config("b")
+            .peer(fake_addr)
+            .handshake_timeout(Duration::from_secs(60)),
+    )
+    .await;
+    // The background dial reaches its name check: b now has a handshake with "a" under way.
+    let mut background = bounded("background dial", fake_a_answers(&fake)).await;
+    let refusals = b.handshake_refusals();
+    let connect = tokio::spawn({
+        let b = b.clone();
+        async move { b.connect(fake_addr).await }
+    });
+    // connect's own dial meets the background one at b's name check, and b gives it up.
+    let mut raced = bounded("connect's dial", fake_a_answers(&fake)).await;
+    assert_eq!(
+        bounded("b gives its second dial up", next_frame(&mut raced)).await,
+        PeerFrame::Refuse(RefusalCode::DuplicateName)
+    );
+    // Then "a" refuses the background dial: that is the outcome connect must report, at once.
+    assert!(matches!(
+        bounded("b's proof", next_frame(&mut background)).await,
+        PeerFrame::Proof(_)
+    ));
+    send_frame(&mut background, PeerFrame::Refuse(RefusalCode::WrongCookie)).await;
+    let result = bounded("connect returns", connect).await.unwrap();
+    let err = result.expect_err("a refused b");
+    assert!(
+        err.to_string().contains("cookie"),
+        "connect reports the real refusal, got: {err}"
+    );
+    // The refusals are counted where the caller can read them.
+    let mut refusals = refusals;
+    let counted = bounded("refusals counted", refusals.wait_for(|r| r.by_peer >= 1))
+        .await
+        .map(|r| r.clone())
+        .expect("the node runs");
+    assert!(counted.total() >= 2, "{counted:?}");
 }

@@ -3,7 +3,7 @@
 //! end do (see the contracts in the [module documentation](super)).
 
 use super::backoff::Backoff;
-use super::membership::{HandshakeId, LinkId, NameRefusal};
+use super::membership::{HandshakeId, LinkId, NameRefusal, Rejection};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
@@ -62,6 +62,9 @@ impl Cluster {
                 return Ok(peer.clone());
             }
         }
+        // Failures of other handshakes with the peer recorded from here on are what this call
+        // reports if its own dial gives way to them.
+        let since = self.state().failures_seen;
         let mut result = self.dial(addr).await;
         if let Err(ConnectError::Refused {
             peer,
@@ -75,18 +78,16 @@ impl Cluster {
             && is_duplicate(error)
         {
             // Connected already, or another handshake with that node (ours or its own) is
-            // under way: wait for it, a handshake timeout at most. (A peer that keeps this
-            // node apart refuses it the same way, but then nothing is under way here.)
-            let peer = {
-                let state = self.state();
-                state.addr_names.get(&addr).cloned().filter(|peer| {
-                    state.membership.link(peer).is_some() || state.membership.is_handshaking(peer)
-                })
-            };
-            if let Some(peer) = peer
-                && self.wait_connected(&peer).await
-            {
-                result = Ok(peer);
+            // under way: its outcome is this call's, as soon as it is known (a handshake
+            // timeout at most). (A peer that keeps this node apart refuses it the same way,
+            // but then nothing is under way here.)
+            let peer = self.state().addr_names.get(&addr).cloned();
+            if let Some(peer) = peer {
+                match self.wait_outcome(&peer, since).await {
+                    Some(Ok(())) => result = Ok(peer),
+                    Some(Err(error)) => result = Err(ConnectError::Concurrent { peer, error }),
+                    None => {}
+                }
             }
         }
         if result.is_ok() {
@@ -95,22 +96,36 @@ impl Cluster {
         result
     }
 
-    /// Waits (at most a handshake timeout) for `peer` to be connected; returns whether it is.
-    async fn wait_connected(&self, peer: &NodeId) -> bool {
+    /// Waits (at most a handshake timeout) for the outcome of the handshakes with `peer` under
+    /// way: `Ok` once it is connected, the failure of one of them recorded after `since`, or
+    /// `None` if none is under way (or none decided in time).
+    async fn wait_outcome(&self, peer: &NodeId, since: u64) -> Option<Result<(), String>> {
         let wait = async {
             loop {
                 let notified = self.changed.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if self.state().membership.link(peer).is_some() {
-                    return;
+                {
+                    let state = self.state();
+                    if state.membership.link(peer).is_some() {
+                        return Some(Ok(()));
+                    }
+                    if let Some((seen, error)) = state.last_failure.get(peer)
+                        && *seen > since
+                    {
+                        return Some(Err(error.clone()));
+                    }
+                    if !state.membership.is_handshaking(peer) {
+                        return None;
+                    }
                 }
                 notified.await;
             }
         };
         tokio::time::timeout(self.net.handshake_timeout, wait)
             .await
-            .is_ok()
+            .ok()
+            .flatten()
     }
 
     fn ensure_dialer(self: &Arc<Self>, addr: SocketAddr) {
@@ -186,10 +201,14 @@ impl Cluster {
             Ok(conn) => self.admit(hs, conn),
             Err(error) => {
                 self.state().membership.failed(hs);
-                match take(&refused_as) {
-                    Some((peer, reason)) => Err(ConnectError::Refused { peer, reason }),
-                    None => Err(ConnectError::Net(error)),
-                }
+                let error = match take(&refused_as) {
+                    Some((peer, reason)) => ConnectError::Refused { peer, reason },
+                    None => ConnectError::Net(error),
+                };
+                // The name behind the address, if this or an earlier handshake learnt it.
+                let peer = self.state().addr_names.get(&addr).cloned();
+                self.handshake_failed(peer, &error);
+                Err(error)
             }
         }
     }
@@ -244,11 +263,41 @@ impl Cluster {
             Ok(conn) => self.admit(hs, conn),
             Err(refusal) => {
                 self.state().membership.failed(hs);
-                match take(&refused_as) {
-                    Some((peer, reason)) => Err(ConnectError::Refused { peer, reason }),
-                    None => Err(ConnectError::Handshake(refusal)),
-                }
+                let (peer, error) = match take(&refused_as) {
+                    Some((peer, reason)) => {
+                        (Some(peer.clone()), ConnectError::Refused { peer, reason })
+                    }
+                    // The acceptor learns the peer's name for sure only with its proof.
+                    None => (None, ConnectError::Handshake(refusal)),
+                };
+                self.handshake_failed(peer, &error);
+                Err(error)
             }
+        }
+    }
+
+    /// A handshake (dialed or accepted) with `peer` (if its name is known) failed: count it,
+    /// and unless it gave way to another handshake with that peer, record it for a `connect`
+    /// that gave way to it.
+    fn handshake_failed(&self, peer: Option<NodeId>, error: &ConnectError) {
+        self.refusals.send_modify(|r| r.count(error));
+        let gave_way = is_duplicate(error)
+            || matches!(
+                error,
+                ConnectError::NotKept {
+                    reason: Rejection::Superseded | Rejection::Connected,
+                    ..
+                }
+            );
+        if let Some(peer) = peer
+            && !gave_way
+        {
+            let mut state = self.state();
+            state.failures_seen += 1;
+            let seen = state.failures_seen;
+            state.last_failure.insert(peer, (seen, error.to_string()));
+            drop(state);
+            self.changed.notify_waiters();
         }
     }
 
@@ -290,7 +339,12 @@ impl Cluster {
             Err(reason) => {
                 drop(state);
                 tracing::info!(node = %self.node, %peer, %reason, "connection not kept; closed");
-                return Err(ConnectError::NotKept { peer, reason });
+                let error = ConnectError::NotKept {
+                    peer: peer.clone(),
+                    reason,
+                };
+                self.handshake_failed(Some(peer), &error);
+                return Err(error);
             }
         };
         let (link, driver) = conn.split();
@@ -310,6 +364,7 @@ impl Cluster {
                 .pump(peer.clone(), registered.link, incoming, down),
         );
         self.router.add_remote(peer.clone(), remote.clone());
+        state.last_failure.remove(&peer);
         state
             .links
             .insert(registered.link, LinkEntry { info, remote });

@@ -4,7 +4,8 @@
 //! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
 //! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
 //! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
-//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does).
+//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does),
+//! and the rate limit of the warnings strangers can cause ([`log_limit`]).
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
@@ -17,6 +18,7 @@
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod log_limit;
 pub mod net;
 pub mod node;
 pub mod router;

@@ -7,6 +7,7 @@ use super::membership::{HandshakeId, LinkId, NameRefusal, Rejection};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
+use crate::log_limit::Verdict;
 use crate::net::pending::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
 use crate::router::Router;
@@ -235,7 +236,16 @@ impl Cluster {
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(node = %self.node, error = %e, "accepting a node connection failed");
+                    match self.net.warnings.event("accept failed") {
+                        Verdict::Warn { suppressed } => tracing::warn!(
+                            node = %self.node, error = %e,
+                            suppressed_since_last_warning = suppressed,
+                            "accepting a node connection failed"
+                        ),
+                        Verdict::Quiet => {
+                            tracing::debug!(node = %self.node, error = %e, "accepting a node connection failed")
+                        }
+                    }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             }

@@ -7,6 +7,7 @@
 //! [`NetConfig::max_pending_handshakes`], the oldest giving its place up to a newer connection
 //! ([`crate::net::pending`]). [`connect`] opens a connection to a peer and runs the handshake as initiator.
 
+use crate::log_limit::Verdict;
 use crate::net::NetConfig;
 use crate::net::conn::{Connection, establish};
 use crate::net::handshake::{Refusal, Role};
@@ -125,7 +126,14 @@ async fn accept_loop(
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(node = %config.node, error = %e, "accepting a node connection failed");
+                    match config.warnings.event("accept failed") {
+                        Verdict::Warn { suppressed } => tracing::warn!(
+                            node = %config.node, error = %e,
+                            suppressed_since_last_warning = suppressed,
+                            "accepting a node connection failed"
+                        ),
+                        Verdict::Quiet => tracing::debug!(node = %config.node, error = %e, "accepting a node connection failed"),
+                    }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             },

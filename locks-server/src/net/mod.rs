@@ -25,7 +25,9 @@
 //! - The cookie never crosses the wire; each side proves knowledge of it with an HMAC over
 //!   both names and both nonces, bound to the direction of the proof.
 //! - Any refusal, malformed frame, I/O error or heartbeat timeout closes that one connection
-//!   and is logged with `tracing`; nothing else is affected. A connection reports why it went
+//!   and is logged with `tracing`; nothing else is affected. What a stranger can cause (a
+//!   refused handshake, a failed `accept`) warns at most once per reason per interval, the
+//!   rest at DEBUG ([`NetConfig::warnings`]), so the log cannot be flooded from outside. A connection reports why it went
 //!   down exactly once ([`DownReason`]).
 //! - The protocol cores ([`Handshake`], [`Heartbeat`]) are pure state machines: time and
 //!   randomness are inputs. Only [`conn`], [`link`] and [`listen`] do I/O.
@@ -64,6 +66,7 @@ pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{ConnectError, Listener, NameInUse, connect};
 
+use crate::log_limit::LogLimiter;
 use locks_core::NodeId;
 use locks_core::codec::{DEFAULT_MAX_FRAME, HARD_MAX_FRAME};
 use std::fmt;
@@ -151,6 +154,10 @@ pub struct NetConfig {
     /// proved the cookie; when one more arrives, the oldest of them is closed to make room
     /// (see [`pending`]). Default 64.
     pub max_pending_handshakes: usize,
+    /// Limits the warnings that refused connections and failed `accept`s write, to one per
+    /// reason per [`WARN_INTERVAL`](crate::log_limit::WARN_INTERVAL) (the rest at DEBUG).
+    /// Shared by the clones of this configuration.
+    pub warnings: LogLimiter,
 }
 
 impl NetConfig {
@@ -166,6 +173,7 @@ impl NetConfig {
             outgoing_capacity: 1024,
             incoming_capacity: 1024,
             max_pending_handshakes: 64,
+            warnings: LogLimiter::default(),
         }
     }
 

@@ -12,6 +12,10 @@
 //! node's actix system stops; requests still in its mailbox are dropped with it, which is safe
 //! because the whole node (and every agent on it) stops at the same time.
 //!
+//! A notice or view that cannot be sent to an agent's node (the lock's queue does not fit in a
+//! frame) withdraws that agent's requests on the lock and tells it they cannot be served here
+//! (`Rejection::QueueTooLarge`); the connection is not affected.
+//!
 //! An agent that cannot be reached any more (its mailbox closed, or its state was dropped after
 //! a panic without it saying goodbye) is removed from the table the first time a notice to it
 //! fails, so its locks are never lost.
@@ -19,7 +23,7 @@
 use crate::router::{RouteError, Router, ToServer};
 use crate::table::{LockTable, TableSnapshot};
 use actix::prelude::*;
-use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use std::sync::Arc;
 use tracing::{debug, trace, warn};
@@ -50,15 +54,75 @@ impl LockServer {
         while let Some(request) = pending.pop() {
             let notices = self.table.handle(request);
             for (agent, msg) in notices {
-                if let Err(err) = self.route(&agent, msg) {
-                    debug!(node = %self.node(), %agent, %err, "agent unreachable; releasing its locks");
-                    if !pending.iter().any(
-                        |r| matches!(r, ServerRequest::RemoveAgent { agent: a } if a == &agent),
-                    ) {
-                        pending.push(ServerRequest::RemoveAgent { agent });
+                let about = lock_view_of(&msg);
+                match self.route(&agent, msg) {
+                    Ok(()) => {}
+                    Err(RouteError::Unsendable { node, reason }) => {
+                        self.cannot_tell(&agent, about, &node, &reason, &mut pending);
+                    }
+                    Err(err) => {
+                        debug!(node = %self.node(), %agent, %err, "agent unreachable; releasing its locks");
+                        if !pending.iter().any(
+                            |r| matches!(r, ServerRequest::RemoveAgent { agent: a } if a == &agent),
+                        ) {
+                            pending.push(ServerRequest::RemoveAgent { agent });
+                        }
                     }
                 }
             }
+        }
+    }
+
+    /// A message about `about` (a lock, and whether as a watch) could not be sent to `agent`
+    /// on `node`: the lock's queue does not fit in a frame to that node. The agent's requests
+    /// that put it on that lock (its direct locks on it and below it, or its watch) are
+    /// withdrawn, and it is told each one cannot be served here
+    /// ([`Rejection::QueueTooLarge`]), so that it neither waits forever for news it cannot get
+    /// nor keeps a place in a queue it knows nothing about. (Sending a truncated queue instead
+    /// would hide whom the agent waits for, and with it the deadlocks it must resolve.) The
+    /// withdrawal shortens the queue, so each such round removes an entry and this ends.
+    fn cannot_tell(
+        &mut self,
+        agent: &AgentId,
+        about: Option<(LockId, bool)>,
+        node: &NodeId,
+        reason: &str,
+        pending: &mut Vec<ServerRequest>,
+    ) {
+        let Some((lock, watched)) = about else {
+            debug!(node = %self.node(), %agent, peer = %node, reason, "a message to an agent cannot be sent; dropped");
+            return;
+        };
+        debug!(node = %self.node(), %agent, %lock, peer = %node, reason, "a lock's queue cannot be sent to an agent; its requests there are withdrawn");
+        let withdrawn: Vec<(LockId, ServerRequest)> = if watched {
+            let request = ServerRequest::Unwatch {
+                watcher: agent.clone(),
+                lock: lock.clone(),
+            };
+            vec![(lock, request)]
+        } else {
+            self.table
+                .direct_locks_within(agent, &lock)
+                .into_iter()
+                .map(|direct| {
+                    let request = ServerRequest::Unlock {
+                        agent: agent.clone(),
+                        lock: direct.clone(),
+                    };
+                    (direct, request)
+                })
+                .collect()
+        };
+        for (lock, request) in withdrawn {
+            let refusal = AgentMessage::Rejected {
+                node: self.node().clone(),
+                lock,
+                reason: Rejection::QueueTooLarge,
+            };
+            if let Err(err) = self.route(agent, refusal) {
+                debug!(node = %self.node(), %agent, %err, "cannot tell an agent its request was withdrawn");
+            }
+            pending.push(request);
         }
     }
 
@@ -72,6 +136,16 @@ impl LockServer {
             }
             other => other,
         }
+    }
+}
+
+/// The lock a message shows the queue of, and whether as a watch: what is withdrawn when the
+/// message cannot be sent (see `LockServer::cannot_tell`).
+fn lock_view_of(msg: &AgentMessage) -> Option<(LockId, bool)> {
+    match msg {
+        AgentMessage::Notice(notice) => Some((notice.lock.clone(), false)),
+        AgentMessage::Watched { lock, .. } => Some((lock.clone(), true)),
+        _ => None,
     }
 }
 

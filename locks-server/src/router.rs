@@ -400,7 +400,10 @@ impl Router {
         }
     }
 
-    /// Delivers an envelope that arrived from a peer to its local destination.
+    /// Delivers an envelope to its local destination, trusting it: nothing checks whom the
+    /// sender may speak for. Envelopes from a peer go through [`Router::deliver_from`]. (The
+    /// lock server itself ignores a `Lock` or `Watch` of an agent whose node is not
+    /// connected, whatever path it took.)
     pub fn deliver_incoming(&self, envelope: Envelope) -> Result<(), RouteError> {
         match envelope.message {
             WireMessage::Server(request) => {

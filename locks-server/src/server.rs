@@ -2,7 +2,9 @@
 //!
 //! Messages it handles:
 //! - [`ToServer`]: a request from an agent (local or remote, through the [`Router`]); the
-//!   table decides, and the server routes the notices it returns.
+//!   table decides, and the server routes the notices it returns. A `Lock` or `Watch` of an
+//!   agent whose node is not connected (when the request is handled) is ignored: nothing would
+//!   remove its entry, since only a node down removes a remote node's agents.
 //! - [`NodeDown`]: from the cluster layer when a peer's connection ended: every entry and watch
 //!   of the agents living on that node is removed, as if each had sent `RemoveAgent`.
 //! - [`Snapshot`]: a copy of the table for tools and tests.
@@ -126,6 +128,23 @@ impl LockServer {
         }
     }
 
+    /// The node of the agent that `request` would add to the table (a `Lock` or a `Watch`),
+    /// when that node is neither this one nor connected. Only a node down removes a remote
+    /// node's agents, and that node's down has been handled already (or it never connected),
+    /// so such an entry would stay forever: the request is ignored. Checked when the request is
+    /// handled, not when it arrived, so that a request that was on its way when its node went
+    /// down is covered whatever the order of the two.
+    fn unreachable_newcomer(&self, request: &ServerRequest) -> Option<NodeId> {
+        let agent = match request {
+            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
+                agent
+            }
+            _ => return None,
+        };
+        let node = agent.node();
+        (!self.router.is_reachable(node)).then(|| node.clone())
+    }
+
     fn route(&self, agent: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         match self.router.send_agent(agent, msg) {
             // A remote node that is down: its agents are removed by the node-down handling,
@@ -163,6 +182,10 @@ impl Handler<ToServer> for LockServer {
     type Result = ();
 
     fn handle(&mut self, msg: ToServer, _ctx: &mut Self::Context) {
+        if let Some(node) = self.unreachable_newcomer(&msg.0) {
+            debug!(node = %self.node(), agent = %msg.0.agent(), peer = %node, "request of an agent whose node is not connected ignored");
+            return;
+        }
         self.apply(msg.0);
     }
 }

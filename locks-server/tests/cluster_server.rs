@@ -288,3 +288,51 @@ async fn a_notice_too_large_for_a_frame_is_refused_to_its_agent_and_the_link_sta
     let snap = a.snapshot().await.unwrap();
     assert_eq!(snap.state(&holder.id, &l), EntryState::Granted(Mode::X));
 }
+
+#[tokio::test]
+async fn no_entry_is_created_for_an_agent_of_a_node_that_is_not_connected() {
+    init_tracing();
+    let (a, b) = pair().await;
+    let l = LockId::from(["stray"]);
+    let of_b = stand_in(&b);
+    assert!(bounded("disconnect", a.disconnect("b")).await.unwrap());
+    // a handled b's down: b's agents are gone from a's table. A request of b's agent that
+    // comes after that (late, or forged), or one of an agent of a node that never connected,
+    // must not leave an entry that no node down will ever remove.
+    let never = AgentId::new(id("z"), 1, 1);
+    for agent in [&of_b.id, &never] {
+        a.router().send_server(&id("a"), lock(agent, &l)).unwrap();
+        a.router()
+            .send_server(
+                &id("a"),
+                ServerRequest::Watch {
+                    watcher: agent.clone(),
+                    lock: LockId::from(["watched"]),
+                },
+            )
+            .unwrap();
+    }
+    // A local agent's request after them: once it is granted, they were handled.
+    let mut local = stand_in(&a);
+    let after = LockId::from(["after"]);
+    a.router()
+        .send_server(&id("a"), lock(&local.id, &after))
+        .unwrap();
+    local.granted("a", &after).await;
+    let snap = a.snapshot().await.unwrap();
+    for agent in [&of_b.id, &never] {
+        assert_eq!(snap.state(agent, &l), EntryState::Absent, "{agent}");
+    }
+    assert!(snap.lock(&l).is_none(), "{snap:?}");
+    assert!(snap.lock(&LockId::from(["watched"])).is_none(), "{snap:?}");
+    // A connected node's agents are served as before.
+    bounded("reconnect", a.reconnect("b")).await.unwrap();
+    bounded("connect", b.connect(a.local_addr().unwrap()))
+        .await
+        .unwrap();
+    let mut of_b = of_b;
+    b.router()
+        .send_server(&id("a"), lock(&of_b.id, &l))
+        .unwrap();
+    of_b.granted("a", &l).await;
+}

@@ -11,7 +11,7 @@ use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::cluster::{NodeEvent, NodeEvents};
 use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::net::{PeerFrame, RefusalCode, Role};
+use locks_server::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role};
 use locks_server::{Error, Node, NodeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -482,4 +482,64 @@ async fn connect_racing_the_background_dial_reports_the_real_refusal() {
         .map(|r| r.clone())
         .expect("the node runs");
     assert!(counted.total() >= 2, "{counted:?}");
+}
+
+#[tokio::test]
+async fn connect_refused_as_a_duplicate_waits_for_the_peers_own_dial_still_unproven() {
+    init_tracing();
+    // A hand-run node "a" (it knows the cookie) that dials b at the same time as b dials it,
+    // and refuses b's dial because its own is under way. Its refusal reaches b before its own
+    // dial has proved the cookie at b.
+    let fake = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let fake_addr = fake.local_addr().unwrap();
+    let b = start(config("b")).await;
+    let mut ev_b = b.subscribe_nodes();
+    let connect = tokio::spawn({
+        let b = b.clone();
+        async move { b.connect(fake_addr).await }
+    });
+    // b's dial: answered, and b proves itself.
+    let mut b_dial = bounded("b's dial", fake_a_answers(&fake)).await;
+    assert!(matches!(
+        bounded("b's proof", next_frame(&mut b_dial)).await,
+        PeerFrame::Proof(_)
+    ));
+    // a's own dial of b reaches b's Hello (b now has it unproven).
+    let stream = TcpStream::connect(addr(&b)).await.unwrap();
+    let mut a_dial = Framed::new(stream, length_codec(1024));
+    let deadline = Instant::now() + BOUND;
+    let (mut hs, step) = Handshake::new(
+        Role::Initiator,
+        id("a"),
+        Cookie::from(COOKIE),
+        [3; 32],
+        deadline,
+    );
+    for frame in step.send {
+        send_frame(&mut a_dial, frame).await;
+    }
+    let b_hello = bounded("b's Hello", next_frame(&mut a_dial)).await;
+    // Now a refuses b's dial as a duplicate, and waits until b has closed it: b's node thread
+    // has taken the refusal in (and its connect has looked at what is under way) before a's
+    // proof below can be read.
+    send_frame(&mut b_dial, PeerFrame::Refuse(RefusalCode::DuplicateName)).await;
+    while let Some(Ok(_)) = bounded("b closes its dial", b_dial.next()).await {}
+    // Then a finishes its own dial.
+    let step = hs.on_frame(b_hello, |_: &NodeId| false);
+    for frame in step.send {
+        send_frame(&mut a_dial, frame).await;
+    }
+    let step = hs.on_frame(
+        bounded("b's proof", next_frame(&mut a_dial)).await,
+        |_: &NodeId| false,
+    );
+    assert_eq!(
+        step.outcome,
+        Some(HandshakeOutcome::Established { peer: id("b") })
+    );
+    // connect reports the connection that a's dial made.
+    let result = bounded("connect returns", connect).await.unwrap();
+    assert_eq!(result.unwrap(), id("a"));
+    expect(&mut ev_b, NodeEvent::Up(id("a"))).await;
+    drop((a_dial, b_dial));
 }

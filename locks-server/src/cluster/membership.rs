@@ -268,6 +268,14 @@ impl Membership {
             .any(|p| !p.doomed && p.peer.as_ref() == Some(peer))
     }
 
+    /// Whether an accepted handshake has not reached its name check yet (its peer has not
+    /// proved the cookie, so this node does not know for sure who it is).
+    pub fn has_unchecked_acceptor(&self) -> bool {
+        self.handshakes
+            .values()
+            .any(|p| p.role == Role::Acceptor && p.peer.is_none() && !p.doomed)
+    }
+
     /// How many handshakes are in progress.
     pub fn handshakes(&self) -> usize {
         self.handshakes.len()

@@ -18,8 +18,9 @@
 //!
 //! Contracts:
 //! - **One connection per pair of nodes.** The [`membership`] registry refuses a second
-//!   handshake with a connected peer, and makes simultaneous dials keep the connection dialed by
-//!   the smaller name.
+//!   handshake with a connected peer, and makes simultaneous dials converge on one connection
+//!   (the one dialed by the smaller name when both are past their first name check). Only a
+//!   peer that proved the cookie can hold a name, so a stranger cannot block a real node.
 //! - **Node down.** When a peer's connection ends (closed by either side, heartbeat timeout,
 //!   malformed frame, I/O error), after every envelope it delivered has been handed on: the
 //!   router forgets the peer (sends to it fail at once with [`RouteError::NodeDown`]), the local

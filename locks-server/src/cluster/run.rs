@@ -83,8 +83,9 @@ impl Cluster {
             // timeout at most). (A peer that keeps this node apart refuses it the same way,
             // but then nothing is under way here.)
             let peer = self.state().addr_names.get(&addr).cloned();
+            let by_peer = matches!(error, ConnectError::Net(_));
             if let Some(peer) = peer {
-                match self.wait_outcome(&peer, since).await {
+                match self.wait_outcome(&peer, since, by_peer).await {
                     Some(Ok(())) => result = Ok(peer),
                     Some(Err(error)) => result = Err(ConnectError::Concurrent { peer, error }),
                     None => {}
@@ -100,7 +101,16 @@ impl Cluster {
     /// Waits (at most a handshake timeout) for the outcome of the handshakes with `peer` under
     /// way: `Ok` once it is connected, the failure of one of them recorded after `since`, or
     /// `None` if none is under way (or none decided in time).
-    async fn wait_outcome(&self, peer: &NodeId, since: u64) -> Option<Result<(), String>> {
+    ///
+    /// When the peer refused this node's dial as a duplicate (`by_peer`), the peer's own dial
+    /// may have arrived here without having proved the cookie yet, so it is not known to be the
+    /// peer's: while an accepted handshake has not reached its name check, the wait goes on.
+    async fn wait_outcome(
+        &self,
+        peer: &NodeId,
+        since: u64,
+        by_peer: bool,
+    ) -> Option<Result<(), String>> {
         let wait = async {
             loop {
                 let notified = self.changed.notified();
@@ -116,7 +126,9 @@ impl Cluster {
                     {
                         return Some(Err(error.clone()));
                     }
-                    if !state.membership.is_handshaking(peer) {
+                    let under_way = state.membership.is_handshaking(peer)
+                        || (by_peer && state.membership.has_unchecked_acceptor());
+                    if !under_way {
                         return None;
                     }
                 }
@@ -281,6 +293,8 @@ impl Cluster {
                     None => (None, ConnectError::Handshake(refusal)),
                 };
                 self.handshake_failed(peer, &error);
+                // A `connect` may be waiting for the unchecked accepted handshakes to end.
+                self.changed.notify_waiters();
                 Err(error)
             }
         }

@@ -11,7 +11,10 @@
 //! acceptor's `Hello` (it dialed that address itself, and its proof goes out right after), the
 //! acceptor on the initiator's *verified* proof (see [`crate::net::handshake`]). A connection
 //! that does not know the cookie never reserves a name, so it cannot make a real node's
-//! handshake fail.
+//! handshake fail. (The one reservation made before the peer proved anything is the
+//! initiator's, since the acceptor proves second: an address this node dials that answers with
+//! another node's name holds that name for at most one handshake timeout per dial, and the
+//! dialer's backoff leaves room for the real node in between.)
 //!
 //! Invariants:
 //! - at most one registered link per peer; a registered link is never replaced, only removed

@@ -324,6 +324,11 @@ pub enum Rejection {
         /// The agent named.
         to: AgentId,
     },
+    /// The lock's queue is too large to be sent to the agent in one message (the lock server's
+    /// node limits the size of what it sends to another node): the request cannot be served
+    /// there, and the server has withdrawn it (a watch, likewise, has been dropped).
+    #[error("the lock's queue is too large to be sent to the agent's node")]
+    QueueTooLarge,
 }
 
 /// A message to an agent.

@@ -5,8 +5,8 @@
 //! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
 //! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
 //! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does),
-//! and the leases and lock-delay that keep a cut-off holder from believing in a lock somebody
-//! else was given ([`lease`]).
+//! the leases and lock-delay that keep a cut-off holder from believing in a lock somebody else
+//! was given ([`lease`]), and the rate limit of the warnings strangers can cause ([`log_limit`]).
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod lease;
+pub mod log_limit;
 pub mod net;
 pub mod node;
 pub mod router;

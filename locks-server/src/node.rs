@@ -11,7 +11,7 @@
 //! system (every agent, the server and every connection stop with it, so peers see this node
 //! go down) and waits for the thread; dropping the last handle does the same.
 
-use crate::cluster::{Cluster, LinkInfo, NodeEvents};
+use crate::cluster::{Cluster, HandshakeRefusals, LinkInfo, NodeEvents};
 pub use crate::config::NodeConfig;
 use crate::error::Error;
 use crate::router::Router;
@@ -289,6 +289,15 @@ impl Node {
         match &self.inner.cluster {
             Some(cluster) => cluster.subscribe(),
             None => NodeEvents::closed(),
+        }
+    }
+
+    /// How many handshakes of this node failed, by cause (see [`HandshakeRefusals`]); the
+    /// receiver sees every later change. On a local-only node nothing ever changes.
+    pub fn handshake_refusals(&self) -> tokio::sync::watch::Receiver<HandshakeRefusals> {
+        match &self.inner.cluster {
+            Some(cluster) => cluster.refusals(),
+            None => tokio::sync::watch::Sender::new(HandshakeRefusals::default()).subscribe(),
         }
     }
 

@@ -89,6 +89,15 @@ pub enum RouteError {
     /// No group member with this id lives on this node (it stopped or never existed).
     #[error("member {0} is not running on this node")]
     UnknownMember(MemberId),
+    /// The message cannot be sent to that node (it does not fit in a frame, or cannot be
+    /// encoded). Only this message is refused: the connection stays up.
+    #[error("a message to node {node} cannot be sent: {reason}")]
+    Unsendable {
+        /// The destination node.
+        node: NodeId,
+        /// Why.
+        reason: String,
+    },
     /// A peer sent a request to the lock server on behalf of an agent (or a message from a
     /// member) that does not live on that peer: refused, since a node speaks only for its own.
     #[error("node {from} cannot speak for {on_behalf_of}")]
@@ -456,7 +465,10 @@ impl Router {
         }
     }
 
-    /// Delivers an envelope that arrived from a peer to its local destination.
+    /// Delivers an envelope to its local destination, trusting it: nothing checks whom the
+    /// sender may speak for. Envelopes from a peer go through [`Router::deliver_from`]. (The
+    /// lock server itself ignores a `Lock` or `Watch` of an agent whose node is not
+    /// connected, whatever path it took.)
     pub fn deliver_incoming(&self, envelope: Envelope) -> Result<(), RouteError> {
         match envelope.message {
             WireMessage::Server(request) => {

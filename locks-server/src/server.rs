@@ -2,7 +2,9 @@
 //!
 //! Messages it handles:
 //! - [`ToServer`]: a request from an agent (local or remote, through the [`Router`]); the
-//!   table decides, and the server routes the notices it returns.
+//!   table decides, and the server routes the notices it returns. A `Lock` or `Watch` of an
+//!   agent whose node is not connected (when the request is handled) is ignored: nothing would
+//!   remove its entry, since only a node down removes a remote node's agents.
 //! - [`NodeDown`]: from the cluster layer when a peer's connection ended: every entry and watch
 //!   of the agents living on that node is handed to a ghost ([`LockTable::ghost_agents_of`]),
 //!   and the ghosts are removed, as if each had sent `RemoveAgent`, once the lock-delay has
@@ -19,6 +21,10 @@
 //! are kept, in order, and applied when it has passed (a previous incarnation of this node may
 //! have granted locks whose holders still believe in them).
 //!
+//! A notice or view that cannot be sent to an agent's node (the lock's queue does not fit in a
+//! frame) withdraws that agent's requests on the lock and tells it they cannot be served here
+//! (`Rejection::QueueTooLarge`); the connection is not affected.
+//!
 //! An agent that cannot be reached any more (its mailbox closed, or its state was dropped after
 //! a panic without it saying goodbye) is removed from the table the first time a notice to it
 //! fails, so its locks are never lost.
@@ -26,7 +32,7 @@
 use crate::router::{RouteError, Router, ToServer};
 use crate::table::{LockTable, TableSnapshot};
 use actix::prelude::*;
-use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,16 +85,93 @@ impl LockServer {
         while let Some(request) = pending.pop() {
             let notices = self.table.handle(request);
             for (agent, msg) in notices {
-                if let Err(err) = self.route(&agent, msg) {
-                    debug!(node = %self.node(), %agent, %err, "agent unreachable; releasing its locks");
-                    if !pending.iter().any(
-                        |r| matches!(r, ServerRequest::RemoveAgent { agent: a } if a == &agent),
-                    ) {
-                        pending.push(ServerRequest::RemoveAgent { agent });
+                let about = lock_view_of(&msg);
+                match self.route(&agent, msg) {
+                    Ok(()) => {}
+                    Err(RouteError::Unsendable { node, reason }) => {
+                        self.cannot_tell(&agent, about, &node, &reason, &mut pending);
+                    }
+                    Err(err) => {
+                        debug!(node = %self.node(), %agent, %err, "agent unreachable; releasing its locks");
+                        if !pending.iter().any(
+                            |r| matches!(r, ServerRequest::RemoveAgent { agent: a } if a == &agent),
+                        ) {
+                            pending.push(ServerRequest::RemoveAgent { agent });
+                        }
                     }
                 }
             }
         }
+    }
+
+    /// A message about `about` (a lock, and whether as a watch) could not be sent to `agent`
+    /// on `node`: the lock's queue does not fit in a frame to that node. The agent's requests
+    /// that put it on that lock (its direct locks on it and below it, or its watch) are
+    /// withdrawn, and it is told each one cannot be served here
+    /// ([`Rejection::QueueTooLarge`]), so that it neither waits forever for news it cannot get
+    /// nor keeps a place in a queue it knows nothing about. (Sending a truncated queue instead
+    /// would hide whom the agent waits for, and with it the deadlocks it must resolve.) The
+    /// withdrawal shortens the queue, so each such round removes an entry and this ends.
+    fn cannot_tell(
+        &mut self,
+        agent: &AgentId,
+        about: Option<(LockId, bool)>,
+        node: &NodeId,
+        reason: &str,
+        pending: &mut Vec<ServerRequest>,
+    ) {
+        let Some((lock, watched)) = about else {
+            debug!(node = %self.node(), %agent, peer = %node, reason, "a message to an agent cannot be sent; dropped");
+            return;
+        };
+        debug!(node = %self.node(), %agent, %lock, peer = %node, reason, "a lock's queue cannot be sent to an agent; its requests there are withdrawn");
+        let withdrawn: Vec<(LockId, ServerRequest)> = if watched {
+            let request = ServerRequest::Unwatch {
+                watcher: agent.clone(),
+                lock: lock.clone(),
+            };
+            vec![(lock, request)]
+        } else {
+            self.table
+                .direct_locks_within(agent, &lock)
+                .into_iter()
+                .map(|direct| {
+                    let request = ServerRequest::Unlock {
+                        agent: agent.clone(),
+                        lock: direct.clone(),
+                    };
+                    (direct, request)
+                })
+                .collect()
+        };
+        for (lock, request) in withdrawn {
+            let refusal = AgentMessage::Rejected {
+                node: self.node().clone(),
+                lock,
+                reason: Rejection::QueueTooLarge,
+            };
+            if let Err(err) = self.route(agent, refusal) {
+                debug!(node = %self.node(), %agent, %err, "cannot tell an agent its request was withdrawn");
+            }
+            pending.push(request);
+        }
+    }
+
+    /// The node of the agent that `request` would add to the table (a `Lock` or a `Watch`),
+    /// when that node is neither this one nor connected. Only a node down removes a remote
+    /// node's agents, and that node's down has been handled already (or it never connected),
+    /// so such an entry would stay forever: the request is ignored. Checked when the request is
+    /// handled, not when it arrived, so that a request that was on its way when its node went
+    /// down is covered whatever the order of the two.
+    fn unreachable_newcomer(&self, request: &ServerRequest) -> Option<NodeId> {
+        let agent = match request {
+            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
+                agent
+            }
+            _ => return None,
+        };
+        let node = agent.node();
+        (!self.router.is_reachable(node)).then(|| node.clone())
     }
 
     fn route(&self, agent: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
@@ -108,6 +191,16 @@ impl LockServer {
     }
 }
 
+/// The lock a message shows the queue of, and whether as a watch: what is withdrawn when the
+/// message cannot be sent (see `LockServer::cannot_tell`).
+fn lock_view_of(msg: &AgentMessage) -> Option<(LockId, bool)> {
+    match msg {
+        AgentMessage::Notice(notice) => Some((notice.lock.clone(), false)),
+        AgentMessage::Watched { lock, .. } => Some((lock.clone(), true)),
+        _ => None,
+    }
+}
+
 impl Actor for LockServer {
     type Context = Context<Self>;
 
@@ -122,7 +215,7 @@ impl Actor for LockServer {
                 let held = server.held_back.take().unwrap_or_default();
                 debug!(node = %server.node(), requests = held.len(), "start-delay over; serving");
                 for request in held {
-                    server.apply(request);
+                    server.serve(request);
                 }
             });
         }
@@ -135,8 +228,20 @@ impl Handler<ToServer> for LockServer {
     fn handle(&mut self, msg: ToServer, _ctx: &mut Self::Context) {
         match &mut self.held_back {
             Some(held) => held.push(msg.0),
-            None => self.apply(msg.0),
+            None => self.serve(msg.0),
         }
+    }
+}
+
+impl LockServer {
+    /// Applies a request from an agent, unless its agent's node is not connected (checked when
+    /// it is handled, after the start-delay for a request held back).
+    fn serve(&mut self, request: ServerRequest) {
+        if let Some(node) = self.unreachable_newcomer(&request) {
+            debug!(node = %self.node(), agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
+            return;
+        }
+        self.apply(request);
     }
 }
 

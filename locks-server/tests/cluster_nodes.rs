@@ -10,8 +10,8 @@ use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::cluster::{NodeEvent, NodeEvents};
-use locks_server::net::frame::{Hello, encode_frame, length_codec};
-use locks_server::net::{PeerFrame, Role};
+use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role};
 use locks_server::{Error, Node, NodeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -330,4 +330,216 @@ async fn a_peer_that_stops_answering_is_declared_down_by_its_heartbeat() {
     expect(&mut ev, NodeEvent::Down(id("frozen"))).await;
     assert_eq!(names(&a.nodes()), ["a"]);
     drop(frozen);
+}
+
+/// Opens a connection to `addr` that claims to be node `name` without knowing the cookie: it
+/// sends its `Hello`, waits for the node's `Hello` (so the node is in the middle of the
+/// handshake with it), and then stalls. Returns the stream, to keep it open.
+async fn stalled_impostor(addr: SocketAddr, name: &str) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let mut framed = Framed::new(TcpStream::connect(addr).await.unwrap(), length_codec(1024));
+    let hello = PeerFrame::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        node: id(name),
+        nonce: [9; 32],
+    });
+    framed
+        .send(encode_frame(&hello, 1024).unwrap())
+        .await
+        .unwrap();
+    let reply = framed
+        .next()
+        .await
+        .expect("the node answers")
+        .expect("a frame");
+    assert!(
+        matches!(decode_frame(&reply, 1024), Ok(PeerFrame::Hello(_))),
+        "the node answers with its Hello"
+    );
+    framed
+}
+
+#[tokio::test]
+async fn a_handshake_without_the_cookie_cannot_hold_a_nodes_name() {
+    init_tracing();
+    // The impostor claims the dialer's name at the node dialed (an accepted handshake against
+    // an accepted one), then the dialed node's name at the dialer (against the dialer's own
+    // handshake, which loses a tie to an accepted one when the dialer has the larger name).
+    for impostor_at_dialer in [false, true] {
+        let a = start(config("a")).await;
+        let b = start(config("b")).await;
+        let mut ev_a = a.subscribe_nodes();
+        let impostor = if impostor_at_dialer {
+            bounded("impostor at b", stalled_impostor(addr(&b), "a")).await
+        } else {
+            bounded("impostor at a", stalled_impostor(addr(&a), "b")).await
+        };
+        let peer = bounded("b connects", b.connect(addr(&a))).await;
+        assert_eq!(
+            peer.unwrap(),
+            id("a"),
+            "impostor at the dialer: {impostor_at_dialer}"
+        );
+        expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
+        drop(impostor);
+    }
+}
+
+#[tokio::test]
+async fn stalled_handshakes_cannot_lock_out_a_real_peer() {
+    init_tracing();
+    let a = start(config("a")).await;
+    let b = start(config("b")).await;
+    let mut ev_a = a.subscribe_nodes();
+    // As many stalled handshakes as a takes at once by default (NetConfig's
+    // max_pending_handshakes), each one answered, so all are in progress at a.
+    let mut stalled = Vec::new();
+    for i in 0..64 {
+        let name = format!("s{i}");
+        stalled.push(bounded("stalled", stalled_impostor(addr(&a), &name)).await);
+    }
+    let peer = bounded("b connects", b.connect(addr(&a))).await;
+    assert_eq!(peer.unwrap(), id("a"));
+    expect(&mut ev_a, NodeEvent::Up(id("b"))).await;
+    drop(stalled);
+}
+
+/// Reads `framed`'s next frame (a handshake frame).
+async fn next_frame(framed: &mut Framed<TcpStream, LengthDelimitedCodec>) -> PeerFrame {
+    let bytes = framed
+        .next()
+        .await
+        .expect("a frame, not the end")
+        .expect("a frame, not an error");
+    decode_frame(&bytes, 1024).expect("a handshake frame")
+}
+
+async fn send_frame(framed: &mut Framed<TcpStream, LengthDelimitedCodec>, frame: PeerFrame) {
+    framed
+        .send(encode_frame(&frame, 1024).unwrap())
+        .await
+        .unwrap();
+}
+
+/// Accepts one connection on `listener` as a node named "a" would: reads the dialer's `Hello`
+/// and answers with its own, then leaves the handshake hanging.
+async fn fake_a_answers(
+    listener: &tokio::net::TcpListener,
+) -> Framed<TcpStream, LengthDelimitedCodec> {
+    let (stream, _) = listener.accept().await.unwrap();
+    let mut framed = Framed::new(stream, length_codec(1024));
+    assert!(matches!(next_frame(&mut framed).await, PeerFrame::Hello(_)));
+    let hello = PeerFrame::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        node: id("a"),
+        nonce: [5; 32],
+    });
+    send_frame(&mut framed, hello).await;
+    framed
+}
+
+#[tokio::test]
+async fn connect_racing_the_background_dial_reports_the_real_refusal() {
+    init_tracing();
+    // A fake node "a" under the test's control; b dials it in the background (a configured
+    // peer) with a long handshake timeout, so that a wait for it would be noticed.
+    let fake = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let fake_addr = fake.local_addr().unwrap();
+    let b = start(
+        config("b")
+            .peer(fake_addr)
+            .handshake_timeout(Duration::from_secs(60)),
+    )
+    .await;
+    // The background dial reaches its name check: b now has a handshake with "a" under way.
+    let mut background = bounded("background dial", fake_a_answers(&fake)).await;
+    let refusals = b.handshake_refusals();
+    let connect = tokio::spawn({
+        let b = b.clone();
+        async move { b.connect(fake_addr).await }
+    });
+    // connect's own dial meets the background one at b's name check, and b gives it up.
+    let mut raced = bounded("connect's dial", fake_a_answers(&fake)).await;
+    assert_eq!(
+        bounded("b gives its second dial up", next_frame(&mut raced)).await,
+        PeerFrame::Refuse(RefusalCode::DuplicateName)
+    );
+    // Then "a" refuses the background dial: that is the outcome connect must report, at once.
+    assert!(matches!(
+        bounded("b's proof", next_frame(&mut background)).await,
+        PeerFrame::Proof(_)
+    ));
+    send_frame(&mut background, PeerFrame::Refuse(RefusalCode::WrongCookie)).await;
+    let result = bounded("connect returns", connect).await.unwrap();
+    let err = result.expect_err("a refused b");
+    assert!(
+        err.to_string().contains("cookie"),
+        "connect reports the real refusal, got: {err}"
+    );
+    // The refusals are counted where the caller can read them.
+    let mut refusals = refusals;
+    let counted = bounded("refusals counted", refusals.wait_for(|r| r.by_peer >= 1))
+        .await
+        .map(|r| r.clone())
+        .expect("the node runs");
+    assert!(counted.total() >= 2, "{counted:?}");
+}
+
+#[tokio::test]
+async fn connect_refused_as_a_duplicate_waits_for_the_peers_own_dial_still_unproven() {
+    init_tracing();
+    // A hand-run node "a" (it knows the cookie) that dials b at the same time as b dials it,
+    // and refuses b's dial because its own is under way. Its refusal reaches b before its own
+    // dial has proved the cookie at b.
+    let fake = tokio::net::TcpListener::bind(loopback()).await.unwrap();
+    let fake_addr = fake.local_addr().unwrap();
+    let b = start(config("b")).await;
+    let mut ev_b = b.subscribe_nodes();
+    let connect = tokio::spawn({
+        let b = b.clone();
+        async move { b.connect(fake_addr).await }
+    });
+    // b's dial: answered, and b proves itself.
+    let mut b_dial = bounded("b's dial", fake_a_answers(&fake)).await;
+    assert!(matches!(
+        bounded("b's proof", next_frame(&mut b_dial)).await,
+        PeerFrame::Proof(_)
+    ));
+    // a's own dial of b reaches b's Hello (b now has it unproven).
+    let stream = TcpStream::connect(addr(&b)).await.unwrap();
+    let mut a_dial = Framed::new(stream, length_codec(1024));
+    let deadline = Instant::now() + BOUND;
+    let (mut hs, step) = Handshake::new(
+        Role::Initiator,
+        id("a"),
+        Cookie::from(COOKIE),
+        [3; 32],
+        deadline,
+    );
+    for frame in step.send {
+        send_frame(&mut a_dial, frame).await;
+    }
+    let b_hello = bounded("b's Hello", next_frame(&mut a_dial)).await;
+    // Now a refuses b's dial as a duplicate, and waits until b has closed it: b's node thread
+    // has taken the refusal in (and its connect has looked at what is under way) before a's
+    // proof below can be read.
+    send_frame(&mut b_dial, PeerFrame::Refuse(RefusalCode::DuplicateName)).await;
+    while let Some(Ok(_)) = bounded("b closes its dial", b_dial.next()).await {}
+    // Then a finishes its own dial.
+    let step = hs.on_frame(b_hello, |_: &NodeId| false);
+    for frame in step.send {
+        send_frame(&mut a_dial, frame).await;
+    }
+    let step = hs.on_frame(
+        bounded("b's proof", next_frame(&mut a_dial)).await,
+        |_: &NodeId| false,
+    );
+    assert_eq!(
+        step.outcome,
+        Some(HandshakeOutcome::Established { peer: id("b") })
+    );
+    // connect reports the connection that a's dial made.
+    let result = bounded("connect returns", connect).await.unwrap();
+    assert_eq!(result.unwrap(), id("a"));
+    expect(&mut ev_b, NodeEvent::Up(id("a"))).await;
+    drop((a_dial, b_dial));
 }

@@ -167,3 +167,54 @@ fn a_peer_speaks_only_for_its_own_agents_and_members() {
         Err(RouteError::NotItsOwn { .. })
     ));
 }
+
+#[test]
+fn every_lock_server_request_for_an_agent_of_another_node_is_refused() {
+    use locks_core::Mode;
+    let router = Router::new(id("b"));
+    let (lock, c) = (LockId::from(["l"]), AgentId::new(id("c"), 1, 1));
+    let requests = [
+        ServerRequest::Lock {
+            agent: c.clone(),
+            lock: lock.clone(),
+            mode: Mode::X,
+        },
+        ServerRequest::Convert {
+            agent: c.clone(),
+            lock: lock.clone(),
+            mode: Mode::S,
+        },
+        ServerRequest::Unlock {
+            agent: c.clone(),
+            lock: lock.clone(),
+        },
+        ServerRequest::Surrender {
+            agent: c.clone(),
+            lock: lock.clone(),
+            version: 1,
+            waits: vec![],
+        },
+        ServerRequest::SurrenderTo {
+            agent: c.clone(),
+            lock: lock.clone(),
+            to: AgentId::new(id("a"), 1, 1),
+        },
+        ServerRequest::RemoveAgent { agent: c.clone() },
+        ServerRequest::Watch {
+            watcher: c.clone(),
+            lock: lock.clone(),
+        },
+        ServerRequest::Unwatch {
+            watcher: c.clone(),
+            lock: lock.clone(),
+        },
+    ];
+    for request in requests {
+        let what = format!("{request:?}");
+        let result = router.deliver_from(&id("a"), Envelope::new(Message::Server(request)));
+        assert!(
+            matches!(&result, Err(RouteError::NotItsOwn { from, .. }) if *from == id("a")),
+            "{what}: {result:?}"
+        );
+    }
+}

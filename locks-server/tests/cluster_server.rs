@@ -7,7 +7,7 @@ mod common;
 
 use actix::prelude::*;
 use common::net::{id, init_tracing, loopback, within};
-use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
+use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::cluster::NodeEvent;
 use locks_server::{Deliver, Node, NodeConfig, TableSnapshot};
@@ -240,4 +240,111 @@ async fn a_message_for_an_agent_the_peer_does_not_know_releases_that_agent() {
     let snap = a.snapshot().await.unwrap();
     assert_eq!(snap.state(&holder.id, &l), EntryState::Granted(Mode::X));
     assert_eq!(a.nodes().len(), 2, "the connection is unaffected");
+}
+
+#[tokio::test]
+async fn a_notice_too_large_for_a_frame_is_refused_to_its_agent_and_the_link_stays_up() {
+    init_tracing();
+    // a sends frames of 1 KiB at most: a queue of a few dozen agents does not fit.
+    let config = NodeConfig::new("a")
+        .listen(loopback())
+        .cookie("server-test")
+        .max_frame(1024);
+    let a = bounded("start", Node::start(config)).await.unwrap();
+    let b = start("b").await;
+    let mut events = b.subscribe_nodes();
+    bounded("connect", b.connect(a.local_addr().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(
+        bounded("b sees a", events.recv()).await,
+        Some(NodeEvent::Up(id("a")))
+    );
+    let l = LockId::from(["big"]);
+    let mut holder = stand_in(&b);
+    b.router()
+        .send_server(&id("a"), lock(&holder.id, &l))
+        .unwrap();
+    holder.granted("a", &l).await;
+    // Agents of b queue behind the holder; a waiter is told the whole queue, which soon does
+    // not fit in a frame.
+    let mut waiters: Vec<StandIn> = (0..100).map(|_| stand_in(&b)).collect();
+    for w in &waiters {
+        b.router().send_server(&id("a"), lock(&w.id, &l)).unwrap();
+    }
+    let last = waiters.last_mut().unwrap();
+    last.wait("refused, or the link down", |m| {
+        matches!(m, Deliver::NodeDown(..))
+            || matches!(m, Deliver::Message(AgentMessage::Rejected { lock, reason: Rejection::QueueTooLarge, .. }) if *lock == l)
+    })
+    .await;
+    assert!(
+        !last.seen.iter().any(|m| matches!(m, Deliver::NodeDown(..))),
+        "the link went down: {:?}",
+        last.seen
+    );
+    // Its request was withdrawn on a, so it does not hold a place it cannot be told about.
+    let last_id = last.id.clone();
+    wait_table(&a, "the refused request withdrawn", |s| {
+        s.state(&last_id, &l) == EntryState::Absent
+    })
+    .await;
+    // The connection is unaffected: no node event, and lock traffic still flows.
+    assert_eq!(events.try_recv(), None);
+    assert_eq!(a.nodes().len(), 2);
+    let other = LockId::from(["small"]);
+    b.router()
+        .send_server(&id("a"), lock(&holder.id, &other))
+        .unwrap();
+    holder.granted("a", &other).await;
+    let snap = a.snapshot().await.unwrap();
+    assert_eq!(snap.state(&holder.id, &l), EntryState::Granted(Mode::X));
+}
+
+#[tokio::test]
+async fn no_entry_is_created_for_an_agent_of_a_node_that_is_not_connected() {
+    init_tracing();
+    let (a, b) = pair().await;
+    let l = LockId::from(["stray"]);
+    let of_b = stand_in(&b);
+    assert!(bounded("disconnect", a.disconnect("b")).await.unwrap());
+    // a handled b's down: b's agents are gone from a's table. A request of b's agent that
+    // comes after that (late, or forged), or one of an agent of a node that never connected,
+    // must not leave an entry that no node down will ever remove.
+    let never = AgentId::new(id("z"), 1, 1);
+    for agent in [&of_b.id, &never] {
+        a.router().send_server(&id("a"), lock(agent, &l)).unwrap();
+        a.router()
+            .send_server(
+                &id("a"),
+                ServerRequest::Watch {
+                    watcher: agent.clone(),
+                    lock: LockId::from(["watched"]),
+                },
+            )
+            .unwrap();
+    }
+    // A local agent's request after them: once it is granted, they were handled.
+    let mut local = stand_in(&a);
+    let after = LockId::from(["after"]);
+    a.router()
+        .send_server(&id("a"), lock(&local.id, &after))
+        .unwrap();
+    local.granted("a", &after).await;
+    let snap = a.snapshot().await.unwrap();
+    for agent in [&of_b.id, &never] {
+        assert_eq!(snap.state(agent, &l), EntryState::Absent, "{agent}");
+    }
+    assert!(snap.lock(&l).is_none(), "{snap:?}");
+    assert!(snap.lock(&LockId::from(["watched"])).is_none(), "{snap:?}");
+    // A connected node's agents are served as before.
+    bounded("reconnect", a.reconnect("b")).await.unwrap();
+    bounded("connect", b.connect(a.local_addr().unwrap()))
+        .await
+        .unwrap();
+    let mut of_b = of_b;
+    b.router()
+        .send_server(&id("a"), lock(&of_b.id, &l))
+        .unwrap();
+    of_b.granted("a", &l).await;
 }

@@ -213,25 +213,51 @@ fn wrong_protocol_version_is_refused() {
 fn duplicate_node_names_are_refused() {
     let t0 = Instant::now();
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
+    let (mut b, hello_b) = start(Role::Initiator, "b", "secret", 1, t0);
     let mut asked = Vec::new();
-    let step = a.on_frame(hello("b", 1), |n: &NodeId| {
+    // The acceptor asks about the name only once the initiator proved the cookie.
+    let step = a.on_frame(hello_b.send[0].clone(), |n: &NodeId| {
+        asked.push(n.clone());
+        true
+    });
+    assert!(asked.is_empty(), "asked before the proof: {asked:?}");
+    assert_eq!(kinds(&step), ["Hello"]);
+    let proof = deliver(&step, &mut b);
+    assert_eq!(kinds(&proof), ["Proof"]);
+    let step = a.on_frame(proof.send[0].clone(), |n: &NodeId| {
         asked.push(n.clone());
         true
     });
     assert_eq!(asked, [node("b")]);
-    // The acceptor says who it is before refusing, so that a dialer learns whom it reached.
+    assert_eq!(step.send, [PeerFrame::Refuse(RefusalCode::DuplicateName)]);
+    assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("b"))));
+    // A peer with this node's own name: the acceptor says who it is before refusing, so that
+    // a dialer learns whom it reached.
+    let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
+    let step = a.on_frame(hello("a", 1), never_in_use);
     assert!(
         matches!(&step.send[..], [PeerFrame::Hello(h), PeerFrame::Refuse(RefusalCode::DuplicateName)] if h.node == node("a"))
     );
-    assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("b"))));
-    // A peer with this node's own name.
-    let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
-    let step = a.on_frame(hello("a", 1), never_in_use);
     assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("a"))));
-    // The initiator checks the acceptor's name too.
+    // The initiator checks the acceptor's name on its Hello.
     let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
     let step = i.on_frame(hello("b", 1), |_: &NodeId| true);
     assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("b"))));
+}
+
+#[test]
+fn an_acceptor_never_asks_about_a_name_without_a_valid_proof() {
+    let t0 = Instant::now();
+    let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
+    let (mut b, hello_b) = start(Role::Initiator, "b", "wrong", 1, t0);
+    let step = a.on_frame(hello_b.send[0].clone(), |_: &NodeId| {
+        panic!("asked on Hello")
+    });
+    let proof = deliver(&step, &mut b);
+    let step = a.on_frame(proof.send[0].clone(), |_: &NodeId| {
+        panic!("asked on a wrong proof")
+    });
+    assert_eq!(step.outcome, refused(Refusal::WrongCookie));
 }
 
 #[test]

@@ -7,23 +7,32 @@
 //! link leaves with [`Membership::link_down`]. [`Membership::disconnect`] keeps a peer apart
 //! (every handshake with it is refused, in both roles) until [`Membership::reconnect`].
 //!
+//! The transport asks the name check only once the peer is trusted: the initiator on the
+//! acceptor's `Hello` (it dialed that address itself, and its proof goes out right after), the
+//! acceptor on the initiator's *verified* proof (see [`crate::net::handshake`]). A connection
+//! that does not know the cookie never reserves a name, so it cannot make a real node's
+//! handshake fail. (The one reservation made before the peer proved anything is the
+//! initiator's, since the acceptor proves second: an address this node dials that answers with
+//! another node's name holds that name for at most one handshake timeout per dial, and the
+//! dialer's backoff leaves room for the real node in between.)
+//!
 //! Invariants:
 //! - at most one registered link per peer; a registered link is never replaced, only removed
 //!   by `link_down` (so the messages of one direction always travel on one connection, in
 //!   order, and every change of link is a node down followed by a node up);
 //! - a name check refuses this node's own name, a peer kept apart, a peer with a registered
 //!   link, and a second handshake with a peer that already has one, with one exception that
-//!   makes simultaneous dials converge on a single connection (below).
+//!   makes simultaneous dials converge on a single connection (below);
+//! - only handshakes whose peer proved the cookie (or that this node dialed) hold a name.
 //!
 //! **Simultaneous dials.** When two nodes dial each other at the same time, each sees two
-//! handshakes with the other. The one *initiated by the smaller name* is kept:
-//! - the acceptor checks the name first (on the initiator's `Hello`), the initiator second (on
-//!   the acceptor's `Hello`) and then sends its proof at once, so after its check an
-//!   initiator's handshake may be registered by the peer at any moment: its reservation is
-//!   *firm*, and any other handshake with that peer is refused;
-//! - an acceptor's reservation is *soft*: when this node's own dial to the same peer reaches its
-//!   check and this node has the smaller name, the dial takes the reservation and the accepted
-//!   handshake is *doomed* (rejected if it ever completes); otherwise the dial is refused.
+//! handshakes with the other. In each handshake the initiator checks the name first (then sends
+//! its proof at once), the acceptor second (then sends its proof and registers at once):
+//! - an acceptor's reservation is *firm*: its proof is on the way, so the peer may register the
+//!   connection at any moment; any other handshake with that peer is refused;
+//! - an initiator's reservation is firm on the node with the smaller name, and *soft* on the
+//!   node with the larger name: there, an acceptor check of the peer's dial dooms it (it is
+//!   rejected if it ever completes) and takes the reservation.
 //!
 //! Following the messages shows that the doomed handshake is always refused by the peer at its
 //! own check, so both nodes keep the same connection (the unit tests walk every order). Three or
@@ -166,11 +175,10 @@ impl Membership {
             .map(|(id, p)| (*id, p.role))
             .collect();
         for (_, rival_role) in &rivals {
-            // A firm rival (our own dial, past its check), or a rival in the same direction,
-            // wins; a soft rival (an accepted handshake) loses only to our own dial when we
-            // have the smaller name.
+            // A rival past its check wins, unless it is soft: our own dial, when we have the
+            // larger name, loses to the peer's proven dial (this acceptor check).
             let we_win =
-                *rival_role == Role::Acceptor && role == Role::Initiator && self.me < *peer;
+                *rival_role == Role::Initiator && role == Role::Acceptor && self.me > *peer;
             if !we_win {
                 return Err(NameRefusal::Handshaking);
             }
@@ -261,6 +269,14 @@ impl Membership {
         self.handshakes
             .values()
             .any(|p| !p.doomed && p.peer.as_ref() == Some(peer))
+    }
+
+    /// Whether an accepted handshake has not reached its name check yet (its peer has not
+    /// proved the cookie, so this node does not know for sure who it is).
+    pub fn has_unchecked_acceptor(&self) -> bool {
+        self.handshakes
+            .values()
+            .any(|p| p.role == Role::Acceptor && p.peer.is_none() && !p.doomed)
     }
 
     /// How many handshakes are in progress.

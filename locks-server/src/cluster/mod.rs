@@ -18,8 +18,9 @@
 //!
 //! Contracts:
 //! - **One connection per pair of nodes.** The [`membership`] registry refuses a second
-//!   handshake with a connected peer, and makes simultaneous dials keep the connection dialed by
-//!   the smaller name.
+//!   handshake with a connected peer, and makes simultaneous dials converge on one connection
+//!   (the one dialed by the smaller name when both are past their first name check). Only a
+//!   peer that proved the cookie can hold a name, so a stranger cannot block a real node.
 //! - **Node down.** When a peer's connection ends (closed by either side, heartbeat timeout,
 //!   lease expired, malformed frame, I/O error), after every envelope it delivered has been
 //!   handed on: the router forgets the peer and its lease (sends to it fail at once with
@@ -36,6 +37,13 @@
 //! - **Redial.** Every address given as a peer (in the configuration or to `connect`) has a
 //!   dialer: while the node behind it is not connected and not kept apart, it dials, waiting
 //!   `reconnect_min` after a failure, doubling up to `reconnect_max`.
+//! - **Connect.** [`Node::connect`](crate::Node::connect) reports the outcome of the handshake
+//!   that decides: its own, or, when its own gave way to another handshake with the same peer
+//!   (the node's background dial, or the peer's dial), that one's, as soon as it is known:
+//!   connected, or its real failure ([`ConnectError::Concurrent`]).
+//! - **Refusals.** Every failed handshake, dialed or accepted, is counted by cause
+//!   ([`HandshakeRefusals`], [`Node::handshake_refusals`](crate::Node::handshake_refusals)).
+//!   They are not node events: anyone who can reach the port can cause them.
 //! - **Unknown agents.** A message from a peer to an agent that does not run here (it ended, or
 //!   belongs to an earlier incarnation of this node) is answered with a `RemoveAgent` to the
 //!   peer's lock server, so that a dead agent's locks there cannot leak
@@ -104,6 +112,81 @@ impl futures::Stream for NodeEvents {
     }
 }
 
+/// How many handshakes of a node failed, by cause, since it started
+/// ([`Node::handshake_refusals`](crate::Node::handshake_refusals)). Refused handshakes are
+/// counted rather than sent as [`NodeEvent`]s: anyone who can reach the port can cause them, and
+/// a counter stays the same size however many there are.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HandshakeRefusals {
+    /// The peer's proof did not match the cookie (decided here).
+    pub wrong_cookie: u64,
+    /// The peer speaks another protocol version (decided here).
+    pub wrong_version: u64,
+    /// This node's registry refused the peer's name: its own name, a peer kept apart, already
+    /// connected, another handshake with it preferred (or such a connection not kept).
+    pub duplicate_name: u64,
+    /// Malformed or out-of-order handshake frames (decided here).
+    pub malformed: u64,
+    /// The handshake or the TCP connection did not finish in time.
+    pub timeout: u64,
+    /// The connection closed or failed before the handshake finished, or could not be made.
+    pub closed: u64,
+    /// The peer refused this node.
+    pub by_peer: u64,
+    /// Unproven handshakes closed to make room for newer connections
+    /// ([`crate::net::pending`]).
+    pub evicted: u64,
+}
+
+impl HandshakeRefusals {
+    /// All refused handshakes.
+    pub fn total(&self) -> u64 {
+        self.wrong_cookie
+            + self.wrong_version
+            + self.duplicate_name
+            + self.malformed
+            + self.timeout
+            + self.closed
+            + self.by_peer
+            + self.evicted
+    }
+
+    /// Counts one failed handshake.
+    fn count(&mut self, error: &ConnectError) {
+        use crate::net::{ConnectError as Net, Refusal};
+        let refusal = match error {
+            ConnectError::Net(Net::Refused { refusal, .. }) | ConnectError::Handshake(refusal) => {
+                refusal
+            }
+            ConnectError::Net(Net::Timeout { .. }) => {
+                self.timeout += 1;
+                return;
+            }
+            ConnectError::Net(Net::Io { .. }) => {
+                self.closed += 1;
+                return;
+            }
+            ConnectError::Refused { .. }
+            | ConnectError::NotKept { .. }
+            | ConnectError::Concurrent { .. } => {
+                self.duplicate_name += 1;
+                return;
+            }
+        };
+        let counter = match refusal {
+            Refusal::WrongCookie => &mut self.wrong_cookie,
+            Refusal::WrongVersion { .. } => &mut self.wrong_version,
+            Refusal::DuplicateName(_) => &mut self.duplicate_name,
+            Refusal::Malformed(_) => &mut self.malformed,
+            Refusal::Timeout => &mut self.timeout,
+            Refusal::Closed | Refusal::Io(_) => &mut self.closed,
+            Refusal::ByPeer(_) => &mut self.by_peer,
+            Refusal::Evicted => &mut self.evicted,
+        };
+        *counter += 1;
+    }
+}
+
 /// One connection to a peer, as [`Node::links`](crate::Node::links) reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkInfo {
@@ -134,6 +217,12 @@ struct State {
     addr_names: HashMap<SocketAddr, NodeId>,
     /// The addresses with a dialer.
     dialers: BTreeSet<SocketAddr>,
+    /// The last failure of a handshake with each peer (other than giving way to another
+    /// handshake with it), numbered by `failures_seen`: what a `connect` that gave way reports.
+    /// An entry leaves when the peer comes up.
+    last_failure: HashMap<NodeId, (u64, String)>,
+    /// How many such failures were recorded.
+    failures_seen: u64,
 }
 
 impl State {
@@ -155,6 +244,8 @@ pub struct Cluster {
     state: Mutex<State>,
     /// Woken on every change of membership (dialers wait on it).
     changed: Notify,
+    /// The failed handshakes, by cause.
+    refusals: tokio::sync::watch::Sender<HandshakeRefusals>,
 }
 
 /// Why a connection to a peer was not made (or not kept).
@@ -173,6 +264,15 @@ pub enum ConnectError {
         peer: NodeId,
         /// Why.
         reason: membership::NameRefusal,
+    },
+    /// This node's own dial was given up for another handshake with the same peer, under way
+    /// at the same time (its background dial, or the peer's dial), and that one failed.
+    #[error("another handshake with {peer}, under way at the same time, failed: {error}")]
+    Concurrent {
+        /// The peer.
+        peer: NodeId,
+        /// Why the other handshake failed.
+        error: String,
     },
     /// The handshake succeeded but the connection was not kept.
     #[error("the connection to {peer} was not kept: {reason}")]
@@ -208,6 +308,8 @@ impl Cluster {
                 down_waiters: HashMap::new(),
                 addr_names: HashMap::new(),
                 dialers: BTreeSet::new(),
+                last_failure: HashMap::new(),
+                failures_seen: 0,
             }),
             node,
             net,
@@ -215,6 +317,7 @@ impl Cluster {
             router,
             local_addr,
             changed: Notify::new(),
+            refusals: tokio::sync::watch::Sender::new(HandshakeRefusals::default()),
         }
     }
 
@@ -244,6 +347,11 @@ impl Cluster {
         let mut links: Vec<LinkInfo> = state.links.values().map(|e| e.info.clone()).collect();
         links.sort_by(|a, b| a.peer.cmp(&b.peer));
         links
+    }
+
+    /// The failed handshakes so far, by cause; the receiver sees every later change.
+    pub fn refusals(&self) -> tokio::sync::watch::Receiver<HandshakeRefusals> {
+        self.refusals.subscribe()
     }
 
     /// Whether `peer` is kept apart.

@@ -14,13 +14,24 @@
 //!   node down, logged as an error), so memory stays bounded.
 //!
 //! In both cases the loss is a node down seen by both nodes, which releases what the lost
-//! messages were about; nothing is lost while the node counts as up. The same holds for an
-//! envelope too large for a frame (it closes the connection, with an error in the log).
+//! messages were about; nothing is lost while the node counts as up.
+//!
+//! **An envelope that cannot be encoded** (larger than the frame limit: a lock view with a
+//! huge queue) is refused to its sender with [`RouteError::Unsendable`] and the connection
+//! stays up: closing it would release every lock between the two nodes, and the next such
+//! envelope would close it again. Envelopes are encoded in [`ClusterLink::send`], before they
+//! are queued anywhere, so the refusal always reaches the sender (the lock server then tells
+//! the agent its request cannot be served, see [`crate::server`]). It is logged as a warning at
+//! most once per [`WARN_INTERVAL`](crate::log_limit::WARN_INTERVAL), since a peer's requests
+//! can cause it.
 
+use crate::log_limit::{LogLimiter, Verdict};
 use crate::net::{LinkSender, SendError};
 use crate::router::{RemoteLink, RouteError};
+use bytes::Bytes;
 use locks_core::NodeId;
-use locks_core::proto::Envelope;
+use locks_core::codec::CodecError;
+use locks_core::proto::{Envelope, Message};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
@@ -33,7 +44,8 @@ pub const MAX_OVERFLOW: usize = 1 << 16;
 
 #[derive(Debug, Default)]
 struct Overflow {
-    queue: VecDeque<Envelope>,
+    /// Encoded envelopes, in order.
+    queue: VecDeque<Bytes>,
     /// The flusher holds an envelope it took from `queue` and has not queued yet.
     flushing: bool,
     closed: bool,
@@ -46,6 +58,7 @@ pub struct ClusterLink {
     sender: LinkSender,
     overflow: Mutex<Overflow>,
     wake: Notify,
+    warnings: LogLimiter,
 }
 
 impl ClusterLink {
@@ -56,6 +69,7 @@ impl ClusterLink {
             sender,
             overflow: Mutex::new(Overflow::default()),
             wake: Notify::new(),
+            warnings: LogLimiter::default(),
         })
     }
 
@@ -101,14 +115,17 @@ impl ClusterLink {
                 self.wake.notified().await;
                 continue;
             };
-            match self.sender.send(&envelope).await {
+            match self.sender.send_encoded(envelope).await {
                 Ok(()) => {}
                 Err(SendError::Closed) => {
                     self.lock().closed = true;
                     return;
                 }
-                Err(SendError::Encode(e)) => self.fail(&format!("an envelope cannot be sent: {e}")),
-                Err(SendError::Full) => self.fail("the connection refused an envelope"),
+                // Neither happens to an encoded envelope sent with waiting; if one did, the
+                // envelope is lost, so the connection must go (a node down on both sides).
+                Err(SendError::Encode(_) | SendError::Full) => {
+                    self.fail("the connection refused an encoded envelope")
+                }
             }
         }
     }
@@ -116,6 +133,16 @@ impl ClusterLink {
 
 impl RemoteLink for ClusterLink {
     fn send(&self, envelope: Envelope) -> Result<(), RouteError> {
+        if self.lock().closed {
+            return Err(RouteError::NodeDown(self.peer.clone()));
+        }
+        let frame = match self.sender.encode(&envelope) {
+            Ok(frame) => frame,
+            Err(SendError::Closed | SendError::Full) => {
+                return Err(RouteError::NodeDown(self.peer.clone()));
+            }
+            Err(SendError::Encode(e)) => return Err(self.unsendable(&envelope, &e)),
+        };
         let mut o = self.lock();
         if o.closed {
             return Err(RouteError::NodeDown(self.peer.clone()));
@@ -126,13 +153,13 @@ impl RemoteLink for ClusterLink {
                 self.fail("the peer is more than MAX_OVERFLOW envelopes behind");
                 return Err(RouteError::NodeDown(self.peer.clone()));
             }
-            o.queue.push_back(envelope);
+            o.queue.push_back(frame);
             return Ok(());
         }
-        match self.sender.try_send(&envelope) {
+        match self.sender.try_send_encoded(frame.clone()) {
             Ok(()) => Ok(()),
             Err(SendError::Full) => {
-                o.queue.push_back(envelope);
+                o.queue.push_back(frame);
                 drop(o);
                 self.wake.notify_one();
                 Ok(())
@@ -141,11 +168,36 @@ impl RemoteLink for ClusterLink {
                 o.closed = true;
                 Err(RouteError::NodeDown(self.peer.clone()))
             }
+            // Not produced for an encoded envelope.
             Err(SendError::Encode(e)) => {
                 drop(o);
-                self.fail(&format!("an envelope cannot be sent: {e}"));
-                Err(RouteError::NodeDown(self.peer.clone()))
+                Err(self.unsendable(&envelope, &e))
             }
+        }
+    }
+}
+
+impl ClusterLink {
+    /// Refuses an envelope that cannot be encoded to its sender; the connection stays up.
+    fn unsendable(&self, envelope: &Envelope, error: &CodecError) -> RouteError {
+        let kind = match &envelope.message {
+            Message::Server(_) => "server request",
+            Message::Agent { .. } => "agent message",
+            Message::Member { .. } => "member message",
+        };
+        match self.warnings.event("unsendable envelope") {
+            Verdict::Warn { suppressed } => tracing::warn!(
+                peer = %self.peer, %error, kind, suppressed_since_last_warning = suppressed,
+                "an envelope to a peer cannot be sent; refused to its sender, the connection stays up"
+            ),
+            Verdict::Quiet => tracing::debug!(
+                peer = %self.peer, %error, kind,
+                "an envelope to a peer cannot be sent; refused to its sender"
+            ),
+        }
+        RouteError::Unsendable {
+            node: self.peer.clone(),
+            reason: error.to_string(),
         }
     }
 }

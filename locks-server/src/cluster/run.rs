@@ -3,10 +3,12 @@
 //! end do (see the contracts in the [module documentation](super)).
 
 use super::backoff::Backoff;
-use super::membership::{HandshakeId, LinkId, NameRefusal};
+use super::membership::{HandshakeId, LinkId, NameRefusal, Rejection};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
+use crate::log_limit::Verdict;
+use crate::net::pending::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
 use crate::router::{DownCause, Router};
 use crate::server::NodeDown;
@@ -16,7 +18,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 /// After a failed `accept` (for example: out of file descriptors), wait this long before the
 /// next, so that the loop does not spin.
@@ -61,6 +63,9 @@ impl Cluster {
                 return Ok(peer.clone());
             }
         }
+        // Failures of other handshakes with the peer recorded from here on are what this call
+        // reports if its own dial gives way to them.
+        let since = self.state().failures_seen;
         let mut result = self.dial(addr).await;
         if let Err(ConnectError::Refused {
             peer,
@@ -74,18 +79,17 @@ impl Cluster {
             && is_duplicate(error)
         {
             // Connected already, or another handshake with that node (ours or its own) is
-            // under way: wait for it, a handshake timeout at most. (A peer that keeps this
-            // node apart refuses it the same way, but then nothing is under way here.)
-            let peer = {
-                let state = self.state();
-                state.addr_names.get(&addr).cloned().filter(|peer| {
-                    state.membership.link(peer).is_some() || state.membership.is_handshaking(peer)
-                })
-            };
-            if let Some(peer) = peer
-                && self.wait_connected(&peer).await
-            {
-                result = Ok(peer);
+            // under way: its outcome is this call's, as soon as it is known (a handshake
+            // timeout at most). (A peer that keeps this node apart refuses it the same way,
+            // but then nothing is under way here.)
+            let peer = self.state().addr_names.get(&addr).cloned();
+            let by_peer = matches!(error, ConnectError::Net(_));
+            if let Some(peer) = peer {
+                match self.wait_outcome(&peer, since, by_peer).await {
+                    Some(Ok(())) => result = Ok(peer),
+                    Some(Err(error)) => result = Err(ConnectError::Concurrent { peer, error }),
+                    None => {}
+                }
             }
         }
         if result.is_ok() {
@@ -94,22 +98,47 @@ impl Cluster {
         result
     }
 
-    /// Waits (at most a handshake timeout) for `peer` to be connected; returns whether it is.
-    async fn wait_connected(&self, peer: &NodeId) -> bool {
+    /// Waits (at most a handshake timeout) for the outcome of the handshakes with `peer` under
+    /// way: `Ok` once it is connected, the failure of one of them recorded after `since`, or
+    /// `None` if none is under way (or none decided in time).
+    ///
+    /// When the peer refused this node's dial as a duplicate (`by_peer`), the peer's own dial
+    /// may have arrived here without having proved the cookie yet, so it is not known to be the
+    /// peer's: while an accepted handshake has not reached its name check, the wait goes on.
+    async fn wait_outcome(
+        &self,
+        peer: &NodeId,
+        since: u64,
+        by_peer: bool,
+    ) -> Option<Result<(), String>> {
         let wait = async {
             loop {
                 let notified = self.changed.notified();
                 tokio::pin!(notified);
                 notified.as_mut().enable();
-                if self.state().membership.link(peer).is_some() {
-                    return;
+                {
+                    let state = self.state();
+                    if state.membership.link(peer).is_some() {
+                        return Some(Ok(()));
+                    }
+                    if let Some((seen, error)) = state.last_failure.get(peer)
+                        && *seen > since
+                    {
+                        return Some(Err(error.clone()));
+                    }
+                    let under_way = state.membership.is_handshaking(peer)
+                        || (by_peer && state.membership.has_unchecked_acceptor());
+                    if !under_way {
+                        return None;
+                    }
                 }
                 notified.await;
             }
         };
         tokio::time::timeout(self.net.handshake_timeout, wait)
             .await
-            .is_ok()
+            .ok()
+            .flatten()
     }
 
     fn ensure_dialer(self: &Arc<Self>, addr: SocketAddr) {
@@ -185,59 +214,114 @@ impl Cluster {
             Ok(conn) => self.admit(hs, conn),
             Err(error) => {
                 self.state().membership.failed(hs);
-                match take(&refused_as) {
-                    Some((peer, reason)) => Err(ConnectError::Refused { peer, reason }),
-                    None => Err(ConnectError::Net(error)),
-                }
+                let error = match take(&refused_as) {
+                    Some((peer, reason)) => ConnectError::Refused { peer, reason },
+                    None => ConnectError::Net(error),
+                };
+                // The name behind the address, if this or an earlier handshake learnt it.
+                let peer = self.state().addr_names.get(&addr).cloned();
+                self.handshake_failed(peer, &error);
+                Err(error)
             }
         }
     }
 
     /// Accepts connections; each handshake runs in its own task, so a slow or hostile client
-    /// delays nobody.
+    /// delays nobody, and a handshake whose peer has not proved the cookie gives its place up
+    /// to newer connections ([`crate::net::pending`]).
     async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
-        let pending = Arc::new(Semaphore::new(self.net.max_pending_handshakes.max(1)));
+        let admission = Admission::new(self.net.max_pending_handshakes);
         loop {
             match listener.accept().await {
                 Ok((stream, addr)) => {
-                    let Ok(permit) = pending.clone().try_acquire_owned() else {
-                        tracing::warn!(
+                    let (ticket, evicted) = admission.admit();
+                    if evicted {
+                        tracing::debug!(
                             node = %self.node, peer_addr = %addr,
-                            "too many node handshakes in progress; connection closed"
+                            "too many unproven node handshakes; the oldest was closed"
                         );
-                        continue;
-                    };
+                    }
                     let this = self.clone();
                     actix::spawn(async move {
-                        let _permit = permit;
                         // Refusals are logged by `establish` and `admit`.
-                        let _ = this.accept(stream).await;
+                        let _ = this.accept(stream, ticket).await;
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(node = %self.node, error = %e, "accepting a node connection failed");
+                    match self.net.warnings.event("accept failed") {
+                        Verdict::Warn { suppressed } => tracing::warn!(
+                            node = %self.node, error = %e,
+                            suppressed_since_last_warning = suppressed,
+                            "accepting a node connection failed"
+                        ),
+                        Verdict::Quiet => {
+                            tracing::debug!(node = %self.node, error = %e, "accepting a node connection failed")
+                        }
+                    }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             }
         }
     }
 
-    async fn accept(self: Arc<Self>, stream: TcpStream) -> Result<NodeId, ConnectError> {
+    async fn accept(
+        self: Arc<Self>,
+        stream: TcpStream,
+        ticket: Ticket,
+    ) -> Result<NodeId, ConnectError> {
         let hs = self.state().membership.begin(Role::Acceptor);
         let refused_as: RefusedAs = Mutex::new(None);
-        let result = establish(stream, Role::Acceptor, &self.net, |peer: &NodeId| {
+        // The name check comes with the peer's verified proof: from then on the handshake
+        // keeps its place.
+        let handshake = establish(stream, Role::Acceptor, &self.net, |peer: &NodeId| {
+            ticket.proven();
             self.name_in_use(hs, peer, None, &refused_as)
-        })
-        .await;
+        });
+        let result = tokio::select! {
+            result = handshake => result,
+            () = ticket.evicted() => Err(Refusal::Evicted),
+        };
         match result {
             Ok(conn) => self.admit(hs, conn),
             Err(refusal) => {
                 self.state().membership.failed(hs);
-                match take(&refused_as) {
-                    Some((peer, reason)) => Err(ConnectError::Refused { peer, reason }),
-                    None => Err(ConnectError::Handshake(refusal)),
-                }
+                let (peer, error) = match take(&refused_as) {
+                    Some((peer, reason)) => {
+                        (Some(peer.clone()), ConnectError::Refused { peer, reason })
+                    }
+                    // The acceptor learns the peer's name for sure only with its proof.
+                    None => (None, ConnectError::Handshake(refusal)),
+                };
+                self.handshake_failed(peer, &error);
+                // A `connect` may be waiting for the unchecked accepted handshakes to end.
+                self.changed.notify_waiters();
+                Err(error)
             }
+        }
+    }
+
+    /// A handshake (dialed or accepted) with `peer` (if its name is known) failed: count it,
+    /// and unless it gave way to another handshake with that peer, record it for a `connect`
+    /// that gave way to it.
+    fn handshake_failed(&self, peer: Option<NodeId>, error: &ConnectError) {
+        self.refusals.send_modify(|r| r.count(error));
+        let gave_way = is_duplicate(error)
+            || matches!(
+                error,
+                ConnectError::NotKept {
+                    reason: Rejection::Superseded | Rejection::Connected,
+                    ..
+                }
+            );
+        if let Some(peer) = peer
+            && !gave_way
+        {
+            let mut state = self.state();
+            state.failures_seen += 1;
+            let seen = state.failures_seen;
+            state.last_failure.insert(peer, (seen, error.to_string()));
+            drop(state);
+            self.changed.notify_waiters();
         }
     }
 
@@ -279,7 +363,12 @@ impl Cluster {
             Err(reason) => {
                 drop(state);
                 tracing::info!(node = %self.node, %peer, %reason, "connection not kept; closed");
-                return Err(ConnectError::NotKept { peer, reason });
+                let error = ConnectError::NotKept {
+                    peer: peer.clone(),
+                    reason,
+                };
+                self.handshake_failed(Some(peer), &error);
+                return Err(error);
             }
         };
         let (link, driver) = conn.split();
@@ -301,6 +390,7 @@ impl Cluster {
         );
         self.router.set_lease(peer.clone(), lease);
         self.router.add_remote(peer.clone(), remote.clone());
+        state.last_failure.remove(&peer);
         state
             .links
             .insert(registered.link, LinkEntry { info, remote });

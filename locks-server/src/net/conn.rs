@@ -9,6 +9,7 @@
 //! owner's [`Link`]; [`Connection::split`] gives the driver to spawn elsewhere (for example on
 //! an actix context).
 
+use crate::log_limit::Verdict;
 use crate::net::NetConfig;
 use crate::net::frame::{
     HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, decode_frame, encode_frame, length_codec,
@@ -66,7 +67,7 @@ pub async fn establish(
         Ok(nonce) => nonce,
         Err(e) => {
             let refusal = Refusal::Io(format!("no randomness for the handshake nonce: {e}"));
-            log_refusal(&config.node, peer_addr, role, &refusal);
+            log_refusal(config, peer_addr, role, &refusal);
             return Err(refusal);
         }
     };
@@ -143,17 +144,41 @@ pub async fn establish(
             })
         }
         HandshakeOutcome::Refused(refusal) => {
-            log_refusal(&config.node, peer_addr, role, &refusal);
+            log_refusal(config, peer_addr, role, &refusal);
             Err(refusal)
         }
     }
 }
 
-fn log_refusal(node: &NodeId, peer_addr: Option<SocketAddr>, role: Role, refusal: &Refusal) {
-    tracing::warn!(
-        %node, peer_addr = ?peer_addr, ?role, reason = %refusal,
-        "node handshake refused; connection closed"
-    );
+/// Logs a refused handshake: anyone who can reach the port can cause one, so at most one
+/// warning per kind of refusal per interval, the rest at DEBUG.
+fn log_refusal(config: &NetConfig, peer_addr: Option<SocketAddr>, role: Role, refusal: &Refusal) {
+    let node = &config.node;
+    match config.warnings.event(refusal_kind(refusal)) {
+        Verdict::Warn { suppressed } => tracing::warn!(
+            %node, peer_addr = ?peer_addr, ?role, reason = %refusal,
+            suppressed_since_last_warning = suppressed,
+            "node handshake refused; connection closed"
+        ),
+        Verdict::Quiet => tracing::debug!(
+            %node, peer_addr = ?peer_addr, ?role, reason = %refusal,
+            "node handshake refused; connection closed"
+        ),
+    }
+}
+
+fn refusal_kind(refusal: &Refusal) -> &'static str {
+    match refusal {
+        Refusal::WrongCookie => "handshake: wrong cookie",
+        Refusal::WrongVersion { .. } => "handshake: wrong version",
+        Refusal::DuplicateName(_) => "handshake: duplicate name",
+        Refusal::Malformed(_) => "handshake: malformed",
+        Refusal::Timeout => "handshake: timeout",
+        Refusal::Closed => "handshake: closed",
+        Refusal::Io(_) => "handshake: i/o error",
+        Refusal::ByPeer(_) => "handshake: refused by the peer",
+        Refusal::Evicted => "handshake: evicted",
+    }
 }
 
 enum SendFailure {

@@ -22,8 +22,15 @@
 //! of the connection and ticks with `now`, and returns a [`Step`]: the frames to send, then
 //! possibly the outcome. The outcome comes exactly once; after it every input is ignored. A
 //! local refusal's step carries a [`PeerFrame::Refuse`] telling the peer why; the caller sends
-//! it and closes the connection. An acceptor that refuses a duplicate name sends its own
-//! `Hello` first, so that the initiator learns whom it reached.
+//! it and closes the connection. An acceptor that refuses its own name sends its own `Hello`
+//! first, so that the initiator learns whom it reached.
+//!
+//! **Names are checked after the proof.** The caller's name check (`name_in_use`, which may
+//! reserve the name in the node's registry) is asked by the initiator on the acceptor's
+//! `Hello` (the acceptor is a peer this node chose to dial), and by the acceptor only on the
+//! initiator's *valid* proof. A connection that does not know the cookie therefore never
+//! reaches the registry: it cannot hold a node's name and make that node's real handshake
+//! fail.
 
 use crate::net::Cookie;
 use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
@@ -80,6 +87,10 @@ pub enum Refusal {
     /// The peer refused this node, and said why.
     #[error("the peer refused the connection: {0}")]
     ByPeer(RefusalCode),
+    /// The peer had not proved the cookie when newer connections needed its place (see
+    /// [`crate::net::pending`]); decided by the accept loop, not by the machine.
+    #[error("the handshake was evicted to make room for newer connections")]
+    Evicted,
 }
 
 impl Refusal {
@@ -94,7 +105,7 @@ impl Refusal {
             Refusal::DuplicateName(_) => Some(RefusalCode::DuplicateName),
             Refusal::Malformed(_) => Some(RefusalCode::Malformed),
             Refusal::Timeout => Some(RefusalCode::Timeout),
-            Refusal::Closed | Refusal::Io(_) | Refusal::ByPeer(_) => None,
+            Refusal::Closed | Refusal::Io(_) | Refusal::ByPeer(_) | Refusal::Evicted => None,
         }
     }
 }
@@ -187,7 +198,11 @@ impl Handshake {
     }
 
     /// A frame arrived. `name_in_use` says whether a node name is already connected to this
-    /// node (the caller's registry); it is asked once, about the peer's name.
+    /// node (the caller's registry, which may reserve the name for this handshake); it is
+    /// asked at most once, about the peer's name, and only once the peer has proved the
+    /// cookie or is about to be sent this node's proof: by the initiator on the acceptor's
+    /// `Hello`, by the acceptor on the initiator's valid proof. So a peer that does not know the
+    /// cookie never reaches the registry and cannot hold a name.
     pub fn on_frame(
         &mut self,
         frame: PeerFrame,
@@ -199,7 +214,7 @@ impl Handshake {
             (_, PeerFrame::Refuse(code)) => self.finish(Vec::new(), Refusal::ByPeer(code)),
             (State::AwaitHello, PeerFrame::Hello(hello)) => self.on_hello(hello, name_in_use),
             (State::AwaitProof { peer, peer_nonce }, PeerFrame::Proof(proof)) => {
-                self.on_proof(peer, peer_nonce, proof)
+                self.on_proof(peer, peer_nonce, proof, name_in_use)
             }
             (state, frame) => {
                 let waiting = match state {
@@ -276,7 +291,9 @@ impl Handshake {
                 theirs: hello.version,
             });
         }
-        if hello.node == self.node || name_in_use(&hello.node) {
+        // The acceptor leaves the registry alone until the initiator has proved the cookie:
+        // otherwise anyone could hold a node's name (see `on_proof`).
+        if hello.node == self.node || (self.role == Role::Initiator && name_in_use(&hello.node)) {
             let mut step = self.refuse(Refusal::DuplicateName(hello.node));
             if self.role == Role::Acceptor {
                 // Say who we are before refusing: a dialer learns which node answers at the
@@ -307,12 +324,23 @@ impl Handshake {
         }
     }
 
-    fn on_proof(&mut self, peer: NodeId, peer_nonce: Nonce, proof: Proof) -> Step {
+    fn on_proof(
+        &mut self,
+        peer: NodeId,
+        peer_nonce: Nonce,
+        proof: Proof,
+        name_in_use: impl FnOnce(&NodeId) -> bool,
+    ) -> Step {
         let valid = self
             .mac(&peer, &self.node, &self.nonce, &peer_nonce)
             .is_some_and(|mac| mac.verify_slice(&proof.mac).is_ok());
         if !valid {
             return self.refuse(Refusal::WrongCookie);
+        }
+        // The acceptor's name check, now that the peer has proved the cookie (it has already
+        // sent its own `Hello`, so the initiator knows whom it reached).
+        if self.role == Role::Acceptor && name_in_use(&peer) {
+            return self.refuse(Refusal::DuplicateName(peer));
         }
         let send = match self.role {
             Role::Initiator => Vec::new(),

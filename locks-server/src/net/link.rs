@@ -169,6 +169,32 @@ impl LinkSender {
         })
     }
 
+    /// Encodes an envelope for this connection, for [`LinkSender::try_send_encoded`] or
+    /// [`LinkSender::send_encoded`]: refused if it does not fit in a frame.
+    pub fn encode(&self, envelope: &Envelope) -> Result<Bytes, SendError> {
+        Ok(encode_payload(envelope, self.max_frame)?)
+    }
+
+    /// Queues an envelope encoded by [`LinkSender::encode`] without waiting.
+    pub fn try_send_encoded(&self, frame: Bytes) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        self.tx.try_send(frame).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => SendError::Full,
+            mpsc::error::TrySendError::Closed(_) => SendError::Closed,
+        })
+    }
+
+    /// Queues an envelope encoded by [`LinkSender::encode`], waiting while the outgoing queue
+    /// is full.
+    pub async fn send_encoded(&self, frame: Bytes) -> Result<(), SendError> {
+        if self.close.is_cancelled() {
+            return Err(SendError::Closed);
+        }
+        self.tx.send(frame).await.map_err(|_| SendError::Closed)
+    }
+
     /// Queues an envelope, waiting while the outgoing queue is full.
     pub async fn send(&self, envelope: &Envelope) -> Result<(), SendError> {
         if self.close.is_cancelled() {

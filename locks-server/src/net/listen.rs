@@ -3,18 +3,22 @@
 //! A [`Listener`] owns an accept loop (a tokio task) that runs each incoming connection's
 //! handshake in its own task, so a slow or hostile client delays nobody; established
 //! connections come out of [`Listener::accept`], refused ones are logged and closed, and the
-//! loop goes on. [`connect`] opens a connection to a peer and runs the handshake as initiator.
+//! loop goes on. Handshakes whose peer has not proved the cookie are bounded by
+//! [`NetConfig::max_pending_handshakes`], the oldest giving its place up to a newer connection
+//! ([`crate::net::pending`]). [`connect`] opens a connection to a peer and runs the handshake as initiator.
 
+use crate::log_limit::Verdict;
 use crate::net::NetConfig;
 use crate::net::conn::{Connection, establish};
 use crate::net::handshake::{Refusal, Role};
+use crate::net::pending::Admission;
 use locks_core::NodeId;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
 /// Whether a node name already has a connection to this node (the owner's registry). Asked
@@ -91,31 +95,45 @@ async fn accept_loop(
     tx: mpsc::Sender<Connection>,
 ) {
     let config = Arc::new(config);
-    let pending = Arc::new(Semaphore::new(config.max_pending_handshakes.max(1)));
+    let admission = Admission::new(config.max_pending_handshakes);
     // Dropping the set (when this task is aborted) aborts the handshakes in progress.
     let mut handshakes = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, addr)) => {
-                    let Ok(permit) = pending.clone().try_acquire_owned() else {
-                        tracing::warn!(
+                    let (ticket, evicted) = admission.admit();
+                    if evicted {
+                        tracing::debug!(
                             node = %config.node, peer_addr = %addr,
-                            "too many node handshakes in progress; connection closed"
+                            "too many unproven node handshakes; the oldest was closed"
                         );
-                        continue;
-                    };
+                    }
                     let (config, name_in_use, tx) = (config.clone(), name_in_use.clone(), tx.clone());
                     handshakes.spawn(async move {
-                        let _permit = permit;
-                        // A refusal is logged by `establish`.
-                        if let Ok(conn) = establish(stream, Role::Acceptor, &config, |n| name_in_use(n)).await {
-                            let _ = tx.send(conn).await;
+                        // The name check comes with the peer's verified proof: from then on
+                        // the handshake keeps its place. A refusal is logged by `establish`.
+                        let handshake = establish(stream, Role::Acceptor, &config, |n| {
+                            ticket.proven();
+                            name_in_use(n)
+                        });
+                        tokio::select! {
+                            result = handshake => if let Ok(conn) = result {
+                                let _ = tx.send(conn).await;
+                            },
+                            () = ticket.evicted() => {}
                         }
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(node = %config.node, error = %e, "accepting a node connection failed");
+                    match config.warnings.event("accept failed") {
+                        Verdict::Warn { suppressed } => tracing::warn!(
+                            node = %config.node, error = %e,
+                            suppressed_since_last_warning = suppressed,
+                            "accepting a node connection failed"
+                        ),
+                        Verdict::Quiet => tracing::debug!(node = %config.node, error = %e, "accepting a node connection failed"),
+                    }
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             },

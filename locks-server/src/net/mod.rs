@@ -3,15 +3,16 @@
 //! This module owns everything between a `TcpStream` and the [`Envelope`]s a node routes: the
 //! framing ([`frame`]), the handshake that authenticates a peer ([`handshake`]), the detection
 //! of a dead peer ([`heartbeat`]), and what runs them on tokio: the handshake over a socket
-//! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]).
+//! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]),
+//! and the bound on unproven handshakes ([`pending`]).
 //! It knows nothing about lock servers or agents: the node's router owns a [`Link`] per peer,
 //! sends envelopes into it and takes envelopes out of it.
 //!
 //! ```text
 //!   initiator                                   acceptor
-//!      │ ── Hello{version, name_i, nonce_i} ──▶    │  version? name free?
+//!      │ ── Hello{version, name_i, nonce_i} ──▶    │  version?
 //!      │ ◀── Hello{version, name_a, nonce_a} ──    │
-//!      │ ── Proof{HMAC(cookie, i→a, nonces)} ─▶    │  proof checked (constant time)
+//!      │ ── Proof{HMAC(cookie, i→a, nonces)} ─▶    │  proof checked (constant time); name free?
 //!      │ ◀── Proof{HMAC(cookie, a→i, nonces)} ─    │  established
 //!  established                                     │
 //!      │ ◀─────── Payload(Envelope) / Ping / Pong ───────▶ │
@@ -24,7 +25,9 @@
 //! - The cookie never crosses the wire; each side proves knowledge of it with an HMAC over
 //!   both names and both nonces, bound to the direction of the proof.
 //! - Any refusal, malformed frame, I/O error or heartbeat timeout closes that one connection
-//!   and is logged with `tracing`; nothing else is affected. A connection reports why it went
+//!   and is logged with `tracing`; nothing else is affected. What a stranger can cause (a
+//!   refused handshake, a failed `accept`) warns at most once per reason per interval, the
+//!   rest at DEBUG ([`NetConfig::warnings`]), so the log cannot be flooded from outside. A connection reports why it went
 //!   down exactly once ([`DownReason`]).
 //! - The protocol cores ([`Handshake`], [`Heartbeat`]) are pure state machines: time and
 //!   randomness are inputs. Only [`conn`], [`link`] and [`listen`] do I/O.
@@ -40,6 +43,7 @@
 //! [`conn`]: crate::net::conn
 //! [`link`]: crate::net::link
 //! [`listen`]: crate::net::listen
+//! [`pending`]: crate::net::pending
 //! [`Link`]: crate::net::Link
 //! [`HANDSHAKE_MAX_FRAME`]: crate::net::frame::HANDSHAKE_MAX_FRAME
 //! [`NetConfig::max_frame`]: crate::net::NetConfig::max_frame
@@ -53,6 +57,7 @@ pub mod handshake;
 pub mod heartbeat;
 pub mod link;
 pub mod listen;
+pub mod pending;
 
 pub use conn::{Connection, establish};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
@@ -61,6 +66,7 @@ pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{ConnectError, Listener, NameInUse, connect};
 
+use crate::log_limit::LogLimiter;
 use locks_core::NodeId;
 use locks_core::codec::{DEFAULT_MAX_FRAME, HARD_MAX_FRAME};
 use std::fmt;
@@ -144,9 +150,14 @@ pub struct NetConfig {
     /// How many received envelopes may wait for the owner of a [`Link`] before the connection
     /// stops reading (TCP then pushes back on the peer). Default 1024.
     pub incoming_capacity: usize,
-    /// How many accepted connections may be in their handshake at once; more are closed at
-    /// once. Default 64.
+    /// How many accepted connections may be in their handshake at once before their peer
+    /// proved the cookie; when one more arrives, the oldest of them is closed to make room
+    /// (see [`pending`]). Default 64.
     pub max_pending_handshakes: usize,
+    /// Limits the warnings that refused connections and failed `accept`s write, to one per
+    /// reason per [`WARN_INTERVAL`](crate::log_limit::WARN_INTERVAL) (the rest at DEBUG).
+    /// Shared by the clones of this configuration.
+    pub warnings: LogLimiter,
 }
 
 impl NetConfig {
@@ -162,6 +173,7 @@ impl NetConfig {
             outgoing_capacity: 1024,
             incoming_capacity: 1024,
             max_pending_handshakes: 64,
+            warnings: LogLimiter::default(),
         }
     }
 

@@ -293,6 +293,29 @@ impl LockTable {
             .unwrap_or(EntryState::Absent)
     }
 
+    /// `agent`'s direct locks (granted or not) on `lock` and its descendants, sorted: the
+    /// requests that put its entry on `lock` there (to withdraw them when the agent cannot be
+    /// told about that lock).
+    pub fn direct_locks_within(&self, agent: &AgentId, lock: &LockId) -> Vec<LockId> {
+        let Some((a, slot)) = self
+            .agents
+            .lookup(agent)
+            .and_then(|a| Some((a, self.agents.get(a)?)))
+        else {
+            return Vec::new();
+        };
+        let mut direct: Vec<LockId> = slot
+            .locks
+            .iter()
+            .filter_map(|&s| self.locks.get(s))
+            .filter(|rec| rec.id == *lock || rec.id.is_descendant_of(lock))
+            .filter(|rec| rec.entry(a).is_some_and(|e| e.direct.is_some()))
+            .map(|rec| rec.id.clone())
+            .collect();
+        direct.sort();
+        direct
+    }
+
     fn reject(
         &self,
         agent: &AgentId,
@@ -314,6 +337,36 @@ impl LockTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn direct_locks_within_a_lock_are_the_agents_requests_on_it_and_below() {
+        use locks_core::Mode;
+        let mut t = LockTable::new(NodeId::new("n").unwrap(), ModeTable::standard(), 0);
+        let a = AgentId::new(NodeId::new("n").unwrap(), 1, 1);
+        for lock in [&["x", "y"][..], &["x", "z", "w"], &["x"], &["v"]] {
+            t.handle(ServerRequest::Lock {
+                agent: a.clone(),
+                lock: LockId::new(lock.to_vec()).unwrap(),
+                mode: Mode::S,
+            });
+        }
+        let ids = |v: &[&[&str]]| -> Vec<LockId> {
+            v.iter().map(|l| LockId::new(l.to_vec()).unwrap()).collect()
+        };
+        let within = |l: &[&str]| t.direct_locks_within(&a, &LockId::new(l.to_vec()).unwrap());
+        assert_eq!(
+            within(&["x"]),
+            ids(&[&["x"], &["x", "y"], &["x", "z", "w"]])
+        );
+        // Only intention entries on ["x", "z"]: the direct lock below it.
+        assert_eq!(within(&["x", "z"]), ids(&[&["x", "z", "w"]]));
+        assert!(within(&["u"]).is_empty());
+        let stranger = AgentId::new(NodeId::new("n").unwrap(), 1, 2);
+        assert!(
+            t.direct_locks_within(&stranger, &LockId::new(vec!["x"]).unwrap())
+                .is_empty()
+        );
+    }
 
     #[test]
     fn watchers_lists_who_watches_a_lock_in_id_order() {

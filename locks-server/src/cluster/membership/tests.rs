@@ -91,20 +91,21 @@ fn two_handshakes_in_the_same_direction_keep_the_first() {
     assert_eq!(m.check(h2, &a), Ok(()), "free again once the first failed");
 }
 
-/// The steps of one connection's handshake, as the two registries see them: the acceptor's
-/// name check, the initiator's name check, the acceptor's end (it sends its proof and
-/// registers), the initiator's end.
+/// The steps of one connection's handshake, as the two registries see them: the initiator's
+/// name check (on the acceptor's `Hello`; it then sends its proof), the acceptor's name check
+/// (on that proof, once verified), the acceptor's end (it sends its proof and registers), the
+/// initiator's end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    AcceptorCheck,
     InitiatorCheck,
+    AcceptorCheck,
     AcceptorEnd,
     InitiatorEnd,
 }
 
 const STEPS: [Step; 4] = [
-    Step::AcceptorCheck,
     Step::InitiatorCheck,
+    Step::AcceptorCheck,
     Step::AcceptorEnd,
     Step::InitiatorEnd,
 ];

@@ -48,11 +48,16 @@ pub mod callbacks;
 pub mod core;
 pub mod error;
 mod handle;
+mod lease;
+pub mod options;
 pub mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Elected, Handled, Payload};
 pub use core::Ctx;
 pub use error::{CallError, Error};
-pub use handle::{DEFAULT_CALL_TIMEOUT, Member, MemberInfo, election_lock, start, sync_lock};
+pub use handle::{
+    DEFAULT_CALL_TIMEOUT, Member, MemberInfo, election_lock, start, start_with, sync_lock,
+};
 pub use locks_core::MemberId;
+pub use options::{ElectionMode, GroupOptions};
 pub use term::{Role, Term};

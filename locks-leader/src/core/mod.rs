@@ -49,15 +49,18 @@
 
 mod calls;
 mod ctx;
+mod majority;
 mod member;
 pub mod peer;
 mod society;
 
 pub use ctx::Ctx;
+pub use majority::LeaseProof;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
 use crate::callbacks::{CallId, Callbacks};
 use crate::error::CallError;
+use crate::options::ElectionMode;
 use crate::term::{Role, Term};
 use locks_agent::core::AgentCore;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
@@ -192,6 +195,21 @@ pub(crate) enum Pending<C: Callbacks> {
         deadline: Duration,
     },
     Cast(C::Cast),
+    /// A leader call forwarded by `from`, held by a leader whose term is not established yet.
+    Remote {
+        from: MemberId,
+        call: CallId,
+        req: C::Call,
+    },
+}
+
+/// The poll of a candidate about to lead in majority mode: the candidates homed on the nodes
+/// where it holds the election lock, asked for the largest term they accepted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Poll {
+    pub(crate) attempt: u64,
+    pub(crate) asked: BTreeSet<MemberId>,
+    pub(crate) answered: BTreeSet<MemberId>,
 }
 
 /// A leader call forwarded to a leader, waiting for its answer.
@@ -235,6 +253,19 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) stash: Option<Stashed<C>>,
     pub(crate) sync_gen: u64,
     pub(crate) recheck_at: Option<Duration>,
+    /// Majority or islands.
+    pub(crate) mode: ElectionMode,
+    /// The group's nodes (majority mode): the configured ones and the home node of every
+    /// candidate ever learnt of, this one's included. Never shrinks.
+    pub(crate) group: BTreeSet<NodeId>,
+    /// The poll of the current sync attempt (majority mode).
+    pub(crate) poll: Option<Poll>,
+    /// The sync attempt whose sync lock is held while the poll is still out.
+    pub(crate) sync_held: Option<u64>,
+    /// The home nodes of the candidates that accepted this leader's current term.
+    pub(crate) acks: BTreeSet<NodeId>,
+    /// The leader last published with `Effect::LeaderChanged`.
+    pub(crate) published: Option<Term>,
     pub(crate) stopped: bool,
     pub(crate) out: Vec<Effect<C>>,
 }
@@ -247,6 +278,8 @@ impl<C: Callbacks> Inner<C> {
         }
     }
 
+    /// Whether the member is in the `Leader` state (it may announce itself; in majority mode
+    /// it handles leader calls only once [`Inner::established`]).
     pub(crate) fn is_leader(&self) -> bool {
         matches!(self.state, State::Leader { .. })
     }
@@ -294,9 +327,15 @@ impl<C: Callbacks> Inner<C> {
 
     /// Sends `msg` to `to` in an envelope.
     pub(crate) fn send(&mut self, to: &MemberId, msg: PeerMessage<C>) {
+        let group = if self.majority_mode() {
+            self.group.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
         let envelope = PeerEnvelope {
             role: self.role,
             known: self.accepted.clone(),
+            group,
             msg,
         };
         self.out.push(Effect::ToMember {
@@ -362,9 +401,21 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.term()
     }
 
-    /// Whether this member leads.
+    /// Whether this member leads: it is in the `Leader` state and, in majority mode, members
+    /// on a majority of the group's nodes accepted its term. (Whether its leases still hold is
+    /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::lease_proof`].)
     pub fn is_leader(&self) -> bool {
-        self.s.is_leader()
+        self.s.established()
+    }
+
+    /// Majority or islands.
+    pub fn mode(&self) -> ElectionMode {
+        self.s.mode
+    }
+
+    /// The group's nodes a majority is counted over (majority mode; see [`ElectionMode`]).
+    pub fn group_nodes(&self) -> Vec<NodeId> {
+        self.s.group.iter().cloned().collect()
     }
 
     /// The candidates known, itself included if it is one.
@@ -410,7 +461,7 @@ impl<C: Callbacks> MemberCore<C> {
             .iter()
             .filter_map(|p| match p {
                 Pending::Call { deadline, .. } => Some(*deadline),
-                Pending::Cast(_) => None,
+                Pending::Cast(_) | Pending::Remote { .. } => None,
             })
             .chain(self.s.forwarded.values().map(|f| f.deadline));
         let sync = match self.s.state {
@@ -421,6 +472,9 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     fn take(&mut self) -> Vec<Effect<C>> {
+        if !self.s.stopped {
+            self.publish();
+        }
         self.drain_local();
         std::mem::take(&mut self.s.out)
     }
@@ -437,3 +491,5 @@ impl<C: Callbacks> MemberCore<C> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_majority;

@@ -46,6 +46,8 @@ pub struct Dict {
     /// How many times `elected` ran for a new member.
     pub announced: usize,
     pub surrendered: usize,
+    /// How many times `stepped_down` ran.
+    pub stepped_down: usize,
     pub downs: Vec<MemberId>,
 }
 
@@ -69,6 +71,11 @@ impl Callbacks for Dict {
                 Elected::Reply(Bc::Sync(self.map.clone()))
             }
         }
+    }
+
+    fn stepped_down(&mut self, _ctx: &mut Ctx<'_, Self>) -> Handled<Bc> {
+        self.stepped_down += 1;
+        Handled::Ok
     }
 
     fn surrendered(&mut self, msg: Bc, ctx: &mut Ctx<'_, Self>) -> Handled<Bc> {

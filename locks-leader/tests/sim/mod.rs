@@ -18,7 +18,7 @@ use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
 use locks_leader::core::{Effect, MemberCore, Peer, State};
-use locks_leader::{CallError, CallId, Role, Term, election_lock};
+use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_server::LockTable;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -85,6 +85,12 @@ pub struct Sim {
     /// The last deliveries, for failure reports (kept only with `SIM_TRACE` set).
     trace: VecDeque<String>,
     tracing: bool,
+    /// The options members are started with (majority mode unless a test says otherwise).
+    pub options: GroupOptions,
+    /// Every term a member led with while its leases proved it (majority mode), in order.
+    pub proven_terms: Vec<Term>,
+    /// Check after every step that at most one member's leases prove it leads (majority mode).
+    pub check_single_leader: bool,
 }
 
 fn pair(a: &NodeId, b: &NodeId) -> (NodeId, NodeId) {
@@ -120,6 +126,75 @@ impl Sim {
             sync_failures: true,
             trace: VecDeque::new(),
             tracing: std::env::var_os("SIM_TRACE").is_some(),
+            options: GroupOptions::default(),
+            proven_terms: Vec::new(),
+            check_single_leader: false,
+        }
+    }
+
+    /// Whether the lease of `m`'s node on `n` holds: the nodes are connected and `m` has no
+    /// node-down of `n` still to handle (a lease expires with the connection, and the member
+    /// hears of it through the event).
+    pub fn lease_ok(&self, m: &MemberId, n: &NodeId) -> bool {
+        let here = m.node();
+        if !self.connected(here, n) {
+            return false;
+        }
+        let key = (End::Cluster(here.clone()), End::Member(m.clone()));
+        self.channels.get(&key).is_none_or(|q| {
+            !q.iter()
+                .any(|msg| matches!(msg, Msg::NodeDown(x) if x == n))
+        })
+    }
+
+    /// The members whose leases prove, now, that they lead.
+    pub fn proven_leaders(&self) -> Vec<(MemberId, Term)> {
+        self.members
+            .iter()
+            .filter_map(|(m, sm)| {
+                let proof = sm.core.lease_proof()?;
+                proof
+                    .holds(|n| self.lease_ok(m, n))
+                    .then(|| (m.clone(), proof.term))
+            })
+            .collect()
+    }
+
+    /// The check after every step: at most one member proves it leads, and a leadership that
+    /// starts has a term larger than every earlier one.
+    fn check_leaders_now(&mut self) {
+        let proven = self.proven_leaders();
+        assert!(
+            proven.len() <= 1,
+            "step {}: two leaders believe at once: {proven:?}\n{}",
+            self.steps,
+            self.describe()
+        );
+        if let Some((_, term)) = proven.into_iter().next()
+            && self.proven_terms.last() != Some(&term)
+        {
+            assert!(
+                self.proven_terms.iter().all(|t| t < &term),
+                "step {}: term {term} does not exceed the earlier {:?}",
+                self.steps,
+                self.proven_terms
+            );
+            self.proven_terms.push(term);
+        }
+    }
+
+    /// Lets member `m` check its leases before an input, as the actor does.
+    fn check_leases(&mut self, m: &MemberId) {
+        let now = self.now;
+        let ok: BTreeSet<NodeId> = self
+            .tables
+            .keys()
+            .filter(|n| self.lease_ok(m, n))
+            .cloned()
+            .collect();
+        if let Some(sm) = self.members.get_mut(m) {
+            let effects = sm.core.check_leases(|n| ok.contains(n), now);
+            self.execute(m, effects);
         }
     }
 
@@ -155,12 +230,13 @@ impl Sim {
     pub fn add_member(&mut self, n: &NodeId, role: Role) -> MemberId {
         let agent = AgentId::new(n.clone(), 1, self.next_serial);
         self.next_serial += 1;
-        let mut core = MemberCore::new(
+        let mut core = MemberCore::with_options(
             agent,
             role,
             self.lock.clone(),
             self.modes.clone(),
             Dict::default(),
+            &self.options,
         );
         let id = core.me().clone();
         let effects = core.start(&self.peers(n), self.now).expect("init");
@@ -288,6 +364,7 @@ impl Sim {
         self.next_call += 1;
         self.stores.insert(call, (key.to_owned(), value));
         let deadline = self.now + Duration::from_secs(5);
+        self.check_leases(m);
         let effects = self.members.get_mut(m).expect("member").core.leader_call(
             call,
             Req::Store(key.into(), value),
@@ -442,6 +519,7 @@ impl Sim {
                 }
             }
             End::Member(m) => {
+                self.check_leases(&m);
                 let now = self.now;
                 let Some(sm) = self.members.get_mut(&m) else {
                     return;
@@ -468,6 +546,7 @@ impl Sim {
 
     fn settle_one(&mut self, m: &MemberId) {
         self.unsettled.remove(m);
+        self.check_leases(m);
         let now = self.now;
         if let Some(sm) = self.members.get_mut(m) {
             let effects = sm.core.settle(now);
@@ -518,6 +597,9 @@ impl Sim {
         } else {
             let m = unsettled[pick - busy.len()].clone();
             self.settle_one(&m);
+        }
+        if self.check_single_leader {
+            self.check_leaders_now();
         }
         true
     }

@@ -154,6 +154,10 @@ impl<C: Callbacks> MemberActor<C> {
     /// Carries out the core's effects, feeding delivery failures back to it.
     fn execute(&mut self, effects: Vec<Effect<C>>, ctx: &mut Context<Self>) {
         self.execute_effects(effects, ctx);
+        self.publish_proof();
+    }
+
+    fn publish_proof(&self) {
         *self.proof.write().unwrap_or_else(PoisonError::into_inner) = self.core.lease_proof();
     }
 
@@ -206,6 +210,9 @@ impl<C: Callbacks> MemberActor<C> {
                 None
             }
             Effect::LeaderChanged(term) => {
+                // The proof first: whoever sees the new leader on the watch and asks
+                // `is_leader` gets an answer that agrees with it.
+                self.publish_proof();
                 self.leader_tx.send_replace(term);
                 None
             }

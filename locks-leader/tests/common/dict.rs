@@ -16,6 +16,8 @@ pub enum Req {
     Store(String, i64),
     Find(String),
     Dump,
+    /// How many times `stepped_down` ran on this member (a local call).
+    SteppedDown,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +122,7 @@ impl Callbacks for Dict {
             }
             Req::Find(k) => CallReturn::Reply(Rep::Value(self.map.get(&k).copied())),
             Req::Dump => CallReturn::Reply(Rep::Map(self.map.clone())),
+            Req::SteppedDown => CallReturn::Reply(Rep::Value(Some(self.stepped_down as i64))),
         }
     }
 
@@ -150,6 +153,7 @@ impl Callbacks for Dict {
         match req {
             Req::Find(k) => CallReturn::Reply(Rep::Value(self.map.get(&k).copied())),
             Req::Dump => CallReturn::Reply(Rep::Map(self.map.clone())),
+            Req::SteppedDown => CallReturn::Reply(Rep::Value(Some(self.stepped_down as i64))),
             Req::Store(..) => CallReturn::Reply(Rep::Ok),
         }
     }

@@ -83,15 +83,18 @@
 //! clock hands out lower ones). In majority mode:
 //!
 //! 1. A leader writes (answers a leader call) only once candidates on a majority `Q` of the
-//!    group's nodes accepted its term `T`; a member's accepted term only grows.
-//! 2. The next leader holds the election lock on a majority `M`, granted after the old leader
-//!    lost it there; before it takes a term it polls every candidate known on `M` (every live
-//!    candidate is queued for the lock on its own node, and it waits for views of `M` newer
-//!    than its grants, so it knows them) and its epoch exceeds every term they answer with
-//!    (every message carries the largest term its sender accepted).
-//! 3. `Q` and `M` share a node; a candidate there accepted `T` before the old leader wrote,
-//!    and answers the poll after the new leader's grant: with a term at least `T`. So the new
-//!    term exceeds `T`, whatever the clocks and lock versions say.
+//!    group's nodes accepted its term `T`, and only while it holds the election lock on a
+//!    majority `M1`; a member's accepted term only grows.
+//! 2. The next leader starts its poll only once it holds the election lock on a majority `M`
+//!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
+//!    granted to it only after the old leader lost it, so after the old leader's last write.
+//!    It polls every candidate known on `M` (every live candidate is queued for the lock on
+//!    its own node, and it waits for views of `M` newer than its grants, so it knows them), and
+//!    its epoch exceeds every term they answer with (every message carries the largest term
+//!    its sender accepted).
+//! 3. `Q` and `M` share a node; a candidate there accepted `T` before the old leader's first
+//!    write, and answers the poll after its last: with a term at least `T`. So the new term
+//!    exceeds `T`, whatever the clocks and lock versions say.
 //!
 //! This rests on the members that accepted a term living on: a group whose members on a
 //! majority of its nodes all restarted forgets the terms (nothing is written to disk). In

@@ -23,6 +23,7 @@ use locks_server::LockTable;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+mod leases;
 mod oracle;
 // The agent simulation's generator and seed ranges, so both simulations explore alike.
 #[path = "../../../locks-agent/tests/sim/seeded.rs"]
@@ -129,72 +130,6 @@ impl Sim {
             options: GroupOptions::default(),
             proven_terms: Vec::new(),
             check_single_leader: false,
-        }
-    }
-
-    /// Whether the lease of `m`'s node on `n` holds: the nodes are connected and `m` has no
-    /// node-down of `n` still to handle (a lease expires with the connection, and the member
-    /// hears of it through the event).
-    pub fn lease_ok(&self, m: &MemberId, n: &NodeId) -> bool {
-        let here = m.node();
-        if !self.connected(here, n) {
-            return false;
-        }
-        let key = (End::Cluster(here.clone()), End::Member(m.clone()));
-        self.channels.get(&key).is_none_or(|q| {
-            !q.iter()
-                .any(|msg| matches!(msg, Msg::NodeDown(x) if x == n))
-        })
-    }
-
-    /// The members whose leases prove, now, that they lead.
-    pub fn proven_leaders(&self) -> Vec<(MemberId, Term)> {
-        self.members
-            .iter()
-            .filter_map(|(m, sm)| {
-                let proof = sm.core.lease_proof()?;
-                proof
-                    .holds(|n| self.lease_ok(m, n))
-                    .then(|| (m.clone(), proof.term))
-            })
-            .collect()
-    }
-
-    /// The check after every step: at most one member proves it leads, and a leadership that
-    /// starts has a term larger than every earlier one.
-    fn check_leaders_now(&mut self) {
-        let proven = self.proven_leaders();
-        assert!(
-            proven.len() <= 1,
-            "step {}: two leaders believe at once: {proven:?}\n{}",
-            self.steps,
-            self.describe()
-        );
-        if let Some((_, term)) = proven.into_iter().next()
-            && self.proven_terms.last() != Some(&term)
-        {
-            assert!(
-                self.proven_terms.iter().all(|t| t < &term),
-                "step {}: term {term} does not exceed the earlier {:?}",
-                self.steps,
-                self.proven_terms
-            );
-            self.proven_terms.push(term);
-        }
-    }
-
-    /// Lets member `m` check its leases before an input, as the actor does.
-    fn check_leases(&mut self, m: &MemberId) {
-        let now = self.now;
-        let ok: BTreeSet<NodeId> = self
-            .tables
-            .keys()
-            .filter(|n| self.lease_ok(m, n))
-            .cloned()
-            .collect();
-        if let Some(sm) = self.members.get_mut(m) {
-            let effects = sm.core.check_leases(|n| ok.contains(n), now);
-            self.execute(m, effects);
         }
     }
 

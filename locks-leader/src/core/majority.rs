@@ -114,7 +114,7 @@ impl<C: Callbacks> MemberCore<C> {
             grants
                 .iter()
                 .map(|(n, _)| n)
-                .filter(|n| self.s.alive.contains(*n)),
+                .filter(|n| self.s.alive.contains(*n) && !self.s.unleased.contains(*n)),
         )
     }
 
@@ -170,6 +170,12 @@ impl<C: Callbacks> MemberCore<C> {
             .collect();
         if !self.s.is_majority(proven) {
             debug!(member = %self.s.me, "leases do not prove a majority; stepping down");
+            self.s.unleased = grants
+                .iter()
+                .map(|(n, _)| n)
+                .filter(|n| !lease_valid(n))
+                .cloned()
+                .collect();
             self.step_down();
         }
         self.take()

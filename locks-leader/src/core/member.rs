@@ -83,6 +83,7 @@ impl<C: Callbacks> MemberCore<C> {
                 group,
                 poll: None,
                 sync_held: None,
+                unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
                 published: None,
                 stopped: false,
@@ -162,6 +163,7 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.stopped {
             return Vec::new();
         }
+        self.s.unleased.remove(node);
         if self.s.alive.insert(node.clone()) {
             self.watch(node.clone());
         }
@@ -189,6 +191,7 @@ impl<C: Callbacks> MemberCore<C> {
             return Vec::new();
         }
         self.s.alive.remove(node);
+        self.s.unleased.remove(node);
         self.s.views.remove(node);
         if let Some(agent) = &mut self.s.agent {
             let effects = agent.node_down(node);

@@ -262,6 +262,10 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) poll: Option<Poll>,
     /// The sync attempt whose sync lock is held while the poll is still out.
     pub(crate) sync_held: Option<u64>,
+    /// The nodes whose lease was found expired when the member last stepped down for it,
+    /// until their node-down (or node-up) event: no majority is counted on them meanwhile,
+    /// so the member does not take over again on a lease it knows has lapsed.
+    pub(crate) unleased: BTreeSet<NodeId>,
     /// The home nodes of the candidates that accepted this leader's current term.
     pub(crate) acks: BTreeSet<NodeId>,
     /// The leader last published with `Effect::LeaderChanged`.

@@ -187,6 +187,15 @@ fn a_leader_whose_leases_prove_no_majority_steps_down_before_answering() {
     assert!(!e.b.is_leader());
     assert_eq!(e.b.callbacks().stepped_down, 1);
     assert_eq!(e.b.lease_proof(), None);
+    // It does not take over again on the lease it knows has lapsed.
+    let effects = e.b.settle(T0);
+    assert!(
+        !effects
+            .iter()
+            .any(|x| matches!(x, Effect::StartSync { .. })),
+        "{effects:?}"
+    );
+    assert!(matches!(e.b.state(), State::Candidate));
     // Then the event: with one node of three up, leader calls are refused.
     e.b.node_down(&n("c"), T0);
     let effects = e.b.leader_call(CallId(2), 1, Duration::from_secs(5), T0);

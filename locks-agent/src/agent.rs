@@ -23,14 +23,18 @@
 //! itself before it sends `End`, so that it need not wait for the agent: the set of servers used
 //! ([`Contacted`]) is shared, and whichever releases first takes it.
 
-use crate::core::{AgentCore, Deadlock, Effect, LockResult, TransactionStatus};
+use crate::core::{
+    AgentCore, Deadlock, Effect, GrantedLock, LockResult, LossCause, TransactionEvent,
+    TransactionStatus,
+};
 use crate::error::Error;
+use crate::events::Locked;
 use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::{Deliver, RouteError, Router};
+use locks_server::{Deliver, DownCause, RouteError, Router};
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,9 +44,9 @@ use tracing::{debug, trace, warn};
 /// so far, or why not.
 pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
 
-/// Where a `lock` caller gets its answer: the locks of the deadlocks resolved so far (sorted,
-/// each once), or why not.
-pub(crate) type LockReply = oneshot::Sender<Result<Vec<LockId>, Error>>;
+/// Where a `lock` caller gets its answer: the lock as granted and the locks of the deadlocks
+/// resolved so far (sorted, each once), or why not.
+pub(crate) type LockReply = oneshot::Sender<Result<Locked, Error>>;
 
 /// A blocked caller.
 enum Waiter {
@@ -136,6 +140,8 @@ pub(crate) struct Agent {
     subscriptions: watching::Subscriptions,
     /// The `surrender_nowait` calls waiting for their nodes' answers (`agent/calls.rs`).
     surrender_calls: calls::SurrenderCalls,
+    /// The client's event subscriptions and the losses not made good (`agent/events.rs`).
+    events: events::Events,
 }
 
 impl Agent {
@@ -159,6 +165,7 @@ impl Agent {
             outcome,
             subscriptions: watching::Subscriptions::default(),
             surrender_calls: calls::SurrenderCalls::default(),
+            events: events::Events::default(),
         }
     }
 
@@ -210,9 +217,18 @@ impl Agent {
                 }
                 Effect::StatusChanged(status) => {
                     trace!(agent = %self.id(), ?status, "status changed");
+                    self.events.publish(TransactionEvent::Status(status));
+                }
+                Effect::Granted(granted) => {
+                    self.events.publish(TransactionEvent::Granted(granted));
+                }
+                Effect::Lost(lost) => {
+                    debug!(agent = %self.id(), %lost, "a claimed lock is lost");
+                    self.events.publish(TransactionEvent::Lost(lost));
                 }
                 Effect::Abort { lock, node } => {
                     debug!(agent = %self.id(), %lock, %node, "aborting on deadlock");
+                    self.report_abort();
                     self.stop_with(Error::Deadlock { lock, node }, ctx);
                     return;
                 }
@@ -240,6 +256,7 @@ impl Agent {
 
     fn settle(&mut self, ctx: &mut Context<Self>) {
         self.settle_scheduled = false;
+        self.check_leases(ctx);
         let effects = self.core.settle();
         self.execute(effects, ctx);
         self.answer_waiters();
@@ -258,9 +275,25 @@ impl Agent {
                 let mut all: Vec<Reply> = Vec::new();
                 for waiter in self.waiters.drain(..) {
                     match waiter {
-                        Waiter::Lock(_, reply) => {
+                        Waiter::Lock(lock, reply) => {
                             let locks = locks.get_or_insert_with(|| deadlock_locks(deadlocks));
-                            let _ = reply.send(Ok(locks.clone()));
+                            // Every request is held now (a withdrawn one's caller was
+                            // cancelled with it); the fallback only keeps this total.
+                            let granted = match self.core.granted_lock(&lock) {
+                                Some(granted) => granted,
+                                None => GrantedLock {
+                                    mode: self
+                                        .core
+                                        .request_on(&lock)
+                                        .map_or(locks_core::Mode::IS, |r| r.mode),
+                                    lock,
+                                    nodes: Vec::new(),
+                                },
+                            };
+                            let _ = reply.send(Ok(Locked {
+                                granted,
+                                deadlocks: locks.clone(),
+                            }));
                         }
                         Waiter::All(reply) => all.push(reply),
                     }
@@ -344,7 +377,10 @@ impl Handler<Deliver> for Agent {
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         let effects = match msg {
             Deliver::Message(msg) => self.core.receive(msg),
-            Deliver::NodeDown(node) => self.core.node_down(&node),
+            Deliver::NodeDown(node, DownCause::LeaseExpired) => {
+                self.core.node_down_because(&node, LossCause::LeaseExpired)
+            }
+            Deliver::NodeDown(node, _) => self.core.node_down(&node),
             Deliver::NodeUp(node) => self.core.node_up(&node),
         };
         // A message that taught the agent nothing (a view it had already) needs no settling;
@@ -440,6 +476,7 @@ impl Handler<Unlock> for Agent {
 
     fn handle(&mut self, msg: Unlock, ctx: &mut Self::Context) -> Self::Result {
         let effects = self.core.unlock(&msg.0).map_err(Error::Request)?;
+        self.events.forget(&msg.0);
         // A `lock` call waiting for the withdrawn request will never be granted it.
         let (cancelled, kept) = std::mem::take(&mut self.waiters)
             .into_iter()
@@ -499,6 +536,8 @@ impl Handler<Dot> for Agent {
 }
 
 mod calls;
+mod events;
 mod watching;
 pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
+pub(crate) use events::{AwaitLost, GetLockState, Subscribe};
 pub(crate) use watching::{DropWatch, Unwatch, Watch};

@@ -11,7 +11,7 @@
 //! ```text
 //!  client ─ lock() ─▶ Transaction ──▶ agent actor ── Lock ──▶ lock server (per node)
 //!     ▲                                 │   ▲ ◀── Notice ──────┘
-//!     └──── Ok(deadlocks) ◀─────────────┘   └── Forward / Surrendered ── other agents
+//!     └── Ok(Locked) / events() ◀───────┘   └── Forward / Surrendered ── other agents
 //! ```
 //!
 //! Beyond locking, a transaction offers the rest of the Erlang original's API:
@@ -19,6 +19,12 @@
 //! list of objects), [`Transaction::watch`] / [`Transaction::unwatch`] /
 //! [`Transaction::watchers`] (observing a lock's queue without queueing on it, as a
 //! [`LockWatch`] stream) and [`Transaction::surrender_nowait`] (letting a waiting agent in).
+//!
+//! A client always knows what it holds: `lock` returns the grant with each node's fencing
+//! version ([`Locked`]), [`Transaction::events`] pushes every status change, grant and loss, and
+//! [`Transaction::lost`] resolves when a lock the client was told it holds is gone — a node
+//! down, a lease expired, a surrender, an abort (see the `events` module docs and
+//! `locks_server::lease`).
 //!
 //! Where client code runs matters for speed: from a task started with
 //! `locks_server::Node::spawn`, a lock round trip stays on the node's thread (a few
@@ -37,14 +43,17 @@
 mod agent;
 pub mod core;
 pub mod error;
+mod events;
 pub mod options;
 mod transaction;
 mod watch;
 
 pub use crate::core::{
-    Deadlock, GrantedLock, LockResult, RequestError, SurrenderRefusal, TransactionStatus,
+    Deadlock, GrantedLock, LockResult, LossCause, LostLock, RequestError, SurrenderRefusal,
+    TransactionEvent, TransactionStatus,
 };
 pub use error::Error;
+pub use events::{LockState, Locked, TransactionEvents};
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
 pub use watch::{LockWatch, WatchItem};

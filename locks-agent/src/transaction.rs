@@ -14,6 +14,7 @@ use crate::agent::{
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
+use crate::events::Locked;
 use crate::options::{Options, Req};
 use crate::watch::LockWatch;
 use actix::prelude::*;
@@ -134,6 +135,14 @@ impl Transaction {
         &self.id
     }
 
+    pub(crate) fn addr(&self) -> &Addr<Agent> {
+        &self.addr
+    }
+
+    pub(crate) fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+
     /// The node the agent runs on.
     pub fn node(&self) -> &Node {
         &self.node
@@ -178,8 +187,26 @@ impl Transaction {
     }
 
     /// Locks `lock` in `mode` on this transaction's node and waits until this and every earlier
-    /// request of the transaction is granted. Returns the locks involved in the deadlocks that
-    /// were resolved on the way (empty when there were none).
+    /// request of the transaction is granted. Returns the lock as granted, with the fencing
+    /// version of the node, and the locks involved in the deadlocks that were resolved on the
+    /// way (empty when there were none). [`Transaction::lost`] says when it is no longer held.
+    ///
+    /// ```
+    /// use locks_agent::{Options, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let first = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let a = first.lock(lock_id!["row", 1], Mode::WRITE).await.unwrap();
+    /// first.end().await.unwrap();
+    /// let second = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let b = second.lock(lock_id!["row", 1], Mode::WRITE).await.unwrap();
+    /// // Each new holder gets a larger version: a resource can refuse the older one.
+    /// assert!(b.version_on(node.id()) > a.version_on(node.id()));
+    /// # }
+    /// ```
     ///
     /// The request is made when `lock` is called, not when the future is first polled: dropping
     /// the future (or never awaiting it) leaves the request queued, as
@@ -189,7 +216,7 @@ impl Transaction {
         &self,
         lock: impl Into<LockId>,
         mode: Mode,
-    ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
+    ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
         self.wait(rx)
@@ -204,7 +231,7 @@ impl Transaction {
         mode: Mode,
         nodes: &[NodeId],
         req: Req,
-    ) -> impl Future<Output = Result<Vec<LockId>, Error>> + Send + 'static {
+    ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         self.send_request(
             lock.into(),

@@ -72,7 +72,7 @@ async fn a_satisfied_agent_queued_ahead_does_not_hide_a_deadlock() {
     assert!(!pending.is_finished(), "t waits for m, which holds K");
     m.kill();
     f.kill();
-    assert_eq!(pending.result().await.unwrap(), vec![l]);
+    assert_eq!(pending.result().await.unwrap().deadlocks, vec![l]);
 }
 
 /// X holds R, Y holds K, M holds Q and P; X waits for K and Q (its views of them reach Y and
@@ -178,7 +178,7 @@ async fn abort_on_deadlock_surrenders_a_queued_copy_the_requirement_can_spare() 
         node: n("n3"),
     };
     holder.kill();
-    assert_eq!(a_on_n3.result().await.unwrap(), vec![l.clone()]);
+    assert_eq!(a_on_n3.result().await.unwrap().deadlocks, vec![l.clone()]);
     a.kill();
     let result = v.await_all_locks().await;
     assert_eq!(result.deadlocks, vec![expected]);

@@ -472,7 +472,10 @@ async fn surrendering_to_a_waiter_lets_it_in_and_the_lock_comes_back() {
     .await
     .unwrap();
     // The waiter holds a; the holder's entries on a and a/b wait behind it.
-    assert!(granted.result().await.unwrap().is_empty(), "no deadlock");
+    assert!(
+        granted.result().await.unwrap().deadlocks.is_empty(),
+        "no deadlock"
+    );
     h.wait_blocked(&holder.id(), &lock_id!["a"]).await;
     assert_eq!(
         holder.txn().status().await.unwrap(),

@@ -28,7 +28,7 @@ async fn erlang_9_3_15_d_simple_lock_all() {
     let deadlocks = bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &nodes, Req::All))
         .await
         .unwrap();
-    assert!(deadlocks.is_empty());
+    assert!(deadlocks.deadlocks.is_empty());
     // Held on every node, each server shows it, and the result carries each node's fencing
     // version: the version at which that server granted it.
     let result = c1.await_all_locks().await;
@@ -54,7 +54,7 @@ async fn erlang_9_3_16_d_simple_lock_majority() {
     let deadlocks = bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &nodes, Req::Majority))
         .await
         .unwrap();
-    assert!(deadlocks.is_empty());
+    assert!(deadlocks.deadlocks.is_empty());
     hs[1].wait_granted(&c1.id(), &l("A")).await;
     hs[2].wait_granted(&c1.id(), &l("A")).await;
 }
@@ -67,7 +67,7 @@ async fn erlang_9_3_17_d_simple_lock_any() {
     let deadlocks = bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &nodes, Req::Any))
         .await
         .unwrap();
-    assert!(deadlocks.is_empty());
+    assert!(deadlocks.deadlocks.is_empty());
     hs[1].wait_granted(&c1.id(), &l("A")).await;
 }
 
@@ -80,8 +80,8 @@ async fn erlang_9_3_18_d_simple_read_lock() {
     let nodes = [n("b"), n("c")];
     let r1 = bounded(c1.txn().lock_on(l("A"), Mode::READ, &nodes, Req::All)).await;
     let r2 = bounded(c2.txn().lock_on(l("A"), Mode::READ, &nodes, Req::All)).await;
-    assert!(r1.unwrap().is_empty());
-    assert!(r2.unwrap().is_empty());
+    assert!(r1.unwrap().deadlocks.is_empty());
+    assert!(r2.unwrap().deadlocks.is_empty());
     // Shared: both hold it on both nodes at once.
     for h in &hs[1..] {
         let snap = h.node.snapshot().await.unwrap();
@@ -105,22 +105,28 @@ async fn erlang_9_3_19_d_lock_surrender() {
         bounded(c1.txn().lock_on(x.clone(), Mode::WRITE, &all, Req::All))
             .await
             .unwrap()
+            .deadlocks
             .is_empty()
     );
     assert!(
         bounded(c2.txn().lock_on(y.clone(), Mode::WRITE, &all, Req::All))
             .await
             .unwrap()
+            .deadlocks
             .is_empty()
     );
     let (ya, xa) = (y.clone(), x.clone());
     let p1 = c1.call(move |t| async move {
         let nodes = [n("a"), n("b"), n("c")];
-        t.lock_on(ya, Mode::WRITE, &nodes, Req::All).await
+        t.lock_on(ya, Mode::WRITE, &nodes, Req::All)
+            .await
+            .map(|l| l.deadlocks)
     });
     let p2 = c2.call(move |t| async move {
         let nodes = [n("a"), n("b"), n("c")];
-        t.lock_on(xa, Mode::WRITE, &nodes, Req::All).await
+        t.lock_on(xa, Mode::WRITE, &nodes, Req::All)
+            .await
+            .map(|l| l.deadlocks)
     });
     // Agent 2 (the larger id) surrenders Y; agent 1 gets everything.
     let r1 = p1.result().await.unwrap();
@@ -223,7 +229,9 @@ async fn erlang_9_3_20_d_lock_node_dies_await_nodes() {
     let t = txn.clone();
     let pending = tokio::spawn(async move {
         let all = [n("a"), n("b"), n("c")];
-        t.lock_on(l("B"), Mode::WRITE, &all, Req::All).await
+        t.lock_on(l("B"), Mode::WRITE, &all, Req::All)
+            .await
+            .map(|l| l.deadlocks)
     });
     hs[0].wait_granted(txn.id(), &l("B")).await;
     hs[1].wait_granted(txn.id(), &l("B")).await;
@@ -325,12 +333,18 @@ async fn cross_node_deadlock_of_two_agents_resolves() {
     .await
     .unwrap();
     let lb2 = lb.clone();
-    let p1 =
-        c1.call(move |t| async move { t.lock_on(lb2, Mode::WRITE, &[n("b")], Req::All).await });
+    let p1 = c1.call(move |t| async move {
+        t.lock_on(lb2, Mode::WRITE, &[n("b")], Req::All)
+            .await
+            .map(|l| l.deadlocks)
+    });
     hs[1].wait_blocked(&c1.id(), &lb).await;
     let la2 = la.clone();
-    let p2 =
-        c2.call(move |t| async move { t.lock_on(la2, Mode::WRITE, &[n("a")], Req::All).await });
+    let p2 = c2.call(move |t| async move {
+        t.lock_on(la2, Mode::WRITE, &[n("a")], Req::All)
+            .await
+            .map(|l| l.deadlocks)
+    });
     let r1 = p1.result().await.unwrap();
     assert!(!r1.is_empty(), "client 1 got both after the deadlock");
     c1.kill();
@@ -361,7 +375,9 @@ async fn cross_node_deadlock_of_three_agents_on_three_nodes_resolves() {
     for (i, c) in clients.iter_mut().enumerate() {
         let next = names[(i + 1) % 3];
         pending.push(c.call(move |t| async move {
-            t.lock_on(l(next), Mode::WRITE, &[n(next)], Req::All).await
+            t.lock_on(l(next), Mode::WRITE, &[n(next)], Req::All)
+                .await
+                .map(|l| l.deadlocks)
         }));
     }
     // Whoever completes first is not the victim; kill clients as they complete until all have.
@@ -418,7 +434,9 @@ async fn refused_handshakes_lose_nothing_the_cluster_holds() {
     let mut c2 = hs[1].client().await;
     let p2 = c2.call(|t| async move {
         let both = [n("a"), n("b")];
-        t.lock_on(l("held"), Mode::WRITE, &both, Req::All).await
+        t.lock_on(l("held"), Mode::WRITE, &both, Req::All)
+            .await
+            .map(|l| l.deadlocks)
     });
     hs[1].wait_blocked(&c2.id(), &l("held")).await;
     c1.kill();

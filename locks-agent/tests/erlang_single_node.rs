@@ -23,6 +23,7 @@ async fn erlang_9_2_01_simple_lock() {
         bounded(txn.lock(l("a"), Mode::WRITE))
             .await
             .unwrap()
+            .deadlocks
             .is_empty()
     );
     bounded(txn.end()).await.unwrap();
@@ -44,7 +45,7 @@ async fn erlang_9_2_02_one_lock_two_clients() {
     h.wait_blocked(&c2.id(), &l("a")).await;
     assert!(!p2.is_finished(), "2 is still blocked");
     c1.kill();
-    assert!(p2.result().await.unwrap().is_empty());
+    assert!(p2.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -120,7 +121,7 @@ async fn erlang_9_2_06_lock_upgrade1() {
     h.wait_blocked(&c2.id(), &base).await;
     assert!(!p2.is_finished());
     c1.kill();
-    assert!(p2.result().await.unwrap().is_empty());
+    assert!(p2.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -137,7 +138,7 @@ async fn erlang_9_2_07_lock_upgrade2() {
     h.wait_blocked(&c1.id(), &base).await;
     assert!(!p1.is_finished());
     c2.kill();
-    assert!(p1.result().await.unwrap().is_empty());
+    assert!(p1.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -178,7 +179,7 @@ async fn erlang_9_2_09_two_w_locks_parent_read() {
         "a read on a parent conflicts with a write on any child"
     );
     c2.kill();
-    assert!(p1.result().await.unwrap().is_empty());
+    assert!(p1.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -194,9 +195,9 @@ async fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
     h.wait_blocked(&c1.id(), &l0).await;
     let p = l0.clone();
     let p2 = c2.call(move |t| async move { t.lock(p, Mode::READ).await });
-    assert!(!p1.result().await.unwrap().is_empty());
+    assert!(!p1.result().await.unwrap().deadlocks.is_empty());
     c1.kill();
-    assert!(!p2.result().await.unwrap().is_empty());
+    assert!(!p2.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -212,9 +213,9 @@ async fn erlang_9_2_11_two_clients_direct_deadlock() {
     let a2 = a.clone();
     let p2 = c2.call(move |t| async move { t.lock(a2, Mode::WRITE).await });
     // Agent 2 (the larger) surrenders b, where 1 waits for it; both report that one lock.
-    assert_eq!(p1.result().await.unwrap(), vec![b.clone()]);
+    assert_eq!(p1.result().await.unwrap().deadlocks, vec![b.clone()]);
     c1.kill();
-    assert_eq!(p2.result().await.unwrap(), vec![b]);
+    assert_eq!(p2.result().await.unwrap().deadlocks, vec![b]);
 }
 
 #[tokio::test]
@@ -233,12 +234,12 @@ async fn erlang_9_2_12_three_clients_deadlock() {
     let p2 = c2.call(move |t| async move { t.lock(aa, Mode::WRITE).await });
     let bb = b.clone();
     let p3 = c3.call(move |t| async move { t.lock(bb, Mode::WRITE).await });
-    assert!(!p1.result().await.unwrap().is_empty());
+    assert!(!p1.result().await.unwrap().deadlocks.is_empty());
     c1.kill();
     // 2 was not in the surrendered lock's queue but was told.
-    assert!(!p2.result().await.unwrap().is_empty());
+    assert!(!p2.result().await.unwrap().deadlocks.is_empty());
     c2.kill();
-    assert!(!p3.result().await.unwrap().is_empty());
+    assert!(!p3.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]
@@ -253,9 +254,9 @@ async fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
     let p1 = c1.call(move |t| async move { t.lock(b1, Mode::WRITE).await });
     let a1 = a.child(1);
     let p2 = c2.call(move |t| async move { t.lock(a1, Mode::WRITE).await });
-    assert!(!p1.result().await.unwrap().is_empty());
+    assert!(!p1.result().await.unwrap().deadlocks.is_empty());
     c1.kill();
-    assert!(!p2.result().await.unwrap().is_empty());
+    assert!(!p2.result().await.unwrap().deadlocks.is_empty());
 }
 
 #[tokio::test]

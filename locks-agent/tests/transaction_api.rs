@@ -93,7 +93,7 @@ async fn unlock_releases_one_lock_and_keeps_the_others() {
     let p2 = c2.call(move |t| async move { t.lock(bb, Mode::WRITE).await });
     h.wait_blocked(&c2.id(), &b).await;
     bounded(c1.txn().unlock(b.clone())).await.unwrap();
-    assert!(p2.result().await.unwrap().is_empty());
+    assert!(p2.result().await.unwrap().deadlocks.is_empty());
     let snap = h.node.snapshot().await.unwrap();
     assert_eq!(snap.state(&c1.id(), &a), EntryState::Granted(Mode::WRITE));
     assert_eq!(snap.state(&c1.id(), &b), EntryState::Absent);
@@ -140,7 +140,7 @@ async fn convert_down_lets_readers_in() {
     bounded(c1.txn().convert(a.clone(), Mode::READ))
         .await
         .unwrap();
-    assert!(p2.result().await.unwrap().is_empty());
+    assert!(p2.result().await.unwrap().deadlocks.is_empty());
     let snap = h.node.snapshot().await.unwrap();
     assert_eq!(snap.state(&c1.id(), &a), EntryState::Granted(Mode::READ));
     assert_eq!(snap.state(&c2.id(), &a), EntryState::Granted(Mode::READ));
@@ -175,7 +175,10 @@ async fn convert_while_converting_up_is_done_on_the_server_too() {
     h.wait_released(&b).await;
     let acc = ac.clone();
     let pc = cc.call(move |t| async move { t.lock(acc, Mode::X).await });
-    assert!(pc.result().await.unwrap().is_empty(), "C gets [a, c]");
+    assert!(
+        pc.result().await.unwrap().deadlocks.is_empty(),
+        "C gets [a, c]"
+    );
     let snap = h.node.snapshot().await.unwrap();
     assert_eq!(snap.state(&ca.id(), &a), EntryState::Granted(Mode::IS));
     assert_eq!(snap.state(&cc.id(), &a), EntryState::Granted(Mode::IX));
@@ -295,7 +298,7 @@ async fn cycle_resolves(
         match finished {
             Some(i) => {
                 let (who, p) = pending[i].take().expect("present");
-                let deadlocks = p.result().await.unwrap();
+                let deadlocks = p.result().await.unwrap().deadlocks;
                 assert!(
                     !deadlocks.is_empty(),
                     "order {order:?}: every member of the cycle is told"

@@ -131,6 +131,21 @@ impl AgentId {
     pub fn serial(&self) -> u64 {
         self.serial
     }
+
+    /// The incarnation reserved for ghosts (no node incarnation is `u64::MAX`).
+    pub const GHOST_INCARNATION: u64 = u64::MAX;
+
+    /// A ghost of the lock server of `node`: the placeholder that holds a downed node's
+    /// agents' locks there during the lock-delay. It is never sent anything and never asks for
+    /// anything; the lock server removes it when the delay has passed.
+    pub fn ghost(node: NodeId, serial: u64) -> AgentId {
+        AgentId::new(node, AgentId::GHOST_INCARNATION, serial)
+    }
+
+    /// Whether this is a ghost ([`AgentId::ghost`]).
+    pub fn is_ghost(&self) -> bool {
+        self.incarnation == AgentId::GHOST_INCARNATION
+    }
 }
 
 impl fmt::Debug for AgentId {
@@ -141,6 +156,9 @@ impl fmt::Debug for AgentId {
 
 impl fmt::Display for AgentId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_ghost() {
+            return write!(f, "<{}.ghost.{}>", self.node, self.serial);
+        }
         write!(f, "<{}.{}.{}>", self.node, self.incarnation, self.serial)
     }
 }

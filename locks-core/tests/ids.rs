@@ -318,9 +318,14 @@ fn node_names_are_validated() {
 fn node_and_agent_ids_round_trip_and_bad_names_are_refused_on_the_wire() {
     let n = NodeId::new("n1").unwrap();
     assert_eq!(roundtrip(&n), n);
-    let agent = AgentId::new(n, u64::MAX, 3);
+    let agent = AgentId::new(n.clone(), u64::MAX - 1, 3);
     assert_eq!(roundtrip(&agent), agent);
-    assert_eq!(agent.to_string(), format!("<n1.{}.3>", u64::MAX));
+    assert_eq!(agent.to_string(), format!("<n1.{}.3>", u64::MAX - 1));
+    // The largest incarnation is reserved for the lock servers' ghosts.
+    let ghost = AgentId::ghost(n, 3);
+    assert!(ghost.is_ghost() && !agent.is_ghost());
+    assert_eq!(roundtrip(&ghost), ghost);
+    assert_eq!(ghost.to_string(), "<n1.ghost.3>");
     let bytes = codec::encode(&"bad name", LIMIT).unwrap();
     let err = codec::decode::<NodeId>(&bytes, LIMIT).unwrap_err();
     assert!(err.to_string().contains("white space"), "{err}");

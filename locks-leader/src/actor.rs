@@ -422,7 +422,7 @@ impl<C: Callbacks> Handler<Deliver> for MemberActor<C> {
         let effects = match msg {
             Deliver::Message(msg) => self.core.deliver(msg, now),
             Deliver::NodeUp(node) => self.core.node_up(&node, now),
-            Deliver::NodeDown(node) => self.core.node_down(&node, now),
+            Deliver::NodeDown(node, _) => self.core.node_down(&node, now),
         };
         self.execute(effects, ctx);
         self.after(ctx);

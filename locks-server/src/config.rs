@@ -19,8 +19,16 @@
 //! reconnect_min_ms = 100
 //! reconnect_max_ms = 1000
 //! max_frame = 4194304
+//! lease_ms = 1500                               # default: 3/4 of the heartbeat timeout
+//! lock_delay_ms = 2000                          # default: the heartbeat timeout
+//! start_delay_ms = 2000                         # default: the lock-delay
 //! ```
+//!
+//! The lease, lock-delay and start-delay are explained in [`crate::lease`]: in short, after a
+//! holder's node crashes or is cut off its locks are unavailable for about lease + lock-delay,
+//! and a node that starts grants nothing for the start-delay.
 
+use crate::lease::{LeaseConfig, LeaseError, Leases};
 use crate::net::{Cookie, HeartbeatConfig};
 use locks_core::ModeTable;
 use locks_core::codec::DEFAULT_MAX_FRAME;
@@ -60,6 +68,9 @@ pub enum ConfigError {
     /// The cookie is empty.
     #[error("the cluster cookie is empty")]
     EmptyCookie,
+    /// The lease, lock-delay and heartbeat settings do not fit together.
+    #[error("invalid lease settings: {0}")]
+    Lease(#[from] LeaseError),
 }
 
 /// The cluster settings of a node (see [`NodeConfig`] for the builders).
@@ -86,6 +97,9 @@ pub struct ClusterConfig {
     pub reconnect_max: Duration,
     /// The largest frame sent or accepted after the handshake, in bytes (default 4 MiB).
     pub max_frame: usize,
+    /// The lease, lock-delay and start-delay (see [`crate::lease`]; defaults derived from the
+    /// heartbeat timeout).
+    pub lease: LeaseConfig,
 }
 
 impl Default for ClusterConfig {
@@ -100,6 +114,7 @@ impl Default for ClusterConfig {
             reconnect_min: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(1),
             max_frame: DEFAULT_MAX_FRAME,
+            lease: LeaseConfig::default(),
         }
     }
 }
@@ -110,13 +125,22 @@ impl ClusterConfig {
         self.listen.is_some() || !self.peers.is_empty() || self.cookie.is_some()
     }
 
-    /// Checks the settings: a clustered configuration needs a non-empty cookie.
+    /// Checks the settings: a clustered configuration needs a non-empty cookie, and lease
+    /// settings that fit the heartbeat (see [`LeaseConfig::resolve`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
         match &self.cookie {
             None if self.is_clustered() => Err(ConfigError::MissingCookie),
             Some(cookie) if cookie.is_empty() => Err(ConfigError::EmptyCookie),
-            _ => Ok(()),
+            _ => {
+                self.leases()?;
+                Ok(())
+            }
         }
+    }
+
+    /// The lease settings in force, with the defaults filled in.
+    pub fn leases(&self) -> Result<Leases, LeaseError> {
+        self.lease.resolve(&self.heartbeat)
     }
 }
 
@@ -179,7 +203,33 @@ impl NodeConfig {
 
     /// Pings a peer silent for `interval`; declares it down after `timeout` of silence.
     pub fn heartbeat(mut self, interval: Duration, timeout: Duration) -> NodeConfig {
-        self.cluster.heartbeat = HeartbeatConfig { interval, timeout };
+        self.cluster.heartbeat = HeartbeatConfig {
+            interval,
+            timeout,
+            ..HeartbeatConfig::default()
+        };
+        self
+    }
+
+    /// How long after the send time of its latest answered ping a link's lease stays valid
+    /// (see [`crate::lease`]). Default: three quarters of the heartbeat timeout.
+    pub fn lease(mut self, lease: Duration) -> NodeConfig {
+        self.cluster.lease.lease = Some(lease);
+        self
+    }
+
+    /// How long a downed peer's agents' locks stay held by nobody before they are released.
+    /// At least the lease plus 1 %. Default: the heartbeat timeout.
+    pub fn lock_delay(mut self, delay: Duration) -> NodeConfig {
+        self.cluster.lease.lock_delay = Some(delay);
+        self
+    }
+
+    /// How long a clustered node grants nothing after it starts (default: the lock-delay).
+    /// Zero is unsafe if the node may restart within a lease of crashing: its previous
+    /// incarnation's grants may still be believed.
+    pub fn start_delay(mut self, delay: Duration) -> NodeConfig {
+        self.cluster.lease.start_delay = Some(delay);
         self
     }
 
@@ -270,6 +320,12 @@ impl NodeConfig {
         let heartbeat = HeartbeatConfig {
             interval: ms(file.heartbeat_interval_ms, defaults.heartbeat.interval),
             timeout: ms(file.heartbeat_timeout_ms, defaults.heartbeat.timeout),
+            ..HeartbeatConfig::default()
+        };
+        config.cluster.lease = LeaseConfig {
+            lease: file.lease_ms.map(Duration::from_millis),
+            lock_delay: file.lock_delay_ms.map(Duration::from_millis),
+            start_delay: file.start_delay_ms.map(Duration::from_millis),
         };
         config = config
             .heartbeat(heartbeat.interval, heartbeat.timeout)
@@ -302,6 +358,9 @@ struct FileConfig {
     reconnect_min_ms: Option<u64>,
     reconnect_max_ms: Option<u64>,
     max_frame: Option<usize>,
+    lease_ms: Option<u64>,
+    lock_delay_ms: Option<u64>,
+    start_delay_ms: Option<u64>,
 }
 
 /// An address as written: `ip:port`, or `host:port` resolved now (its first address).

@@ -4,7 +4,9 @@
 //! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
 //! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
 //! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
-//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does).
+//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does),
+//! and the leases and lock-delay that keep a cut-off holder from believing in a lock somebody
+//! else was given ([`lease`]).
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
@@ -17,6 +19,7 @@
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod lease;
 pub mod net;
 pub mod node;
 pub mod router;
@@ -25,7 +28,8 @@ pub mod table;
 
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
+pub use lease::{LeaseConfig, Leases};
 pub use node::Node;
-pub use router::{Deliver, MemberDelivery, RemoteLink, RouteError, Router, ToServer};
+pub use router::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, Router, ToServer};
 pub use server::{LockServer, Snapshot, Watchers};
 pub use table::{LockTable, TableSnapshot};

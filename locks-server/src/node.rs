@@ -25,7 +25,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
 
 /// A running node. Cheap to clone; the node stops when the last clone is dropped or on
@@ -80,13 +80,19 @@ impl Node {
             .is_some()
             .then(|| config.cluster().clone());
         let thread_id_for_start = id.clone();
+        // Only a clustered node has remote holders to wait for.
+        let delays = match (&cluster_config, config.cluster().leases()) {
+            (Some(_), Ok(leases)) => (leases.lock_delay, leases.start_delay),
+            _ => (Duration::ZERO, Duration::ZERO),
+        };
         let thread = std::thread::Builder::new()
             .name(format!("locks-node-{id}"))
             .spawn(move || {
                 let runner = System::new();
                 let started = runner.block_on(async move {
                     let server =
-                        LockServer::new(thread_router.clone(), modes, version_base(incarnation));
+                        LockServer::new(thread_router.clone(), modes, version_base(incarnation))
+                            .with_delays(delays.0, delays.1);
                     thread_router.set_server(server.start());
                     let cluster = match cluster_config {
                         Some(config) => {

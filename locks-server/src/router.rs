@@ -13,6 +13,7 @@
 //! likewise; a message to an unregistered member fails with [`RouteError::UnknownMember`] and
 //! is dropped (members detect each other's end on their own).
 
+use crate::lease::LeaseCell;
 use crate::server::LockServer;
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
@@ -31,10 +32,30 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 pub enum Deliver {
     /// A message from a lock server or another agent.
     Message(AgentMessage),
-    /// The lock server of this node can no longer be reached.
-    NodeDown(NodeId),
+    /// The lock server of this node can no longer be reached, and why.
+    NodeDown(NodeId, DownCause),
     /// The lock server of this node is reachable again (or for the first time).
     NodeUp(NodeId),
+}
+
+/// Why a node's lock server can no longer be reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DownCause {
+    /// The connection ended (closed, broken, or the peer fell silent).
+    Disconnected,
+    /// The link's lease ran out: no ping was answered within the lease (see
+    /// [`crate::lease`]). The peer may still be running, and will give this node's agents'
+    /// locks away once its lock-delay has passed.
+    LeaseExpired,
+}
+
+impl std::fmt::Display for DownCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DownCause::Disconnected => "node-down",
+            DownCause::LeaseExpired => "lease-expired",
+        })
+    }
 }
 
 /// An actix message to a member of a leader-election group: an encoded message from another
@@ -92,6 +113,8 @@ pub struct Router {
     agents: Mutex<FastMap<AgentId, Recipient<Deliver>>>,
     members: Mutex<FastMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
+    /// The lease of each peer's link (see [`crate::lease`]).
+    leases: RwLock<FastMap<NodeId, Arc<LeaseCell>>>,
 }
 
 impl std::fmt::Debug for Router {
@@ -111,6 +134,7 @@ impl Router {
             agents: Mutex::new(FastMap::default()),
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
+            leases: RwLock::new(FastMap::default()),
         }
     }
 
@@ -226,8 +250,40 @@ impl Router {
             .insert(node, link);
     }
 
-    /// Removes the link to a peer (it went down or was disconnected).
+    /// Sets the lease of the link to a peer (the cluster layer does, with the link).
+    pub fn set_lease(&self, node: NodeId, lease: Arc<LeaseCell>) {
+        self.leases
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node, lease);
+    }
+
+    /// Whether this node's claim on `node`'s locks is valid now: true for this node itself,
+    /// true while the link to `node` has a lease that has not run out, false otherwise (not
+    /// connected, or its lease expired). An expiry seen here is final for that link: the link
+    /// ends and its agents are told, as when the link's own timer sees it (see
+    /// [`crate::lease`]). Agents consult it before they say a lock is held.
+    pub fn lease_valid(&self, node: &NodeId) -> bool {
+        if node == &self.node {
+            return true;
+        }
+        self.leases
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node)
+            .is_some_and(|lease| lease.valid(std::time::Instant::now()))
+    }
+
+    /// Removes the link to a peer (it went down or was disconnected), and its lease.
     pub fn remove_remote(&self, node: &NodeId) -> bool {
+        if let Some(lease) = self
+            .leases
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(node)
+        {
+            lease.expire();
+        }
         self.remotes
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -331,8 +387,22 @@ impl Router {
         }
     }
 
-    /// Tells every local agent that `node` went down (`up == false`) or came back.
+    /// Tells every local agent that `node` went down (`up == false`, as
+    /// [`DownCause::Disconnected`]) or came back.
     pub fn broadcast_node_event(&self, node: &NodeId, up: bool) {
+        if up {
+            self.broadcast(|| Deliver::NodeUp(node.clone()));
+        } else {
+            self.broadcast_node_down(node, DownCause::Disconnected);
+        }
+    }
+
+    /// Tells every local agent that `node` went down, and why.
+    pub fn broadcast_node_down(&self, node: &NodeId, cause: DownCause) {
+        self.broadcast(|| Deliver::NodeDown(node.clone(), cause));
+    }
+
+    fn broadcast(&self, event: impl Fn() -> Deliver) {
         let agents: Vec<Recipient<Deliver>> = self
             .agents
             .lock()
@@ -341,12 +411,7 @@ impl Router {
             .cloned()
             .collect();
         for agent in agents {
-            let event = if up {
-                Deliver::NodeUp(node.clone())
-            } else {
-                Deliver::NodeDown(node.clone())
-            };
-            agent.do_send(event);
+            agent.do_send(event());
         }
     }
 

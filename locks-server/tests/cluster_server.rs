@@ -110,7 +110,7 @@ impl StandIn {
     async fn node_down(&mut self, node: &str) {
         self.wait(
             &format!("{node} down"),
-            |m| matches!(m, Deliver::NodeDown(n) if n.as_str() == node),
+            |m| matches!(m, Deliver::NodeDown(n, _) if n.as_str() == node),
         )
         .await;
     }
@@ -190,9 +190,21 @@ async fn a_partition_releases_the_other_sides_agents_on_both_nodes() {
     of_a.granted("b", &lb).await;
 
     assert!(bounded("disconnect", a.disconnect("b")).await.unwrap());
-    // `disconnect` returns after a handled the down: b's agent is already released here.
+    // `disconnect` returns after a handled the down: b's agent is gone from a's table, and
+    // its lock is held by nobody (a ghost) until the lock-delay has passed.
     let snap = a.snapshot().await.unwrap();
-    assert!(snap.lock(&la).is_none(), "{snap:?}");
+    assert_eq!(snap.state(&of_b.id, &la), EntryState::Absent, "{snap:?}");
+    let entries = &snap.lock(&la).expect("kept for the lock-delay").entries;
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.agent.is_ghost() && e.state == EntryState::Granted(Mode::X)),
+        "{snap:?}"
+    );
+    wait_table(&a, "b's agent's ghost released on a", |s| {
+        s.lock(&la).is_none()
+    })
+    .await;
     of_a.node_down("b").await;
     of_b.node_down("a").await;
     wait_table(&b, "a's agent released on b", |s| s.lock(&lb).is_none()).await;

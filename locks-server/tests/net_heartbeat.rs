@@ -10,6 +10,7 @@ fn config(interval_ms: u64, timeout_ms: u64) -> HeartbeatConfig {
     HeartbeatConfig {
         interval: Duration::from_millis(interval_ms),
         timeout: Duration::from_millis(timeout_ms),
+        ..HeartbeatConfig::default()
     }
 }
 
@@ -137,6 +138,9 @@ proptest! {
                             prop_assert_eq!(s, seq);
                             last_ping = Some(now);
                         }
+                        HeartbeatAction::LeaseExpired { .. } => {
+                            prop_assert!(false, "no lease is configured");
+                        }
                         HeartbeatAction::Idle => {
                             prop_assert!(!down && silent < c.timeout);
                             let due = silent >= eff && last_ping.is_none_or(|p| now - p >= eff);
@@ -148,6 +152,164 @@ proptest! {
             prop_assert_eq!(hb.is_down(), down);
             if !down {
                 prop_assert!(hb.next_tick() <= last_heard + c.timeout);
+            }
+        }
+    }
+}
+
+fn leased(interval_ms: u64, timeout_ms: u64, lease_ms: u64) -> HeartbeatConfig {
+    HeartbeatConfig {
+        lease: Some(Duration::from_millis(lease_ms)),
+        ..config(interval_ms, timeout_ms)
+    }
+}
+
+/// A one-way partition: the peer's frames keep arriving, ours do not reach it, so no ping is
+/// answered. Without a lease the peer looks alive for ever; with one, the lease runs out one
+/// lease after the handshake started, whatever arrives.
+#[test]
+fn a_peer_heard_but_not_answering_pings_expires_the_lease() {
+    let t0 = Instant::now();
+    let mut hb = Heartbeat::with_proof(leased(100, 2000, 350), t0, t0);
+    let mut pings = 0;
+    let mut t = t0;
+    loop {
+        t += 10 * MS;
+        hb.on_frame(t);
+        match hb.on_tick(t) {
+            HeartbeatAction::Ping { .. } => pings += 1,
+            HeartbeatAction::Idle => {}
+            HeartbeatAction::LeaseExpired { proved_ago } => {
+                assert_eq!(t, t0 + 350 * MS, "expires exactly at the lease");
+                assert_eq!(proved_ago, 350 * MS);
+                break;
+            }
+            other => panic!("unexpected {other:?} at {:?}", t - t0),
+        }
+    }
+    assert_eq!(
+        pings, 3,
+        "pinged every interval although frames kept arriving"
+    );
+    assert!(
+        matches!(hb.on_tick(t + MS), HeartbeatAction::LeaseExpired { .. }),
+        "for good"
+    );
+}
+
+/// An answer renews the lease from the *send* time of the ping it answers, not from its own
+/// arrival: a slow answer buys nothing.
+#[test]
+fn the_lease_runs_from_the_send_time_of_the_answered_ping() {
+    let t0 = Instant::now();
+    let mut hb = Heartbeat::with_proof(leased(100, 5000, 300), t0, t0);
+    assert_eq!(hb.on_tick(t0 + 100 * MS), HeartbeatAction::Ping { seq: 1 });
+    assert_eq!(hb.on_tick(t0 + 200 * MS), HeartbeatAction::Ping { seq: 2 });
+    // The answer to the first ping comes late.
+    hb.on_pong(1, t0 + 290 * MS);
+    assert_eq!(hb.lease_deadline(), Some(t0 + 400 * MS));
+    assert_eq!(hb.on_tick(t0 + 300 * MS), HeartbeatAction::Ping { seq: 3 });
+    assert!(hb.next_tick() <= t0 + 400 * MS);
+    assert_eq!(
+        hb.on_tick(t0 + 400 * MS),
+        HeartbeatAction::LeaseExpired {
+            proved_ago: 300 * MS
+        }
+    );
+    // An answer after expiry revives nothing.
+    hb.on_pong(3, t0 + 401 * MS);
+    assert!(matches!(
+        hb.on_tick(t0 + 402 * MS),
+        HeartbeatAction::LeaseExpired { .. }
+    ));
+}
+
+#[derive(Clone, Debug)]
+enum LeaseEvent {
+    Frame,
+    Tick,
+    /// The peer answers the oldest ping it has not answered.
+    Pong,
+    /// The peer answers a ping, skipping the `n` oldest (pongs can be lost with a connection,
+    /// never reordered; skipping models pings whose answers never come).
+    PongSkipping(usize),
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Against a model: with a lease the detector pings every interval whatever arrives, and
+    /// says `LeaseExpired` exactly when a lease has passed since the send time of the latest
+    /// answered ping (or the start), unless the silence timeout came first; then it says it
+    /// for good.
+    #[test]
+    fn the_lease_follows_its_model(
+        interval in 1u64..100,
+        lease in 1u64..400,
+        events in proptest::collection::vec(
+            (0u64..80, prop_oneof![
+                Just(LeaseEvent::Frame),
+                Just(LeaseEvent::Tick),
+                Just(LeaseEvent::Pong),
+                (1usize..3).prop_map(LeaseEvent::PongSkipping),
+            ]),
+            1..80,
+        ),
+    ) {
+        let c = leased(interval, 100_000, lease);
+        let eff = c.effective_interval();
+        let lease = Duration::from_millis(lease);
+        let t0 = Instant::now();
+        let mut hb = Heartbeat::with_proof(c, t0, t0);
+        let mut now = t0;
+        let mut proved = t0;
+        let mut expired = false;
+        let mut last_ping: Option<Instant> = None;
+        // Pings sent and not answered (or skipped), oldest first.
+        let mut unanswered: Vec<(u64, Instant)> = Vec::new();
+        for (gap, event) in events {
+            now += Duration::from_millis(gap);
+            match event {
+                LeaseEvent::Frame => hb.on_frame(now),
+                LeaseEvent::Pong | LeaseEvent::PongSkipping(_) => {
+                    let skip = match event {
+                        LeaseEvent::PongSkipping(n) => n,
+                        _ => 0,
+                    };
+                    if unanswered.len() > skip {
+                        let (seq, sent) = unanswered[skip];
+                        unanswered.drain(..=skip);
+                        hb.on_pong(seq, now);
+                        if !expired {
+                            proved = proved.max(sent);
+                        }
+                    }
+                }
+                LeaseEvent::Tick => match hb.on_tick(now) {
+                    HeartbeatAction::LeaseExpired { proved_ago } => {
+                        prop_assert!(expired || now - proved >= lease);
+                        if !expired {
+                            prop_assert_eq!(proved_ago, now - proved);
+                        }
+                        expired = true;
+                    }
+                    HeartbeatAction::Ping { seq } => {
+                        prop_assert!(!expired && now - proved < lease);
+                        prop_assert!(last_ping.is_none_or(|p| now - p >= eff));
+                        last_ping = Some(now);
+                        unanswered.push((seq, now));
+                    }
+                    HeartbeatAction::Idle => {
+                        prop_assert!(!expired && now - proved < lease);
+                        let due = last_ping.map_or(now - t0 >= eff, |p| now - p >= eff);
+                        prop_assert!(!due, "a ping was due");
+                    }
+                    HeartbeatAction::Down { .. } => prop_assert!(false, "never silent that long"),
+                },
+            }
+            if !expired {
+                prop_assert_eq!(hb.lease_deadline(), Some(proved + lease));
+                prop_assert!(hb.next_tick() <= proved + lease);
             }
         }
     }

@@ -329,6 +329,7 @@ async fn a_peer_that_stops_reading_is_declared_down_by_heartbeat() {
     short.heartbeat = HeartbeatConfig {
         interval: Duration::from_millis(50),
         timeout: Duration::from_millis(300),
+        ..HeartbeatConfig::default()
     };
     short.outgoing_capacity = 64;
     let mut listener = Listener::bind(loopback(), short, no_names()).await.unwrap();
@@ -369,6 +370,7 @@ async fn pings_go_to_a_quiet_peer_and_pings_are_answered() {
     short.heartbeat = HeartbeatConfig {
         interval: Duration::from_millis(20),
         timeout: Duration::from_secs(5),
+        ..HeartbeatConfig::default()
     };
     let mut listener = Listener::bind(loopback(), short, no_names()).await.unwrap();
     let mut peer = hand_run_peer_b(listener.local_addr()).await;

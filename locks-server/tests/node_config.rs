@@ -23,6 +23,9 @@ fn a_full_toml_file_sets_every_field() {
         reconnect_min_ms = 10
         reconnect_max_ms = 300
         max_frame = 65536
+        lease_ms = 500
+        lock_delay_ms = 900
+        start_delay_ms = 0
         "#,
     )
     .unwrap();
@@ -40,6 +43,34 @@ fn a_full_toml_file_sets_every_field() {
         (Duration::from_millis(10), Duration::from_millis(300))
     );
     assert_eq!(c.max_frame, 65536);
+    let leases = c.leases().unwrap();
+    assert_eq!(leases.lease, Duration::from_millis(500));
+    assert_eq!(leases.lock_delay, Duration::from_millis(900));
+    assert_eq!(leases.start_delay, Duration::ZERO);
+}
+
+#[test]
+fn lease_settings_that_would_let_a_holder_outlive_its_lock_are_refused() {
+    // The lock-delay must cover the lease plus the clock drift.
+    let err = NodeConfig::from_toml_str(
+        "name = \"a\"\ncookie = \"c\"\nlease_ms = 1000\nlock_delay_ms = 1000\n",
+    )
+    .unwrap_err();
+    assert!(matches!(err, ConfigError::Lease(_)), "{err:?}");
+    assert!(err.to_string().contains("lock-delay"), "{err}");
+    // A lease no longer than the ping interval would expire between two pings.
+    let err = NodeConfig::from_toml_str(
+        "name = \"a\"\ncookie = \"c\"\nheartbeat_interval_ms = 500\nlease_ms = 400\n",
+    )
+    .unwrap_err();
+    assert!(matches!(err, ConfigError::Lease(_)), "{err:?}");
+    // The defaults are safe, and follow a shorter heartbeat.
+    let c = NodeConfig::new("a")
+        .cookie("c")
+        .heartbeat(Duration::from_millis(50), Duration::from_millis(400));
+    let leases = c.cluster().leases().unwrap();
+    assert_eq!(leases.lease, Duration::from_millis(300));
+    assert!(leases.lock_delay >= leases.lease + leases.lease / 100);
 }
 
 #[test]

@@ -37,7 +37,7 @@ use super::error::RequestError;
 use super::graph::WaitForGraph;
 use super::knowledge::Knowledge;
 use super::requests::Request;
-use super::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
+use super::status::{Deadlock, GrantedLock, LockResult, LossCause, LostLock, TransactionStatus};
 use crate::options::{Options, Req};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -66,6 +66,11 @@ pub enum Effect {
     /// The transaction status changed (answer waiting callers when it is `HaveAllLocks`; fail
     /// them, naming the nodes, when it is `CannotServe`).
     StatusChanged(TransactionStatus),
+    /// A lock is claimed: the client is told now that it holds it, with these versions (when
+    /// the transaction has all its locks; again after a loss or a conversion up).
+    Granted(GrantedLock),
+    /// A claimed lock is no longer held in the mode the client was told.
+    Lost(LostLock),
     /// This agent is the victim of a deadlock on `lock` at `node`, which the client was told it
     /// holds, and the transaction was started with `abort_on_deadlock`: fail the callers with a
     /// deadlock error naming the lock, then call [`AgentCore::end`] to release everything. The
@@ -127,6 +132,10 @@ pub struct AgentCore {
     requests: BTreeMap<LockId, Request>,
     knowledge: Knowledge,
     down: BTreeSet<NodeId>,
+    /// Why each node in `down` went down.
+    down_causes: BTreeMap<NodeId, LossCause>,
+    /// Claimed requests found no longer held, to report at the end of this status refresh.
+    losses: Vec<LockId>,
     rejected: BTreeSet<(LockId, NodeId)>,
     contacted: BTreeSet<NodeId>,
     status: TransactionStatus,
@@ -159,6 +168,8 @@ impl AgentCore {
             requests: BTreeMap::new(),
             knowledge: Knowledge::default(),
             down: BTreeSet::new(),
+            down_causes: BTreeMap::new(),
+            losses: Vec::new(),
             rejected: BTreeSet::new(),
             contacted: BTreeSet::new(),
             status: TransactionStatus::NoLocks,
@@ -267,7 +278,7 @@ impl AgentCore {
                     mode,
                     nodes,
                     req,
-                    claimed: false,
+                    claimed: None,
                 };
                 let targets = r.nodes.clone();
                 (r, targets)
@@ -323,6 +334,14 @@ impl AgentCore {
         }
         if !self.requests.contains_key(&lock) {
             self.rejected.retain(|(l, _)| *l != lock);
+        }
+        // New, or a claimed one made stronger or wider: the client is told of the grant (again)
+        // once it has all. (An unclaimed one is in the list already.)
+        if self
+            .requests
+            .get(&lock)
+            .is_none_or(|old| old.claimed.is_some())
+        {
             self.unclaimed.push(lock.clone());
         }
         for node in targets {
@@ -451,10 +470,17 @@ impl AgentCore {
     /// held there any more, and (without `await_nodes`) requests that can no longer be met make
     /// the status `CannotServe`.
     pub fn node_down(&mut self, node: &NodeId) -> Vec<Effect> {
+        self.node_down_because(node, LossCause::NodeDown)
+    }
+
+    /// [`AgentCore::node_down`], saying why (what a lost lock reports:
+    /// [`LossCause::NodeDown`] or [`LossCause::LeaseExpired`]).
+    pub fn node_down_because(&mut self, node: &NodeId, cause: LossCause) -> Vec<Effect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running || !self.down.insert(node.clone()) {
             return out;
         }
+        self.down_causes.insert(node.clone(), cause);
         self.knowledge.forget_node(node);
         self.knowledge.clear_excuses();
         self.probes.news();
@@ -486,6 +512,7 @@ impl AgentCore {
         if !self.down.remove(node) {
             return out;
         }
+        self.down_causes.remove(node);
         let again: Vec<(LockId, Mode)> = self
             .requests
             .values()
@@ -562,31 +589,54 @@ impl AgentCore {
         if !self.status.have_all_locks() {
             return None;
         }
-        let locks = self
-            .requests
-            .values()
-            .map(|r| {
-                // Sized by the request's nodes: collecting the filtered iterator would reserve
-                // room for four, and this list is built for every lock of the transaction.
-                let mut nodes = Vec::with_capacity(r.nodes.len());
-                nodes.extend(
-                    r.held_nodes(&self.modes, &self.knowledge, &self.down)
-                        .map(|n| {
-                            let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
-                            (n.clone(), v)
-                        }),
-                );
-                GrantedLock {
-                    lock: r.lock.clone(),
-                    mode: r.mode,
-                    nodes,
-                }
-            })
-            .collect();
+        let locks = self.requests.values().map(|r| self.grant_of(r)).collect();
         Some(LockResult {
             locks,
             deadlocks: self.knowledge.deadlocks().to_vec(),
         })
+    }
+
+    /// The request on `lock` as held now, with the version of every node that holds it, if it
+    /// is held by its requirement.
+    pub fn granted_lock(&self, lock: &LockId) -> Option<GrantedLock> {
+        let r = self.requests.get(lock)?;
+        r.is_held(&self.modes, &self.knowledge, &self.down)
+            .then(|| self.grant_of(r))
+    }
+
+    /// The claimed requests, with the mode the client was told (what an abort takes away).
+    pub fn claimed(&self) -> impl Iterator<Item = (&LockId, Mode)> {
+        self.requests
+            .values()
+            .filter_map(|r| Some((&r.lock, r.claimed?)))
+    }
+
+    /// The nodes this agent relies on for a lock the client was told it holds, other than
+    /// `local`, each once: the nodes whose lease the actor checks before answering.
+    pub fn claimed_remote_nodes(&self, local: &NodeId) -> BTreeSet<NodeId> {
+        self.contacted
+            .iter()
+            .filter(|n| *n != local && !self.down.contains(*n))
+            .cloned()
+            .collect()
+    }
+
+    fn grant_of(&self, r: &Request) -> GrantedLock {
+        // Sized by the request's nodes: collecting the filtered iterator would reserve room
+        // for four, and this list is built for every lock of the transaction.
+        let mut nodes = Vec::with_capacity(r.nodes.len());
+        nodes.extend(
+            r.held_nodes(&self.modes, &self.knowledge, &self.down)
+                .map(|n| {
+                    let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
+                    (n.clone(), v)
+                }),
+        );
+        GrantedLock {
+            lock: r.lock.clone(),
+            mode: r.mode,
+            nodes,
+        }
     }
 
     /// The wait-for graph as this agent sees it now.

@@ -20,4 +20,6 @@ pub use agent::{AgentCore, Effect, SurrenderRefusal};
 pub use error::RequestError;
 pub use graph::{Cycle, WaitForGraph, WaitLabel};
 pub use requests::Request;
-pub use status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
+pub use status::{
+    Deadlock, GrantedLock, LockResult, LossCause, LostLock, TransactionEvent, TransactionStatus,
+};

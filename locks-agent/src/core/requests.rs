@@ -23,10 +23,11 @@ pub struct Request {
     pub nodes: SmallVec<[NodeId; 1]>,
     /// How many of them must grant it.
     pub req: Req,
-    /// Whether the client has been told it holds this lock: the transaction reported "have all
-    /// locks" while the request existed. With `abort_on_deadlock`, a claimed lock is never
-    /// surrendered (the agent aborts instead).
-    pub claimed: bool,
+    /// The mode the client has been told it holds this lock in, if it has: the transaction
+    /// reported "have all locks" while the request existed (and it has not been told of a
+    /// loss since). With `abort_on_deadlock`, a claimed lock is never surrendered (the agent
+    /// aborts instead).
+    pub claimed: Option<Mode>,
 }
 
 impl Request {
@@ -51,7 +52,23 @@ impl Request {
 
     /// Whether the request is held, by its requirement.
     pub fn is_held(&self, modes: &ModeTable, k: &Knowledge, down: &BTreeSet<NodeId>) -> bool {
-        let had = self.held_nodes(modes, k, down).count();
+        self.is_held_in(self.mode, modes, k, down)
+    }
+
+    /// Whether the request would be held, by its requirement, if it asked for `mode`: for a
+    /// claimed request being converted up, whether the claimed mode is still held.
+    pub fn is_held_in(
+        &self,
+        mode: Mode,
+        modes: &ModeTable,
+        k: &Knowledge,
+        down: &BTreeSet<NodeId>,
+    ) -> bool {
+        let had = self
+            .nodes
+            .iter()
+            .filter(|n| !down.contains(*n) && held_on(modes, k, &self.lock, mode, n))
+            .count();
         let down_listed = self.nodes.iter().filter(|n| down.contains(*n)).count();
         self.req.is_met(self.nodes.len(), had, down_listed)
     }

@@ -77,3 +77,71 @@ pub struct LockResult {
     /// Every deadlock seen so far, oldest first.
     pub deadlocks: Vec<Deadlock>,
 }
+
+/// Why a lock the client was told it holds is no longer held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LossCause {
+    /// A node the grant depends on went down (its connection ended).
+    NodeDown,
+    /// The lease of this node on a node the grant depends on ran out (see
+    /// `locks_server::lease`): that node may be running and give the lock away once its
+    /// lock-delay has passed.
+    LeaseExpired,
+    /// The lock (or an ancestor) was surrendered to resolve a deadlock.
+    Surrendered,
+    /// The transaction aborted (`abort_on_deadlock`).
+    Aborted,
+    /// The lock server no longer grants it for another reason (it refused a conversion, or
+    /// its table lost the entry).
+    Revoked,
+}
+
+impl fmt::Display for LossCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LossCause::NodeDown => "node-down",
+            LossCause::LeaseExpired => "lease-expired",
+            LossCause::Surrendered => "surrendered",
+            LossCause::Aborted => "aborted",
+            LossCause::Revoked => "revoked",
+        })
+    }
+}
+
+/// A lock the client was told it holds, and no longer holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostLock {
+    /// The lock.
+    pub lock: LockId,
+    /// The mode the client was told it holds.
+    pub mode: Mode,
+    /// The nodes of the request that no longer grant it.
+    pub nodes: Vec<NodeId>,
+    /// Why.
+    pub cause: LossCause,
+}
+
+impl fmt::Display for LostLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} lost on ", self.lock, self.mode)?;
+        for (i, node) in self.nodes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{node}")?;
+        }
+        write!(f, " ({})", self.cause)
+    }
+}
+
+/// A change the transaction pushes to its client ([`crate::Transaction::events`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TransactionEvent {
+    /// The status changed.
+    Status(TransactionStatus),
+    /// A lock is held, as the client is told now: with its fencing versions. A lock granted
+    /// again after a loss (or converted up) is reported again, with its new versions.
+    Granted(GrantedLock),
+    /// A lock the client was told it holds is no longer held.
+    Lost(LostLock),
+}

@@ -139,7 +139,10 @@ impl Client {
     /// `lock` awaited in place (within [`BOUND`], failing the test on an error): the locks
     /// that were in a deadlock on the way, as [`Transaction::lock`] returns them.
     pub async fn lock(&self, lock: LockId, mode: Mode) -> Vec<LockId> {
-        bounded(self.txn().lock(lock, mode)).await.unwrap()
+        bounded(self.txn().lock(lock, mode))
+            .await
+            .unwrap()
+            .deadlocks
     }
 
     /// `lock_nowait` awaited in place (within [`BOUND`], failing the test on an error).

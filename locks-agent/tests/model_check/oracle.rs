@@ -144,10 +144,31 @@ pub fn safety(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), Strin
                 m.config.agents[i].name, c.decisions
             ));
         }
-        if c.stop.is_some() || !c.core.status_ref().have_all_locks() {
+        if c.stop.is_some() {
             continue;
         }
         let id = &m.agent_ids[i];
+        // A lock the client was told it holds, and has not been told it lost, is held: the
+        // lost-lock signal comes no later than the tables take it away.
+        for r in c.core.requests() {
+            let Some(claimed) = r.claimed else {
+                continue;
+            };
+            let claim = Request {
+                mode: claimed,
+                ..r.clone()
+            };
+            if !met_by_truth(m, snaps, id, &claim) {
+                return Err(format!(
+                    "{} was told it holds {} {claimed} and was not told it lost it, but the \
+                     tables do not grant it",
+                    m.config.agents[i].name, r.lock
+                ));
+            }
+        }
+        if !c.core.status_ref().have_all_locks() {
+            continue;
+        }
         for r in c.core.requests() {
             if !met_by_truth(m, snaps, id, r) {
                 return Err(format!(

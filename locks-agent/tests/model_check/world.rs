@@ -496,6 +496,16 @@ impl World {
                         let _ = write!(line, " [status {}]", show_status(&s));
                     }
                 }
+                Effect::Granted(g) => {
+                    if verbose {
+                        let _ = write!(line, " [granted {} {}]", g.lock, g.mode);
+                    }
+                }
+                Effect::Lost(l) => {
+                    if verbose {
+                        let _ = write!(line, " [lost {} {}: {}]", l.lock, l.mode, l.cause);
+                    }
+                }
                 Effect::Abort { lock, node } => {
                     if verbose {
                         let _ = write!(line, "\n      ABORT on {lock}@{node}: stop, release");

@@ -362,6 +362,8 @@ impl Sim {
                         c.statuses.push(s);
                     }
                 }
+                // What the client is told; the oracles check the status and the tables.
+                Effect::Granted(_) | Effect::Lost(_) => {}
                 Effect::Abort { lock, node } => {
                     self.stats.aborts += 1;
                     if let Some(c) = self.clients.get_mut(from) {

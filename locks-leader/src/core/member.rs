@@ -428,6 +428,8 @@ impl<C: Callbacks> MemberCore<C> {
                 // The member watches the election lock itself, not through its agent, and
                 // never surrenders it to a named agent.
                 AgentEffect::Watched { .. } | AgentEffect::SurrenderAnswered { .. } => {}
+                // Leadership follows the agent's status, not per-lock grant reports.
+                AgentEffect::Granted(_) | AgentEffect::Lost(_) => {}
             }
         }
     }

@@ -21,10 +21,11 @@
 //!   handshake with a connected peer, and makes simultaneous dials keep the connection dialed by
 //!   the smaller name.
 //! - **Node down.** When a peer's connection ends (closed by either side, heartbeat timeout,
-//!   malformed frame, I/O error), after every envelope it delivered has been handed on: the
-//!   router forgets the peer (sends to it fail at once with [`RouteError::NodeDown`]), the local
-//!   lock server releases every lock and watch of the agents living on that node
-//!   ([`crate::server::NodeDown`]), every local agent is told
+//!   lease expired, malformed frame, I/O error), after every envelope it delivered has been
+//!   handed on: the router forgets the peer and its lease (sends to it fail at once with
+//!   [`RouteError::NodeDown`]), the local lock server hands every lock and watch of the agents
+//!   living on that node to ghosts and releases them after the lock-delay
+//!   ([`crate::server::NodeDown`], [`crate::lease`]), every local agent is told, with the cause
 //!   ([`Router::broadcast_node_event`]), and subscribers get [`NodeEvent::Down`]. The peer sees
 //!   its side of the same connection end and does the same.
 //! - **Node up.** A registered connection is added to the router, then every local agent and
@@ -193,6 +194,8 @@ impl Cluster {
         let cookie = config.cookie.clone().unwrap_or_else(|| "".into());
         let mut net = NetConfig::new(node.clone(), cookie);
         net.heartbeat = config.heartbeat;
+        // Checked when the node started; a refused setting never gets here.
+        net.heartbeat.lease = config.leases().ok().map(|l| l.lease);
         net.connect_timeout = config.connect_timeout;
         net.handshake_timeout = config.handshake_timeout;
         net.max_frame = config.max_frame;

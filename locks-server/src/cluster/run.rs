@@ -8,7 +8,7 @@ use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
-use crate::router::Router;
+use crate::router::{DownCause, Router};
 use crate::server::NodeDown;
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
@@ -287,6 +287,7 @@ impl Cluster {
             sender,
             incoming,
             down,
+            lease,
             ..
         } = link;
         let remote = ClusterLink::new(peer.clone(), sender);
@@ -298,6 +299,7 @@ impl Cluster {
             self.clone()
                 .pump(peer.clone(), registered.link, incoming, down),
         );
+        self.router.set_lease(peer.clone(), lease);
         self.router.add_remote(peer.clone(), remote.clone());
         state
             .links
@@ -323,16 +325,22 @@ impl Cluster {
                 tracing::debug!(node = %self.node, %peer, %err, "envelope from a peer not delivered");
             }
         }
-        let reason = match down.await {
-            Ok(reason) => reason.to_string(),
-            Err(_) => "the connection was dropped".to_owned(),
+        let (reason, cause) = match down.await {
+            Ok(reason @ DownReason::LeaseExpired { .. }) => {
+                (reason.to_string(), DownCause::LeaseExpired)
+            }
+            Ok(reason) => (reason.to_string(), DownCause::Disconnected),
+            Err(_) => (
+                "the connection was dropped".to_owned(),
+                DownCause::Disconnected,
+            ),
         };
-        self.link_down(&peer, link, &reason);
+        self.link_down(&peer, link, &reason, cause);
     }
 
     /// A link ended, after everything it delivered was handed on. If it was the peer's link,
     /// the peer is down (see the module documentation for the order of the effects).
-    fn link_down(&self, peer: &NodeId, link: LinkId, reason: &str) {
+    fn link_down(&self, peer: &NodeId, link: LinkId, reason: &str, cause: DownCause) {
         let mut state = self.state();
         if let Some(entry) = state.links.remove(&link) {
             entry.remote.close();
@@ -343,7 +351,7 @@ impl Cluster {
             if let Some(server) = self.router.server() {
                 server.do_send(NodeDown(peer.clone()));
             }
-            self.router.broadcast_node_event(peer, false);
+            self.router.broadcast_node_down(peer, cause);
             state.emit(NodeEvent::Down(peer.clone()));
         }
         let waiters = state.down_waiters.remove(&link).unwrap_or_default();

@@ -58,6 +58,8 @@ pub async fn establish(
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "cannot set TCP_NODELAY");
     }
+    // Before this node sends anything: the start of the link's lease (see `crate::lease`).
+    let started = now();
     let peer_addr = stream.peer_addr().ok();
     let mut transport = Framed::new(stream, length_codec(HANDSHAKE_MAX_FRAME));
     let nonce = match random_nonce() {
@@ -137,6 +139,7 @@ pub async fn establish(
                 peer_addr,
                 transport,
                 config: config.clone(),
+                started,
             })
         }
         HandshakeOutcome::Refused(refusal) => {
@@ -208,6 +211,8 @@ pub struct Connection {
     peer_addr: Option<SocketAddr>,
     transport: Transport,
     config: NetConfig,
+    /// When this node began the handshake, before it sent anything.
+    started: std::time::Instant,
 }
 
 impl Connection {
@@ -235,6 +240,7 @@ impl Connection {
             self.peer_addr,
             self.transport,
             &self.config,
+            self.started,
         )
     }
 

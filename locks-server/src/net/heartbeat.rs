@@ -6,11 +6,21 @@
 //! on its own when it hears nothing from us. When nothing has been heard for
 //! [`HeartbeatConfig::timeout`], the peer is down.
 //!
+//! With a lease ([`HeartbeatConfig::lease`], see [`crate::lease`]) it also pings every
+//! interval whatever else arrives, remembers when each ping went out, and keeps the lease: valid
+//! until the send time of the latest answered ping plus the lease. When the lease runs out it
+//! says [`HeartbeatAction::LeaseExpired`], even if the peer is still heard (a one-way partition).
+//!
 //! Inputs are the current instant, "a frame arrived" and ticks; the caller ticks at
 //! [`Heartbeat::next_tick`] (earlier ticks are harmless). Once the detector has said
-//! [`HeartbeatAction::Down`] it keeps saying it.
+//! [`HeartbeatAction::Down`] or [`HeartbeatAction::LeaseExpired`] it keeps saying it.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
+
+/// The most pings remembered while unanswered: more than a lease can span at any sane
+/// interval; the oldest are forgotten first (their answers then renew nothing, which is safe).
+const MAX_OUTSTANDING: usize = 64;
 
 /// When to ping a silent peer and when to give up on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +31,10 @@ pub struct HeartbeatConfig {
     pub interval: Duration,
     /// Silence after which the peer is down. Default 2 s.
     pub timeout: Duration,
+    /// The lease, if the link keeps one (cluster links do; see [`crate::lease`]): pings go out
+    /// every interval, and the lease runs out this long after the send time of the latest
+    /// answered ping. Default `None`.
+    pub lease: Option<Duration>,
 }
 
 impl Default for HeartbeatConfig {
@@ -28,6 +42,7 @@ impl Default for HeartbeatConfig {
         HeartbeatConfig {
             interval: Duration::from_millis(500),
             timeout: Duration::from_secs(2),
+            lease: None,
         }
     }
 }
@@ -57,6 +72,11 @@ pub enum HeartbeatAction {
         /// How long nothing was heard.
         silent_for: Duration,
     },
+    /// No ping sent in the last lease was answered: the lease has run out.
+    LeaseExpired {
+        /// How long ago the latest answered ping (or the start of the handshake) was sent.
+        proved_ago: Duration,
+    },
 }
 
 /// The failure detector of one connection.
@@ -66,20 +86,35 @@ pub struct Heartbeat {
     last_heard: Instant,
     /// The last ping sent and when, if any.
     last_ping: Option<(u64, Instant)>,
+    /// The pings not answered yet, oldest first (kept only with a lease).
+    outstanding: VecDeque<(u64, Instant)>,
+    /// The send time of the latest answered ping (with a lease).
+    proved: Instant,
+    /// When the detector was made: with a lease, the first ping is due an interval later.
+    created: Instant,
     next_seq: u64,
-    down: bool,
+    down: Option<HeartbeatAction>,
 }
 
 impl Heartbeat {
     /// A detector for a connection that was just established at `now` (the handshake counts
     /// as hearing from the peer).
     pub fn new(config: HeartbeatConfig, now: Instant) -> Heartbeat {
+        Heartbeat::with_proof(config, now, now)
+    }
+
+    /// A detector for a connection established at `now` whose lease starts at `proved`, an
+    /// instant at or before the first frame this node sent on it (the start of the handshake).
+    pub fn with_proof(config: HeartbeatConfig, now: Instant, proved: Instant) -> Heartbeat {
         Heartbeat {
             config,
             last_heard: now,
             last_ping: None,
+            outstanding: VecDeque::new(),
+            proved: proved.min(now),
+            created: now,
             next_seq: 1,
-            down: false,
+            down: None,
         }
     }
 
@@ -92,6 +127,12 @@ impl Heartbeat {
     /// time when it answers the latest ping.
     pub fn on_pong(&mut self, seq: u64, now: Instant) -> Option<Duration> {
         self.on_frame(now);
+        if let Some(i) = self.outstanding.iter().position(|(s, _)| *s == seq) {
+            // Pongs come in order: every earlier ping is answered or lost; forget them too.
+            let (_, sent) = self.outstanding[i];
+            self.outstanding.drain(..=i);
+            self.proved = self.proved.max(sent);
+        }
         match self.last_ping {
             Some((sent_seq, at)) if sent_seq == seq => Some(now.saturating_duration_since(at)),
             _ => None,
@@ -100,20 +141,42 @@ impl Heartbeat {
 
     /// Time passed: decide whether to ping or to declare the peer down.
     pub fn on_tick(&mut self, now: Instant) -> HeartbeatAction {
+        if let Some(down) = self.down {
+            return down;
+        }
         let silent_for = now.saturating_duration_since(self.last_heard);
-        if self.down || silent_for >= self.config.timeout {
-            self.down = true;
-            return HeartbeatAction::Down { silent_for };
+        if silent_for >= self.config.timeout {
+            return *self.down.insert(HeartbeatAction::Down { silent_for });
+        }
+        if let Some(lease) = self.config.lease {
+            let proved_ago = now.saturating_duration_since(self.proved);
+            if proved_ago >= lease {
+                return *self
+                    .down
+                    .insert(HeartbeatAction::LeaseExpired { proved_ago });
+            }
         }
         let interval = self.config.effective_interval();
-        let ping_due = silent_for >= interval
-            && self
-                .last_ping
-                .is_none_or(|(_, at)| now.saturating_duration_since(at) >= interval);
+        let ping_due = if self.config.lease.is_some() {
+            // Ping whatever arrives: only answered pings renew the lease.
+            let since = self.last_ping.map_or(self.created, |(_, at)| at);
+            now.saturating_duration_since(since) >= interval
+        } else {
+            silent_for >= interval
+                && self
+                    .last_ping
+                    .is_none_or(|(_, at)| now.saturating_duration_since(at) >= interval)
+        };
         if ping_due {
             let seq = self.next_seq;
             self.next_seq += 1;
             self.last_ping = Some((seq, now));
+            if self.config.lease.is_some() {
+                if self.outstanding.len() == MAX_OUTSTANDING {
+                    self.outstanding.pop_front();
+                }
+                self.outstanding.push_back((seq, now));
+            }
             HeartbeatAction::Ping { seq }
         } else {
             HeartbeatAction::Idle
@@ -124,16 +187,32 @@ impl Heartbeat {
     pub fn next_tick(&self) -> Instant {
         let interval = self.config.effective_interval();
         let down_at = self.last_heard + self.config.timeout;
-        let ping_at = match self.last_ping {
-            Some((_, at)) => (self.last_heard + interval).max(at + interval),
-            None => self.last_heard + interval,
+        let ping_at = match (self.config.lease, self.last_ping) {
+            (Some(_), Some((_, at))) => at + interval,
+            (Some(_), None) => self.created + interval,
+            (None, Some((_, at))) => (self.last_heard + interval).max(at + interval),
+            (None, None) => self.last_heard + interval,
         };
-        ping_at.min(down_at)
+        let tick = ping_at.min(down_at);
+        match self.lease_deadline() {
+            Some(deadline) => tick.min(deadline),
+            None => tick,
+        }
     }
 
-    /// Whether the detector has declared the peer down.
+    /// The send time of the latest answered ping (or the start of the handshake).
+    pub fn proved(&self) -> Instant {
+        self.proved
+    }
+
+    /// When the lease runs out, if the link keeps one.
+    pub fn lease_deadline(&self) -> Option<Instant> {
+        self.config.lease.map(|lease| self.proved + lease)
+    }
+
+    /// Whether the detector has declared the peer down (silent, or its lease ran out).
     pub fn is_down(&self) -> bool {
-        self.down
+        self.down.is_some()
     }
 
     /// When the peer was last heard from.

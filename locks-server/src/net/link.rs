@@ -14,9 +14,12 @@
 //! The connection ends, and `down` reports why, when: the peer closes it; the peer is silent
 //! past the heartbeat timeout; a frame is malformed (it is logged); an I/O error occurs; or the
 //! owner calls [`LinkSender::close`] or drops every `LinkSender` (queued envelopes are written
-//! first). Envelopes still queued when the connection fails are lost: the owner treats `down` as
+//! first); or, on a link with a lease, when the lease runs out (see [`crate::lease`]): the
+//! driver renews [`Link::lease`] with every answered ping and expires it when the connection
+//! ends, and ends the connection as soon as anyone has seen the lease expired. Envelopes still queued when the connection fails are lost: the owner treats `down` as
 //! "the peer may or may not have received what was sent".
 
+use crate::lease::LeaseCell;
 use crate::net::NetConfig;
 use crate::net::conn::Transport;
 use crate::net::frame::{PeerFrame, decode_frame, encode_frame, encode_payload};
@@ -30,6 +33,7 @@ use locks_core::codec::CodecError;
 use locks_core::proto::Envelope;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
@@ -54,12 +58,18 @@ pub(crate) fn open(
     peer_addr: Option<SocketAddr>,
     transport: Transport,
     config: &NetConfig,
+    started: std::time::Instant,
 ) -> (Link, Driver) {
     let (out_tx, out_rx) = mpsc::channel(config.outgoing_capacity.max(1));
     let (in_tx, in_rx) = mpsc::channel(config.incoming_capacity.max(1));
     let (down_tx, down_rx) = oneshot::channel();
     let close = CancellationToken::new();
     let max_frame = config.effective_max_frame();
+    // Without a lease the cell stays valid until the connection ends.
+    let lease = Arc::new(LeaseCell::new(match config.heartbeat.lease {
+        Some(lease) => started + lease,
+        None => now() + Duration::from_secs(100 * 365 * 24 * 3600),
+    }));
     let link = Link {
         peer: peer.clone(),
         peer_addr,
@@ -72,6 +82,7 @@ pub(crate) fn open(
         },
         incoming: in_rx,
         down: down_rx,
+        lease: lease.clone(),
     };
     let driver = Driver {
         peer,
@@ -84,6 +95,8 @@ pub(crate) fn open(
         close,
         heartbeat: config.heartbeat,
         max_frame,
+        lease,
+        started,
     };
     (link, driver)
 }
@@ -108,6 +121,9 @@ pub struct Link {
     /// Resolves once with the reason the connection went down (an error only if the driver
     /// was dropped without running to its end).
     pub down: oneshot::Receiver<DownReason>,
+    /// The link's lease: valid while the peer keeps answering pings (see [`crate::lease`]);
+    /// expired for good once the connection is down.
+    pub lease: Arc<LeaseCell>,
 }
 
 /// Sends envelopes to one peer. Cheap to clone.
@@ -189,6 +205,12 @@ pub enum DownReason {
         /// How long the peer was silent.
         silent_for: Duration,
     },
+    /// No ping sent in the last lease was answered (see [`crate::lease`]).
+    #[error("no ping answered for {proved_ago:?} (lease expired)")]
+    LeaseExpired {
+        /// How long ago the latest answered ping was sent.
+        proved_ago: Duration,
+    },
     /// A frame could not be decoded, or was not allowed after the handshake.
     #[error("malformed frame from the peer: {0}")]
     Malformed(String),
@@ -210,6 +232,8 @@ pub struct Driver {
     close: CancellationToken,
     heartbeat: HeartbeatConfig,
     max_frame: usize,
+    lease: Arc<LeaseCell>,
+    started: std::time::Instant,
 }
 
 impl Driver {
@@ -227,15 +251,20 @@ impl Driver {
             close,
             heartbeat,
             max_frame,
+            lease,
+            started,
         } = self;
         let (sink, stream) = transport.split();
         let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
-        let reader = read_loop(stream, in_tx, ctrl_tx, heartbeat, max_frame);
+        let detector = Heartbeat::with_proof(heartbeat, now(), started);
+        let reader = read_loop(stream, in_tx, ctrl_tx, detector, &lease, max_frame);
         let writer = write_loop(sink, out_rx, ctrl_rx, close, max_frame, heartbeat.timeout);
         let reason = tokio::select! {
             reason = reader => reason,
             reason = writer => reason,
         };
+        // Before anyone hears of the end: nothing may go on believing in this link.
+        lease.expire();
         match &reason {
             DownReason::ClosedLocally => {
                 tracing::debug!(%node, %peer, peer_addr = ?peer_addr, "node connection closed")
@@ -256,10 +285,10 @@ async fn read_loop(
     mut stream: SplitStream<Transport>,
     in_tx: mpsc::Sender<Envelope>,
     ctrl_tx: mpsc::Sender<PeerFrame>,
-    config: HeartbeatConfig,
+    mut detector: Heartbeat,
+    lease: &LeaseCell,
     max_frame: usize,
 ) -> DownReason {
-    let mut detector = Heartbeat::new(config, now());
     loop {
         let tick = sleep_until(Instant::from_std(detector.next_tick()));
         tokio::select! {
@@ -291,6 +320,12 @@ async fn read_loop(
                         if let Some(rtt) = detector.on_pong(seq, at) {
                             tracing::trace!(?rtt, "heartbeat round trip");
                         }
+                        if let Some(until) = detector.lease_deadline()
+                            && lease.renew(until).is_err()
+                        {
+                            // Someone saw it expire first: that decision stands.
+                            return lease_expired(&detector, at);
+                        }
                     }
                     Ok(frame) => {
                         return DownReason::Malformed(format!(
@@ -301,6 +336,7 @@ async fn read_loop(
                 }
             }
             () = tick => match detector.on_tick(now()) {
+                _ if lease.is_expired() => return lease_expired(&detector, now()),
                 HeartbeatAction::Idle => {}
                 HeartbeatAction::Ping { seq } => {
                     let _ = ctrl_tx.try_send(PeerFrame::Ping { seq });
@@ -308,8 +344,17 @@ async fn read_loop(
                 HeartbeatAction::Down { silent_for } => {
                     return DownReason::HeartbeatTimeout { silent_for };
                 }
+                HeartbeatAction::LeaseExpired { proved_ago } => {
+                    return DownReason::LeaseExpired { proved_ago };
+                }
             },
         }
+    }
+}
+
+fn lease_expired(detector: &Heartbeat, now: std::time::Instant) -> DownReason {
+    DownReason::LeaseExpired {
+        proved_ago: now.saturating_duration_since(detector.proved()),
     }
 }
 

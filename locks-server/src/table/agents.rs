@@ -92,6 +92,16 @@ impl Agents {
         }
     }
 
+    /// Gives interned agent `a` a new id (keeping its entries and watches). `new` must not be
+    /// known yet.
+    pub fn rename(&mut self, a: u32, new: AgentId) {
+        if let Some(slot) = self.slots.get_mut(a as usize).and_then(Option::as_mut) {
+            self.by_id.remove(&slot.id);
+            slot.id = new.clone();
+            self.by_id.insert(new, a);
+        }
+    }
+
     /// The ids of the agents known, in no particular order.
     pub fn ids(&self) -> impl Iterator<Item = &AgentId> {
         self.by_id.keys()

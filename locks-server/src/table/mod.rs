@@ -144,6 +144,8 @@ pub struct LockTable {
     version: u64,
     locks: Locks,
     agents: Agents,
+    /// The serial of the next ghost.
+    next_ghost: u64,
 }
 
 impl LockTable {
@@ -158,6 +160,7 @@ impl LockTable {
             version: version_base,
             locks: Locks::default(),
             agents: Agents::default(),
+            next_ghost: 1,
         }
     }
 
@@ -235,6 +238,28 @@ impl LockTable {
             .collect();
         agents.sort();
         agents
+    }
+
+    /// Hands every entry and watch of the agents of `node` to ghosts ([`AgentId::ghost`]), one
+    /// per agent, and returns them. Nothing changes in the queues: each lock stays held (and
+    /// each wait queued) exactly as before, under a placeholder that is never told anything and
+    /// never answers, so that nobody is granted what that node's agents held until the caller
+    /// removes the ghosts with `RemoveAgent` once the lock-delay has passed (see
+    /// `crate::lease`). A later request of one of those agents (its node came back) is a new
+    /// request, queued behind its own ghost.
+    pub fn ghost_agents_of(&mut self, node: &NodeId) -> Vec<AgentId> {
+        let agents = self.agents_on(node);
+        let mut ghosts = Vec::with_capacity(agents.len());
+        for agent in agents {
+            let Some(a) = self.agents.lookup(&agent) else {
+                continue;
+            };
+            let ghost = AgentId::ghost(self.node.clone(), self.next_ghost);
+            self.next_ghost += 1;
+            self.agents.rename(a, ghost.clone());
+            ghosts.push(ghost);
+        }
+        ghosts
     }
 
     /// The current view of one lock, if it exists.

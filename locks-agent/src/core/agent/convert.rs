@@ -45,6 +45,10 @@ impl AgentCore {
             });
         }
         r.mode = mode;
+        // The client asked for less: what it was told it holds is lowered too, not lost.
+        if r.claimed.is_some() {
+            r.claimed = Some(mode);
+        }
         // A node that refused the request has no direct lock of it to convert.
         let nodes: Vec<NodeId> = r
             .nodes

@@ -17,7 +17,8 @@
 //! so every test of the crate checks it too).
 
 use super::{AgentCore, Effect};
-use crate::core::status::TransactionStatus;
+use crate::core::requests::held_on;
+use crate::core::status::{LossCause, LostLock, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -83,12 +84,19 @@ impl AgentCore {
     /// locks, every request is claimed (it is reported to the client now or already).
     pub(super) fn refresh_status(&mut self, out: &mut Vec<Effect>) {
         self.evaluate_stale();
+        self.report_losses(out);
         let status = self.current_status();
         debug_assert_eq!(status, self.status_afresh(), "incremental status");
         if status.have_all_locks() {
             for lock in std::mem::take(&mut self.unclaimed) {
-                if let Some(r) = self.requests.get_mut(&lock) {
-                    r.claimed = true;
+                let Some(r) = self.requests.get_mut(&lock) else {
+                    continue;
+                };
+                if r.claimed != Some(r.mode) {
+                    r.claimed = Some(r.mode);
+                    if let Some(granted) = self.granted_lock(&lock) {
+                        out.push(Effect::Granted(granted));
+                    }
                 }
             }
         }
@@ -104,8 +112,56 @@ impl AgentCore {
         }
     }
 
+    /// Tells the client of every claimed request found no longer held in its claimed mode, and
+    /// makes it unclaimed: a later grant is a new one, reported with its new versions.
+    fn report_losses(&mut self, out: &mut Vec<Effect>) {
+        for lock in std::mem::take(&mut self.losses) {
+            let Some(r) = self.requests.get_mut(&lock) else {
+                continue;
+            };
+            let Some(mode) = r.claimed.take() else {
+                continue;
+            };
+            self.unclaimed.push(lock.clone());
+            let r = &self.requests[&lock];
+            let nodes: Vec<NodeId> = r
+                .nodes
+                .iter()
+                .filter(|n| {
+                    self.down.contains(*n) || !held_on(&self.modes, &self.knowledge, &lock, mode, n)
+                })
+                .cloned()
+                .collect();
+            let cause = self.loss_cause(&lock, &nodes);
+            out.push(Effect::Lost(LostLock {
+                lock,
+                mode,
+                nodes,
+                cause,
+            }));
+        }
+    }
+
+    /// Why a claimed lock is no longer held on `nodes`: a node down (or its lease), else a
+    /// surrender of it or of an ancestor, else the server took it back.
+    fn loss_cause(&self, lock: &LockId, nodes: &[NodeId]) -> LossCause {
+        if let Some(cause) = nodes.iter().find_map(|n| self.down_causes.get(n)) {
+            return *cause;
+        }
+        let surrendered = nodes.iter().any(|n| {
+            self.knowledge.is_suspended(lock, n)
+                || lock.ancestors().any(|a| self.knowledge.is_suspended(&a, n))
+        });
+        if surrendered {
+            LossCause::Surrendered
+        } else {
+            LossCause::Revoked
+        }
+    }
+
     /// Forgets the status bookkeeping (the transaction ended).
     pub(super) fn clear_status(&mut self) {
+        self.losses.clear();
         self.pending.clear();
         self.unservable.clear();
         self.unclaimed.clear();
@@ -159,6 +215,11 @@ impl AgentCore {
         let verdict = self.requests.get(lock).map(|r| {
             if r.is_held(&self.modes, &self.knowledge, &self.down) {
                 return None;
+            }
+            if let Some(claimed) = r.claimed
+                && !r.is_held_in(claimed, &self.modes, &self.knowledge, &self.down)
+            {
+                self.losses.push(lock.clone());
             }
             let lost = |n: &NodeId| {
                 (!self.options.await_nodes && self.down.contains(n))

@@ -426,10 +426,9 @@ impl AgentCore {
             return;
         }
         if self.options.abort_on_deadlock
-            && self
-                .requests
-                .values()
-                .any(|r| r.claimed && r.is_under(&lock, &node) && self.would_lose(r, &node))
+            && self.requests.values().any(|r| {
+                r.claimed.is_some() && r.is_under(&lock, &node) && self.would_lose(r, &node)
+            })
         {
             self.phase = Phase::Aborted;
             out.push(Effect::Abort { lock, node });

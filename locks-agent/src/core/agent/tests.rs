@@ -139,8 +139,20 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
     assert_eq!(c.status(), TransactionStatus::Waiting, "settle decides");
     let fx = c.settle();
     let have = TransactionStatus::HaveAllLocks { deadlocks: vec![] };
-    assert_eq!(fx, vec![Effect::StatusChanged(have.clone())]);
-    assert!(c.request_on(&l).unwrap().claimed);
+    let granted = GrantedLock {
+        lock: l.clone(),
+        mode: X,
+        nodes: vec![(n1(), 7)],
+    };
+    assert_eq!(
+        fx,
+        vec![
+            Effect::Granted(granted),
+            Effect::StatusChanged(have.clone())
+        ],
+        "the client is told of the grant, with its version"
+    );
+    assert_eq!(c.request_on(&l).unwrap().claimed, Some(X));
     assert_eq!(
         c.lock_result().unwrap().locks,
         vec![GrantedLock {
@@ -172,7 +184,7 @@ fn a_stronger_mode_is_an_up_conversion() {
     assert_eq!(to_servers(&fx), vec![(n1(), lock_req(1, &l, X))]);
     assert_eq!(c.status(), TransactionStatus::Waiting);
     assert!(
-        c.request_on(&l).unwrap().claimed,
+        c.request_on(&l).unwrap().claimed.is_some(),
         "the read is still claimed"
     );
     c.receive(notice(&n1(), &l, 4, EntryState::Granted(X)));
@@ -243,7 +255,7 @@ fn two_cycle(me: u64, other: u64, options: Options) -> AgentCore {
     let (x, y) = (lock_id!["x"], lock_id!["y"]);
     let mut c = core(me, options);
     hold(&mut c, &x, X, 2);
-    assert!(c.request_on(&x).unwrap().claimed);
+    assert!(c.request_on(&x).unwrap().claimed.is_some());
     c.request(y.clone(), X, &[n1()], Req::All).unwrap();
     c.receive(waiting_notice(&y, X, view(4, &[(other, X)], &[(me, X)])));
     c.receive(forward(other, &x, view(5, &[(me, X)], &[(other, X)])));
@@ -486,8 +498,15 @@ fn a_node_down_makes_an_all_request_unservable() {
         locks: vec![l.clone()],
         nodes: vec![node("n2")],
     };
-    assert_eq!(fx, vec![Effect::StatusChanged(cannot)]);
+    let lost = LostLock {
+        lock: l.clone(),
+        mode: X,
+        nodes: vec![node("n2")],
+        cause: LossCause::NodeDown,
+    };
+    assert_eq!(fx, vec![Effect::Lost(lost), Effect::StatusChanged(cannot)]);
     assert!(c.node_down(&node("n2")).is_empty(), "already down");
+    assert_eq!(c.request_on(&l).unwrap().claimed, None, "told it is lost");
 }
 
 #[test]
@@ -800,5 +819,6 @@ fn an_agent_someone_waits_for_tells_those_queued_ahead_of_it() {
 }
 
 mod api;
+mod claims;
 mod convert;
 mod probe;

@@ -1,0 +1,150 @@
+//! How a client learns what it holds and when it stops holding it: the grant a `lock` call
+//! returns ([`Locked`]), the transaction's event stream ([`TransactionEvents`]), the lost-lock
+//! signal ([`Transaction::lost`]) and the state of one lock ([`LockState`]).
+//!
+//! A lock is *claimed* once the client is told it holds it: when the transaction has all its
+//! locks, each lock is reported [`TransactionEvent::Granted`] with the fencing version of every
+//! node that grants it. From then on the agent watches it: if it is no longer held in that mode
+//! — a node it depends on went down or its lease ran out, it was surrendered to resolve a
+//! deadlock, the transaction aborted — the client gets [`TransactionEvent::Lost`] saying which
+//! lock, on which nodes and why, and [`Transaction::lost`] resolves. A lock granted again later
+//! is a new grant, reported again with its new versions. Before it answers anything (status,
+//! `lock`, `lost`, `lock_state`) the agent checks the lease of every remote node it relies on,
+//! so a process resumed after a pause hears "lost" before anything stale.
+//!
+//! A resource that must not accept writes from a holder that lost its lock checks the fencing
+//! versions (see `locks_core::fence`); the signal here tells the holder, the versions protect the
+//! resource from a holder that has not heard yet.
+
+use crate::agent::{AwaitLost, GetLockState, Subscribe, outcome_error};
+use crate::core::{GrantedLock, LostLock, TransactionEvent};
+use crate::error::Error;
+use crate::transaction::Transaction;
+use futures::channel::{mpsc, oneshot};
+use locks_core::{LockId, NodeId};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// What [`Transaction::lock`] and [`Transaction::lock_on`] return: the lock as granted, with
+/// the fencing version of each node, and the deadlocks resolved on the way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Locked {
+    /// The lock, the mode held and each granting node's version: a fencing token that grows
+    /// with every new holder on that node.
+    pub granted: GrantedLock,
+    /// The locks of the deadlocks resolved so far (sorted, each once; empty when none).
+    pub deadlocks: Vec<LockId>,
+}
+
+impl Locked {
+    /// The fencing version of `node`'s grant, if that node grants the lock.
+    pub fn version_on(&self, node: &NodeId) -> Option<u64> {
+        self.granted
+            .nodes
+            .iter()
+            .find(|(n, _)| n == node)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Where one lock of a transaction stands ([`Transaction::lock_state`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockState {
+    /// The transaction has not asked for it (or unlocked it).
+    NotRequested,
+    /// Asked for and not held (yet, or again after a loss that was made good is pending).
+    Waiting,
+    /// Held by its requirement, with each node's version.
+    Held(GrantedLock),
+    /// The client was told it holds it, and it was lost since (not granted again yet).
+    Lost(LostLock),
+}
+
+/// The events of one subscription ([`Transaction::events`]): every status change, grant and
+/// loss from the moment it was made, in order. Ends when the transaction ends.
+///
+/// Nothing is dropped: a subscription that is not read keeps its events in memory (a few per
+/// lock and change); drop it when done.
+#[derive(Debug)]
+pub struct TransactionEvents {
+    rx: mpsc::UnboundedReceiver<TransactionEvent>,
+}
+
+impl TransactionEvents {
+    /// The next event; `None` once the transaction has ended.
+    pub async fn recv(&mut self) -> Option<TransactionEvent> {
+        futures::StreamExt::next(&mut self.rx).await
+    }
+}
+
+impl futures::Stream for TransactionEvents {
+    type Item = TransactionEvent;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.rx).poll_next(cx)
+    }
+}
+
+impl Transaction {
+    /// A stream of the transaction's events from now on: status changes, each lock as it is
+    /// claimed (with its fencing versions) and each claimed lock lost (the Erlang original's
+    /// `notify` option). Several subscriptions may be open; each gets every event.
+    ///
+    /// ```
+    /// use locks_agent::{Options, TransactionEvent, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let txn = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let mut events = txn.events();
+    /// let locked = txn.lock(lock_id!["a"], Mode::WRITE).await.unwrap();
+    /// loop {
+    ///     if let Some(TransactionEvent::Granted(g)) = events.recv().await {
+    ///         assert_eq!(g, locked.granted);
+    ///         break;
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn events(&self) -> TransactionEvents {
+        let (tx, rx) = mpsc::unbounded();
+        self.addr().do_send(Subscribe(tx));
+        TransactionEvents { rx }
+    }
+
+    /// Resolves when a lock the client was told it holds is no longer held, saying which lock,
+    /// on which nodes and why — at once if one was lost already and not granted again since.
+    /// Fails when the transaction ends first.
+    ///
+    /// ```no_run
+    /// # use locks_agent::Transaction;
+    /// # use locks_core::{Mode, lock_id};
+    /// # async fn work() {}
+    /// # async fn example(txn: Transaction) -> Result<(), locks_agent::Error> {
+    /// let locked = txn.lock(lock_id!["jobs", 7], Mode::WRITE).await?;
+    /// tokio::select! {
+    ///     lost = txn.lost() => eprintln!("stop: {}", lost?),
+    ///     () = work() => {}
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn lost(&self) -> Result<LostLock, Error> {
+        let (tx, rx) = oneshot::channel();
+        self.addr().do_send(AwaitLost(tx));
+        match rx.await {
+            Ok(result) => result,
+            Err(_) => Err(outcome_error(self.outcome())),
+        }
+    }
+
+    /// Where `lock` stands for this transaction now: held (with its versions), waiting, lost,
+    /// or not requested. Leases are checked first.
+    pub async fn lock_state(&self, lock: impl Into<LockId>) -> Result<LockState, Error> {
+        self.addr()
+            .send(GetLockState(lock.into()))
+            .await
+            .map_err(|_| outcome_error(self.outcome()))
+    }
+}

@@ -1,0 +1,236 @@
+//! The grants a client is told of and the losses it hears about: `lock` returns the grant with
+//! its fencing version, `events()` pushes grants and losses, `lost()` resolves when a claimed
+//! lock is gone (node down, lease expired, surrendered, aborted), and a lock granted again is a
+//! new grant with a new version. Every wait is bounded.
+
+mod common;
+
+use common::{Harness, bounded, config, wait_connected};
+use locks_agent::{
+    LockState, LossCause, Options, Req, TransactionEvent, TransactionEvents, begin_transaction,
+};
+use locks_core::{LockId, Mode, NodeId, lock_id};
+use locks_server::Node;
+use locks_server::lease::LeaseCell;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn n(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+/// The next grant or loss of `lock` on the stream (status changes are skipped).
+async fn next_about(events: &mut TransactionEvents, lock: &LockId) -> TransactionEvent {
+    bounded(async {
+        loop {
+            match events.recv().await.expect("the transaction runs") {
+                TransactionEvent::Granted(g) if &g.lock == lock => {
+                    return TransactionEvent::Granted(g);
+                }
+                TransactionEvent::Lost(l) if &l.lock == lock => return TransactionEvent::Lost(l),
+                _ => {}
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn lock_returns_the_grant_and_the_stream_repeats_it() {
+    let h = Harness::new("g").await;
+    let txn = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let mut events = txn.events();
+    let locked = bounded(txn.lock(lock_id!["a", "b"], Mode::WRITE))
+        .await
+        .unwrap();
+    assert_eq!(locked.granted.lock, lock_id!["a", "b"]);
+    assert_eq!(locked.granted.mode, Mode::WRITE);
+    let v = locked.version_on(h.node.id()).expect("granted here");
+    assert!(v > 0);
+    assert_eq!(
+        next_about(&mut events, &lock_id!["a", "b"]).await,
+        TransactionEvent::Granted(locked.granted.clone())
+    );
+    assert_eq!(
+        bounded(txn.lock_state(lock_id!["a", "b"])).await.unwrap(),
+        LockState::Held(locked.granted)
+    );
+    assert_eq!(
+        bounded(txn.lock_state(lock_id!["other"])).await.unwrap(),
+        LockState::NotRequested
+    );
+}
+
+/// A deadlock's victim that was told it holds the lock it surrenders hears that it lost it,
+/// then gets it back later as a new grant with a larger version.
+#[tokio::test]
+async fn a_surrendered_claimed_lock_is_reported_lost_then_granted_again() {
+    let h = Harness::new("s").await;
+    let first = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let second = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    bounded(first.lock(x.clone(), Mode::WRITE)).await.unwrap();
+    let held_y = bounded(second.lock(y.clone(), Mode::WRITE)).await.unwrap();
+    let mut events = second.events();
+    // first waits for y, second for x: the larger agent (second) surrenders y.
+    let first_y = first.lock(y.clone(), Mode::WRITE);
+    let second_x = second.lock(x.clone(), Mode::WRITE);
+    let lost = bounded(second.lost()).await.unwrap();
+    assert_eq!(lost.lock, y);
+    assert_eq!(lost.cause, LossCause::Surrendered);
+    assert_eq!(lost.nodes, vec![h.node.id().clone()]);
+    assert_eq!(
+        next_about(&mut events, &y).await,
+        TransactionEvent::Lost(lost.clone())
+    );
+    assert_eq!(
+        bounded(second.lock_state(y.clone())).await.unwrap(),
+        LockState::Lost(lost)
+    );
+    bounded(first_y).await.unwrap();
+    first.end().await.unwrap();
+    bounded(second_x).await.unwrap();
+    let TransactionEvent::Granted(again) = next_about(&mut events, &y).await else {
+        panic!("y granted again");
+    };
+    let node = h.node.id();
+    assert!(
+        again.nodes.iter().find(|(n, _)| n == node).unwrap().1 > held_y.version_on(node).unwrap()
+    );
+    assert!(matches!(
+        bounded(second.lock_state(y)).await.unwrap(),
+        LockState::Held(_)
+    ));
+}
+
+#[tokio::test]
+async fn an_abort_reports_every_claimed_lock_lost() {
+    let h = Harness::new("ab").await;
+    let first = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let aborting = Options {
+        abort_on_deadlock: true,
+        ..Options::default()
+    };
+    let second = begin_transaction(&h.node, aborting).await.unwrap();
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    bounded(first.lock(x.clone(), Mode::WRITE)).await.unwrap();
+    bounded(second.lock(y.clone(), Mode::WRITE)).await.unwrap();
+    let mut events = second.events();
+    let _first_y = first.lock(y.clone(), Mode::WRITE);
+    let second_x = second.lock(x.clone(), Mode::WRITE);
+    assert!(bounded(second_x).await.is_err(), "second aborts");
+    let TransactionEvent::Lost(lost) = next_about(&mut events, &y).await else {
+        panic!("y lost");
+    };
+    assert_eq!(lost.cause, LossCause::Aborted);
+}
+
+/// A lock held on another node is lost when that node goes down, and the holder hears it
+/// before the other node gives the lock to anybody: the lock-delay keeps it with nobody.
+/// (The delay here is long, so that the order cannot depend on how fast the machine is.)
+#[tokio::test]
+async fn a_remote_holder_hears_of_the_loss_before_the_lock_is_given_away() {
+    let delay = Duration::from_secs(8);
+    let a = bounded(Node::start(
+        config("a").lock_delay(delay).start_delay(Duration::ZERO),
+    ))
+    .await
+    .unwrap();
+    let b = bounded(Node::start(
+        config("b").lock_delay(delay).start_delay(Duration::ZERO),
+    ))
+    .await
+    .unwrap();
+    bounded(a.connect(b.local_addr().unwrap())).await.unwrap();
+    wait_connected(&a, &["a", "b"]).await;
+    wait_connected(&b, &["a", "b"]).await;
+    let l = lock_id!["shared"];
+    let waiting_nodes = Options {
+        await_nodes: true,
+        ..Options::default()
+    };
+    let holder = begin_transaction(&a, waiting_nodes).await.unwrap();
+    let mut events = holder.events();
+    let first = bounded(holder.lock_on(l.clone(), Mode::WRITE, &[n("b")], Req::All))
+        .await
+        .unwrap();
+    let first_v = first.version_on(&n("b")).unwrap();
+    assert_eq!(
+        next_about(&mut events, &l).await,
+        TransactionEvent::Granted(first.granted.clone())
+    );
+    let other = begin_transaction(&b, Options::default()).await.unwrap();
+    let other_lock = tokio::spawn(other.lock(l.clone(), Mode::WRITE));
+
+    bounded(b.disconnect("a")).await.unwrap();
+    let lost = bounded(holder.lost()).await.unwrap();
+    assert_eq!(lost.lock, l);
+    assert_eq!(lost.nodes, vec![n("b")]);
+    assert_eq!(lost.cause, LossCause::NodeDown);
+    assert_eq!(
+        next_about(&mut events, &l).await,
+        TransactionEvent::Lost(lost)
+    );
+    assert!(
+        !other_lock.is_finished(),
+        "the lock went to the other transaction before its holder was told"
+    );
+    // b keeps the lock with a ghost of the holder's agent until the delay has passed.
+    let snap = bounded(b.snapshot()).await.unwrap();
+    let entries = &snap.lock(&l).expect("the lock is still there").entries;
+    assert!(
+        entries
+            .iter()
+            .any(|e| e.agent.is_ghost() && e.state.held().is_some())
+    );
+    assert!(entries.iter().all(|e| e.agent != *holder.id()));
+
+    let granted = bounded(other_lock).await.unwrap().unwrap();
+    assert!(granted.version_on(&n("b")).unwrap() > first_v);
+    // Back together: the holder asks again (await_nodes) and gets it once the other is done,
+    // as a new grant with a larger version.
+    bounded(b.reconnect("a")).await.unwrap();
+    other.end().await.unwrap();
+    let TransactionEvent::Granted(regrant) = next_about(&mut events, &l).await else {
+        panic!("granted again");
+    };
+    assert!(regrant.nodes[0].1 > granted.version_on(&n("b")).unwrap());
+}
+
+/// `status()` consults the lease before it answers: a lease seen expired makes the lock lost
+/// at once, whatever the link's own timer has noticed yet.
+#[tokio::test]
+async fn status_consults_the_lease_first() {
+    let a = bounded(Node::start(config("la").start_delay(Duration::ZERO)))
+        .await
+        .unwrap();
+    let b = bounded(Node::start(config("lb").start_delay(Duration::ZERO)))
+        .await
+        .unwrap();
+    bounded(a.connect(b.local_addr().unwrap())).await.unwrap();
+    wait_connected(&a, &["la", "lb"]).await;
+    let holder = begin_transaction(&a, Options::default()).await.unwrap();
+    let l = lock_id!["leased"];
+    bounded(holder.lock_on(l.clone(), Mode::WRITE, &[n("lb")], Req::All))
+        .await
+        .unwrap();
+    assert!(bounded(holder.status()).await.unwrap().have_all_locks());
+    // What a pause past the lease looks like to the holder: the lease is over.
+    a.router()
+        .set_lease(n("lb"), Arc::new(LeaseCell::new(Instant::now())));
+    assert!(!bounded(holder.status()).await.unwrap().have_all_locks());
+    let lost = bounded(holder.lost()).await.unwrap();
+    assert_eq!(lost.cause, LossCause::LeaseExpired);
+    assert!(matches!(
+        bounded(holder.lock_state(l)).await.unwrap(),
+        LockState::Lost(_)
+    ));
+}

@@ -54,8 +54,7 @@
 //!   that node have expired, and from that instant the old leader refuses to answer as leader.
 //!   The margin (lock delay − lease) must cover the time the old leader's node takes to handle
 //!   the node-down event; a node whose thread stalls longer than that can overlap, as with any
-//!   lease. (Until the node layer offers link leases, a registered connection stands in for a
-//!   valid lease, in one function, `lease::lease_valid`.)
+//!   lease (see `locks_server::lease` for the node layer's side of the argument).
 //! - *Refusals*: a member that sees fewer than a majority of the group's nodes answers leader
 //!   calls with [`CallError::NoMajority`] at once, and fails the ones it held.
 //! - *Limits*: with no nodes configured, a member started alone counts a majority of the nodes

@@ -79,7 +79,7 @@ async fn main() {
 
 async fn run(mode: ElectionMode) {
     println!("== {mode:?} mode");
-    let options = GroupOptions::default().mode_of(mode);
+    let options = GroupOptions::default().with_mode(mode);
     let (a, b, c) = (node("a").await, node("b").await, node("c").await);
     b.connect(a.local_addr().unwrap()).await.unwrap();
     c.connect(a.local_addr().unwrap()).await.unwrap();

@@ -50,10 +50,14 @@ async fn erlang_9_5_23_local_dict_with_erase() {
     node.shutdown().await;
 }
 
+/// A cluster node on 127.0.0.1 whose heartbeat (and so its lease, lock-delay and start-delay,
+/// see `locks_server::lease`) is shorter than the default, so that it grants locks, and a
+/// dictionary gets a leader, well within a write's timeout after it starts.
 async fn cluster_node(name: &str) -> Node {
     let config = NodeConfig::new(name)
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .cookie("gdict-test")
+        .heartbeat(Duration::from_millis(200), Duration::from_secs(1))
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
     Node::start(config).await.unwrap()
 }
@@ -80,6 +84,9 @@ async fn gdict_islands_take_writes_and_merge_on_heal() {
     let db: Gdict<i64> = bounded(Gdict::with_options(&b, "islands", GroupOptions::islands()))
         .await
         .unwrap();
+    for d in [&da, &db] {
+        bounded(d.member().wait_for_leader()).await.unwrap();
+    }
     bounded(da.store("shared", 1)).await.unwrap();
     eventually(|| async { db.fetch("shared").await.unwrap() == Some(1) }).await;
     a.disconnect("gd-b").await.unwrap();
@@ -111,6 +118,9 @@ async fn gdict_majority_halves_refuse_writes_until_the_heal() {
     sees(&b, 2).await;
     let da: Gdict<i64> = bounded(Gdict::new(&a, "majority")).await.unwrap();
     let db: Gdict<i64> = bounded(Gdict::new(&b, "majority")).await.unwrap();
+    for d in [&da, &db] {
+        bounded(d.member().wait_for_leader()).await.unwrap();
+    }
     bounded(da.store("shared", 1)).await.unwrap();
     eventually(|| async { db.fetch("shared").await.unwrap() == Some(1) }).await;
     a.disconnect("gm-b").await.unwrap();

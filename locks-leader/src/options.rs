@@ -53,7 +53,7 @@ impl GroupOptions {
     }
 
     /// Sets the mode.
-    pub fn mode_of(mut self, mode: ElectionMode) -> GroupOptions {
+    pub fn with_mode(mut self, mode: ElectionMode) -> GroupOptions {
         self.mode = mode;
         self
     }

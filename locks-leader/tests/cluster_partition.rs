@@ -63,9 +63,9 @@ async fn majority_mode_a_cut_off_leader_steps_down_and_the_majority_elects_a_lar
     );
     // It steps down (its watch says no leader, its callbacks were told) ...
     leaders_where(&[&dicts[old]], |ts| ts[0].is_none()).await;
-    assert_eq!(
-        dicts[old].call(Req::SteppedDown).await,
-        Ok(Rep::Value(Some(1)))
+    assert!(
+        matches!(dicts[old].call(Req::SteppedDown).await, Ok(Rep::Value(Some(n))) if n >= 1),
+        "no stepped_down callback"
     );
     // ... and refuses leader calls: one node of three is no majority.
     assert_eq!(

@@ -300,7 +300,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// In majority mode, a member that sees no majority of the group's nodes refuses the leader
-    /// calls it holds: no leader can appear on its side. Returns whether it refused.
+    /// calls it holds (`NoMajority`): no leader can appear on its side.
     pub(super) fn refuse_without_majority(&mut self) {
         if self.s.sees_majority() || self.s.is_leader() {
             return;

@@ -32,6 +32,11 @@
 //! - *Role*: `Candidate` (no leader known) → `Syncing` → `Leader`, or → `Following` on an
 //!   accepted `AmLeader`. A leader whose agent stops having all locks (a surrender after a heal,
 //!   a request extended to a new node) steps down at once and says `Uncertain`.
+//! - *Majority mode* (module `majority`): `Syncing` also needs the lock on a majority of the
+//!   group's nodes and a poll of the candidates there before the term is taken; a `Leader`
+//!   answers as leader only once candidates on a majority accepted its term (`Accepted`), and
+//!   steps down when it loses the majority or its leases no longer prove it
+//!   ([`MemberCore::check_leases`]).
 //!
 //! **Accepting a leader.** `AmLeader(term, grants)` is accepted when `term` is not below the
 //! largest term the member has accepted (otherwise `Nack`, and the leader takes a larger term),
@@ -122,7 +127,8 @@ pub enum Effect<C: Callbacks> {
         /// The attempt's number.
         attempt: u64,
     },
-    /// The leader this member believes in changed.
+    /// The leader this member believes in changed (in majority mode a leader publishes its
+    /// own term once it is established, and `None` when it steps down or takes a new term).
     LeaderChanged(Option<Term>),
     /// The member stopped (its callbacks asked for it): stop the actor. Every other effect that
     /// goes with it has been given already.

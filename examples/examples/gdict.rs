@@ -1,14 +1,18 @@
 //! gdict: a dictionary replicated on three nodes with `locks-leader`, through a netsplit.
 //!
 //! Three in-process nodes on 127.0.0.1 (ephemeral ports) run one replica each. Writes go
-//! through the leader; then node `a` is cut off from `b` and `c`, each side elects its own
-//! leader and takes writes, and when the split heals one leader remains and the replicas merge.
+//! through the leader; then node `a` is cut off from `b` and `c`, and the split heals. Twice:
+//! in majority mode (the default), `a` alone has no leader and refuses writes while `b` and `c`
+//! elect one and take them, so no confirmed write is lost; in islands mode (the original's),
+//! each side elects its own leader and takes writes, and when the split heals one leader
+//! remains and the replicas merge.
 //!
 //! ```sh
 //! cargo run -p examples --example gdict
 //! ```
 
 use examples::gdict::Gdict;
+use locks_leader::{ElectionMode, GroupOptions};
 use locks_server::{Node, NodeConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -69,6 +73,13 @@ async fn show(label: &str, dicts: &[(&str, &Dict)]) {
 
 #[tokio::main]
 async fn main() {
+    run(ElectionMode::Majority).await;
+    run(ElectionMode::Islands).await;
+}
+
+async fn run(mode: ElectionMode) {
+    println!("== {mode:?} mode");
+    let options = GroupOptions::default().with_mode(mode);
     let (a, b, c) = (node("a").await, node("b").await, node("c").await);
     b.connect(a.local_addr().unwrap()).await.unwrap();
     c.connect(a.local_addr().unwrap()).await.unwrap();
@@ -76,9 +87,13 @@ async fn main() {
     sees(&[&a, &b, &c], &["a", "b", "c"]).await;
 
     let (da, db, dc) = (
-        Dict::new(&a, "gdict").await.unwrap(),
-        Dict::new(&b, "gdict").await.unwrap(),
-        Dict::new(&c, "gdict").await.unwrap(),
+        Dict::with_options(&a, "gdict", options.clone())
+            .await
+            .unwrap(),
+        Dict::with_options(&b, "gdict", options.clone())
+            .await
+            .unwrap(),
+        Dict::with_options(&c, "gdict", options).await.unwrap(),
     );
     println!("leader of a, b, c: {}", leader(&[&da, &db, &dc]).await);
     db.store("apples", 3).await.unwrap();
@@ -95,9 +110,18 @@ async fn main() {
     a.disconnect("c").await.unwrap();
     sees(&[&a], &["a"]).await;
     sees(&[&b, &c], &["b", "c"]).await;
-    println!("  leader of a alone: {}", leader(&[&da]).await);
+    let expected = match mode {
+        ElectionMode::Majority => {
+            println!("  a alone stores plums: {:?}", da.store("plums", 7).await);
+            3
+        }
+        ElectionMode::Islands => {
+            println!("  leader of a alone: {}", leader(&[&da]).await);
+            da.store("plums", 7).await.unwrap();
+            4
+        }
+    };
     println!("  leader of b, c:    {}", leader(&[&db, &dc]).await);
-    da.store("plums", 7).await.unwrap();
     db.store("figs", 11).await.unwrap();
     show("split", &[("a", &da), ("b", &db), ("c", &dc)]).await;
 
@@ -114,7 +138,7 @@ async fn main() {
                 db.to_list().await.unwrap(),
                 dc.to_list().await.unwrap(),
             ];
-            if lists[0].len() == 4 && lists.iter().all(|l| l == &lists[0]) {
+            if lists[0].len() == expected && lists.iter().all(|l| l == &lists[0]) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;

@@ -10,13 +10,20 @@
 //! Elections: a new leader sends its whole map with its announcement (`elected` returns
 //! `Broadcast(Sync(map))`, or `Reply(Sync(map))` for one new member). A member that accepts a
 //! leader takes the leader's map, keeps the entries the leader lacks, and casts them to the
-//! leader, which adds them and broadcasts them. So when a netsplit heals, the stores of both
-//! islands survive: on a key written on both sides the winner's value wins, and an erase made in
-//! one island can be undone by the other island's copy (the original merges whole maps with the
-//! same caveat).
+//! leader, which adds them and broadcasts them.
+//!
+//! Partitions: [`Gdict::new`] starts the member in the library's default, majority mode: only
+//! the side of a netsplit with a majority of the group's nodes has a leader and takes writes
+//! (the other side's writes fail with `NoMajority`), so no confirmed write is lost at the heal.
+//! [`Gdict::with_options`] with `GroupOptions::islands()` gives the original's behaviour: every
+//! island takes writes, and when the netsplit heals the stores of both islands survive, except
+//! that on a key written on both sides the winner's value wins (a confirmed write lost), and an
+//! erase made in one island can be undone by the other island's copy (the original merges whole
+//! maps with the same caveat).
 
 use locks_leader::{
-    CallError, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Member, Payload, Role, start,
+    CallError, CallReturn, Callbacks, Caller, Ctx, Elected, GroupOptions, Handled, Member, Payload,
+    Role, start_with,
 };
 use locks_server::Node;
 use serde::{Deserialize, Serialize};
@@ -219,9 +226,20 @@ pub struct Gdict<V: Payload> {
 }
 
 impl<V: Payload> Gdict<V> {
-    /// Starts a replica of the dictionary `name` on `node`, as a candidate for its leader.
+    /// Starts a replica of the dictionary `name` on `node`, as a candidate for its leader, in
+    /// majority mode (see the module documentation).
     pub async fn new(node: &Node, name: &str) -> Result<Gdict<V>, GdictError> {
-        let member = start(node, name, Dict::default(), Role::Candidate).await?;
+        Self::with_options(node, name, GroupOptions::default()).await
+    }
+
+    /// Starts a replica as [`Gdict::new`] does, with the group's `options` (majority or islands
+    /// mode, the configured nodes). Every replica of a dictionary must use the same mode.
+    pub async fn with_options(
+        node: &Node,
+        name: &str,
+        options: GroupOptions,
+    ) -> Result<Gdict<V>, GdictError> {
+        let member = start_with(node, name, Dict::default(), Role::Candidate, options).await?;
         Ok(Gdict { member })
     }
 

@@ -1,8 +1,10 @@
 //! The gdict example's dictionary: Erlang's local_dict scenario (reference 9.5, test 23) with
-//! erase, and a netsplit over TCP on 127.0.0.1 whose islands' writes merge on heal. Every wait
-//! is bounded.
+//! erase, a netsplit over TCP on 127.0.0.1 whose islands' writes merge on heal (islands mode),
+//! and the same netsplit in majority mode, where neither half of two nodes takes writes. Every
+//! wait is bounded.
 
-use examples::gdict::Gdict;
+use examples::gdict::{Gdict, GdictError};
+use locks_leader::{CallError, GroupOptions};
 use locks_server::{Node, NodeConfig};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,10 +50,14 @@ async fn erlang_9_5_23_local_dict_with_erase() {
     node.shutdown().await;
 }
 
+/// A cluster node on 127.0.0.1 whose heartbeat (and so its lease, lock-delay and start-delay,
+/// see `locks_server::lease`) is shorter than the default, so that it grants locks, and a
+/// dictionary gets a leader, well within a write's timeout after it starts.
 async fn cluster_node(name: &str) -> Node {
     let config = NodeConfig::new(name)
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .cookie("gdict-test")
+        .heartbeat(Duration::from_millis(200), Duration::from_secs(1))
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
     Node::start(config).await.unwrap()
 }
@@ -72,8 +78,15 @@ async fn gdict_islands_take_writes_and_merge_on_heal() {
     b.connect(a.local_addr().unwrap()).await.unwrap();
     sees(&a, 2).await;
     sees(&b, 2).await;
-    let da: Gdict<i64> = bounded(Gdict::new(&a, "islands")).await.unwrap();
-    let db: Gdict<i64> = bounded(Gdict::new(&b, "islands")).await.unwrap();
+    let da: Gdict<i64> = bounded(Gdict::with_options(&a, "islands", GroupOptions::islands()))
+        .await
+        .unwrap();
+    let db: Gdict<i64> = bounded(Gdict::with_options(&b, "islands", GroupOptions::islands()))
+        .await
+        .unwrap();
+    for d in [&da, &db] {
+        bounded(d.member().wait_for_leader()).await.unwrap();
+    }
     bounded(da.store("shared", 1)).await.unwrap();
     eventually(|| async { db.fetch("shared").await.unwrap() == Some(1) }).await;
     a.disconnect("gd-b").await.unwrap();
@@ -92,6 +105,41 @@ async fn gdict_islands_take_writes_and_merge_on_heal() {
     ];
     for d in [&da, &db] {
         eventually(|| async { d.to_list().await.unwrap() == want }).await;
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn gdict_majority_halves_refuse_writes_until_the_heal() {
+    let (a, b) = (cluster_node("gm-a").await, cluster_node("gm-b").await);
+    b.connect(a.local_addr().unwrap()).await.unwrap();
+    sees(&a, 2).await;
+    sees(&b, 2).await;
+    let da: Gdict<i64> = bounded(Gdict::new(&a, "majority")).await.unwrap();
+    let db: Gdict<i64> = bounded(Gdict::new(&b, "majority")).await.unwrap();
+    for d in [&da, &db] {
+        bounded(d.member().wait_for_leader()).await.unwrap();
+    }
+    bounded(da.store("shared", 1)).await.unwrap();
+    eventually(|| async { db.fetch("shared").await.unwrap() == Some(1) }).await;
+    a.disconnect("gm-b").await.unwrap();
+    sees(&a, 1).await;
+    sees(&b, 1).await;
+    // One node of two is no majority: both halves refuse.
+    let refused = GdictError::Call(CallError::NoMajority { up: 1, group: 2 });
+    assert_eq!(bounded(da.store("left", 2)).await, Err(refused.clone()));
+    assert_eq!(bounded(db.store("right", 3)).await, Err(refused));
+    a.reconnect("gm-b").await.unwrap();
+    sees(&a, 2).await;
+    sees(&b, 2).await;
+    // Held calls wait for the leader the heal brings (bounded, not timed).
+    eventually(|| async { da.store("after", 4).await.is_ok() }).await;
+    for d in [&da, &db] {
+        eventually(|| async {
+            d.to_list().await.unwrap() == vec![("after".to_string(), 4), ("shared".to_string(), 1)]
+        })
+        .await;
     }
     a.shutdown().await;
     b.shutdown().await;

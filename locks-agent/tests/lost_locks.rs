@@ -234,3 +234,33 @@ async fn status_consults_the_lease_first() {
         LockState::Lost(_)
     ));
 }
+
+/// A node that shuts down cleanly tells its peers to release its agents' locks before it
+/// closes its connections: they are given to others at once, not after the lock-delay of a
+/// crash (here ten minutes, so only the clean release can grant it within the bound).
+#[tokio::test]
+async fn a_clean_shutdown_releases_at_once() {
+    let long = Duration::from_secs(600);
+    let a = bounded(Node::start(config("ca").start_delay(Duration::ZERO)))
+        .await
+        .unwrap();
+    let b = bounded(Node::start(
+        config("cb").lock_delay(long).start_delay(Duration::ZERO),
+    ))
+    .await
+    .unwrap();
+    bounded(a.connect(b.local_addr().unwrap())).await.unwrap();
+    wait_connected(&a, &["ca", "cb"]).await;
+    wait_connected(&b, &["ca", "cb"]).await;
+    let l = lock_id!["handed-over"];
+    let holder = begin_transaction(&a, Options::default()).await.unwrap();
+    bounded(holder.lock_on(l.clone(), Mode::WRITE, &[n("cb")], Req::All))
+        .await
+        .unwrap();
+    let other = begin_transaction(&b, Options::default()).await.unwrap();
+    let waiting = other.lock(l.clone(), Mode::WRITE);
+    bounded(a.shutdown()).await;
+    bounded(waiting).await.unwrap();
+    // The holder's handle says the transaction is over.
+    assert!(holder.status().await.is_err());
+}

@@ -19,7 +19,8 @@
 use crate::callbacks::{CallId, Callbacks};
 use crate::core::{Effect, MemberCore, Peer, SYNC_TIMEOUT};
 use crate::error::{CallError, Error};
-use crate::handle::MemberInfo;
+use crate::handle::{MemberInfo, SharedProof};
+use crate::lease::lease_valid;
 use crate::term::Term;
 use actix::prelude::*;
 use futures::channel::oneshot;
@@ -28,7 +29,7 @@ use locks_core::codec;
 use locks_core::{LockId, MemberId, Mode, NodeId};
 use locks_server::{Deliver, MemberDelivery, Node, RouteError, Router};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
@@ -93,6 +94,7 @@ pub(crate) struct MemberActor<C: Callbacks> {
     calls: HashMap<CallId, (ReplyTx<C>, Duration)>,
     next_call: u64,
     leader_tx: watch::Sender<Option<Term>>,
+    proof: SharedProof,
     syncs: HashMap<u64, Transaction>,
     timer: Option<(Duration, SpawnHandle)>,
     settle_scheduled: bool,
@@ -107,6 +109,7 @@ impl<C: Callbacks> MemberActor<C> {
         node: Node,
         sync_lock: LockId,
         leader_tx: watch::Sender<Option<Term>>,
+        proof: SharedProof,
         ready: oneshot::Sender<Result<(), Error>>,
     ) -> MemberActor<C> {
         let router = node.router().clone();
@@ -119,6 +122,7 @@ impl<C: Callbacks> MemberActor<C> {
             calls: HashMap::new(),
             next_call: 1,
             leader_tx,
+            proof,
             syncs: HashMap::new(),
             timer: None,
             settle_scheduled: false,
@@ -136,8 +140,28 @@ impl<C: Callbacks> MemberActor<C> {
         self.core.me().clone()
     }
 
+    /// Before any input: a majority-mode leader whose leases no longer prove a majority steps
+    /// down, so nothing it answers next rests on an expired lease.
+    fn check_leases(&mut self, ctx: &mut Context<Self>) {
+        let router = self.router.clone();
+        let now = self.now();
+        let effects = self.core.check_leases(|n| lease_valid(&router, n), now);
+        if !effects.is_empty() {
+            self.execute(effects, ctx);
+        }
+    }
+
     /// Carries out the core's effects, feeding delivery failures back to it.
     fn execute(&mut self, effects: Vec<Effect<C>>, ctx: &mut Context<Self>) {
+        self.execute_effects(effects, ctx);
+        self.publish_proof();
+    }
+
+    fn publish_proof(&self) {
+        *self.proof.write().unwrap_or_else(PoisonError::into_inner) = self.core.lease_proof();
+    }
+
+    fn execute_effects(&mut self, effects: Vec<Effect<C>>, ctx: &mut Context<Self>) {
         let mut queue = std::collections::VecDeque::from(effects);
         while let Some(effect) = queue.pop_front() {
             let now = self.now();
@@ -186,6 +210,9 @@ impl<C: Callbacks> MemberActor<C> {
                 None
             }
             Effect::LeaderChanged(term) => {
+                // The proof first: whoever sees the new leader on the watch and asks
+                // `is_leader` gets an answer that agrees with it.
+                self.publish_proof();
                 self.leader_tx.send_replace(term);
                 None
             }
@@ -309,6 +336,8 @@ impl<C: Callbacks> MemberActor<C> {
             workers: self.core.workers(),
             alive: self.core.alive(),
             nodes: self.core.nodes(),
+            mode: self.core.mode(),
+            group_nodes: self.core.group_nodes(),
         }
     }
 
@@ -331,6 +360,7 @@ impl<C: Callbacks> MemberActor<C> {
         self.router.unregister_agent(self.core.agent_id());
         self.router.unregister_member(self.core.me());
         self.leader_tx.send_replace(None);
+        *self.proof.write().unwrap_or_else(PoisonError::into_inner) = None;
         for w in self.stop_waiters.drain(..) {
             let _ = w.send(());
         }
@@ -387,6 +417,7 @@ impl<C: Callbacks> Handler<Deliver> for MemberActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
+        self.check_leases(ctx);
         let now = self.now();
         let effects = match msg {
             Deliver::Message(msg) => self.core.deliver(msg, now),
@@ -402,6 +433,7 @@ impl<C: Callbacks> Handler<MemberDelivery> for MemberActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: MemberDelivery, ctx: &mut Self::Context) {
+        self.check_leases(ctx);
         let envelope: Peer<C> = match codec::decode(&msg.payload, codec::DEFAULT_MAX_FRAME) {
             Ok(e) => e,
             Err(err) => {
@@ -420,6 +452,7 @@ impl<C: Callbacks> Handler<Client<C>> for MemberActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: Client<C>, ctx: &mut Self::Context) {
+        self.check_leases(ctx);
         let now = self.now();
         match msg {
             Client::LeaderCall {
@@ -473,6 +506,7 @@ impl<C: Callbacks> Handler<SyncDone> for MemberActor<C> {
     type Result = ();
 
     fn handle(&mut self, msg: SyncDone, ctx: &mut Self::Context) {
+        self.check_leases(ctx);
         let ok = msg.txn.is_some();
         if let Some(txn) = msg.txn {
             self.syncs.insert(msg.attempt, txn);
@@ -488,6 +522,7 @@ impl<C: Callbacks> Handler<Settle> for MemberActor<C> {
     type Result = ();
 
     fn handle(&mut self, _msg: Settle, ctx: &mut Self::Context) {
+        self.check_leases(ctx);
         self.settle_scheduled = false;
         let now = self.now();
         let effects = self.core.settle(now);
@@ -500,6 +535,7 @@ impl<C: Callbacks> Handler<Tick> for MemberActor<C> {
     type Result = ();
 
     fn handle(&mut self, _msg: Tick, ctx: &mut Self::Context) {
+        self.check_leases(ctx);
         let now = self.now();
         let expired: Vec<CallId> = self
             .calls

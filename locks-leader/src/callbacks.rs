@@ -158,6 +158,17 @@ pub trait Callbacks: Send + Sized + Unpin + 'static {
         ctx: &mut Ctx<'_, Self>,
     ) -> Handled<Self::Broadcast>;
 
+    /// This member stopped leading: it lost the election lock on some node, or (majority
+    /// mode) it can no longer prove that it holds it on a majority of the group's nodes (a
+    /// node went down or a lease expired). Called before the member answers anything else;
+    /// from now on `ctx.is_leader()` is false and leader calls are no longer handled here.
+    /// Whatever this leader was doing under its term must stop: a new leader, with a larger
+    /// term, may be elected on the other side. Not called when the member stops.
+    fn stepped_down(&mut self, ctx: &mut Ctx<'_, Self>) -> Handled<Self::Broadcast> {
+        let _ = ctx;
+        Handled::Ok
+    }
+
     /// A broadcast from the leader this member follows.
     // The name is Erlang's; it is not a conversion.
     #[allow(clippy::wrong_self_convention)]

@@ -32,6 +32,15 @@ pub enum CallError {
     /// The operation needs the member to be leader, and it is not.
     #[error("this member is not the leader")]
     NotLeader,
+    /// Majority mode: the member sees fewer than a majority of the group's nodes, so no leader
+    /// can be on its side of a partition.
+    #[error("no majority: this member sees {up} of the group's {group} nodes")]
+    NoMajority {
+        /// The group's nodes the member considers up (its own included).
+        up: usize,
+        /// The group's nodes.
+        group: usize,
+    },
     /// The member (or the leader's member) stopped; the callbacks asked for it, or the node
     /// stopped.
     #[error("the member stopped: {0}")]

@@ -5,18 +5,22 @@
 //! comes back on a oneshot channel, so a handle works from any runtime or thread. The leader
 //! this member believes in is published on a `tokio::sync::watch` channel
 //! ([`Member::leader`], [`Member::changes`]), which needs no particular runtime either.
+//! [`Member::is_leader`] does not trust that channel alone: it checks the leader's
+//! [`LeaseProof`] against the node's leases at the moment it is asked.
 
 use crate::actor::{Client, MemberActor};
 use crate::callbacks::Callbacks;
-use crate::core::MemberCore;
+use crate::core::{LeaseProof, MemberCore};
 use crate::error::{CallError, Error};
+use crate::lease::lease_valid;
+use crate::options::{ElectionMode, GroupOptions};
 use crate::term::{Role, Term};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{Key, LockId, MemberId, NodeId};
-use locks_server::Node;
+use locks_server::{Node, Router};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -51,16 +55,37 @@ pub struct MemberInfo {
     pub alive: Vec<MemberId>,
     /// The nodes it considers up.
     pub nodes: Vec<NodeId>,
+    /// Majority or islands.
+    pub mode: ElectionMode,
+    /// The group's nodes a majority is counted over (majority mode).
+    pub group_nodes: Vec<NodeId>,
 }
 
-/// Starts a member of `group` on `node`, with `callbacks` as its state, in `role`. Returns once
-/// its `init` has run and it has asked for the election lock (a candidate) and started watching
-/// it; the election goes on in the background (see [`Member::changes`]).
+/// What a leader's claim rests on, shared by the member's actor (which writes it after every
+/// input) and its handles (which check it against the leases when asked).
+pub(crate) type SharedProof = Arc<RwLock<Option<LeaseProof>>>;
+
+/// Starts a member of `group` on `node`, with `callbacks` as its state, in `role`, in
+/// majority mode (the default [`GroupOptions`]; see [`start_with`]). Returns once its `init`
+/// has run and it has asked for the election lock (a candidate) and started watching it; the
+/// election goes on in the background (see [`Member::changes`]).
 pub async fn start<C: Callbacks>(
     node: &Node,
     group: impl Into<Key>,
     callbacks: C,
     role: Role,
+) -> Result<Member<C>, Error> {
+    start_with(node, group, callbacks, role, GroupOptions::default()).await
+}
+
+/// Starts a member as [`start`] does, with `options`: majority or islands mode, and the
+/// group's configured nodes. Every member of a group must be started with the same mode.
+pub async fn start_with<C: Callbacks>(
+    node: &Node,
+    group: impl Into<Key>,
+    callbacks: C,
+    role: Role,
+    options: GroupOptions,
 ) -> Result<Member<C>, Error> {
     if !node.is_running() {
         return Err(Error::NodeStopped);
@@ -71,26 +96,43 @@ pub async fn start<C: Callbacks>(
     let id = MemberId::of_agent(&agent_id);
     let (leader_tx, leader_rx) = watch::channel(None);
     let (ready_tx, ready_rx) = oneshot::channel();
-    let core = MemberCore::new(agent_id, role, lock, node.modes().clone(), callbacks);
+    let core = MemberCore::with_options(
+        agent_id,
+        role,
+        lock,
+        node.modes().clone(),
+        callbacks,
+        &options,
+    );
     let actor_node = node.clone();
     let sync = sync_lock(&group);
+    let proof: SharedProof = Arc::new(RwLock::new(None));
+    let actor_proof = proof.clone();
     let addr = MemberActor::start_in_arbiter(node.arbiter(), move |_ctx| {
-        MemberActor::new(core, actor_node, sync, leader_tx, ready_tx)
+        MemberActor::new(core, actor_node, sync, leader_tx, actor_proof, ready_tx)
     });
     ready_rx.await.map_err(|_| Error::NodeStopped)??;
     Ok(Member {
         inner: Arc::new(Inner {
             id,
+            group,
+            mode: options.mode(),
             addr,
             leader: leader_rx,
+            proof,
+            router: node.router().clone(),
         }),
     })
 }
 
 struct Inner<C: Callbacks> {
     id: MemberId,
+    group: Key,
+    mode: ElectionMode,
     addr: Addr<MemberActor<C>>,
     leader: watch::Receiver<Option<Term>>,
+    proof: SharedProof,
+    router: Arc<Router>,
 }
 
 impl<C: Callbacks> Drop for Inner<C> {
@@ -131,17 +173,41 @@ impl<C: Callbacks> Member<C> {
         &self.inner.id
     }
 
-    /// The leader this member believes in now, with its term.
+    /// The group this member belongs to.
+    pub fn group(&self) -> &Key {
+        &self.inner.group
+    }
+
+    /// Majority or islands.
+    pub fn mode(&self) -> ElectionMode {
+        self.inner.mode
+    }
+
+    /// The leader this member believes in now, with its term (`term.leader.node()` is the
+    /// leader's node, `term.epoch` the number that grows with every leadership). `None` while
+    /// it knows of none. For a leader in majority mode this is its own term once established;
+    /// use [`Member::is_leader`] to know whether it may act as leader at this instant.
     pub fn leader(&self) -> Option<Term> {
         self.inner.leader.borrow().clone()
     }
 
-    /// Whether this member leads now.
+    /// Whether this member leads now. In majority mode this is checked at the call: the member
+    /// believes it leads and the node's leases on a majority of the group's nodes, where it
+    /// holds the election lock, are valid now.
     pub fn is_leader(&self) -> bool {
-        self.leader().is_some_and(|t| t.leader == self.inner.id)
+        let proof = self
+            .inner
+            .proof
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        proof.as_ref().is_some_and(|p| {
+            p.term.leader == self.inner.id && p.holds(|n| lease_valid(&self.inner.router, n))
+        })
     }
 
-    /// A watch of the leader this member believes in: `changed().await` wakes on every change.
+    /// A watch of the leader this member believes in: `changed().await` wakes on every change
+    /// (every value [`Member::leader`] takes: a new leader or term, or `None` when it has
+    /// none). The stream of leader changes a node's console prints.
     pub fn changes(&self) -> watch::Receiver<Option<Term>> {
         self.inner.leader.clone()
     }

@@ -6,8 +6,9 @@
 //! the agents' deadlock resolution lets exactly one of each connected group hold it everywhere,
 //! and that one, after taking the sync lock `["locks_leader_sync", group]`, leads; the others
 //! follow. A leader has a [`Term`] larger than every term it has heard of, a fencing token for
-//! what it writes. When a netsplit heals, the candidates of both islands compete again, one
-//! leader remains, and its `elected` callback sees the other island's members as new candidates.
+//! what it writes. What happens when the network splits depends on the group's
+//! [`ElectionMode`], chosen when its members start ([`start`] takes the default, majority;
+//! [`start_with`] takes [`GroupOptions`]); every member of a group must use the same mode.
 //!
 //! ```text
 //!   Member handle ─calls─▶ member actor (MemberCore + Callbacks) ◀─MemberDelivery─ Router ◀─ other members
@@ -19,13 +20,161 @@
 //! The protocol is the pure state machine [`core::MemberCore`] (events in, effects out, time
 //! given), tested on an in-memory network of members and lock tables; the actor is a thin shell.
 //!
+//! # Majority and islands
+//!
+//! **Majority mode** (the default, [`GroupOptions::majority`]) is for a service that uses the
+//! leader as its single writer: at no instant do two members both believe they lead, and an
+//! island without a majority has no leader at all.
+//!
+//! - *The group's nodes*, which a majority is counted over: the nodes given with
+//!   [`GroupOptions::nodes`], and the home node of every candidate the member ever learnt of
+//!   (listed in a view of the election lock, or the sender of a message), and every node
+//!   another member names in a message (every envelope carries its sender's set). A node
+//!   that goes down or is cut off stays in the set: the set never shrinks, so an island cannot
+//!   count a majority of "the nodes up now". Two majorities of one set share a node, and the
+//!   election lock on that node has one holder at a time.
+//! - *Who leads*: a candidate that holds the election lock on every node it considers up (as in
+//!   islands mode) **and** on a majority of the group's nodes, has the sync lock, and has polled
+//!   every candidate known on those nodes for the largest term it accepted. It answers as
+//!   leader ([`Member::is_leader`], leader calls, casts) only once candidates on a majority of
+//!   the group's nodes (its own included) accepted its term; until then calls wait.
+//! - *Stepping down*: a leader that no longer holds the lock on a majority of the group's nodes
+//!   among those it considers up (a node went down or was cut off, a surrender) steps down at
+//!   once: `LeaderChanged(None)`, the [`Callbacks::stepped_down`] callback, `Uncertain` to every
+//!   member, forwarded calls it held refused with `NotLeader`. Before every input that could
+//!   make it answer as leader, the member also checks its *leases*: the claim holds only while
+//!   the node's leases on a majority of the group's nodes where it holds the lock are valid
+//!   (the actor calls [`core::MemberCore::check_leases`]; [`Member::is_leader`] checks the
+//!   [`core::LeaseProof`] at the call).
+//! - *Why before the other side can elect*: a node's lease on a peer runs from the send time of
+//!   the last acknowledged ping, so it expires on the leader's node no later than the peer
+//!   declares the leader's node down; the peer then keeps the old leader's locks held by nobody
+//!   for a lock delay longer than the lease before it grants them to anyone. So the election
+//!   lock of a cut-off leader reaches another candidate only after the old leader's leases on
+//!   that node have expired, and from that instant the old leader refuses to answer as leader.
+//!   The margin (lock delay − lease) must cover the time the old leader's node takes to handle
+//!   the node-down event; a node whose thread stalls longer than that can overlap, as with any
+//!   lease (see `locks_server::lease` for the node layer's side of the argument).
+//! - *Refusals*: a member that sees fewer than a majority of the group's nodes answers leader
+//!   calls with [`CallError::NoMajority`] at once, and fails the ones it held.
+//! - *Limits*: with no nodes configured, a member started alone counts a majority of the nodes
+//!   it has seen; the set is safe when every member is configured with the same nodes, or when
+//!   nodes join one at a time while the group is connected (each new set's majorities then meet
+//!   the old set's). Two islands that grew the set with different new nodes while apart can
+//!   each count a majority. Configure the nodes for a service that cannot live with that.
+//!
+//! **Islands mode** ([`GroupOptions::islands`]) is the Erlang original's behaviour: each island
+//! of a netsplit elects its own leader, and after the heal one leader remains and its
+//! `elected` sees the other island's candidates among `new_candidates()`, to merge their state
+//! (as the replicated dictionary of the examples does). It stays available on every side of a
+//! partition, and it can lose a write it confirmed: a leader cut off from the others keeps
+//! leading and confirming writes, the other island's leader confirms its own, and at the heal
+//! the state of whichever leader remains wins where they conflict (in a dictionary, a key
+//! written on both sides keeps one value; a confirmed write to it is lost).
+//!
+//! # Terms as fencing tokens
+//!
+//! Every leadership has a [`Term`] `(epoch, leader)`; hand it to whatever the leader writes to,
+//! and have that resource refuse a term below the largest it has seen: a deposed leader that
+//! still writes is then refused. For that a new leader's term must exceed every term a leader
+//! before it wrote with, even after the node with the highest lock versions is gone and clocks
+//! stepped back (lock versions start at the node's start time, so a restarted node with a slow
+//! clock hands out lower ones). In majority mode:
+//!
+//! 1. A leader writes (answers a leader call) only once candidates on a majority `Q` of the
+//!    group's nodes accepted its term `T`, and only while it holds the election lock on a
+//!    majority `M1`; a member's accepted term only grows.
+//! 2. The next leader starts its poll only once it holds the election lock on a majority `M`
+//!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
+//!    granted to it only after the old leader lost it, so after the old leader's last write.
+//!    It polls every candidate known on `M` (every live candidate is queued for the lock on
+//!    its own node, and it waits for views of `M` newer than its grants, so it knows them), and
+//!    its epoch exceeds every term they answer with (every message carries the largest term
+//!    its sender accepted).
+//! 3. `Q` and `M` share a node; a candidate there accepted `T` before the old leader's first
+//!    write, and answers the poll after its last: with a term at least `T`. So the new term
+//!    exceeds `T`, whatever the clocks and lock versions say.
+//!
+//! This rests on the members that accepted a term living on: a group whose members on a
+//! majority of its nodes all restarted forgets the terms (nothing is written to disk). In
+//! islands mode terms grow the same way within a connected group, and an island's leader has
+//! a term above every term its members accepted; across islands two leaders can hold terms
+//! at the same time, and after a heal the remaining leader takes a term above both.
+//!
+//! ```
+//! use locks_leader::{
+//!     CallReturn, Callbacks, Caller, Ctx, Elected, GroupOptions, Handled, MemberId, Role,
+//!     start_with,
+//! };
+//! use locks_server::{Node, NodeConfig};
+//!
+//! /// A counter that only the leader increments, fenced by its term.
+//! #[derive(Default)]
+//! struct Counter(u64);
+//!
+//! impl Callbacks for Counter {
+//!     type Call = ();
+//!     type Reply = (u64, u64); // (value, epoch of the term that wrote it)
+//!     type Cast = ();
+//!     type Broadcast = u64;
+//!     type Info = ();
+//!
+//!     fn elected(&mut self, _new: Option<&MemberId>, _ctx: &mut Ctx<'_, Self>) -> Elected<u64> {
+//!         Elected::Broadcast(self.0)
+//!     }
+//!     fn surrendered(&mut self, v: u64, _ctx: &mut Ctx<'_, Self>) -> Handled<u64> {
+//!         self.0 = v;
+//!         Handled::Ok
+//!     }
+//!     fn from_leader(&mut self, v: u64, _ctx: &mut Ctx<'_, Self>) -> Handled<u64> {
+//!         self.0 = v;
+//!         Handled::Ok
+//!     }
+//!     fn handle_leader_call(
+//!         &mut self,
+//!         _req: (),
+//!         _from: Caller,
+//!         ctx: &mut Ctx<'_, Self>,
+//!     ) -> CallReturn<(u64, u64), u64> {
+//!         // The term to hand to whatever this write goes to.
+//!         let epoch = ctx.term().map_or(0, |t| t.epoch);
+//!         self.0 += 1;
+//!         CallReturn::ReplyBroadcast((self.0, epoch), self.0)
+//!     }
+//!     fn handle_call(&mut self, _: (), _: Caller, _: &mut Ctx<'_, Self>) -> CallReturn<(u64, u64), u64> {
+//!         CallReturn::Reply((self.0, 0))
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+//! // Majority mode over the nodes the group runs on: here one.
+//! let options = GroupOptions::majority().nodes([node.id().clone()]);
+//! let member = start_with(&node, "counter", Counter::default(), Role::Candidate, options)
+//!     .await
+//!     .unwrap();
+//! let term = tokio::time::timeout(std::time::Duration::from_secs(20), member.wait_for_leader())
+//!     .await
+//!     .unwrap()
+//!     .unwrap();
+//! assert_eq!(&term.leader, member.id());
+//! assert!(member.is_leader());
+//! assert_eq!(member.leader_call(()).await, Ok((1, term.epoch)));
+//! node.shutdown().await;
+//! # }
+//! ```
+//!
 //! # Contracts
 //!
 //! - In a connected group of nodes (every node connected to every other) that stays unchanged,
 //!   exactly one candidate ends up leading, holding the election lock on every node, and every
 //!   member follows it; its term is at least every term a member there has accepted.
-//! - Each island of a netsplit elects its own leader; after a heal one leader remains, and its
-//!   `elected` sees the other island's candidates among `new_candidates()`.
+//! - Majority mode: at most one member at a time answers as leader (under the lease
+//!   assumptions above); an island with a majority of the group's nodes elects one leader, the
+//!   others none. Islands mode: each island of a netsplit elects its own leader; after a heal
+//!   one leader remains, and its `elected` sees the other island's candidates among
+//!   `new_candidates()`.
 //! - A leader call is handled at most once. It fails with `LeaderDied` if the leader it was
 //!   forwarded to stopped leading before answering (it may or may not have been handled), with
 //!   `Timeout` at its deadline; one that reached a member that no longer leads is sent again.
@@ -48,11 +197,16 @@ pub mod callbacks;
 pub mod core;
 pub mod error;
 mod handle;
+mod lease;
+pub mod options;
 pub mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Elected, Handled, Payload};
 pub use core::Ctx;
 pub use error::{CallError, Error};
-pub use handle::{DEFAULT_CALL_TIMEOUT, Member, MemberInfo, election_lock, start, sync_lock};
+pub use handle::{
+    DEFAULT_CALL_TIMEOUT, Member, MemberInfo, election_lock, start, start_with, sync_lock,
+};
 pub use locks_core::MemberId;
+pub use options::{ElectionMode, GroupOptions};
 pub use term::{Role, Term};

@@ -8,6 +8,10 @@
 //! has accepted). A leader that later hears of a larger term than its own (members of an island
 //! that healed) takes a new, larger term at once and announces it (see `core`), so once a
 //! connected group settles its leader's term is larger than every term any member has seen.
+//! In majority mode a candidate also polls the candidates on the nodes of its majority before
+//! it takes a term, and answers as leader only once a majority accepted it, so a new leader's
+//! term exceeds every term a leader before it answered with (the argument is in the crate
+//! documentation, "Terms as fencing tokens").
 
 use locks_core::MemberId;
 use serde::{Deserialize, Serialize};

@@ -1,13 +1,14 @@
-//! The multi-node scenarios of the Erlang leader suite (tests
-//! 24-28) and the death of the leader's node, with in-process nodes connected over TCP on
-//! 127.0.0.1. Netsplits cut connections with `Node::disconnect`. Every wait is bounded; nothing
+//! The multi-node scenarios of the Erlang leader suite (tests 24-28) and the death of the
+//! leader's node, with in-process nodes connected over TCP on 127.0.0.1: the netsplit tests in
+//! islands mode (the original's behaviour), the others in majority mode (the default). Netsplits cut connections with `Node::disconnect`. Every wait is bounded; nothing
 //! is timed.
 
 mod common;
 
 use common::dict::{Rep, Req};
 use common::{
-    agreed, bounded, cluster_node, dict, eventually_finds, heal, leaders_where, mesh, split,
+    agreed, bounded, cluster_node, dict, eventually_finds, heal, island_dict, leaders_where, mesh,
+    split,
 };
 use locks_server::Node;
 
@@ -53,8 +54,8 @@ async fn erlang_9_5_25_gdict_simple_netsplit() {
     let ns = nodes("simple-", 2).await;
     let (a, b) = (&ns[0], &ns[1]);
     mesh(&[a, b]).await;
-    let da = dict(a, "simple_netsplit").await;
-    let db = dict(b, "simple_netsplit").await;
+    let da = island_dict(a, "simple_netsplit").await;
+    let db = island_dict(b, "simple_netsplit").await;
     let before = agreed(&[&da, &db], None).await;
     assert_eq!(da.call(Req::Find("x".into())).await, Ok(Rep::Value(None)));
     assert_eq!(db.call(Req::Find("x".into())).await, Ok(Rep::Value(None)));
@@ -83,11 +84,11 @@ async fn erlang_9_5_26_gdict_netsplit() {
         mesh(&right).await;
         let mut dl = Vec::new();
         for node in &left {
-            dl.push(dict(node, "gdict_netsplit").await);
+            dl.push(island_dict(node, "gdict_netsplit").await);
         }
         let mut dr = Vec::new();
         for node in &right {
-            dr.push(dict(node, "gdict_netsplit").await);
+            dr.push(island_dict(node, "gdict_netsplit").await);
         }
         let (rl, rr): (Vec<_>, Vec<_>) = (dl.iter().collect(), dr.iter().collect());
         let x = agreed(&rl, None).await;

@@ -2,13 +2,13 @@
 //! in-process nodes connected over TCP on 127.0.0.1 (Erlang's quarantined `random_netsplits`,
 //! reference 9.5 test 29, which must pass here). After every command each island must agree on
 //! one leader of its own; the run ends healed, with one leader and every acknowledged store on
-//! every member. The sequence is a function of the seed; every wait is bounded. The same
+//! every member. Islands mode: the original's behaviour. The sequence is a function of the seed; every wait is bounded. The same
 //! exploration over many more seeds runs on the deterministic simulation (`sim_leader.rs`).
 
 mod common;
 
 use common::dict::{Dict, Rep, Req};
-use common::{agreed, bounded, cluster_node, dict, eventually_finds, wait_sees};
+use common::{agreed, bounded, cluster_node, eventually_finds, island_dict, wait_sees};
 use locks_leader::Member;
 use locks_server::Node;
 use std::collections::BTreeMap;
@@ -66,7 +66,7 @@ async fn run(seed: u64, steps: usize) {
     rewire(&nodes, &islands).await;
     let mut members: Vec<(usize, Member<Dict>)> = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
-        members.push((i, dict(node, "ape").await));
+        members.push((i, island_dict(node, "ape").await));
     }
     let mut acked: BTreeMap<String, i64> = BTreeMap::new();
     let mut next_store = 0;
@@ -108,7 +108,7 @@ async fn run(seed: u64, steps: usize) {
         rewire(&nodes, &islands).await;
         if members.len() < nodes.len() {
             let i = members.len();
-            members.push((i, dict(&nodes[i], "ape").await));
+            members.push((i, island_dict(&nodes[i], "ape").await));
         }
         for island in &islands {
             let ms: Vec<&Member<Dict>> = members

@@ -5,7 +5,7 @@
 mod common;
 mod sim;
 
-use locks_leader::Role;
+use locks_leader::{GroupOptions, Role};
 use sim::{Rng, Sim};
 
 const STEPS: u64 = 200_000;
@@ -67,9 +67,10 @@ fn sim_stores_before_any_leader_wait_and_reach_everyone() {
 }
 
 #[test]
-fn sim_netsplit_elects_one_leader_per_island_and_heal_merges() {
+fn sim_islands_mode_netsplit_elects_one_leader_per_island_and_heal_merges() {
     for seed in seeds(30) {
         let mut sim = Sim::new(seed, "g");
+        sim.options = GroupOptions::islands();
         let nodes: Vec<_> = (0..5).map(|i| sim.add_node(&format!("n{i}"))).collect();
         sim.full_mesh();
         let members: Vec<_> = nodes
@@ -95,15 +96,16 @@ fn sim_netsplit_elects_one_leader_per_island_and_heal_merges() {
     }
 }
 
-/// Erlang's quarantined `random_netsplits` (reference 9.5, test 29), which must pass here: a
-/// random, bounded sequence of splits, heals, joins of new nodes and stores over five nodes
-/// (then up to seven), checking after each that every island agrees on one leader, and ending
-/// healed with one leader and every acknowledged store on every member.
+/// Erlang's quarantined `random_netsplits` (reference 9.5, test 29), which must pass here in
+/// islands mode: a random, bounded sequence of splits, heals, joins of new nodes and stores
+/// over five nodes (then up to seven), checking after each that every island agrees on one
+/// leader, and ending healed with one leader and every acknowledged store on every member.
 #[test]
-fn sim_random_netsplits_over_five_nodes() {
+fn sim_islands_mode_random_netsplits_over_five_nodes() {
     for seed in seeds(30) {
         let mut rng = Rng::new(seed ^ 0x5eed);
         let mut sim = Sim::new(seed, "ape");
+        sim.options = GroupOptions::islands();
         let mut nodes: Vec<_> = (0..5).map(|i| sim.add_node(&format!("n{i}"))).collect();
         sim.full_mesh();
         for n in &nodes {
@@ -159,5 +161,117 @@ fn sim_random_netsplits_over_five_nodes() {
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         sim.check_stores_everywhere()
             .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}
+
+/// Majority mode under random netsplits over a fixed group of five nodes (configured on every
+/// member): after every step of the simulation at most one member's leases prove that it
+/// leads, every leadership's term exceeds every earlier one, each island with a majority of
+/// the nodes ends with one leader and the others with none; acknowledged stores survive.
+#[test]
+fn sim_majority_mode_never_two_leaders_and_terms_grow() {
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x3a1);
+        let mut sim = Sim::new(seed, "maj");
+        let nodes: Vec<_> = (0..5).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.options = GroupOptions::majority().nodes(nodes.clone());
+        sim.check_single_leader = true;
+        sim.full_mesh();
+        for n in &nodes {
+            sim.add_member(n, Role::Candidate);
+        }
+        quiet(&mut sim, seed, "start");
+        let mut stores = 0;
+        for step in 0..20 {
+            match rng.below(4) {
+                0 => {
+                    let k = 2 + rng.below(2);
+                    let mut islands = vec![Vec::new(); k];
+                    for n in &nodes {
+                        islands[rng.below(k)].push(n.clone());
+                    }
+                    islands.retain(|i| !i.is_empty());
+                    sim.islands_gradually(&islands, 30);
+                }
+                1 => {
+                    let all = sim.nodes();
+                    sim.islands_gradually(&[all], 30);
+                }
+                _ => {
+                    let members: Vec<_> = sim.members.keys().cloned().collect();
+                    let m = members[rng.below(members.len())].clone();
+                    sim.store(&m, &format!("s{stores}"), stores);
+                    stores += 1;
+                }
+            }
+            quiet(&mut sim, seed, &format!("step {step}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+        }
+        sim.full_mesh();
+        quiet(&mut sim, seed, "final heal");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sim.check_stores_everywhere()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(!sim.proven_terms.is_empty(), "seed {seed}: nobody ever led");
+    }
+}
+
+/// Majority mode: the leader's node cut off from the other two. The old leader steps down
+/// before anyone else leads (checked after every step), the other two elect a leader with a
+/// larger term, and a store made on the cut-off node is refused for lack of a majority.
+#[test]
+fn sim_majority_mode_cut_off_leader_steps_down_and_the_majority_elects() {
+    for seed in seeds(30) {
+        let mut sim = Sim::new(seed, "cut");
+        let nodes: Vec<_> = (0..3).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.check_single_leader = true;
+        sim.full_mesh();
+        let members: Vec<_> = nodes
+            .iter()
+            .map(|n| sim.add_member(n, Role::Candidate))
+            .collect();
+        quiet(&mut sim, seed, "start");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let first = sim.proven_terms.last().cloned().expect("a leader");
+        let old = members
+            .iter()
+            .position(|m| m == &first.leader)
+            .expect("a member leads");
+        let rest: Vec<_> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != old)
+            .map(|(_, n)| n.clone())
+            .collect();
+        sim.islands(&[vec![nodes[old].clone()], rest]);
+        quiet(&mut sim, seed, "cut");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let old_core = &sim.members[&members[old]].core;
+        assert!(
+            !old_core.is_leader(),
+            "seed {seed}: the old leader still leads"
+        );
+        assert_eq!(old_core.leader(), None, "seed {seed}");
+        assert!(
+            old_core.callbacks().stepped_down >= 1,
+            "seed {seed}: no stepped_down callback"
+        );
+        let second = sim.proven_terms.last().cloned().expect("a leader");
+        assert_ne!(second.leader, first.leader, "seed {seed}");
+        assert!(second > first, "seed {seed}: {second} > {first}");
+        let call = sim.store(&members[old], "lost", 1);
+        quiet(&mut sim, seed, "store on the cut-off node");
+        assert!(
+            matches!(
+                sim.replies.get(&(members[old].clone(), call)),
+                Some(Err(locks_leader::CallError::NoMajority { up: 1, group: 3 }))
+            ),
+            "seed {seed}: {:?}",
+            sim.replies
+        );
     }
 }

@@ -124,6 +124,8 @@ pub struct Router {
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
     /// The lease of each peer's link (see [`crate::lease`]).
     leases: RwLock<FastMap<NodeId, Arc<LeaseCell>>>,
+    /// The node is leaving the cluster: no claim on a peer is valid any more.
+    leaving: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Router {
@@ -144,6 +146,7 @@ impl Router {
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
             leases: RwLock::new(FastMap::default()),
+            leaving: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -276,11 +279,39 @@ impl Router {
         if node == &self.node {
             return true;
         }
+        if self.leaving.load(std::sync::atomic::Ordering::Acquire) {
+            return false;
+        }
         self.leases
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(node)
             .is_some_and(|lease| lease.valid(std::time::Instant::now()))
+    }
+
+    /// The node is leaving the cluster (a clean shutdown): every lease ends now, so that no
+    /// local agent says it holds a lock on a peer after the peer was told to release it.
+    pub fn expire_leases(&self) {
+        self.leaving
+            .store(true, std::sync::atomic::Ordering::Release);
+        for lease in self
+            .leases
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            lease.expire();
+        }
+    }
+
+    /// The ids of the agents running on this node, in no particular order.
+    pub fn agent_ids(&self) -> Vec<AgentId> {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Removes the link to a peer (it went down or was disconnected), and its lease.

@@ -106,7 +106,9 @@ async fn a_stopped_node_is_down_and_a_configured_peer_is_dialed_again() {
 
     bounded("shutdown", a.shutdown()).await;
     expect(&mut ev_b, NodeEvent::Down(id("a"))).await;
-    // The stopped node's subscription ends.
+    // The stopped node closed its connections on the way out (a clean leave), then its
+    // subscription ends.
+    expect(&mut ev_a, NodeEvent::Down(id("b"))).await;
     assert_eq!(bounded("a's events end", ev_a.recv()).await, None);
     assert_eq!(names(&b.nodes()), ["b"]);
 

@@ -84,6 +84,9 @@ async fn cluster(prefix: &str, n: usize) -> Result<Vec<Node>, String> {
         let config = NodeConfig::new(format!("{prefix}{i}"))
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .cookie(COOKIE)
+            // Fresh processes with no earlier incarnation whose grants could be believed:
+            // the start-delay protects restarts, and would only add its 2 s to every round.
+            .start_delay(Duration::ZERO)
             .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
         let node = Node::start(config).await.map_err(err)?;
         for earlier in &nodes {

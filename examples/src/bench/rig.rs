@@ -141,7 +141,9 @@ async fn connect_all(names: Vec<String>, peers: Vec<SocketAddr>) -> Result<Vec<N
     for name in &names {
         let config = NodeConfig::new(name.as_str())
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .cookie(COOKIE);
+            .cookie(COOKIE)
+            // A fresh node, never run before: nothing of an earlier incarnation to wait out.
+            .start_delay(std::time::Duration::ZERO);
         let node = Node::start(config)
             .await
             .map_err(|e| format!("node start: {e}"))?;

@@ -95,6 +95,14 @@ impl<C: Callbacks> MemberCore<C> {
 
     pub(super) fn route_call(&mut self, call: CallId, req: C::Call, deadline: Duration) {
         match &self.s.state {
+            State::Leader { .. } if !self.s.established() => {
+                // Majority mode: not before the term is accepted by a majority.
+                self.s.pending.push_back(Pending::Call {
+                    call,
+                    req,
+                    deadline,
+                });
+            }
             State::Leader { .. } => {
                 let caller = Caller(CallerKind::Local(call));
                 let r = self.invoke(|cb, ctx| cb.handle_leader_call(req, caller.clone(), ctx));
@@ -112,6 +120,10 @@ impl<C: Callbacks> MemberCore<C> {
                 );
                 self.s.send(&leader, PeerMsg::LeaderCall { call, req });
             }
+            State::Candidate | State::Syncing { .. } if !self.s.sees_majority() => {
+                let result = Err(self.no_majority());
+                self.s.out.push(Effect::Reply { call, result });
+            }
             State::Candidate | State::Syncing { .. } => {
                 self.s.pending.push_back(Pending::Call {
                     call,
@@ -124,6 +136,9 @@ impl<C: Callbacks> MemberCore<C> {
 
     pub(super) fn route_cast(&mut self, msg: C::Cast) {
         match &self.s.state {
+            State::Leader { .. } if !self.s.established() => {
+                self.s.pending.push_back(Pending::Cast(msg));
+            }
             State::Leader { .. } => {
                 let h = self.invoke(|cb, ctx| cb.handle_leader_cast(msg, ctx));
                 self.handled(h);
@@ -140,7 +155,8 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Sends on the leader calls and casts held back, now that a leader is known.
     pub(super) fn flush_pending(&mut self) {
-        if !matches!(self.s.state, State::Leader { .. } | State::Following { .. }) {
+        let leads = self.s.established();
+        if !leads && !matches!(self.s.state, State::Following { .. }) {
             return;
         }
         let pending = std::mem::take(&mut self.s.pending);
@@ -152,12 +168,21 @@ impl<C: Callbacks> MemberCore<C> {
                     deadline,
                 } => self.route_call(call, req, deadline),
                 Pending::Cast(msg) => self.route_cast(msg),
+                Pending::Remote { from, call, req } => self.on_leader_call(&from, call, req),
             }
         }
     }
 
     pub(super) fn on_leader_call(&mut self, from: &MemberId, call: CallId, req: C::Call) {
-        if self.s.is_leader() {
+        if self.s.is_leader() && !self.s.established() {
+            // Majority mode: held until the term is accepted by a majority, or refused with
+            // `NotLeader` if this member steps down first.
+            self.s.pending.push_back(Pending::Remote {
+                from: from.clone(),
+                call,
+                req,
+            });
+        } else if self.s.is_leader() {
             let caller = Caller(CallerKind::Remote {
                 member: from.clone(),
                 call,
@@ -338,7 +363,7 @@ impl<C: Callbacks> MemberCore<C> {
                 Action::Reply(caller, reply) => self.reply_to(&caller, reply),
                 Action::Broadcast(to, msg) => self.broadcast_synced(to, msg),
                 Action::LeaderCast(msg) => {
-                    if self.s.is_leader() {
+                    if self.s.established() {
                         self.s.local.push_back(LocalWork::LeaderCast(msg));
                     } else {
                         self.route_cast(msg);

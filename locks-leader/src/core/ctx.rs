@@ -51,9 +51,11 @@ impl<'a, C: Callbacks> Ctx<'a, C> {
         self.s.term()
     }
 
-    /// Whether this member leads.
+    /// Whether this member leads. In majority mode: only once members on a majority of the
+    /// group's nodes accepted its term (in `elected` right after a new term is taken, not
+    /// yet; broadcasts are allowed all the same).
     pub fn is_leader(&self) -> bool {
-        self.s.is_leader()
+        self.s.established()
     }
 
     /// The candidates this member knows of, itself included if it is one, in id order.

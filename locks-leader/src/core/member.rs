@@ -2,10 +2,11 @@
 //! between members (dispatched to `society`), the sync step, terms, stepping down, and leaving
 //! (see the module documentation of [`super`]).
 
-use super::{Effect, Inner, MemberCore, PeerMsg, RECHECK, SYNC_TIMEOUT, State};
+use super::{Effect, Inner, MemberCore, PeerMsg, Pending, RECHECK, SYNC_TIMEOUT, State};
 use crate::callbacks::Callbacks;
 use crate::core::peer::Peer;
 use crate::error::CallError;
+use crate::options::GroupOptions;
 use crate::term::{Role, Term};
 use locks_agent::core::{AgentCore, Effect as AgentEffect};
 use locks_agent::{Options, Req};
@@ -16,14 +17,35 @@ use std::time::Duration;
 use tracing::{debug, trace};
 
 impl<C: Callbacks> MemberCore<C> {
-    /// A member of the group whose election lock is `lock`. A candidate competes with the agent
-    /// `agent_id` (its member id has the same parts); a worker uses the id only to watch.
+    /// A member of the group whose election lock is `lock`, with the default options (majority
+    /// mode). A candidate competes with the agent `agent_id` (its member id has the same
+    /// parts); a worker uses the id only to watch.
     pub fn new(
         agent_id: AgentId,
         role: Role,
         lock: LockId,
         modes: ModeTable,
         callbacks: C,
+    ) -> MemberCore<C> {
+        Self::with_options(
+            agent_id,
+            role,
+            lock,
+            modes,
+            callbacks,
+            &GroupOptions::default(),
+        )
+    }
+
+    /// A member, as [`MemberCore::new`], with `options` (majority or islands mode, the
+    /// configured nodes).
+    pub fn with_options(
+        agent_id: AgentId,
+        role: Role,
+        lock: LockId,
+        modes: ModeTable,
+        callbacks: C,
+        options: &GroupOptions,
     ) -> MemberCore<C> {
         let agent = (role == Role::Candidate).then(|| {
             let options = Options {
@@ -32,10 +54,15 @@ impl<C: Callbacks> MemberCore<C> {
             };
             AgentCore::new(agent_id.clone(), modes, options)
         });
+        let me = MemberId::of_agent(&agent_id);
+        let mut group = options.configured_nodes().clone();
+        if role == Role::Candidate {
+            group.insert(me.node().clone());
+        }
         MemberCore {
             cb: callbacks,
             s: Inner {
-                me: MemberId::of_agent(&agent_id),
+                me,
                 agent_id,
                 role,
                 lock,
@@ -52,6 +79,13 @@ impl<C: Callbacks> MemberCore<C> {
                 stash: None,
                 sync_gen: 0,
                 recheck_at: None,
+                mode: options.mode(),
+                group,
+                poll: None,
+                sync_held: None,
+                unleased: BTreeSet::new(),
+                acks: BTreeSet::new(),
+                published: None,
                 stopped: false,
                 out: Vec::new(),
             },
@@ -129,6 +163,7 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.stopped {
             return Vec::new();
         }
+        self.s.unleased.remove(node);
         if self.s.alive.insert(node.clone()) {
             self.watch(node.clone());
         }
@@ -156,6 +191,7 @@ impl<C: Callbacks> MemberCore<C> {
             return Vec::new();
         }
         self.s.alive.remove(node);
+        self.s.unleased.remove(node);
         self.s.views.remove(node);
         if let Some(agent) = &mut self.s.agent {
             let effects = agent.node_down(node);
@@ -171,11 +207,18 @@ impl<C: Callbacks> MemberCore<C> {
         for m in lost {
             self.gone(&m, now);
         }
-        if matches!(&self.s.state, State::Following { term, .. } if term.leader.node() == node) {
+        if matches!(&self.s.state, State::Following { term, .. } if term.leader.node() == node)
+            || (matches!(self.s.state, State::Following { .. }) && !self.s.sees_majority())
+        {
             self.leader_lost();
+        }
+        // A leader left without a majority steps down now, not at the next settle.
+        if self.s.is_leader() && !self.holds_majority() {
+            self.step_down();
         }
         self.check_departures(now);
         self.retry_stash(now);
+        self.refuse_without_majority();
         self.take()
     }
 
@@ -207,6 +250,9 @@ impl<C: Callbacks> MemberCore<C> {
         }
         trace!(member = %self.s.me, %from, kind = envelope.msg.kind(), "peer message");
         self.s.see(envelope.known.as_ref());
+        if self.s.majority_mode() {
+            self.s.group.extend(envelope.group.iter().cloned());
+        }
         if matches!(envelope.msg, PeerMsg::Goodbye) {
             self.gone(from, now);
             return self.take();
@@ -255,6 +301,9 @@ impl<C: Callbacks> MemberCore<C> {
                     debug!(member = %self.s.me, %from, "leader cast to a non-leader dropped");
                 }
             }
+            PeerMsg::Poll { attempt } => self.on_poll(from, attempt),
+            PeerMsg::Polled { attempt } => self.on_polled(from, attempt),
+            PeerMsg::Accepted { term } => self.on_accepted(from, &term),
             PeerMsg::Goodbye => {}
         }
         self.take()
@@ -270,8 +319,11 @@ impl<C: Callbacks> MemberCore<C> {
             }
             return self.take();
         }
-        if ok && self.have_all() {
-            self.become_leader(attempt);
+        if ok && self.have_all() && self.holds_majority() {
+            // In majority mode the poll may still be out: the sync lock is kept until it is
+            // done (or the attempt times out).
+            self.s.sync_held = Some(attempt);
+            self.try_finish_sync();
         } else {
             if ok {
                 self.s.out.push(Effect::EndSync { attempt });
@@ -296,6 +348,10 @@ impl<C: Callbacks> MemberCore<C> {
             self.s.out.push(Effect::EndSync { attempt });
             self.s.state = State::Candidate;
             self.s.recheck_at = Some(now + RECHECK);
+        }
+        if !matches!(self.s.state, State::Syncing { .. }) {
+            self.s.sync_held = None;
+            self.s.poll = None;
         }
         if self.s.recheck_at.is_some_and(|t| t <= now) {
             self.s.recheck_at = None;
@@ -338,10 +394,8 @@ impl<C: Callbacks> MemberCore<C> {
         if let State::Syncing { attempt, .. } = self.s.state {
             self.s.out.push(Effect::EndSync { attempt });
         }
-        if self.s.term().is_some() {
-            self.s.out.push(Effect::LeaderChanged(None));
-        }
         self.s.state = State::Candidate;
+        self.publish();
         self.s.stopped = true;
         self.s.out.push(Effect::Stopped { reason });
     }
@@ -392,31 +446,36 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.stopped {
             return;
         }
-        let have_all = self.have_all();
+        let have_all = self.have_all() && self.holds_majority();
         match self.s.state.clone() {
             State::Candidate | State::Following { .. }
                 if have_all && self.s.recheck_at.is_none() =>
             {
-                if matches!(self.s.state, State::Following { .. }) {
-                    // Holding the lock everywhere means the old leader does not any more.
-                    self.fail_forwarded(None, CallError::LeaderDied);
-                    self.s.out.push(Effect::LeaderChanged(None));
-                }
+                let was_following = matches!(self.s.state, State::Following { .. });
                 self.s.sync_gen += 1;
                 let attempt = self.s.sync_gen;
                 self.s.state = State::Syncing {
                     attempt,
                     deadline: now + SYNC_TIMEOUT,
                 };
+                if was_following {
+                    // Holding the lock everywhere means the old leader does not any more.
+                    self.fail_forwarded(None, CallError::LeaderDied);
+                    self.publish();
+                }
                 let nodes = self.s.alive.iter().cloned().collect();
                 debug!(member = %self.s.me, attempt, "have all election locks; syncing");
                 self.s.out.push(Effect::StartSync { attempt, nodes });
+                self.extend_poll();
             }
             State::Syncing { attempt, .. } if !have_all => {
                 debug!(member = %self.s.me, attempt, "lost an election lock while syncing");
                 self.s.out.push(Effect::EndSync { attempt });
                 self.s.state = State::Candidate;
+                self.s.sync_held = None;
+                self.s.poll = None;
             }
+            State::Syncing { .. } => self.try_finish_sync(),
             State::Leader { .. } if !have_all => self.step_down(),
             State::Leader { grants, .. } => {
                 // The lock was granted again somewhere (a node came back and the request was
@@ -501,18 +560,22 @@ impl<C: Callbacks> MemberCore<C> {
             term: term.clone(),
             grants,
         };
+        self.s.acks.clear();
         for k in self.s.members.values_mut() {
             k.synced = false;
         }
-        self.s.out.push(Effect::LeaderChanged(Some(term)));
+        self.publish();
         let e = self.invoke(|cb, ctx| cb.elected(None, ctx));
         self.elected_return(None, e);
     }
 
+    /// Stops leading: says `Uncertain` to every member, refuses the forwarded calls it held
+    /// back (their followers send them again), and tells the callbacks (`stepped_down`).
     pub(super) fn step_down(&mut self) {
-        debug!(member = %self.s.me, "no longer holds every election lock; stepping down");
+        debug!(member = %self.s.me, "no longer holds its election locks; stepping down");
         self.s.state = State::Candidate;
-        self.s.out.push(Effect::LeaderChanged(None));
+        self.s.acks.clear();
+        self.publish();
         let members: Vec<MemberId> = self.s.members.keys().cloned().collect();
         for m in &members {
             if let Some(k) = self.s.members.get_mut(m) {
@@ -520,5 +583,22 @@ impl<C: Callbacks> MemberCore<C> {
             }
             self.s.send(m, PeerMsg::Uncertain);
         }
+        let mut kept = VecDeque::new();
+        for p in std::mem::take(&mut self.s.pending) {
+            match p {
+                Pending::Remote { from, call, .. } => {
+                    let msg = PeerMsg::LeaderReply {
+                        call,
+                        result: Err(CallError::NotLeader),
+                    };
+                    self.s.send(&from, msg);
+                }
+                other => kept.push_back(other),
+            }
+        }
+        self.s.pending = kept;
+        let h = self.invoke(|cb, ctx| cb.stepped_down(ctx));
+        self.handled(h);
+        self.refuse_without_majority();
     }
 }

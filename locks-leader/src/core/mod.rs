@@ -32,6 +32,11 @@
 //! - *Role*: `Candidate` (no leader known) → `Syncing` → `Leader`, or → `Following` on an
 //!   accepted `AmLeader`. A leader whose agent stops having all locks (a surrender after a heal,
 //!   a request extended to a new node) steps down at once and says `Uncertain`.
+//! - *Majority mode* (module `majority`): `Syncing` also needs the lock on a majority of the
+//!   group's nodes and a poll of the candidates there before the term is taken; a `Leader`
+//!   answers as leader only once candidates on a majority accepted its term (`Accepted`), and
+//!   steps down when it loses the majority or its leases no longer prove it
+//!   ([`MemberCore::check_leases`]).
 //!
 //! **Accepting a leader.** `AmLeader(term, grants)` is accepted when `term` is not below the
 //! largest term the member has accepted (otherwise `Nack`, and the leader takes a larger term),
@@ -49,15 +54,18 @@
 
 mod calls;
 mod ctx;
+mod majority;
 mod member;
 pub mod peer;
 mod society;
 
 pub use ctx::Ctx;
+pub use majority::LeaseProof;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
 use crate::callbacks::{CallId, Callbacks};
 use crate::error::CallError;
+use crate::options::ElectionMode;
 use crate::term::{Role, Term};
 use locks_agent::core::AgentCore;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
@@ -119,7 +127,8 @@ pub enum Effect<C: Callbacks> {
         /// The attempt's number.
         attempt: u64,
     },
-    /// The leader this member believes in changed.
+    /// The leader this member believes in changed (in majority mode a leader publishes its
+    /// own term once it is established, and `None` when it steps down or takes a new term).
     LeaderChanged(Option<Term>),
     /// The member stopped (its callbacks asked for it): stop the actor. Every other effect that
     /// goes with it has been given already.
@@ -192,6 +201,21 @@ pub(crate) enum Pending<C: Callbacks> {
         deadline: Duration,
     },
     Cast(C::Cast),
+    /// A leader call forwarded by `from`, held by a leader whose term is not established yet.
+    Remote {
+        from: MemberId,
+        call: CallId,
+        req: C::Call,
+    },
+}
+
+/// The poll of a candidate about to lead in majority mode: the candidates homed on the nodes
+/// where it holds the election lock, asked for the largest term they accepted.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Poll {
+    pub(crate) attempt: u64,
+    pub(crate) asked: BTreeSet<MemberId>,
+    pub(crate) answered: BTreeSet<MemberId>,
 }
 
 /// A leader call forwarded to a leader, waiting for its answer.
@@ -235,6 +259,23 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) stash: Option<Stashed<C>>,
     pub(crate) sync_gen: u64,
     pub(crate) recheck_at: Option<Duration>,
+    /// Majority or islands.
+    pub(crate) mode: ElectionMode,
+    /// The group's nodes (majority mode): the configured ones and the home node of every
+    /// candidate ever learnt of, this one's included. Never shrinks.
+    pub(crate) group: BTreeSet<NodeId>,
+    /// The poll of the current sync attempt (majority mode).
+    pub(crate) poll: Option<Poll>,
+    /// The sync attempt whose sync lock is held while the poll is still out.
+    pub(crate) sync_held: Option<u64>,
+    /// The nodes whose lease was found expired when the member last stepped down for it,
+    /// until their node-down (or node-up) event: no majority is counted on them meanwhile,
+    /// so the member does not take over again on a lease it knows has lapsed.
+    pub(crate) unleased: BTreeSet<NodeId>,
+    /// The home nodes of the candidates that accepted this leader's current term.
+    pub(crate) acks: BTreeSet<NodeId>,
+    /// The leader last published with `Effect::LeaderChanged`.
+    pub(crate) published: Option<Term>,
     pub(crate) stopped: bool,
     pub(crate) out: Vec<Effect<C>>,
 }
@@ -247,6 +288,8 @@ impl<C: Callbacks> Inner<C> {
         }
     }
 
+    /// Whether the member is in the `Leader` state (it may announce itself; in majority mode
+    /// it handles leader calls only once [`Inner::established`]).
     pub(crate) fn is_leader(&self) -> bool {
         matches!(self.state, State::Leader { .. })
     }
@@ -294,9 +337,15 @@ impl<C: Callbacks> Inner<C> {
 
     /// Sends `msg` to `to` in an envelope.
     pub(crate) fn send(&mut self, to: &MemberId, msg: PeerMessage<C>) {
+        let group = if self.majority_mode() {
+            self.group.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
         let envelope = PeerEnvelope {
             role: self.role,
             known: self.accepted.clone(),
+            group,
             msg,
         };
         self.out.push(Effect::ToMember {
@@ -362,9 +411,21 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.term()
     }
 
-    /// Whether this member leads.
+    /// Whether this member leads: it is in the `Leader` state and, in majority mode, members
+    /// on a majority of the group's nodes accepted its term. (Whether its leases still hold is
+    /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::lease_proof`].)
     pub fn is_leader(&self) -> bool {
-        self.s.is_leader()
+        self.s.established()
+    }
+
+    /// Majority or islands.
+    pub fn mode(&self) -> ElectionMode {
+        self.s.mode
+    }
+
+    /// The group's nodes a majority is counted over (majority mode; see [`ElectionMode`]).
+    pub fn group_nodes(&self) -> Vec<NodeId> {
+        self.s.group.iter().cloned().collect()
     }
 
     /// The candidates known, itself included if it is one.
@@ -410,7 +471,7 @@ impl<C: Callbacks> MemberCore<C> {
             .iter()
             .filter_map(|p| match p {
                 Pending::Call { deadline, .. } => Some(*deadline),
-                Pending::Cast(_) => None,
+                Pending::Cast(_) | Pending::Remote { .. } => None,
             })
             .chain(self.s.forwarded.values().map(|f| f.deadline));
         let sync = match self.s.state {
@@ -421,6 +482,9 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     fn take(&mut self) -> Vec<Effect<C>> {
+        if !self.s.stopped {
+            self.publish();
+        }
         self.drain_local();
         std::mem::take(&mut self.s.out)
     }
@@ -437,3 +501,5 @@ impl<C: Callbacks> MemberCore<C> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_majority;

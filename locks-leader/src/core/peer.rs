@@ -1,7 +1,8 @@
 //! The messages between members of a group (reference 6.5, reworked).
 //!
-//! Every message travels in a [`PeerEnvelope`] that says the sender's role and the largest term
-//! it has accepted, so that members learn of each other and of terms from any message.
+//! Every message travels in a [`PeerEnvelope`] that says the sender's role, the largest term
+//! it has accepted and the group's nodes it knows of, so that members learn of each other, of
+//! terms and of the group's nodes from any message.
 //!
 //! | message | sender → receiver | meaning |
 //! | --- | --- | --- |
@@ -11,6 +12,8 @@
 //! | `Uncertain` | a member that lost its leader → candidates; a leader stepping down → every member | "I have no leader": the leader re-announces itself to the sender; a follower of the sender drops it |
 //! | `Nack` | a member → a leader whose term is below the one it accepted | the leader takes a larger term and announces again |
 //! | `LeaderCall`, `LeaderReply`, `LeaderCast` | follower ↔ leader | forwarded leader calls and casts; a non-leader answers a call with `NotLeader`, and the follower sends it again once it knows a leader |
+//! | `Poll`, `Polled` | a candidate about to lead (majority mode) → every candidate on the nodes where it holds the lock; the answer back | "which is the largest term you accepted?", answered in the envelope: the new term exceeds them all |
+//! | `Accepted` | a member → the leader whose `AmLeader` it accepted | in majority mode, a leader handles leader calls once candidates on a majority of the group's nodes accepted its term |
 //! | `Goodbye` | a stopping member → every member it knows | forget me |
 
 use crate::callbacks::{CallId, Callbacks};
@@ -26,6 +29,10 @@ pub struct PeerEnvelope<Ca, R, Cs, B> {
     pub role: Role,
     /// The largest term the sender has accepted (or taken, as leader).
     pub known: Option<Term>,
+    /// The group's nodes as the sender knows them (majority mode; empty in islands mode): the
+    /// receiver adds them to its own, so the set a majority is counted over spreads with
+    /// every message.
+    pub group: Vec<NodeId>,
     /// The message.
     pub msg: PeerMsg<Ca, R, Cs, B>,
 }
@@ -78,6 +85,22 @@ pub enum PeerMsg<Ca, R, Cs, B> {
         /// The message.
         msg: Cs,
     },
+    /// Which is the largest term you accepted? (A candidate about to lead in majority mode;
+    /// the answer's envelope says.)
+    Poll {
+        /// The sync attempt asking.
+        attempt: u64,
+    },
+    /// The answer to `Poll`: the envelope carries the largest term the sender accepted.
+    Polled {
+        /// The sync attempt that asked.
+        attempt: u64,
+    },
+    /// I accepted your term (sent to a leader on accepting its `AmLeader`).
+    Accepted {
+        /// The term accepted.
+        term: Term,
+    },
     /// I am stopping.
     Goodbye,
 }
@@ -110,6 +133,9 @@ impl<Ca, R, Cs, B> PeerMsg<Ca, R, Cs, B> {
             PeerMsg::LeaderCall { .. } => "leader_call",
             PeerMsg::LeaderReply { .. } => "leader_reply",
             PeerMsg::LeaderCast { .. } => "leader_cast",
+            PeerMsg::Poll { .. } => "poll",
+            PeerMsg::Polled { .. } => "polled",
+            PeerMsg::Accepted { .. } => "accepted",
             PeerMsg::Goodbye => "goodbye",
         }
     }

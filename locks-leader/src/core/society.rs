@@ -2,7 +2,7 @@
 //! departures, the leader's announcements and their acceptance (see the module documentation
 //! of [`super`], "The four planes" and "Accepting a leader").
 
-use super::{Effect, Inner, Known, MemberCore, PeerMsg, Stashed, State};
+use super::{Inner, Known, MemberCore, PeerMsg, Stashed, State};
 use crate::callbacks::{Callbacks, Elected};
 use crate::error::CallError;
 use crate::term::{Role, Term};
@@ -20,7 +20,7 @@ impl<C: Callbacks> MemberCore<C> {
         };
         debug!(member = %self.s.me, leader = %term.leader, "leader lost");
         self.s.state = State::Candidate;
-        self.s.out.push(Effect::LeaderChanged(None));
+        self.publish();
         self.fail_forwarded(None, CallError::LeaderDied);
         for m in self.s.with_role(Role::Candidate) {
             if m != self.s.me {
@@ -40,6 +40,7 @@ impl<C: Callbacks> MemberCore<C> {
         if m == &self.s.me || (!from_message && !self.s.alive.contains(m.node())) {
             return false;
         }
+        self.s.note_candidate(m, role);
         if let Some(k) = self.s.members.get_mut(m) {
             k.role = role;
             return false;
@@ -77,6 +78,7 @@ impl<C: Callbacks> MemberCore<C> {
             let h = self.invoke(|cb, ctx| cb.handle_down(m, ctx));
             self.handled(h);
         }
+        self.try_finish_sync();
     }
 
     /// `elected` for the new member `m`.
@@ -157,6 +159,11 @@ impl<C: Callbacks> MemberCore<C> {
             debug!(member = %self.s.me, %from, %term, "am_leader while leading or syncing ignored");
             return;
         }
+        if !self.s.sees_majority() {
+            // Majority mode: no leader can be on this member's side of a partition.
+            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight ignored");
+            return;
+        }
         if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
             debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
             self.s.send(from, PeerMsg::Nack);
@@ -187,9 +194,11 @@ impl<C: Callbacks> MemberCore<C> {
             term: term.clone(),
             grants,
         };
+        // The leader counts this acceptance towards establishing its term (majority mode).
+        self.s.send(from, PeerMsg::Accepted { term: term.clone() });
         if !same {
             debug!(member = %self.s.me, %term, "following");
-            self.s.out.push(Effect::LeaderChanged(Some(term)));
+            self.publish();
         }
         let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
         self.handled(h);
@@ -216,6 +225,10 @@ impl<C: Callbacks> MemberCore<C> {
 
     pub(super) fn on_uncertain(&mut self, from: &MemberId, now: Duration) {
         let _ = now;
+        // An announcement kept aside from a member that now says it has no leader is void.
+        if self.s.stash.as_ref().is_some_and(|st| &st.from == from) {
+            self.s.stash = None;
+        }
         match &self.s.state {
             State::Following { term, .. } if &term.leader == from => self.leader_lost(),
             State::Leader { .. } => {
@@ -281,6 +294,7 @@ impl<C: Callbacks> MemberCore<C> {
             }
         }
         self.check_departures(now);
+        self.try_finish_sync();
         if let State::Following { term, grants } = &self.s.state
             && let Some((_, granted)) = grants.iter().find(|(n, _)| n == &node)
             && view.version >= *granted

@@ -1,5 +1,7 @@
 //! The member core on its own: given inputs, exactly these effects. Lock-server answers come
-//! from a real `LockTable`, so the notices are the ones a server sends.
+//! from a real `LockTable`, so the notices are the ones a server sends. These members run in
+//! islands mode (envelopes without the group's nodes, leaders established at once); majority
+//! mode has its own tests (`tests_majority`).
 
 use super::*;
 use crate::callbacks::{CallReturn, Caller, Elected, Handled};
@@ -9,9 +11,10 @@ use locks_server::LockTable;
 
 /// Records what it is told; doubles leader calls.
 #[derive(Default)]
-struct Rec {
-    surrendered: Vec<String>,
-    from_leader: Vec<String>,
+pub(super) struct Rec {
+    pub(super) surrendered: Vec<String>,
+    pub(super) from_leader: Vec<String>,
+    pub(super) stepped_down: usize,
 }
 
 impl Callbacks for Rec {
@@ -38,6 +41,11 @@ impl Callbacks for Rec {
         Handled::Ok
     }
 
+    fn stepped_down(&mut self, _ctx: &mut Ctx<'_, Self>) -> Handled<String> {
+        self.stepped_down += 1;
+        Handled::Ok
+    }
+
     fn handle_leader_call(
         &mut self,
         req: u32,
@@ -57,31 +65,52 @@ impl Callbacks for Rec {
     }
 }
 
-fn n(name: &str) -> NodeId {
+pub(super) fn n(name: &str) -> NodeId {
     NodeId::new(name).unwrap()
 }
 
-fn lock() -> LockId {
+pub(super) fn lock() -> LockId {
     crate::handle::election_lock(&Key::from("g"))
 }
 
 fn member(node: &str, serial: u64, role: Role) -> MemberCore<Rec> {
+    member_with(node, serial, role, &crate::GroupOptions::islands())
+}
+
+pub(super) fn member_with(
+    node: &str,
+    serial: u64,
+    role: Role,
+    options: &crate::GroupOptions,
+) -> MemberCore<Rec> {
     let agent = AgentId::new(n(node), 1, serial);
-    MemberCore::new(agent, role, lock(), ModeTable::standard(), Rec::default())
+    MemberCore::with_options(
+        agent,
+        role,
+        lock(),
+        ModeTable::standard(),
+        Rec::default(),
+        options,
+    )
 }
 
-fn env(role: Role, known: Option<Term>, msg: PeerMessage<Rec>) -> Peer<Rec> {
-    PeerEnvelope { role, known, msg }
+pub(super) fn env(role: Role, known: Option<Term>, msg: PeerMessage<Rec>) -> Peer<Rec> {
+    PeerEnvelope {
+        role,
+        known,
+        group: Vec::new(),
+        msg,
+    }
 }
 
-fn term(epoch: u64, leader: &MemberId) -> Term {
+pub(super) fn term(epoch: u64, leader: &MemberId) -> Term {
     Term {
         epoch,
         leader: leader.clone(),
     }
 }
 
-const T0: Duration = Duration::ZERO;
+pub(super) const T0: Duration = Duration::ZERO;
 
 /// The requests among `effects`, in order, with their nodes.
 fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
@@ -95,7 +124,7 @@ fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
 }
 
 /// The member messages among `effects`, in order.
-fn to_members(effects: &[Effect<Rec>]) -> Vec<(MemberId, Peer<Rec>)> {
+pub(super) fn to_members(effects: &[Effect<Rec>]) -> Vec<(MemberId, Peer<Rec>)> {
     effects
         .iter()
         .filter_map(|e| match e {

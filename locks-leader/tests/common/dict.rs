@@ -16,6 +16,8 @@ pub enum Req {
     Store(String, i64),
     Find(String),
     Dump,
+    /// How many times `stepped_down` ran on this member (a local call).
+    SteppedDown,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +48,8 @@ pub struct Dict {
     /// How many times `elected` ran for a new member.
     pub announced: usize,
     pub surrendered: usize,
+    /// How many times `stepped_down` ran.
+    pub stepped_down: usize,
     pub downs: Vec<MemberId>,
 }
 
@@ -69,6 +73,11 @@ impl Callbacks for Dict {
                 Elected::Reply(Bc::Sync(self.map.clone()))
             }
         }
+    }
+
+    fn stepped_down(&mut self, _ctx: &mut Ctx<'_, Self>) -> Handled<Bc> {
+        self.stepped_down += 1;
+        Handled::Ok
     }
 
     fn surrendered(&mut self, msg: Bc, ctx: &mut Ctx<'_, Self>) -> Handled<Bc> {
@@ -113,6 +122,7 @@ impl Callbacks for Dict {
             }
             Req::Find(k) => CallReturn::Reply(Rep::Value(self.map.get(&k).copied())),
             Req::Dump => CallReturn::Reply(Rep::Map(self.map.clone())),
+            Req::SteppedDown => CallReturn::Reply(Rep::Value(Some(self.stepped_down as i64))),
         }
     }
 
@@ -143,6 +153,7 @@ impl Callbacks for Dict {
         match req {
             Req::Find(k) => CallReturn::Reply(Rep::Value(self.map.get(&k).copied())),
             Req::Dump => CallReturn::Reply(Rep::Map(self.map.clone())),
+            Req::SteppedDown => CallReturn::Reply(Rep::Value(Some(self.stepped_down as i64))),
             Req::Store(..) => CallReturn::Reply(Rep::Ok),
         }
     }

@@ -18,7 +18,7 @@ pub async fn bounded<F: Future>(f: F) -> F::Output {
 }
 
 use dict::{Dict, Rep, Req};
-use locks_leader::{Member, Role, Term, start};
+use locks_leader::{GroupOptions, Member, Role, Term, start, start_with};
 use locks_server::{Node, NodeConfig};
 use std::net::SocketAddr;
 
@@ -94,11 +94,24 @@ pub async fn heal(a: &[&Node], b: &[&Node]) {
     }
 }
 
-/// A dictionary member of `group` on `node`.
+/// A dictionary member of `group` on `node` (majority mode, the default).
 pub async fn dict(node: &Node, group: &str) -> Member<Dict> {
     bounded(start(node, group, Dict::default(), Role::Candidate))
         .await
         .unwrap()
+}
+
+/// A dictionary member of `group` on `node` in islands mode (Erlang's behaviour).
+pub async fn island_dict(node: &Node, group: &str) -> Member<Dict> {
+    bounded(start_with(
+        node,
+        group,
+        Dict::default(),
+        Role::Candidate,
+        GroupOptions::islands(),
+    ))
+    .await
+    .unwrap()
 }
 
 /// Waits until `pred` holds of the leaders the members believe in (in order), re-checking on

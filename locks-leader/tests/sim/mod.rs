@@ -18,11 +18,12 @@ use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
 use locks_leader::core::{Effect, MemberCore, Peer, State};
-use locks_leader::{CallError, CallId, Role, Term, election_lock};
+use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_server::LockTable;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+mod leases;
 mod oracle;
 // The agent simulation's generator and seed ranges, so both simulations explore alike.
 #[path = "../../../locks-agent/tests/sim/seeded.rs"]
@@ -85,6 +86,12 @@ pub struct Sim {
     /// The last deliveries, for failure reports (kept only with `SIM_TRACE` set).
     trace: VecDeque<String>,
     tracing: bool,
+    /// The options members are started with (majority mode unless a test says otherwise).
+    pub options: GroupOptions,
+    /// Every term a member led with while its leases proved it (majority mode), in order.
+    pub proven_terms: Vec<Term>,
+    /// Check after every step that at most one member's leases prove it leads (majority mode).
+    pub check_single_leader: bool,
 }
 
 fn pair(a: &NodeId, b: &NodeId) -> (NodeId, NodeId) {
@@ -120,6 +127,9 @@ impl Sim {
             sync_failures: true,
             trace: VecDeque::new(),
             tracing: std::env::var_os("SIM_TRACE").is_some(),
+            options: GroupOptions::default(),
+            proven_terms: Vec::new(),
+            check_single_leader: false,
         }
     }
 
@@ -155,12 +165,13 @@ impl Sim {
     pub fn add_member(&mut self, n: &NodeId, role: Role) -> MemberId {
         let agent = AgentId::new(n.clone(), 1, self.next_serial);
         self.next_serial += 1;
-        let mut core = MemberCore::new(
+        let mut core = MemberCore::with_options(
             agent,
             role,
             self.lock.clone(),
             self.modes.clone(),
             Dict::default(),
+            &self.options,
         );
         let id = core.me().clone();
         let effects = core.start(&self.peers(n), self.now).expect("init");
@@ -288,6 +299,7 @@ impl Sim {
         self.next_call += 1;
         self.stores.insert(call, (key.to_owned(), value));
         let deadline = self.now + Duration::from_secs(5);
+        self.check_leases(m);
         let effects = self.members.get_mut(m).expect("member").core.leader_call(
             call,
             Req::Store(key.into(), value),
@@ -442,6 +454,7 @@ impl Sim {
                 }
             }
             End::Member(m) => {
+                self.check_leases(&m);
                 let now = self.now;
                 let Some(sm) = self.members.get_mut(&m) else {
                     return;
@@ -468,6 +481,7 @@ impl Sim {
 
     fn settle_one(&mut self, m: &MemberId) {
         self.unsettled.remove(m);
+        self.check_leases(m);
         let now = self.now;
         if let Some(sm) = self.members.get_mut(m) {
             let effects = sm.core.settle(now);
@@ -518,6 +532,9 @@ impl Sim {
         } else {
             let m = unsettled[pick - busy.len()].clone();
             self.settle_one(&m);
+        }
+        if self.check_single_leader {
+            self.check_leaders_now();
         }
         true
     }

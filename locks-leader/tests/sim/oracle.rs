@@ -2,7 +2,7 @@
 
 use super::{Sim, State};
 use locks_core::{MemberId, NodeId};
-use locks_leader::Role;
+use locks_leader::{ElectionMode, Role};
 use std::collections::BTreeSet;
 
 impl Sim {
@@ -23,8 +23,9 @@ impl Sim {
         out
     }
 
-    /// Checks, once quiet, that each component with a candidate has exactly one leader that
-    /// every member of the component follows, that it holds the election lock on every node
+    /// Checks, once quiet, that each component with a candidate (in majority mode: with a
+    /// majority of the nodes that host candidates; the others have no leader) has exactly one
+    /// leader that every member of the component follows, that it holds the election lock on every node
     /// of the component, and that its term is at least every term a member there accepted.
     pub fn check_one_leader_per_component(&self) -> Result<(), String> {
         for comp in self.components() {
@@ -46,6 +47,30 @@ impl Sim {
                 .any(|m| self.members[*m].core.role() == Role::Candidate);
             if !any_candidate {
                 continue;
+            }
+            if self.options.mode() == ElectionMode::Majority {
+                let group: BTreeSet<&NodeId> = self
+                    .members
+                    .iter()
+                    .filter(|(_, sm)| sm.core.role() == Role::Candidate)
+                    .map(|(m, _)| m.node())
+                    .collect();
+                let inside = comp.iter().filter(|n| group.contains(n)).count();
+                if inside * 2 <= group.len() {
+                    // A minority island: nobody leads there, nobody follows.
+                    let believers: Vec<&MemberId> = members
+                        .iter()
+                        .filter(|m| self.members[**m].core.leader().is_some())
+                        .copied()
+                        .collect();
+                    if !believers.is_empty() {
+                        return Err(format!(
+                            "minority component {comp:?}: {believers:?} believe in a leader\n{}",
+                            self.describe()
+                        ));
+                    }
+                    continue;
+                }
             }
             if leaders.len() != 1 {
                 return Err(format!(

@@ -382,6 +382,31 @@ impl Cluster {
         true
     }
 
+    /// Node thread: the node is shutting down cleanly. Every lease ends (no local agent may say
+    /// it holds a lock on a peer from here on), every peer is told that this node's agents hold
+    /// nothing (a `RemoveAgent` for each), and every connection is closed once what is queued
+    /// is written, the peers kept apart. A peer reads the releases before the connection's
+    /// end, so it releases those locks at once, with no lock-delay: their holders are gone,
+    /// not cut off. Bounded: each connection ends within its heartbeat timeout.
+    pub async fn leave(self: Arc<Self>) {
+        self.router.expire_leases();
+        let agents = self.router.agent_ids();
+        let peers = self.router.remote_nodes();
+        tracing::info!(node = %self.node, agents = agents.len(), peers = peers.len(), "leaving the cluster: releasing this node's agents' locks on its peers");
+        for peer in &peers {
+            for agent in &agents {
+                let request = locks_core::proto::ServerRequest::RemoveAgent {
+                    agent: agent.clone(),
+                };
+                if let Err(err) = self.router.send_server(peer, request) {
+                    tracing::debug!(node = %self.node, %peer, %err, "release not sent");
+                }
+            }
+        }
+        let closing = peers.into_iter().map(|peer| self.clone().disconnect(peer));
+        futures::future::join_all(closing).await;
+    }
+
     /// The node is stopping: subscriptions end.
     pub(crate) fn stopped(&self) {
         self.state().subscribers.clear();

@@ -1,0 +1,328 @@
+//! Majority mode: who may lead, for how long, and with which term (see the crate
+//! documentation, "Majority and islands", for what it promises and why).
+//!
+//! This module owns the group's node set, the checks of a majority against it, the poll a
+//! candidate makes before it takes a term, the acceptance of a leader's term by the other
+//! candidates, the leases check, and what the member publishes as its leader.
+//!
+//! Invariants:
+//! - `group` only grows: the configured nodes, this member's node if it is a candidate, and
+//!   the home node of every candidate ever learnt of (from a view of the lock or a message).
+//!   A node going down never removes it, so an island never counts a majority of fewer nodes
+//!   than the group had.
+//! - In majority mode a member enters `Syncing` only while it holds the election lock on a
+//!   majority of `group`, becomes `Leader` only once every candidate known on those nodes has
+//!   answered its poll, and counts as leader ([`Inner::established`]) only once candidates on
+//!   a majority of `group` (its own node included) accepted its term.
+//! - A leader that no longer holds the lock on a majority of `group` among the nodes it
+//!   considers up, or whose leases on them do not prove a majority, steps down before its
+//!   next answer.
+
+use super::{Effect, Inner, MemberCore, PeerMsg, Pending, Poll, State};
+use crate::callbacks::Callbacks;
+use crate::error::CallError;
+use crate::options::ElectionMode;
+use crate::term::{Role, Term};
+use locks_core::{MemberId, NodeId};
+use std::collections::BTreeSet;
+use std::time::Duration;
+use tracing::debug;
+
+/// What a leader's claim rests on, for the shell to check against its leases at the moment
+/// it answers: the claim holds while the leases on at least `needed` of `nodes` are valid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseProof {
+    /// The leadership.
+    pub term: Term,
+    /// The group's nodes on which the leader holds the election lock (its own included).
+    pub nodes: Vec<NodeId>,
+    /// How many of them make a majority of the group's nodes (0 in islands mode: nothing to
+    /// prove).
+    pub needed: usize,
+}
+
+impl LeaseProof {
+    /// Whether the claim holds, given which nodes' leases are valid.
+    pub fn holds(&self, lease_valid: impl Fn(&NodeId) -> bool) -> bool {
+        self.nodes.iter().filter(|n| lease_valid(n)).count() >= self.needed
+    }
+}
+
+impl<C: Callbacks> Inner<C> {
+    pub(crate) fn majority_mode(&self) -> bool {
+        self.mode == ElectionMode::Majority
+    }
+
+    /// How many of the group's nodes make a majority.
+    pub(crate) fn needed(&self) -> usize {
+        self.group.len() / 2 + 1
+    }
+
+    /// Whether `nodes` include a majority of the group's nodes.
+    pub(crate) fn is_majority<'a>(&self, nodes: impl IntoIterator<Item = &'a NodeId>) -> bool {
+        let inside: BTreeSet<&NodeId> = nodes
+            .into_iter()
+            .filter(|n| self.group.contains(*n))
+            .collect();
+        inside.len() >= self.needed()
+    }
+
+    /// Whether this member leads and may answer as leader: in islands mode whenever it is in
+    /// the `Leader` state; in majority mode once candidates on a majority of the group's nodes
+    /// accepted its term.
+    pub(crate) fn established(&self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        !self.majority_mode()
+            || self.is_majority(self.acks.iter().chain(std::iter::once(self.me.node())))
+    }
+
+    /// The leader as the member tells the world: its own term once established, the leader it
+    /// follows, or none.
+    pub(crate) fn public_term(&self) -> Option<Term> {
+        match &self.state {
+            State::Leader { term, .. } if self.established() => Some(term.clone()),
+            State::Following { term, .. } => Some(term.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether the nodes this member considers up are a majority of the group's (always in
+    /// islands mode, and while the group's nodes are not known yet).
+    pub(crate) fn sees_majority(&self) -> bool {
+        !self.majority_mode() || self.group.is_empty() || self.is_majority(self.alive.iter())
+    }
+
+    /// Notes the home node of a candidate in the group's nodes.
+    pub(crate) fn note_candidate(&mut self, m: &MemberId, role: Role) {
+        if role == Role::Candidate && self.group.insert(m.node().clone()) {
+            debug!(member = %self.me, node = %m.node(), size = self.group.len(), "group node learnt");
+        }
+    }
+}
+
+impl<C: Callbacks> MemberCore<C> {
+    /// Whether the election agent holds the lock on a majority of the group's nodes among
+    /// those the member considers up (always in islands mode).
+    pub(super) fn holds_majority(&self) -> bool {
+        if !self.s.majority_mode() {
+            return true;
+        }
+        let grants = self.grants();
+        self.s.is_majority(
+            grants
+                .iter()
+                .map(|(n, _)| n)
+                .filter(|n| self.s.alive.contains(*n) && !self.s.unleased.contains(*n)),
+        )
+    }
+
+    /// What this member's leadership rests on, while it is established: for the shell to
+    /// check before it answers as leader. `None` when it does not lead.
+    pub fn lease_proof(&self) -> Option<LeaseProof> {
+        let State::Leader { term, grants } = &self.s.state else {
+            return None;
+        };
+        if !self.s.established() {
+            return None;
+        }
+        if !self.s.majority_mode() {
+            return Some(LeaseProof {
+                term: term.clone(),
+                nodes: Vec::new(),
+                needed: 0,
+            });
+        }
+        let nodes = grants
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| self.s.group.contains(*n) && self.s.alive.contains(*n))
+            .cloned()
+            .collect();
+        Some(LeaseProof {
+            term: term.clone(),
+            nodes,
+            needed: self.s.needed(),
+        })
+    }
+
+    /// Checks the leader's claim against the leases (`lease_valid(node)`: whether this node's
+    /// lease on `node` is still valid; true for its own node): a majority-mode leader that
+    /// cannot prove a majority steps down. The shell calls it before every input that could
+    /// make the member answer as leader, so that no answer rests on an expired lease.
+    pub fn check_leases(
+        &mut self,
+        lease_valid: impl Fn(&NodeId) -> bool,
+        now: Duration,
+    ) -> Vec<Effect<C>> {
+        let _ = now;
+        if self.s.stopped || !self.s.majority_mode() || !self.s.is_leader() {
+            return Vec::new();
+        }
+        let State::Leader { grants, .. } = &self.s.state else {
+            return Vec::new();
+        };
+        let proven: Vec<&NodeId> = grants
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| self.s.alive.contains(*n) && lease_valid(n))
+            .collect();
+        if !self.s.is_majority(proven) {
+            debug!(member = %self.s.me, "leases do not prove a majority; stepping down");
+            self.s.unleased = grants
+                .iter()
+                .map(|(n, _)| n)
+                .filter(|n| !lease_valid(n))
+                .cloned()
+                .collect();
+            self.step_down();
+        }
+        self.take()
+    }
+
+    /// Publishes the leader the member believes in, if it changed; a leader whose term just got
+    /// established hands on the calls it held back.
+    pub(super) fn publish(&mut self) {
+        let now = self.s.public_term();
+        if now == self.s.published {
+            return;
+        }
+        self.s.published = now.clone();
+        self.s.out.push(Effect::LeaderChanged(now));
+        if self.s.established() {
+            self.flush_pending();
+        }
+    }
+
+    /// Starts (or extends) the poll of the current sync attempt: asks every candidate known on
+    /// the nodes where the election lock is held for the largest term it accepted.
+    pub(super) fn extend_poll(&mut self) {
+        let State::Syncing { attempt, .. } = self.s.state else {
+            return;
+        };
+        if !self.s.majority_mode() {
+            return;
+        }
+        let nodes: BTreeSet<NodeId> = self.grants().into_iter().map(|(n, _)| n).collect();
+        let poll = self.s.poll.get_or_insert_with(|| Poll {
+            attempt,
+            ..Poll::default()
+        });
+        if poll.attempt != attempt {
+            *poll = Poll {
+                attempt,
+                ..Poll::default()
+            };
+        }
+        let ask: Vec<MemberId> = self
+            .s
+            .members
+            .iter()
+            .filter(|(m, k)| {
+                k.role == Role::Candidate && nodes.contains(m.node()) && !poll.asked.contains(*m)
+            })
+            .map(|(m, _)| m.clone())
+            .collect();
+        for m in ask {
+            if let Some(p) = &mut self.s.poll {
+                p.asked.insert(m.clone());
+            }
+            self.s.send(&m, PeerMsg::Poll { attempt });
+        }
+    }
+
+    /// Whether the poll of the current attempt is complete: every candidate asked answered (or
+    /// is gone), and a view at least as new as the grant came from every node where the lock
+    /// is held (so every candidate queued there at the grant is known and asked).
+    pub(super) fn poll_done(&self) -> bool {
+        if !self.s.majority_mode() {
+            return true;
+        }
+        let Some(poll) = &self.s.poll else {
+            return false;
+        };
+        let views_caught_up = self
+            .grants()
+            .iter()
+            .all(|(n, granted)| self.s.views.get(n).is_some_and(|v| v.version >= *granted));
+        views_caught_up
+            && poll
+                .asked
+                .iter()
+                .all(|m| poll.answered.contains(m) || !self.s.members.contains_key(m))
+    }
+
+    /// Takes over if the sync lock is held and the poll is complete.
+    pub(super) fn try_finish_sync(&mut self) {
+        let State::Syncing { attempt, .. } = self.s.state else {
+            return;
+        };
+        // Candidates learnt since the poll started are asked too.
+        self.extend_poll();
+        if self.s.sync_held != Some(attempt) {
+            return;
+        }
+        if self.poll_done() && self.have_all() && self.holds_majority() {
+            self.s.sync_held = None;
+            self.s.poll = None;
+            self.become_leader(attempt);
+        }
+    }
+
+    /// A candidate about to lead asks for the largest term this member accepted (carried by
+    /// the envelope of the answer).
+    pub(super) fn on_poll(&mut self, from: &MemberId, attempt: u64) {
+        self.s.send(from, PeerMsg::Polled { attempt });
+    }
+
+    pub(super) fn on_polled(&mut self, from: &MemberId, attempt: u64) {
+        if let Some(p) = &mut self.s.poll
+            && p.attempt == attempt
+        {
+            p.answered.insert(from.clone());
+        }
+        self.try_finish_sync();
+    }
+
+    /// A candidate accepted this leader's term: its node counts towards establishing it.
+    pub(super) fn on_accepted(&mut self, from: &MemberId, term: &Term) {
+        if let State::Leader { term: mine, .. } = &self.s.state
+            && mine == term
+            && self
+                .s
+                .members
+                .get(from)
+                .is_some_and(|k| k.role == Role::Candidate)
+        {
+            self.s.acks.insert(from.node().clone());
+        }
+    }
+
+    /// In majority mode, a member that sees no majority of the group's nodes refuses the leader
+    /// calls it holds (`NoMajority`): no leader can appear on its side.
+    pub(super) fn refuse_without_majority(&mut self) {
+        if self.s.sees_majority() || self.s.is_leader() {
+            return;
+        }
+        let error = self.no_majority();
+        let mut kept = std::collections::VecDeque::new();
+        for p in std::mem::take(&mut self.s.pending) {
+            match p {
+                Pending::Call { call, .. } => self.s.out.push(Effect::Reply {
+                    call,
+                    result: Err(error.clone()),
+                }),
+                other => kept.push_back(other),
+            }
+        }
+        self.s.pending = kept;
+    }
+
+    pub(super) fn no_majority(&self) -> CallError {
+        CallError::NoMajority {
+            up: self.s.alive.intersection(&self.s.group).count(),
+            group: self.s.group.len(),
+        }
+    }
+}

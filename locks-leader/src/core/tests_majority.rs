@@ -1,0 +1,277 @@
+//! The member core in majority mode: the poll before a term is taken, the acceptance that
+//! establishes it, and stepping down when the majority cannot be proven. Lock-server answers
+//! come from real `LockTable`s, one per node.
+
+use super::tests::{Rec, T0, env, lock, member_with, n, term, to_members};
+use super::*;
+use crate::GroupOptions;
+use locks_core::proto::ServerRequest;
+use locks_core::{Mode, ModeTable};
+use locks_server::LockTable;
+
+/// Feeds `effects`' requests to the tables of their nodes and the resulting messages for `m`
+/// back to it (settling after each round); returns the other effects.
+fn serve(
+    m: &mut MemberCore<Rec>,
+    tables: &mut BTreeMap<NodeId, LockTable>,
+    effects: Vec<Effect<Rec>>,
+) -> Vec<Effect<Rec>> {
+    let mut out = Vec::new();
+    let mut queue = effects;
+    while !queue.is_empty() {
+        let mut next = Vec::new();
+        for e in queue {
+            match e {
+                Effect::ToServer { node, request } => {
+                    let table = tables.get_mut(&node).expect("a table for every node");
+                    for (agent, msg) in table.handle(request) {
+                        if &agent == m.agent_id() {
+                            next.extend(m.deliver(msg, T0));
+                        }
+                    }
+                }
+                other => out.push(other),
+            }
+        }
+        next.extend(m.settle(T0));
+        queue = next;
+    }
+    out
+}
+
+/// The term of a leader on node `a`, long gone, whose node's clock was far ahead: every
+/// version the remaining nodes hand out is below it.
+fn old_term() -> Term {
+    term(1 << 40, &MemberId::new(n("a"), 1, 7))
+}
+
+struct Elected {
+    b: MemberCore<Rec>,
+    tables: BTreeMap<NodeId, LockTable>,
+    /// The candidate on node `c`.
+    cm: MemberId,
+    term: Term,
+}
+
+/// A candidate on `b`, in a group configured on `a`, `b`, `c` with `a` down, that holds the
+/// election lock on `b` and `c`, polls the candidate of `c` (which accepted [`old_term`]),
+/// syncs, and leads once that candidate accepted its term. Checks each step.
+fn elect_b() -> Elected {
+    let options = GroupOptions::majority().nodes([n("a"), n("b"), n("c")]);
+    let mut b = member_with("b", 1, Role::Candidate, &options);
+    // Clocks stepped back: both remaining tables version far below the old term.
+    let mut tables = BTreeMap::new();
+    tables.insert(n("b"), LockTable::new(n("b"), ModeTable::standard(), 1000));
+    tables.insert(n("c"), LockTable::new(n("c"), ModeTable::standard(), 2000));
+    let start = b.start(&[n("c")], T0).unwrap();
+    let effects = serve(&mut b, &mut tables, start);
+    assert!(
+        matches!(effects.as_slice(), [Effect::StartSync { attempt: 1, .. }]),
+        "{effects:?}"
+    );
+    // The candidate of `c` queues for the lock on its node: the view there lists it, and `b`
+    // polls it.
+    let cm = MemberId::new(n("c"), 1, 2);
+    let queue_c = ServerRequest::Lock {
+        agent: cm.agent(),
+        lock: lock(),
+        mode: Mode::WRITE,
+    };
+    let effects = serve(
+        &mut b,
+        &mut tables,
+        vec![Effect::ToServer {
+            node: n("c"),
+            request: queue_c,
+        }],
+    );
+    let sent: Vec<PeerMessage<Rec>> = to_members(&effects)
+        .into_iter()
+        .filter(|(to, _)| to == &cm)
+        .map(|(_, e)| e.msg)
+        .collect();
+    assert!(sent.contains(&PeerMsg::Poll { attempt: 1 }), "{effects:?}");
+    // The sync lock alone does not make it leader while the poll is out.
+    let effects = b.sync_result(1, true, T0);
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(matches!(b.state(), State::Syncing { attempt: 1, .. }));
+    // The answer carries the old term: the new one is above it.
+    let polled = env(
+        Role::Candidate,
+        Some(old_term()),
+        PeerMsg::Polled { attempt: 1 },
+    );
+    let effects = b.peer(&cm, polled, T0);
+    let State::Leader { term, .. } = b.state().clone() else {
+        panic!("not leading: {:?}", b.state());
+    };
+    assert!(term > old_term(), "{term} above {}", old_term());
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::LeaderChanged(Some(_)))),
+        "published before a majority accepted: {effects:?}"
+    );
+    assert!(!b.is_leader());
+    assert_eq!(b.lease_proof(), None);
+    Elected {
+        b,
+        tables,
+        cm,
+        term,
+    }
+}
+
+/// Makes `e.b` established: the candidate of `c` accepts its term.
+fn accept(e: &mut Elected) -> Vec<Effect<Rec>> {
+    let accepted = env(
+        Role::Candidate,
+        Some(e.term.clone()),
+        PeerMsg::Accepted {
+            term: e.term.clone(),
+        },
+    );
+    e.b.peer(&e.cm, accepted, T0)
+}
+
+#[test]
+fn a_new_leader_takes_a_term_above_the_ones_its_poll_found_though_clocks_stepped_back() {
+    let mut e = elect_b();
+    // A leader call waits for the term to be established.
+    let effects = e.b.leader_call(CallId(1), 21, Duration::from_secs(5), T0);
+    assert!(
+        !effects.iter().any(|x| matches!(x, Effect::Reply { .. })),
+        "{effects:?}"
+    );
+    let effects = accept(&mut e);
+    assert!(
+        matches!(effects.first(), Some(Effect::LeaderChanged(Some(t))) if t == &e.term),
+        "{effects:?}"
+    );
+    assert!(
+        effects.iter().any(|x| matches!(
+            x,
+            Effect::Reply {
+                call: CallId(1),
+                result: Ok(42)
+            }
+        )),
+        "{effects:?}"
+    );
+    assert!(e.b.is_leader());
+    let proof = e.b.lease_proof().expect("a proof");
+    assert_eq!(proof.nodes, vec![n("b"), n("c")]);
+    assert_eq!(proof.needed, 2);
+    assert!(proof.holds(|_| true));
+    assert!(!proof.holds(|x| x == &n("b")));
+    let _ = &e.tables;
+}
+
+#[test]
+fn a_leader_whose_leases_prove_no_majority_steps_down_before_answering() {
+    let mut e = elect_b();
+    accept(&mut e);
+    assert!(e.b.is_leader());
+    // The lease on `c` expired; the node-down event is not handled yet.
+    let effects = e.b.check_leases(|x| x == &n("b"), T0);
+    assert!(
+        matches!(effects.first(), Some(Effect::LeaderChanged(None))),
+        "{effects:?}"
+    );
+    assert!(
+        to_members(&effects)
+            .iter()
+            .any(|(to, msg)| to == &e.cm && msg.msg == PeerMsg::Uncertain),
+        "{effects:?}"
+    );
+    assert!(!e.b.is_leader());
+    assert_eq!(e.b.callbacks().stepped_down, 1);
+    assert_eq!(e.b.lease_proof(), None);
+    // It does not take over again on the lease it knows has lapsed.
+    let effects = e.b.settle(T0);
+    assert!(
+        !effects
+            .iter()
+            .any(|x| matches!(x, Effect::StartSync { .. })),
+        "{effects:?}"
+    );
+    assert!(matches!(e.b.state(), State::Candidate));
+    // Then the event: with one node of three up, leader calls are refused.
+    e.b.node_down(&n("c"), T0);
+    let effects = e.b.leader_call(CallId(2), 1, Duration::from_secs(5), T0);
+    assert!(
+        matches!(
+            effects.as_slice(),
+            [Effect::Reply {
+                call: CallId(2),
+                result: Err(CallError::NoMajority { up: 1, group: 3 })
+            }]
+        ),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_leader_cut_off_from_its_majority_steps_down_on_the_node_down() {
+    let mut e = elect_b();
+    accept(&mut e);
+    let effects = e.b.node_down(&n("c"), T0);
+    assert!(
+        matches!(effects.first(), Some(Effect::LeaderChanged(None))),
+        "{effects:?}"
+    );
+    assert!(!e.b.is_leader());
+    assert_eq!(e.b.callbacks().stepped_down, 1);
+    // A forwarded call reaching it now is refused as not leader (the follower sends it on).
+    let call = PeerMsg::LeaderCall {
+        call: CallId(9),
+        req: 1,
+    };
+    let effects = e.b.peer(&e.cm, env(Role::Candidate, None, call), T0);
+    assert!(
+        to_members(&effects).iter().any(|(to, m)| to == &e.cm
+            && m.msg
+                == PeerMsg::LeaderReply {
+                    call: CallId(9),
+                    result: Err(CallError::NotLeader)
+                }),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_forwarded_call_waits_for_the_term_to_be_established() {
+    let mut e = elect_b();
+    let call = PeerMsg::LeaderCall {
+        call: CallId(5),
+        req: 4,
+    };
+    let effects = e.b.peer(&e.cm, env(Role::Candidate, None, call), T0);
+    assert!(
+        !to_members(&effects)
+            .iter()
+            .any(|(_, m)| matches!(m.msg, PeerMsg::LeaderReply { .. })),
+        "answered before its term was established: {effects:?}"
+    );
+    let effects = accept(&mut e);
+    assert!(
+        to_members(&effects).iter().any(|(to, m)| to == &e.cm
+            && m.msg
+                == PeerMsg::LeaderReply {
+                    call: CallId(5),
+                    result: Ok(8)
+                }),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn members_learn_the_group_nodes_from_every_envelope() {
+    let mut w = member_with("b", 1, Role::Worker, &GroupOptions::majority());
+    w.start(&[], T0).unwrap();
+    assert!(w.group_nodes().is_empty());
+    let mut hello = env(Role::Candidate, None, PeerMsg::Hello { leader: None });
+    hello.group = vec![n("a"), n("c")];
+    w.peer(&MemberId::new(n("a"), 1, 1), hello, T0);
+    assert_eq!(w.group_nodes(), vec![n("a"), n("c")]);
+}

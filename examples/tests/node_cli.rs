@@ -83,7 +83,14 @@ fn leader_answers_whom_the_replica_follows() {
     // Alone, the replica elects itself: the change line comes unasked.
     let elected = node.expect("n1 leads", |l| l.starts_with("leader d n1 "));
     node.send("leader d");
-    node.expect_line(&elected);
+    node.expect_line(&format!("{elected} leading"));
+    node.send("gdict e n1,n9");
+    node.expect_line("joined e");
+    // A majority of {n1, n9} needs n9, which is not there: no leader.
+    node.send("leader e");
+    node.expect_line("leader e none");
+    node.send("gdict f n1 extra");
+    node.expect_line("error f too many arguments");
 }
 
 #[test]

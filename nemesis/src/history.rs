@@ -197,10 +197,14 @@ pub enum NodeLine {
     },
     /// `joined <d>`
     Joined,
-    /// `leader <d> <node> <epoch>` or `leader <d> none`: whom the node's replica follows.
+    /// `leader <d> <node> <epoch> [leading|following]` or `leader <d> none`: whom the node's
+    /// replica follows (a change line), and, in the answer to `leader <d>`, whether it may act
+    /// as leader at that instant.
     Leader {
         /// The leader's node and the term's epoch, if any.
         term: Option<(String, u64)>,
+        /// `Some(true)` for `leading`, `Some(false)` for `following` (answers only).
+        leading: Option<bool>,
     },
     /// `stored <d> <key>`
     Stored {
@@ -240,14 +244,23 @@ pub fn parse_line(line: &str) -> Result<NodeLine, String> {
             txn: (*txn).to_owned(),
         },
         ["joined", _] => NodeLine::Joined,
-        ["leader", _, "none"] => NodeLine::Leader { term: None },
-        ["leader", _, node, epoch] => NodeLine::Leader {
+        ["leader", _, "none"] => NodeLine::Leader {
+            term: None,
+            leading: None,
+        },
+        ["leader", _, node, epoch, rest @ ..] if rest.len() <= 1 => NodeLine::Leader {
             term: Some((
                 (*node).to_owned(),
                 epoch
                     .parse()
                     .map_err(|e| format!("bad epoch {epoch}: {e}"))?,
             )),
+            leading: match rest {
+                [] => None,
+                ["leading"] => Some(true),
+                ["following"] => Some(false),
+                [other, ..] => return Err(format!("bad leader state {other}")),
+            },
         },
         ["stored", _, key] => NodeLine::Stored {
             key: (*key).to_owned(),
@@ -295,12 +308,24 @@ mod tests {
         assert_eq!(
             parse_line("leader d n2 17"),
             Ok(NodeLine::Leader {
-                term: Some(("n2".into(), 17))
+                term: Some(("n2".into(), 17)),
+                leading: None
             })
         );
         assert_eq!(
+            parse_line("leader d n2 17 following"),
+            Ok(NodeLine::Leader {
+                term: Some(("n2".into(), 17)),
+                leading: Some(false)
+            })
+        );
+        assert!(parse_line("leader d n2 17 maybe").is_err());
+        assert_eq!(
             parse_line("leader d none"),
-            Ok(NodeLine::Leader { term: None })
+            Ok(NodeLine::Leader {
+                term: None,
+                leading: None
+            })
         );
         assert_eq!(
             parse_line("value d k3 3"),

@@ -65,7 +65,8 @@ impl<'a> LeaderDriver<'a> {
             return Err(format!("the cluster did not form: {:?}", d.cluster.up));
         }
         for i in 0..n {
-            d.cluster.send(i, &format!("gdict {DICT}"));
+            let cmd = d.gdict_command();
+            d.cluster.send(i, &cmd);
         }
         if !d.pump_until(WAIT, |d| {
             d.joined.iter().all(|j| *j) && d.agreed().is_some()
@@ -74,6 +75,13 @@ impl<'a> LeaderDriver<'a> {
         }
         d.writing = true;
         Ok(d)
+    }
+
+    /// `gdict d n1,n2,...`: a replica in majority mode over all the nodes (so that a restarted
+    /// node, alone at first, cannot count a majority of the nodes it has seen).
+    fn gdict_command(&self) -> String {
+        let nodes: Vec<String> = (0..self.follows.len()).map(crate::procs::name).collect();
+        format!("gdict {DICT} {}", nodes.join(","))
     }
 
     /// The leader every replica follows, if they agree on one.
@@ -96,8 +104,13 @@ impl<'a> LeaderDriver<'a> {
     fn handle(&mut self, node: usize, t: Ns, line: NodeLine) {
         match line {
             NodeLine::Joined => self.joined[node] = true,
-            NodeLine::Leader { term } => {
-                let leader = term.and_then(|(n, _)| index(&n));
+            NodeLine::Leader { term, leading } => {
+                let mut leader = term.and_then(|(n, _)| index(&n));
+                // Its own term, but it may not act on it now (its leases ran out): it does not
+                // lead.
+                if leader == Some(node) && leading == Some(false) {
+                    leader = None;
+                }
                 self.follows[node] = Some(leader);
                 self.record(t, LeaderWhat::Follows { node, leader });
             }
@@ -202,7 +215,8 @@ impl<'a> LeaderDriver<'a> {
                 self.follows[target] = None;
                 self.pump_for(profile.fault);
                 self.cluster.restart(target)?;
-                self.cluster.send(target, &format!("gdict {DICT}"));
+                let cmd = self.gdict_command();
+                self.cluster.send(target, &cmd);
             }
             // Two-way, and the rest: cut the leader off.
             _ => {

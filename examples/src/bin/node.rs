@@ -40,9 +40,11 @@
 //!                                 mode defaults to X, nodes to this node, req to all; the
 //!                                 transaction <txn> is begun on first use
 //! status <txn> | end <txn> | nodes | table | help | quit
-//! gdict <d>                       run a replica of the gdict dictionary <d> (locks-leader)
+//! gdict <d> [node,node,...]       run a replica of the gdict dictionary <d> (locks-leader,
+//!                                 majority mode over the nodes given, or those it sees)
 //! store <d> <key> <int> | fetch <d> <key>
-//! leader <d>                      answered with a `leader d ...` line (as on every change)
+//! leader <d>                      answered `leader d b 1042 leading|following` (whether this
+//!                                 replica may act as leader now) or `leader d none`
 //! ```
 
 use clap::Parser;
@@ -54,6 +56,7 @@ use examples::node_cli::{HELP, out};
 use examples::say;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::{Key, LockId, Mode, NodeId};
+use locks_leader::GroupOptions;
 use locks_server::cluster::NodeEvent;
 use locks_server::{Node, NodeConfig};
 use std::collections::HashMap;
@@ -220,25 +223,28 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
     let words: Vec<&str> = line.split_whitespace().collect();
     let get = |name: &str| dicts.lock().ok().and_then(|d| d.get(name).cloned());
     match words.as_slice() {
-        ["gdict", name] => match Gdict::<i64>::new(node, name).await {
-            Ok(d) => {
-                let mut changes = d.member().changes();
-                if let Ok(mut all) = dicts.lock() {
-                    all.insert((*name).to_owned(), d);
-                }
-                say!("joined {name}");
-                let name = (*name).to_owned();
-                tokio::spawn(async move {
-                    loop {
-                        let term = changes.borrow_and_update().clone();
-                        say!("{}", leader_line(&name, term));
-                        if changes.changed().await.is_err() {
-                            break;
-                        }
-                    }
-                });
-            }
+        ["gdict", name, rest @ ..] => match gdict_options(rest) {
             Err(e) => say!("error {name} {e}"),
+            Ok(options) => match Gdict::<i64>::with_options(node, name, options).await {
+                Ok(d) => {
+                    let mut changes = d.member().changes();
+                    if let Ok(mut all) = dicts.lock() {
+                        all.insert((*name).to_owned(), d);
+                    }
+                    say!("joined {name}");
+                    let name = (*name).to_owned();
+                    tokio::spawn(async move {
+                        loop {
+                            let term = changes.borrow_and_update().clone();
+                            say!("{}", leader_line(&name, term));
+                            if changes.changed().await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                Err(e) => say!("error {name} {e}"),
+            },
         },
         ["store", name, key, value] => match (get(name), value.parse::<i64>()) {
             (Some(d), Ok(v)) => {
@@ -253,7 +259,19 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
             _ => say!("error {name} no such dictionary or bad value"),
         },
         ["leader", name] => match get(name) {
-            Some(d) => say!("{}", leader_line(name, d.member().leader())),
+            Some(d) => {
+                // Whether it may act as leader at this instant (majority mode checks the
+                // leases at the call), not only the term it last accepted.
+                let me = if d.member().is_leader() {
+                    "leading"
+                } else {
+                    "following"
+                };
+                match d.member().leader() {
+                    Some(t) => say!("leader {name} {} {} {me}", t.leader.node(), t.epoch),
+                    None => say!("leader {name} none"),
+                }
+            }
             None => say!("error {name} no such dictionary"),
         },
         ["fetch", name, key] => match get(name) {
@@ -267,6 +285,22 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
         _ => return false,
     }
     true
+}
+
+/// The options of `gdict <d> [node,node,...]`: majority mode, over the nodes if given.
+fn gdict_options(rest: &[&str]) -> Result<GroupOptions, String> {
+    match rest {
+        [] => Ok(GroupOptions::majority()),
+        [list] => {
+            let nodes = list
+                .split(',')
+                .map(NodeId::new)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            Ok(GroupOptions::majority().nodes(nodes))
+        }
+        _ => Err("too many arguments".to_owned()),
+    }
 }
 
 /// `leader <d> <node> <epoch>` (or `leader <d> none`): whom the replica of `d` follows.

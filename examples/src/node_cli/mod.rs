@@ -15,7 +15,7 @@ pub const HELP: &[&str] = &[
     "end <txn>",
     "nodes",
     "table",
-    "gdict <d>",
+    "gdict <d> [node,node,...]",
     "store <d> <key> <int>",
     "fetch <d> <key>",
     "leader <d>",

@@ -1,17 +1,22 @@
-//! `nemesis`: fault injection against real `node` processes in network namespaces, and a
-//! checker of what their clients believed.
+//! `nemesis`: fault injection against real `node` processes in network namespaces, and
+//! checkers of what their clients believed.
 //!
-//! The driver ([`net`], [`procs`], [`driver`]) builds a private network of Linux namespaces
-//! (a bridge namespace and one per node, joined by veth pairs), runs a `node --mono` process in
-//! each node namespace, runs one client per node that repeatedly takes an exclusive `Majority`
-//! lock on all nodes and writes to a register guarded by a
-//! [`Fence`](locks_core::fence::Fence), and injects faults ([`scenario`]): partitions (two-way
-//! and one-way), flapping links, pauses and kills. Everything it sees and does goes into a
-//! history stamped with `CLOCK_MONOTONIC` ([`history`], [`clock`]), which the pure
-//! [`checker`] judges.
+//! The drivers build a private network of Linux namespaces ([`net`]: a bridge namespace and one
+//! per node, joined by veth pairs), run a `node --mono` process in each node namespace
+//! ([`procs`], [`cluster`]) and inject faults against whoever holds the lock or leads
+//! ([`scenario`]): partitions (two-way and one-way), flapping links, pauses and kills.
 //!
-//! Only the parts that touch the system (namespaces, processes, signals) are not unit-tested;
-//! they are exercised by running the binary.
+//! - [`driver`] runs one [`client`] per node that repeatedly takes an exclusive `Majority` lock
+//!   on all nodes and writes to a register guarded by a [`Fence`](locks_core::fence::Fence);
+//! - [`leader_driver`] runs a gdict replica (majority mode) per node and a writer through them.
+//!
+//! Everything they see and do goes into a history stamped with `CLOCK_MONOTONIC` ([`history`],
+//! [`clock`]), which the pure [`checker`] judges. SIGINT and SIGTERM end a run through its
+//! cleanup ([`interrupt`]).
+//!
+//! The pure parts (histories, checkers, the client's state machine, line parsing, profiles)
+//! are unit-tested; the parts that touch the system (namespaces, processes, signals) are
+//! exercised by running the binary.
 
 pub mod checker;
 pub mod client;

@@ -37,7 +37,7 @@ use super::error::RequestError;
 use super::graph::WaitForGraph;
 use super::knowledge::Knowledge;
 use super::requests::Request;
-use super::status::{Deadlock, GrantedLock, LockResult, LossCause, LostLock, TransactionStatus};
+use super::status::{Deadlock, GrantedLock, LossCause, LostLock, TransactionStatus};
 use crate::options::{Options, Req};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -584,61 +584,6 @@ impl AgentCore {
         out
     }
 
-    /// What `await_all_locks` returns: `Some` when the transaction has all its locks.
-    pub fn lock_result(&self) -> Option<LockResult> {
-        if !self.status.have_all_locks() {
-            return None;
-        }
-        let locks = self.requests.values().map(|r| self.grant_of(r)).collect();
-        Some(LockResult {
-            locks,
-            deadlocks: self.knowledge.deadlocks().to_vec(),
-        })
-    }
-
-    /// The request on `lock` as held now, with the version of every node that holds it, if it
-    /// is held by its requirement.
-    pub fn granted_lock(&self, lock: &LockId) -> Option<GrantedLock> {
-        let r = self.requests.get(lock)?;
-        r.is_held(&self.modes, &self.knowledge, &self.down)
-            .then(|| self.grant_of(r))
-    }
-
-    /// The claimed requests, with the mode the client was told (what an abort takes away).
-    pub fn claimed(&self) -> impl Iterator<Item = (&LockId, Mode)> {
-        self.requests
-            .values()
-            .filter_map(|r| Some((&r.lock, r.claimed?)))
-    }
-
-    /// The nodes this agent relies on for a lock the client was told it holds, other than
-    /// `local`, each once: the nodes whose lease the actor checks before answering.
-    pub fn claimed_remote_nodes(&self, local: &NodeId) -> BTreeSet<NodeId> {
-        self.contacted
-            .iter()
-            .filter(|n| *n != local && !self.down.contains(*n))
-            .cloned()
-            .collect()
-    }
-
-    fn grant_of(&self, r: &Request) -> GrantedLock {
-        // Sized by the request's nodes: collecting the filtered iterator would reserve room
-        // for four, and this list is built for every lock of the transaction.
-        let mut nodes = Vec::with_capacity(r.nodes.len());
-        nodes.extend(
-            r.held_nodes(&self.modes, &self.knowledge, &self.down)
-                .map(|n| {
-                    let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
-                    (n.clone(), v)
-                }),
-        );
-        GrantedLock {
-            lock: r.lock.clone(),
-            mode: r.mode,
-            nodes,
-        }
-    }
-
     /// The wait-for graph as this agent sees it now.
     pub fn wait_for_graph(&self) -> WaitForGraph {
         WaitForGraph::build(
@@ -666,6 +611,7 @@ impl AgentCore {
     }
 }
 
+mod claims;
 mod convert;
 mod pending;
 mod probe;

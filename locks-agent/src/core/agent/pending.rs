@@ -17,8 +17,7 @@
 //! so every test of the crate checks it too).
 
 use super::{AgentCore, Effect};
-use crate::core::requests::held_on;
-use crate::core::status::{LossCause, LostLock, TransactionStatus};
+use crate::core::status::TransactionStatus;
 use locks_core::{LockId, NodeId};
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -109,53 +108,6 @@ impl AgentCore {
             }
             self.status = status.clone();
             out.push(Effect::StatusChanged(status));
-        }
-    }
-
-    /// Tells the client of every claimed request found no longer held in its claimed mode, and
-    /// makes it unclaimed: a later grant is a new one, reported with its new versions.
-    fn report_losses(&mut self, out: &mut Vec<Effect>) {
-        for lock in std::mem::take(&mut self.losses) {
-            let Some(r) = self.requests.get_mut(&lock) else {
-                continue;
-            };
-            let Some(mode) = r.claimed.take() else {
-                continue;
-            };
-            self.unclaimed.push(lock.clone());
-            let r = &self.requests[&lock];
-            let nodes: Vec<NodeId> = r
-                .nodes
-                .iter()
-                .filter(|n| {
-                    self.down.contains(*n) || !held_on(&self.modes, &self.knowledge, &lock, mode, n)
-                })
-                .cloned()
-                .collect();
-            let cause = self.loss_cause(&lock, &nodes);
-            out.push(Effect::Lost(LostLock {
-                lock,
-                mode,
-                nodes,
-                cause,
-            }));
-        }
-    }
-
-    /// Why a claimed lock is no longer held on `nodes`: a node down (or its lease), else a
-    /// surrender of it or of an ancestor, else the server took it back.
-    fn loss_cause(&self, lock: &LockId, nodes: &[NodeId]) -> LossCause {
-        if let Some(cause) = nodes.iter().find_map(|n| self.down_causes.get(n)) {
-            return *cause;
-        }
-        let surrendered = nodes.iter().any(|n| {
-            self.knowledge.is_suspended(lock, n)
-                || lock.ancestors().any(|a| self.knowledge.is_suspended(&a, n))
-        });
-        if surrendered {
-            LossCause::Surrendered
-        } else {
-            LossCause::Revoked
         }
     }
 

@@ -30,7 +30,8 @@ fn a_lease_expiry_is_reported_as_such_and_a_regrant_is_a_new_grant() {
     };
     let (n2, l) = (node("n2"), lock_id!["l"]);
     let mut c = core(1, opts);
-    c.request(l.clone(), X, &[n2.clone()], Req::All).unwrap();
+    c.request(l.clone(), X, std::slice::from_ref(&n2), Req::All)
+        .unwrap();
     c.receive(notice(&n2, &l, 5, EntryState::Granted(X)));
     assert_eq!(granted_effects(&c.settle())[0].nodes, vec![(n2.clone(), 5)]);
     let fx = c.node_down_because(&n2, LossCause::LeaseExpired);

@@ -1,0 +1,117 @@
+//! What the client is told it holds: a request is *claimed* once the transaction reported
+//! "have all locks" while it existed, and the client is told of it with its fencing versions
+//! ([`Effect::Granted`]). A claimed request no longer held in the claimed mode (a node down or
+//! its lease expired, a surrender, a grant taken back) is reported lost ([`Effect::Lost`]) and
+//! unclaimed, so that a later grant is reported again with its new versions. Asking for more
+//! keeps the claim on what is held; converting down lowers it. Losses are found while the
+//! status is evaluated (`pending.rs`) and reported at the end of that refresh.
+
+use super::{AgentCore, Effect};
+use crate::core::requests::{Request, held_on};
+use crate::core::status::{GrantedLock, LockResult, LossCause, LostLock};
+use locks_core::{LockId, Mode, NodeId};
+use std::collections::BTreeSet;
+
+impl AgentCore {
+    /// What `await_all_locks` returns: `Some` when the transaction has all its locks.
+    pub fn lock_result(&self) -> Option<LockResult> {
+        if !self.status.have_all_locks() {
+            return None;
+        }
+        let locks = self.requests.values().map(|r| self.grant_of(r)).collect();
+        Some(LockResult {
+            locks,
+            deadlocks: self.knowledge.deadlocks().to_vec(),
+        })
+    }
+
+    /// The request on `lock` as held now, with the version of every node that holds it, if it
+    /// is held by its requirement.
+    pub fn granted_lock(&self, lock: &LockId) -> Option<GrantedLock> {
+        let r = self.requests.get(lock)?;
+        r.is_held(&self.modes, &self.knowledge, &self.down)
+            .then(|| self.grant_of(r))
+    }
+
+    /// The claimed requests, with the mode the client was told (what an abort takes away).
+    pub fn claimed(&self) -> impl Iterator<Item = (&LockId, Mode)> {
+        self.requests
+            .values()
+            .filter_map(|r| Some((&r.lock, r.claimed?)))
+    }
+
+    /// The nodes this agent relies on for a lock the client was told it holds, other than
+    /// `local`, each once: the nodes whose lease the actor checks before answering.
+    pub fn claimed_remote_nodes(&self, local: &NodeId) -> BTreeSet<NodeId> {
+        self.contacted
+            .iter()
+            .filter(|n| *n != local && !self.down.contains(*n))
+            .cloned()
+            .collect()
+    }
+
+    fn grant_of(&self, r: &Request) -> GrantedLock {
+        // Sized by the request's nodes: collecting the filtered iterator would reserve room
+        // for four, and this list is built for every lock of the transaction.
+        let mut nodes = Vec::with_capacity(r.nodes.len());
+        nodes.extend(
+            r.held_nodes(&self.modes, &self.knowledge, &self.down)
+                .map(|n| {
+                    let v = self.knowledge.entry_version(&r.lock, n).unwrap_or(0);
+                    (n.clone(), v)
+                }),
+        );
+        GrantedLock {
+            lock: r.lock.clone(),
+            mode: r.mode,
+            nodes,
+        }
+    }
+
+    /// Tells the client of every claimed request found no longer held in its claimed mode, and
+    /// makes it unclaimed: a later grant is a new one, reported with its new versions.
+    pub(super) fn report_losses(&mut self, out: &mut Vec<Effect>) {
+        for lock in std::mem::take(&mut self.losses) {
+            let Some(r) = self.requests.get_mut(&lock) else {
+                continue;
+            };
+            let Some(mode) = r.claimed.take() else {
+                continue;
+            };
+            self.unclaimed.push(lock.clone());
+            let r = &self.requests[&lock];
+            let nodes: Vec<NodeId> = r
+                .nodes
+                .iter()
+                .filter(|n| {
+                    self.down.contains(*n) || !held_on(&self.modes, &self.knowledge, &lock, mode, n)
+                })
+                .cloned()
+                .collect();
+            let cause = self.loss_cause(&lock, &nodes);
+            out.push(Effect::Lost(LostLock {
+                lock,
+                mode,
+                nodes,
+                cause,
+            }));
+        }
+    }
+
+    /// Why a claimed lock is no longer held on `nodes`: a node down (or its lease), else a
+    /// surrender of it or of an ancestor, else the server took it back.
+    fn loss_cause(&self, lock: &LockId, nodes: &[NodeId]) -> LossCause {
+        if let Some(cause) = nodes.iter().find_map(|n| self.down_causes.get(n)) {
+            return *cause;
+        }
+        let surrendered = nodes.iter().any(|n| {
+            self.knowledge.is_suspended(lock, n)
+                || lock.ancestors().any(|a| self.knowledge.is_suspended(&a, n))
+        });
+        if surrendered {
+            LossCause::Surrendered
+        } else {
+            LossCause::Revoked
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! Benchmarks of the lock word and `RwuLock` against `parking_lot::RwLock` and
-//! `std::sync::RwLock`, after the workloads of the project's `machine-floors.md`, section 1:
+//! `std::sync::RwLock` (the workloads of `BENCHMARKS.md`, "Lock word"):
 //!
 //! - `uncontended/*`: one thread, acquire + touch a `u64` + release, per mode.
 //! - `contended_2_threads/{read95,write_only}/*`: two threads released together on one lock

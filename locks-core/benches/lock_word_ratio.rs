@@ -3,9 +3,9 @@
 //! `std::sync::RwLock` back to back for a fixed time, and the report gives the median over the
 //! rounds of `RwuLock`'s rate divided by each baseline's. On the shared 2-vCPU machine the
 //! absolute rates move by 2–4× with vCPU placement and with other work; the ratios within one
-//! round move much less (the project's `machine-floors.md` makes the same point).
+//! round move much less (`BENCHMARKS.md` makes the same point).
 //!
-//! Workload (machine-floors.md "L-C"): two threads released together on one lock guarding
+//! Workload (`BENCHMARKS.md`, "Two threads contending"): two threads released together on one lock guarding
 //! `[u64; 4]`; a write (`d[0] += 1`) with probability 5 % (`read95`) or always (`write_only`),
 //! else a read (`d[0] ^ d[3]`). Reported per lock: aggregate Mops/s (median over rounds) and
 //! the smaller thread's share of the operations.

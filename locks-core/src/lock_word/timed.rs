@@ -10,7 +10,7 @@
 //! Between attempts a waiter backs off exponentially: `2^k` spin-loop hints for the first rounds
 //! (1 to 8), then yielding the CPU, then sleeps from 1 µs doubling to 200 µs (see [`Backoff`]).
 //! Spinning with one hint per retry loses badly under contention on the target machine (the
-//! lock-word floor in the project's `machine-floors.md`).
+//! lock-word figures in `BENCHMARKS.md`).
 
 use super::error::{Access, LockWordError};
 use super::procedures::{Miss, upgrade_error};

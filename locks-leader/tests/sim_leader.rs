@@ -23,6 +23,24 @@ fn quiet(sim: &mut Sim, seed: u64, what: &str) {
     );
 }
 
+/// A store of the next value through a member chosen at random.
+fn store_through_any_member(sim: &mut Sim, rng: &mut Rng, stores: &mut i64) {
+    let members: Vec<_> = sim.members.keys().cloned().collect();
+    let m = members[rng.below(members.len())].clone();
+    sim.store(&m, &format!("s{stores}"), *stores);
+    *stores += 1;
+}
+
+/// Heals every split, then checks that one leader remains and every store reached everyone.
+fn heal_and_check(sim: &mut Sim, seed: u64) {
+    sim.full_mesh();
+    quiet(sim, seed, "final heal");
+    sim.check_one_leader_per_component()
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    sim.check_stores_everywhere()
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+}
+
 #[test]
 fn sim_one_component_elects_one_leader_that_all_follow() {
     for seed in 0..40 {
@@ -144,23 +162,13 @@ fn sim_islands_mode_random_netsplits_over_five_nodes() {
                     sim.add_member(&n, role);
                     nodes.push(n);
                 }
-                _ => {
-                    let members: Vec<_> = sim.members.keys().cloned().collect();
-                    let m = members[rng.below(members.len())].clone();
-                    sim.store(&m, &format!("s{stores}"), stores);
-                    stores += 1;
-                }
+                _ => store_through_any_member(&mut sim, &mut rng, &mut stores),
             }
             quiet(&mut sim, seed, &format!("step {step}"));
             sim.check_one_leader_per_component()
                 .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
         }
-        sim.full_mesh();
-        quiet(&mut sim, seed, "final heal");
-        sim.check_one_leader_per_component()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        sim.check_stores_everywhere()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        heal_and_check(&mut sim, seed);
     }
 }
 
@@ -197,23 +205,13 @@ fn sim_majority_mode_never_two_leaders_and_terms_grow() {
                     let all = sim.nodes();
                     sim.islands_gradually(&[all], 30);
                 }
-                _ => {
-                    let members: Vec<_> = sim.members.keys().cloned().collect();
-                    let m = members[rng.below(members.len())].clone();
-                    sim.store(&m, &format!("s{stores}"), stores);
-                    stores += 1;
-                }
+                _ => store_through_any_member(&mut sim, &mut rng, &mut stores),
             }
             quiet(&mut sim, seed, &format!("step {step}"));
             sim.check_one_leader_per_component()
                 .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
         }
-        sim.full_mesh();
-        quiet(&mut sim, seed, "final heal");
-        sim.check_one_leader_per_component()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        sim.check_stores_everywhere()
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        heal_and_check(&mut sim, seed);
         assert!(!sim.proven_terms.is_empty(), "seed {seed}: nobody ever led");
     }
 }

@@ -5,6 +5,7 @@
 mod common;
 mod sim;
 
+use locks_core::NodeId;
 use locks_leader::{GroupOptions, Role};
 use sim::{Rng, Sim};
 
@@ -21,6 +22,17 @@ fn quiet(sim: &mut Sim, seed: u64, what: &str) {
         "seed {seed}: not quiet after {what}\n{}",
         sim.describe()
     );
+}
+
+/// Splits `nodes` into two or three random islands (empty ones dropped), gradually.
+fn split_at_random(sim: &mut Sim, rng: &mut Rng, nodes: &[NodeId]) {
+    let k = 2 + rng.below(2);
+    let mut islands = vec![Vec::new(); k];
+    for n in nodes {
+        islands[rng.below(k)].push(n.clone());
+    }
+    islands.retain(|i| !i.is_empty());
+    sim.islands_gradually(&islands, 30);
 }
 
 /// A store of the next value through a member chosen at random.
@@ -132,16 +144,7 @@ fn sim_islands_mode_random_netsplits_over_five_nodes() {
         let mut stores = 0;
         for step in 0..25 {
             match rng.below(5) {
-                0 => {
-                    // Split into two or three random islands.
-                    let k = 2 + rng.below(2);
-                    let mut islands = vec![Vec::new(); k];
-                    for n in &nodes {
-                        islands[rng.below(k)].push(n.clone());
-                    }
-                    islands.retain(|i| !i.is_empty());
-                    sim.islands_gradually(&islands, 30);
-                }
+                0 => split_at_random(&mut sim, &mut rng, &nodes),
                 1 => {
                     let all = sim.nodes();
                     sim.islands_gradually(&[all], 30);
@@ -192,15 +195,7 @@ fn sim_majority_mode_never_two_leaders_and_terms_grow() {
         let mut stores = 0;
         for step in 0..20 {
             match rng.below(4) {
-                0 => {
-                    let k = 2 + rng.below(2);
-                    let mut islands = vec![Vec::new(); k];
-                    for n in &nodes {
-                        islands[rng.below(k)].push(n.clone());
-                    }
-                    islands.retain(|i| !i.is_empty());
-                    sim.islands_gradually(&islands, 30);
-                }
+                0 => split_at_random(&mut sim, &mut rng, &nodes),
                 1 => {
                     let all = sim.nodes();
                     sim.islands_gradually(&[all], 30);

@@ -13,6 +13,7 @@
 //! cargo run -p examples --example fencing
 //! ```
 
+use examples::sees;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::fence::Fence;
 use locks_core::{LockId, Mode, NodeId, lock_id};
@@ -45,22 +46,6 @@ async fn node(name: &str) -> Node {
         .cookie("fencing-example")
         .reconnect_backoff(Duration::from_millis(10), Duration::from_millis(100));
     Node::start(config).await.expect("node starts")
-}
-
-/// Waits (bounded) until `node` sees exactly `names`.
-async fn sees(node: &Node, names: &[&str]) {
-    let mut events = node.subscribe_nodes();
-    let settled = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let have: Vec<String> = node.nodes().iter().map(|n| n.to_string()).collect();
-            if have.iter().map(String::as_str).eq(names.iter().copied()) {
-                return;
-            }
-            events.recv().await;
-        }
-    })
-    .await;
-    settled.expect("the cluster settles");
 }
 
 /// Takes `lock` exclusively on a majority of `nodes` in a new transaction on `on`; returns the

@@ -30,18 +30,7 @@ async fn node(name: &str) -> Node {
 /// Waits (bounded) until every node sees exactly `names`.
 async fn sees(nodes: &[&Node], names: &[&str]) {
     for node in nodes {
-        let mut events = node.subscribe_nodes();
-        let ok = tokio::time::timeout(Duration::from_secs(10), async {
-            loop {
-                let have: Vec<String> = node.nodes().iter().map(|n| n.to_string()).collect();
-                if have.iter().map(String::as_str).eq(names.iter().copied()) {
-                    return;
-                }
-                events.recv().await;
-            }
-        })
-        .await;
-        ok.expect("the cluster settles");
+        examples::sees(node, names).await;
     }
 }
 

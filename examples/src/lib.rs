@@ -1,7 +1,27 @@
 //! Shared helpers for the example programs: the benchmark harness ([`bench`]) and [`gdict`], the
 //! replicated dictionary on `locks-leader`; [`node_cli`], the `node` binary's configuration
-//! and line protocol.
+//! and line protocol; [`sees`], which the multi-node examples wait on.
 
 pub mod bench;
 pub mod gdict;
 pub mod node_cli;
+
+use locks_server::Node;
+use std::time::Duration;
+
+/// Waits until `node` sees exactly the nodes `names` (itself included, sorted), for at most
+/// 10 s; panics if the cluster does not settle by then (an example has nothing better to do).
+pub async fn sees(node: &Node, names: &[&str]) {
+    let mut events = node.subscribe_nodes();
+    let settled = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let have: Vec<String> = node.nodes().iter().map(|n| n.to_string()).collect();
+            if have.iter().map(String::as_str).eq(names.iter().copied()) {
+                return;
+            }
+            events.recv().await;
+        }
+    })
+    .await;
+    settled.expect("the cluster settles");
+}

@@ -220,6 +220,17 @@ mod tests {
         h
     }
 
+    /// Takes n1's step-down out of a history: from then on it goes on saying it leads.
+    fn forget_the_step_down(h: &mut Vec<LeaderEvent>) {
+        h.retain(|e| {
+            e.what
+                != LeaderWhat::Follows {
+                    node: 0,
+                    leader: None,
+                }
+        });
+    }
+
     #[test]
     fn a_clean_failover_passes() {
         let v = check_leader(&good(), 3);
@@ -231,13 +242,7 @@ mod tests {
     #[test]
     fn an_old_leader_that_never_steps_down_is_a_second_leader() {
         let mut h = good();
-        h.retain(|e| {
-            e.what
-                != LeaderWhat::Follows {
-                    node: 0,
-                    leader: None,
-                }
-        });
+        forget_the_step_down(&mut h);
         h.push(follows(2050, 0, 0));
         let v = check_leader(&h, 3);
         assert_eq!(v.overlaps, vec![(0, 1, 900 * MS)]);
@@ -250,13 +255,7 @@ mod tests {
     #[test]
     fn a_halted_leader_believes_nothing() {
         let mut h = good();
-        h.retain(|e| {
-            e.what
-                != LeaderWhat::Follows {
-                    node: 0,
-                    leader: None,
-                }
-        });
+        forget_the_step_down(&mut h);
         h.push(at(150, LeaderWhat::Halted { node: 0 }));
         assert!(check_leader(&h, 3).passed());
     }
@@ -265,13 +264,7 @@ mod tests {
     fn a_resumed_leader_believes_what_it_says_next() {
         let paused = |answer: Option<usize>| {
             let mut h = good();
-            h.retain(|e| {
-                e.what
-                    != LeaderWhat::Follows {
-                        node: 0,
-                        leader: None,
-                    }
-            });
+            forget_the_step_down(&mut h);
             h.push(at(150, LeaderWhat::Halted { node: 0 }));
             h.push(at(1500, LeaderWhat::Resumed { node: 0 }));
             h.push(at(

@@ -228,7 +228,6 @@ impl Agent {
                 }
                 Effect::Abort { lock, node } => {
                     debug!(agent = %self.id(), %lock, %node, "aborting on deadlock");
-                    self.report_abort();
                     self.stop_with(Error::Deadlock { lock, node }, ctx);
                     return;
                 }

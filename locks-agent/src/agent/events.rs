@@ -70,27 +70,6 @@ impl Agent {
             }
         }
     }
-
-    /// Tells the client that every claimed lock is lost because the transaction aborted.
-    pub(super) fn report_abort(&mut self) {
-        let lost: Vec<LostLock> = self
-            .core
-            .claimed()
-            .map(|(lock, mode)| LostLock {
-                lock: lock.clone(),
-                mode,
-                nodes: self
-                    .core
-                    .request_on(lock)
-                    .map(|r| r.nodes.to_vec())
-                    .unwrap_or_default(),
-                cause: LossCause::Aborted,
-            })
-            .collect();
-        for lost in lost {
-            self.events.publish(TransactionEvent::Lost(lost));
-        }
-    }
 }
 
 /// Subscribe to the transaction's events.

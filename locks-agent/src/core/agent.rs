@@ -72,7 +72,8 @@ pub enum Effect {
     /// A claimed lock is no longer held in the mode the client was told.
     Lost(LostLock),
     /// This agent is the victim of a deadlock on `lock` at `node`, which the client was told it
-    /// holds, and the transaction was started with `abort_on_deadlock`: fail the callers with a
+    /// holds, and the transaction was started with `abort_on_deadlock` (every claimed lock was
+    /// reported [`Effect::Lost`] just before): fail the callers with a
     /// deadlock error naming the lock, then call [`AgentCore::end`] to release everything. The
     /// core accepts nothing but `end` from now on.
     Abort {

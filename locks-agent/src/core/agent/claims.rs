@@ -114,4 +114,18 @@ impl AgentCore {
             LossCause::Revoked
         }
     }
+
+    /// The transaction aborts: every claimed lock is reported lost, before the abort itself.
+    pub(super) fn report_abort_losses(&mut self, out: &mut Vec<Effect>) {
+        for r in self.requests.values_mut() {
+            if let Some(mode) = r.claimed.take() {
+                out.push(Effect::Lost(LostLock {
+                    lock: r.lock.clone(),
+                    mode,
+                    nodes: r.nodes.to_vec(),
+                    cause: LossCause::Aborted,
+                }));
+            }
+        }
+    }
 }

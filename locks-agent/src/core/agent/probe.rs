@@ -431,6 +431,7 @@ impl AgentCore {
             })
         {
             self.phase = Phase::Aborted;
+            self.report_abort_losses(out);
             out.push(Effect::Abort { lock, node });
             return;
         }

@@ -438,12 +438,21 @@ fn erlang_9_2_14_abort_on_deadlock_when_the_lock_was_claimed() {
     let mut c = two_cycle(2, 1, opts);
     let fx = c.settle();
     let fx = probe_returns(&mut c, &fx);
+    let lost = LostLock {
+        lock: lock_id!["x"],
+        mode: X,
+        nodes: vec![n1()],
+        cause: LossCause::Aborted,
+    };
     assert_eq!(
         fx,
-        vec![Effect::Abort {
-            lock: lock_id!["x"],
-            node: n1()
-        }]
+        vec![
+            Effect::Lost(lost),
+            Effect::Abort {
+                lock: lock_id!["x"],
+                node: n1()
+            }
+        ]
     );
     assert!(!c.is_running());
     assert_eq!(

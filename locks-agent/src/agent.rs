@@ -341,10 +341,9 @@ impl Agent {
 impl Actor for Agent {
     type Context = Context<Self>;
 
-    fn started(&mut self, ctx: &mut Self::Context) {
-        self.guard
-            .router
-            .register_agent(self.id().clone(), ctx.address().recipient());
+    fn started(&mut self, _ctx: &mut Self::Context) {
+        // Registered by whoever started it (`Router::attach_agent`, after the seed), not here:
+        // this may run before that, and must not drop the messages kept for the transaction.
         trace!(agent = %self.id(), "agent started");
     }
 
@@ -534,9 +533,11 @@ impl Handler<Dot> for Agent {
     }
 }
 
+mod adopt;
 mod calls;
 mod events;
 mod watching;
+pub(crate) use adopt::Adopt;
 pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
 pub(crate) use events::{AwaitLost, GetLockState, Subscribe};
 pub(crate) use watching::{DropWatch, Unwatch, Watch};

@@ -142,8 +142,12 @@ impl Transaction {
     /// Where `lock` stands for this transaction now: held (with its versions), waiting, lost,
     /// or not requested. Leases are checked first.
     pub async fn lock_state(&self, lock: impl Into<LockId>) -> Result<LockState, Error> {
+        let lock = lock.into();
+        if let Some(state) = self.fast_lock_state(&lock) {
+            return Ok(state);
+        }
         self.addr()
-            .send(GetLockState(lock.into()))
+            .send(GetLockState(lock))
             .await
             .map_err(|_| outcome_error(self.outcome()))
     }

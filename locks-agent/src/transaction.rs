@@ -1,16 +1,21 @@
 //! The `Transaction` handle: what client code holds.
 //!
-//! A transaction is one agent actor on a node. Every call is a message to it; the answer comes
-//! back on a oneshot channel. Requests are sent with `do_send`, so once a call has been made the
-//! request is queued for good: dropping the future of [`Transaction::lock`] before it completes
-//! leaves the request queued, exactly as [`Transaction::lock_nowait`] would.
+//! A transaction starts without an agent actor. While every lock it asks for is on its own
+//! node and granted at once, the handle takes it on the caller's thread through the node's
+//! table (the fast path, `crate::fast`). The first request that has to wait, names another
+//! node, or needs the agent's services (events, watches, deadlock resolution) starts the agent
+//! actor, which takes the transaction over; from then on every call is a message to it and the
+//! answer comes back on a oneshot channel. Requests are sent with `do_send`, so once a call has
+//! been made the request is queued for good: dropping the future of [`Transaction::lock`]
+//! before it completes leaves the request queued, exactly as [`Transaction::lock_nowait`]
+//! would.
 //!
 //! Dropping the handle ends the transaction and releases its locks (also when the task that owns
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions,
-    SurrenderTo, Unlock, Unwatch, Watch, outcome_error, release,
+    Agent, AwaitAll, Contacted, Convert, Dot, GetStatus, Outcome, Request, SetOptions,
+    SurrenderTo, Unlock, Unwatch, Watch, outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
@@ -18,12 +23,16 @@ use crate::events::Locked;
 use crate::options::{Options, Req};
 use crate::watch::LockWatch;
 use actix::prelude::*;
+use fast::Fast;
 use futures::channel::oneshot;
+use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+
+mod fast;
 
 /// How many requests [`Transaction::lock_objects`] sends before it waits for the agent to accept
 /// them. Sent all at once, a long list filled the agent's mailbox with one envelope per lock, and
@@ -33,37 +42,21 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// messages to a few hundred kilobytes; its acceptance costs one round trip per slice.
 const LOCK_OBJECTS_SLICE: usize = 1024;
 
-/// Starts a transaction (an agent) on `node`.
+/// Starts a transaction on `node`. Costs no actor and no message: the transaction's agent
+/// actor starts only when it is needed (see the module documentation).
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
     if !node.is_running() {
         return Err(locks_server::Error::Stopped.into());
     }
     let id = node.next_agent_id();
-    let outcome: Outcome = Arc::new(Mutex::new(None));
-    let contacted: Contacted = Arc::default();
-    let (router, modes, agent_id, agent_outcome, agent_contacted) = (
-        node.router().clone(),
-        node.modes().clone(),
-        id.clone(),
-        outcome.clone(),
-        contacted.clone(),
-    );
-    let addr = Agent::start_in_arbiter(node.arbiter(), move |_ctx| {
-        Agent::new(
-            agent_id,
-            router,
-            modes,
-            options,
-            agent_outcome,
-            agent_contacted,
-        )
-    });
+    node.router().register_idle_agent(id.clone());
     Ok(Transaction {
         id,
-        addr,
         node: node.clone(),
-        outcome,
-        contacted,
+        options,
+        agent: Mutex::new(None),
+        outcome: Arc::new(Mutex::new(None)),
+        contacted: Arc::default(),
         ended: false,
     })
 }
@@ -110,11 +103,14 @@ pub async fn begin_transaction_with(
     Ok((txn, held))
 }
 
-/// A running transaction: the client's handle on its agent.
+/// A running transaction: the client's handle on its locks and, once started, its agent.
 pub struct Transaction {
     id: AgentId,
-    addr: Addr<Agent>,
     node: Node,
+    /// The options the agent starts with.
+    options: Options,
+    /// The agent actor, once the transaction needed one (see `crate::fast`).
+    agent: Mutex<Option<Addr<Agent>>>,
     outcome: Outcome,
     /// The lock servers the agent used, for [`Transaction::end`] to release directly.
     contacted: Contacted,
@@ -135,8 +131,10 @@ impl Transaction {
         &self.id
     }
 
-    pub(crate) fn addr(&self) -> &Addr<Agent> {
-        &self.addr
+    /// The agent actor, started now if the transaction has none yet.
+    pub(crate) fn addr(&self) -> Addr<Agent> {
+        let mut agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        self.start_agent(&mut agent, None)
     }
 
     pub(crate) fn outcome(&self) -> &Outcome {
@@ -150,6 +148,12 @@ impl Transaction {
 
     fn local(&self) -> SmallVec<[NodeId; 1]> {
         smallvec::smallvec![self.node.id().clone()]
+    }
+
+    /// Whether a request on `nodes` with `req` is one the fast path may take: on this node
+    /// alone, with the default requirement.
+    fn is_local(&self, nodes: &[NodeId], req: Req) -> bool {
+        req == Req::All && nodes.len() == 1 && nodes[0] == *self.node.id()
     }
 
     /// The answer to a blocking call: its reply, or why the agent stopped. Owns what it needs,
@@ -168,7 +172,7 @@ impl Transaction {
     }
 
     fn send_request(
-        &self,
+        addr: &Addr<Agent>,
         lock: LockId,
         mode: Mode,
         nodes: SmallVec<[NodeId; 1]>,
@@ -176,7 +180,7 @@ impl Transaction {
         reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
-        self.addr.do_send(Request {
+        addr.do_send(Request {
             lock,
             mode,
             nodes,
@@ -217,9 +221,14 @@ impl Transaction {
         lock: impl Into<LockId>,
         mode: Mode,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
+        let lock = lock.into();
+        let addr = match self.try_fast(&lock, mode) {
+            Fast::Done(result) => return Either::Left(futures::future::ready(result)),
+            Fast::Agent(addr) => addr,
+        };
         let (tx, rx) = oneshot::channel();
-        self.send_request(lock.into(), mode, self.local(), Req::All, Some(tx), None);
-        self.wait(rx)
+        Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx), None);
+        Either::Right(self.wait(rx))
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -232,23 +241,31 @@ impl Transaction {
         nodes: &[NodeId],
         req: Req,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
+        let lock = lock.into();
+        let addr = if self.is_local(nodes, req) {
+            match self.try_fast(&lock, mode) {
+                Fast::Done(result) => return Either::Left(futures::future::ready(result)),
+                Fast::Agent(addr) => addr,
+            }
+        } else {
+            self.addr()
+        };
         let (tx, rx) = oneshot::channel();
-        self.send_request(
-            lock.into(),
-            mode,
-            nodes.iter().cloned().collect(),
-            req,
-            Some(tx),
-            None,
-        );
-        self.wait(rx)
+        let nodes = nodes.iter().cloned().collect();
+        Self::send_request(&addr, lock, mode, nodes, req, Some(tx), None);
+        Either::Right(self.wait(rx))
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
     /// has accepted it. Use [`Transaction::await_all_locks`] to wait.
     pub async fn lock_nowait(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
+        let lock = lock.into();
+        let addr = match self.try_fast(&lock, mode) {
+            Fast::Done(result) => return result.map(|_| ()),
+            Fast::Agent(addr) => addr,
+        };
         let (tx, rx) = oneshot::channel();
-        self.send_request(lock.into(), mode, self.local(), Req::All, None, Some(tx));
+        Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
         self.wait(rx).await
     }
 
@@ -260,15 +277,18 @@ impl Transaction {
         nodes: &[NodeId],
         req: Req,
     ) -> Result<(), Error> {
+        let lock = lock.into();
+        let addr = if self.is_local(nodes, req) {
+            match self.try_fast(&lock, mode) {
+                Fast::Done(result) => return result.map(|_| ()),
+                Fast::Agent(addr) => addr,
+            }
+        } else {
+            self.addr()
+        };
         let (tx, rx) = oneshot::channel();
-        self.send_request(
-            lock.into(),
-            mode,
-            nodes.iter().cloned().collect(),
-            req,
-            None,
-            Some(tx),
-        );
+        let nodes = nodes.iter().cloned().collect();
+        Self::send_request(&addr, lock, mode, nodes, req, None, Some(tx));
         self.wait(rx).await
     }
 
@@ -286,13 +306,34 @@ impl Transaction {
         // The agent handles messages in order, so a slice's last acceptance covers the slice
         // (only the last request asks for one); an earlier refusal is reported by the status.
         let mut objects = objects.into_iter().peekable();
+        // On the fast path while every lock is granted at once; a refusal there is the
+        // caller's answer at once (the table changed nothing for it).
+        let addr = loop {
+            let Some((lock, mode)) = objects.next() else {
+                return Ok(());
+            };
+            match self.try_fast(&lock, mode) {
+                Fast::Done(Ok(_)) => {}
+                Fast::Done(Err(err)) => return Err(err),
+                Fast::Agent(addr) => {
+                    let (tx, rx) = oneshot::channel();
+                    let last = objects.peek().is_none();
+                    Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
+                    let accepted = self.wait(rx).await;
+                    if last {
+                        return accepted;
+                    }
+                    break addr;
+                }
+            }
+        };
         let mut sent = 0;
         while let Some((lock, mode)) = objects.next() {
             sent += 1;
             let last = objects.peek().is_none();
             if last || sent % LOCK_OBJECTS_SLICE == 0 {
                 let (tx, rx) = oneshot::channel();
-                self.send_request(lock, mode, self.local(), Req::All, None, Some(tx));
+                Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
                 let accepted = self.wait(rx).await;
                 // Only the very last request's outcome is the caller's answer, as when every
                 // request went out at once: a slice's acceptance only paces the sending.
@@ -300,7 +341,7 @@ impl Transaction {
                     return accepted;
                 }
             } else {
-                self.send_request(lock, mode, self.local(), Req::All, None, None);
+                Self::send_request(&addr, lock, mode, self.local(), Req::All, None, None);
             }
         }
         Ok(())
@@ -309,14 +350,20 @@ impl Transaction {
     /// Waits until every request of the transaction is granted; returns the deadlocks resolved
     /// so far. With no requests at all it waits until one is made and granted.
     pub async fn await_all_locks(&self) -> Result<LockResult, Error> {
+        if let Some(result) = self.fast_result() {
+            return Ok(result);
+        }
         let (tx, rx) = oneshot::channel();
-        self.addr.do_send(AwaitAll(tx));
+        self.addr().do_send(AwaitAll(tx));
         self.wait(rx).await
     }
 
     /// The transaction's status now.
     pub async fn status(&self) -> Result<TransactionStatus, Error> {
-        self.addr
+        if let Some(status) = self.fast_status() {
+            return Ok(status);
+        }
+        self.addr()
             .send(GetStatus)
             .await
             .map_err(|_| outcome_error(&self.outcome))
@@ -325,8 +372,12 @@ impl Transaction {
     /// Releases one lock of the running transaction, or withdraws its pending request. Other
     /// agents waiting for it are served; the deadlock detection forgets it.
     pub async fn unlock(&self, lock: impl Into<LockId>) -> Result<(), Error> {
-        self.addr
-            .send(Unlock(lock.into()))
+        let lock = lock.into();
+        if let Some(result) = self.fast_unlock(&lock) {
+            return result;
+        }
+        self.addr()
+            .send(Unlock(lock))
             .await
             .map_err(|_| outcome_error(&self.outcome))?
     }
@@ -341,7 +392,7 @@ impl Transaction {
     /// copy and counts the node as having refused the request: [`Transaction::status`] and
     /// blocked calls then report `CannotServe` if the request cannot be met without it.
     pub async fn convert(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
-        self.addr
+        self.addr()
             .send(Convert(lock.into(), mode))
             .await
             .map_err(|_| outcome_error(&self.outcome))?
@@ -368,7 +419,7 @@ impl Transaction {
     /// # }
     /// ```
     pub async fn set_options(&self, options: Options) -> Result<(), Error> {
-        self.addr
+        self.addr()
             .send(SetOptions(options))
             .await
             .map_err(|_| outcome_error(&self.outcome))?
@@ -376,7 +427,15 @@ impl Transaction {
 
     /// The options in force.
     pub async fn options(&self) -> Result<Options, Error> {
-        self.addr
+        if self
+            .agent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+        {
+            return Ok(self.options.clone());
+        }
+        self.addr()
             .send(crate::agent::GetOptions)
             .await
             .map_err(|_| outcome_error(&self.outcome))
@@ -426,14 +485,14 @@ impl Transaction {
             tx,
         };
         let id = self
-            .addr
+            .addr()
             .send(msg)
             .await
             .map_err(|_| outcome_error(&self.outcome))??;
         Ok(LockWatch {
             rx,
             id,
-            agent: self.addr.clone(),
+            agent: self.addr(),
         })
     }
 
@@ -445,7 +504,7 @@ impl Transaction {
             lock: lock.into(),
             nodes: nodes.to_vec(),
         };
-        self.addr
+        self.addr()
             .send(msg)
             .await
             .map_err(|_| outcome_error(&self.outcome))?
@@ -506,7 +565,7 @@ impl Transaction {
         nodes: &[NodeId],
     ) -> Result<(), Error> {
         let (tx, rx) = oneshot::channel();
-        self.addr.do_send(SurrenderTo {
+        self.addr().do_send(SurrenderTo {
             lock: lock.into(),
             to: to.clone(),
             nodes: nodes.to_vec(),
@@ -517,7 +576,7 @@ impl Transaction {
 
     /// The agent's wait-for graph in DOT, for debugging.
     pub async fn wait_for_graph(&self) -> Result<String, Error> {
-        self.addr
+        self.addr()
             .send(Dot)
             .await
             .map_err(|_| outcome_error(&self.outcome))
@@ -547,11 +606,6 @@ impl Transaction {
         }
     }
 
-    /// Releases the agent's locks and tells it to stop.
-    fn finish(&self) {
-        release(self.node.router(), &self.id, &self.contacted);
-        self.addr.do_send(End);
-    }
 }
 
 impl Drop for Transaction {

@@ -247,14 +247,17 @@ async fn begin_transaction_with_objects_waits_for_all_of_them() {
 #[tokio::test]
 async fn begin_transaction_with_objects_that_cannot_be_had_fails_and_releases_the_rest() {
     let h = Harness::new("refused").await;
-    // Deeper than the lock server accepts: refused, so the transaction cannot be served.
+    // Deeper than the lock server accepts: refused at once by the node's table (the fast
+    // path answers the caller directly), naming the lock, the node and why.
     let deep = LockId::new((0..100).map(|i| i.to_string())).unwrap();
     let objects = vec![(lock_id!["a"], Mode::WRITE), (deep.clone(), Mode::READ)];
     let err = bounded(begin_transaction_with(&h.node, objects, Options::default()))
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, Error::CannotServe { locks, .. } if locks == &[deep]),
+        matches!(&err, Error::Request(locks_agent::RequestError::Refused {
+            lock, reason: locks_core::proto::Rejection::LockIdTooLarge(_), ..
+        }) if lock == &deep),
         "{err:?}"
     );
     // The lock it got is released: another transaction takes it.

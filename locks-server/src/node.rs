@@ -14,9 +14,10 @@
 use crate::cluster::{Cluster, HandshakeRefusals, LinkInfo, NodeEvents};
 pub use crate::config::NodeConfig;
 use crate::error::Error;
+use crate::local::LocalTable;
 use crate::router::Router;
 use crate::server::{LockServer, Snapshot, Watchers};
-use crate::table::TableSnapshot;
+use crate::table::{LockTable, TableSnapshot};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
@@ -40,6 +41,8 @@ struct NodeInner {
     incarnation: u64,
     modes: ModeTable,
     router: Arc<Router>,
+    /// The node's lock table, shared by the lock server actor and the fast path.
+    table: Arc<LocalTable>,
     arbiter: ArbiterHandle,
     system: System,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -85,14 +88,18 @@ impl Node {
             (Some(_), Ok(leases)) => (leases.lock_delay, leases.start_delay),
             _ => (Duration::ZERO, Duration::ZERO),
         };
+        let table = Arc::new(LocalTable::new(
+            router.clone(),
+            LockTable::new(id.clone(), modes.clone(), version_base(incarnation)),
+            !delays.1.is_zero(),
+        ));
+        let thread_table = table.clone();
         let thread = std::thread::Builder::new()
             .name(format!("locks-node-{id}"))
             .spawn(move || {
                 let runner = System::new();
                 let started = runner.block_on(async move {
-                    let server =
-                        LockServer::new(thread_router.clone(), modes, version_base(incarnation))
-                            .with_delays(delays.0, delays.1);
+                    let server = LockServer::new(thread_table).with_delays(delays.0, delays.1);
                     thread_router.set_server(server.start());
                     let cluster = match cluster_config {
                         Some(config) => {
@@ -133,6 +140,7 @@ impl Node {
                 incarnation,
                 modes: config.modes().clone(),
                 router,
+                table,
                 arbiter,
                 system,
                 thread: Mutex::new(Some(thread)),
@@ -308,6 +316,13 @@ impl Node {
             .as_ref()
             .map(|c| c.links())
             .unwrap_or_default()
+    }
+
+    /// The node's lock table, for the fast path of the transactions of this node (see
+    /// [`crate::local`]).
+    #[doc(hidden)]
+    pub fn local_table(&self) -> &Arc<LocalTable> {
+        &self.inner.table
     }
 
     /// A copy of this node's lock table.

@@ -115,11 +115,24 @@ pub trait RemoteLink: Send + Sync {
     fn send(&self, envelope: Envelope) -> Result<(), RouteError>;
 }
 
+/// Where messages to a local agent go.
+enum Mailbox {
+    /// The agent's actor.
+    Running(Recipient<Deliver>),
+    /// A transaction with no actor yet (its locks so far were granted by the node's fast path):
+    /// messages for it are kept, in order, until an actor takes them over
+    /// ([`Router::attach_agent`]). A deadlock probe is refuted at once instead, while the
+    /// transaction waits for nothing (`waits` is false): such an agent is in no cycle. From the
+    /// moment the table queues one of its requests (`Router::idle_agent_waits`, called before
+    /// anybody is told of that wait), probes are kept like everything else, for the actor.
+    Idle { kept: Vec<AgentMessage>, waits: bool },
+}
+
 /// Routes messages to the local lock server, local agents and remote nodes.
 pub struct Router {
     node: NodeId,
     server: OnceLock<Addr<LockServer>>,
-    agents: Mutex<FastMap<AgentId, Recipient<Deliver>>>,
+    agents: Mutex<FastMap<AgentId, Mailbox>>,
     members: Mutex<FastMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
     /// The lease of each peer's link (see [`crate::lease`]).
@@ -170,7 +183,48 @@ impl Router {
         self.agents
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(agent, recipient);
+            .insert(agent, Mailbox::Running(recipient));
+    }
+
+    /// Registers a local transaction that has no actor yet: messages for it are kept until
+    /// [`Router::attach_agent`] (see `Mailbox::Idle`).
+    pub fn register_idle_agent(&self, agent: AgentId) {
+        self.agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                agent,
+                Mailbox::Idle {
+                    kept: Vec::new(),
+                    waits: false,
+                },
+            );
+    }
+
+    /// An idle transaction now waits in the local table: from now on its probes are kept for
+    /// its actor too (see `Mailbox::Idle`).
+    pub fn idle_agent_waits(&self, agent: &AgentId) {
+        if let Some(Mailbox::Idle { waits, .. }) = self
+            .agents
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(agent)
+        {
+            *waits = true;
+        }
+    }
+
+    /// Gives an idle transaction its actor: the messages kept for it are queued in
+    /// `recipient`'s mailbox, in the order they came, and every later message goes there too.
+    /// Done under the registry's lock, so no message overtakes the kept ones.
+    pub fn attach_agent(&self, agent: &AgentId, recipient: Recipient<Deliver>) {
+        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(Mailbox::Idle { kept, .. }) = agents.get_mut(agent) {
+            for msg in kept.drain(..) {
+                recipient.do_send(Deliver::Message(msg));
+            }
+        }
+        agents.insert(agent.clone(), Mailbox::Running(recipient));
     }
 
     /// Forgets a local agent. Messages to it fail from now on.
@@ -386,16 +440,29 @@ impl Router {
         if to.node() == &self.node {
             let undelivered = {
                 let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
-                match agents.get(to) {
+                match agents.get_mut(to) {
                     // `do_send` queues even when the mailbox is full; the volume is bounded by
                     // the agent's own requests. (Sent under the lock: queueing never blocks,
                     // and a clone of the recipient would be an allocation per message.)
-                    Some(recipient) if recipient.connected() => {
+                    Some(Mailbox::Running(recipient)) if recipient.connected() => {
                         recipient.do_send(Deliver::Message(msg));
                         return Ok(());
                     }
+                    // An agent without an actor waits for nobody: a probe through it is
+                    // refuted at once (below), like one through an agent that ended.
+                    Some(Mailbox::Idle { waits: false, .. })
+                        if matches!(msg, AgentMessage::Probe(_)) =>
+                    {
+                        drop(agents);
+                        self.bounce_probe(msg);
+                        return Ok(());
+                    }
+                    Some(Mailbox::Idle { kept, .. }) => {
+                        kept.push(msg);
+                        return Ok(());
+                    }
                     // A closed mailbox means the agent is gone.
-                    Some(_) => {
+                    Some(Mailbox::Running(_)) => {
                         agents.remove(to);
                         msg
                     }
@@ -443,12 +510,17 @@ impl Router {
     }
 
     fn broadcast(&self, event: impl Fn() -> Deliver) {
+        // An idle transaction is not told: it has locks on this node only, and a request it
+        // makes later on another node finds out whether that node is reachable as it is sent.
         let agents: Vec<Recipient<Deliver>> = self
             .agents
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
-            .cloned()
+            .filter_map(|m| match m {
+                Mailbox::Running(r) => Some(r.clone()),
+                Mailbox::Idle { .. } => None,
+            })
             .collect();
         for agent in agents {
             agent.do_send(event());

@@ -1,66 +1,52 @@
-//! The lock server actor: a thin shell around one [`LockTable`].
+//! The lock server actor: the shell that serves the node's [`LocalTable`] to messages.
 //!
 //! Messages it handles:
-//! - [`ToServer`]: a request from an agent (local or remote, through the [`Router`]); the
-//!   table decides, and the server routes the notices it returns. A `Lock` or `Watch` of an
-//!   agent whose node is not connected (when the request is handled) is ignored: nothing would
-//!   remove its entry, since only a node down removes a remote node's agents.
-//! - [`NodeDown`]: from the cluster layer when a peer's connection ended: every entry and watch
-//!   of the agents living on that node is handed to a ghost ([`LockTable::ghost_agents_of`]),
-//!   and the ghosts are removed, as if each had sent `RemoveAgent`, once the lock-delay has
-//!   passed: until then nobody is granted what those agents held, because they may still
-//!   believe they hold it until their own lease on this node runs out (see [`crate::lease`]).
-//! - [`Snapshot`]: a copy of the table for tools and tests.
+//! - [`ToServer`]: a request from an agent actor (local, or remote through the [`Router`]),
+//!   applied by [`LocalTable::serve`] (which also keeps requests during the start-delay and
+//!   ignores a `Lock` or `Watch` of an agent whose node is not connected);
+//! - `NodeDown` (crate-private: only the node's cluster layer can say a peer is down): the
+//!   table hands that node's agents' entries to ghosts and this actor feeds
+//!   [`TableInput::DelayOver`] back once the lock-delay has passed (see
+//!   [`crate::table::TableInput`] and [`crate::lease`]);
+//! - [`Snapshot`]: a copy of the table for tools and tests;
 //! - [`Watchers`]: who watches one lock.
+//!
+//! What the table decides is in [`LockTable::step`](crate::table::LockTable::step); this actor
+//! owns only the timers (start-delay, lock-delays). Transactions on this node take and release
+//! their uncontended locks through the same [`LocalTable`] on their own thread (the fast
+//! path), without a message to this actor.
 //!
 //! Who holds its address: the node's [`Router`] (and through it every agent). It stops when the
 //! node's actix system stops; requests still in its mailbox are dropped with it, which is safe
 //! because the whole node (and every agent on it) stops at the same time.
-//!
-//! A clustered node's server grants nothing for its start-delay: requests that arrive meanwhile
-//! are kept, in order, and applied when it has passed (a previous incarnation of this node may
-//! have granted locks whose holders still believe in them).
-//!
-//! A notice or view that cannot be sent to an agent's node (the lock's queue does not fit in a
-//! frame) withdraws that agent's requests on the lock and tells it they cannot be served here
-//! (`Rejection::QueueTooLarge`); the connection is not affected.
-//!
-//! An agent that cannot be reached any more (its mailbox closed, or its state was dropped after
-//! a panic without it saying goodbye) is removed from the table the first time a notice to it
-//! fails, so its locks are never lost.
 
-use crate::router::{RouteError, Router, ToServer};
-use crate::table::{LockTable, TableSnapshot};
+use crate::local::LocalTable;
+use crate::router::{Router, ToServer};
+use crate::table::{TableInput, TableSnapshot};
 use actix::prelude::*;
-use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
-use locks_core::{AgentId, LockId, ModeTable, NodeId};
+use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{debug, info, trace, warn};
+use tracing::{debug, info};
 
-/// The actor that owns a node's lock table.
+/// The actor that serves the node's lock table to messages.
 pub struct LockServer {
-    table: LockTable,
-    router: Arc<Router>,
+    table: Arc<LocalTable>,
     /// How long a downed node's agents' locks stay with their ghosts.
     lock_delay: Duration,
     /// How long to grant nothing after the start.
     start_delay: Duration,
-    /// The requests kept during the start-delay (`None` once it has passed).
-    held_back: Option<Vec<ServerRequest>>,
 }
 
 impl LockServer {
-    /// A server for `node` with the given mode table; versions start above `version_base`.
-    /// No lock-delay and no start-delay (a local-only node); see [`LockServer::with_delays`].
-    pub fn new(router: Arc<Router>, modes: ModeTable, version_base: u64) -> LockServer {
-        let table = LockTable::new(router.node().clone(), modes, version_base);
+    /// A server for the node's table. No lock-delay and no start-delay (a local-only node);
+    /// see [`LockServer::with_delays`]. The table must have been made with a start-delay
+    /// exactly when `with_delays` is given a non-zero one.
+    pub fn new(table: Arc<LocalTable>) -> LockServer {
         LockServer {
             table,
-            router,
             lock_delay: Duration::ZERO,
             start_delay: Duration::ZERO,
-            held_back: None,
         }
     }
 
@@ -74,130 +60,20 @@ impl LockServer {
 
     /// The node this server belongs to.
     pub fn node(&self) -> &NodeId {
-        self.router.node()
+        self.router().node()
     }
 
-    fn apply(&mut self, request: ServerRequest) {
-        trace!(node = %self.node(), ?request, "lock server request");
-        let mut pending = vec![request];
-        // Removing an unreachable agent can itself produce notices to agents that turn out to
-        // be gone; each round removes at least one agent, so this ends.
-        while let Some(request) = pending.pop() {
-            let notices = self.table.handle(request);
-            for (agent, msg) in notices {
-                let about = lock_view_of(&msg);
-                match self.route(&agent, msg) {
-                    Ok(()) => {}
-                    Err(RouteError::Unsendable { node, reason }) => {
-                        self.cannot_tell(&agent, about, &node, &reason, &mut pending);
-                    }
-                    Err(err) => {
-                        debug!(node = %self.node(), %agent, %err, "agent unreachable; releasing its locks");
-                        if !pending.iter().any(
-                            |r| matches!(r, ServerRequest::RemoveAgent { agent: a } if a == &agent),
-                        ) {
-                            pending.push(ServerRequest::RemoveAgent { agent });
-                        }
-                    }
-                }
-            }
+    fn router(&self) -> &Arc<Router> {
+        self.table.router()
+    }
+
+    /// Applies `input` and starts the lock-delay of the ghosts it made.
+    fn apply(&mut self, input: TableInput, ctx: &mut Context<Self>) {
+        for ghosts in self.table.apply(input) {
+            ctx.run_later(self.lock_delay, |server, ctx| {
+                server.apply(TableInput::DelayOver(ghosts), ctx);
+            });
         }
-    }
-
-    /// A message about `about` (a lock, and whether as a watch) could not be sent to `agent`
-    /// on `node`: the lock's queue does not fit in a frame to that node. The agent's requests
-    /// that put it on that lock (its direct locks on it and below it, or its watch) are
-    /// withdrawn, and it is told each one cannot be served here
-    /// ([`Rejection::QueueTooLarge`]), so that it neither waits forever for news it cannot get
-    /// nor keeps a place in a queue it knows nothing about. (Sending a truncated queue instead
-    /// would hide whom the agent waits for, and with it the deadlocks it must resolve.) The
-    /// withdrawal shortens the queue, so each such round removes an entry and this ends.
-    fn cannot_tell(
-        &mut self,
-        agent: &AgentId,
-        about: Option<(LockId, bool)>,
-        node: &NodeId,
-        reason: &str,
-        pending: &mut Vec<ServerRequest>,
-    ) {
-        let Some((lock, watched)) = about else {
-            debug!(node = %self.node(), %agent, peer = %node, reason, "a message to an agent cannot be sent; dropped");
-            return;
-        };
-        debug!(node = %self.node(), %agent, %lock, peer = %node, reason, "a lock's queue cannot be sent to an agent; its requests there are withdrawn");
-        let withdrawn: Vec<(LockId, ServerRequest)> = if watched {
-            let request = ServerRequest::Unwatch {
-                watcher: agent.clone(),
-                lock: lock.clone(),
-            };
-            vec![(lock, request)]
-        } else {
-            self.table
-                .direct_locks_within(agent, &lock)
-                .into_iter()
-                .map(|direct| {
-                    let request = ServerRequest::Unlock {
-                        agent: agent.clone(),
-                        lock: direct.clone(),
-                    };
-                    (direct, request)
-                })
-                .collect()
-        };
-        for (lock, request) in withdrawn {
-            let refusal = AgentMessage::Rejected {
-                node: self.node().clone(),
-                lock,
-                reason: Rejection::QueueTooLarge,
-            };
-            if let Err(err) = self.route(agent, refusal) {
-                debug!(node = %self.node(), %agent, %err, "cannot tell an agent its request was withdrawn");
-            }
-            pending.push(request);
-        }
-    }
-
-    /// The node of the agent that `request` would add to the table (a `Lock` or a `Watch`),
-    /// when that node is neither this one nor connected. Only a node down removes a remote
-    /// node's agents, and that node's down has been handled already (or it never connected),
-    /// so such an entry would stay forever: the request is ignored. Checked when the request is
-    /// handled, not when it arrived, so that a request that was on its way when its node went
-    /// down is covered whatever the order of the two.
-    fn unreachable_newcomer(&self, request: &ServerRequest) -> Option<NodeId> {
-        let agent = match request {
-            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
-                agent
-            }
-            _ => return None,
-        };
-        let node = agent.node();
-        (!self.router.is_reachable(node)).then(|| node.clone())
-    }
-
-    fn route(&self, agent: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
-        if agent.is_ghost() {
-            // A ghost is told nothing; it goes when its lock-delay has passed.
-            return Ok(());
-        }
-        match self.router.send_agent(agent, msg) {
-            // A remote node that is down: its agents are removed by the node-down handling,
-            // not here, so a partition does not look like a death.
-            Err(RouteError::NodeDown(node)) => {
-                warn!(node = %self.node(), peer = %node, %agent, "notice to an agent on a disconnected node dropped");
-                Ok(())
-            }
-            other => other,
-        }
-    }
-}
-
-/// The lock a message shows the queue of, and whether as a watch: what is withdrawn when the
-/// message cannot be sent (see `LockServer::cannot_tell`).
-fn lock_view_of(msg: &AgentMessage) -> Option<(LockId, bool)> {
-    match msg {
-        AgentMessage::Notice(notice) => Some((notice.lock.clone(), false)),
-        AgentMessage::Watched { lock, .. } => Some((lock.clone(), true)),
-        _ => None,
     }
 }
 
@@ -210,15 +86,14 @@ impl Actor for LockServer {
         debug!(node = %self.node(), "lock server started");
         if !self.start_delay.is_zero() {
             info!(node = %self.node(), delay = ?self.start_delay, "granting nothing until the start-delay has passed");
-            self.held_back = Some(Vec::new());
             ctx.run_later(self.start_delay, |server, _ctx| {
-                let held = server.held_back.take().unwrap_or_default();
-                debug!(node = %server.node(), requests = held.len(), "start-delay over; serving");
-                for request in held {
-                    server.serve(request);
-                }
+                server.table.end_start_delay();
             });
         }
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.table.stop();
     }
 }
 
@@ -226,56 +101,26 @@ impl Handler<ToServer> for LockServer {
     type Result = ();
 
     fn handle(&mut self, msg: ToServer, _ctx: &mut Self::Context) {
-        match &mut self.held_back {
-            Some(held) => held.push(msg.0),
-            None => self.serve(msg.0),
-        }
-    }
-}
-
-impl LockServer {
-    /// Applies a request from an agent, unless its agent's node is not connected (checked when
-    /// it is handled, after the start-delay for a request held back).
-    fn serve(&mut self, request: ServerRequest) {
-        if let Some(node) = self.unreachable_newcomer(&request) {
-            debug!(node = %self.node(), agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
-            return;
-        }
-        self.apply(request);
+        self.table.serve(msg.0);
     }
 }
 
 /// A peer node went down: release every lock and watch of the agents that live on it, after
-/// the lock-delay (see the module documentation).
+/// the lock-delay (see the module documentation). Crate-private: only the cluster layer,
+/// which saw the link end, may say so.
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct NodeDown(pub NodeId);
+pub(crate) struct NodeDown(pub NodeId);
 
 impl Handler<NodeDown> for LockServer {
     type Result = ();
 
     fn handle(&mut self, msg: NodeDown, ctx: &mut Self::Context) {
-        if &msg.0 == self.node() {
-            return;
-        }
-        if self.lock_delay.is_zero() {
-            let agents = self.table.agents_on(&msg.0);
-            debug!(node = %self.node(), peer = %msg.0, agents = agents.len(), "node down: releasing its agents' locks");
-            for agent in agents {
-                self.apply(ServerRequest::RemoveAgent { agent });
-            }
-            return;
-        }
-        let ghosts = self.table.ghost_agents_of(&msg.0);
-        if ghosts.is_empty() {
-            return;
-        }
-        debug!(node = %self.node(), peer = %msg.0, agents = ghosts.len(), delay = ?self.lock_delay, "node down: its agents' locks go to nobody until the lock-delay has passed");
-        ctx.run_later(self.lock_delay, |server, _ctx| {
-            for agent in ghosts {
-                server.apply(ServerRequest::RemoveAgent { agent });
-            }
-        });
+        let input = TableInput::NodeDown {
+            node: msg.0,
+            lock_delay: !self.lock_delay.is_zero(),
+        };
+        self.apply(input, ctx);
     }
 }
 
@@ -301,6 +146,6 @@ impl Handler<Watchers> for LockServer {
     type Result = MessageResult<Watchers>;
 
     fn handle(&mut self, msg: Watchers, _ctx: &mut Self::Context) -> Self::Result {
-        MessageResult(self.table.watchers(&msg.0))
+        MessageResult(self.table.read(|t| t.watchers(&msg.0)))
     }
 }

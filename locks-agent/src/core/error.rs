@@ -4,6 +4,7 @@ use super::agent::SurrenderRefusal;
 use crate::options::Req;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 
+
 /// A client call the agent core refused. Nothing was sent and nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {
@@ -13,6 +14,18 @@ pub enum RequestError {
         /// The lock.
         lock: LockId,
     },
+    /// The lock server of `node` refused the request on `lock` (on the fast path, where the
+    /// node's table answers the caller directly): nothing was queued.
+    #[error("node {node} refused the request on {lock}: {reason}")]
+    Refused {
+        /// The lock.
+        lock: LockId,
+        /// The node.
+        node: NodeId,
+        /// Why.
+        reason: locks_core::proto::Rejection,
+    },
+
     /// Nodes the request needs are already known to be down, so its requirement cannot be met
     /// (and the transaction does not wait for nodes).
     #[error("cannot lock {lock} ({req}): nodes down: {nodes:?}")]

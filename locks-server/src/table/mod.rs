@@ -113,11 +113,13 @@ mod entry;
 mod locks;
 mod notify;
 mod ops;
+mod protocol;
 mod record;
 mod snapshot;
 mod surrender_to;
 
 pub use notify::Effects;
+pub use protocol::{TableEffect, TableInput, Undelivered};
 pub use snapshot::{EntrySnapshot, LockSnapshot, TableSnapshot};
 
 use agents::Agents;

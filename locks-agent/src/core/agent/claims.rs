@@ -7,12 +7,76 @@
 //! status is evaluated (`pending.rs`) and reported at the end of that refresh.
 
 use super::{AgentCore, Effect};
+use crate::core::error::RequestError;
 use crate::core::requests::{Request, held_on};
 use crate::core::status::{GrantedLock, LockResult, LossCause, LostLock};
+use crate::options::Req;
+use locks_core::proto::{AgentMessage, LockNotice};
 use locks_core::{LockId, Mode, NodeId};
 use std::collections::BTreeSet;
 
 impl AgentCore {
+    /// Takes over a transaction whose first locks the fast path of `node` granted before the
+    /// agent existed: `locks` are its direct locks there (lock and mode), `notices` what the
+    /// table says of each of its entries now (`LockTable::agent_state`), and `claimed` the
+    /// locks the client was told it holds. Afterwards the core is in the state it would have
+    /// reached had it sent those requests itself and received those notices, with those locks
+    /// claimed (so that their loss is reported).
+    ///
+    /// Nothing is sent: the table has the requests already. (Sending them again would be
+    /// answered with notices at versions the agent may have seen in forwarded views since, and
+    /// a holder's notice carries no queue: taken as current, it would hide who waits.)
+    pub fn adopt(
+        &mut self,
+        node: &NodeId,
+        locks: Vec<(LockId, Mode)>,
+        notices: Vec<LockNotice>,
+        claimed: &[LockId],
+    ) -> Result<Vec<Effect>, RequestError> {
+        self.check_running()?;
+        let claimed: BTreeSet<&LockId> = claimed.iter().collect();
+        for (lock, mode) in locks {
+            if !self.modes.contains(mode) {
+                return Err(RequestError::ModeNotInTable(mode));
+            }
+            if self.requests.contains_key(&lock) {
+                continue;
+            }
+            if !claimed.contains(&lock) {
+                self.unclaimed.push(lock.clone());
+            }
+            self.mark_request(&lock);
+            let request = Request {
+                lock: lock.clone(),
+                mode,
+                nodes: smallvec::smallvec![node.clone()],
+                req: Req::All,
+                // Claimed once the notices say it is held (below).
+                claimed: None,
+            };
+            self.requests.insert(lock, request);
+        }
+        self.contacted.insert(node.clone());
+        let mut out = Vec::new();
+        for notice in notices {
+            out.extend(self.receive(AgentMessage::Notice(notice)));
+        }
+        for lock in claimed {
+            let held = self.granted_lock(lock).is_some();
+            if let Some(r) = self.requests.get_mut(lock)
+                && r.claimed.is_none()
+            {
+                if held {
+                    r.claimed = Some(r.mode);
+                } else {
+                    self.unclaimed.push(lock.clone());
+                }
+            }
+        }
+        self.refresh_status(&mut out);
+        Ok(out)
+    }
+
     /// What `await_all_locks` returns: `Some` when the transaction has all its locks.
     pub fn lock_result(&self) -> Option<LockResult> {
         if !self.status.have_all_locks() {

@@ -1,0 +1,240 @@
+//! The fast path: a transaction's local locks taken and released on the caller's thread.
+//!
+//! A transaction has no agent actor until it needs one. While it has none, a `lock` (or
+//! `lock_nowait`, `lock_objects`) on its own node with the default requirement is applied to
+//! the node's table at once, on the caller's thread ([`LocalTable::try_lock`]): the same `Lock`
+//! request the agent would send, decided by the same function of the table, so FIFO, hierarchy
+//! and fencing versions are the table's as for any request. When it is granted, the call
+//! returns the grant with no actor hop and no wake-up of another thread. `unlock` and `end`
+//! release the same way, and `status`, `await_all_locks` and `lock_state` read the table.
+//!
+//! The agent actor starts (`Transaction::start_agent`) at the first request that is not
+//! granted at once (it stays queued in the table, exactly as if the agent had sent it), that
+//! names another node or another requirement, that comes during the node's start-delay, or at
+//! the first call that needs the agent (events, watches, conversions, options, surrenders).
+//! It is seeded with the state the table gives the transaction (`AgentCore::adopt`: its
+//! requests, one notice per entry, the locks the client was told it holds), and the router
+//! hands it, in order, every message that came for the transaction while it had no actor.
+//!
+//! **Why every guarantee holds.** The agent that starts late is in the state an agent that had
+//! run from the start would be in after the same requests, having handled the table's notices
+//! late: nothing is lost, since (1) its requests were applied by the table in the same order,
+//! (2) what the table said to it is re-read from the table, at versions at least as new, and
+//! (3) every message other agents sent it was kept by the router ([`Router::attach_agent`]).
+//! Messages may reach an agent arbitrarily late in the agent protocol, so deadlock resolution
+//! (`core/agent/resolve.rs`) is unaffected: a transaction with no actor waits for nothing and is
+//! in no cycle (a probe through it is refuted, as through an agent that ended, until the table
+//! queues one of its requests); from the moment the table queues one, everything it is sent is
+//! kept for the actor that starts right after. A transaction whose locks were all granted on
+//! the fast path is lost only by its own end: a holder is never surrendered while it waits for
+//! nothing, and its locks are on its own node, so no node down or lease applies to them.
+
+use super::Transaction;
+use crate::agent::{Adopt, Agent};
+use crate::core::{GrantedLock, LockResult, RequestError, TransactionStatus};
+use crate::error::Error;
+use crate::events::{LockState, Locked};
+use actix::prelude::*;
+use locks_core::{LockId, Mode};
+use locks_server::FastLock;
+use std::sync::PoisonError;
+
+/// What the fast path did with a lock request.
+pub(crate) enum Fast {
+    /// Decided on the caller's thread: granted, or refused.
+    Done(Result<Locked, Error>),
+    /// The agent takes it from here: send it the request.
+    Agent(Addr<Agent>),
+}
+
+impl Transaction {
+    /// Tries `lock` in `mode` on this node on the caller's thread, if the transaction has no
+    /// agent; otherwise (or if it must wait) returns the agent to send the request to.
+    pub(crate) fn try_fast(&self, lock: &LockId, mode: Mode) -> Fast {
+        let mut agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(addr) = &*agent {
+            return Fast::Agent(addr.clone());
+        }
+        if !self.node.modes().contains(mode) {
+            return Fast::Done(Err(RequestError::ModeNotInTable(mode).into()));
+        }
+        let here = self.node.id();
+        match self.node.local_table().try_lock(&self.id, lock, mode) {
+            FastLock::Granted { mode, version } => Fast::Done(Ok(Locked {
+                granted: GrantedLock {
+                    lock: lock.clone(),
+                    mode,
+                    nodes: vec![(here.clone(), version)],
+                },
+                deadlocks: Vec::new(),
+            })),
+            FastLock::Rejected(reason) => Fast::Done(Err(RequestError::Refused {
+                lock: lock.clone(),
+                node: here.clone(),
+                reason,
+            }
+            .into())),
+            FastLock::Stopped => Fast::Done(Err(Error::Ended)),
+            FastLock::Queued => Fast::Agent(self.start_agent(&mut agent, Some(lock))),
+            FastLock::NotNow => Fast::Agent(self.start_agent(&mut agent, None)),
+        }
+    }
+
+    /// Starts the agent actor if the transaction has none yet (see the module documentation).
+    /// `pending` is a lock just queued by the fast path, which the client was not told it holds.
+    pub(crate) fn start_agent(
+        &self,
+        agent: &mut Option<Addr<Agent>>,
+        pending: Option<&LockId>,
+    ) -> Addr<Agent> {
+        if let Some(addr) = &*agent {
+            return addr.clone();
+        }
+        let here = self.node.id().clone();
+        let state = self
+            .node
+            .local_table()
+            .read(|table| table.agent_state(&self.id));
+        let mut locks = Vec::new();
+        let mut claimed = Vec::new();
+        let mut notices = Vec::with_capacity(state.len());
+        for (notice, direct) in state {
+            if let Some(mode) = direct {
+                locks.push((notice.lock.clone(), mode));
+                if Some(&notice.lock) != pending {
+                    claimed.push(notice.lock.clone());
+                }
+            }
+            notices.push(notice);
+        }
+        // The agent's release at its end must reach this node's table, where the fast path
+        // left the transaction's entries.
+        self.contacted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(here.clone());
+        let router = self.node.router().clone();
+        let (id, modes, options, outcome, contacted) = (
+            self.id.clone(),
+            self.node.modes().clone(),
+            self.options.clone(),
+            self.outcome.clone(),
+            self.contacted.clone(),
+        );
+        let agent_router = router.clone();
+        let addr = Agent::start_in_arbiter(self.node.arbiter(), move |_ctx| {
+            Agent::new(id, agent_router, modes, options, outcome, contacted)
+        });
+        if !locks.is_empty() {
+            addr.do_send(Adopt {
+                node: here,
+                locks,
+                notices,
+                claimed,
+            });
+        }
+        // After the seed: the messages kept for the transaction follow it in the mailbox.
+        router.attach_agent(&self.id, addr.clone().recipient());
+        *agent = Some(addr.clone());
+        addr
+    }
+
+    /// Whether the transaction has no agent (every lock it has was granted on the fast path).
+    fn is_idle(&self) -> bool {
+        self.agent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+
+    /// The transaction's locks as `await_all_locks` reports them, if it has no agent and has
+    /// locks (all held, then).
+    pub(crate) fn fast_result(&self) -> Option<LockResult> {
+        let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        if agent.is_some() {
+            return None;
+        }
+        let here = self.node.id();
+        let locks: Vec<GrantedLock> = self.node.local_table().read(|table| {
+            table
+                .agent_state(&self.id)
+                .into_iter()
+                .filter_map(|(notice, direct)| {
+                    Some(GrantedLock {
+                        mode: direct?,
+                        nodes: vec![(here.clone(), notice.version)],
+                        lock: notice.lock,
+                    })
+                })
+                .collect()
+        });
+        (!locks.is_empty()).then(|| LockResult {
+            locks,
+            deadlocks: Vec::new(),
+        })
+    }
+
+    /// The status, if the transaction has no agent.
+    pub(crate) fn fast_status(&self) -> Option<TransactionStatus> {
+        if !self.is_idle() {
+            return None;
+        }
+        Some(match self.fast_result() {
+            Some(_) => TransactionStatus::HaveAllLocks {
+                deadlocks: Vec::new(),
+            },
+            None => TransactionStatus::NoLocks,
+        })
+    }
+
+    /// Releases `lock` on the fast path, if the transaction has no agent.
+    pub(crate) fn fast_unlock(&self, lock: &LockId) -> Option<Result<(), Error>> {
+        let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        if agent.is_some() {
+            return None;
+        }
+        Some(
+            self.node
+                .local_table()
+                .unlock(&self.id, lock)
+                .map_err(|_| RequestError::NoSuchRequest(lock.clone()).into()),
+        )
+    }
+
+    /// Where `lock` stands, if the transaction has no agent.
+    pub(crate) fn fast_lock_state(&self, lock: &LockId) -> Option<LockState> {
+        let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        if agent.is_some() {
+            return None;
+        }
+        let held = self
+            .node
+            .local_table()
+            .read(|table| table.holds(&self.id, lock));
+        Some(match held {
+            Some((mode, version)) => LockState::Held(GrantedLock {
+                lock: lock.clone(),
+                mode,
+                nodes: vec![(self.node.id().clone(), version)],
+            }),
+            None => LockState::NotRequested,
+        })
+    }
+
+    /// Ends the transaction: with no agent, releases its locks in the table now; with one,
+    /// asks every lock server it used to release them and tells it to stop.
+    pub(crate) fn finish(&self) {
+        let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*agent {
+            None => {
+                // Unregistered first: the release tells the transaction nothing it needs.
+                self.node.router().unregister_agent(&self.id);
+                self.node.local_table().release(&self.id);
+            }
+            Some(addr) => {
+                crate::agent::release(self.node.router(), &self.id, &self.contacted);
+                addr.do_send(crate::agent::End);
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The whole lock-server protocol as one function of the table: [`LockTable::step`].
+//!
+//! Everything that changes a node's lock table is a [`TableInput`]: a request from an agent,
+//! a peer node that went down, the end of a lock-delay, and a message the shell could not
+//! deliver. Everything the table wants done is a [`TableEffect`]: a message to send, or ghosts
+//! to release once the lock-delay has passed. The shells (the `LockServer` actor and the fast
+//! path of the node, both through `crate::local::LocalTable`) and the simulations call this one
+//! function, so the rules below are decided here and nowhere else:
+//!
+//! - **node down**: with a lock-delay, every entry and watch of that node's agents goes to a
+//!   ghost ([`LockTable::ghost_agents_of`]) and the table asks to be told when the delay has
+//!   passed ([`TableEffect::ReleaseLater`]); without one, the agents are removed at once. The
+//!   table's own node is never "down";
+//! - **agent unreachable**: a message the shell could not deliver because its agent is gone
+//!   removes the agent ([`Undelivered::Gone`]), as if it had sent `RemoveAgent`, so its locks are
+//!   never lost; a message that does not fit in a frame to the agent's node
+//!   ([`Undelivered::TooLarge`]) withdraws the agent's requests that put it on that lock and
+//!   tells it so (`Rejection::QueueTooLarge`), since a truncated queue would hide whom it waits
+//!   for;
+//! - **ghosts are told nothing**: no effect is ever addressed to a ghost.
+//!
+//! Each `Gone` removes an agent and each `TooLarge` shortens a queue, so a shell that feeds the
+//! failures of its sends back in ends.
+
+use super::LockTable;
+use locks_core::proto::{AgentMessage, LockNotice, Rejection, ServerRequest};
+use locks_core::{AgentId, LockId, Mode, NodeId};
+
+/// An input of the lock table (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableInput {
+    /// A request of an agent.
+    Request(ServerRequest),
+    /// The node `node` went down. With `lock_delay`, its agents' locks stay with ghosts until
+    /// [`TableInput::DelayOver`]; without, they are released at once.
+    NodeDown {
+        /// The node.
+        node: NodeId,
+        /// Whether a lock-delay applies.
+        lock_delay: bool,
+    },
+    /// The lock-delay of these ghosts has passed: release what they hold.
+    DelayOver(Vec<AgentId>),
+    /// A message of an earlier effect could not be delivered.
+    Undelivered {
+        /// The addressee.
+        agent: AgentId,
+        /// The message.
+        msg: AgentMessage,
+        /// Why.
+        why: Undelivered,
+    },
+}
+
+/// Why a message could not be delivered to an agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Undelivered {
+    /// The agent is gone (its mailbox closed, or it is not known on its node).
+    Gone,
+    /// The message does not fit in a frame to the agent's node.
+    TooLarge,
+}
+
+/// What the table wants done, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableEffect {
+    /// Send `msg` to `to` (never a ghost).
+    Send {
+        /// The addressee.
+        to: AgentId,
+        /// The message.
+        msg: AgentMessage,
+    },
+    /// Feed [`TableInput::DelayOver`] with these ghosts back in once the lock-delay has passed.
+    ReleaseLater(Vec<AgentId>),
+}
+
+impl LockTable {
+    /// Applies one input and returns what to do (see the module documentation).
+    pub fn step(&mut self, input: TableInput) -> Vec<TableEffect> {
+        let sends = match input {
+            TableInput::Request(request) => self.handle(request),
+            TableInput::NodeDown { node, lock_delay } => {
+                if node == self.node {
+                    return Vec::new();
+                }
+                if lock_delay {
+                    let ghosts = self.ghost_agents_of(&node);
+                    if ghosts.is_empty() {
+                        return Vec::new();
+                    }
+                    tracing::debug!(node = %self.node, peer = %node, agents = ghosts.len(), "node down: its agents' locks go to nobody until the lock-delay has passed");
+                    return vec![TableEffect::ReleaseLater(ghosts)];
+                }
+                let agents = self.agents_on(&node);
+                tracing::debug!(node = %self.node, peer = %node, agents = agents.len(), "node down: releasing its agents' locks");
+                let mut out = Vec::new();
+                for agent in agents {
+                    out.extend(self.handle(ServerRequest::RemoveAgent { agent }));
+                }
+                out
+            }
+            TableInput::DelayOver(ghosts) => {
+                let mut out = Vec::new();
+                for agent in ghosts {
+                    out.extend(self.handle(ServerRequest::RemoveAgent { agent }));
+                }
+                out
+            }
+            TableInput::Undelivered { agent, msg, why } => match why {
+                Undelivered::Gone => self.handle(ServerRequest::RemoveAgent { agent }),
+                Undelivered::TooLarge => self.cannot_tell(&agent, &msg),
+            },
+        };
+        sends
+            .into_iter()
+            .filter(|(to, _)| !to.is_ghost())
+            .map(|(to, msg)| TableEffect::Send { to, msg })
+            .collect()
+    }
+
+    /// `msg` (about a lock, or a watch of it) cannot be sent to `agent`: its requests that put
+    /// it on that lock (its direct locks on it and below, or its watch) are withdrawn and it is
+    /// told each cannot be served here. Other messages are dropped.
+    fn cannot_tell(&mut self, agent: &AgentId, msg: &AgentMessage) -> super::Effects {
+        let (lock, watched) = match msg {
+            AgentMessage::Notice(notice) => (notice.lock.clone(), false),
+            AgentMessage::Watched { lock, .. } => (lock.clone(), true),
+            _ => {
+                tracing::debug!(node = %self.node, %agent, "a message to an agent cannot be sent; dropped");
+                return Vec::new();
+            }
+        };
+        tracing::debug!(node = %self.node, %agent, %lock, "a lock's queue cannot be sent to an agent; its requests there are withdrawn");
+        let withdrawn: Vec<(LockId, ServerRequest)> = if watched {
+            let request = ServerRequest::Unwatch {
+                watcher: agent.clone(),
+                lock: lock.clone(),
+            };
+            vec![(lock, request)]
+        } else {
+            self.direct_locks_within(agent, &lock)
+                .into_iter()
+                .map(|direct| {
+                    let request = ServerRequest::Unlock {
+                        agent: agent.clone(),
+                        lock: direct.clone(),
+                    };
+                    (direct, request)
+                })
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (lock, request) in withdrawn {
+            out.push((
+                agent.clone(),
+                AgentMessage::Rejected {
+                    node: self.node.clone(),
+                    lock,
+                    reason: Rejection::QueueTooLarge,
+                },
+            ));
+            // The agent is told of the withdrawal by the rejection; the notices of the
+            // withdrawal itself would be the same queue that could not be sent.
+            out.extend(
+                self.handle(request)
+                    .into_iter()
+                    .filter(|(to, _)| to != agent),
+            );
+        }
+        out
+    }
+
+    /// Whether `agent` holds its direct lock on `lock`: its entry there is granted and so is
+    /// its entry on every ancestor. Returns the direct mode and the lock's version.
+    pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
+        let a = self.agents.lookup(agent)?;
+        let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+        let entry = rec.entry(a)?;
+        let direct = entry.direct?;
+        if entry.want.is_some() || entry.held.is_none() {
+            return None;
+        }
+        let ancestors_granted = lock.ancestors().all(|anc| {
+            self.locks
+                .find(anc.keys())
+                .and_then(|s| self.locks.get(s))
+                .and_then(|r| r.entry(a))
+                .is_some_and(|e| e.want.is_none() && e.held.is_some())
+        });
+        ancestors_granted.then_some((direct, rec.version))
+    }
+
+    /// What `agent` has in the table, as the agent would know it from its notices: one notice
+    /// per lock where it has an entry (its state and the lock's version, with the queue when
+    /// it waits or converts there), in lock id order, each with the agent's direct mode on that
+    /// lock if it has one. An agent that starts late (the node's fast path granted its first
+    /// locks without one) learns its state from this.
+    pub fn agent_state(&self, agent: &AgentId) -> Vec<(LockNotice, Option<Mode>)> {
+        let Some((a, slot)) = self
+            .agents
+            .lookup(agent)
+            .and_then(|a| Some((a, self.agents.get(a)?)))
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<(LockNotice, Option<Mode>)> = slot
+            .locks
+            .iter()
+            .filter_map(|&s| self.locks.get(s))
+            .filter_map(|rec| {
+                let entry = rec.entry(a)?;
+                let state = entry.state();
+                let waits = entry.want.is_some();
+                let notice = LockNotice {
+                    node: self.node.clone(),
+                    lock: rec.id.clone(),
+                    version: rec.version,
+                    state,
+                    queue: waits.then(|| {
+                        std::sync::Arc::new(super::notify::view(rec, &self.modes, &self.agents))
+                    }),
+                    note: None,
+                };
+                Some((notice, entry.direct))
+            })
+            .collect();
+        out.sort_by(|x, y| x.0.lock.cmp(&y.0.lock));
+        out
+    }
+}

@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 
 mod agent;
+mod blocking;
 pub mod core;
 pub mod error;
 mod events;
@@ -52,6 +53,7 @@ pub use crate::core::{
     Deadlock, GrantedLock, LockResult, LossCause, LostLock, RequestError, SurrenderRefusal,
     TransactionEvent, TransactionStatus,
 };
+pub use blocking::begin_transaction_blocking;
 pub use error::Error;
 pub use events::{LockState, Locked, TransactionEvents};
 pub use options::{Options, Req, UnknownReq};

@@ -14,8 +14,8 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, GetStatus, Outcome, Request, SetOptions,
-    SurrenderTo, Unlock, Unwatch, Watch, outcome_error,
+    Agent, AwaitAll, Contacted, Convert, Dot, GetStatus, Outcome, Request, SetOptions, SurrenderTo,
+    Unlock, Unwatch, Watch, outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
@@ -605,7 +605,6 @@ impl Transaction {
             Some(other) => Err(other),
         }
     }
-
 }
 
 impl Drop for Transaction {

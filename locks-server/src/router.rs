@@ -125,7 +125,10 @@ enum Mailbox {
     /// transaction waits for nothing (`waits` is false): such an agent is in no cycle. From the
     /// moment the table queues one of its requests (`Router::idle_agent_waits`, called before
     /// anybody is told of that wait), probes are kept like everything else, for the actor.
-    Idle { kept: Vec<AgentMessage>, waits: bool },
+    Idle {
+        kept: Vec<AgentMessage>,
+        waits: bool,
+    },
 }
 
 /// Routes messages to the local lock server, local agents and remote nodes.

@@ -25,6 +25,7 @@ pub mod report;
 pub mod rig;
 pub mod row;
 pub mod stats;
+pub mod threads;
 pub mod uncontended;
 pub mod word;
 
@@ -263,6 +264,9 @@ impl Ctx {
                 Check::ValueAtMost(max) => value <= max,
                 Check::FloorRatioAtMost(max) => floor.is_some_and(|(_, r)| r <= max),
                 Check::NoneUnresolved => true,
+                Check::ExtraAtMost(name, max) => {
+                    r.median.extras.iter().any(|(n, v)| *n == name && *v <= max)
+                }
             };
             (g.text, met)
         });
@@ -332,6 +336,10 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
         plan.push((
             "W1 uncontended, client on a foreign runtime",
             uncontended::w1_foreign,
+        ));
+        plan.push((
+            "W1-threads uncontended, 2 OS threads through the blocking API",
+            threads::w1_threads,
         ));
     }
     if redis && (sel(Workload::W1) || sel(Workload::Redis)) {

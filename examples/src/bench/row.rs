@@ -24,6 +24,8 @@ pub enum Check {
     ValueAtMost(f64),
     /// The ratio to the row's floor is at most this.
     FloorRatioAtMost(f64),
+    /// The median round's extra figure of this name is at most this.
+    ExtraAtMost(&'static str, f64),
     /// No deadlock cycle was left unresolved: met unless the workload calls
     /// [`Row::goal_missed`] after its rounds.
     NoneUnresolved,

@@ -37,7 +37,9 @@ impl Handler<Adopt> for Agent {
             }
             // The requests were granted or queued by the same node's table, so the core cannot
             // refuse them; the log says it if it ever does.
-            Err(err) => warn!(agent = %self.id(), %err, "could not take over the locks of the fast path"),
+            Err(err) => {
+                warn!(agent = %self.id(), %err, "could not take over the locks of the fast path")
+            }
         }
     }
 }

@@ -4,7 +4,6 @@ use super::agent::SurrenderRefusal;
 use crate::options::Req;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 
-
 /// A client call the agent core refused. Nothing was sent and nothing changed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RequestError {

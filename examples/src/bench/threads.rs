@@ -1,0 +1,116 @@
+//! W1-threads: uncontended transactions from plain OS threads, beside a bare mutex.
+//!
+//! Two OS threads (no async runtime) each run `n` transactions (`begin_transaction_blocking`,
+//! `blocking_lock([w1t, t, i], write)`, `blocking_end`) on locks no other thread uses; then, in
+//! the same round, two threads each lock and unlock their own `parking_lot::Mutex` `n × 100`
+//! times. Rows: the aggregate transactions/s (p50/p99 of one transaction) and the aggregate
+//! mutex lock+unlock/s; the transaction row notes how many times slower a transaction is than
+//! a lock+unlock of the mutex (the goal: within 100×).
+
+use super::rig::Rig;
+use super::stats::Sample;
+use super::uncontended::fail;
+use super::{Check, Ctx, Row, Spec};
+use crate::bench::floors::Floor;
+use locks_agent::{Options, begin_transaction_blocking};
+use locks_core::{Key, LockId, Mode};
+use locks_server::Node;
+use std::time::{Duration, Instant};
+
+const THREADS: u64 = 2;
+/// Mutex operations per transaction of the same round, so both take a similar time.
+const MUTEX_PER_TXN: u64 = 100;
+
+/// Runs `f(thread)` on `THREADS` threads released together; returns each thread's result and
+/// the wall time from release to the last one's end.
+fn on_threads<T: Send + 'static>(
+    f: impl Fn(u64) -> T + Send + Sync + Clone + 'static,
+) -> Result<(Vec<T>, Duration), String> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize + 1));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (f, barrier) = (f.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                f(t)
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(
+            h.join()
+                .map_err(|_| "a W1-threads thread panicked".to_string())?,
+        );
+    }
+    Ok((out, start.elapsed()))
+}
+
+fn txn_thread(node: &Node, t: u64, n: u64) -> Result<Vec<u64>, String> {
+    let prefix = Key::from("w1t");
+    let mut lat = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let start = Instant::now();
+        let lock = LockId::from([prefix.clone(), Key::Int(t as i64), Key::Int(i as i64)]);
+        let txn =
+            begin_transaction_blocking(node, Options::default()).map_err(|e| e.to_string())?;
+        txn.blocking_lock(lock, Mode::WRITE)
+            .map_err(|e| e.to_string())?;
+        txn.blocking_end().map_err(|e| e.to_string())?;
+        lat.push(start.elapsed().as_nanos() as u64);
+    }
+    Ok(lat)
+}
+
+fn mutex_thread(n: u64) -> u64 {
+    let m = parking_lot::Mutex::new(0u64);
+    for _ in 0..n {
+        *std::hint::black_box(&m).lock() += 1;
+    }
+    m.into_inner()
+}
+
+/// W1-threads (see the module documentation).
+pub fn w1_threads(ctx: &mut Ctx) -> Vec<Row> {
+    let specs = vec![
+        Spec {
+            floor: None,
+            ..Spec::rate("W1-threads txn", "txn/s", Floor::ActixSame)
+        }
+        .goal(
+            "goal: within 100x of a bare mutex lock+unlock",
+            Check::ExtraAtMost("x parking_lot", 100.0),
+        ),
+        Spec {
+            floor: None,
+            ..Spec::rate("W1-threads parking_lot", "lock/s", Floor::ActixSame)
+        },
+    ];
+    let rig = match Rig::start(ctx, "w1t") {
+        Ok(rig) => rig,
+        Err(e) => return fail(&specs, &e),
+    };
+    let n = ctx.cfg.size(20_000, 2_000);
+    let node = rig.node().clone();
+    let rows = ctx.run_rounds(&specs, |_| {
+        let txn_node = node.clone();
+        let (lats, txn_time) = on_threads(move |t| txn_thread(&txn_node, t, n))?;
+        let mut all = Vec::with_capacity((n * THREADS) as usize);
+        for lat in lats {
+            all.extend(lat?);
+        }
+        let m = n * MUTEX_PER_TXN;
+        let (counts, mutex_time) = on_threads(move |_| mutex_thread(m))?;
+        if counts.iter().any(|&c| c != m) {
+            return Err("a mutex thread lost updates".into());
+        }
+        let txn = Sample::new(n * THREADS, txn_time, all);
+        let mutex = Sample::new(m * THREADS, mutex_time, Vec::new());
+        let ratio = mutex.rate() / txn.rate();
+        Ok(vec![txn.with_extra("x parking_lot", ratio), mutex])
+    });
+    rig.stop(ctx);
+    rows
+}

@@ -264,3 +264,35 @@ async fn a_clean_shutdown_releases_at_once() {
     // The holder's handle says the transaction is over.
     assert!(holder.status().await.is_err());
 }
+
+/// A transaction whose lock was granted on the fast path (no agent yet) and that later waits is
+/// a full participant: when it is the victim of a deadlock, the lock it surrenders is one the
+/// client was told it holds, and the loss is reported.
+#[tokio::test]
+async fn a_fast_path_grant_surrendered_in_a_deadlock_is_reported_lost() {
+    let h = Harness::new("fastlost").await;
+    let (l1, l2) = (lock_id!["fast", 1], lock_id!["fast", 2]);
+    let a = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    let b = begin_transaction(&h.node, Options::default())
+        .await
+        .unwrap();
+    assert!(a.id() < b.id(), "b is the larger, the victim");
+    bounded(a.lock(l1.clone(), Mode::WRITE)).await.unwrap();
+    let held = bounded(b.lock(l2.clone(), Mode::WRITE)).await.unwrap();
+    let a_waits = a.lock(l2.clone(), Mode::WRITE);
+    let b_waits = b.lock(l1.clone(), Mode::WRITE);
+    let lost = bounded(b.lost()).await.unwrap();
+    assert_eq!(
+        (lost.lock.clone(), lost.cause),
+        (l2.clone(), LossCause::Surrendered)
+    );
+    assert_eq!(lost.mode, held.granted.mode);
+    // a gets l2 and ends; b gets both back.
+    let got = bounded(a_waits).await.unwrap();
+    assert_eq!(got.deadlocks, vec![l2.clone()]);
+    a.end().await.unwrap();
+    let back = bounded(b_waits).await.unwrap();
+    assert_eq!(back.deadlocks, vec![l2]);
+}

@@ -1,0 +1,217 @@
+//! The node's fast path (`LocalTable`): requests applied on the caller's thread decide exactly
+//! as messages to the lock server do, and a transaction without an actor loses no message.
+
+use actix::prelude::*;
+use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
+use locks_core::{Mode, lock_id};
+use locks_server::{Deliver, FastLock, Node, NodeConfig};
+use std::time::Duration;
+
+const BOUND: Duration = Duration::from_secs(10);
+
+/// A bare agent for these tests: it forwards what it is delivered to a channel.
+struct Sink(tokio::sync::mpsc::UnboundedSender<AgentMessage>);
+
+impl Actor for Sink {
+    type Context = Context<Self>;
+}
+
+impl Handler<Deliver> for Sink {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, _ctx: &mut Self::Context) {
+        if let Deliver::Message(m) = msg {
+            let _ = self.0.send(m);
+        }
+    }
+}
+
+/// A new agent id of `node`, registered as a transaction without an actor (so that notices to
+/// it are kept, not taken as its death).
+fn agent(node: &Node) -> locks_core::AgentId {
+    let id = node.next_agent_id();
+    node.router().register_idle_agent(id.clone());
+    id
+}
+
+async fn recv(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentMessage>) -> AgentMessage {
+    tokio::time::timeout(BOUND, rx.recv())
+        .await
+        .expect("a message within the bound")
+        .expect("the sink is alive")
+}
+
+#[tokio::test]
+async fn a_fast_grant_carries_a_growing_version_and_never_overtakes_a_waiter() {
+    let node = Node::start(NodeConfig::new("fast1")).await.unwrap();
+    let table = node.local_table();
+    let (a, b, c) = (agent(&node), agent(&node), agent(&node));
+    let lock = lock_id!["t", 1];
+    let FastLock::Granted { mode, version: v1 } = table.try_lock(&a, &lock, Mode::X) else {
+        panic!("a free lock is granted at once");
+    };
+    assert_eq!(mode, Mode::X);
+    // b must wait: it is queued in the table as a message would have queued it.
+    assert_eq!(table.try_lock(&b, &lock, Mode::S), FastLock::Queued);
+    table.release(&a);
+    assert!(
+        table.read(|t| t.holds(&b, &lock)).is_some(),
+        "b granted on release"
+    );
+    // c asks for a mode compatible with b's, and nobody waits: granted, at a later version.
+    let FastLock::Granted { version: v2, .. } = table.try_lock(&c, &lock, Mode::S) else {
+        panic!("compatible with the holder and nobody waits");
+    };
+    assert!(v2 > v1, "each grant a larger version");
+    // A writer queues behind the readers; a new reader must not overtake it (FIFO).
+    let (d, e) = (agent(&node), agent(&node));
+    assert_eq!(table.try_lock(&d, &lock, Mode::X), FastLock::Queued);
+    assert_eq!(table.try_lock(&e, &lock, Mode::S), FastLock::Queued);
+}
+
+#[tokio::test]
+async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
+    let node = Node::start(NodeConfig::new("fast2")).await.unwrap();
+    let table = node.local_table();
+    let (w, r) = (agent(&node), agent(&node));
+    assert!(matches!(
+        table.try_lock(&w, &lock_id!["db", "rows", 7], Mode::X),
+        FastLock::Granted { .. }
+    ));
+    assert_eq!(
+        table.read(|t| t.state(&w, &lock_id!["db"])),
+        EntryState::Granted(Mode::IX)
+    );
+    assert_eq!(
+        table.try_lock(&r, &lock_id!["db"], Mode::S),
+        FastLock::Queued
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
+    let node = Node::start(NodeConfig::new("fast3")).await.unwrap();
+    let table = node.local_table();
+    let a = node.next_agent_id();
+    let deep = locks_core::LockId::new((0..100).map(|i| i.to_string())).unwrap();
+    let before = table.read(|t| t.version());
+    assert!(matches!(
+        table.try_lock(&a, &deep, Mode::S),
+        FastLock::Rejected(locks_core::proto::Rejection::LockIdTooLarge(_))
+    ));
+    assert!(
+        table.unlock(&a, &lock_id!["x"]).is_err(),
+        "nothing to unlock"
+    );
+    assert_eq!(table.read(|t| t.version()), before);
+    node.shutdown().await;
+    assert_eq!(
+        table.try_lock(&a, &lock_id!["x"], Mode::S),
+        FastLock::Stopped
+    );
+}
+
+#[tokio::test]
+async fn messages_for_a_transaction_without_an_actor_are_kept_and_handed_over_in_order() {
+    let node = Node::start(NodeConfig::new("fast4")).await.unwrap();
+    let router = node.router().clone();
+    let idle = node.next_agent_id();
+    router.register_idle_agent(idle.clone());
+    let lock = lock_id!["k"];
+    let holder = node.next_agent_id();
+    // Messages another agent sends it while it has no actor.
+    for version in [1, 2, 3] {
+        let msg = AgentMessage::Surrendered {
+            by: holder.clone(),
+            node: node.id().clone(),
+            lock: lock.clone(),
+            version,
+        };
+        router.send_agent(&idle, msg).expect("kept");
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (r, id) = (router.clone(), idle.clone());
+    node.spawn(async move { r.attach_agent(&id, Sink(tx).start().recipient()) })
+        .await
+        .unwrap();
+    // And one after: it comes after the kept ones.
+    router
+        .send_server(
+            node.id(),
+            ServerRequest::Lock {
+                agent: idle.clone(),
+                lock: lock.clone(),
+                mode: Mode::X,
+            },
+        )
+        .unwrap();
+    let mut versions = Vec::new();
+    for _ in 0..3 {
+        match recv(&mut rx).await {
+            AgentMessage::Surrendered { version, .. } => versions.push(version),
+            other => panic!("the kept messages first, got {other:?}"),
+        }
+    }
+    assert_eq!(versions, [1, 2, 3]);
+    assert!(matches!(recv(&mut rx).await, AgentMessage::Notice(_)));
+}
+
+/// A probe round a cycle through `through`, whose victim is `victim`.
+fn probe(node: &Node, through: &locks_core::AgentId, victim: &locks_core::AgentId) -> AgentMessage {
+    let edge = |waiter: &locks_core::AgentId, blocker: &locks_core::AgentId| {
+        locks_core::proto::ProbeEdge {
+            waiter: waiter.clone(),
+            blocker: blocker.clone(),
+            lock: lock_id!["p"],
+            node: node.id().clone(),
+            version: 1,
+        }
+    };
+    AgentMessage::Probe(locks_core::proto::Probe {
+        edges: vec![edge(through, victim), edge(victim, through)],
+        next: 0,
+        epoch: 0,
+        refuted: false,
+    })
+}
+
+#[tokio::test]
+async fn a_probe_through_a_transaction_that_waits_for_nothing_is_refuted_at_once() {
+    let node = Node::start(NodeConfig::new("fast5")).await.unwrap();
+    let router = node.router().clone();
+    let (idle, victim) = (node.next_agent_id(), node.next_agent_id());
+    router.register_idle_agent(idle.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (r, v) = (router.clone(), victim.clone());
+    node.spawn(async move { r.register_agent(v, Sink(tx).start().recipient()) })
+        .await
+        .unwrap();
+    router
+        .send_agent(&idle, probe(&node, &idle, &victim))
+        .unwrap();
+    match recv(&mut rx).await {
+        AgentMessage::Probe(p) => assert!(p.refuted, "an agent without an actor waits for nobody"),
+        other => panic!("the probe back, got {other:?}"),
+    }
+    // Once the table queued one of its requests, a probe is kept for its actor instead.
+    let holder = node.next_agent_id();
+    let table = node.local_table();
+    assert!(matches!(
+        table.try_lock(&holder, &lock_id!["p"], Mode::X),
+        FastLock::Granted { .. }
+    ));
+    assert_eq!(
+        table.try_lock(&idle, &lock_id!["p"], Mode::X),
+        FastLock::Queued
+    );
+    router
+        .send_agent(&idle, probe(&node, &idle, &victim))
+        .unwrap();
+    let (tx2, mut rx2) = tokio::sync::mpsc::unbounded_channel();
+    let (r, id) = (router.clone(), idle.clone());
+    node.spawn(async move { r.attach_agent(&id, Sink(tx2).start().recipient()) })
+        .await
+        .unwrap();
+    assert!(matches!(recv(&mut rx2).await, AgentMessage::Probe(p) if !p.refuted));
+    assert!(rx.try_recv().is_err(), "nothing bounced to the victim");
+}

@@ -26,11 +26,12 @@
 //! down, a lease expired, a surrender, an abort (see the `events` module docs and
 //! `locks_server::lease`).
 //!
-//! Where client code runs matters for speed: from a task started with
-//! `locks_server::Node::spawn`, a lock round trip stays on the node's thread (a few
-//! same-thread actor messages, well under 10 µs); from any other runtime or thread every call
-//! crosses threads, which on a small machine costs tens of microseconds per hop. Both are
-//! correct.
+//! An uncontended lock on the transaction's own node is granted on the caller's thread, from any
+//! runtime or thread: a transaction has no agent actor until it needs one (a request that must
+//! wait, a lock on other nodes, events, watches), and then the actor takes it over with
+//! everything it holds (the fast path: `transaction/fast.rs`, and `ARCHITECTURE.md` for why it
+//! keeps every guarantee). Synchronous callers use [`begin_transaction_blocking`] and the
+//! `blocking_*` methods.
 //!
 //! The agent actor is a thin shell around [`core::AgentCore`], the pure state machine that holds
 //! the requests and multi-node claims, the versioned knowledge of lock copies, the petgraph

@@ -139,14 +139,6 @@ impl Transaction {
         addr
     }
 
-    /// Whether the transaction has no agent (every lock it has was granted on the fast path).
-    fn is_idle(&self) -> bool {
-        self.agent
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
-    }
-
     /// The transaction's locks as `await_all_locks` reports them, if it has no agent and has
     /// locks (all held, then).
     pub(crate) fn fast_result(&self) -> Option<LockResult> {
@@ -155,35 +147,37 @@ impl Transaction {
             return None;
         }
         let here = self.node.id();
-        let locks: Vec<GrantedLock> = self.node.local_table().read(|table| {
-            table
-                .agent_state(&self.id)
-                .into_iter()
-                .filter_map(|(notice, direct)| {
-                    Some(GrantedLock {
-                        mode: direct?,
-                        nodes: vec![(here.clone(), notice.version)],
-                        lock: notice.lock,
-                    })
-                })
-                .collect()
-        });
+        let locks: Vec<GrantedLock> = self
+            .node
+            .local_table()
+            .read(|table| table.direct_locks_of(&self.id))
+            .into_iter()
+            .map(|(lock, mode, version)| GrantedLock {
+                lock,
+                mode,
+                nodes: vec![(here.clone(), version)],
+            })
+            .collect();
         (!locks.is_empty()).then(|| LockResult {
             locks,
             deadlocks: Vec::new(),
         })
     }
 
-    /// The status, if the transaction has no agent.
+    /// The status, if the transaction has no agent: it has all its locks if it has any (every
+    /// one was granted at once), none otherwise.
     pub(crate) fn fast_status(&self) -> Option<TransactionStatus> {
-        if !self.is_idle() {
+        let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
+        if agent.is_some() {
             return None;
         }
-        Some(match self.fast_result() {
-            Some(_) => TransactionStatus::HaveAllLocks {
+        let has_locks = self.node.local_table().read(|table| table.knows(&self.id));
+        Some(if has_locks {
+            TransactionStatus::HaveAllLocks {
                 deadlocks: Vec::new(),
-            },
-            None => TransactionStatus::NoLocks,
+            }
+        } else {
+            TransactionStatus::NoLocks
         })
     }
 

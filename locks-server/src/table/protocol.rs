@@ -191,6 +191,31 @@ impl LockTable {
         ancestors_granted.then_some((direct, rec.version))
     }
 
+    /// `agent`'s direct locks (lock, mode, the lock's version), in lock id order. For an agent
+    /// whose every request was granted at once (the fast path), what it holds.
+    pub fn direct_locks_of(&self, agent: &AgentId) -> Vec<(LockId, Mode, u64)> {
+        let Some((a, slot)) = self
+            .agents
+            .lookup(agent)
+            .and_then(|a| Some((a, self.agents.get(a)?)))
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<(LockId, Mode, u64)> = slot
+            .locks
+            .iter()
+            .filter_map(|&s| self.locks.get(s))
+            .filter_map(|rec| Some((rec.id.clone(), rec.entry(a)?.direct?, rec.version)))
+            .collect();
+        out.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+        out
+    }
+
+    /// Whether `agent` has an entry or a watch in the table.
+    pub fn knows(&self, agent: &AgentId) -> bool {
+        self.agents.lookup(agent).is_some()
+    }
+
     /// What `agent` has in the table, as the agent would know it from its notices: one notice
     /// per lock where it has an entry (its state and the lock's version, with the queue when
     /// it waits or converts there), in lock id order, each with the agent's direct mode on that

@@ -9,8 +9,8 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions,
-    SurrenderTo, Unlock, Unwatch, Watch, outcome_error, release,
+    Agent, AwaitAll, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions, SurrenderTo,
+    Unlock, Unwatch, Watch, outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
@@ -40,30 +40,20 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
     }
     let id = node.next_agent_id();
     let outcome: Outcome = Arc::new(Mutex::new(None));
-    let contacted: Contacted = Arc::default();
-    let (router, modes, agent_id, agent_outcome, agent_contacted) = (
+    let (router, modes, agent_id, agent_outcome) = (
         node.router().clone(),
         node.modes().clone(),
         id.clone(),
         outcome.clone(),
-        contacted.clone(),
     );
     let addr = Agent::start_in_arbiter(node.arbiter(), move |_ctx| {
-        Agent::new(
-            agent_id,
-            router,
-            modes,
-            options,
-            agent_outcome,
-            agent_contacted,
-        )
+        Agent::new(agent_id, router, modes, options, agent_outcome)
     });
     Ok(Transaction {
         id,
         addr,
         node: node.clone(),
         outcome,
-        contacted,
         ended: false,
     })
 }
@@ -116,8 +106,6 @@ pub struct Transaction {
     addr: Addr<Agent>,
     node: Node,
     outcome: Outcome,
-    /// The lock servers the agent used, for [`Transaction::end`] to release directly.
-    contacted: Contacted,
     ended: bool,
 }
 
@@ -525,14 +513,11 @@ impl Transaction {
 
     /// Ends the transaction: the agent stops and every lock is released.
     ///
-    /// It waits for nothing: the handle itself unregisters the agent and asks every lock
-    /// server the agent used to release its locks, then tells the agent to stop. So when `end`
-    /// returns, messages to the agent fail and each server has the release queued, as if the
-    /// agent had done it; from another runtime this saves a wait for the node's thread. (A
-    /// request still queued in the agent's mailbox may reach a server after the release: the
-    /// server then finds the agent gone when it answers and releases that lock too, and the
-    /// agent, stopping, releases any server it used since.) Returns the error that ended the
-    /// transaction earlier, if one did (an abort on deadlock).
+    /// It waits for nothing: the handle unregisters the agent, so that messages to it fail
+    /// when `end` returns, and tells it to stop; the agent then asks every lock server it used
+    /// to release its locks, on the node's thread, after every request sent before `end`. From
+    /// another runtime this saves a wait for the node's thread. Returns the error that ended
+    /// the transaction earlier, if one did (an abort on deadlock).
     pub async fn end(mut self) -> Result<(), Error> {
         self.ended = true;
         self.finish();
@@ -547,9 +532,9 @@ impl Transaction {
         }
     }
 
-    /// Releases the agent's locks and tells it to stop.
+    /// Unregisters the agent and tells it to stop (which releases its locks).
     fn finish(&self) {
-        release(self.node.router(), &self.id, &self.contacted);
+        self.node.router().unregister_agent(&self.id);
         self.addr.do_send(End);
     }
 }

@@ -430,6 +430,8 @@ impl<C: Callbacks> MemberCore<C> {
                 AgentEffect::Watched { .. } | AgentEffect::SurrenderAnswered { .. } => {}
                 // Leadership follows the agent's status, not per-lock grant reports.
                 AgentEffect::Granted(_) | AgentEffect::Lost(_) => {}
+                // The member records no waiting callers in its agent.
+                AgentEffect::Reply { .. } => {}
             }
         }
     }

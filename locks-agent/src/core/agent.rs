@@ -50,7 +50,8 @@ use std::ops::Bound;
 /// Something the actor must do on behalf of the core, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Send `request` to the lock server of `node`.
+    /// Send `request` to the lock server of `node`; if it cannot be reached, tell the core
+    /// ([`AgentCore::unreachable`]).
     ToServer {
         /// The node.
         node: NodeId,

@@ -17,26 +17,32 @@
 //!
 //! Who holds its address: the `Transaction` handle and the router's agent registry (as a
 //! recipient). It stops on `End`, when the handle is dropped (which sends `End`), on an abort
-//! (abort_on_deadlock), or when the node stops. Whatever way it stops — even by a panic — its
-//! [`AgentGuard`] unregisters it and tells every lock server it used to release its locks, and
-//! waiting callers get an error saying why. The handle's `end` (and its drop) does that release
-//! itself before it sends `End`, so that it need not wait for the agent: the set of servers used
-//! ([`Contacted`]) is shared, and whichever releases first takes it.
+//! (abort_on_deadlock), or when the node stops. Whatever way it stops — even by a panic — it
+//! is unregistered (its [`AgentGuard`]) and the core's end is carried out (`Drop for Agent`):
+//! waiting callers get an error saying why and every lock server it used is told to release
+//! its locks. The handle's `end` (and its drop) only unregisters it, so that messages to it
+//! fail at once, and sends `End`: the release happens on the node's thread, after every
+//! request sent before it.
+//!
+//! The core decides everything; this shell allocates a [`CallId`] per blocked caller and maps
+//! it to the caller's oneshot sender, and carries out the effects through the one executor
+//! (`executor.rs`).
 
 use crate::core::{
-    AgentCore, Deadlock, Effect, GrantedLock, LockResult, LossCause, TransactionEvent,
+    AgentCore, Answer, CallFailure, CallId, Effect, LockResult, LossCause, TransactionEvent,
     TransactionStatus,
 };
 use crate::error::Error;
 use crate::events::Locked;
+use crate::executor;
 use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
-use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::{Deliver, DownCause, RouteError, Router};
+use locks_server::{Deliver, DownCause, Router};
 use smallvec::SmallVec;
-use std::collections::BTreeSet;
+use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, PoisonError};
 use tracing::{debug, trace, warn};
 
@@ -48,33 +54,55 @@ pub(crate) type Reply = oneshot::Sender<Result<LockResult, Error>>;
 /// resolved so far (sorted, each once), or why not.
 pub(crate) type LockReply = oneshot::Sender<Result<Locked, Error>>;
 
-/// A blocked caller.
-enum Waiter {
-    /// A `lock` call, with the lock it asked for.
-    Lock(LockId, LockReply),
+/// A blocked caller's sender.
+enum Caller {
+    /// A `lock` call.
+    Lock(LockReply),
     /// An `await_all_locks` call.
     All(Reply),
 }
 
-impl Waiter {
-    fn fail(self, error: Error) {
-        match self {
-            Waiter::Lock(_, reply) => {
-                let _ = reply.send(Err(error));
-            }
-            Waiter::All(reply) => {
-                let _ = reply.send(Err(error));
-            }
-        }
-    }
+/// The blocked callers by the id the core knows them by.
+#[derive(Default)]
+struct Callers {
+    next: u64,
+    waiting: HashMap<CallId, Caller>,
 }
 
-/// The locks named in `deadlocks`, sorted, each once: what `lock` returns.
-fn deadlock_locks(deadlocks: &[Deadlock]) -> Vec<LockId> {
-    let mut locks: Vec<LockId> = deadlocks.iter().map(|d| d.lock.clone()).collect();
-    locks.sort();
-    locks.dedup();
-    locks
+impl Callers {
+    fn add(&mut self, caller: Caller) -> CallId {
+        self.next += 1;
+        let call = CallId(self.next);
+        self.waiting.insert(call, caller);
+        call
+    }
+
+    /// Answers a caller the core never recorded (its request was refused).
+    fn refuse(&mut self, call: CallId, error: Error) {
+        match self.waiting.remove(&call) {
+            Some(Caller::Lock(reply)) => drop(reply.send(Err(error))),
+            Some(Caller::All(reply)) => drop(reply.send(Err(error))),
+            None => {}
+        }
+    }
+
+    /// Passes the core's answer on.
+    fn answer(&mut self, call: CallId, result: Result<Answer, CallFailure>) {
+        let Some(caller) = self.waiting.remove(&call) else {
+            return;
+        };
+        match (caller, result) {
+            (Caller::Lock(reply), Ok(Answer::Locked { granted, deadlocks })) => {
+                drop(reply.send(Ok(Locked { granted, deadlocks })))
+            }
+            (Caller::All(reply), Ok(Answer::AllLocks(result))) => drop(reply.send(Ok(result))),
+            (Caller::Lock(reply), Err(failure)) => drop(reply.send(Err(failure.into()))),
+            (Caller::All(reply), Err(failure)) => drop(reply.send(Err(failure.into()))),
+            // The core answers each kind of caller with its kind of answer; were it not so,
+            // the caller would see the sender dropped, and the agent's outcome.
+            (_, Ok(answer)) => warn!(?call, ?answer, "an answer of the wrong kind dropped"),
+        }
+    }
 }
 
 /// Why the agent stopped, shared with its handle so that late calls can say it.
@@ -89,42 +117,16 @@ pub(crate) fn outcome_error(outcome: &Outcome) -> Error {
         .unwrap_or(Error::Ended)
 }
 
-/// The lock servers an agent has sent requests to and not yet released, shared by the agent
-/// and its handle so that either can release its locks.
-pub(crate) type Contacted = Arc<Mutex<BTreeSet<NodeId>>>;
-
-/// Unregisters agent `id` and asks every lock server in `contacted` to drop its entries (and
-/// forgets them, so that a second release sends nothing again).
-pub(crate) fn release(router: &Router, id: &AgentId, contacted: &Contacted) {
-    router.unregister_agent(id);
-    let nodes = std::mem::take(&mut *contacted.lock().unwrap_or_else(PoisonError::into_inner));
-    for node in nodes {
-        let request = ServerRequest::RemoveAgent { agent: id.clone() };
-        if let Err(err) = router.send_server(&node, request) {
-            debug!(agent = %id, %node, %err, "could not release locks at stop");
-        }
-    }
-}
-
-/// Unregisters the agent and releases its locks on every node it used, when dropped — after
-/// a normal stop or a panic alike.
+/// The agent's id and router; unregisters the agent when dropped (after a normal stop or a
+/// panic alike).
 struct AgentGuard {
     id: AgentId,
     router: Arc<Router>,
-    contacted: Contacted,
-}
-
-impl AgentGuard {
-    /// Unregisters the agent and asks every lock server it used to drop its entries. Done as
-    /// soon as the agent decides to stop (and by the handle's `end` itself).
-    fn release(&mut self) {
-        release(&self.router, &self.id, &self.contacted);
-    }
 }
 
 impl Drop for AgentGuard {
     fn drop(&mut self) {
-        self.release();
+        self.router.unregister_agent(&self.id);
     }
 }
 
@@ -133,7 +135,7 @@ pub(crate) struct Agent {
     core: AgentCore,
     guard: AgentGuard,
     /// Blocked callers.
-    waiters: Vec<Waiter>,
+    callers: Callers,
     settle_scheduled: bool,
     outcome: Outcome,
     /// The client's watch streams (`agent/watching.rs`).
@@ -151,16 +153,11 @@ impl Agent {
         modes: ModeTable,
         options: Options,
         outcome: Outcome,
-        contacted: Contacted,
     ) -> Agent {
         Agent {
             core: AgentCore::new(id.clone(), modes, options),
-            guard: AgentGuard {
-                id,
-                router,
-                contacted,
-            },
-            waiters: Vec::new(),
+            guard: AgentGuard { id, router },
+            callers: Callers::default(),
             settle_scheduled: false,
             outcome,
             subscriptions: watching::Subscriptions::default(),
@@ -180,75 +177,57 @@ impl Agent {
         }
     }
 
-    /// Carries out the core's effects. A lock server found unreachable is reported to the core
-    /// as a node down, which needs another settle round.
+    /// Carries out the core's effects through the executor. A lock server found unreachable
+    /// needs another settle round; an abort stops the agent.
     fn execute(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
-        let mut later = Vec::new();
-        for effect in effects {
+        let mut abort = None;
+        let id = &self.guard.id;
+        let (callers, events, subscriptions, surrender_calls) = (
+            &mut self.callers,
+            &mut self.events,
+            &mut self.subscriptions,
+            &mut self.surrender_calls,
+        );
+        let done = executor::execute(&self.guard.router, &mut self.core, effects, &mut |effect| {
             match effect {
-                Effect::ToServer { node, request } => {
-                    let sent = self.guard.router.send_server(&node, request);
-                    // Noted after sending: if the handle's release takes the set after this
-                    // note, its `RemoveAgent` goes out after this request; if it took the set
-                    // before, the node stays in it for the agent's own release when it stops.
-                    {
-                        let mut contacted = self
-                            .guard
-                            .contacted
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner);
-                        if !contacted.contains(&node) {
-                            contacted.insert(node.clone());
-                        }
-                    }
-                    match sent {
-                        Ok(()) => {}
-                        Err(RouteError::NodeDown(node)) => later.push(node),
-                        Err(err) => {
-                            warn!(agent = %self.id(), %node, %err, "lock server unreachable");
-                            later.push(node);
-                        }
-                    }
-                }
-                Effect::ToAgent { to, msg } => {
-                    if let Err(err) = self.guard.router.send_agent(&to, msg) {
-                        trace!(agent = %self.id(), %to, %err, "agent message not delivered");
-                    }
-                }
+                Effect::Reply { call, result } => callers.answer(call, result),
                 Effect::StatusChanged(status) => {
-                    trace!(agent = %self.id(), ?status, "status changed");
-                    self.events.publish(TransactionEvent::Status(status));
+                    trace!(agent = %id, ?status, "status changed");
+                    events.publish(TransactionEvent::Status(status));
                 }
                 Effect::Granted(granted) => {
-                    self.events.publish(TransactionEvent::Granted(granted));
+                    events.publish(TransactionEvent::Granted(granted));
                 }
                 Effect::Lost(lost) => {
-                    debug!(agent = %self.id(), %lost, "a claimed lock is lost");
-                    self.events.publish(TransactionEvent::Lost(lost));
+                    debug!(agent = %id, %lost, "a claimed lock is lost");
+                    events.publish(TransactionEvent::Lost(lost));
                 }
                 Effect::Abort { lock, node } => {
-                    debug!(agent = %self.id(), %lock, %node, "aborting on deadlock");
-                    self.stop_with(Error::Deadlock { lock, node }, ctx);
-                    return;
+                    debug!(agent = %id, %lock, %node, "aborting on deadlock");
+                    abort = Some(Error::Deadlock { lock, node });
+                    return ControlFlow::Break(());
                 }
                 Effect::Rejected { node, lock, reason } => {
                     // The status tells the client when it matters; the log says why.
-                    warn!(agent = %self.id(), %lock, %node, %reason, "lock server refused a request");
+                    warn!(agent = %id, %lock, %node, %reason, "lock server refused a request");
                 }
                 Effect::Watched { node, lock, view } => {
-                    self.subscriptions.deliver(&node, &lock, &view);
+                    subscriptions.deliver(&node, &lock, &view);
                 }
                 Effect::SurrenderAnswered {
                     lock,
                     node,
                     to,
                     refused,
-                } => self.surrender_calls.answer(lock, node, to, refused),
+                } => surrender_calls.answer(lock, node, to, refused),
+                // Sent by the executor.
+                Effect::ToServer { .. } | Effect::ToAgent { .. } => {}
             }
-        }
-        for node in later {
-            let effects = self.core.node_down(&node);
-            self.execute(effects, ctx);
+            ControlFlow::Continue(())
+        });
+        if let Some(error) = abort {
+            self.stop_with(error, ctx);
+        } else if done.unreachable {
             self.schedule_settle(ctx);
         }
     }
@@ -258,83 +237,38 @@ impl Agent {
         self.check_leases(ctx);
         let effects = self.core.settle();
         self.execute(effects, ctx);
-        self.answer_waiters();
-    }
-
-    /// Answers the blocked callers when the transaction has all its locks or cannot be served.
-    /// A `lock` caller gets only the deadlocks; the whole [`LockResult`] (one entry per request)
-    /// is built only for an `await_all_locks` caller, once per answer.
-    fn answer_waiters(&mut self) {
-        if self.waiters.is_empty() {
-            return;
-        }
-        match self.core.status_ref() {
-            TransactionStatus::HaveAllLocks { deadlocks } => {
-                let mut locks = None;
-                let mut all: Vec<Reply> = Vec::new();
-                for waiter in self.waiters.drain(..) {
-                    match waiter {
-                        Waiter::Lock(lock, reply) => {
-                            let locks = locks.get_or_insert_with(|| deadlock_locks(deadlocks));
-                            // Every request is held now (a withdrawn one's caller was
-                            // cancelled with it); the fallback only keeps this total.
-                            let granted = match self.core.granted_lock(&lock) {
-                                Some(granted) => granted,
-                                None => GrantedLock {
-                                    mode: self
-                                        .core
-                                        .request_on(&lock)
-                                        .map_or(locks_core::Mode::IS, |r| r.mode),
-                                    lock,
-                                    nodes: Vec::new(),
-                                },
-                            };
-                            let _ = reply.send(Ok(Locked {
-                                granted,
-                                deadlocks: locks.clone(),
-                            }));
-                        }
-                        Waiter::All(reply) => all.push(reply),
-                    }
-                }
-                // One entry per request: built once, and moved to the last caller rather than
-                // copied (a transaction of a million locks would hold it twice).
-                if let Some(last) = all.pop() {
-                    let result = self.core.lock_result().unwrap_or_else(|| LockResult {
-                        locks: Vec::new(),
-                        deadlocks: deadlocks.clone(),
-                    });
-                    for reply in all {
-                        let _ = reply.send(Ok(result.clone()));
-                    }
-                    let _ = last.send(Ok(result));
-                }
-            }
-            TransactionStatus::CannotServe { locks, nodes } => {
-                let error = Error::CannotServe {
-                    locks: locks.clone(),
-                    nodes: nodes.clone(),
-                };
-                for waiter in self.waiters.drain(..) {
-                    waiter.fail(error.clone());
-                }
-            }
-            TransactionStatus::NoLocks | TransactionStatus::Waiting => {}
-        }
     }
 
     fn stop_with(&mut self, error: Error, ctx: &mut Context<Self>) {
         {
             let mut outcome = self.outcome.lock().unwrap_or_else(PoisonError::into_inner);
             if outcome.is_none() {
-                *outcome = Some(error.clone());
+                *outcome = Some(error);
             }
         }
-        for waiter in self.waiters.drain(..) {
-            waiter.fail(error.clone());
-        }
-        self.guard.release();
+        self.release();
         ctx.stop();
+    }
+
+    /// Unregisters the agent and carries out the core's end: the callers fail, every lock
+    /// server used is told to release. Done as soon as the agent decides to stop, and again
+    /// (doing nothing then) when it is dropped.
+    fn release(&mut self) {
+        self.guard.router.unregister_agent(&self.guard.id);
+        let callers = &mut self.callers;
+        executor::end(&self.guard.router, &mut self.core, &mut |effect| {
+            if let Effect::Reply { call, result } = effect {
+                callers.answer(call, result);
+            }
+            ControlFlow::Continue(())
+        });
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        // However the actor stopped (a panic, the node stopping), its locks are released.
+        self.release();
     }
 }
 
@@ -348,10 +282,6 @@ impl Actor for Agent {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
-        let error = outcome_error(&self.outcome);
-        for waiter in self.waiters.drain(..) {
-            waiter.fail(error.clone());
-        }
         trace!(agent = %self.id(), "agent stopped");
     }
 }
@@ -411,14 +341,17 @@ impl Handler<Request> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: Request, ctx: &mut Self::Context) {
-        let lock = msg.lock.clone();
-        match self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req) {
+        let call = msg.reply.map(|reply| self.callers.add(Caller::Lock(reply)));
+        let requested = match call {
+            Some(call) => self
+                .core
+                .lock_and_wait(call, msg.lock, msg.mode, &msg.nodes, msg.req),
+            None => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
+        };
+        match requested {
             Ok(effects) => {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Ok(()));
-                }
-                if let Some(reply) = msg.reply {
-                    self.waiters.push(Waiter::Lock(lock, reply));
                 }
                 self.execute(effects, ctx);
                 self.schedule_settle(ctx);
@@ -428,8 +361,9 @@ impl Handler<Request> for Agent {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Err(error.clone()));
                 }
-                if let Some(reply) = msg.reply {
-                    let _ = reply.send(Err(error));
+                // A refused request records no caller in the core: the refusal is the answer.
+                if let Some(call) = call {
+                    self.callers.refuse(call, error);
                 }
             }
         }
@@ -445,7 +379,9 @@ impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        self.waiters.push(Waiter::All(msg.0));
+        let call = self.callers.add(Caller::All(msg.0));
+        let effects = self.core.await_all(call);
+        self.execute(effects, ctx);
         self.schedule_settle(ctx);
     }
 }
@@ -475,16 +411,6 @@ impl Handler<Unlock> for Agent {
     fn handle(&mut self, msg: Unlock, ctx: &mut Self::Context) -> Self::Result {
         let effects = self.core.unlock(&msg.0).map_err(Error::Request)?;
         self.events.forget(&msg.0);
-        // A `lock` call waiting for the withdrawn request will never be granted it.
-        let (cancelled, kept) = std::mem::take(&mut self.waiters)
-            .into_iter()
-            .partition(|w| matches!(w, Waiter::Lock(lock, _) if *lock == msg.0));
-        self.waiters = kept;
-        for waiter in cancelled {
-            waiter.fail(Error::Cancelled {
-                lock: msg.0.clone(),
-            });
-        }
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
         Ok(())

@@ -1,6 +1,6 @@
 //! The error type of `locks-agent`.
 
-use crate::core::RequestError;
+use crate::core::{CallFailure, RequestError};
 use locks_core::{LockId, NodeId};
 
 /// Why a transaction call failed. Errors are `Clone` so that one outcome can answer every
@@ -44,5 +44,16 @@ pub enum Error {
 impl From<locks_server::Error> for Error {
     fn from(e: locks_server::Error) -> Self {
         Error::Node(e.to_string())
+    }
+}
+
+impl From<CallFailure> for Error {
+    fn from(f: CallFailure) -> Self {
+        match f {
+            CallFailure::CannotServe { locks, nodes } => Error::CannotServe { locks, nodes },
+            CallFailure::Cancelled { lock } => Error::Cancelled { lock },
+            CallFailure::Deadlock { lock, node } => Error::Deadlock { lock, node },
+            CallFailure::Ended => Error::Ended,
+        }
     }
 }

@@ -46,6 +46,7 @@ mod blocking;
 pub mod core;
 pub mod error;
 mod events;
+mod executor;
 pub mod options;
 mod transaction;
 mod watch;
@@ -60,3 +61,14 @@ pub use events::{LockState, Locked, TransactionEvents};
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
 pub use watch::{LockWatch, WatchItem};
+
+#[doc(hidden)]
+pub mod internal {
+    //! The seam between the crates of this workspace: what `locks-leader` (and any other crate
+    //! of the workspace) shares with this one beyond the public API. No stability promise.
+    //!
+    //! - [`execute`] / [`end`]: the one executor of [`AgentCore`](crate::core::AgentCore)
+    //!   effects, used by the agent actor and by the leader's member actor, which embeds a core.
+
+    pub use crate::executor::{Executed, end, execute};
+}

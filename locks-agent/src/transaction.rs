@@ -14,7 +14,7 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, GetStatus, Outcome, Request, SetOptions, SurrenderTo,
+    Agent, AwaitAll, Convert, Dot, GetStatus, Outcome, Request, SetOptions, SurrenderTo,
     Unlock, Unwatch, Watch, outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
@@ -56,7 +56,6 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
         options,
         agent: Mutex::new(None),
         outcome: Arc::new(Mutex::new(None)),
-        contacted: Arc::default(),
         ended: false,
     })
 }
@@ -112,8 +111,6 @@ pub struct Transaction {
     /// The agent actor, once the transaction needed one (see `crate::fast`).
     agent: Mutex<Option<Addr<Agent>>>,
     outcome: Outcome,
-    /// The lock servers the agent used, for [`Transaction::end`] to release directly.
-    contacted: Contacted,
     ended: bool,
 }
 
@@ -584,14 +581,11 @@ impl Transaction {
 
     /// Ends the transaction: the agent stops and every lock is released.
     ///
-    /// It waits for nothing: the handle itself unregisters the agent and asks every lock
-    /// server the agent used to release its locks, then tells the agent to stop. So when `end`
-    /// returns, messages to the agent fail and each server has the release queued, as if the
-    /// agent had done it; from another runtime this saves a wait for the node's thread. (A
-    /// request still queued in the agent's mailbox may reach a server after the release: the
-    /// server then finds the agent gone when it answers and releases that lock too, and the
-    /// agent, stopping, releases any server it used since.) Returns the error that ended the
-    /// transaction earlier, if one did (an abort on deadlock).
+    /// It waits for nothing: the handle unregisters the agent, so that messages to it fail
+    /// when `end` returns, and tells it to stop; the agent then asks every lock server it used
+    /// to release its locks, on the node's thread, after every request sent before `end`. From
+    /// another runtime this saves a wait for the node's thread. Returns the error that ended
+    /// the transaction earlier, if one did (an abort on deadlock).
     pub async fn end(mut self) -> Result<(), Error> {
         self.ended = true;
         self.finish();

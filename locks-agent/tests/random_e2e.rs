@@ -134,8 +134,6 @@ async fn sixteen_clients_random_lock_sets_all_complete_and_never_conflict() {
     let checks = oracle.lock().unwrap().checks;
     assert_eq!(checks, CLIENTS as usize * ROUNDS);
     println!("{checks} transactions checked, {deadlocks} of them went through a deadlock");
-    assert!(
-        h.node.snapshot().await.unwrap().locks.is_empty(),
-        "nothing left held"
-    );
+    // Every transaction ended: the releases follow on the node's thread.
+    h.wait_all_released().await;
 }

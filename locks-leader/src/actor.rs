@@ -9,7 +9,9 @@
 //! - the sync lock's result, timers, and `Settle` (run once after each burst of inputs, so the
 //!   election agent analyses a burst of notices once, as the agent actor does).
 //!
-//! Effects are carried out in order. The sync lock is a [`Transaction`] the actor starts and
+//! Effects are carried out in order; the election agent's ([`Effect::Agent`]) through the agent
+//! actor's executor (`locks_agent::internal`), which also tells the agent of a lock server it
+//! cannot reach. The sync lock is a [`Transaction`] the actor starts and
 //! never waits for: the wait runs as a future beside the actor, and its result comes back as
 //! a message. Who holds its address: the handle (every clone), and the router's registries as
 //! recipients. It stops when the last handle is dropped or `stop` is called, when a callback
@@ -17,18 +19,20 @@
 //! it knows, releases its locks and watches, and unregisters.
 
 use crate::callbacks::{CallId, Callbacks};
-use crate::core::{Effect, MemberCore, Peer, SYNC_TIMEOUT};
+use crate::core::{Effect, MemberCore, Peer, SYNC_TIMEOUT, note_agent_effect};
 use crate::error::{CallError, Error};
 use crate::handle::{MemberInfo, SharedProof};
 use crate::lease::lease_valid;
 use crate::term::Term;
 use actix::prelude::*;
 use futures::channel::oneshot;
+use locks_agent::internal;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::codec;
 use locks_core::{LockId, MemberId, Mode, NodeId};
 use locks_server::{Deliver, MemberDelivery, Node, RouteError, Router};
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -196,9 +200,15 @@ impl<C: Callbacks> MemberActor<C> {
                     Some(self.core.server_unreachable(&node, now))
                 }
             },
-            Effect::ToAgent { to, msg } => {
-                if let Err(err) = self.router.send_agent(&to, msg) {
-                    trace!(member = %self.me(), %to, %err, "agent message not delivered");
+            Effect::Agent(effect) => {
+                let me = self.me();
+                if let Some(agent) = self.core.agent_mut() {
+                    // The agent actor's executor: it also tells the agent of a lock server it
+                    // cannot reach; the member reassesses at its next settle.
+                    let _ = internal::execute(&self.router, agent, vec![effect], &mut |effect| {
+                        note_agent_effect(&me, effect);
+                        ControlFlow::Continue(())
+                    });
                 }
                 None
             }

@@ -4,7 +4,8 @@
 //!  client calls ──request/unlock/convert/end──▶ AgentCore ──Effect::ToServer──▶ lock servers
 //!  lock servers ──Notice/Rejected──▶ receive()           ──Effect::ToAgent───▶ other agents
 //!  other agents ──Forward/Surrendered──▶ receive()       ──StatusChanged/Abort──▶ the actor
-//!  node monitor ──node_down/node_up──▶
+//!  node monitor ──node_down/node_up──▶                   ──Reply──▶ waiting callers
+//!  the executor ──unreachable──▶
 //!  after a burst of inputs ──settle()──▶ status, deadlock analysis, forwarding
 //! ```
 //!
@@ -49,7 +50,8 @@ use std::ops::Bound;
 /// Something the actor must do on behalf of the core, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// Send `request` to the lock server of `node`.
+    /// Send `request` to the lock server of `node`; if it cannot be reached, tell the core
+    /// ([`AgentCore::unreachable`]).
     ToServer {
         /// The node.
         node: NodeId,
@@ -63,8 +65,7 @@ pub enum Effect {
         /// The message.
         msg: AgentMessage,
     },
-    /// The transaction status changed (answer waiting callers when it is `HaveAllLocks`; fail
-    /// them, naming the nodes, when it is `CannotServe`).
+    /// The transaction status changed (waiting callers are answered by [`Effect::Reply`]).
     StatusChanged(TransactionStatus),
     /// A lock is claimed: the client is told now that it holds it, with these versions (when
     /// the transaction has all its locks; again after a loss or a conversion up).
@@ -73,9 +74,8 @@ pub enum Effect {
     Lost(LostLock),
     /// This agent is the victim of a deadlock on `lock` at `node`, which the client was told it
     /// holds, and the transaction was started with `abort_on_deadlock` (every claimed lock was
-    /// reported [`Effect::Lost`] just before): fail the callers with a
-    /// deadlock error naming the lock, then call [`AgentCore::end`] to release everything. The
-    /// core accepts nothing but `end` from now on.
+    /// reported [`Effect::Lost`] and every waiting caller failed just before): call
+    /// [`AgentCore::end`] to release everything. The core accepts nothing but `end` from now on.
     Abort {
         /// The lock.
         lock: LockId,
@@ -113,6 +113,13 @@ pub enum Effect {
         to: AgentId,
         /// Why it was not done, if it was not.
         refused: Option<surrender_to::SurrenderRefusal>,
+    },
+    /// Answer the waiting caller `call` (`callers.rs`): it is not waiting any more.
+    Reply {
+        /// The caller.
+        call: CallId,
+        /// The answer.
+        result: Result<Answer, CallFailure>,
     },
 }
 
@@ -157,6 +164,8 @@ pub struct AgentCore {
     watches: watch::Watches,
     /// The surrenders to a waiter not answered yet (`surrender_to.rs`).
     surrendering: surrender_to::Surrendering,
+    /// The `lock` and `await_all_locks` callers waiting (`callers.rs`).
+    callers: callers::Callers,
 }
 
 impl AgentCore {
@@ -183,6 +192,7 @@ impl AgentCore {
             phase: Phase::Running,
             watches: watch::Watches::default(),
             surrendering: surrender_to::Surrendering::default(),
+            callers: callers::Callers::default(),
         }
     }
 
@@ -403,6 +413,7 @@ impl AgentCore {
         }
         self.dirty = true;
         self.mark_request(lock);
+        self.cancel_callers(lock, &mut out);
         self.refresh_status(&mut out);
         Ok(out)
     }
@@ -465,6 +476,12 @@ impl AgentCore {
             }
         }
         out
+    }
+
+    /// A request to the server of `node` could not be sent (the actor's executor says so): the
+    /// node counts as down until [`AgentCore::node_up`].
+    pub fn unreachable(&mut self, node: &NodeId) -> Vec<Effect> {
+        self.node_down(node)
     }
 
     /// The server of `node` went down: everything learnt from it is forgotten, requests are not
@@ -557,31 +574,7 @@ impl AgentCore {
             self.dirty = false;
             self.analyse_and_forward(&mut out);
         }
-        out
-    }
-
-    /// Ends the transaction: `RemoveAgent` to every node the agent sent anything to. The core
-    /// accepts nothing afterwards.
-    pub fn end(&mut self) -> Vec<Effect> {
-        if self.phase == Phase::Ended {
-            return Vec::new();
-        }
-        self.phase = Phase::Ended;
-        let out = self
-            .contacted
-            .iter()
-            .map(|node| Effect::ToServer {
-                node: node.clone(),
-                request: ServerRequest::RemoveAgent {
-                    agent: self.id.clone(),
-                },
-            })
-            .collect();
-        self.requests.clear();
-        self.knowledge = Knowledge::default();
-        self.probes = probe::Probes::default();
-        self.clear_status();
-        self.status = TransactionStatus::NoLocks;
+        self.answer_callers(&mut out);
         out
     }
 
@@ -612,6 +605,7 @@ impl AgentCore {
     }
 }
 
+mod callers;
 mod claims;
 mod convert;
 mod pending;
@@ -622,4 +616,5 @@ mod surrender_to;
 mod tests;
 mod watch;
 
+pub use callers::{Answer, CallFailure, CallId};
 pub use surrender_to::SurrenderRefusal;

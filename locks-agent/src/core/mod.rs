@@ -16,7 +16,7 @@ pub mod knowledge;
 pub mod requests;
 pub mod status;
 
-pub use agent::{AgentCore, Effect, SurrenderRefusal};
+pub use agent::{AgentCore, Answer, CallFailure, CallId, Effect, SurrenderRefusal};
 pub use error::RequestError;
 pub use graph::{Cycle, WaitForGraph, WaitLabel};
 pub use requests::Request;

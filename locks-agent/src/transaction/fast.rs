@@ -107,23 +107,16 @@ impl Transaction {
             }
             notices.push(notice);
         }
-        // The agent's release at its end must reach this node's table, where the fast path
-        // left the transaction's entries.
-        self.contacted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(here.clone());
         let router = self.node.router().clone();
-        let (id, modes, options, outcome, contacted) = (
+        let (id, modes, options, outcome) = (
             self.id.clone(),
             self.node.modes().clone(),
             self.options.clone(),
             self.outcome.clone(),
-            self.contacted.clone(),
         );
         let agent_router = router.clone();
         let addr = Agent::start_in_arbiter(self.node.arbiter(), move |_ctx| {
-            Agent::new(id, agent_router, modes, options, outcome, contacted)
+            Agent::new(id, agent_router, modes, options, outcome)
         });
         if !locks.is_empty() {
             addr.do_send(Adopt {
@@ -216,7 +209,7 @@ impl Transaction {
     }
 
     /// Ends the transaction: with no agent, releases its locks in the table now; with one,
-    /// asks every lock server it used to release them and tells it to stop.
+    /// tells it to stop, which releases them on every node it used.
     pub(crate) fn finish(&self) {
         let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         match &*agent {
@@ -225,8 +218,11 @@ impl Transaction {
                 self.node.router().unregister_agent(&self.id);
                 self.node.local_table().release(&self.id);
             }
+            // The agent releases everything its core contacted (this node's table included:
+            // `AgentCore::adopt` counts it) when it stops; unregistered first, so that messages
+            // to it fail once `end` returns.
             Some(addr) => {
-                crate::agent::release(self.node.router(), &self.id, &self.contacted);
+                self.node.router().unregister_agent(&self.id);
                 addr.do_send(crate::agent::End);
             }
         }

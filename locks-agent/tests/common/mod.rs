@@ -80,6 +80,13 @@ impl Harness {
         .await;
     }
 
+    /// Waits until no lock of the node has an entry: every transaction ended has released
+    /// (the release happens on the node's thread after `end` returns).
+    pub async fn wait_all_released(&self) {
+        self.wait_for(|snap| snap.locks.is_empty(), "nothing left held")
+            .await;
+    }
+
     async fn wait_for(
         &self,
         mut done: impl FnMut(&locks_server::TableSnapshot) -> bool,

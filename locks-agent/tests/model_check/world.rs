@@ -534,8 +534,11 @@ impl World {
                         let _ = write!(line, " [rejected by {node}: {lock} {reason}]");
                     }
                 }
-                // Watches and surrenders to a waiter answer client calls the model never makes.
-                Effect::Watched { .. } | Effect::SurrenderAnswered { .. } => {}
+                // Watches, surrenders to a waiter and replies to waiting callers answer client
+                // calls the model never makes.
+                Effect::Watched { .. }
+                | Effect::SurrenderAnswered { .. }
+                | Effect::Reply { .. } => {}
             }
         }
     }

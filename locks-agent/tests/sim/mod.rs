@@ -380,6 +380,9 @@ impl Sim {
                 Effect::SurrenderAnswered { node, lock, .. } => {
                     panic!("{from}: no simulated client surrenders {lock} on {node} to a waiter");
                 }
+                Effect::Reply { call, .. } => {
+                    panic!("{from}: a reply to {call:?}, which no simulated client waits as");
+                }
             }
         }
         if end_now {

@@ -222,14 +222,15 @@ impl<C: Callbacks> MemberCore<C> {
         self.take()
     }
 
-    /// A request to the lock server of `node` could not be sent (the node is not connected):
-    /// the agent treats the node as down until it comes up.
+    /// A watch could not be sent to the lock server of `node` (the node is not connected): the
+    /// agent treats the node as unreachable until it comes up. (The agent's own requests are
+    /// the executor's: it tells the agent itself.)
     pub fn server_unreachable(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
         let _ = now;
         if let Some(agent) = &mut self.s.agent
             && !self.s.stopped
         {
-            let effects = agent.node_down(node);
+            let effects = agent.unreachable(node);
             self.agent_effects(effects);
         }
         self.take()
@@ -377,15 +378,19 @@ impl<C: Callbacks> MemberCore<C> {
             self.s.send(m, PeerMsg::Goodbye);
         }
         self.fail_all_calls(CallError::Stopped(reason.clone()));
-        let mut nodes = self.s.alive.clone();
+        // The agent's end releases its locks, and the member's watches on the same nodes;
+        // the watches elsewhere are released here.
+        let mut watched = self.s.alive.clone();
         if let Some(agent) = &mut self.s.agent {
-            for effect in agent.end() {
+            let effects = agent.end();
+            for effect in &effects {
                 if let AgentEffect::ToServer { node, .. } = effect {
-                    nodes.insert(node);
+                    watched.remove(node);
                 }
             }
+            self.agent_effects(effects);
         }
-        for node in nodes {
+        for node in watched {
             let request = ServerRequest::RemoveAgent {
                 agent: self.s.agent_id.clone(),
             };
@@ -408,28 +413,15 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.out.push(Effect::ToServer { node, request });
     }
 
+    /// The agent's requests and messages are the executor's to carry out, in order with the
+    /// member's effects; the rest is noted here.
     pub(super) fn agent_effects(&mut self, effects: Vec<AgentEffect>) {
         for effect in effects {
             match effect {
-                AgentEffect::ToServer { node, request } => {
-                    self.s.out.push(Effect::ToServer { node, request })
+                AgentEffect::ToServer { .. } | AgentEffect::ToAgent { .. } => {
+                    self.s.out.push(Effect::Agent(effect))
                 }
-                AgentEffect::ToAgent { to, msg } => self.s.out.push(Effect::ToAgent { to, msg }),
-                AgentEffect::StatusChanged(status) => {
-                    trace!(member = %self.s.me, ?status, "election agent status");
-                }
-                // The election agent does not abort on deadlocks.
-                AgentEffect::Abort { lock, node } => {
-                    debug!(member = %self.s.me, %lock, %node, "election agent aborted");
-                }
-                AgentEffect::Rejected { node, lock, reason } => {
-                    debug!(member = %self.s.me, %lock, %node, %reason, "election request refused");
-                }
-                // The member watches the election lock itself, not through its agent, and
-                // never surrenders it to a named agent.
-                AgentEffect::Watched { .. } | AgentEffect::SurrenderAnswered { .. } => {}
-                // Leadership follows the agent's status, not per-lock grant reports.
-                AgentEffect::Granted(_) | AgentEffect::Lost(_) => {}
+                other => note_agent_effect(&self.s.me, other),
             }
         }
     }
@@ -600,5 +592,33 @@ impl<C: Callbacks> MemberCore<C> {
         let h = self.invoke(|cb, ctx| cb.stepped_down(ctx));
         self.handled(h);
         self.refuse_without_majority();
+    }
+}
+
+/// What the member makes of its election agent's effects other than its requests and
+/// messages (given by the core, or by the executor after a server found unreachable): only
+/// logs. Leadership follows the agent's status, read
+/// at each settle, not these reports.
+pub(crate) fn note_agent_effect(me: &MemberId, effect: AgentEffect) {
+    match effect {
+        AgentEffect::StatusChanged(status) => {
+            trace!(member = %me, ?status, "election agent status");
+        }
+        // The election agent does not abort on deadlocks.
+        AgentEffect::Abort { lock, node } => {
+            debug!(member = %me, %lock, %node, "election agent aborted");
+        }
+        AgentEffect::Rejected { node, lock, reason } => {
+            debug!(member = %me, %lock, %node, %reason, "election request refused");
+        }
+        // The member watches the election lock itself, not through its agent, never
+        // surrenders it to a named agent, and records no waiting callers in its agent.
+        AgentEffect::Watched { .. }
+        | AgentEffect::SurrenderAnswered { .. }
+        | AgentEffect::Reply { .. }
+        | AgentEffect::Granted(_)
+        | AgentEffect::Lost(_)
+        | AgentEffect::ToServer { .. }
+        | AgentEffect::ToAgent { .. } => {}
     }
 }

@@ -6,7 +6,8 @@
 //! reads a clock: `now` is the time since the member started, given with every input.
 //!
 //! ```text
-//!  lock servers ──Notice/Watched──▶ deliver()     ──ToServer/ToAgent──▶ lock servers, agents
+//!  lock servers ──Notice/Watched──▶ deliver()     ──ToServer──────────▶ lock servers (watches)
+//!                                                  ──Agent────────────▶ the election agent's
 //!  node monitor ──node_up/down───▶                 ──ToMember─────────▶ other members
 //!  members ──────PeerEnvelope────▶ peer()          ──StartSync/EndSync─▶ the sync lock (shell)
 //!  clients ──────leader_call/..──▶                 ──Reply────────────▶ callers
@@ -61,14 +62,15 @@ mod society;
 
 pub use ctx::Ctx;
 pub use majority::LeaseProof;
+pub(crate) use member::note_agent_effect;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
 use crate::callbacks::{CallId, Callbacks};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
-use locks_agent::core::AgentCore;
-use locks_core::proto::{AgentMessage, LockView, ServerRequest};
+use locks_agent::core::{AgentCore, Effect as AgentEffect};
+use locks_core::proto::{LockView, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -83,22 +85,18 @@ pub const RECHECK: Duration = Duration::from_millis(20);
 
 /// Something the shell must do for the core, in the order given.
 pub enum Effect<C: Callbacks> {
-    /// Send `request` to the lock server of `node` (the election agent's requests, and the
-    /// member's watches). If the node cannot be reached, tell the core
-    /// ([`MemberCore::server_unreachable`]).
+    /// Send `request` to the lock server of `node` (the member's watches, and their release).
+    /// If the node cannot be reached, tell the core ([`MemberCore::server_unreachable`]).
     ToServer {
         /// The node.
         node: NodeId,
         /// The request.
         request: ServerRequest,
     },
-    /// Send `msg` to another agent (deadlock detection between election agents).
-    ToAgent {
-        /// The recipient.
-        to: AgentId,
-        /// The message.
-        msg: AgentMessage,
-    },
+    /// An effect of the election agent (a candidate's [`AgentCore`]): carried out by the
+    /// agent's executor (`locks_agent::internal::execute`) on that core, as the agent actor
+    /// does, which also tells the core of a lock server it cannot reach.
+    Agent(AgentEffect),
     /// Send `msg` to another member. If it does not run any more, tell the core
     /// ([`MemberCore::member_unreachable`]).
     ToMember {
@@ -142,7 +140,7 @@ impl<C: Callbacks> fmt::Debug for Effect<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Effect::ToServer { node, request } => write!(f, "ToServer({node}, {request:?})"),
-            Effect::ToAgent { to, msg } => write!(f, "ToAgent({to}, {msg:?})"),
+            Effect::Agent(effect) => write!(f, "Agent({effect:?})"),
             Effect::ToMember { to, msg } => write!(f, "ToMember({to}, {:?})", msg),
             Effect::Reply { call, result } => write!(f, "Reply({call:?}, {result:?})"),
             Effect::StartSync { attempt, nodes } => write!(f, "StartSync({attempt}, {nodes:?})"),
@@ -456,6 +454,11 @@ impl<C: Callbacks> MemberCore<C> {
     /// Whether the member has stopped.
     pub fn is_stopped(&self) -> bool {
         self.s.stopped
+    }
+
+    /// The election agent (a candidate), for the shell to carry out [`Effect::Agent`] on.
+    pub(crate) fn agent_mut(&mut self) -> Option<&mut AgentCore> {
+        self.s.agent.as_mut()
     }
 
     /// The election agent's status (a candidate), for tests and diagnostics.

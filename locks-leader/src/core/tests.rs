@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::callbacks::{CallReturn, Caller, Elected, Handled};
-use locks_core::proto::ServerRequest;
+use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{Key, Mode, ModeTable};
 use locks_server::LockTable;
 
@@ -117,7 +117,10 @@ fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::ToServer { node, request } => Some((node.clone(), request.clone())),
+            Effect::ToServer { node, request }
+            | Effect::Agent(AgentEffect::ToServer { node, request }) => {
+                Some((node.clone(), request.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -146,7 +149,8 @@ fn serve(
         let mut next = Vec::new();
         for e in queue {
             match e {
-                Effect::ToServer { request, .. } => {
+                Effect::ToServer { request, .. }
+                | Effect::Agent(AgentEffect::ToServer { request, .. }) => {
                     for (agent, msg) in table.handle(request) {
                         if &agent == m.agent_id() {
                             next.extend(m.deliver(msg, T0));

@@ -22,7 +22,8 @@ fn serve(
         let mut next = Vec::new();
         for e in queue {
             match e {
-                Effect::ToServer { node, request } => {
+                Effect::ToServer { node, request }
+                | Effect::Agent(AgentEffect::ToServer { node, request }) => {
                     let table = tables.get_mut(&node).expect("a table for every node");
                     for (agent, msg) in table.handle(request) {
                         if &agent == m.agent_id() {

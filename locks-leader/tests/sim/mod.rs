@@ -14,6 +14,7 @@
 #![allow(dead_code)]
 
 use super::common::dict::{Dict, Rep, Req};
+use locks_agent::core::Effect as AgentEffect;
 use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
@@ -339,7 +340,8 @@ impl Sim {
         let here = m.node().clone();
         while let Some(effect) = queue.pop_front() {
             match effect {
-                Effect::ToServer { node, request } => {
+                Effect::ToServer { node, request }
+                | Effect::Agent(AgentEffect::ToServer { node, request }) => {
                     if self.connected(&here, &node) {
                         self.push(
                             End::Member(m.clone()),
@@ -350,7 +352,7 @@ impl Sim {
                         queue.extend(sm.core.server_unreachable(&node, self.now));
                     }
                 }
-                Effect::ToAgent { to, msg } => {
+                Effect::Agent(AgentEffect::ToAgent { to, msg }) => {
                     if self.tracing
                         && let AgentMessage::Forward { node, view, .. } = &msg
                     {
@@ -407,6 +409,8 @@ impl Sim {
                     }
                 }
                 Effect::Stopped { .. } => {}
+                // The member core passes on only its agent's requests and messages.
+                Effect::Agent(_) => {}
             }
         }
     }

@@ -432,6 +432,7 @@ impl AgentCore {
         {
             self.phase = Phase::Aborted;
             self.report_abort_losses(out);
+            self.abort_callers(&lock, &node, out);
             out.push(Effect::Abort { lock, node });
             return;
         }

@@ -831,3 +831,6 @@ mod api;
 mod claims;
 mod convert;
 mod probe;
+
+#[path = "tests_callers.rs"]
+mod callers;

@@ -1,0 +1,255 @@
+//! The callers waiting on the core, and the end of the transaction.
+//!
+//! A blocked `lock` or `await_all_locks` caller is recorded under an opaque [`CallId`] the
+//! actor allocates; the core alone decides when it is answered and with what, as an
+//! [`Effect::Reply`]:
+//! - at [`AgentCore::settle`], every caller when the transaction has all its locks (a `lock`
+//!   caller with its lock as granted, an `await_all_locks` caller with the [`LockResult`]), or
+//!   fails them all when it cannot be served;
+//! - a `lock` caller whose request is withdrawn ([`AgentCore::unlock`]) is cancelled at once;
+//! - an abort fails every caller with the deadlock, and [`AgentCore::end`] with
+//!   [`CallFailure::Ended`]; a caller that comes after either is failed at once.
+//!
+//! Each caller is answered exactly once, in the order the callers came.
+
+use super::{AgentCore, Effect, Phase};
+use crate::core::error::RequestError;
+use crate::core::knowledge::Knowledge;
+use crate::core::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
+use crate::options::Req;
+use locks_core::proto::ServerRequest;
+use locks_core::{LockId, Mode, NodeId};
+
+/// A blocked caller, named by the actor (the core only hands it back in [`Effect::Reply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u64);
+
+/// What a waiting caller is answered when it succeeds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// To a `lock` caller: the lock as granted, and the locks of the deadlocks resolved so far
+    /// (sorted, each once).
+    Locked {
+        /// The lock, its mode and each granting node's version.
+        granted: GrantedLock,
+        /// The locks of the deadlocks resolved so far.
+        deadlocks: Vec<LockId>,
+    },
+    /// To an `await_all_locks` caller: every request as held, and the deadlocks.
+    AllLocks(LockResult),
+}
+
+/// Why a waiting caller fails.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallFailure {
+    /// Requests can no longer be met: these locks, because of these nodes.
+    CannotServe {
+        /// The locks.
+        locks: Vec<LockId>,
+        /// The nodes.
+        nodes: Vec<NodeId>,
+    },
+    /// The request the caller waited for was withdrawn with `unlock`.
+    Cancelled {
+        /// The lock.
+        lock: LockId,
+    },
+    /// The transaction aborted to break a deadlock on `lock` at `node`.
+    Deadlock {
+        /// The lock.
+        lock: LockId,
+        /// Its node.
+        node: NodeId,
+    },
+    /// The transaction ended.
+    Ended,
+}
+
+/// What a caller waits for.
+#[derive(Clone, Debug)]
+enum Waiting {
+    Lock(LockId),
+    All,
+}
+
+/// The waiting callers, in arrival order, and the abort that fails late ones.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Callers {
+    waiting: Vec<(CallId, Waiting)>,
+    aborted: Option<(LockId, NodeId)>,
+}
+
+impl AgentCore {
+    /// [`AgentCore::request`], with a `lock` caller `call` that waits until the transaction
+    /// has all its locks. A refused request records no caller: the error is its answer.
+    pub fn lock_and_wait(
+        &mut self,
+        call: CallId,
+        lock: LockId,
+        mode: Mode,
+        nodes: &[NodeId],
+        req: Req,
+    ) -> Result<Vec<Effect>, RequestError> {
+        let out = self.request(lock.clone(), mode, nodes, req)?;
+        self.callers.waiting.push((call, Waiting::Lock(lock)));
+        Ok(out)
+    }
+
+    /// Records an `await_all_locks` caller, answered at a later [`AgentCore::settle`] (or
+    /// failed at once if the transaction aborted or ended).
+    pub fn await_all(&mut self, call: CallId) -> Vec<Effect> {
+        match self.phase {
+            Phase::Running => {
+                self.callers.waiting.push((call, Waiting::All));
+                Vec::new()
+            }
+            Phase::Aborted | Phase::Ended => vec![Effect::Reply {
+                call,
+                result: Err(self.stopped_failure()),
+            }],
+        }
+    }
+
+    /// Ends the transaction: the waiting callers fail, then `RemoveAgent` goes to every node
+    /// the agent sent anything to. The core accepts nothing afterwards; a second `end` does
+    /// nothing.
+    pub fn end(&mut self) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase == Phase::Ended {
+            return out;
+        }
+        self.phase = Phase::Ended;
+        self.fail_callers(CallFailure::Ended, &mut out);
+        out.extend(
+            std::mem::take(&mut self.contacted)
+                .into_iter()
+                .map(|node| Effect::ToServer {
+                    node,
+                    request: ServerRequest::RemoveAgent {
+                        agent: self.id.clone(),
+                    },
+                }),
+        );
+        self.requests.clear();
+        self.knowledge = Knowledge::default();
+        self.probes = super::probe::Probes::default();
+        self.clear_status();
+        self.status = TransactionStatus::NoLocks;
+        out
+    }
+
+    /// The transaction aborts on the deadlock on `lock` at `node`: every caller fails.
+    pub(super) fn abort_callers(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<Effect>) {
+        self.callers.aborted = Some((lock.clone(), node.clone()));
+        let failure = self.stopped_failure();
+        self.fail_callers(failure, out);
+    }
+
+    /// The request on `lock` was withdrawn: its `lock` callers will never be granted it.
+    pub(super) fn cancel_callers(&mut self, lock: &LockId, out: &mut Vec<Effect>) {
+        self.callers
+            .waiting
+            .retain(|(call, waiting)| match waiting {
+                Waiting::Lock(l) if l == lock => {
+                    out.push(Effect::Reply {
+                        call: *call,
+                        result: Err(CallFailure::Cancelled { lock: lock.clone() }),
+                    });
+                    false
+                }
+                _ => true,
+            });
+    }
+
+    /// Answers every caller when the transaction has all its locks or cannot be served. A
+    /// `lock` caller gets only the deadlocks' locks; the whole [`LockResult`] (one entry per
+    /// request) is built only for `await_all_locks` callers, once per answer.
+    pub(super) fn answer_callers(&mut self, out: &mut Vec<Effect>) {
+        if self.callers.waiting.is_empty() {
+            return;
+        }
+        match &self.status {
+            TransactionStatus::HaveAllLocks { deadlocks } => {
+                let waiting = std::mem::take(&mut self.callers.waiting);
+                let locks = deadlock_locks(deadlocks);
+                // One entry per request: built once, and moved to the last caller rather than
+                // copied (a transaction of a million locks would hold it twice).
+                let last_all = waiting.iter().rposition(|(_, w)| matches!(w, Waiting::All));
+                let mut all = None;
+                for (i, (call, waiting)) in waiting.into_iter().enumerate() {
+                    let answer = match waiting {
+                        Waiting::Lock(lock) => Answer::Locked {
+                            granted: self.granted_or_requested(lock),
+                            deadlocks: locks.clone(),
+                        },
+                        Waiting::All => {
+                            let result = all.get_or_insert_with(|| {
+                                self.lock_result().unwrap_or_else(|| LockResult {
+                                    locks: Vec::new(),
+                                    deadlocks: deadlocks.clone(),
+                                })
+                            });
+                            Answer::AllLocks(if Some(i) == last_all {
+                                std::mem::take(result)
+                            } else {
+                                result.clone()
+                            })
+                        }
+                    };
+                    out.push(Effect::Reply {
+                        call,
+                        result: Ok(answer),
+                    });
+                }
+            }
+            TransactionStatus::CannotServe { locks, nodes } => {
+                let failure = CallFailure::CannotServe {
+                    locks: locks.clone(),
+                    nodes: nodes.clone(),
+                };
+                self.fail_callers(failure, out);
+            }
+            TransactionStatus::NoLocks | TransactionStatus::Waiting => {}
+        }
+    }
+
+    /// Every request is held when this is asked (a withdrawn one's caller was cancelled with
+    /// it); the fallback only keeps the answer total.
+    fn granted_or_requested(&self, lock: LockId) -> GrantedLock {
+        match self.granted_lock(&lock) {
+            Some(granted) => granted,
+            None => GrantedLock {
+                mode: self.request_on(&lock).map_or(Mode::IS, |r| r.mode),
+                lock,
+                nodes: Vec::new(),
+            },
+        }
+    }
+
+    fn fail_callers(&mut self, failure: CallFailure, out: &mut Vec<Effect>) {
+        for (call, _) in self.callers.waiting.drain(..) {
+            out.push(Effect::Reply {
+                call,
+                result: Err(failure.clone()),
+            });
+        }
+    }
+
+    fn stopped_failure(&self) -> CallFailure {
+        match &self.callers.aborted {
+            Some((lock, node)) => CallFailure::Deadlock {
+                lock: lock.clone(),
+                node: node.clone(),
+            },
+            None => CallFailure::Ended,
+        }
+    }
+}
+
+/// The locks named in `deadlocks`, sorted, each once: what a `lock` caller is told.
+fn deadlock_locks(deadlocks: &[Deadlock]) -> Vec<LockId> {
+    let mut locks: Vec<LockId> = deadlocks.iter().map(|d| d.lock.clone()).collect();
+    locks.sort();
+    locks.dedup();
+    locks
+}

@@ -1,0 +1,231 @@
+//! The waiting callers (`callers.rs`): when `lock` and `await_all_locks` return, and with what,
+//! as exact effect lists.
+
+use super::*;
+use crate::core::agent::{Answer, CallFailure, CallId};
+use crate::core::status::LockResult;
+
+fn granted(lock: &LockId, mode: Mode, version: u64) -> GrantedLock {
+    GrantedLock {
+        lock: lock.clone(),
+        mode,
+        nodes: vec![(n1(), version)],
+    }
+}
+
+fn locked(call: u64, granted: GrantedLock, deadlocks: Vec<LockId>) -> Effect {
+    Effect::Reply {
+        call: CallId(call),
+        result: Ok(Answer::Locked { granted, deadlocks }),
+    }
+}
+
+fn failed(call: u64, failure: CallFailure) -> Effect {
+    Effect::Reply {
+        call: CallId(call),
+        result: Err(failure),
+    }
+}
+
+fn remove_agent(serial: u64) -> Effect {
+    Effect::ToServer {
+        node: n1(),
+        request: ServerRequest::RemoveAgent {
+            agent: agent(serial),
+        },
+    }
+}
+
+#[test]
+fn lock_and_await_all_callers_are_answered_at_the_settle_that_has_all_locks() {
+    let mut c = core(1, Options::default());
+    let (a, b) = (lock_id!["a"], lock_id!["b"]);
+    let fx = c
+        .lock_and_wait(CallId(1), a.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    assert_eq!(
+        fx,
+        vec![
+            Effect::ToServer {
+                node: n1(),
+                request: lock_req(1, &a, X)
+            },
+            Effect::StatusChanged(TransactionStatus::Waiting),
+        ],
+        "the caller is recorded, not answered"
+    );
+    assert!(c.await_all(CallId(2)).is_empty());
+    c.lock_and_wait(CallId(3), b.clone(), S, &[n1()], Req::All)
+        .unwrap();
+    c.receive(notice(&n1(), &a, 4, EntryState::Granted(X)));
+    assert_eq!(c.settle(), vec![], "still waiting for [b]");
+    c.receive(notice(&n1(), &b, 6, EntryState::Granted(S)));
+    let have = TransactionStatus::HaveAllLocks { deadlocks: vec![] };
+    let all = LockResult {
+        locks: vec![granted(&a, X, 4), granted(&b, S, 6)],
+        deadlocks: vec![],
+    };
+    assert_eq!(
+        c.settle(),
+        vec![
+            Effect::Granted(granted(&a, X, 4)),
+            Effect::Granted(granted(&b, S, 6)),
+            Effect::StatusChanged(have),
+            locked(1, granted(&a, X, 4), vec![]),
+            Effect::Reply {
+                call: CallId(2),
+                result: Ok(Answer::AllLocks(all)),
+            },
+            locked(3, granted(&b, S, 6), vec![]),
+        ],
+        "every caller, in the order they came"
+    );
+    assert_eq!(c.settle(), vec![], "each caller is answered once");
+}
+
+#[test]
+fn a_caller_of_a_lock_already_held_is_answered_at_the_next_settle() {
+    // Erlang 5.3: the original never answers a second `lock` of a held lock.
+    let mut c = core(1, Options::default());
+    let a = lock_id!["a"];
+    hold(&mut c, &a, X, 2);
+    let fx = c
+        .lock_and_wait(CallId(7), a.clone(), S, &[n1()], Req::All)
+        .unwrap();
+    assert_eq!(fx, vec![]);
+    assert_eq!(c.settle(), vec![locked(7, granted(&a, X, 2), vec![])]);
+}
+
+#[test]
+fn a_refused_request_records_no_caller() {
+    let mut c = core(1, Options::default());
+    assert_eq!(
+        c.lock_and_wait(CallId(1), lock_id!["a"], X, &[], Req::All),
+        Err(RequestError::NoNodes {
+            lock: lock_id!["a"]
+        })
+    );
+    assert_eq!(c.end(), vec![], "nothing to fail, nothing to release");
+}
+
+#[test]
+fn unlock_cancels_the_lock_callers_of_that_lock_only() {
+    let mut c = core(1, Options::default());
+    let (a, b) = (lock_id!["a"], lock_id!["b"]);
+    c.lock_and_wait(CallId(1), a.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    c.lock_and_wait(CallId(2), b.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    c.await_all(CallId(3));
+    let fx = c.unlock(&a).unwrap();
+    assert_eq!(
+        fx,
+        vec![
+            Effect::ToServer {
+                node: n1(),
+                request: ServerRequest::Unlock {
+                    agent: agent(1),
+                    lock: a.clone()
+                }
+            },
+            failed(1, CallFailure::Cancelled { lock: a.clone() }),
+        ]
+    );
+    c.receive(notice(&n1(), &b, 3, EntryState::Granted(X)));
+    let fx = c.settle();
+    assert_eq!(
+        fx[fx.len() - 2..],
+        [
+            locked(2, granted(&b, X, 3), vec![]),
+            Effect::Reply {
+                call: CallId(3),
+                result: Ok(Answer::AllLocks(LockResult {
+                    locks: vec![granted(&b, X, 3)],
+                    deadlocks: vec![],
+                })),
+            },
+        ]
+    );
+}
+
+#[test]
+fn callers_fail_when_the_transaction_cannot_be_served() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.lock_and_wait(CallId(1), l.clone(), X, &[n1(), node("n2")], Req::All)
+        .unwrap();
+    c.await_all(CallId(2));
+    let cannot = TransactionStatus::CannotServe {
+        locks: vec![l.clone()],
+        nodes: vec![node("n2")],
+    };
+    assert_eq!(
+        c.unreachable(&node("n2")),
+        vec![Effect::StatusChanged(cannot)],
+        "an unreachable server is a node down"
+    );
+    let failure = CallFailure::CannotServe {
+        locks: vec![l],
+        nodes: vec![node("n2")],
+    };
+    assert_eq!(
+        c.settle(),
+        vec![failed(1, failure.clone()), failed(2, failure)]
+    );
+}
+
+#[test]
+fn end_fails_the_callers_then_releases_and_later_callers_fail_at_once() {
+    let mut c = core(1, Options::default());
+    c.lock_and_wait(CallId(1), lock_id!["a"], X, &[n1()], Req::All)
+        .unwrap();
+    c.await_all(CallId(2));
+    assert_eq!(
+        c.end(),
+        vec![
+            failed(1, CallFailure::Ended),
+            failed(2, CallFailure::Ended),
+            remove_agent(1),
+        ]
+    );
+    assert_eq!(c.await_all(CallId(3)), vec![failed(3, CallFailure::Ended)]);
+    assert_eq!(c.end(), vec![]);
+}
+
+#[test]
+fn an_abort_fails_the_callers_with_the_deadlock_before_it_is_reported() {
+    let opts = Options {
+        abort_on_deadlock: true,
+        ..Options::default()
+    };
+    let mut c = two_cycle(2, 1, opts);
+    c.await_all(CallId(1));
+    let fx = c.settle();
+    let fx = probe_returns(&mut c, &fx);
+    let (x, deadlock) = (
+        lock_id!["x"],
+        CallFailure::Deadlock {
+            lock: lock_id!["x"],
+            node: n1(),
+        },
+    );
+    let lost = LostLock {
+        lock: x.clone(),
+        mode: X,
+        nodes: vec![n1()],
+        cause: LossCause::Aborted,
+    };
+    assert_eq!(
+        fx,
+        vec![
+            Effect::Lost(lost),
+            failed(1, deadlock.clone()),
+            Effect::Abort {
+                lock: x,
+                node: n1()
+            },
+        ]
+    );
+    assert_eq!(c.await_all(CallId(2)), vec![failed(2, deadlock)]);
+    assert_eq!(c.end(), vec![remove_agent(2)]);
+}

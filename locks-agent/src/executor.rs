@@ -1,0 +1,93 @@
+//! The one executor of [`AgentCore`] effects: the agent actor and the leader's member actor
+//! (through [`crate::internal`]) both carry out their core's effects here.
+//!
+//! It owns what goes over the [`Router`] and the rule for a lock server found unreachable:
+//! - [`Effect::ToServer`] and [`Effect::ToAgent`] are sent; a message to an agent that is gone
+//!   is dropped (the deadlock detection does not count on it arriving);
+//! - a request that cannot be sent to a lock server is fed back to the core as
+//!   [`AgentCore::unreachable`], once per node and call, after the effects given; what that
+//!   produces is carried out in turn, in order;
+//! - every other effect (replies to callers, status, grants, losses, an abort...) is the
+//!   actor's, handed to its `rest` in order. `rest` may stop the execution (an abort): the
+//!   effects after it are dropped.
+//!
+//! [`end`] is the release of an agent: the core's [`AgentCore::end`] (its callers fail, and
+//! every lock server it used is asked to drop its entries), carried out here.
+
+use crate::core::{AgentCore, Effect};
+use locks_core::NodeId;
+use locks_server::{RouteError, Router};
+use std::ops::ControlFlow;
+use tracing::{debug, trace, warn};
+
+/// What came of an [`execute`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[must_use]
+pub struct Executed {
+    /// A lock server was found unreachable: the core has news to settle.
+    pub unreachable: bool,
+    /// `rest` stopped the execution; the effects after it were dropped.
+    pub stopped: bool,
+}
+
+/// Carries out `effects` of `core` in order (see the module documentation): sends what goes
+/// over `router`, tells the core of lock servers found unreachable, and hands everything else
+/// to `rest`.
+pub fn execute(
+    router: &Router,
+    core: &mut AgentCore,
+    effects: Vec<Effect>,
+    rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
+) -> Executed {
+    let mut done = Executed::default();
+    let mut effects = effects;
+    loop {
+        let mut unreachable: Vec<NodeId> = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::ToServer { node, request } => match router.send_server(&node, request) {
+                    Ok(()) => {}
+                    Err(err) => {
+                        // A node known down, or a release at a stop (the node may be
+                        // stopping too), is no surprise.
+                        if matches!(err, RouteError::NodeDown(_)) || !core.is_running() {
+                            debug!(agent = %core.id(), %node, %err, "lock server unreachable");
+                        } else {
+                            warn!(agent = %core.id(), %node, %err, "lock server unreachable");
+                        }
+                        if !unreachable.contains(&node) {
+                            unreachable.push(node);
+                        }
+                    }
+                },
+                Effect::ToAgent { to, msg } => {
+                    if let Err(err) = router.send_agent(&to, msg) {
+                        trace!(agent = %core.id(), %to, %err, "agent message not delivered");
+                    }
+                }
+                other => {
+                    if rest(other).is_break() {
+                        done.stopped = true;
+                        return done;
+                    }
+                }
+            }
+        }
+        if unreachable.is_empty() {
+            return done;
+        }
+        done.unreachable = true;
+        effects = unreachable
+            .iter()
+            .flat_map(|node| core.unreachable(node))
+            .collect();
+    }
+}
+
+/// Ends `core` and carries out its release: its waiting callers' replies go to `rest`, and
+/// every lock server it used is asked to drop its entries. Nothing is done for a core that has
+/// ended already.
+pub fn end(router: &Router, core: &mut AgentCore, rest: &mut dyn FnMut(Effect) -> ControlFlow<()>) {
+    let effects = core.end();
+    let _ = execute(router, core, effects, rest);
+}

@@ -9,7 +9,7 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, Outcome, Request, SetOptions,
+    Agent, AwaitAll, Contacted, Convert, Dot, End, GetStatus, LockCall, Outcome, SetOptions,
     SurrenderTo, Unlock, Unwatch, Watch, outcome_error, release,
 };
 use crate::core::{LockResult, TransactionStatus};
@@ -176,7 +176,7 @@ impl Transaction {
         reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
-        self.addr.do_send(Request {
+        self.addr.do_send(LockCall {
             lock,
             mode,
             nodes,

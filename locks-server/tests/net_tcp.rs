@@ -9,8 +9,8 @@ use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
 use locks_server::net::{
-    ConnectError, Connection, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig,
-    PeerFrame, Refusal, RefusalCode, Role, SendError, connect, establish,
+    Connection, DialError, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig, PeerFrame,
+    Refusal, RefusalCode, Role, SendError, connect, establish,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -159,7 +159,7 @@ async fn wrong_cookie_is_refused_on_both_sides() {
     )
     .await;
     match initiator {
-        Err(ConnectError::Refused { refusal, .. }) => {
+        Err(DialError::Refused { refusal, .. }) => {
             assert_eq!(refusal, Refusal::ByPeer(RefusalCode::WrongCookie));
         }
         other => panic!("expected a refusal, got {other:?}"),
@@ -258,7 +258,7 @@ async fn the_listener_still_accepts_a_correct_peer_after_refused_ones() {
     .await;
     assert!(matches!(
         wrong_cookie,
-        Err(ConnectError::Refused {
+        Err(DialError::Refused {
             refusal: Refusal::ByPeer(RefusalCode::WrongCookie),
             ..
         })
@@ -270,7 +270,7 @@ async fn the_listener_still_accepts_a_correct_peer_after_refused_ones() {
     .await;
     assert!(matches!(
         duplicate,
-        Err(ConnectError::Refused {
+        Err(DialError::Refused {
             refusal: Refusal::ByPeer(RefusalCode::DuplicateName),
             ..
         })
@@ -476,7 +476,7 @@ async fn connecting_to_a_closed_port_fails() {
         connect(addr, &config("b", "secret"), |_: &NodeId| false),
     )
     .await;
-    assert!(matches!(result, Err(ConnectError::Io { .. })), "{result:?}");
+    assert!(matches!(result, Err(DialError::Io { .. })), "{result:?}");
 }
 
 /// The Node runs on actix's current-thread runtime with a `LocalSet`: the driver from

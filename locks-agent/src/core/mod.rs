@@ -19,7 +19,7 @@ pub mod status;
 pub use agent::{AgentCore, Effect, SurrenderRefusal};
 pub use error::RequestError;
 pub use graph::{Cycle, WaitForGraph, WaitLabel};
-pub use requests::Request;
+pub use requests::LockRequest;
 pub use status::{
     Deadlock, GrantedLock, LockResult, LossCause, LostLock, TransactionEvent, TransactionStatus,
 };

@@ -72,7 +72,7 @@ pub enum NameRefusal {
 
 /// Why an established connection was not registered (it must be closed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Rejection {
+pub enum LinkRejection {
     /// A handshake with the same peer that wins the tie took its place, or the peer was kept
     /// apart meanwhile.
     #[error("another connection with the peer was preferred, or it was kept apart")]
@@ -196,16 +196,20 @@ impl Membership {
 
     /// Handshake `hs` succeeded with `peer`: registers it as the peer's link, or says why not
     /// (the caller then closes the connection).
-    pub fn established(&mut self, hs: HandshakeId, peer: &NodeId) -> Result<Registered, Rejection> {
-        let pending = self.handshakes.remove(&hs).ok_or(Rejection::Unknown)?;
+    pub fn established(
+        &mut self,
+        hs: HandshakeId,
+        peer: &NodeId,
+    ) -> Result<Registered, LinkRejection> {
+        let pending = self.handshakes.remove(&hs).ok_or(LinkRejection::Unknown)?;
         if pending.doomed {
-            return Err(Rejection::Superseded);
+            return Err(LinkRejection::Superseded);
         }
         if self.apart.contains(peer) {
-            return Err(Rejection::Apart);
+            return Err(LinkRejection::Apart);
         }
         if self.links.contains_key(peer) {
-            return Err(Rejection::Connected);
+            return Err(LinkRejection::Connected);
         }
         let registered = Registered {
             link: self.fresh_id(),

@@ -153,7 +153,7 @@ impl HandshakeRefusals {
 
     /// Counts one failed handshake.
     fn count(&mut self, error: &ConnectError) {
-        use crate::net::{ConnectError as Net, Refusal};
+        use crate::net::{DialError as Net, Refusal};
         let refusal = match error {
             ConnectError::Net(Net::Refused { refusal, .. }) | ConnectError::Handshake(refusal) => {
                 refusal
@@ -253,7 +253,7 @@ pub struct Cluster {
 pub enum ConnectError {
     /// The TCP connection or the handshake failed.
     #[error(transparent)]
-    Net(#[from] crate::net::ConnectError),
+    Net(#[from] crate::net::DialError),
     /// An accepted handshake failed.
     #[error("handshake failed: {0}")]
     Handshake(crate::net::Refusal),
@@ -280,7 +280,7 @@ pub enum ConnectError {
         /// The peer.
         peer: NodeId,
         /// Why.
-        reason: membership::Rejection,
+        reason: membership::LinkRejection,
     },
 }
 

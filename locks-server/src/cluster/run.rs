@@ -3,7 +3,7 @@
 //! end do (see the contracts in the [module documentation](super)).
 
 use super::backoff::Backoff;
-use super::membership::{HandshakeId, LinkId, NameRefusal, Rejection};
+use super::membership::{HandshakeId, LinkId, LinkRejection, NameRefusal};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
@@ -309,7 +309,7 @@ impl Cluster {
             || matches!(
                 error,
                 ConnectError::NotKept {
-                    reason: Rejection::Superseded | Rejection::Connected,
+                    reason: LinkRejection::Superseded | LinkRejection::Connected,
                     ..
                 }
             );
@@ -463,7 +463,7 @@ fn is_duplicate(error: &ConnectError) -> bool {
         ConnectError::Refused { reason, .. } => {
             matches!(reason, NameRefusal::Connected | NameRefusal::Handshaking)
         }
-        ConnectError::Net(net::ConnectError::Refused { refusal, .. }) => {
+        ConnectError::Net(net::DialError::Refused { refusal, .. }) => {
             *refusal == Refusal::ByPeer(RefusalCode::DuplicateName)
         }
         _ => false,

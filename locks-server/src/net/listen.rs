@@ -145,7 +145,7 @@ async fn accept_loop(
 
 /// Why [`connect`] failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
+pub enum DialError {
     /// The TCP connection was not established within [`NetConfig::connect_timeout`].
     #[error("connecting to {addr} timed out after {after:?}")]
     Timeout {
@@ -178,13 +178,13 @@ pub async fn connect(
     addr: SocketAddr,
     config: &NetConfig,
     name_in_use: impl Fn(&NodeId) -> bool,
-) -> Result<Connection, ConnectError> {
+) -> Result<Connection, DialError> {
     let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return Err(ConnectError::Io { addr, error }),
+        Ok(Err(error)) => return Err(DialError::Io { addr, error }),
         Err(_) => {
-            return Err(ConnectError::Timeout {
+            return Err(DialError::Timeout {
                 addr,
                 after: config.connect_timeout,
             });
@@ -192,5 +192,5 @@ pub async fn connect(
     };
     establish(stream, Role::Initiator, config, name_in_use)
         .await
-        .map_err(|refusal| ConnectError::Refused { addr, refusal })
+        .map_err(|refusal| DialError::Refused { addr, refusal })
 }

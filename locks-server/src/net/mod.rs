@@ -64,7 +64,7 @@ pub use frame::{FrameError, PeerFrame, RefusalCode};
 pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
-pub use listen::{ConnectError, Listener, NameInUse, connect};
+pub use listen::{DialError, Listener, NameInUse, connect};
 
 use crate::log_limit::LogLimiter;
 use locks_core::NodeId;

@@ -7,7 +7,7 @@
 //! status is evaluated (`pending.rs`) and reported at the end of that refresh.
 
 use super::{AgentCore, Effect};
-use crate::core::requests::{Request, held_on};
+use crate::core::requests::{LockRequest, held_on};
 use crate::core::status::{GrantedLock, LockResult, LossCause, LostLock};
 use locks_core::{LockId, Mode, NodeId};
 use std::collections::BTreeSet;
@@ -50,7 +50,7 @@ impl AgentCore {
             .collect()
     }
 
-    fn grant_of(&self, r: &Request) -> GrantedLock {
+    fn grant_of(&self, r: &LockRequest) -> GrantedLock {
         // Sized by the request's nodes: collecting the filtered iterator would reserve room
         // for four, and this list is built for every lock of the transaction.
         let mut nodes = Vec::with_capacity(r.nodes.len());

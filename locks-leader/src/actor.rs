@@ -19,7 +19,8 @@
 use crate::callbacks::{CallId, Callbacks};
 use crate::core::{Effect, MemberCore, Peer, SYNC_TIMEOUT};
 use crate::error::{CallError, Error};
-use crate::handle::{MemberInfo, SharedProof};
+use crate::info::MemberInfo;
+use crate::lease::SharedProof;
 use crate::lease::lease_valid;
 use crate::term::Term;
 use actix::prelude::*;

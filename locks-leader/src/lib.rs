@@ -197,16 +197,15 @@ pub mod callbacks;
 pub mod core;
 pub mod error;
 mod handle;
+mod info;
 mod lease;
 pub mod options;
 pub mod term;
 
-pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Elected, Handled, Payload};
-pub use core::Ctx;
+pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};
 pub use error::{CallError, Error};
-pub use handle::{
-    DEFAULT_CALL_TIMEOUT, Member, MemberInfo, election_lock, start, start_with, sync_lock,
-};
+pub use handle::{DEFAULT_CALL_TIMEOUT, Member, election_lock, start, start_with, sync_lock};
+pub use info::MemberInfo;
 pub use locks_core::MemberId;
 pub use options::{ElectionMode, GroupOptions};
 pub use term::{Role, Term};

@@ -53,17 +53,15 @@
 //! is sent again.
 
 mod calls;
-mod ctx;
 mod majority;
 mod member;
 pub mod peer;
 mod society;
 
-pub use ctx::Ctx;
 pub use majority::LeaseProof;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
-use crate::callbacks::{CallId, Callbacks};
+use crate::callbacks::{CallId, Callbacks, Ctx, GroupView};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
@@ -278,6 +276,36 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) published: Option<Term>,
     pub(crate) stopped: bool,
     pub(crate) out: Vec<Effect<C>>,
+}
+
+impl<C: Callbacks> GroupView for Inner<C> {
+    fn me(&self) -> &MemberId {
+        &self.me
+    }
+    fn role(&self) -> Role {
+        self.role
+    }
+    fn term(&self) -> Option<&Term> {
+        Inner::term(self)
+    }
+    fn is_leader(&self) -> bool {
+        Inner::is_leader(self)
+    }
+    fn established(&self) -> bool {
+        Inner::established(self)
+    }
+    fn with_role(&self, role: Role) -> Vec<MemberId> {
+        Inner::with_role(self, role)
+    }
+    fn unsynced(&self, role: Role) -> Vec<MemberId> {
+        Inner::unsynced(self, role)
+    }
+    fn alive_members(&self) -> Vec<MemberId> {
+        Inner::alive_members(self)
+    }
+    fn nodes(&self) -> Vec<NodeId> {
+        self.alive.iter().cloned().collect()
+    }
 }
 
 impl<C: Callbacks> Inner<C> {

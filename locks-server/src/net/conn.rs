@@ -12,7 +12,8 @@
 use crate::log_limit::Verdict;
 use crate::net::NetConfig;
 use crate::net::frame::{
-    HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, decode_frame, encode_frame, length_codec,
+    HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, Transport, decode_frame, encode_frame,
+    length_codec,
 };
 use crate::net::handshake::{Handshake, HandshakeOutcome, Refusal, Role, Step};
 use crate::net::link::{self, Driver, Link};
@@ -24,10 +25,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout_at};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
-
-/// The framed stream of a connection.
-pub(crate) type Transport = Framed<TcpStream, LengthDelimitedCodec>;
+use tokio_util::codec::Framed;
 
 /// How long a side that refuses a handshake waits for its `Refuse` frame to be written and
 /// for the peer to hang up, before it drops the socket.

@@ -21,8 +21,7 @@
 
 use crate::lease::LeaseCell;
 use crate::net::NetConfig;
-use crate::net::conn::Transport;
-use crate::net::frame::{PeerFrame, decode_frame, encode_frame, encode_payload};
+use crate::net::frame::{PeerFrame, Transport, decode_frame, encode_frame, encode_payload};
 use crate::net::handshake::Role;
 use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 use bytes::Bytes;

@@ -23,7 +23,6 @@
 #![deny(unsafe_code)]
 
 pub mod codec;
-pub mod error;
 pub mod fence;
 pub mod id;
 pub mod ident;
@@ -35,7 +34,6 @@ pub mod rwu;
 mod sync;
 pub mod waits;
 
-pub use error::Error;
 pub use id::{Key, LockId, LockIdError};
 pub use ident::{AgentId, MemberId, NodeId, NodeNameError};
 pub use lock_word::{LockState, LockWord, LockWordError, LockWordRef};

@@ -50,14 +50,20 @@ pub enum ConfigError {
     },
     /// The TOML text is not valid, or has unknown or mistyped keys.
     #[error("invalid node configuration: {0}")]
-    Toml(String),
+    Toml(#[from] toml::de::Error),
     /// An address could not be parsed or resolved.
-    #[error("invalid address {address:?}: {reason}")]
+    #[error("invalid address {address:?}: {error}")]
     Address {
         /// The address as written.
         address: String,
-        /// Why.
-        reason: String,
+        /// Why it was not resolved.
+        error: std::io::Error,
+    },
+    /// A host name resolved to no address.
+    #[error("invalid address {address:?}: the name resolves to no address")]
+    NoAddress {
+        /// The address as written.
+        address: String,
     },
     /// Both `cookie` and `cookie_file` were given.
     #[error("give either `cookie` or `cookie_file`, not both")]
@@ -291,8 +297,7 @@ impl NodeConfig {
     }
 
     fn from_toml(text: &str, base: Option<&Path>) -> Result<NodeConfig, ConfigError> {
-        let file: FileConfig =
-            toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        let file: FileConfig = toml::from_str(text)?;
         let mut config = NodeConfig::new(file.name);
         if let Some(listen) = file.listen {
             config = config.listen(resolve(&listen)?);
@@ -368,13 +373,14 @@ fn resolve(address: &str) -> Result<SocketAddr, ConfigError> {
     if let Ok(addr) = address.parse() {
         return Ok(addr);
     }
-    let bad = |reason: String| ConfigError::Address {
-        address: address.to_owned(),
-        reason,
-    };
     address
         .to_socket_addrs()
-        .map_err(|e| bad(e.to_string()))?
+        .map_err(|error| ConfigError::Address {
+            address: address.to_owned(),
+            error,
+        })?
         .next()
-        .ok_or_else(|| bad("the name resolves to no address".to_owned()))
+        .ok_or_else(|| ConfigError::NoAddress {
+            address: address.to_owned(),
+        })
 }

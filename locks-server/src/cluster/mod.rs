@@ -220,7 +220,7 @@ struct State {
     /// The last failure of a handshake with each peer (other than giving way to another
     /// handshake with it), numbered by `failures_seen`: what a `connect` that gave way reports.
     /// An entry leaves when the peer comes up.
-    last_failure: HashMap<NodeId, (u64, String)>,
+    last_failure: HashMap<NodeId, (u64, ConnectError)>,
     /// How many such failures were recorded.
     failures_seen: u64,
 }
@@ -249,7 +249,7 @@ pub struct Cluster {
 }
 
 /// Why a connection to a peer was not made (or not kept).
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The TCP connection or the handshake failed.
     #[error(transparent)]
@@ -272,7 +272,7 @@ pub enum ConnectError {
         /// The peer.
         peer: NodeId,
         /// Why the other handshake failed.
-        error: String,
+        error: Box<ConnectError>,
     },
     /// The handshake succeeded but the connection was not kept.
     #[error("the connection to {peer} was not kept: {reason}")]

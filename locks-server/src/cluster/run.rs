@@ -87,7 +87,12 @@ impl Cluster {
             if let Some(peer) = peer {
                 match self.wait_outcome(&peer, since, by_peer).await {
                     Some(Ok(())) => result = Ok(peer),
-                    Some(Err(error)) => result = Err(ConnectError::Concurrent { peer, error }),
+                    Some(Err(error)) => {
+                        result = Err(ConnectError::Concurrent {
+                            peer,
+                            error: Box::new(error),
+                        });
+                    }
                     None => {}
                 }
             }
@@ -110,7 +115,7 @@ impl Cluster {
         peer: &NodeId,
         since: u64,
         by_peer: bool,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), ConnectError>> {
         let wait = async {
             loop {
                 let notified = self.changed.notified();
@@ -319,7 +324,7 @@ impl Cluster {
             let mut state = self.state();
             state.failures_seen += 1;
             let seen = state.failures_seen;
-            state.last_failure.insert(peer, (seen, error.to_string()));
+            state.last_failure.insert(peer, (seen, error.clone()));
             drop(state);
             self.changed.notify_waiters();
         }

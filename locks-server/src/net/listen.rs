@@ -143,8 +143,9 @@ async fn accept_loop(
     }
 }
 
-/// Why [`connect`] failed.
-#[derive(Debug, thiserror::Error)]
+/// Why [`connect`] failed. (`Clone`, so that one failure can answer every caller waiting on
+/// the same peer.)
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum DialError {
     /// The TCP connection was not established within [`NetConfig::connect_timeout`].
     #[error("connecting to {addr} timed out after {after:?}")]
@@ -160,7 +161,7 @@ pub enum DialError {
         /// The address.
         addr: SocketAddr,
         /// The error.
-        error: io::Error,
+        error: Arc<io::Error>,
     },
     /// The handshake failed.
     #[error("handshake with {addr} failed: {refusal}")]
@@ -182,7 +183,12 @@ pub async fn connect(
     let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return Err(DialError::Io { addr, error }),
+        Ok(Err(error)) => {
+            return Err(DialError::Io {
+                addr,
+                error: Arc::new(error),
+            });
+        }
         Err(_) => {
             return Err(DialError::Timeout {
                 addr,

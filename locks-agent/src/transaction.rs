@@ -21,6 +21,7 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
+use locks_server::internal::NodeInternals;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};

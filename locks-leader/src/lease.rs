@@ -10,7 +10,7 @@
 
 use crate::core::LeaseProof;
 use locks_core::NodeId;
-use locks_server::Router;
+use locks_server::internal::Router;
 use std::sync::{Arc, RwLock};
 
 /// What a leader's claim rests on, shared by the member's actor (which writes it after every

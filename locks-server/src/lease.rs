@@ -162,6 +162,7 @@ fn to_nanos(at: Instant) -> u64 {
 ///
 /// Invariant: once [`LeaseCell::valid`] has answered `false`, it answers `false` for ever, and
 /// [`LeaseCell::renew`] fails: an expired lease is final for its link.
+#[doc(hidden)] // the seam: reached through `crate::internal`
 #[derive(Debug)]
 pub struct LeaseCell {
     until: AtomicU64,

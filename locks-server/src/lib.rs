@@ -1,3 +1,4 @@
+#![warn(unnameable_types)]
 //! `locks-server`: the node-local half of the lock manager.
 //!
 //! It owns the lock table (pure, synchronous: [`table`]), the [`LockServer`] actor that wraps
@@ -16,21 +17,27 @@
 //!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
 
-pub mod cluster;
-pub mod config;
-pub mod error;
+mod cluster;
+mod config;
+mod error;
+#[doc(hidden)]
+pub mod internal;
 pub mod lease;
-pub mod log_limit;
-pub mod net;
-pub mod node;
-pub mod router;
-pub mod server;
-pub mod table;
+mod log_limit;
+mod net;
+mod node;
+mod router;
+mod server;
+mod table;
 
+pub use cluster::membership::{LinkRejection, NameRefusal};
+pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEvents};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
-pub use lease::{LeaseConfig, Leases};
+pub use lease::{LeaseConfig, LeaseError, Leases};
+pub use net::{Cookie, DialError, HeartbeatConfig, Refusal, RefusalCode};
 pub use node::Node;
-pub use router::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, Router, ToServer};
-pub use server::{LockServer, Snapshot, Watchers};
-pub use table::{LockTable, TableSnapshot};
+pub use router::RouteError;
+pub use table::{
+    DEFAULT_MAX_DEPTH, Effects, EntrySnapshot, LockSnapshot, LockTable, TableSnapshot,
+};

@@ -165,28 +165,12 @@ impl Node {
         &self.inner.modes
     }
 
-    /// The router of this node (for agents and the cluster layer).
-    pub fn router(&self) -> &Arc<Router> {
-        &self.inner.router
-    }
-
-    /// The arbiter (thread) the node's actors run on.
-    pub fn arbiter(&self) -> &ArbiterHandle {
-        &self.inner.arbiter
-    }
-
     /// The nodes this node can reach: itself and its connected peers, sorted.
     pub fn nodes(&self) -> Vec<NodeId> {
         let mut nodes = self.inner.router.remote_nodes();
         nodes.push(self.inner.id.clone());
         nodes.sort();
         nodes
-    }
-
-    /// A fresh agent id: later calls give larger ids.
-    pub fn next_agent_id(&self) -> AgentId {
-        let serial = self.inner.next_serial.fetch_add(1, Ordering::Relaxed);
-        AgentId::new(self.inner.id.clone(), self.inner.incarnation, serial)
     }
 
     /// Whether the calling thread is the node's own thread.
@@ -399,4 +383,31 @@ fn incarnation_now() -> u64 {
 /// one ran more than 1024 operations per microsecond.
 fn version_base(incarnation: u64) -> u64 {
     incarnation.saturating_mul(1024)
+}
+
+/// What the other crates of this workspace need of a [`Node`] to run actors on it (agents,
+/// group members): its router, its thread and fresh agent ids. Not part of the public surface:
+/// reached through [`crate::internal`].
+pub trait NodeInternals {
+    /// The router of this node (for agents and the cluster layer).
+    fn router(&self) -> &Arc<Router>;
+    /// The arbiter (thread) the node's actors run on.
+    fn arbiter(&self) -> &ArbiterHandle;
+    /// A fresh agent id: later calls give larger ids.
+    fn next_agent_id(&self) -> AgentId;
+}
+
+impl NodeInternals for Node {
+    fn router(&self) -> &Arc<Router> {
+        &self.inner.router
+    }
+
+    fn arbiter(&self) -> &ArbiterHandle {
+        &self.inner.arbiter
+    }
+
+    fn next_agent_id(&self) -> AgentId {
+        let serial = self.inner.next_serial.fetch_add(1, Ordering::Relaxed);
+        AgentId::new(self.inner.id.clone(), self.inner.incarnation, serial)
+    }
 }

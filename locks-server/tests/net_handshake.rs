@@ -4,9 +4,9 @@
 use locks_core::NodeId;
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, codec::CodecError};
-use locks_server::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
-use locks_server::net::handshake::Step;
-use locks_server::net::{
+use locks_server::internal::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
+use locks_server::internal::net::handshake::Step;
+use locks_server::internal::net::{
     Cookie, Handshake, HandshakeOutcome, PeerFrame, Refusal, RefusalCode, Role,
 };
 use proptest::prelude::*;

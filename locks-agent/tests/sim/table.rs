@@ -5,7 +5,7 @@ use locks_core::proto::{AgentMessage, Note, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 
 /// A picture of a simulated server's table, now.
-pub type Inspect = Box<dyn Fn() -> locks_server::table::TableSnapshot>;
+pub type Inspect = Box<dyn Fn() -> locks_server::TableSnapshot>;
 
 /// What the servers saw of the surrenders they applied.
 #[derive(Clone, Debug, Default)]

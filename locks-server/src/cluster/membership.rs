@@ -127,11 +127,6 @@ impl Membership {
         }
     }
 
-    /// This node's name.
-    pub fn me(&self) -> &NodeId {
-        &self.me
-    }
-
     fn fresh_id(&mut self) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
@@ -284,6 +279,7 @@ impl Membership {
     }
 
     /// How many handshakes are in progress.
+    #[cfg(test)]
     pub fn handshakes(&self) -> usize {
         self.handshakes.len()
     }

@@ -51,9 +51,9 @@
 //!
 //! [`RouteError::NodeDown`]: crate::router::RouteError::NodeDown
 
-pub mod backoff;
-pub mod membership;
-pub mod remote;
+mod backoff;
+pub(crate) mod membership;
+pub(crate) mod remote;
 mod run;
 
 use crate::config::ClusterConfig;
@@ -352,11 +352,6 @@ impl Cluster {
     /// The failed handshakes so far, by cause; the receiver sees every later change.
     pub fn refusals(&self) -> tokio::sync::watch::Receiver<HandshakeRefusals> {
         self.refusals.subscribe()
-    }
-
-    /// Whether `peer` is kept apart.
-    pub fn is_apart(&self, peer: &NodeId) -> bool {
-        self.state().membership.is_apart(peer)
     }
 
     /// Node thread: keeps `peer` apart, closes its connection and waits until its down has

@@ -39,12 +39,15 @@
 //! transaction's options and the multi-node requirements.
 
 #![forbid(unsafe_code)]
+#![warn(unnameable_types)]
 
 mod agent;
-pub mod core;
-pub mod error;
+mod core;
+mod error;
 mod events;
-pub mod options;
+#[doc(hidden)]
+pub mod internal;
+mod options;
 mod transaction;
 mod watch;
 

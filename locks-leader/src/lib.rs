@@ -191,16 +191,19 @@
 //!   there): the lock decides who leads.
 
 #![forbid(unsafe_code)]
+#![warn(unnameable_types)]
 
 mod actor;
-pub mod callbacks;
-pub mod core;
-pub mod error;
+mod callbacks;
+mod core;
+mod error;
 mod handle;
 mod info;
+#[doc(hidden)]
+pub mod internal;
 mod lease;
-pub mod options;
-pub mod term;
+mod options;
+mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};
 pub use error::{CallError, Error};

@@ -8,7 +8,7 @@ use crate::core::peer::Peer;
 use crate::error::CallError;
 use crate::options::GroupOptions;
 use crate::term::{Role, Term};
-use locks_agent::core::{AgentCore, Effect as AgentEffect};
+use locks_agent::internal::{AgentCore, Effect as AgentEffect};
 use locks_agent::{Options, Req};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, Mode, ModeTable, NodeId};

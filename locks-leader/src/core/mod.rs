@@ -55,7 +55,7 @@
 mod calls;
 mod majority;
 mod member;
-pub mod peer;
+mod peer;
 mod society;
 
 pub use majority::LeaseProof;
@@ -65,7 +65,7 @@ use crate::callbacks::{CallId, Callbacks, Ctx, GroupView};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
-use locks_agent::core::AgentCore;
+use locks_agent::internal::AgentCore;
 use locks_core::proto::{AgentMessage, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -74,10 +74,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a candidate may take to get the sync lock before it gives up and tries again.
-pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a candidate that failed to sync waits before it checks its locks and tries again.
-pub const RECHECK: Duration = Duration::from_millis(20);
+pub(crate) const RECHECK: Duration = Duration::from_millis(20);
 
 /// Something the shell must do for the core, in the order given.
 pub enum Effect<C: Callbacks> {

@@ -17,7 +17,7 @@ use super::common::dict::{Dict, Rep, Req};
 use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
-use locks_leader::core::{Effect, MemberCore, Peer, State};
+use locks_leader::internal::{Effect, MemberCore, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_server::LockTable;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -32,13 +32,27 @@
 //! crosses threads, which on a small machine costs tens of microseconds per hop. Both are
 //! correct.
 //!
-//! The agent actor is a thin shell around [`core::AgentCore`], the pure state machine that holds
+//! The agent actor is a thin shell around the agent core, the pure state machine that holds
 //! the requests and multi-node claims, the versioned knowledge of lock copies, the petgraph
 //! wait-for graph with cycle detection and the victim's choice, and the forwarding; it is tested
-//! on an in-memory network of cores and lock tables (`tests/sim`). [`options`] holds the
-//! transaction's options and the multi-node requirements.
+//! on an in-memory network of cores and lock tables (`tests/sim`). [`Options`] holds the
+//! transaction's options and [`Req`] the multi-node requirements.
+//!
+//! # Public surface
+//!
+//! At the root: [`Transaction`] with [`begin_transaction`] and [`begin_transaction_with`];
+//! its [`Options`] and [`Req`] (with [`UnknownReq`] for a requirement name not known); what
+//! it reports ([`Locked`], [`LockResult`], [`GrantedLock`], [`LockState`],
+//! [`TransactionStatus`], [`TransactionEvent`], [`TransactionEvents`], [`LostLock`],
+//! [`LossCause`], [`Deadlock`], [`LockWatch`], [`WatchItem`]); and its errors ([`Error`],
+//! [`RequestError`], [`SurrenderRefusal`]). The seam between the crates of this workspace (the
+//! agent core `AgentCore` and its `Effect`s, which `locks-leader` runs its election agent on,
+//! the `LockRequest` records, the `WaitForGraph`, used by the leader, the simulations and the
+//! benches) is the `#[doc(hidden)]` module `locks_agent::internal`, with no stability promise;
+//! everything else is private to the crate.
 
 #![forbid(unsafe_code)]
+// Every type a public item mentions is nameable from the root or from `internal`.
 #![warn(unnameable_types)]
 
 mod agent;

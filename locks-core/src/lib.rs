@@ -19,6 +19,16 @@
 //! ```
 //!
 //! It contains no actors, no runtime and no sockets.
+//!
+//! # Public surface
+//!
+//! At the root: [`Mode`], [`ModeTable`], [`LockId`], [`Key`], [`NodeId`], [`AgentId`],
+//! [`MemberId`], [`LockWord`], [`LockWordRef`], [`LockState`], [`RwuLock`] and its guards, and
+//! the errors of each ([`LockIdError`], [`NodeNameError`], [`ModeTableError`],
+//! [`LockWordError`]); the modules [`proto`], [`codec`], [`fence`] and [`waits`] for the wire
+//! messages, their encoding, fencing and the wait-for edges, and [`lock_word`] for the lock
+//! word's procedures. This crate has no internal seam: what the other crates of the workspace
+//! use of it is its public surface.
 
 #![deny(unsafe_code)]
 

@@ -5,7 +5,7 @@ use crate::options::ElectionMode;
 use crate::term::{Role, Term};
 use locks_core::{MemberId, NodeId};
 
-/// What a member knows, as [`Member::info`] reports it (Erlang's `info/1`).
+/// What a member knows, as [`Member::info`](crate::Member::info) reports it (Erlang's `info/1`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberInfo {
     /// The member.

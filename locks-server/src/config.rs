@@ -5,24 +5,7 @@
 //! ([`Node::start`](crate::Node::start) refuses to start without one, with
 //! [`ConfigError::MissingCookie`]).
 //!
-//! The TOML form has the same settings (unknown keys are refused, so a typo is an error):
-//!
-//! ```toml
-//! name = "a"
-//! listen = "127.0.0.1:7001"                     # optional: accept peers here
-//! peers = ["127.0.0.1:7002", "127.0.0.1:7003"]  # optional: dial these, and again when lost
-//! cookie = "change-me"                          # or: cookie_file = "/path/to/cookie"
-//! heartbeat_interval_ms = 500                   # optional, defaults shown
-//! heartbeat_timeout_ms = 2000
-//! connect_timeout_ms = 5000
-//! handshake_timeout_ms = 5000
-//! reconnect_min_ms = 100
-//! reconnect_max_ms = 1000
-//! max_frame = 4194304
-//! lease_ms = 1500                               # default: 3/4 of the heartbeat timeout
-//! lock_delay_ms = 2000                          # default: the heartbeat timeout
-//! start_delay_ms = 2000                         # default: the lock-delay
-//! ```
+//! The TOML form is documented on [`NodeConfig`].
 //!
 //! The lease, lock-delay and start-delay are explained in [`crate::lease`]: in short, after a
 //! holder's node crashes or is cut off its locks are unavailable for about lease + lock-delay,
@@ -163,6 +146,25 @@ impl ClusterConfig {
 ///     .heartbeat(Duration::from_millis(200), Duration::from_secs(1));
 /// assert!(config.cluster().is_clustered());
 /// ```
+///
+/// The TOML form has the same settings (unknown keys are refused, so a typo is an error):
+///
+/// ```toml
+/// name = "a"
+/// listen = "127.0.0.1:7001"                     # optional: accept peers here
+/// peers = ["127.0.0.1:7002", "127.0.0.1:7003"]  # optional: dial these, and again when lost
+/// cookie = "change-me"                          # or: cookie_file = "/path/to/cookie"
+/// heartbeat_interval_ms = 500                   # optional, defaults shown
+/// heartbeat_timeout_ms = 2000
+/// connect_timeout_ms = 5000
+/// handshake_timeout_ms = 5000
+/// reconnect_min_ms = 100
+/// reconnect_max_ms = 1000
+/// max_frame = 4194304
+/// lease_ms = 1500                               # default: 3/4 of the heartbeat timeout
+/// lock_delay_ms = 2000                          # default: the heartbeat timeout
+/// start_delay_ms = 2000                         # default: the lock-delay
+/// ```
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     name: String,
@@ -279,7 +281,7 @@ impl NodeConfig {
         &self.cluster
     }
 
-    /// Reads a configuration from TOML text (the format is in the [module docs](self)).
+    /// Reads a configuration from TOML text (the format is in the [`NodeConfig`] docs).
     /// Relative `cookie_file` paths are taken from the current directory.
     pub fn from_toml_str(text: &str) -> Result<NodeConfig, ConfigError> {
         NodeConfig::from_toml(text, None)

@@ -22,7 +22,7 @@
 //! (at the start of a link, `s` is the start of the handshake). A claim of H's agents on R's
 //! locks is valid only while H's lease on R is. When it expires, H treats R as down: its
 //! agents are told at once, and every status or held-check made before the link's own timer
-//! fires also consults the lease ([`crate::Router::lease_valid`]), so a process resumed after a
+//! fires also consults the lease (the router's `lease_valid`), so a process resumed after a
 //! pause answers "lost" before anything stale. An expired lease is final for that link: a late
 //! answer cannot revive it (the link is closed and a new one must be made).
 //!

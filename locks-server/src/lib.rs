@@ -1,13 +1,12 @@
-#![warn(unnameable_types)]
 //! `locks-server`: the node-local half of the lock manager.
 //!
-//! It owns the lock table (pure, synchronous: [`table`]), the [`LockServer`] actor that wraps
-//! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
-//! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
-//! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
-//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does),
-//! the leases and lock-delay that keep a cut-off holder from believing in a lock somebody else
-//! was given ([`lease`]), and the rate limit of the warnings strangers can cause ([`log_limit`]).
+//! It owns the lock table (pure, synchronous: [`LockTable`]), the lock server actor that wraps
+//! it, the router that carries messages between agents and lock servers, local or remote, the
+//! [`Node`] a program starts and its configuration ([`NodeConfig`]), the node-to-node
+//! transport (framing, handshake, heartbeats and TCP connections) and the cluster layer on top
+//! of it (which connections a node keeps, and what a node going down or up does), the leases
+//! and lock-delay that keep a cut-off holder from believing in a lock somebody else was given
+//! ([`lease`]), and the rate limit of the warnings strangers can cause.
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
@@ -16,6 +15,24 @@
 //!          ▲ NodeUp/NodeDown                  │    ▲ deliver_from
 //!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
+//!
+//! # Public surface
+//!
+//! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
+//! [`Leases`], [`HeartbeatConfig`], [`Cookie`]); what a node reports ([`NodeEvent`],
+//! [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`], [`TableSnapshot`], [`LockSnapshot`],
+//! [`EntrySnapshot`]); the pure [`LockTable`] with its [`Effects`] and [`DEFAULT_MAX_DEPTH`];
+//! the errors and what they carry ([`Error`], [`ConfigError`], [`ConnectError`],
+//! [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`], [`LinkRejection`],
+//! [`RouteError`], [`LeaseError`]); and the [`lease`] module, whose docs are the argument for
+//! the leases and lock-delay. The seam between the crates of this workspace (the router and the
+//! actor messages it carries, a node's router, thread and agent ids, the lock server actor, the
+//! transport and the cluster link, used by `locks-agent`, `locks-leader` and the workspace's
+//! tests) is the `#[doc(hidden)]` module `locks_server::internal`, with no stability promise;
+//! everything else is private to the crate.
+
+// Every type a public item mentions is nameable from the root or from `internal`.
+#![warn(unnameable_types)]
 
 mod cluster;
 mod config;

@@ -314,7 +314,7 @@ impl Node {
     /// Stops the node: every agent and the lock server stop, and the node's thread ends.
     /// Calls made afterwards through this or any other handle fail with [`Error::Stopped`].
     ///
-    /// A cluster node first leaves cleanly ([`Cluster::leave`]): its peers are told to release
+    /// A cluster node first leaves cleanly (the cluster layer's `leave`): its peers are told to release
     /// its agents' locks and its connections are closed after what is queued, so the peers
     /// give those locks to others at once instead of after the lock-delay of a crash. (From
     /// the node's own thread, or when the node is dropped, it stops at once.)

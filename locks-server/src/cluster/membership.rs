@@ -56,7 +56,7 @@ pub enum NameRefusal {
     /// The peer claims this node's own name.
     #[error("it claims this node's own name")]
     OwnName,
-    /// The peer is kept apart by [`Membership::disconnect`].
+    /// The peer is kept apart by [`Node::disconnect`](crate::Node::disconnect).
     #[error("it is kept apart")]
     Apart,
     /// The peer already has a registered link.

@@ -52,7 +52,7 @@ pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEven
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
 pub use lease::{LeaseConfig, LeaseError, Leases};
-pub use net::{Cookie, DialError, HeartbeatConfig, Refusal, RefusalCode};
+pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use node::Node;
 pub use router::RouteError;
 pub use table::{

@@ -233,11 +233,11 @@ proptest! {
                     prop_assert!(frame.len() <= HANDSHAKE_MAX_FRAME);
                     match decode_frame(&frame, HANDSHAKE_MAX_FRAME) {
                         Ok(frame) => hs.on_frame(frame, |_: &NodeId| false),
-                        Err(e) => hs.on_malformed(&e),
+                        Err(e) => hs.on_malformed(e),
                     }
                 }
                 Ok(None) => break,
-                Err(e) => hs.on_bad_framing(&e.to_string()),
+                Err(e) => hs.on_bad_framing(e),
             };
             let established = matches!(step.outcome, Some(HandshakeOutcome::Established { .. }));
             prop_assert!(!established, "established without the cookie");

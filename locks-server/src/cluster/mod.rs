@@ -179,7 +179,7 @@ impl HandshakeRefusals {
             Refusal::DuplicateName(_) => &mut self.duplicate_name,
             Refusal::Malformed(_) => &mut self.malformed,
             Refusal::Timeout => &mut self.timeout,
-            Refusal::Closed | Refusal::Io(_) => &mut self.closed,
+            Refusal::Closed | Refusal::Io(_) | Refusal::NoRandomness(_) => &mut self.closed,
             Refusal::ByPeer(_) => &mut self.by_peer,
             Refusal::Evicted => &mut self.evicted,
         };

@@ -52,6 +52,7 @@
 //! [`Heartbeat`]: crate::net::Heartbeat
 
 pub mod conn;
+pub mod failure;
 pub mod frame;
 pub mod handshake;
 pub mod heartbeat;
@@ -60,6 +61,7 @@ pub mod listen;
 pub mod pending;
 
 pub use conn::{Connection, establish};
+pub use failure::{IoFailure, Malformed};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
 pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};

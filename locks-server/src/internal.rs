@@ -7,7 +7,7 @@
 //! It carries no stability promise: anything here may change with any release, in step with
 //! the crates of this workspace. Programs use the names at the crate's root.
 
-pub use crate::lease::LeaseCell;
+pub use crate::lease::{Expired, LeaseCell};
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
 pub use crate::router::{Deliver, DownCause, MemberDelivery, RemoteLink, Router, ToServer};

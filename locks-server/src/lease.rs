@@ -210,7 +210,8 @@ impl LeaseCell {
     }
 }
 
-/// The lease had already expired.
+/// The lease had already expired ([`LeaseCell::renew`]'s error).
+#[doc(hidden)] // the seam, with `LeaseCell`: reached through `crate::internal`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the lease has expired")]
 pub struct Expired;

@@ -1,6 +1,12 @@
 //! Shared helpers for the example programs: the benchmark harness ([`bench`]) and [`gdict`], the
 //! replicated dictionary on `locks-leader`; [`node_cli`], the `node` binary's configuration
 //! and line protocol; [`sees`], which the multi-node examples wait on.
+//!
+//! # Public surface
+//!
+//! The modules and [`sees`] above, for this crate's examples, binaries and tests; it is no
+//! library for other programs and has no internal seam. It uses only the public surface of
+//! the lock crates, and `locks_agent::internal::WaitForGraph` for the graph benchmark.
 
 pub mod bench;
 pub mod gdict;

@@ -3,7 +3,7 @@
 //! Messages it handles:
 //! - [`Deliver`] (from the [`Router`]): notices from lock servers, views forwarded by other
 //!   agents, surrender reports. Fed to the core; a settle round is scheduled.
-//! - [`Request`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
+//! - [`LockCall`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
 //! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`agent/calls.rs`) and [`Watch`],
@@ -39,7 +39,7 @@ use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::{Deliver, DownCause, Router};
+use locks_server::internal::{Deliver, DownCause, Router};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -326,7 +326,7 @@ impl Handler<Deliver> for Agent {
 /// A lock request from the client; `reply` is set for a blocking `lock`.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(crate) struct Request {
+pub(crate) struct LockCall {
     pub lock: LockId,
     pub mode: Mode,
     /// Inline for one node, the common case: a burst of requests is one allocation fewer each.
@@ -337,10 +337,10 @@ pub(crate) struct Request {
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
 
-impl Handler<Request> for Agent {
+impl Handler<LockCall> for Agent {
     type Result = ();
 
-    fn handle(&mut self, msg: Request, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
         let call = msg.reply.map(|reply| self.callers.add(Caller::Lock(reply)));
         let requested = match call {
             Some(call) => self

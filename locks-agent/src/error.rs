@@ -2,6 +2,7 @@
 
 use crate::core::{CallFailure, RequestError};
 use locks_core::{LockId, NodeId};
+use std::sync::Arc;
 
 /// Why a transaction call failed. Errors are `Clone` so that one outcome can answer every
 /// caller that was waiting.
@@ -36,14 +37,15 @@ pub enum Error {
     /// The transaction has ended (by `end`, by dropping its handle, or with its node).
     #[error("the transaction has ended")]
     Ended,
-    /// The node is not running.
+    /// The node refused or failed the call (for example: it has stopped). Shared, so that
+    /// the error stays `Clone`.
     #[error("node error: {0}")]
-    Node(String),
+    Node(Arc<locks_server::Error>),
 }
 
 impl From<locks_server::Error> for Error {
     fn from(e: locks_server::Error) -> Self {
-        Error::Node(e.to_string())
+        Error::Node(Arc::new(e))
     }
 }
 

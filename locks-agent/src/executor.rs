@@ -16,7 +16,8 @@
 
 use crate::core::{AgentCore, Effect};
 use locks_core::NodeId;
-use locks_server::{RouteError, Router};
+use locks_server::RouteError;
+use locks_server::internal::Router;
 use std::ops::ControlFlow;
 use tracing::{debug, trace, warn};
 

@@ -33,21 +33,38 @@
 //! keeps every guarantee). Synchronous callers use [`begin_transaction_blocking`] and the
 //! `blocking_*` methods.
 //!
-//! The agent actor is a thin shell around [`core::AgentCore`], the pure state machine that holds
+//! The agent actor is a thin shell around the agent core, the pure state machine that holds
 //! the requests and multi-node claims, the versioned knowledge of lock copies, the petgraph
 //! wait-for graph with cycle detection and the victim's choice, and the forwarding; it is tested
-//! on an in-memory network of cores and lock tables (`tests/sim`). [`options`] holds the
-//! transaction's options and the multi-node requirements.
+//! on an in-memory network of cores and lock tables (`tests/sim`). [`Options`] holds the
+//! transaction's options and [`Req`] the multi-node requirements.
+//!
+//! # Public surface
+//!
+//! At the root: [`Transaction`] with [`begin_transaction`] and [`begin_transaction_with`];
+//! its [`Options`] and [`Req`] (with [`UnknownReq`] for a requirement name not known); what
+//! it reports ([`Locked`], [`LockResult`], [`GrantedLock`], [`LockState`],
+//! [`TransactionStatus`], [`TransactionEvent`], [`TransactionEvents`], [`LostLock`],
+//! [`LossCause`], [`Deadlock`], [`LockWatch`], [`WatchItem`]); and its errors ([`Error`],
+//! [`RequestError`], [`SurrenderRefusal`]). The seam between the crates of this workspace (the
+//! agent core `AgentCore` and its `Effect`s, which `locks-leader` runs its election agent on,
+//! the `LockRequest` records, the `WaitForGraph`, used by the leader, the simulations and the
+//! benches) is the `#[doc(hidden)]` module `locks_agent::internal`, with no stability promise;
+//! everything else is private to the crate.
 
 #![forbid(unsafe_code)]
+// Every type a public item mentions is nameable from the root or from `internal`.
+#![warn(unnameable_types)]
 
 mod agent;
 mod blocking;
-pub mod core;
-pub mod error;
+mod core;
+mod error;
 mod events;
 mod executor;
-pub mod options;
+#[doc(hidden)]
+pub mod internal;
+mod options;
 mod transaction;
 mod watch;
 
@@ -61,14 +78,3 @@ pub use events::{LockState, Locked, TransactionEvents};
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
 pub use watch::{LockWatch, WatchItem};
-
-#[doc(hidden)]
-pub mod internal {
-    //! The seam between the crates of this workspace: what `locks-leader` (and any other crate
-    //! of the workspace) shares with this one beyond the public API. No stability promise.
-    //!
-    //! - [`execute`] / [`end`]: the one executor of [`AgentCore`](crate::core::AgentCore)
-    //!   effects, used by the agent actor and by the leader's member actor, which embeds a core.
-
-    pub use crate::executor::{Executed, end, execute};
-}

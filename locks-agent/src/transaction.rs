@@ -14,8 +14,8 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
-    Agent, AwaitAll, Convert, Dot, GetStatus, Outcome, Request, SetOptions, SurrenderTo,
-    Unlock, Unwatch, Watch, outcome_error,
+    Agent, AwaitAll, Convert, Dot, GetStatus, LockCall, Outcome, SetOptions, SurrenderTo, Unlock,
+    Unwatch, Watch, outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
@@ -28,6 +28,7 @@ use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
+use locks_server::internal::NodeInternals;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -177,7 +178,7 @@ impl Transaction {
         reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
-        addr.do_send(Request {
+        addr.do_send(LockCall {
             lock,
             mode,
             nodes,

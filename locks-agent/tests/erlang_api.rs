@@ -16,7 +16,7 @@ use locks_agent::{
 };
 use locks_core::proto::LockView;
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
-use locks_server::cluster::NodeEvent;
+use locks_server::NodeEvent;
 use locks_server::{Node, NodeConfig};
 use std::net::SocketAddr;
 use std::time::Duration;

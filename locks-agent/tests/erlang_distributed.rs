@@ -8,7 +8,7 @@ use common::{BOUND, COOKIE, Harness, bounded, cluster};
 use locks_agent::{Error, Options, Req, RequestError, TransactionStatus, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, NodeId, lock_id};
-use locks_server::cluster::NodeEvent;
+use locks_server::NodeEvent;
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 

@@ -11,7 +11,7 @@ use locks_agent::{
 };
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::Node;
-use locks_server::lease::LeaseCell;
+use locks_server::internal::{LeaseCell, NodeInternals};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -8,6 +8,7 @@ use common::{Harness, bounded};
 use locks_agent::{Error, Options, TransactionStatus, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, lock_id};
+use locks_server::internal::NodeInternals;
 use locks_server::{Node, NodeConfig};
 
 #[tokio::test]

@@ -19,11 +19,20 @@
 //! ```
 //!
 //! It contains no actors, no runtime and no sockets.
+//!
+//! # Public surface
+//!
+//! At the root: [`Mode`], [`ModeTable`], [`LockId`], [`Key`], [`NodeId`], [`AgentId`],
+//! [`MemberId`], [`LockWord`], [`LockWordRef`], [`LockState`], [`RwuLock`] and its guards, and
+//! the errors of each ([`LockIdError`], [`NodeNameError`], [`ModeTableError`],
+//! [`LockWordError`]); the modules [`proto`], [`codec`], [`fence`] and [`waits`] for the wire
+//! messages, their encoding, fencing and the wait-for edges, and [`lock_word`] for the lock
+//! word's procedures. This crate has no internal seam: what the other crates of the workspace
+//! use of it is its public surface.
 
 #![deny(unsafe_code)]
 
 pub mod codec;
-pub mod error;
 pub mod fence;
 pub mod id;
 pub mod ident;
@@ -35,7 +44,6 @@ pub mod rwu;
 mod sync;
 pub mod waits;
 
-pub use error::Error;
 pub use id::{Key, LockId, LockIdError};
 pub use ident::{AgentId, MemberId, NodeId, NodeNameError};
 pub use lock_word::{LockState, LockWord, LockWordError, LockWordRef};

@@ -152,8 +152,10 @@ fn empty_lock_id_is_an_error() {
     let bytes = codec::encode(&Vec::<Key>::new(), LIMIT).unwrap();
     let err = codec::decode::<LockId>(&bytes, LIMIT).unwrap_err();
     assert!(err.to_string().contains("at least one key"), "{err}");
-    let err: locks_core::Error = LockIdError::Empty.into();
-    assert_eq!(err.to_string(), "a lock id needs at least one key");
+    assert_eq!(
+        LockIdError::Empty.to_string(),
+        "a lock id needs at least one key"
+    );
 }
 
 #[test]

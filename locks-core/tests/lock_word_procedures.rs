@@ -509,11 +509,6 @@ fn errors_read_well_and_convert_into_the_crate_error() {
             .to_string()
             .contains("1073741823")
     );
-    let e: locks_core::Error = LockWordError::WaitCountOverflow.into();
-    assert!(matches!(
-        e,
-        locks_core::Error::LockWord(LockWordError::WaitCountOverflow)
-    ));
     assert_eq!(
         format!("{:?}", word(WRITE_FLAG)),
         "LockWord(LockState { read_count: 0, update: false, write: true, wait_count: 0 })"

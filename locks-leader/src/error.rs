@@ -8,9 +8,6 @@ pub enum Error {
     /// The node is not running.
     #[error("the node has stopped")]
     NodeStopped,
-    /// The group name does not make a valid lock id.
-    #[error("invalid group name: {0}")]
-    InvalidGroup(String),
     /// The callbacks' `init` refused to start.
     #[error("init failed: {0}")]
     Init(String),

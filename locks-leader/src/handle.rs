@@ -10,15 +10,17 @@
 
 use crate::actor::{Client, MemberActor};
 use crate::callbacks::Callbacks;
-use crate::core::{LeaseProof, MemberCore};
+use crate::core::MemberCore;
 use crate::error::{CallError, Error};
-use crate::lease::lease_valid;
+use crate::info::MemberInfo;
+use crate::lease::{SharedProof, lease_valid};
 use crate::options::{ElectionMode, GroupOptions};
 use crate::term::{Role, Term};
 use actix::prelude::*;
 use futures::channel::oneshot;
-use locks_core::{Key, LockId, MemberId, NodeId};
-use locks_server::{Node, Router};
+use locks_core::{Key, LockId, MemberId};
+use locks_server::Node;
+use locks_server::internal::{NodeInternals, Router};
 use std::future::Future;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -37,33 +39,6 @@ pub fn election_lock(group: &Key) -> LockId {
 pub fn sync_lock(group: &Key) -> LockId {
     LockId::from_iter([Key::from("locks_leader_sync"), group.clone()])
 }
-
-/// What a member knows, as [`Member::info`] reports it (Erlang's `info/1`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberInfo {
-    /// The member.
-    pub me: MemberId,
-    /// Its role.
-    pub role: Role,
-    /// The leader it believes in, with its term.
-    pub leader: Option<Term>,
-    /// The candidates it knows of, itself included if it is one.
-    pub candidates: Vec<MemberId>,
-    /// The workers it knows of, itself included if it is one.
-    pub workers: Vec<MemberId>,
-    /// See [`crate::Ctx::alive`].
-    pub alive: Vec<MemberId>,
-    /// The nodes it considers up.
-    pub nodes: Vec<NodeId>,
-    /// Majority or islands.
-    pub mode: ElectionMode,
-    /// The group's nodes a majority is counted over (majority mode).
-    pub group_nodes: Vec<NodeId>,
-}
-
-/// What a leader's claim rests on, shared by the member's actor (which writes it after every
-/// input) and its handles (which check it against the leases when asked).
-pub(crate) type SharedProof = Arc<RwLock<Option<LeaseProof>>>;
 
 /// Starts a member of `group` on `node`, with `callbacks` as its state, in `role`, in
 /// majority mode (the default [`GroupOptions`]; see [`start_with`]). Returns once its `init`

@@ -8,8 +8,14 @@
 //! lock of a cut-off leader is granted to nobody else before that leader's own lease has
 //! expired. An expiry seen here is final for that link.
 
+use crate::core::LeaseProof;
 use locks_core::NodeId;
-use locks_server::Router;
+use locks_server::internal::Router;
+use std::sync::{Arc, RwLock};
+
+/// What a leader's claim rests on, shared by the member's actor (which writes it after every
+/// input) and its handles (which check it against the leases when asked).
+pub(crate) type SharedProof = Arc<RwLock<Option<LeaseProof>>>;
 
 /// Whether this node's lease on `node` is valid now (true for the node itself; false when not
 /// connected).

@@ -17,8 +17,21 @@
 //!                             └─ sync lock: a Transaction (abort_on_deadlock), never awaited by the actor
 //! ```
 //!
-//! The protocol is the pure state machine [`core::MemberCore`] (events in, effects out, time
+//! The protocol is the pure state machine `MemberCore` (events in, effects out, time
 //! given), tested on an in-memory network of members and lock tables; the actor is a thin shell.
+//!
+//! # Public surface
+//!
+//! At the root: [`start`] and [`start_with`] with [`GroupOptions`] and [`ElectionMode`], the
+//! [`Member`] handle they return (with [`MemberInfo`], [`DEFAULT_CALL_TIMEOUT`]) and the names
+//! of a group's locks ([`election_lock`], [`sync_lock`]); the [`Callbacks`] a member runs,
+//! their [`Ctx`] and what they return ([`Elected`], [`Handled`], [`CallReturn`], [`Caller`],
+//! [`CallId`], [`Payload`]); [`Role`], [`Term`] and [`MemberId`]; and the errors ([`Error`],
+//! [`CallError`]). The pure member state machine (`MemberCore`, its `State` and `Effect`s, the
+//! messages between members, `Peer`, and the `LeaseProof`), used by the workspace's
+//! simulations, is reached through the `#[doc(hidden)]` module `locks_leader::internal`, the
+//! seam between the crates of this workspace, with no stability promise; everything else is
+//! private to the crate.
 //!
 //! # Majority and islands
 //!
@@ -44,8 +57,8 @@
 //!   member, forwarded calls it held refused with `NotLeader`. Before every input that could
 //!   make it answer as leader, the member also checks its *leases*: the claim holds only while
 //!   the node's leases on a majority of the group's nodes where it holds the lock are valid
-//!   (the actor calls [`core::MemberCore::check_leases`]; [`Member::is_leader`] checks the
-//!   [`core::LeaseProof`] at the call).
+//!   (the actor calls `MemberCore::check_leases`; [`Member::is_leader`] checks the
+//!   `LeaseProof` at the call).
 //! - *Why before the other side can elect*: a node's lease on a peer runs from the send time of
 //!   the last acknowledged ping, so it expires on the leader's node no later than the peer
 //!   declares the leader's node down; the peer then keeps the old leader's locks held by nobody
@@ -191,22 +204,25 @@
 //!   there): the lock decides who leads.
 
 #![forbid(unsafe_code)]
+// Every type a public item mentions is nameable from the root or from `internal`.
+#![warn(unnameable_types)]
 
 mod actor;
-pub mod callbacks;
-pub mod core;
-pub mod error;
+mod callbacks;
+mod core;
+mod error;
 mod handle;
+mod info;
+#[doc(hidden)]
+pub mod internal;
 mod lease;
-pub mod options;
-pub mod term;
+mod options;
+mod term;
 
-pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Elected, Handled, Payload};
-pub use core::Ctx;
+pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};
 pub use error::{CallError, Error};
-pub use handle::{
-    DEFAULT_CALL_TIMEOUT, Member, MemberInfo, election_lock, start, start_with, sync_lock,
-};
+pub use handle::{DEFAULT_CALL_TIMEOUT, Member, election_lock, start, start_with, sync_lock};
+pub use info::MemberInfo;
 pub use locks_core::MemberId;
 pub use options::{ElectionMode, GroupOptions};
 pub use term::{Role, Term};

@@ -5,24 +5,7 @@
 //! ([`Node::start`](crate::Node::start) refuses to start without one, with
 //! [`ConfigError::MissingCookie`]).
 //!
-//! The TOML form has the same settings (unknown keys are refused, so a typo is an error):
-//!
-//! ```toml
-//! name = "a"
-//! listen = "127.0.0.1:7001"                     # optional: accept peers here
-//! peers = ["127.0.0.1:7002", "127.0.0.1:7003"]  # optional: dial these, and again when lost
-//! cookie = "change-me"                          # or: cookie_file = "/path/to/cookie"
-//! heartbeat_interval_ms = 500                   # optional, defaults shown
-//! heartbeat_timeout_ms = 2000
-//! connect_timeout_ms = 5000
-//! handshake_timeout_ms = 5000
-//! reconnect_min_ms = 100
-//! reconnect_max_ms = 1000
-//! max_frame = 4194304
-//! lease_ms = 1500                               # default: 3/4 of the heartbeat timeout
-//! lock_delay_ms = 2000                          # default: the heartbeat timeout
-//! start_delay_ms = 2000                         # default: the lock-delay
-//! ```
+//! The TOML form is documented on [`NodeConfig`].
 //!
 //! The lease, lock-delay and start-delay are explained in [`crate::lease`]: in short, after a
 //! holder's node crashes or is cut off its locks are unavailable for about lease + lock-delay,
@@ -50,14 +33,20 @@ pub enum ConfigError {
     },
     /// The TOML text is not valid, or has unknown or mistyped keys.
     #[error("invalid node configuration: {0}")]
-    Toml(String),
+    Toml(#[from] toml::de::Error),
     /// An address could not be parsed or resolved.
-    #[error("invalid address {address:?}: {reason}")]
+    #[error("invalid address {address:?}: {error}")]
     Address {
         /// The address as written.
         address: String,
-        /// Why.
-        reason: String,
+        /// Why it was not resolved.
+        error: std::io::Error,
+    },
+    /// A host name resolved to no address.
+    #[error("invalid address {address:?}: the name resolves to no address")]
+    NoAddress {
+        /// The address as written.
+        address: String,
     },
     /// Both `cookie` and `cookie_file` were given.
     #[error("give either `cookie` or `cookie_file`, not both")]
@@ -156,6 +145,25 @@ impl ClusterConfig {
 ///     .cookie("change-me")
 ///     .heartbeat(Duration::from_millis(200), Duration::from_secs(1));
 /// assert!(config.cluster().is_clustered());
+/// ```
+///
+/// The TOML form has the same settings (unknown keys are refused, so a typo is an error):
+///
+/// ```toml
+/// name = "a"
+/// listen = "127.0.0.1:7001"                     # optional: accept peers here
+/// peers = ["127.0.0.1:7002", "127.0.0.1:7003"]  # optional: dial these, and again when lost
+/// cookie = "change-me"                          # or: cookie_file = "/path/to/cookie"
+/// heartbeat_interval_ms = 500                   # optional, defaults shown
+/// heartbeat_timeout_ms = 2000
+/// connect_timeout_ms = 5000
+/// handshake_timeout_ms = 5000
+/// reconnect_min_ms = 100
+/// reconnect_max_ms = 1000
+/// max_frame = 4194304
+/// lease_ms = 1500                               # default: 3/4 of the heartbeat timeout
+/// lock_delay_ms = 2000                          # default: the heartbeat timeout
+/// start_delay_ms = 2000                         # default: the lock-delay
 /// ```
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -273,7 +281,7 @@ impl NodeConfig {
         &self.cluster
     }
 
-    /// Reads a configuration from TOML text (the format is in the [module docs](self)).
+    /// Reads a configuration from TOML text (the format is in the [`NodeConfig`] docs).
     /// Relative `cookie_file` paths are taken from the current directory.
     pub fn from_toml_str(text: &str) -> Result<NodeConfig, ConfigError> {
         NodeConfig::from_toml(text, None)
@@ -291,8 +299,7 @@ impl NodeConfig {
     }
 
     fn from_toml(text: &str, base: Option<&Path>) -> Result<NodeConfig, ConfigError> {
-        let file: FileConfig =
-            toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        let file: FileConfig = toml::from_str(text)?;
         let mut config = NodeConfig::new(file.name);
         if let Some(listen) = file.listen {
             config = config.listen(resolve(&listen)?);
@@ -368,13 +375,14 @@ fn resolve(address: &str) -> Result<SocketAddr, ConfigError> {
     if let Ok(addr) = address.parse() {
         return Ok(addr);
     }
-    let bad = |reason: String| ConfigError::Address {
-        address: address.to_owned(),
-        reason,
-    };
     address
         .to_socket_addrs()
-        .map_err(|e| bad(e.to_string()))?
+        .map_err(|error| ConfigError::Address {
+            address: address.to_owned(),
+            error,
+        })?
         .next()
-        .ok_or_else(|| bad("the name resolves to no address".to_owned()))
+        .ok_or_else(|| ConfigError::NoAddress {
+            address: address.to_owned(),
+        })
 }

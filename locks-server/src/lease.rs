@@ -22,7 +22,7 @@
 //! (at the start of a link, `s` is the start of the handshake). A claim of H's agents on R's
 //! locks is valid only while H's lease on R is. When it expires, H treats R as down: its
 //! agents are told at once, and every status or held-check made before the link's own timer
-//! fires also consults the lease ([`crate::Router::lease_valid`]), so a process resumed after a
+//! fires also consults the lease (the router's `lease_valid`), so a process resumed after a
 //! pause answers "lost" before anything stale. An expired lease is final for that link: a late
 //! answer cannot revive it (the link is closed and a new one must be made).
 //!
@@ -162,6 +162,7 @@ fn to_nanos(at: Instant) -> u64 {
 ///
 /// Invariant: once [`LeaseCell::valid`] has answered `false`, it answers `false` for ever, and
 /// [`LeaseCell::renew`] fails: an expired lease is final for its link.
+#[doc(hidden)] // the seam: reached through `crate::internal`
 #[derive(Debug)]
 pub struct LeaseCell {
     until: AtomicU64,
@@ -209,7 +210,8 @@ impl LeaseCell {
     }
 }
 
-/// The lease had already expired.
+/// The lease had already expired ([`LeaseCell::renew`]'s error).
+#[doc(hidden)] // the seam, with `LeaseCell`: reached through `crate::internal`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the lease has expired")]
 pub struct Expired;

@@ -1,12 +1,12 @@
 //! `locks-server`: the node-local half of the lock manager.
 //!
-//! It owns the lock table (pure, synchronous: [`table`]), the [`LockServer`] actor that wraps
-//! it, the [`Router`] that carries messages between agents and lock servers, local or remote,
-//! the [`Node`] a program starts and its configuration ([`config`]), the node-to-node transport
-//! ([`net`]: framing, handshake, heartbeats and TCP connections) and the cluster layer on top
-//! of it ([`cluster`]: which connections a node keeps, and what a node going down or up does),
-//! the leases and lock-delay that keep a cut-off holder from believing in a lock somebody else
-//! was given ([`lease`]), and the rate limit of the warnings strangers can cause ([`log_limit`]).
+//! It owns the lock table (pure, synchronous: [`LockTable`]), the lock server actor that wraps
+//! it, the router that carries messages between agents and lock servers, local or remote, the
+//! [`Node`] a program starts and its configuration ([`NodeConfig`]), the node-to-node
+//! transport (framing, handshake, heartbeats and TCP connections) and the cluster layer on top
+//! of it (which connections a node keeps, and what a node going down or up does), the leases
+//! and lock-delay that keep a cut-off holder from believing in a lock somebody else was given
+//! ([`lease`]), and the rate limit of the warnings strangers can cause.
 //!
 //! ```text
 //!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
@@ -15,24 +15,48 @@
 //!          ▲ NodeUp/NodeDown                  │    ▲ deliver_from
 //!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
+//!
+//! # Public surface
+//!
+//! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
+//! [`Leases`], [`HeartbeatConfig`], [`Cookie`]); what a node reports ([`NodeEvent`],
+//! [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`], [`TableSnapshot`], [`LockSnapshot`],
+//! [`EntrySnapshot`]); the pure [`LockTable`] with its [`Effects`] and [`DEFAULT_MAX_DEPTH`];
+//! the errors and what they carry ([`Error`], [`ConfigError`], [`ConnectError`],
+//! [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`], [`LinkRejection`],
+//! [`RouteError`], [`LeaseError`]); and the [`lease`] module, whose docs are the argument for
+//! the leases and lock-delay. The seam between the crates of this workspace (the router and the
+//! actor messages it carries, a node's router, thread and agent ids, the lock server actor, the
+//! transport and the cluster link, used by `locks-agent`, `locks-leader` and the workspace's
+//! tests) is the `#[doc(hidden)]` module `locks_server::internal`, with no stability promise;
+//! everything else is private to the crate.
 
-pub mod cluster;
-pub mod config;
-pub mod error;
+// Every type a public item mentions is nameable from the root or from `internal`.
+#![warn(unnameable_types)]
+
+mod cluster;
+mod config;
+mod error;
+#[doc(hidden)]
+pub mod internal;
 pub mod lease;
-pub mod local;
-pub mod log_limit;
-pub mod net;
-pub mod node;
-pub mod router;
-pub mod server;
-pub mod table;
+mod local;
+mod log_limit;
+mod net;
+mod node;
+mod router;
+mod server;
+mod table;
 
+pub use cluster::membership::{LinkRejection, NameRefusal};
+pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEvents};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
-pub use lease::{LeaseConfig, Leases};
-pub use local::{FastLock, LocalTable};
+pub use lease::{LeaseConfig, LeaseError, Leases};
+pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use node::Node;
-pub use router::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, Router, ToServer};
-pub use server::{LockServer, Snapshot, Watchers};
-pub use table::{LockTable, TableEffect, TableInput, TableSnapshot, Undelivered};
+pub use router::RouteError;
+pub use table::{
+    DEFAULT_MAX_DEPTH, Effects, EntrySnapshot, LockSnapshot, LockTable, TableEffect, TableInput,
+    TableSnapshot, Undelivered,
+};

@@ -79,7 +79,7 @@ impl RateLimit {
     }
 }
 
-/// A [`RateLimit`] shared by the tasks of one node, reading the clock. Cheap to clone.
+/// A `RateLimit` shared by the tasks of one node, reading the clock. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct LogLimiter(Arc<Mutex<RateLimit>>);
 

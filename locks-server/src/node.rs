@@ -173,28 +173,12 @@ impl Node {
         &self.inner.modes
     }
 
-    /// The router of this node (for agents and the cluster layer).
-    pub fn router(&self) -> &Arc<Router> {
-        &self.inner.router
-    }
-
-    /// The arbiter (thread) the node's actors run on.
-    pub fn arbiter(&self) -> &ArbiterHandle {
-        &self.inner.arbiter
-    }
-
     /// The nodes this node can reach: itself and its connected peers, sorted.
     pub fn nodes(&self) -> Vec<NodeId> {
         let mut nodes = self.inner.router.remote_nodes();
         nodes.push(self.inner.id.clone());
         nodes.sort();
         nodes
-    }
-
-    /// A fresh agent id: later calls give larger ids.
-    pub fn next_agent_id(&self) -> AgentId {
-        let serial = self.inner.next_serial.fetch_add(1, Ordering::Relaxed);
-        AgentId::new(self.inner.id.clone(), self.inner.incarnation, serial)
     }
 
     /// Whether the calling thread is the node's own thread.
@@ -318,13 +302,6 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// The node's lock table, for the fast path of the transactions of this node (see
-    /// [`crate::local`]).
-    #[doc(hidden)]
-    pub fn local_table(&self) -> &Arc<LocalTable> {
-        &self.inner.table
-    }
-
     /// A copy of this node's lock table.
     pub async fn snapshot(&self) -> Result<TableSnapshot, Error> {
         let server = self.inner.router.server().ok_or(Error::Stopped)?.clone();
@@ -345,7 +322,7 @@ impl Node {
     /// Stops the node: every agent and the lock server stop, and the node's thread ends.
     /// Calls made afterwards through this or any other handle fail with [`Error::Stopped`].
     ///
-    /// A cluster node first leaves cleanly ([`Cluster::leave`]): its peers are told to release
+    /// A cluster node first leaves cleanly (the cluster layer's `leave`): its peers are told to release
     /// its agents' locks and its connections are closed after what is queued, so the peers
     /// give those locks to others at once instead of after the lock-delay of a crash. (From
     /// the node's own thread, or when the node is dropped, it stops at once.)
@@ -414,4 +391,38 @@ fn incarnation_now() -> u64 {
 /// one ran more than 1024 operations per microsecond.
 fn version_base(incarnation: u64) -> u64 {
     incarnation.saturating_mul(1024)
+}
+
+/// What the other crates of this workspace need of a [`Node`] to run actors on it (agents,
+/// group members): its router, its thread and fresh agent ids. Not part of the public surface:
+/// reached through [`crate::internal`].
+pub trait NodeInternals {
+    /// The router of this node (for agents and the cluster layer).
+    fn router(&self) -> &Arc<Router>;
+    /// The arbiter (thread) the node's actors run on.
+    fn arbiter(&self) -> &ArbiterHandle;
+    /// A fresh agent id: later calls give larger ids.
+    fn next_agent_id(&self) -> AgentId;
+    /// The node's lock table, for the fast path of the transactions of this node (see
+    /// `crate::local`).
+    fn local_table(&self) -> &Arc<LocalTable>;
+}
+
+impl NodeInternals for Node {
+    fn router(&self) -> &Arc<Router> {
+        &self.inner.router
+    }
+
+    fn arbiter(&self) -> &ArbiterHandle {
+        &self.inner.arbiter
+    }
+
+    fn next_agent_id(&self) -> AgentId {
+        let serial = self.inner.next_serial.fetch_add(1, Ordering::Relaxed);
+        AgentId::new(self.inner.id.clone(), self.inner.incarnation, serial)
+    }
+
+    fn local_table(&self) -> &Arc<LocalTable> {
+        &self.inner.table
+    }
 }

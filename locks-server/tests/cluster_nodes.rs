@@ -9,10 +9,12 @@ use common::net::{id, init_tracing, loopback, raw_handshake, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
-use locks_server::cluster::{NodeEvent, NodeEvents};
-use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role};
+use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::internal::net::{
+    Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role,
+};
 use locks_server::{Error, Node, NodeConfig};
+use locks_server::{NodeEvent, NodeEvents};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

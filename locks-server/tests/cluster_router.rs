@@ -8,7 +8,8 @@ mod common;
 use common::net::{Captured, id};
 use locks_core::proto::{AgentMessage, Envelope, Message, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
-use locks_server::{RemoteLink, RouteError, Router};
+use locks_server::RouteError;
+use locks_server::internal::{RemoteLink, Router};
 use std::sync::Arc;
 
 fn to_agent(to: AgentId) -> Envelope {
@@ -54,8 +55,8 @@ fn a_message_for_an_agent_of_another_node_is_not_answered() {
 /// arrives, in order, by way of the overflow queue.
 #[tokio::test]
 async fn a_full_connection_queue_neither_drops_nor_reorders() {
-    use locks_server::cluster::remote::ClusterLink;
-    use locks_server::net::{Listener, NetConfig, connect};
+    use locks_server::internal::cluster::ClusterLink;
+    use locks_server::internal::net::{Listener, NetConfig, connect};
 
     let mut tiny = NetConfig::new(id("a"), "cookie");
     tiny.outgoing_capacity = 1;

@@ -6,11 +6,13 @@ use bytes::BytesMut;
 use locks_core::codec::{self, CodecError};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::net::frame::{
+use locks_server::internal::net::frame::{
     FrameError, HANDSHAKE_MAX_FRAME, Hello, MAC_LEN, Proof, decode_frame, encode_frame,
     encode_payload, length_codec,
 };
-use locks_server::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role};
+use locks_server::internal::net::{
+    Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role,
+};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 use tokio_util::codec::{Decoder, Encoder};
@@ -231,11 +233,11 @@ proptest! {
                     prop_assert!(frame.len() <= HANDSHAKE_MAX_FRAME);
                     match decode_frame(&frame, HANDSHAKE_MAX_FRAME) {
                         Ok(frame) => hs.on_frame(frame, |_: &NodeId| false),
-                        Err(e) => hs.on_malformed(&e),
+                        Err(e) => hs.on_malformed(e),
                     }
                 }
                 Ok(None) => break,
-                Err(e) => hs.on_bad_framing(&e.to_string()),
+                Err(e) => hs.on_bad_framing(e),
             };
             let established = matches!(step.outcome, Some(HandshakeOutcome::Established { .. }));
             prop_assert!(!established, "established without the cookie");

@@ -4,10 +4,10 @@
 use locks_core::NodeId;
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, codec::CodecError};
-use locks_server::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
-use locks_server::net::handshake::Step;
-use locks_server::net::{
-    Cookie, Handshake, HandshakeOutcome, PeerFrame, Refusal, RefusalCode, Role,
+use locks_server::internal::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
+use locks_server::internal::net::handshake::Step;
+use locks_server::internal::net::{
+    Cookie, Handshake, HandshakeOutcome, Malformed, PeerFrame, Refusal, RefusalCode, Role,
 };
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
@@ -188,7 +188,7 @@ fn wrong_protocol_version_is_refused() {
     );
     // A Hello of another version that does not even parse: the decoder says which version.
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
-    let step = a.on_malformed(&FrameError::Version { got: 7 });
+    let step = a.on_malformed(FrameError::Version { got: 7 });
     assert_eq!(
         step.outcome,
         refused(Refusal::WrongVersion {
@@ -281,7 +281,7 @@ fn frames_out_of_place_are_malformed() {
             "{kind}"
         );
         assert!(
-            matches!(&step.outcome, Some(HandshakeOutcome::Refused(Refusal::Malformed(m))) if m.contains(kind)),
+            matches!(&step.outcome, Some(HandshakeOutcome::Refused(Refusal::Malformed(m))) if m.to_string().contains(kind)),
             "{kind}: {:?}",
             step.outcome
         );
@@ -298,14 +298,15 @@ fn frames_out_of_place_are_malformed() {
     // Undecodable bytes.
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
     let err = FrameError::Codec(CodecError::TrailingBytes { used: 1, extra: 1 });
-    let step = a.on_malformed(&err);
+    let step = a.on_malformed(err);
     assert_eq!(step.send, [PeerFrame::Refuse(RefusalCode::Malformed)]);
     // Framing refused by the length codec.
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
-    let step = a.on_bad_framing("frame size too big");
+    let too_big = || std::io::Error::new(std::io::ErrorKind::InvalidData, "frame size too big");
+    let step = a.on_bad_framing(too_big());
     assert_eq!(
         step.outcome,
-        refused(Refusal::Malformed("frame size too big".into()))
+        refused(Refusal::Malformed(Malformed::Framing(too_big().into())))
     );
 }
 
@@ -348,10 +349,10 @@ fn closed_and_io_errors_end_without_a_refuse_frame() {
     );
     let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
     assert_eq!(
-        i.on_io_error("reset"),
+        i.on_io_error(std::io::Error::other("reset")),
         Step {
             send: vec![],
-            outcome: refused(Refusal::Io("reset".into()))
+            outcome: refused(Refusal::Io(std::io::Error::other("reset").into()))
         }
     );
 }
@@ -421,7 +422,7 @@ proptest! {
             let step = match input {
                 Input::Frame(f) => hs.on_frame(f, |n: &NodeId| n.as_str() == "c"),
                 Input::Tick(ms) => hs.on_tick(t0 + Duration::from_millis(ms)),
-                Input::Malformed => hs.on_malformed(&FrameError::Version { got: 0 }),
+                Input::Malformed => hs.on_malformed(FrameError::Version { got: 0 }),
                 Input::Closed => hs.on_closed(),
             };
             if let Some(outcome) = &step.outcome {

@@ -8,8 +8,8 @@ mod common;
 use common::net::{id, loopback, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::PROTOCOL_VERSION;
-use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::net::{Cookie, Handshake, PeerFrame, Role};
+use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::internal::net::{Cookie, Handshake, PeerFrame, Role};
 use locks_server::{Node, NodeConfig};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -167,7 +167,7 @@ async fn an_attack_of_bad_connections_writes_a_bounded_number_of_warnings() {
     // At most one warning per reason per interval: the reasons here are a handful (malformed,
     // wrong version, wrong cookie, timeout, closed), however many connections there were.
     let intervals =
-        1 + started.elapsed().as_secs() / locks_server::log_limit::WARN_INTERVAL.as_secs();
+        1 + started.elapsed().as_secs() / locks_server::internal::WARN_INTERVAL.as_secs();
     let warnings = capture.lines_at("WARN");
     assert!(
         warnings.len() as u64 <= 6 * intervals,

@@ -7,10 +7,10 @@ use common::net::{id as node, init_tracing, loopback, raw_handshake, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::net::{
-    ConnectError, Connection, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig,
-    PeerFrame, Refusal, RefusalCode, Role, SendError, connect, establish,
+use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::internal::net::{
+    Connection, DialError, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig, PeerFrame,
+    Refusal, RefusalCode, Role, SendError, connect, establish,
 };
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,7 +48,7 @@ async fn raw_acceptor(
     config: NetConfig,
 ) -> (
     SocketAddr,
-    tokio::task::JoinHandle<Result<locks_server::net::Connection, Refusal>>,
+    tokio::task::JoinHandle<Result<locks_server::internal::net::Connection, Refusal>>,
 ) {
     let listener = TcpListener::bind(loopback()).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -159,7 +159,7 @@ async fn wrong_cookie_is_refused_on_both_sides() {
     )
     .await;
     match initiator {
-        Err(ConnectError::Refused { refusal, .. }) => {
+        Err(DialError::Refused { refusal, .. }) => {
             assert_eq!(refusal, Refusal::ByPeer(RefusalCode::WrongCookie));
         }
         other => panic!("expected a refusal, got {other:?}"),
@@ -258,7 +258,7 @@ async fn the_listener_still_accepts_a_correct_peer_after_refused_ones() {
     .await;
     assert!(matches!(
         wrong_cookie,
-        Err(ConnectError::Refused {
+        Err(DialError::Refused {
             refusal: Refusal::ByPeer(RefusalCode::WrongCookie),
             ..
         })
@@ -270,7 +270,7 @@ async fn the_listener_still_accepts_a_correct_peer_after_refused_ones() {
     .await;
     assert!(matches!(
         duplicate,
-        Err(ConnectError::Refused {
+        Err(DialError::Refused {
             refusal: Refusal::ByPeer(RefusalCode::DuplicateName),
             ..
         })
@@ -476,7 +476,7 @@ async fn connecting_to_a_closed_port_fails() {
         connect(addr, &config("b", "secret"), |_: &NodeId| false),
     )
     .await;
-    assert!(matches!(result, Err(ConnectError::Io { .. })), "{result:?}");
+    assert!(matches!(result, Err(DialError::Io { .. })), "{result:?}");
 }
 
 /// The Node runs on actix's current-thread runtime with a `LocalSet`: the driver from

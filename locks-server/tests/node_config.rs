@@ -100,7 +100,7 @@ fn bad_files_are_refused_with_clear_errors() {
     let err =
         NodeConfig::from_toml_str("name = \"a\"\ncookie = \"c\"\nlisen = \"x\"\n").unwrap_err();
     assert!(
-        matches!(&err, ConfigError::Toml(msg) if msg.contains("lisen")),
+        matches!(&err, ConfigError::Toml(e) if e.to_string().contains("lisen")),
         "a typo is named: {err}"
     );
     let err =

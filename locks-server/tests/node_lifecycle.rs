@@ -4,7 +4,8 @@
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::{Deliver, Error, Node, NodeConfig};
+use locks_server::internal::{Deliver, NodeInternals};
+use locks_server::{Error, Node, NodeConfig};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(10);

@@ -8,7 +8,8 @@ use actix::prelude::*;
 use common::net::{loopback, within};
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode};
-use locks_server::{Deliver, Node, NodeConfig};
+use locks_server::internal::{Deliver, NodeInternals};
+use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(20);

@@ -7,7 +7,7 @@ use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{Mode, ModeTable, lock_id};
 use locks_server::LockTable;
-use locks_server::table::TableSnapshot;
+use locks_server::TableSnapshot;
 
 /// The hot-root case of issue 3: 10,000 agents hold IS on a shared root and one of them takes
 /// and releases a child lock. Exactly the agent itself is told, about the two locks its entry

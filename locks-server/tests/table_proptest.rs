@@ -31,7 +31,8 @@ use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest,
 use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable};
 use locks_server::LockTable;
-use locks_server::table::{Effects, LockSnapshot, TableSnapshot};
+use locks_server::internal::TableInternals;
+use locks_server::{Effects, LockSnapshot, TableSnapshot};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

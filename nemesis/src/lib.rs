@@ -17,6 +17,11 @@
 //! The pure parts (histories, checkers, the client's state machine, line parsing, profiles)
 //! are unit-tested; the parts that touch the system (namespaces, processes, signals) are
 //! exercised by running the binary.
+//!
+//! # Public surface
+//!
+//! The modules above, for this crate's binary and tests; it is no library for other programs
+//! and has no internal seam. It uses only the public surface of the lock crates.
 
 pub mod checker;
 pub mod client;

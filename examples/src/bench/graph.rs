@@ -14,7 +14,7 @@
 
 use super::stats::{RankBy, Sample};
 use super::{Ctx, Row, Spec};
-use locks_agent::core::WaitForGraph;
+use locks_agent::internal::WaitForGraph;
 use locks_core::proto::{LockView, QueueEntry};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
 use std::hint::black_box;

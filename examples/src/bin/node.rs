@@ -57,7 +57,7 @@ use examples::say;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::{Key, LockId, Mode, NodeId};
 use locks_leader::GroupOptions;
-use locks_server::cluster::NodeEvent;
+use locks_server::NodeEvent;
 use locks_server::{Node, NodeConfig};
 use std::collections::HashMap;
 use std::net::SocketAddr;

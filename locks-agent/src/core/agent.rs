@@ -37,7 +37,7 @@
 use super::error::RequestError;
 use super::graph::WaitForGraph;
 use super::knowledge::Knowledge;
-use super::requests::Request;
+use super::requests::LockRequest;
 use super::status::{Deadlock, GrantedLock, LossCause, LostLock, TransactionStatus};
 use crate::options::{Options, Req};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
@@ -137,7 +137,7 @@ pub struct AgentCore {
     id: AgentId,
     modes: ModeTable,
     options: Options,
-    requests: BTreeMap<LockId, Request>,
+    requests: BTreeMap<LockId, LockRequest>,
     knowledge: Knowledge,
     down: BTreeSet<NodeId>,
     /// Why each node in `down` went down.
@@ -228,12 +228,12 @@ impl AgentCore {
     }
 
     /// The requests, in lock id order.
-    pub fn requests(&self) -> impl Iterator<Item = &Request> {
+    pub fn requests(&self) -> impl Iterator<Item = &LockRequest> {
         self.requests.values()
     }
 
     /// The request on `lock`, if any.
-    pub fn request_on(&self, lock: &LockId) -> Option<&Request> {
+    pub fn request_on(&self, lock: &LockId) -> Option<&LockRequest> {
         self.requests.get(lock)
     }
 
@@ -284,7 +284,7 @@ impl AgentCore {
         let mut out = Vec::new();
         let (request, targets) = match self.requests.get(&lock) {
             None => {
-                let r = Request {
+                let r = LockRequest {
                     lock: lock.clone(),
                     mode,
                     nodes,
@@ -323,7 +323,7 @@ impl AgentCore {
                         .cloned()
                         .collect()
                 };
-                let r = Request {
+                let r = LockRequest {
                     lock: lock.clone(),
                     mode: new_mode,
                     nodes: all,

@@ -9,17 +9,15 @@
 //! - [`graph`]: the wait-for graph, its cycles and the choice of the victim;
 //! - [`agent`]: the state machine that ties them together.
 
-pub mod agent;
-pub mod error;
-pub mod graph;
-pub mod knowledge;
-pub mod requests;
-pub mod status;
+pub(crate) mod agent;
+mod error;
+pub(crate) mod graph;
+pub(crate) mod knowledge;
+pub(crate) mod requests;
+mod status;
 
 pub use agent::{AgentCore, Answer, CallFailure, CallId, Effect, SurrenderRefusal};
 pub use error::RequestError;
-pub use graph::{Cycle, WaitForGraph, WaitLabel};
-pub use requests::Request;
 pub use status::{
     Deadlock, GrantedLock, LockResult, LossCause, LostLock, TransactionEvent, TransactionStatus,
 };

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 /// One lock request of the transaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
+pub struct LockRequest {
     /// The lock.
     pub lock: LockId,
     /// The mode asked for (the strongest asked so far, for a lock asked for twice).
@@ -30,7 +30,7 @@ pub struct Request {
     pub claimed: Option<Mode>,
 }
 
-impl Request {
+impl LockRequest {
     /// Whether the agent holds the request on `node`: its entry on the lock is held in a mode
     /// covering the request's, and its entries on every ancestor in a mode covering the
     /// intention mode.

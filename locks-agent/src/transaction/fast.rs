@@ -36,7 +36,7 @@ use crate::error::Error;
 use crate::events::{LockState, Locked};
 use actix::prelude::*;
 use locks_core::{LockId, Mode};
-use locks_server::FastLock;
+use locks_server::internal::{FastLock, NodeInternals};
 use std::sync::PoisonError;
 
 /// What the fast path did with a lock request.

@@ -23,8 +23,8 @@
 //! of an agent whose request is already met elsewhere (`Any`, `Majority`) is no wait.
 
 use super::world::{Model, World};
-use locks_agent::core::WaitForGraph;
-use locks_agent::core::requests::Request;
+use locks_agent::internal::LockRequest;
+use locks_agent::internal::WaitForGraph;
 use locks_core::proto::{EntryState, LockView};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::TableSnapshot;
@@ -59,12 +59,12 @@ fn held_by_truth(
     covers(lock, mode) && lock.ancestors().all(|a| covers(&a, intention))
 }
 
-fn node_indexes(m: &Model, r: &Request) -> Vec<usize> {
+fn node_indexes(m: &Model, r: &LockRequest) -> Vec<usize> {
     r.nodes.iter().map(|n| m.node_index(n)).collect()
 }
 
 /// Whether the tables meet `r` of `agent`, by its requirement.
-fn met_by_truth(m: &Model, snaps: &[TableSnapshot], agent: &AgentId, r: &Request) -> bool {
+fn met_by_truth(m: &Model, snaps: &[TableSnapshot], agent: &AgentId, r: &LockRequest) -> bool {
     let had = node_indexes(m, r)
         .into_iter()
         .filter(|&n| held_by_truth(m, snaps, agent, n, &r.lock, r.mode))
@@ -154,7 +154,7 @@ pub fn safety(m: &Model, w: &World, snaps: &[TableSnapshot]) -> Result<(), Strin
             let Some(claimed) = r.claimed else {
                 continue;
             };
-            let claim = Request {
+            let claim = LockRequest {
                 mode: claimed,
                 ..r.clone()
             };
@@ -204,7 +204,7 @@ pub fn true_edges(
             continue;
         }
         let id = &m.agent_ids[a];
-        let pending: Vec<&Request> = c
+        let pending: Vec<&LockRequest> = c
             .core
             .requests()
             .filter(|r| !met_by_truth(m, snaps, id, r))

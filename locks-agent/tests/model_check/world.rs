@@ -22,7 +22,7 @@
 //! actions replays to the same states (the explorer stores paths, not states, for its traces).
 
 use super::show::{show_msg, show_op, show_request, show_status};
-use locks_agent::core::{AgentCore, Effect};
+use locks_agent::internal::{AgentCore, Effect};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};

@@ -4,7 +4,7 @@
 
 use super::ServerFn;
 use super::table::Audit;
-use locks_agent::core::WaitForGraph;
+use locks_agent::internal::WaitForGraph;
 use locks_core::proto::ServerRequest;
 use locks_core::{ModeTable, NodeId};
 use locks_server::LockTable;

@@ -32,7 +32,7 @@ use seeded::seeds_from_env;
 #[allow(unused_imports)]
 pub use table::{Audit, Inspect, table_server, table_server_audited, table_server_inspected};
 
-use locks_agent::core::{AgentCore, Effect};
+use locks_agent::internal::{AgentCore, Effect};
 use locks_agent::{LockResult, Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, EntryState, Note, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};

@@ -5,7 +5,7 @@ use locks_core::proto::{AgentMessage, Note, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 
 /// A picture of a simulated server's table, now.
-pub type Inspect = Box<dyn Fn() -> locks_server::table::TableSnapshot>;
+pub type Inspect = Box<dyn Fn() -> locks_server::TableSnapshot>;
 
 /// What the servers saw of the surrenders they applied.
 #[derive(Clone, Debug, Default)]
@@ -55,7 +55,7 @@ pub fn table_server_inspected(
     modes: &ModeTable,
     version_base: u64,
 ) -> (ServerFn, std::rc::Rc<std::cell::RefCell<Audit>>, Inspect) {
-    use locks_agent::core::WaitForGraph;
+    use locks_agent::internal::WaitForGraph;
     let audit = std::rc::Rc::new(std::cell::RefCell::new(Audit::default()));
     let audit2 = audit.clone();
     let shared = std::rc::Rc::new(std::cell::RefCell::new(locks_server::LockTable::new(

@@ -1,7 +1,7 @@
 //! Calls, casts and broadcasts, and what the callbacks' returns ask for.
 
-use super::ctx::Action;
 use super::{Effect, Forwarded, LocalWork, MemberCore, PeerMsg, Pending, State};
+use crate::callbacks::Action;
 use crate::callbacks::{CallId, CallReturn, Callbacks, Caller, CallerKind, Handled};
 use crate::error::CallError;
 use locks_core::MemberId;

@@ -8,7 +8,7 @@ use crate::core::peer::Peer;
 use crate::error::CallError;
 use crate::options::GroupOptions;
 use crate::term::{Role, Term};
-use locks_agent::core::{AgentCore, Effect as AgentEffect};
+use locks_agent::internal::{AgentCore, Effect as AgentEffect};
 use locks_agent::{Options, Req};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, Mode, ModeTable, NodeId};
@@ -473,15 +473,15 @@ impl<C: Callbacks> MemberCore<C> {
                 // The lock was granted again somewhere (a node came back and the request was
                 // served before the member looked): a new leadership, whose grants followers
                 // can check against their views. A node merely lost needs no new term.
-                let now = self.grants();
-                if now.iter().any(|g| !grants.contains(g)) {
-                    debug!(member = %self.s.me, ?now, "election lock granted again; new term");
-                    let term = self.next_term(&now);
-                    self.take_term(term, now);
-                } else if now.len() < grants.len()
+                let current = self.grants();
+                if current.iter().any(|g| !grants.contains(g)) {
+                    debug!(member = %self.s.me, grants = ?current, "election lock granted again; new term");
+                    let term = self.next_term(&current);
+                    self.take_term(term, current);
+                } else if current.len() < grants.len()
                     && let State::Leader { grants, .. } = &mut self.s.state
                 {
-                    *grants = now;
+                    *grants = current;
                 }
             }
             _ => {}

@@ -54,22 +54,20 @@
 //! is sent again.
 
 mod calls;
-mod ctx;
 mod majority;
 mod member;
-pub mod peer;
+mod peer;
 mod society;
 
-pub use ctx::Ctx;
 pub use majority::LeaseProof;
 pub(crate) use member::note_agent_effect;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
-use crate::callbacks::{CallId, Callbacks};
+use crate::callbacks::{CallId, Callbacks, Ctx, GroupView};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
-use locks_agent::core::{AgentCore, Effect as AgentEffect};
+use locks_agent::internal::{AgentCore, Effect as AgentEffect};
 use locks_core::proto::{LockView, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -78,10 +76,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a candidate may take to get the sync lock before it gives up and tries again.
-pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a candidate that failed to sync waits before it checks its locks and tries again.
-pub const RECHECK: Duration = Duration::from_millis(20);
+pub(crate) const RECHECK: Duration = Duration::from_millis(20);
 
 /// Something the shell must do for the core, in the order given.
 pub enum Effect<C: Callbacks> {
@@ -276,6 +274,36 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) published: Option<Term>,
     pub(crate) stopped: bool,
     pub(crate) out: Vec<Effect<C>>,
+}
+
+impl<C: Callbacks> GroupView for Inner<C> {
+    fn me(&self) -> &MemberId {
+        &self.me
+    }
+    fn role(&self) -> Role {
+        self.role
+    }
+    fn term(&self) -> Option<&Term> {
+        Inner::term(self)
+    }
+    fn is_leader(&self) -> bool {
+        Inner::is_leader(self)
+    }
+    fn established(&self) -> bool {
+        Inner::established(self)
+    }
+    fn with_role(&self, role: Role) -> Vec<MemberId> {
+        Inner::with_role(self, role)
+    }
+    fn unsynced(&self, role: Role) -> Vec<MemberId> {
+        Inner::unsynced(self, role)
+    }
+    fn alive_members(&self) -> Vec<MemberId> {
+        Inner::alive_members(self)
+    }
+    fn nodes(&self) -> Vec<NodeId> {
+        self.alive.iter().cloned().collect()
+    }
 }
 
 impl<C: Callbacks> Inner<C> {

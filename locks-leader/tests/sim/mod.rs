@@ -14,11 +14,11 @@
 #![allow(dead_code)]
 
 use super::common::dict::{Dict, Rep, Req};
-use locks_agent::core::Effect as AgentEffect;
+use locks_agent::internal::Effect as AgentEffect;
 use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
-use locks_leader::core::{Effect, MemberCore, Peer, State};
+use locks_leader::internal::{Effect, MemberCore, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_server::LockTable;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -56,7 +56,7 @@ pub enum NameRefusal {
     /// The peer claims this node's own name.
     #[error("it claims this node's own name")]
     OwnName,
-    /// The peer is kept apart by [`Membership::disconnect`].
+    /// The peer is kept apart by [`Node::disconnect`](crate::Node::disconnect).
     #[error("it is kept apart")]
     Apart,
     /// The peer already has a registered link.
@@ -72,7 +72,7 @@ pub enum NameRefusal {
 
 /// Why an established connection was not registered (it must be closed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum Rejection {
+pub enum LinkRejection {
     /// A handshake with the same peer that wins the tie took its place, or the peer was kept
     /// apart meanwhile.
     #[error("another connection with the peer was preferred, or it was kept apart")]
@@ -125,11 +125,6 @@ impl Membership {
             links: BTreeMap::new(),
             apart: BTreeSet::new(),
         }
-    }
-
-    /// This node's name.
-    pub fn me(&self) -> &NodeId {
-        &self.me
     }
 
     fn fresh_id(&mut self) -> u64 {
@@ -196,16 +191,20 @@ impl Membership {
 
     /// Handshake `hs` succeeded with `peer`: registers it as the peer's link, or says why not
     /// (the caller then closes the connection).
-    pub fn established(&mut self, hs: HandshakeId, peer: &NodeId) -> Result<Registered, Rejection> {
-        let pending = self.handshakes.remove(&hs).ok_or(Rejection::Unknown)?;
+    pub fn established(
+        &mut self,
+        hs: HandshakeId,
+        peer: &NodeId,
+    ) -> Result<Registered, LinkRejection> {
+        let pending = self.handshakes.remove(&hs).ok_or(LinkRejection::Unknown)?;
         if pending.doomed {
-            return Err(Rejection::Superseded);
+            return Err(LinkRejection::Superseded);
         }
         if self.apart.contains(peer) {
-            return Err(Rejection::Apart);
+            return Err(LinkRejection::Apart);
         }
         if self.links.contains_key(peer) {
-            return Err(Rejection::Connected);
+            return Err(LinkRejection::Connected);
         }
         let registered = Registered {
             link: self.fresh_id(),
@@ -280,6 +279,7 @@ impl Membership {
     }
 
     /// How many handshakes are in progress.
+    #[cfg(test)]
     pub fn handshakes(&self) -> usize {
         self.handshakes.len()
     }

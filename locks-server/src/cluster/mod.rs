@@ -51,9 +51,9 @@
 //!
 //! [`RouteError::NodeDown`]: crate::router::RouteError::NodeDown
 
-pub mod backoff;
-pub mod membership;
-pub mod remote;
+mod backoff;
+pub(crate) mod membership;
+pub(crate) mod remote;
 mod run;
 
 use crate::config::ClusterConfig;
@@ -153,7 +153,7 @@ impl HandshakeRefusals {
 
     /// Counts one failed handshake.
     fn count(&mut self, error: &ConnectError) {
-        use crate::net::{ConnectError as Net, Refusal};
+        use crate::net::{DialError as Net, Refusal};
         let refusal = match error {
             ConnectError::Net(Net::Refused { refusal, .. }) | ConnectError::Handshake(refusal) => {
                 refusal
@@ -179,7 +179,7 @@ impl HandshakeRefusals {
             Refusal::DuplicateName(_) => &mut self.duplicate_name,
             Refusal::Malformed(_) => &mut self.malformed,
             Refusal::Timeout => &mut self.timeout,
-            Refusal::Closed | Refusal::Io(_) => &mut self.closed,
+            Refusal::Closed | Refusal::Io(_) | Refusal::NoRandomness(_) => &mut self.closed,
             Refusal::ByPeer(_) => &mut self.by_peer,
             Refusal::Evicted => &mut self.evicted,
         };
@@ -220,7 +220,7 @@ struct State {
     /// The last failure of a handshake with each peer (other than giving way to another
     /// handshake with it), numbered by `failures_seen`: what a `connect` that gave way reports.
     /// An entry leaves when the peer comes up.
-    last_failure: HashMap<NodeId, (u64, String)>,
+    last_failure: HashMap<NodeId, (u64, ConnectError)>,
     /// How many such failures were recorded.
     failures_seen: u64,
 }
@@ -249,11 +249,11 @@ pub struct Cluster {
 }
 
 /// Why a connection to a peer was not made (or not kept).
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The TCP connection or the handshake failed.
     #[error(transparent)]
-    Net(#[from] crate::net::ConnectError),
+    Net(#[from] crate::net::DialError),
     /// An accepted handshake failed.
     #[error("handshake failed: {0}")]
     Handshake(crate::net::Refusal),
@@ -272,7 +272,7 @@ pub enum ConnectError {
         /// The peer.
         peer: NodeId,
         /// Why the other handshake failed.
-        error: String,
+        error: Box<ConnectError>,
     },
     /// The handshake succeeded but the connection was not kept.
     #[error("the connection to {peer} was not kept: {reason}")]
@@ -280,7 +280,7 @@ pub enum ConnectError {
         /// The peer.
         peer: NodeId,
         /// Why.
-        reason: membership::Rejection,
+        reason: membership::LinkRejection,
     },
 }
 
@@ -352,11 +352,6 @@ impl Cluster {
     /// The failed handshakes so far, by cause; the receiver sees every later change.
     pub fn refusals(&self) -> tokio::sync::watch::Receiver<HandshakeRefusals> {
         self.refusals.subscribe()
-    }
-
-    /// Whether `peer` is kept apart.
-    pub fn is_apart(&self, peer: &NodeId) -> bool {
-        self.state().membership.is_apart(peer)
     }
 
     /// Node thread: keeps `peer` apart, closes its connection and waits until its down has

@@ -3,7 +3,7 @@
 //! end do (see the contracts in the [module documentation](super)).
 
 use super::backoff::Backoff;
-use super::membership::{HandshakeId, LinkId, NameRefusal, Rejection};
+use super::membership::{HandshakeId, LinkId, LinkRejection, NameRefusal};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
@@ -87,7 +87,12 @@ impl Cluster {
             if let Some(peer) = peer {
                 match self.wait_outcome(&peer, since, by_peer).await {
                     Some(Ok(())) => result = Ok(peer),
-                    Some(Err(error)) => result = Err(ConnectError::Concurrent { peer, error }),
+                    Some(Err(error)) => {
+                        result = Err(ConnectError::Concurrent {
+                            peer,
+                            error: Box::new(error),
+                        });
+                    }
                     None => {}
                 }
             }
@@ -110,7 +115,7 @@ impl Cluster {
         peer: &NodeId,
         since: u64,
         by_peer: bool,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), ConnectError>> {
         let wait = async {
             loop {
                 let notified = self.changed.notified();
@@ -309,7 +314,7 @@ impl Cluster {
             || matches!(
                 error,
                 ConnectError::NotKept {
-                    reason: Rejection::Superseded | Rejection::Connected,
+                    reason: LinkRejection::Superseded | LinkRejection::Connected,
                     ..
                 }
             );
@@ -319,7 +324,7 @@ impl Cluster {
             let mut state = self.state();
             state.failures_seen += 1;
             let seen = state.failures_seen;
-            state.last_failure.insert(peer, (seen, error.to_string()));
+            state.last_failure.insert(peer, (seen, error.clone()));
             drop(state);
             self.changed.notify_waiters();
         }
@@ -463,7 +468,7 @@ fn is_duplicate(error: &ConnectError) -> bool {
         ConnectError::Refused { reason, .. } => {
             matches!(reason, NameRefusal::Connected | NameRefusal::Handshaking)
         }
-        ConnectError::Net(net::ConnectError::Refused { refusal, .. }) => {
+        ConnectError::Net(net::DialError::Refused { refusal, .. }) => {
             *refusal == Refusal::ByPeer(RefusalCode::DuplicateName)
         }
         _ => false,

@@ -12,7 +12,8 @@
 use crate::log_limit::Verdict;
 use crate::net::NetConfig;
 use crate::net::frame::{
-    HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, decode_frame, encode_frame, length_codec,
+    HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, Transport, decode_frame, encode_frame,
+    length_codec,
 };
 use crate::net::handshake::{Handshake, HandshakeOutcome, Refusal, Role, Step};
 use crate::net::link::{self, Driver, Link};
@@ -24,10 +25,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, sleep_until, timeout_at};
-use tokio_util::codec::{Framed, LengthDelimitedCodec};
-
-/// The framed stream of a connection.
-pub(crate) type Transport = Framed<TcpStream, LengthDelimitedCodec>;
+use tokio_util::codec::Framed;
 
 /// How long a side that refuses a handshake waits for its `Refuse` frame to be written and
 /// for the peer to hang up, before it drops the socket.
@@ -66,7 +64,7 @@ pub async fn establish(
     let nonce = match random_nonce() {
         Ok(nonce) => nonce,
         Err(e) => {
-            let refusal = Refusal::Io(format!("no randomness for the handshake nonce: {e}"));
+            let refusal = Refusal::NoRandomness(e);
             log_refusal(config, peer_addr, role, &refusal);
             return Err(refusal);
         }
@@ -97,12 +95,12 @@ pub async fn establish(
                 // failure is decided here.
                 break HandshakeOutcome::Refused(match e {
                     SendFailure::Timeout => Refusal::Timeout,
-                    SendFailure::Io(e) => Refusal::Io(e),
+                    SendFailure::Io(e) => Refusal::Io(e.into()),
                 });
             }
             step = match e {
                 SendFailure::Timeout => hs.on_tick(now()),
-                SendFailure::Io(e) => hs.on_io_error(&e),
+                SendFailure::Io(e) => hs.on_io_error(e),
             };
             continue;
         }
@@ -114,12 +112,12 @@ pub async fn establish(
                 None => hs.on_closed(),
                 // LengthDelimitedCodec reports a length prefix above the limit as InvalidData.
                 Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
-                    hs.on_bad_framing(&e.to_string())
+                    hs.on_bad_framing(e)
                 }
-                Some(Err(e)) => hs.on_io_error(&e.to_string()),
+                Some(Err(e)) => hs.on_io_error(e),
                 Some(Ok(bytes)) => match decode_frame(&bytes, HANDSHAKE_MAX_FRAME) {
                     Ok(frame) => hs.on_frame(frame, &name_in_use),
-                    Err(e) => hs.on_malformed(&e),
+                    Err(e) => hs.on_malformed(e),
                 },
             },
             () = sleep_until(Instant::from_std(hs.deadline())) => hs.on_tick(now()),
@@ -176,6 +174,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::Timeout => "handshake: timeout",
         Refusal::Closed => "handshake: closed",
         Refusal::Io(_) => "handshake: i/o error",
+        Refusal::NoRandomness(_) => "handshake: no randomness",
         Refusal::ByPeer(_) => "handshake: refused by the peer",
         Refusal::Evicted => "handshake: evicted",
     }
@@ -183,7 +182,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
 
 enum SendFailure {
     Timeout,
-    Io(String),
+    Io(io::Error),
 }
 
 /// Writes `frames` and flushes once, by `deadline`.
@@ -206,7 +205,7 @@ async fn send_frames(
     };
     match timeout_at(deadline, write).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(SendFailure::Io(e.to_string())),
+        Ok(Err(e)) => Err(SendFailure::Io(e)),
         Err(_) => Err(SendFailure::Timeout),
     }
 }

@@ -17,7 +17,12 @@ use locks_core::NodeId;
 use locks_core::codec::{self, CodecError, HARD_MAX_FRAME};
 use locks_core::proto::{Envelope, PROTOCOL_VERSION};
 use serde::{Deserialize, Serialize};
-use tokio_util::codec::LengthDelimitedCodec;
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, LengthDelimitedCodec};
+
+/// The framed stream of a connection: the TCP stream under the [`length_codec`] framing (the
+/// handshake and the link after it share it, so it lives below both).
+pub(crate) type Transport = Framed<TcpStream, LengthDelimitedCodec>;
 
 /// The length of a handshake nonce, in bytes.
 pub const NONCE_LEN: usize = 32;

@@ -33,11 +33,13 @@
 //! fail.
 
 use crate::net::Cookie;
+use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
 use hmac::{Hmac, KeyInit, Mac};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
 use sha2::Sha256;
+use std::io;
 use std::time::Instant;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -74,7 +76,7 @@ pub enum Refusal {
     DuplicateName(NodeId),
     /// A frame could not be decoded or came out of order.
     #[error("malformed handshake: {0}")]
-    Malformed(String),
+    Malformed(Malformed),
     /// The handshake did not finish before its deadline.
     #[error("the handshake did not finish in time")]
     Timeout,
@@ -83,7 +85,10 @@ pub enum Refusal {
     Closed,
     /// The connection failed during the handshake.
     #[error("i/o error during the handshake: {0}")]
-    Io(String),
+    Io(IoFailure),
+    /// The system had no randomness for this node's nonce.
+    #[error("no randomness for the handshake nonce: {0}")]
+    NoRandomness(getrandom::Error),
     /// The peer refused this node, and said why.
     #[error("the peer refused the connection: {0}")]
     ByPeer(RefusalCode),
@@ -105,7 +110,11 @@ impl Refusal {
             Refusal::DuplicateName(_) => Some(RefusalCode::DuplicateName),
             Refusal::Malformed(_) => Some(RefusalCode::Malformed),
             Refusal::Timeout => Some(RefusalCode::Timeout),
-            Refusal::Closed | Refusal::Io(_) | Refusal::ByPeer(_) | Refusal::Evicted => None,
+            Refusal::Closed
+            | Refusal::Io(_)
+            | Refusal::NoRandomness(_)
+            | Refusal::ByPeer(_)
+            | Refusal::Evicted => None,
         }
     }
 }
@@ -221,34 +230,34 @@ impl Handshake {
                     State::AwaitHello => "Hello",
                     _ => "Proof",
                 };
-                self.refuse(Refusal::Malformed(format!(
-                    "got {} while waiting for {waiting}",
-                    frame.kind()
-                )))
+                self.refuse(Refusal::Malformed(Malformed::Unexpected {
+                    got: frame.kind(),
+                    waiting,
+                }))
             }
         }
     }
 
     /// A frame could not be decoded.
-    pub fn on_malformed(&mut self, error: &FrameError) -> Step {
+    pub fn on_malformed(&mut self, error: FrameError) -> Step {
         if self.is_done() {
             return Step::default();
         }
         match error {
             FrameError::Version { got } => self.refuse(Refusal::WrongVersion {
                 ours: PROTOCOL_VERSION,
-                theirs: *got,
+                theirs: got,
             }),
-            FrameError::Codec(e) => self.refuse(Refusal::Malformed(e.to_string())),
+            codec @ FrameError::Codec(_) => self.refuse(Refusal::Malformed(codec.into())),
         }
     }
 
     /// The framing layer refused the bytes (for example a length prefix above the limit).
-    pub fn on_bad_framing(&mut self, reason: &str) -> Step {
+    pub fn on_bad_framing(&mut self, error: io::Error) -> Step {
         if self.is_done() {
             return Step::default();
         }
-        self.refuse(Refusal::Malformed(reason.to_owned()))
+        self.refuse(Refusal::Malformed(Malformed::Framing(error.into())))
     }
 
     /// The peer closed the connection.
@@ -260,11 +269,11 @@ impl Handshake {
     }
 
     /// The connection failed.
-    pub fn on_io_error(&mut self, error: &str) -> Step {
+    pub fn on_io_error(&mut self, error: io::Error) -> Step {
         if self.is_done() {
             return Step::default();
         }
-        self.finish(Vec::new(), Refusal::Io(error.to_owned()))
+        self.finish(Vec::new(), Refusal::Io(error.into()))
     }
 
     /// Time passed; at or after the deadline the handshake is refused with
@@ -304,7 +313,7 @@ impl Handshake {
         }
         if hello.nonce == self.nonce {
             // Our own challenge coming back: a reflection, or a broken random source.
-            return self.refuse(Refusal::Malformed("the peer echoed our nonce".to_owned()));
+            return self.refuse(Refusal::Malformed(Malformed::EchoedNonce));
         }
         let send = match self.role {
             // The initiator proves first.

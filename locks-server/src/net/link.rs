@@ -21,8 +21,8 @@
 
 use crate::lease::LeaseCell;
 use crate::net::NetConfig;
-use crate::net::conn::Transport;
-use crate::net::frame::{PeerFrame, decode_frame, encode_frame, encode_payload};
+use crate::net::failure::{IoFailure, Malformed};
+use crate::net::frame::{PeerFrame, Transport, decode_frame, encode_frame, encode_payload};
 use crate::net::handshake::Role;
 use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 use bytes::Bytes;
@@ -239,10 +239,10 @@ pub enum DownReason {
     },
     /// A frame could not be decoded, or was not allowed after the handshake.
     #[error("malformed frame from the peer: {0}")]
-    Malformed(String),
+    Malformed(Malformed),
     /// Reading or writing failed.
     #[error("i/o error: {0}")]
-    Io(String),
+    Io(IoFailure),
 }
 
 /// The future that runs one connection; see [`Driver::run`].
@@ -325,15 +325,15 @@ async fn read_loop(
                 let bytes = match item {
                     None => return DownReason::ClosedByPeer,
                     Some(Err(e)) if e.kind() == io::ErrorKind::InvalidData => {
-                        return DownReason::Malformed(e.to_string());
+                        return DownReason::Malformed(Malformed::Framing(e.into()));
                     }
-                    Some(Err(e)) => return DownReason::Io(e.to_string()),
+                    Some(Err(e)) => return DownReason::Io(e.into()),
                     Some(Ok(bytes)) => bytes,
                 };
                 let at = now();
                 detector.on_frame(at);
                 match decode_frame(&bytes, max_frame) {
-                    Err(e) => return DownReason::Malformed(e.to_string()),
+                    Err(e) => return DownReason::Malformed(e.into()),
                     Ok(PeerFrame::Payload(envelope)) => {
                         // An owner that dropped `incoming` does not want envelopes; keep the
                         // connection (and its heartbeat) up for sending.
@@ -354,10 +354,9 @@ async fn read_loop(
                         }
                     }
                     Ok(frame) => {
-                        return DownReason::Malformed(format!(
-                            "{} frame after the handshake",
-                            frame.kind()
-                        ));
+                        return DownReason::Malformed(Malformed::AfterHandshake {
+                            got: frame.kind(),
+                        });
                     }
                 }
             }
@@ -409,7 +408,7 @@ async fn write_loop(
             },
         };
         if let Err(e) = sink.feed(first).await {
-            return DownReason::Io(e.to_string());
+            return DownReason::Io(e.into());
         }
         // Batch: feed everything already queued, then flush once.
         for _ in 1..MAX_BATCH {
@@ -424,11 +423,11 @@ async fn write_loop(
                 },
             };
             if let Err(e) = sink.feed(next).await {
-                return DownReason::Io(e.to_string());
+                return DownReason::Io(e.into());
             }
         }
         if let Err(e) = sink.flush().await {
-            return DownReason::Io(e.to_string());
+            return DownReason::Io(e.into());
         }
     }
 }
@@ -448,6 +447,6 @@ async fn close_gracefully(
     };
     match timeout(linger, drain).await {
         Ok(Ok(())) | Err(_) => DownReason::ClosedLocally,
-        Ok(Err(e)) => DownReason::Io(e.to_string()),
+        Ok(Err(e)) => DownReason::Io(e.into()),
     }
 }

@@ -143,9 +143,10 @@ async fn accept_loop(
     }
 }
 
-/// Why [`connect`] failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
+/// Why [`connect`] failed. (`Clone`, so that one failure can answer every caller waiting on
+/// the same peer.)
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum DialError {
     /// The TCP connection was not established within [`NetConfig::connect_timeout`].
     #[error("connecting to {addr} timed out after {after:?}")]
     Timeout {
@@ -160,7 +161,7 @@ pub enum ConnectError {
         /// The address.
         addr: SocketAddr,
         /// The error.
-        error: io::Error,
+        error: Arc<io::Error>,
     },
     /// The handshake failed.
     #[error("handshake with {addr} failed: {refusal}")]
@@ -178,13 +179,18 @@ pub async fn connect(
     addr: SocketAddr,
     config: &NetConfig,
     name_in_use: impl Fn(&NodeId) -> bool,
-) -> Result<Connection, ConnectError> {
+) -> Result<Connection, DialError> {
     let stream = match tokio::time::timeout(config.connect_timeout, TcpStream::connect(addr)).await
     {
         Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => return Err(ConnectError::Io { addr, error }),
+        Ok(Err(error)) => {
+            return Err(DialError::Io {
+                addr,
+                error: Arc::new(error),
+            });
+        }
         Err(_) => {
-            return Err(ConnectError::Timeout {
+            return Err(DialError::Timeout {
                 addr,
                 after: config.connect_timeout,
             });
@@ -192,5 +198,5 @@ pub async fn connect(
     };
     establish(stream, Role::Initiator, config, name_in_use)
         .await
-        .map_err(|refusal| ConnectError::Refused { addr, refusal })
+        .map_err(|refusal| DialError::Refused { addr, refusal })
 }

@@ -52,6 +52,7 @@
 //! [`Heartbeat`]: crate::net::Heartbeat
 
 pub mod conn;
+pub mod failure;
 pub mod frame;
 pub mod handshake;
 pub mod heartbeat;
@@ -60,11 +61,12 @@ pub mod listen;
 pub mod pending;
 
 pub use conn::{Connection, establish};
+pub use failure::{IoFailure, Malformed};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
 pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
-pub use listen::{ConnectError, Listener, NameInUse, connect};
+pub use listen::{DialError, Listener, NameInUse, connect};
 
 use crate::log_limit::LogLimiter;
 use locks_core::NodeId;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub type Effects = Vec<(AgentId, AgentMessage)>;
 
 /// What the notices of one lock need from the table.
-pub(super) struct Ctx<'a> {
+pub(super) struct NotifyCtx<'a> {
     pub node: &'a NodeId,
     pub modes: &'a ModeTable,
     pub agents: &'a Agents,
@@ -79,7 +79,7 @@ pub(super) fn view(rec: &LockRecord, modes: &ModeTable, agents: &Agents) -> Lock
 /// Appends the messages about `rec` after an operation changed it as `ch` says.
 pub(super) fn emit(
     rec: &LockRecord,
-    ctx: &Ctx<'_>,
+    ctx: &NotifyCtx<'_>,
     ch: &Changes,
     aud: &Audience<'_>,
     out: &mut Effects,

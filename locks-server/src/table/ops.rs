@@ -10,7 +10,7 @@
 //! - a record with no entries and no watchers is deleted before the operation returns.
 
 use super::LockTable;
-use super::notify::{self, Audience, Ctx, Effects};
+use super::notify::{self, Audience, Effects, NotifyCtx};
 use super::record::Changes;
 use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection, Wait};
 use locks_core::waits::blockers_of;
@@ -439,7 +439,7 @@ impl LockTable {
                     if let Some(m) = add {
                         rec.add_intent(pos, m);
                     }
-                    if rec.settle(pos, modes, v, &mut ch)
+                    if rec.place(pos, modes, v, &mut ch)
                         && let Some(slot) = self.agents.get_mut(a)
                     {
                         slot.locks.remove(&s);
@@ -450,7 +450,7 @@ impl LockTable {
                 if let Some(pos) = rec.pos(a) {
                     rec.convert_direct(pos, direct, modes, &mut ch);
                     // A lower direct mode never empties the entry: it still needs `direct`.
-                    rec.settle(pos, modes, v, &mut ch);
+                    rec.place(pos, modes, v, &mut ch);
                 }
             }
             Edit::Requeue => {
@@ -471,7 +471,7 @@ impl LockTable {
             rec.version = v;
         }
         if touched || aud.respond.is_some() {
-            let ctx = Ctx {
+            let ctx = NotifyCtx {
                 node: &self.node,
                 modes,
                 agents: &self.agents,

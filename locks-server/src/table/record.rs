@@ -192,7 +192,7 @@ impl LockRecord {
     }
 
     /// Adds an entry for `agent`, which needs nothing yet; the caller sets its needs and calls
-    /// [`Self::settle`]. Returns its position.
+    /// [`Self::place`]. Returns its position.
     pub fn insert(&mut self, agent: u32, version: u64, index_threshold: usize) -> usize {
         let pos = self.entries.len();
         self.entries.push(Entry::new(agent, version));
@@ -204,19 +204,19 @@ impl LockRecord {
         pos
     }
 
-    /// Sets the direct mode of the entry at `pos` (call [`Self::settle`] afterwards).
+    /// Sets the direct mode of the entry at `pos` (call [`Self::place`] afterwards).
     pub fn set_direct(&mut self, pos: usize, direct: Option<Mode>) {
         self.entries[pos].direct = direct;
     }
 
     /// `Convert`: sets the direct mode of the entry at `pos` to `direct`, weaker than the one it
-    /// had (call [`Self::settle`] afterwards). A converting entry also gives up at once what it
+    /// had (call [`Self::place`] afterwards). A converting entry also gives up at once what it
     /// holds and no longer asks for: its held mode `h` becomes what it still asks for of `h`
     /// ([`Entry::still_asked`]), when `h` covers that. A conversion down is granted at once, so
     /// nobody may be blocked by a mode its holder gave up while its conversion up waits; if the
     /// new direct mode is not covered by `h` (the entry was upgrading to it), `h` stays, since
     /// the entry cannot be granted more than it holds without waiting. Granted and waiting
-    /// entries need nothing here: `settle` down-converts the one and lowers the other's pending
+    /// entries need nothing here: `place` down-converts the one and lowers the other's pending
     /// mode in place.
     pub fn convert_direct(
         &mut self,
@@ -239,12 +239,12 @@ impl LockRecord {
         }
     }
 
-    /// Counts one more descendant lock needing `mode` (call [`Self::settle`] afterwards).
+    /// Counts one more descendant lock needing `mode` (call [`Self::place`] afterwards).
     pub fn add_intent(&mut self, pos: usize, mode: Mode) {
         self.entries[pos].add_intent(mode);
     }
 
-    /// Counts one descendant lock needing `mode` less (call [`Self::settle`] afterwards).
+    /// Counts one descendant lock needing `mode` less (call [`Self::place`] afterwards).
     pub fn remove_intent(&mut self, pos: usize, mode: Mode) {
         self.entries[pos].remove_intent(mode);
     }
@@ -262,7 +262,7 @@ impl LockRecord {
     /// - converting or waiting, needs a different mode: the pending mode changes in place;
     /// - new: at the back of the wait queue (granted by `process_grants` if nobody converts or
     ///   waits and the group allows it — seed 000, immediate grant).
-    pub fn settle(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {
+    pub fn place(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {
         let e = &self.entries[pos];
         let agent = e.agent;
         let (held, want) = (e.held, e.want);
@@ -396,7 +396,7 @@ impl LockRecord {
             }
             self.pop_conv(ch);
             // The conversion was checked in mode `w`; the entry keeps only what it needs now
-            // (`w` may include a held mode it no longer needs, see `settle`).
+            // (`w` may include a held mode it no longer needs, see `place`).
             let need = self.entries[pos].need(modes).unwrap_or(w);
             let granted = if modes.covers(w, need) { need } else { w };
             if granted != h {

@@ -8,8 +8,8 @@ pub mod net;
 
 use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_server::Effects;
 use locks_server::LockTable;
-use locks_server::table::Effects;
 
 pub fn node() -> NodeId {
     NodeId::new("n1").expect("valid node name")

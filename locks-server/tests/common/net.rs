@@ -5,9 +5,10 @@
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
-use locks_server::net::frame::{decode_frame, encode_frame, length_codec};
-use locks_server::net::{Cookie, Handshake, HandshakeOutcome, Role};
-use locks_server::{RemoteLink, RouteError};
+use locks_server::RouteError;
+use locks_server::internal::RemoteLink;
+use locks_server::internal::net::frame::{decode_frame, encode_frame, length_codec};
+use locks_server::internal::net::{Cookie, Handshake, HandshakeOutcome, Role};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Mutex;

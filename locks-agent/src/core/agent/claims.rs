@@ -8,7 +8,7 @@
 
 use super::{AgentCore, Effect};
 use crate::core::error::RequestError;
-use crate::core::requests::{Request, held_on};
+use crate::core::requests::{LockRequest, held_on};
 use crate::core::status::{GrantedLock, LockResult, LossCause, LostLock};
 use crate::options::Req;
 use locks_core::proto::{AgentMessage, LockNotice};
@@ -46,7 +46,7 @@ impl AgentCore {
                 self.unclaimed.push(lock.clone());
             }
             self.mark_request(&lock);
-            let request = Request {
+            let request = LockRequest {
                 lock: lock.clone(),
                 mode,
                 nodes: smallvec::smallvec![node.clone()],
@@ -114,7 +114,7 @@ impl AgentCore {
             .collect()
     }
 
-    fn grant_of(&self, r: &Request) -> GrantedLock {
+    fn grant_of(&self, r: &LockRequest) -> GrantedLock {
         // Sized by the request's nodes: collecting the filtered iterator would reserve room
         // for four, and this list is built for every lock of the transaction.
         let mut nodes = Vec::with_capacity(r.nodes.len());

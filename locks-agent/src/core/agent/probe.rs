@@ -44,7 +44,7 @@
 use super::{AgentCore, Effect, Phase};
 use crate::core::graph::{Cycle, WaitForGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
-use crate::core::requests::Request;
+use crate::core::requests::LockRequest;
 use crate::core::status::Deadlock;
 use locks_core::proto::{AgentMessage, LockView, Probe, ProbeEdge, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
@@ -484,7 +484,7 @@ impl AgentCore {
     }
 
     /// Whether giving up the copy on `node` would take from `r` a grant its requirement needs.
-    fn would_lose(&self, r: &Request, node: &NodeId) -> bool {
+    fn would_lose(&self, r: &LockRequest, node: &NodeId) -> bool {
         if !r.held_on(&self.modes, &self.knowledge, node) {
             return false;
         }

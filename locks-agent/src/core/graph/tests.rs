@@ -2,6 +2,7 @@ use super::*;
 use locks_core::Mode::{self, IS, IX, S, X};
 use locks_core::lock_id;
 use locks_core::proto::{Conversion, QueueEntry};
+use locks_core::waits::first_blocked_by;
 use proptest::prelude::*;
 
 fn node() -> NodeId {

@@ -56,7 +56,7 @@ fn disconnect_dooms_a_handshake_in_progress() {
     let h = m.begin(Role::Acceptor);
     m.check(h, &b).unwrap();
     assert_eq!(m.disconnect(&b), None);
-    assert_eq!(m.established(h, &b), Err(Rejection::Superseded));
+    assert_eq!(m.established(h, &b), Err(LinkRejection::Superseded));
     assert_eq!(m.link(&b), None);
 }
 

@@ -1,0 +1,17 @@
+//! The seam between the crates of this workspace: what `locks-leader` (and the workspace's own
+//! tests, simulations and benches) need of `locks-agent` beyond its public surface — the pure
+//! agent state machine [`AgentCore`] with its [`Effect`]s (the leader runs its election agent
+//! on it), the client's [`LockRequest`] records, and the [`WaitForGraph`] deadlock detection
+//! runs on.
+//!
+//! It carries no stability promise: anything here may change with any release, in step with
+//! the crates of this workspace. Programs use the names at the crate's root.
+
+pub use crate::core::agent::{AgentCore, Effect};
+pub use crate::core::graph::{Cycle, WaitForGraph, WaitLabel};
+pub use crate::core::knowledge::Knowledge;
+pub use crate::core::requests::LockRequest;
+pub use crate::core::{Answer, CallFailure, CallId};
+/// The one executor of [`AgentCore`] effects, used by the agent actor and by the leader's
+/// member actor, which embeds a core.
+pub use crate::executor::{Executed, end, execute};

@@ -1,0 +1,112 @@
+//! What a refusal or a link's down reason carries when the connection failed ([`IoFailure`])
+//! or the peer sent what is not a frame, or not one allowed there ([`Malformed`]).
+//!
+//! Those values are cloned to every listener and compared by the tests of the pure handshake
+//! machine, which an `io::Error` or a decoding error allows neither; these share the error and
+//! compare by kind and message. They live below the handshake, the connection and the link,
+//! which all report them.
+
+use crate::net::frame::FrameError;
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+/// An i/o error, shared by the clones of what carries it. Two are equal when their kinds and
+/// messages are.
+#[derive(Clone, Debug)]
+pub struct IoFailure(Arc<io::Error>);
+
+impl IoFailure {
+    /// The error.
+    pub fn error(&self) -> &io::Error {
+        &self.0
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.0.kind()
+    }
+}
+
+impl From<io::Error> for IoFailure {
+    fn from(error: io::Error) -> Self {
+        IoFailure(Arc::new(error))
+    }
+}
+
+impl PartialEq for IoFailure {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind() == other.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoFailure {}
+
+impl fmt::Display for IoFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for IoFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// Why the bytes of a peer were refused: not a frame, or a frame not allowed there.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum Malformed {
+    /// The framing layer refused the bytes (for example a length prefix above the limit).
+    #[error(transparent)]
+    Framing(IoFailure),
+    /// The bytes are not a frame.
+    #[error(transparent)]
+    Decode(Arc<FrameError>),
+    /// A handshake frame came out of order.
+    #[error("got {got} while waiting for {waiting}")]
+    Unexpected {
+        /// The kind of frame received.
+        got: &'static str,
+        /// The kind of frame the handshake waited for.
+        waiting: &'static str,
+    },
+    /// A handshake frame came after the handshake.
+    #[error("{got} frame after the handshake")]
+    AfterHandshake {
+        /// The kind of frame received.
+        got: &'static str,
+    },
+    /// The peer's `Hello` carried this node's own nonce: a reflection, or a broken random
+    /// source.
+    #[error("the peer echoed our nonce")]
+    EchoedNonce,
+}
+
+impl PartialEq for Malformed {
+    fn eq(&self, other: &Self) -> bool {
+        use Malformed::*;
+        match (self, other) {
+            (Framing(a), Framing(b)) => a == b,
+            (Decode(a), Decode(b)) => a.to_string() == b.to_string(),
+            (
+                Unexpected { got, waiting },
+                Unexpected {
+                    got: got2,
+                    waiting: waiting2,
+                },
+            ) => got == got2 && waiting == waiting2,
+            (AfterHandshake { got }, AfterHandshake { got: got2 }) => got == got2,
+            (EchoedNonce, EchoedNonce) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Malformed {}
+
+impl From<FrameError> for Malformed {
+    fn from(error: FrameError) -> Self {
+        Malformed::Decode(Arc::new(error))
+    }
+}

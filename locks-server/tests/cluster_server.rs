@@ -11,6 +11,7 @@ use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::cluster::NodeEvent;
 use locks_server::{Deliver, Node, NodeConfig, TableSnapshot};
+use locks_testing::wait::poll;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -126,14 +127,10 @@ fn lock(agent: &AgentId, lock: &LockId) -> ServerRequest {
 
 /// Polls `node`'s table until `done` holds (bounded).
 async fn wait_table(node: &Node, what: &str, done: impl Fn(&TableSnapshot) -> bool) {
-    bounded(what, async {
-        loop {
-            let snap = node.snapshot().await.unwrap();
-            if done(&snap) {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
+    let done = &done;
+    poll(BOUND, what, Duration::ZERO, move || async move {
+        let snap = node.snapshot().await.unwrap();
+        if done(&snap) { Ok(()) } else { Err(snap) }
     })
     .await;
 }

@@ -2,7 +2,7 @@
 //! published, never a dependency of a library crate.
 //!
 //! - [`wait`]: the bounded waits every suite that waits uses, so that a broken build fails
-//!   fast instead of hanging;
+//!   fast instead of hanging (the async ones with the feature `tokio`);
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
 //! - [`sim`] (feature `sim`): the deterministic simulation harness shared by
 //!   the agent simulations, the model checker and the leader simulations: the in-memory
@@ -10,8 +10,8 @@
 //!   of one step. Each simulation keeps only its actors (agent cores, leader members) and its
 //!   oracles.
 //!
-//! Without the `sim` feature the crate depends on no crate of the workspace, which lets
-//! `locks-core`'s own tests use the waits.
+//! Without features the crate has no dependency, which lets `locks-core`'s own tests use the
+//! waits.
 
 pub mod seeded;
 #[cfg(feature = "sim")]

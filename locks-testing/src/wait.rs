@@ -3,11 +3,14 @@
 //! caller's (each suite keeps its own, sized for its slowest step); nothing here asserts a
 //! duration.
 
+#[cfg(feature = "tokio")]
 use std::fmt::Debug;
+#[cfg(feature = "tokio")]
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// Awaits `f`, failing the test as `what` if it is not done within `bound`.
+#[cfg(feature = "tokio")]
 pub async fn within<F: Future>(bound: Duration, what: &str, f: F) -> F::Output {
     match tokio::time::timeout(bound, f).await {
         Ok(out) => out,
@@ -17,6 +20,7 @@ pub async fn within<F: Future>(bound: Duration, what: &str, f: F) -> F::Output {
 
 /// Calls `probe` every `interval` until it returns `Ok`, and returns that value; fails the test
 /// as `what`, with the last `Err` the probe returned, if that takes longer than `bound`.
+#[cfg(feature = "tokio")]
 pub async fn poll<T, E, Fut>(
     bound: Duration,
     what: &str,
@@ -44,6 +48,7 @@ where
 
 /// Calls the async `condition` every `interval` until it is true; fails the test as `what` if
 /// that takes longer than `bound`.
+#[cfg(feature = "tokio")]
 pub async fn until<Fut>(
     bound: Duration,
     what: &str,
@@ -62,9 +67,33 @@ pub async fn until<Fut>(
 /// Blocks the thread until `condition` holds, yielding between checks; fails the test as
 /// `what` if that takes longer than `bound`. For tests without an async runtime.
 pub fn eventually(bound: Duration, what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + bound;
+    let deadline = Deadline::after(bound);
     while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        deadline.check(|| what.to_owned());
         std::thread::yield_now();
+    }
+}
+
+/// The instant at which every wait of a test ends (a test driving processes line by line
+/// waits in many places, all under one bound).
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    /// `bound` from now.
+    pub fn after(bound: Duration) -> Deadline {
+        Deadline(Instant::now() + bound)
+    }
+
+    /// What is left of it (zero once passed), to bound a blocking receive.
+    pub fn left(&self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
+    }
+
+    /// Fails the test, with what it was waiting for, once the deadline has passed.
+    pub fn check(&self, what: impl FnOnce() -> String) {
+        if Instant::now() >= self.0 {
+            panic!("timed out waiting for: {}", what());
+        }
     }
 }

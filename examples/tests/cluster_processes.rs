@@ -6,7 +6,8 @@
 mod common;
 
 use common::Proc;
-use std::time::{Duration, Instant};
+use locks_testing::wait::Deadline;
+use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const COOKIE: &str = "process-test";
@@ -42,7 +43,7 @@ fn waits(table: &[String], lock: &str, node: &str) -> bool {
 
 #[test]
 fn three_processes_survive_a_sigkill() {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Deadline::after(DEADLINE);
     let [mut n1, mut n2, mut n3] = Proc::start_three(["n1", "n2", "n3"], COOKIE, "info", deadline);
     for (p, others) in [
         (&mut n1, ["n2", "n3"]),

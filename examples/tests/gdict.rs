@@ -13,21 +13,12 @@ use std::time::Duration;
 const BOUND: Duration = Duration::from_secs(30);
 
 async fn bounded<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(BOUND, f).await.expect("bounded wait")
+    locks_testing::wait::within(BOUND, "bounded wait", f).await
 }
 
 /// Polls `f` until it returns true (bounded).
-async fn eventually<F, Fut>(mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    bounded(async {
-        while !f().await {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
+async fn eventually<Fut: Future<Output = bool>>(f: impl FnMut() -> Fut) {
+    locks_testing::wait::until(BOUND, "condition", Duration::from_millis(5), f).await
 }
 
 #[tokio::test]

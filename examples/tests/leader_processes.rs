@@ -7,9 +7,10 @@
 mod common;
 
 use common::Proc;
+use locks_testing::wait::Deadline;
 use std::ops::{Deref, DerefMut};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 const COOKIE: &str = "leader-process-test";
@@ -36,13 +37,13 @@ impl DerefMut for Member {
 
 impl Member {
     /// Starts three members named `names` (see `Proc::start_three`).
-    fn start_three(names: [&str; 3], deadline: Instant) -> [Member; 3] {
+    fn start_three(names: [&str; 3], deadline: Deadline) -> [Member; 3] {
         Proc::start_three(names, COOKIE, "warn", deadline).map(|proc| Member { proc, leader: None })
     }
 
     /// Starts three members named `names` and waits until each sees the other two up and has
     /// joined the dictionary `d` (in that order, one process after the other).
-    fn start_joined(names: [&str; 3], deadline: Instant) -> [Member; 3] {
+    fn start_joined(names: [&str; 3], deadline: Deadline) -> [Member; 3] {
         let mut members = Member::start_three(names, deadline);
         for (i, p) in members.iter_mut().enumerate() {
             for (_, other) in names.iter().enumerate().filter(|(j, _)| *j != i) {
@@ -83,12 +84,12 @@ impl Member {
             if let Some(i) = self.backlog.iter().position(|l| pred(l)) {
                 return self.proc.backlog.remove(i);
             }
-            assert!(
-                Instant::now() < self.deadline,
-                "{}: no line for {what} (unconsumed: {:?})",
-                self.name,
-                self.backlog
-            );
+            self.deadline.check(|| {
+                format!(
+                    "{}: a line for {what} (unconsumed: {:?})",
+                    self.name, self.backlog
+                )
+            });
             self.poll(Duration::from_millis(20));
         }
     }
@@ -107,14 +108,10 @@ fn agreed(procs: &mut [&mut Member], ok: impl Fn(&(String, u64)) -> bool) -> (St
         {
             return l.clone();
         }
-        assert!(
-            Instant::now() < procs[0].deadline,
-            "no agreed leader: {:?}",
-            procs
-                .iter()
-                .map(|p| (&p.name, &p.leader))
-                .collect::<Vec<_>>()
-        );
+        procs[0].deadline.check(|| {
+            let leaders: Vec<_> = procs.iter().map(|p| (&p.name, &p.leader)).collect();
+            format!("an agreed leader: {leaders:?}")
+        });
     }
 }
 
@@ -145,7 +142,7 @@ fn eventually_value(p: &mut Member, key: &str, value: &str) {
 
 #[test]
 fn a_sigkilled_leader_process_is_replaced_by_one_with_a_larger_term() {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Deadline::after(DEADLINE);
     let [mut n1, mut n2, mut n3] = Member::start_joined(["n1", "n2", "n3"], deadline);
     let (first, epoch) = agreed(&mut [&mut n1, &mut n2, &mut n3], |_| true);
     n1.send("store d k 7");
@@ -189,7 +186,7 @@ fn signal(p: &Member, signal: &str) {
 
 #[test]
 fn a_hung_leader_process_is_replaced_after_the_heartbeat_timeout_and_rejoins() {
-    let deadline = Instant::now() + DEADLINE;
+    let deadline = Deadline::after(DEADLINE);
     let [mut n1, mut n2, mut n3] = Member::start_joined(["h1", "h2", "h3"], deadline);
     let (first, epoch) = agreed(&mut [&mut n1, &mut n2, &mut n3], |_| true);
     let (mut frozen, [mut s1, mut s2]) = leader_and_others([n1, n2, n3], &first);

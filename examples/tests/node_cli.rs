@@ -4,10 +4,11 @@
 mod common;
 
 use common::Proc;
+use locks_testing::wait::Deadline;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Runs a lone node with `args`, feeds it `input`, and returns its stdout lines (the node exits
 /// at the end of its stdin); fails after 20 s.
@@ -74,7 +75,7 @@ fn without_mono_lines_are_unstamped() {
 
 #[test]
 fn leader_answers_whom_the_replica_follows() {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Deadline::after(Duration::from_secs(20));
     let mut node = Proc::start("n1", &[], "node-cli-test", "warn", deadline);
     node.send("leader d");
     node.expect_line("error d no such dictionary");
@@ -95,7 +96,7 @@ fn leader_answers_whom_the_replica_follows() {
 
 #[test]
 fn a_lock_lost_with_its_node_is_printed_unasked() {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Deadline::after(Duration::from_secs(30));
     let mut n1 = Proc::start("n1", &[], "node-cli-lost", "warn", deadline);
     let a1 = n1.listen_addr();
     let mut n2 = Proc::start("n2", &[a1], "node-cli-lost", "warn", deadline);

@@ -12,7 +12,7 @@ mod sim;
 
 use locks_agent::Options;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
-use sim::{Ask, Sim, Stats, table_server};
+use sim::{Ask, Sim, Stats};
 
 fn node() -> NodeId {
     NodeId::new("n1").unwrap()
@@ -50,7 +50,7 @@ fn run_cycle(ids: &[u64], shape: Shape, seed: u64) -> Result<Stats, String> {
     let k = ids.len();
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
-    sim.add_server(node(), table_server(&node(), &modes, 0));
+    sim.add_server(node(), 0);
     sim.auto_end = false;
     let mut seconds = Vec::new();
     for (i, &id) in ids.iter().enumerate() {

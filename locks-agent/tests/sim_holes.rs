@@ -14,7 +14,7 @@ mod sim;
 
 use locks_agent::{Deadlock, Options, Req, TransactionStatus};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
-use sim::{Ask, Sim, table_server};
+use sim::{Ask, Sim};
 
 /// Delivery orders per scenario, unless `AGENT_SIM_SEEDS` asks for more.
 const SEEDS: u64 = 40;
@@ -33,7 +33,7 @@ fn setup(seed: u64, nodes: usize, clients: u64, options: impl Fn(u64) -> Options
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
     for i in 1..=nodes {
-        sim.add_server(n(i), table_server(&n(i), &modes, i as u64 * 1_000_000));
+        sim.add_server(n(i), i as u64 * 1_000_000);
     }
     sim.auto_end = false;
     for k in 1..=clients {

@@ -7,7 +7,7 @@ mod sim;
 
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::{AgentId, Mode, ModeTable, NodeId, lock_id};
-use sim::{Ask, Sim, table_server};
+use sim::{Ask, Sim};
 
 fn nodes() -> Vec<NodeId> {
     ["n1", "n2", "n3"]
@@ -25,7 +25,7 @@ fn network(seed: u64) -> Sim {
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
     for (i, n) in nodes().iter().enumerate() {
-        sim.add_server(n.clone(), table_server(n, &modes, i as u64 * 1_000_000));
+        sim.add_server(n.clone(), i as u64 * 1_000_000);
     }
     sim
 }
@@ -161,12 +161,11 @@ fn contended(seed: u64, req: Req, options: Options) -> Sim {
 
 #[test]
 fn majority_survives_a_server_crash_and_stays_exclusive() {
-    let modes = ModeTable::standard();
     for seed in sim::seeds(20) {
         let mut sim = contended(seed, Req::Majority, Options::default());
         let n3 = nodes()[2].clone();
         // n3 loses its table: whoever held [m] there loses it.
-        sim.crash_server(&n3, table_server(&n3, &modes, 50_000_000));
+        sim.crash_server(&n3, 50_000_000);
         sim.node_down(&n3);
         sim.auto_end = true;
         quiet(&mut sim);
@@ -180,10 +179,9 @@ fn majority_survives_a_server_crash_and_stays_exclusive() {
 
 #[test]
 fn all_without_await_nodes_cannot_be_served_after_a_crash() {
-    let modes = ModeTable::standard();
     let mut sim = contended(7, Req::All, Options::default());
     let n2 = nodes()[1].clone();
-    sim.crash_server(&n2, table_server(&n2, &modes, 50_000_000));
+    sim.crash_server(&n2, 50_000_000);
     sim.node_down(&n2);
     quiet(&mut sim);
     for serial in 1..=4 {
@@ -199,7 +197,6 @@ fn all_without_await_nodes_cannot_be_served_after_a_crash() {
 
 #[test]
 fn all_with_await_nodes_asks_again_when_the_node_returns() {
-    let modes = ModeTable::standard();
     for seed in sim::seeds(20) {
         let options = Options {
             await_nodes: true,
@@ -207,7 +204,7 @@ fn all_with_await_nodes_asks_again_when_the_node_returns() {
         };
         let mut sim = contended(seed, Req::All, options);
         let n2 = nodes()[1].clone();
-        sim.crash_server(&n2, table_server(&n2, &modes, 50_000_000));
+        sim.crash_server(&n2, 50_000_000);
         sim.node_down(&n2);
         sim.auto_end = true;
         quiet(&mut sim);

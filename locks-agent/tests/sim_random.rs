@@ -12,7 +12,7 @@ mod sim;
 
 use locks_agent::Options;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
-use sim::{Act, Ask, Audit, Rng, Sim, Stats, table_server_inspected};
+use sim::{Act, Ask, Audit, Rng, Sim, Stats};
 use std::collections::BTreeMap;
 
 fn node() -> NodeId {
@@ -99,9 +99,8 @@ fn up_and_down(
 fn run(seed: u64, agents: u64, options: &Options) -> Result<(Stats, Audit), String> {
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
-    let (server, audit, inspect) = table_server_inspected(&node(), &modes, 1000);
-    sim.add_server(node(), server);
-    sim.inspect_table(node(), inspect);
+    sim.add_server(node(), 1000);
+    sim.inspect_table(node());
     let mut ids = Vec::new();
     for serial in 1..=agents {
         let script = random_script(sim.rng());
@@ -122,8 +121,7 @@ fn run(seed: u64, agents: u64, options: &Options) -> Result<(Stats, Audit), Stri
             sim.dump()
         ));
     }
-    let audit = audit.borrow().clone();
-    Ok((sim.stats.clone(), audit))
+    Ok((sim.stats.clone(), sim.audit()))
 }
 
 #[test]

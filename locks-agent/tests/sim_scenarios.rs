@@ -8,7 +8,7 @@ mod sim;
 
 use locks_agent::{Deadlock, Options, TransactionStatus};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
-use sim::{Ask, Sim, table_server};
+use sim::{Ask, Sim};
 
 /// Delivery orders per scenario, unless `AGENT_SIM_SEEDS` asks for more.
 const SEEDS: u64 = 40;
@@ -25,7 +25,7 @@ fn agent(serial: u64) -> AgentId {
 fn setup(seed: u64, n: u64, options: impl Fn(u64) -> Options) -> Sim {
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
-    sim.add_server(node(), table_server(&node(), &modes, 0));
+    sim.add_server(node(), 0);
     sim.auto_end = false;
     for k in 1..=n {
         sim.add_client(agent(k), options(k), vec![]);

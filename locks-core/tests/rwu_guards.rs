@@ -8,15 +8,11 @@ use locks_core::lock_word::Access;
 use locks_core::{LockWordError, ReadGuard, RwuLock, UpdateGuard, WriteGuard};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Polls `condition` until it holds, failing the test after 10 s.
-fn eventually(what: &str, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        thread::yield_now();
-    }
+fn eventually(what: &str, condition: impl FnMut() -> bool) {
+    locks_testing::wait::eventually(Duration::from_secs(10), what, condition);
 }
 
 #[test]

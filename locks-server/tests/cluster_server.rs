@@ -12,6 +12,7 @@ use locks_core::{AgentId, LockId, Mode};
 use locks_server::NodeEvent;
 use locks_server::internal::{Deliver, NodeInternals};
 use locks_server::{Node, NodeConfig, TableSnapshot};
+use locks_testing::wait::poll;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -127,14 +128,10 @@ fn lock(agent: &AgentId, lock: &LockId) -> ServerRequest {
 
 /// Polls `node`'s table until `done` holds (bounded).
 async fn wait_table(node: &Node, what: &str, done: impl Fn(&TableSnapshot) -> bool) {
-    bounded(what, async {
-        loop {
-            let snap = node.snapshot().await.unwrap();
-            if done(&snap) {
-                return;
-            }
-            tokio::task::yield_now().await;
-        }
+    let done = &done;
+    poll(BOUND, what, Duration::ZERO, move || async move {
+        let snap = node.snapshot().await.unwrap();
+        if done(&snap) { Ok(()) } else { Err(snap) }
     })
     .await;
 }

@@ -5,10 +5,11 @@
 
 #![allow(dead_code)]
 
+use locks_testing::wait::Deadline;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One node process and the lines it printed.
 pub struct Proc {
@@ -19,7 +20,7 @@ pub struct Proc {
     pub lines: mpsc::Receiver<String>,
     /// Lines read but not consumed by an `expect`.
     pub backlog: Vec<String>,
-    pub deadline: Instant,
+    pub deadline: Deadline,
 }
 
 impl Proc {
@@ -30,7 +31,7 @@ impl Proc {
         peers: &[String],
         cookie: &str,
         rust_log: &str,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
         cmd.args([
@@ -77,7 +78,7 @@ impl Proc {
         names: [&str; 3],
         cookie: &str,
         rust_log: &str,
-        deadline: Instant,
+        deadline: Deadline,
     ) -> [Proc; 3] {
         let [x1, x2, x3] = names;
         let mut n1 = Proc::start(x1, &[], cookie, rust_log, deadline);
@@ -106,8 +107,7 @@ impl Proc {
             return self.backlog.remove(i);
         }
         loop {
-            let left = self.deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
+            match self.lines.recv_timeout(self.deadline.left()) {
                 Ok(line) if pred(&line) => return line,
                 Ok(line) => self.backlog.push(line),
                 Err(_) => panic!(
@@ -142,11 +142,8 @@ impl Proc {
             if done(&table) {
                 return;
             }
-            assert!(
-                Instant::now() < self.deadline,
-                "{}: {what} never happened; table: {table:#?}",
-                self.name
-            );
+            self.deadline
+                .check(|| format!("{}: {what}; table: {table:#?}", self.name));
             std::thread::sleep(Duration::from_millis(5));
         }
     }

@@ -5,8 +5,8 @@
 //!
 //! Blocking is checked by events, not time: [`Harness::wait_blocked`] waits until the lock
 //! server shows the agent waiting or converting on the lock, after which the call cannot have
-//! completed unless something else changes. Every wait is bounded by [`BOUND`], so a broken
-//! build fails instead of hanging.
+//! completed unless something else changes. Every wait is bounded by [`BOUND`]
+//! (`locks_testing::wait`), so a broken build fails instead of hanging.
 
 #![allow(dead_code)]
 
@@ -14,6 +14,7 @@ use locks_agent::{LockResult, Options, Transaction, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::{Node, NodeConfig};
+use locks_testing::wait::{poll, within};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -87,23 +88,13 @@ impl Harness {
             .await;
     }
 
-    async fn wait_for(
-        &self,
-        mut done: impl FnMut(&locks_server::TableSnapshot) -> bool,
-        what: &str,
-    ) {
-        let deadline = tokio::time::Instant::now() + BOUND;
-        loop {
-            let snap = self.node.snapshot().await.expect("snapshot");
-            if done(&snap) {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}: {snap:#?}"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
+    async fn wait_for(&self, done: impl Fn(&locks_server::TableSnapshot) -> bool, what: &str) {
+        let (node, done) = (&self.node, &done);
+        poll(BOUND, what, Duration::from_millis(2), move || async move {
+            let snap = node.snapshot().await.expect("snapshot");
+            if done(&snap) { Ok(()) } else { Err(snap) }
+        })
+        .await
     }
 }
 
@@ -124,10 +115,9 @@ impl<T> Pending<T> {
 
     /// The call's result, waiting at most [`BOUND`].
     pub async fn result(self) -> T {
-        match tokio::time::timeout(BOUND, self.0).await {
-            Ok(Ok(value)) => value,
-            Ok(Err(e)) => panic!("the call's task failed: {e}"),
-            Err(_) => panic!("the call did not complete within {BOUND:?}"),
+        match within(BOUND, "the call", self.0).await {
+            Ok(value) => value,
+            Err(e) => panic!("the call's task failed: {e}"),
         }
     }
 }
@@ -187,9 +177,7 @@ impl Client {
 
 /// Runs `f` with a bound, failing the test if it takes longer.
 pub async fn bounded<T>(f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(BOUND, f)
-        .await
-        .expect("step completed within the bound")
+    within(BOUND, "step", f).await
 }
 
 /// The cookie of the test clusters.

@@ -6,7 +6,6 @@
 pub mod configs;
 pub mod explore;
 pub mod oracle;
-#[path = "../sim/seeded.rs"]
-pub mod seeded;
+pub use locks_testing::seeded;
 pub mod show;
 pub mod world;

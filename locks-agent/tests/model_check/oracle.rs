@@ -36,7 +36,7 @@ pub const MAX_DECISIONS: u32 = 4;
 
 /// The tables' snapshots, by node index.
 pub fn truth(w: &World) -> Vec<TableSnapshot> {
-    w.tables.iter().map(|t| t.snapshot()).collect()
+    w.tables.iter().map(|(_, t)| t.snapshot()).collect()
 }
 
 fn held_mode(snap: &TableSnapshot, agent: &AgentId, lock: &LockId) -> Option<Mode> {

@@ -1,6 +1,7 @@
 //! One state of the modelled system and the steps that lead out of it.
 //!
-//! A [`World`] is every lock table (the real `locks_server::LockTable`, one per node), every
+//! A [`World`] is every lock table (the real `locks_server::LockTable`, one per node, on the
+//! shared harness's `Tables`), every
 //! agent (the real `AgentCore`, wrapped as [`Client`] with the position of its client in its
 //! script) and every message in flight. Messages travel on the FIFO channel of their
 //! `(sender, receiver)` pair, as over an actix mailbox or a TCP connection; channels of
@@ -26,8 +27,8 @@ use locks_agent::internal::{AgentCore, Effect};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::LockTable;
-use std::collections::{BTreeMap, VecDeque};
+use locks_testing::sim::{Net, Route, Tables};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One client call of a script.
@@ -137,13 +138,12 @@ impl Model {
 
     /// The initial world: empty tables, no message, every client at the start of its script.
     pub fn initial(&self) -> World {
+        let mut tables = Tables::new();
+        for (i, n) in self.node_ids.iter().enumerate() {
+            tables.start(n.clone(), &self.modes, i as u64 * 1000);
+        }
         World {
-            tables: self
-                .node_ids
-                .iter()
-                .enumerate()
-                .map(|(i, n)| LockTable::new(n.clone(), self.modes.clone(), i as u64 * 1000))
-                .collect(),
+            tables,
             clients: self
                 .config
                 .agents
@@ -158,7 +158,7 @@ impl Model {
                     decisions: 0,
                 })
                 .collect(),
-            chans: BTreeMap::new(),
+            chans: Net::new(),
         }
     }
 }
@@ -205,9 +205,11 @@ pub struct Client {
 /// The whole system (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct World {
-    pub tables: Vec<LockTable>,
+    /// The tables, by node (node ids order as their indexes).
+    pub tables: Tables,
     pub clients: Vec<Client>,
-    pub chans: BTreeMap<(Endpoint, Endpoint), VecDeque<Msg>>,
+    /// The messages in flight (no empty channel: the same state has one rendering).
+    pub chans: Net<Endpoint, Msg>,
 }
 
 /// A step out of a world.
@@ -262,17 +264,15 @@ impl World {
                 out.push(Action::Settle(i));
             }
         }
-        for ((from, to), q) in &self.chans {
-            if !q.is_empty() {
-                out.push(Action::Deliver(*from, *to));
-            }
+        for (from, to, _) in self.chans.channels() {
+            out.push(Action::Deliver(*from, *to));
         }
         out
     }
 
     /// Nothing in flight and no settle round scheduled.
     pub fn quiescent(&self) -> bool {
-        self.chans.values().all(VecDeque::is_empty)
+        !self.chans.busy()
             && self
                 .clients
                 .iter()
@@ -319,12 +319,7 @@ impl World {
                 }
             }
             Action::Deliver(from, to) => {
-                let q = self.chans.get_mut(&(from, to)).expect("an enabled channel");
-                let msg = q.pop_front().expect("a message on an enabled channel");
-                // An empty channel is no channel: the same state has one rendering.
-                if q.is_empty() {
-                    self.chans.remove(&(from, to));
-                }
+                let msg = self.chans.pop(&from, &to).expect("an enabled channel");
                 self.deliver(m, from, to, msg, &mut o, &mut line, verbose);
             }
         }
@@ -398,15 +393,17 @@ impl World {
                 if verbose {
                     let _ = write!(line, "{} <- {}", m.node_ids[n], show_request(m, &req));
                 }
-                let out = self.tables[n].handle(req);
-                for (agent, msg) in out {
+                let chans = &mut self.chans;
+                let served = self.tables.serve(&m.node_ids[n], [req], |agent, msg| {
                     let a = m.by_id[&agent];
                     if verbose {
                         let _ =
                             write!(line, "\n      => {}: {}", m.name(&agent), show_msg(m, &msg));
                     }
-                    self.send(Endpoint::Server(n), Endpoint::Agent(a), Msg::ToAgent(msg));
-                }
+                    chans.send(Endpoint::Server(n), Endpoint::Agent(a), Msg::ToAgent(msg));
+                    Route::Sent
+                });
+                served.expect("a table per node");
             }
             (Endpoint::Agent(a), Msg::ToAgent(msg)) => {
                 if verbose {
@@ -443,7 +440,7 @@ impl World {
     }
 
     fn send(&mut self, from: Endpoint, to: Endpoint, msg: Msg) {
-        self.chans.entry((from, to)).or_default().push_back(msg);
+        self.chans.send(from, to, msg);
     }
 
     /// Carries out agent `i`'s effects in order, as the actor's `execute` does.

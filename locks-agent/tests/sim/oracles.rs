@@ -84,7 +84,7 @@ impl Sim {
 
     /// The agreement oracle (module documentation) for agent `id`.
     pub(super) fn check_agreement(&mut self, id: &AgentId) -> Result<(), String> {
-        if self.inspect.is_empty() || self.unsettled.contains(id) {
+        if self.inspect.is_empty() || self.world.unsettled.contains(id) {
             return Ok(());
         }
         let Some(c) = self.clients.get(id) else {
@@ -94,17 +94,16 @@ impl Sim {
             return Ok(());
         }
         let me = End::Agent(id.clone());
-        let in_flight = self.channels.iter().any(|((from, to), q)| {
-            !q.is_empty()
-                && ((*from == me && matches!(to, End::Server(_)))
-                    || (*to == me && matches!(from, End::Server(_))))
+        let in_flight = self.world.net.channels().any(|(from, to, _)| {
+            (*from == me && matches!(to, End::Server(_)))
+                || (*to == me && matches!(from, End::Server(_)))
         });
         if in_flight {
             return Ok(());
         }
         let have_all = matches!(c.core.status(), TransactionStatus::HaveAllLocks { .. });
         let group = |acc: Option<Mode>, m: Mode| Some(acc.map_or(m, |g| self.modes.group(m, g)));
-        for (node, inspect) in &self.inspect {
+        for node in &self.inspect {
             if c.core.down_nodes().any(|n| n == node) {
                 continue;
             }
@@ -125,7 +124,12 @@ impl Sim {
                     e.1 = Some(e.1.map_or(d, |i| self.modes.group(i, d)));
                 }
             }
-            let snap = inspect();
+            let snap = self
+                .world
+                .tables
+                .get(node)
+                .expect("an inspected table")
+                .snapshot();
             let mut locks: Vec<LockId> = snap
                 .locks
                 .iter()

@@ -12,9 +12,7 @@ pub const BOUND: Duration = Duration::from_secs(30);
 
 /// Runs `f`, failing the test if it takes longer than [`BOUND`].
 pub async fn bounded<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(BOUND, f)
-        .await
-        .expect("bounded wait exceeded")
+    locks_testing::wait::within(BOUND, "bounded wait", f).await
 }
 
 use dict::{Dict, Rep, Req};
@@ -158,13 +156,9 @@ pub async fn agreed(members: &[&Member<Dict>], not: Option<&Term>) -> Term {
 /// Waits until `member`'s replica maps `key` to `value` (`None`: lacks it), polling its local
 /// replica (a bounded wait).
 pub async fn eventually_finds(member: &Member<Dict>, key: &str, value: Option<i64>) {
-    bounded(async {
-        loop {
-            if member.call(Req::Find(key.into())).await == Ok(Rep::Value(value)) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+    let what = format!("{} finds {key} = {value:?}", member.id());
+    locks_testing::wait::until(BOUND, &what, Duration::from_millis(5), || async {
+        member.call(Req::Find(key.into())).await == Ok(Rep::Value(value))
     })
     .await
 }

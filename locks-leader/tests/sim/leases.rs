@@ -21,11 +21,12 @@ impl Sim {
         if !self.connected(here, n) {
             return false;
         }
-        let key = (End::Cluster(here.clone()), End::Member(m.clone()));
-        self.channels.get(&key).is_none_or(|q| {
-            !q.iter()
-                .any(|msg| matches!(msg, Msg::NodeDown(x) if x == n))
-        })
+        let (from, to) = (End::Cluster(here.clone()), End::Member(m.clone()));
+        !self
+            .world
+            .net
+            .queue(&from, &to)
+            .any(|msg| matches!(msg, Msg::NodeDown(x) if x == n))
     }
 
     /// The members whose leases prove, now, that they lead.
@@ -68,8 +69,9 @@ impl Sim {
     pub(super) fn check_leases(&mut self, m: &MemberId) {
         let now = self.now;
         let ok: BTreeSet<NodeId> = self
+            .world
             .tables
-            .keys()
+            .nodes()
             .filter(|n| self.lease_ok(m, n))
             .cloned()
             .collect();

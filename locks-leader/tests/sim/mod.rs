@@ -1,9 +1,10 @@
-//! A deterministic in-memory cluster of member cores and lock tables.
+//! A deterministic in-memory cluster of member cores and lock tables, on the shared harness
+//! (`locks_testing::sim`: the seeded network, the real lock tables, the choice of each step).
 //!
 //! Each node has a real `locks_server::LockTable`; each member is a pure
 //! [`MemberCore`] with the test dictionary as its callbacks. Every message travels on the FIFO
 //! channel of its (sender, receiver) pair, as over an actix mailbox or a TCP connection; which
-//! channel delivers next, and when a member settles after a burst, is chosen by a seeded
+//! channel delivers next, and when a member settles after a burst, is chosen by the seeded
 //! generator, so a run is a function of its seed. Members' messages are encoded and decoded with
 //! `locks_core::codec`, as on the wire.
 //!
@@ -20,16 +21,13 @@ use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
 use locks_leader::internal::{Effect, MemberCore, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
-use locks_server::LockTable;
+use locks_testing::sim::{Net, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 mod leases;
 mod oracle;
-// The agent simulation's generator and seed ranges, so both simulations explore alike.
-#[path = "../../../locks-agent/tests/sim/seeded.rs"]
-mod seeded;
-pub use seeded::{Rng, seeds_from_env};
+pub use locks_testing::{Rng, seeds_from_env};
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum End {
@@ -65,15 +63,12 @@ pub struct SimMember {
 }
 
 pub struct Sim {
-    pub rng: Rng,
+    world: World<End, Msg, MemberId>,
     pub now: Duration,
     modes: ModeTable,
     lock: LockId,
-    tables: BTreeMap<NodeId, LockTable>,
     pub members: BTreeMap<MemberId, SimMember>,
     links: BTreeSet<(NodeId, NodeId)>,
-    channels: BTreeMap<(End, End), VecDeque<Msg>>,
-    unsettled: BTreeSet<MemberId>,
     next_serial: u64,
     next_call: u64,
     /// Answers to client calls, by member and call.
@@ -84,9 +79,6 @@ pub struct Sim {
     /// Calls to track: call → (member, key, value) of a store.
     stores: BTreeMap<CallId, (String, i64)>,
     pub sync_failures: bool,
-    /// The last deliveries, for failure reports (kept only with `SIM_TRACE` set).
-    trace: VecDeque<String>,
-    tracing: bool,
     /// The options members are started with (majority mode unless a test says otherwise).
     pub options: GroupOptions,
     /// Every term a member led with while its leases proved it (majority mode), in order.
@@ -109,16 +101,19 @@ pub fn node(name: &str) -> NodeId {
 
 impl Sim {
     pub fn new(seed: u64, group: &str) -> Sim {
+        // The last deliveries, for failure reports, are kept only with `SIM_TRACE` set.
+        let trace = if std::env::var_os("SIM_TRACE").is_some() {
+            3000
+        } else {
+            0
+        };
         Sim {
-            rng: Rng::new(seed),
+            world: World::new(seed, trace),
             now: Duration::ZERO,
             modes: ModeTable::standard(),
             lock: election_lock(&group.into()),
-            tables: BTreeMap::new(),
             members: BTreeMap::new(),
             links: BTreeSet::new(),
-            channels: BTreeMap::new(),
-            unsettled: BTreeSet::new(),
             next_serial: 1,
             next_call: 1,
             replies: BTreeMap::new(),
@@ -126,8 +121,6 @@ impl Sim {
             acked: Vec::new(),
             stores: BTreeMap::new(),
             sync_failures: true,
-            trace: VecDeque::new(),
-            tracing: std::env::var_os("SIM_TRACE").is_some(),
             options: GroupOptions::default(),
             proven_terms: Vec::new(),
             check_single_leader: false,
@@ -137,16 +130,13 @@ impl Sim {
     /// A node with its own lock table, connected to nobody.
     pub fn add_node(&mut self, name: &str) -> NodeId {
         let n = node(name);
-        let base = (self.tables.len() as u64 + 1) << 40;
-        self.tables.insert(
-            n.clone(),
-            LockTable::new(n.clone(), self.modes.clone(), base),
-        );
+        let base = (self.world.tables.nodes().count() as u64 + 1) << 40;
+        self.world.tables.start(n.clone(), &self.modes, base);
         n
     }
 
     pub fn nodes(&self) -> Vec<NodeId> {
-        self.tables.keys().cloned().collect()
+        self.world.tables.nodes().cloned().collect()
     }
 
     pub fn connected(&self, a: &NodeId, b: &NodeId) -> bool {
@@ -155,8 +145,9 @@ impl Sim {
 
     /// The nodes `n` is connected to, itself included.
     pub fn peers(&self, n: &NodeId) -> Vec<NodeId> {
-        self.tables
-            .keys()
+        self.world
+            .tables
+            .nodes()
             .filter(|m| self.connected(n, m))
             .cloned()
             .collect()
@@ -184,7 +175,7 @@ impl Sim {
             },
         );
         self.execute(&id, effects);
-        self.unsettled.insert(id.clone());
+        self.world.unsettled.insert(id.clone());
         id
     }
 
@@ -208,14 +199,17 @@ impl Sim {
             return;
         }
         // What was in flight between the two nodes is lost with the connection.
-        self.channels.retain(|(from, to), _| {
-            !((from.node() == a && to.node() == b) || (from.node() == b && to.node() == a))
+        self.world.net.drop_channels(|from, to| {
+            (from.node() == a && to.node() == b) || (from.node() == b && to.node() == a)
         });
         for (x, y) in [(a, b), (b, a)] {
-            let gone = self.tables[x].agents_on(y);
-            for agent in gone {
-                self.serve(x, ServerRequest::RemoveAgent { agent });
-            }
+            let members = &self.members;
+            let links = &self.links;
+            let net = &mut self.world.net;
+            self.world
+                .tables
+                .release_node(x, y, |agent, msg| route(links, members, net, x, agent, msg))
+                .expect("a table per node");
             for m in self.members_on(x) {
                 self.push(
                     End::Cluster(x.clone()),
@@ -261,17 +255,14 @@ impl Sim {
                 }
             }
         }
-        for i in (1..changes.len()).rev() {
-            let j = self.rng.below(i + 1);
-            changes.swap(i, j);
-        }
+        self.world.rng.shuffle(&mut changes);
         for (a, b, up) in changes {
             if up {
                 self.connect(&a, &b);
             } else {
                 self.disconnect(&a, &b);
             }
-            let k = self.rng.below(between + 1);
+            let k = self.world.rng.below(between + 1);
             for _ in 0..k {
                 if !self.step() {
                     break;
@@ -312,27 +303,18 @@ impl Sim {
     }
 
     fn push(&mut self, from: End, to: End, msg: Msg) {
-        self.channels.entry((from, to)).or_default().push_back(msg);
+        self.world.send(from, to, msg);
     }
 
-    /// Applies a request to a node's table and sends the notices; an agent whose member does
-    /// not run is removed, as the real server does when a notice cannot be delivered.
+    /// Applies a request to a node's table and sends the notices (see [`route`]).
     fn serve(&mut self, n: &NodeId, request: ServerRequest) {
-        let mut pending = vec![request];
-        while let Some(req) = pending.pop() {
-            let notices = self.tables.get_mut(n).expect("table").handle(req);
-            for (agent, msg) in notices {
-                let member = MemberId::of_agent(&agent);
-                if !self.connected(n, agent.node()) {
-                    continue;
-                }
-                if self.members.contains_key(&member) {
-                    self.push(End::Server(n.clone()), End::Member(member), Msg::Agent(msg));
-                } else {
-                    pending.push(ServerRequest::RemoveAgent { agent });
-                }
-            }
-        }
+        let (members, links, net) = (&self.members, &self.links, &mut self.world.net);
+        self.world
+            .tables
+            .serve(n, [request], |agent, msg| {
+                route(links, members, net, n, agent, msg)
+            })
+            .expect("a table per node");
     }
 
     fn execute(&mut self, m: &MemberId, effects: Vec<Effect<Dict>>) {
@@ -353,7 +335,7 @@ impl Sim {
                     }
                 }
                 Effect::Agent(AgentEffect::ToAgent { to, msg }) => {
-                    if self.tracing
+                    if self.world.trace.on()
                         && let AgentMessage::Forward { node, view, .. } = &msg
                     {
                         let line = format!(
@@ -394,7 +376,7 @@ impl Sim {
                     self.replies.insert((m.clone(), call), result);
                 }
                 Effect::StartSync { attempt, .. } => {
-                    let ok = !(self.sync_failures && self.rng.chance(8));
+                    let ok = !(self.sync_failures && self.world.rng.chance(8));
                     self.push(
                         End::Member(m.clone()),
                         End::Member(m.clone()),
@@ -416,16 +398,11 @@ impl Sim {
     }
 
     fn note(&mut self, line: String) {
-        if self.tracing {
-            if self.trace.len() >= 3000 {
-                self.trace.pop_front();
-            }
-            self.trace.push_back(line);
-        }
+        self.world.trace.push(line);
     }
 
     fn deliver(&mut self, from: End, to: End, msg: Msg) {
-        if self.tracing {
+        if self.world.trace.on() {
             let what = match &msg {
                 Msg::Peer(_, payload) => {
                     let env: Peer<Dict> =
@@ -477,14 +454,13 @@ impl Sim {
                 };
                 let _ = from;
                 self.execute(&m, effects);
-                self.unsettled.insert(m);
+                self.world.unsettled.insert(m);
             }
             End::Cluster(_) => {}
         }
     }
 
     fn settle_one(&mut self, m: &MemberId) {
-        self.unsettled.remove(m);
         self.check_leases(m);
         let now = self.now;
         if let Some(sm) = self.members.get_mut(m) {
@@ -504,7 +480,7 @@ impl Sim {
         for m in due {
             let effects = self.members.get_mut(&m).expect("member").core.tick(now);
             self.execute(&m, effects);
-            self.unsettled.insert(m);
+            self.world.unsettled.insert(m);
         }
     }
 
@@ -514,28 +490,11 @@ impl Sim {
         self.steps += 1;
         self.now += Duration::from_micros(100);
         self.tick_due();
-        let busy: Vec<(End, End)> = self
-            .channels
-            .iter()
-            .filter(|(_, q)| !q.is_empty())
-            .map(|(k, _)| k.clone())
-            .collect();
-        let unsettled: Vec<MemberId> = self.unsettled.iter().cloned().collect();
-        if busy.is_empty() && unsettled.is_empty() {
-            return false;
-        }
-        let pick = self.rng.below(busy.len() + unsettled.len());
-        if pick < busy.len() {
-            let key = busy[pick].clone();
-            let msg = self
-                .channels
-                .get_mut(&key)
-                .and_then(|q| q.pop_front())
-                .expect("busy channel");
-            self.deliver(key.0, key.1, msg);
-        } else {
-            let m = unsettled[pick - busy.len()].clone();
-            self.settle_one(&m);
+        match self.world.next(0) {
+            None => return false,
+            Some(Step::Deliver { from, to, msg }) => self.deliver(from, to, msg),
+            Some(Step::Settle(m)) => self.settle_one(&m),
+            Some(Step::Extra(_)) => unreachable!("no extra choice offered"),
         }
         if self.check_single_leader {
             self.check_leaders_now();
@@ -566,6 +525,28 @@ impl Sim {
         }
         false
     }
+}
+
+/// What becomes of a notice node `n`'s table sends: it goes to the agent's member if the two
+/// nodes are connected; an agent whose member does not run is removed, as the real server does
+/// when a notice cannot be delivered.
+fn route(
+    links: &BTreeSet<(NodeId, NodeId)>,
+    members: &BTreeMap<MemberId, SimMember>,
+    net: &mut Net<End, Msg>,
+    n: &NodeId,
+    agent: AgentId,
+    msg: AgentMessage,
+) -> Route {
+    if n != agent.node() && !links.contains(&pair(n, agent.node())) {
+        return Route::Sent;
+    }
+    let member = MemberId::of_agent(&agent);
+    if !members.contains_key(&member) {
+        return Route::RemoveAgent;
+    }
+    net.send(End::Server(n.clone()), End::Member(member), Msg::Agent(msg));
+    Route::Sent
 }
 
 /// A view in a trace line: its version, who holds and who waits.

@@ -10,7 +10,7 @@ impl Sim {
     pub fn components(&self) -> Vec<Vec<NodeId>> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
-        for n in self.tables.keys() {
+        for n in self.world.tables.nodes() {
             if seen.contains(n) {
                 continue;
             }
@@ -102,7 +102,11 @@ impl Sim {
             }
             let agent = leader.agent();
             for n in &comp {
-                let holds = self.tables[n]
+                let holds = self
+                    .world
+                    .tables
+                    .get(n)
+                    .expect("a table per node")
                     .view(&self.lock)
                     .is_some_and(|v| v.holds(&agent));
                 if !holds {
@@ -145,13 +149,12 @@ impl Sim {
                 sm.core.accepted()
             ));
         }
-        for (n, t) in &self.tables {
+        for (n, t) in self.world.tables.iter() {
             s.push_str(&format!("  table {n}: {:?}\n", t.view(&self.lock)));
         }
         s.push_str(&format!("  links {:?}\n", self.links));
-        for line in &self.trace {
-            s.push_str(line);
-            s.push('\n');
+        if self.world.trace.on() {
+            s.push_str(&format!("{}\n", self.world.trace));
         }
         s
     }

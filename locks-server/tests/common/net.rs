@@ -9,10 +9,9 @@ use locks_server::RouteError;
 use locks_server::internal::RemoteLink;
 use locks_server::internal::net::frame::{decode_frame, encode_frame, length_codec};
 use locks_server::internal::net::{Cookie, Handshake, HandshakeOutcome, Role};
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
@@ -27,13 +26,9 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// Awaits `f`, failing the test as `what` if it is not done within `bound`.
-pub async fn within<F: Future>(bound: Duration, what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(bound, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: not done within {bound:?}"),
-    }
-}
+/// The bounded wait of every suite here (not every suite that includes this module waits).
+#[allow(unused_imports)]
+pub use locks_testing::wait::within;
 
 /// The node named `name`.
 pub fn id(name: &str) -> NodeId {

@@ -1,7 +1,7 @@
 //! What makes a simulated run a function of its seed: the generator that picks deliveries, and
-//! which seeds a randomized test runs. Shared by the agent simulation and the leader simulation
-//! of `locks-leader` (which includes this file by path), so both explore runs the same way.
-#![allow(dead_code)]
+//! which seeds a randomized test runs. Every simulation of the workspace (the agent
+//! simulations, the model checker's generated configurations, the leader simulations) uses
+//! these, so they all explore runs the same way.
 
 use std::ops::Range;
 
@@ -10,10 +10,13 @@ use std::ops::Range;
 pub struct Rng(u64);
 
 impl Rng {
+    /// The generator of `seed` (any seed, 0 included, gives a usable state).
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
+    /// The next 64 random bits.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
@@ -33,6 +36,7 @@ impl Rng {
         self.next().is_multiple_of(one_in.max(1))
     }
 
+    /// Shuffles `v` in place (Fisher-Yates).
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = self.below(i + 1);

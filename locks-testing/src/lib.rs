@@ -1,0 +1,21 @@
+//! Test support shared by the test suites of the workspace; a dev-dependency only, never
+//! published, never a dependency of a library crate.
+//!
+//! - [`wait`]: the bounded waits every suite that waits uses, so that a broken build fails
+//!   fast instead of hanging (the async ones with the feature `tokio`);
+//! - [`seeded`]: the seeded generator and seed ranges of the simulations;
+//! - [`sim`] (feature `sim`): the deterministic simulation harness shared by
+//!   the agent simulations, the model checker and the leader simulations: the in-memory
+//!   network of FIFO channels, the real lock tables of the simulated nodes, and the scheduling
+//!   of one step. Each simulation keeps only its actors (agent cores, leader members) and its
+//!   oracles.
+//!
+//! Without features the crate has no dependency, which lets `locks-core`'s own tests use the
+//! waits.
+
+pub mod seeded;
+#[cfg(feature = "sim")]
+pub mod sim;
+pub mod wait;
+
+pub use seeded::{Rng, seeds_from_env};

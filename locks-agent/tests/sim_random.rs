@@ -99,6 +99,9 @@ fn up_and_down(
 fn run(seed: u64, agents: u64, options: &Options) -> Result<(Stats, Audit), String> {
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
+    // Every other seed, the clients with an odd serial take their first locks on the fast
+    // path (`sim/fast.rs`).
+    sim.fast_path = seed % 2 == 0;
     sim.add_server(node(), 1000);
     sim.inspect_table(node());
     let mut ids = Vec::new();
@@ -144,7 +147,13 @@ fn sixteen_agents_random_locks_all_finish() {
         total.converts_converting += s.converts_converting;
         total.converts_waiting += s.converts_waiting;
         total.agreements += s.agreements;
+        total.fast += s.fast;
     }
+    eprintln!("{} requests taken on the fast path", total.fast);
+    assert!(
+        total.fast > 0,
+        "some clients take their first locks on the fast path"
+    );
     eprintln!(
         "16 agents x {runs} seeds: {} surrenders ({} stale), {} forwards, {} probe msgs, {} \
          notices, {} steps in all",

@@ -63,6 +63,8 @@ pub struct Client {
     pub aborted: Option<(LockId, NodeId)>,
     /// Every status the agent reported, in order.
     pub statuses: Vec<TransactionStatus>,
+    /// Set while the client has no agent running (`fast.rs`).
+    pub idle: Option<super::fast::Idle>,
 }
 
 impl Sim {
@@ -78,6 +80,7 @@ impl Sim {
     /// A client whose phases may convert requests down too.
     pub fn add_client_acts(&mut self, id: AgentId, options: Options, script: Vec<Vec<Act>>) {
         let core = AgentCore::new(id.clone(), self.modes.clone(), options);
+        let idle = self.starts_idle(&id).then(super::fast::Idle::default);
         self.clients.insert(
             id,
             Client {
@@ -89,6 +92,7 @@ impl Sim {
                 done: false,
                 aborted: None,
                 statuses: Vec::new(),
+                idle,
             },
         );
     }
@@ -100,6 +104,9 @@ impl Sim {
 
     /// The status of `id`'s transaction.
     pub fn status(&self, id: &AgentId) -> TransactionStatus {
+        if self.is_idle(id) {
+            return self.idle_status(id);
+        }
         self.clients[id].core.status()
     }
 
@@ -131,6 +138,7 @@ impl Sim {
     /// Converts `id`'s request on `lock` down to `mode`, now (the script makes sure it is
     /// weaker).
     pub fn convert(&mut self, id: &AgentId, lock: &LockId, mode: Mode) {
+        self.adopt(id, None);
         self.with_core(id, |c| {
             c.convert(lock, mode)
                 .unwrap_or_else(|e| panic!("{id}: convert {lock} to {mode}: {e}"))
@@ -166,6 +174,10 @@ impl Sim {
 
     /// One request, now.
     pub fn ask(&mut self, id: &AgentId, ask: Ask) -> Result<(), locks_agent::RequestError> {
+        if self.fast_ask(id, &ask.lock, ask.mode, &ask.nodes, ask.req) {
+            return Ok(());
+        }
+        self.adopt(id, None);
         let client = self.clients.get_mut(id).expect("a client");
         let effects = client
             .core
@@ -177,6 +189,10 @@ impl Sim {
 
     /// Ends a client's transaction now (its client "is killed").
     pub fn kill(&mut self, id: &AgentId) {
+        if self.is_idle(id) {
+            self.end_idle(id);
+            return;
+        }
         self.with_core(id, AgentCore::end);
         if let Some(c) = self.clients.get_mut(id) {
             c.done = true;
@@ -190,11 +206,13 @@ impl Sim {
             let ready: Vec<AgentId> = self
                 .clients
                 .iter()
-                .filter(|(_, c)| {
-                    !c.done
-                        && c.core.is_running()
-                        && c.core.status().have_all_locks()
-                        && (c.in_phase || !c.script.is_empty() || self.auto_end)
+                .filter(|(id, c)| {
+                    let have_all = match &c.idle {
+                        // Every request of an idle client was granted at once.
+                        Some(_) => c.in_phase || self.idle_status(id).have_all_locks(),
+                        None => c.core.is_running() && c.core.status().have_all_locks(),
+                    };
+                    !c.done && have_all && (c.in_phase || !c.script.is_empty() || self.auto_end)
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -206,10 +224,11 @@ impl Sim {
                 while !self.clients[&id].deferred.is_empty() {
                     self.convert_deferred(&id);
                 }
+                let idle_result = self.is_idle(&id).then(|| self.idle_result(&id));
                 let c = self.clients.get_mut(&id).expect("a client");
                 if c.in_phase {
                     c.in_phase = false;
-                    if let Some(r) = c.core.lock_result() {
+                    if let Some(r) = idle_result.or_else(|| c.core.lock_result()) {
                         c.results.push(r);
                     }
                 }

@@ -17,6 +17,7 @@
 
 mod audit;
 mod client;
+mod fast;
 mod oracles;
 pub use audit::Audit;
 #[allow(unused_imports)]
@@ -68,6 +69,8 @@ pub struct Stats {
     pub converts_waiting: u64,
     /// Times an agent and an inspected table were checked to agree.
     pub agreements: u64,
+    /// Requests applied on the fast path (`fast.rs`).
+    pub fast: u64,
 }
 
 /// The simulated network.
@@ -89,6 +92,8 @@ pub struct Sim {
     /// The agent that received a message or settled in the current step.
     subject: Option<AgentId>,
     audit: Audit,
+    /// Clients with an odd serial take their first locks on the fast path (`fast.rs`).
+    pub fast_path: bool,
 }
 
 impl Sim {
@@ -106,6 +111,7 @@ impl Sim {
             inspect: BTreeSet::new(),
             subject: None,
             audit: Audit::default(),
+            fast_path: false,
         }
     }
 
@@ -148,7 +154,13 @@ impl Sim {
 
     /// Every running agent learns that `node` is down.
     pub fn node_down(&mut self, node: &NodeId) {
-        let ids: Vec<AgentId> = self.clients.keys().cloned().collect();
+        // An idle client is not told: its locks are on its own node (as the router does).
+        let ids: Vec<AgentId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.idle.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in ids {
             self.with_core(&id, |c| c.node_down(node));
         }
@@ -156,7 +168,12 @@ impl Sim {
 
     /// Every running agent learns that `node` is up again.
     pub fn node_up(&mut self, node: &NodeId) {
-        let ids: Vec<AgentId> = self.clients.keys().cloned().collect();
+        let ids: Vec<AgentId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.idle.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
         for id in ids {
             self.with_core(&id, |c| c.node_up(node));
         }
@@ -256,7 +273,9 @@ impl Sim {
                 if matches!(msg, AgentMessage::Notice(_)) {
                     self.stats.notices += 1;
                 }
-                if let Some(c) = self.clients.get_mut(&id)
+                if self.is_idle(&id) {
+                    self.deliver_idle(&id, msg);
+                } else if let Some(c) = self.clients.get_mut(&id)
                     && c.core.is_running()
                 {
                     let effects = c.core.receive(msg);
@@ -284,6 +303,17 @@ impl Sim {
     /// A request reaches `node`'s server: the table applies it, its notices update the truth
     /// and go out to the agents.
     fn serve(&mut self, node: NodeId, req: ServerRequest) -> Result<(), String> {
+        self.serve_as(node, req, None)
+    }
+
+    /// [`Sim::serve`], for a request of `own`'s fast path: the table's answers to `own` update
+    /// the truth but are not sent (the caller reads the table).
+    fn serve_as(
+        &mut self,
+        node: NodeId,
+        req: ServerRequest,
+        own: Option<&AgentId>,
+    ) -> Result<(), String> {
         self.world.trace.push(format!("{node} <- {req:?}"));
         if let ServerRequest::RemoveAgent { agent } = &req {
             for entries in self.truth.entry(node.clone()).or_default().values_mut() {
@@ -334,7 +364,9 @@ impl Sim {
                     entries.insert(agent.clone(), n.state);
                 }
             }
-            net.send(server.clone(), End::Agent(agent), Payload::Agent(msg));
+            if own != Some(&agent) {
+                net.send(server.clone(), End::Agent(agent), Payload::Agent(msg));
+            }
             Route::Sent
         });
         served.map_err(|e| e.to_string())?;

@@ -90,7 +90,8 @@ impl Sim {
         let Some(c) = self.clients.get(id) else {
             return Ok(());
         };
-        if !c.core.is_running() {
+        // An idle client has no agent to agree with (the fast path reads the table itself).
+        if !c.core.is_running() || c.idle.is_some() {
             return Ok(());
         }
         let me = End::Agent(id.clone());

@@ -2,11 +2,13 @@
 //!
 //! [`Tables::serve`] is the one place the simulations apply requests to a table, and
 //! [`Tables::release_node`] the one place they release the agents of a node that went down:
-//! a change of the table's API is made here once.
+//! both step the table with the same function the node's shells call
+//! ([`LockTable::step`](locks_server::LockTable::step)), so the simulations run the server
+//! protocol exactly as the lock server actor and the fast path do.
 
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, ModeTable, NodeId};
-use locks_server::LockTable;
+use locks_server::{LockTable, TableEffect, TableInput, Undelivered};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -78,19 +80,37 @@ impl Tables {
         &mut self,
         node: &NodeId,
         requests: impl IntoIterator<Item = ServerRequest>,
+        route: impl FnMut(AgentId, AgentMessage) -> Route,
+    ) -> Result<(), NoTable> {
+        self.step(node, requests.into_iter().map(TableInput::Request), route)
+    }
+
+    /// Steps `node`'s table with `inputs` in order; see [`Tables::serve`].
+    fn step(
+        &mut self,
+        node: &NodeId,
+        inputs: impl IntoIterator<Item = TableInput>,
         mut route: impl FnMut(AgentId, AgentMessage) -> Route,
     ) -> Result<(), NoTable> {
         let table = self
             .tables
             .get_mut(node)
             .ok_or_else(|| NoTable(node.clone()))?;
-        // A stack: what a request causes is served before the requests after it.
-        let mut pending: Vec<ServerRequest> = requests.into_iter().collect();
+        // A stack: what an input causes is served before the inputs after it.
+        let mut pending: Vec<TableInput> = inputs.into_iter().collect();
         pending.reverse();
-        while let Some(request) = pending.pop() {
-            for (agent, msg) in table.handle(request) {
-                if route(agent.clone(), msg) == Route::RemoveAgent {
-                    pending.push(ServerRequest::RemoveAgent { agent });
+        while let Some(input) = pending.pop() {
+            for effect in table.step(input) {
+                // No lock-delay in the simulations: nothing is released later.
+                let TableEffect::Send { to, msg } = effect else {
+                    continue;
+                };
+                if route(to.clone(), msg.clone()) == Route::RemoveAgent {
+                    pending.push(TableInput::Undelivered {
+                        agent: to,
+                        msg,
+                        why: Undelivered::Gone,
+                    });
                 }
             }
         }
@@ -98,22 +118,18 @@ impl Tables {
     }
 
     /// Releases on `on`'s table every agent of node `down` (in id order), as the lock server
-    /// does when it hears that node went down; what that sends goes to `route` as in
-    /// [`Tables::serve`].
+    /// does when it hears that node went down (with no lock-delay); what that sends goes to
+    /// `route` as in [`Tables::serve`].
     pub fn release_node(
         &mut self,
         on: &NodeId,
         down: &NodeId,
         route: impl FnMut(AgentId, AgentMessage) -> Route,
     ) -> Result<(), NoTable> {
-        let gone = self
-            .tables
-            .get(on)
-            .ok_or_else(|| NoTable(on.clone()))?
-            .agents_on(down);
-        let requests = gone
-            .into_iter()
-            .map(|agent| ServerRequest::RemoveAgent { agent });
-        self.serve(on, requests, route)
+        let input = TableInput::NodeDown {
+            node: down.clone(),
+            lock_delay: false,
+        };
+        self.step(on, [input], route)
     }
 }

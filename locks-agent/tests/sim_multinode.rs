@@ -26,7 +26,7 @@ fn network(seed: u64) -> Sim {
     let mut sim = Sim::new(seed, modes.clone());
     // Every other seed, the clients with an odd serial take their first locks on the fast
     // path (`sim/fast.rs`).
-    sim.fast_path = seed % 2 == 0;
+    sim.fast_path = seed.is_multiple_of(2);
     for (i, n) in nodes().iter().enumerate() {
         sim.add_server(n.clone(), i as u64 * 1_000_000);
     }

@@ -101,7 +101,7 @@ fn run(seed: u64, agents: u64, options: &Options) -> Result<(Stats, Audit), Stri
     let mut sim = Sim::new(seed, modes.clone());
     // Every other seed, the clients with an odd serial take their first locks on the fast
     // path (`sim/fast.rs`).
-    sim.fast_path = seed % 2 == 0;
+    sim.fast_path = seed.is_multiple_of(2);
     sim.add_server(node(), 1000);
     sim.inspect_table(node());
     let mut ids = Vec::new();

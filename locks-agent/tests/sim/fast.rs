@@ -32,7 +32,7 @@ pub struct Idle {
 impl Sim {
     /// Whether client `id` starts idle (see the module documentation).
     pub(super) fn starts_idle(&self, id: &AgentId) -> bool {
-        self.fast_path && id.serial() % 2 == 1
+        self.fast_path && !id.serial().is_multiple_of(2)
     }
 
     /// Whether `id` is idle.

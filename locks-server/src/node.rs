@@ -43,6 +43,9 @@ struct NodeInner {
     router: Arc<Router>,
     /// The node's lock table, shared by the lock server actor and the fast path.
     table: Arc<LocalTable>,
+    /// The lock server actor (snapshots and watchers go through its mailbox, behind the
+    /// requests sent before them).
+    server: Addr<LockServer>,
     arbiter: ArbiterHandle,
     system: System,
     thread: Mutex<Option<JoinHandle<()>>>,
@@ -100,7 +103,9 @@ impl Node {
                 let runner = System::new();
                 let started = runner.block_on(async move {
                     let server = LockServer::new(thread_table).with_delays(delays.0, delays.1);
-                    thread_router.set_server(server.start());
+                    let server = server.start();
+                    thread_router
+                        .set_server(server.clone().recipient(), server.clone().recipient());
                     let cluster = match cluster_config {
                         Some(config) => {
                             let listen = config.listen;
@@ -115,7 +120,8 @@ impl Node {
                         }
                         None => None,
                     };
-                    let _ = ready_tx.send(Ok((System::current(), Arbiter::current(), cluster)));
+                    let _ =
+                        ready_tx.send(Ok((System::current(), Arbiter::current(), cluster, server)));
                     true
                 });
                 if started {
@@ -125,7 +131,7 @@ impl Node {
             })
             .map_err(Error::Start)?;
         let thread_id = thread.thread().id();
-        let (system, arbiter, cluster) = match ready_rx.await {
+        let (system, arbiter, cluster, server) = match ready_rx.await {
             Ok(Ok(ready)) => ready,
             Ok(Err(error)) => {
                 let _ = thread.join();
@@ -141,6 +147,7 @@ impl Node {
                 modes: config.modes().clone(),
                 router,
                 table,
+                server,
                 arbiter,
                 system,
                 thread: Mutex::new(Some(thread)),
@@ -304,16 +311,19 @@ impl Node {
 
     /// A copy of this node's lock table.
     pub async fn snapshot(&self) -> Result<TableSnapshot, Error> {
-        let server = self.inner.router.server().ok_or(Error::Stopped)?.clone();
-        server.send(Snapshot).await.map_err(|_| Error::Stopped)
+        self.inner
+            .server
+            .send(Snapshot)
+            .await
+            .map_err(|_| Error::Stopped)
     }
 
     /// The agents watching `lock` on this node's lock server, in id order: the local answer
     /// to the Erlang original's `watchers/1`. Cheaper than a [`Node::snapshot`], which copies
     /// the whole table.
     pub async fn watchers(&self, lock: LockId) -> Result<Vec<AgentId>, Error> {
-        let server = self.inner.router.server().ok_or(Error::Stopped)?.clone();
-        server
+        self.inner
+            .server
             .send(Watchers(lock))
             .await
             .map_err(|_| Error::Stopped)
@@ -342,7 +352,7 @@ impl Node {
 
     /// Whether the node's system is still running.
     pub fn is_running(&self) -> bool {
-        self.inner.router.server().is_some_and(|s| s.connected())
+        self.inner.server.connected()
     }
 }
 

@@ -14,7 +14,6 @@
 //! is dropped (members detect each other's end on their own).
 
 use crate::lease::LeaseCell;
-use crate::server::LockServer;
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
 use locks_core::{AgentId, MemberId, NodeId};
@@ -67,6 +66,20 @@ pub struct MemberDelivery {
     pub from: MemberId,
     /// The encoded message.
     pub payload: Vec<u8>,
+}
+
+/// A peer node went down: the lock server releases every lock and watch of the agents that
+/// live on it, after the lock-delay. Crate-private: only the cluster layer, which saw the link
+/// end, may say so (through [`Router::server_node_down`]).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct NodeDown(pub NodeId);
+
+/// The local lock server's mailbox, as the router sees it (the router does not know the actor
+/// type, so that the server can use the router without a circle).
+struct ServerMailbox {
+    requests: Recipient<ToServer>,
+    node_down: Recipient<NodeDown>,
 }
 
 /// An actix message that hands a [`ServerRequest`] to the local lock server.
@@ -134,7 +147,7 @@ enum Mailbox {
 /// Routes messages to the local lock server, local agents and remote nodes.
 pub struct Router {
     node: NodeId,
-    server: OnceLock<Addr<LockServer>>,
+    server: OnceLock<ServerMailbox>,
     agents: Mutex<FastMap<AgentId, Mailbox>>,
     members: Mutex<FastMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
@@ -171,14 +184,24 @@ impl Router {
         &self.node
     }
 
-    /// Sets the local lock server; done once when the node starts.
-    pub(crate) fn set_server(&self, server: Addr<LockServer>) {
-        let _ = self.server.set(server);
+    /// Sets the local lock server's mailbox; done once when the node starts.
+    pub(crate) fn set_server(&self, requests: Recipient<ToServer>, node_down: Recipient<NodeDown>) {
+        let _ = self.server.set(ServerMailbox {
+            requests,
+            node_down,
+        });
     }
 
-    /// The local lock server, once the node has started.
-    pub fn server(&self) -> Option<&Addr<LockServer>> {
-        self.server.get()
+    /// Whether the local lock server runs (the node has started and not stopped).
+    pub fn server_running(&self) -> bool {
+        self.server.get().is_some_and(|s| s.requests.connected())
+    }
+
+    /// Tells the local lock server that `peer` went down (the cluster layer does).
+    pub(crate) fn server_node_down(&self, peer: NodeId) {
+        if let Some(server) = self.server.get() {
+            server.node_down.do_send(NodeDown(peer));
+        }
     }
 
     /// Registers a local agent's mailbox.
@@ -424,10 +447,10 @@ impl Router {
     pub fn send_server(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
         if node == &self.node {
             let server = self.server.get().ok_or(RouteError::ServerStopped)?;
-            if !server.connected() {
+            if !server.requests.connected() {
                 return Err(RouteError::ServerStopped);
             }
-            server.do_send(ToServer(request));
+            server.requests.do_send(ToServer(request));
             Ok(())
         } else {
             self.remote(node)?

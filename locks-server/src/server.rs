@@ -21,7 +21,7 @@
 //! because the whole node (and every agent on it) stops at the same time.
 
 use crate::local::LocalTable;
-use crate::router::{Router, ToServer};
+use crate::router::{NodeDown, Router, ToServer};
 use crate::table::{TableInput, TableSnapshot};
 use actix::prelude::*;
 use locks_core::{AgentId, LockId, NodeId};
@@ -104,13 +104,6 @@ impl Handler<ToServer> for LockServer {
         self.table.serve(msg.0);
     }
 }
-
-/// A peer node went down: release every lock and watch of the agents that live on it, after
-/// the lock-delay (see the module documentation). Crate-private: only the cluster layer,
-/// which saw the link end, may say so.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub(crate) struct NodeDown(pub NodeId);
 
 impl Handler<NodeDown> for LockServer {
     type Result = ();

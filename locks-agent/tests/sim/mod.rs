@@ -152,15 +152,19 @@ impl Sim {
             .start(node.clone(), &self.modes, version_base);
     }
 
-    /// Every running agent learns that `node` is down.
-    pub fn node_down(&mut self, node: &NodeId) {
-        // An idle client is not told: its locks are on its own node (as the router does).
-        let ids: Vec<AgentId> = self
-            .clients
+    /// The clients with an agent: an idle one is not told of nodes (its locks are on its own
+    /// node, as the router does).
+    fn with_agents(&self) -> Vec<AgentId> {
+        self.clients
             .iter()
             .filter(|(_, c)| c.idle.is_none())
             .map(|(id, _)| id.clone())
-            .collect();
+            .collect()
+    }
+
+    /// Every running agent learns that `node` is down.
+    pub fn node_down(&mut self, node: &NodeId) {
+        let ids = self.with_agents();
         for id in ids {
             self.with_core(&id, |c| c.node_down(node));
         }
@@ -168,12 +172,7 @@ impl Sim {
 
     /// Every running agent learns that `node` is up again.
     pub fn node_up(&mut self, node: &NodeId) {
-        let ids: Vec<AgentId> = self
-            .clients
-            .iter()
-            .filter(|(_, c)| c.idle.is_none())
-            .map(|(id, _)| id.clone())
-            .collect();
+        let ids = self.with_agents();
         for id in ids {
             self.with_core(&id, |c| c.node_up(node));
         }

@@ -11,7 +11,6 @@ use crate::log_limit::Verdict;
 use crate::net::pending::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
 use crate::router::{DownCause, Router};
-use crate::server::NodeDown;
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
 use std::net::SocketAddr;
@@ -443,9 +442,7 @@ impl Cluster {
         let was_current = state.membership.link_down(peer, link);
         if was_current {
             self.router.remove_remote(peer);
-            if let Some(server) = self.router.server() {
-                server.do_send(NodeDown(peer.clone()));
-            }
+            self.router.server_node_down(peer.clone());
             self.router.broadcast_node_down(peer, cause);
             state.emit(NodeEvent::Down(peer.clone()));
         }

@@ -299,23 +299,31 @@ impl LockTable {
     /// requests that put its entry on `lock` there (to withdraw them when the agent cannot be
     /// told about that lock).
     pub fn direct_locks_within(&self, agent: &AgentId, lock: &LockId) -> Vec<LockId> {
-        let Some((a, slot)) = self
-            .agents
-            .lookup(agent)
-            .and_then(|a| Some((a, self.agents.get(a)?)))
-        else {
-            return Vec::new();
-        };
-        let mut direct: Vec<LockId> = slot
-            .locks
-            .iter()
-            .filter_map(|&s| self.locks.get(s))
-            .filter(|rec| rec.id == *lock || rec.id.is_descendant_of(lock))
-            .filter(|rec| rec.entry(a).is_some_and(|e| e.direct.is_some()))
-            .map(|rec| rec.id.clone())
+        let mut direct: Vec<LockId> = self
+            .records_of(agent)
+            .filter(|(_, rec)| rec.id == *lock || rec.id.is_descendant_of(lock))
+            .filter(|(a, rec)| rec.entry(*a).is_some_and(|e| e.direct.is_some()))
+            .map(|(_, rec)| rec.id.clone())
             .collect();
         direct.sort();
         direct
+    }
+
+    /// The records where `agent` has an entry, in no particular order, each with the agent's
+    /// interned number (nothing if the table does not know it).
+    fn records_of<'a>(
+        &'a self,
+        agent: &AgentId,
+    ) -> impl Iterator<Item = (u32, &'a record::LockRecord)> + 'a {
+        let found = self
+            .agents
+            .lookup(agent)
+            .and_then(|a| Some((a, self.agents.get(a)?)));
+        found.into_iter().flat_map(move |(a, slot)| {
+            slot.locks
+                .iter()
+                .filter_map(move |&s| Some((a, self.locks.get(s)?)))
+        })
     }
 
     fn reject(

@@ -194,18 +194,9 @@ impl LockTable {
     /// `agent`'s direct locks (lock, mode, the lock's version), in lock id order. For an agent
     /// whose every request was granted at once (the fast path), what it holds.
     pub fn direct_locks_of(&self, agent: &AgentId) -> Vec<(LockId, Mode, u64)> {
-        let Some((a, slot)) = self
-            .agents
-            .lookup(agent)
-            .and_then(|a| Some((a, self.agents.get(a)?)))
-        else {
-            return Vec::new();
-        };
-        let mut out: Vec<(LockId, Mode, u64)> = slot
-            .locks
-            .iter()
-            .filter_map(|&s| self.locks.get(s))
-            .filter_map(|rec| Some((rec.id.clone(), rec.entry(a)?.direct?, rec.version)))
+        let mut out: Vec<(LockId, Mode, u64)> = self
+            .records_of(agent)
+            .filter_map(|(a, rec)| Some((rec.id.clone(), rec.entry(a)?.direct?, rec.version)))
             .collect();
         out.sort_unstable_by(|x, y| x.0.cmp(&y.0));
         out
@@ -222,18 +213,9 @@ impl LockTable {
     /// lock if it has one. An agent that starts late (the node's fast path granted its first
     /// locks without one) learns its state from this.
     pub fn agent_state(&self, agent: &AgentId) -> Vec<(LockNotice, Option<Mode>)> {
-        let Some((a, slot)) = self
-            .agents
-            .lookup(agent)
-            .and_then(|a| Some((a, self.agents.get(a)?)))
-        else {
-            return Vec::new();
-        };
-        let mut out: Vec<(LockNotice, Option<Mode>)> = slot
-            .locks
-            .iter()
-            .filter_map(|&s| self.locks.get(s))
-            .filter_map(|rec| {
+        let mut out: Vec<(LockNotice, Option<Mode>)> = self
+            .records_of(agent)
+            .filter_map(|(a, rec)| {
                 let entry = rec.entry(a)?;
                 let state = entry.state();
                 let waits = entry.want.is_some();

@@ -43,6 +43,14 @@ mod fast;
 /// messages to a few hundred kilobytes; its acceptance costs one round trip per slice.
 const LOCK_OBJECTS_SLICE: usize = 1024;
 
+/// The answer of the fast path, after taking one unit of the task's budget: a loop of
+/// transactions that are all granted at once would otherwise never give the other tasks of its
+/// thread a turn (on the node's own thread, not even the agents and the lock server).
+async fn cooperative<T>(result: T) -> T {
+    tokio::task::coop::consume_budget().await;
+    result
+}
+
 /// Starts a transaction on `node`. Costs no actor and no message: the transaction's agent
 /// actor starts only when it is needed (see the module documentation).
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
@@ -221,7 +229,7 @@ impl Transaction {
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let lock = lock.into();
         let addr = match self.try_fast(&lock, mode) {
-            Fast::Done(result) => return Either::Left(futures::future::ready(result)),
+            Fast::Done(result) => return Either::Left(cooperative(result)),
             Fast::Agent(addr) => addr,
         };
         let (tx, rx) = oneshot::channel();
@@ -242,7 +250,7 @@ impl Transaction {
         let lock = lock.into();
         let addr = if self.is_local(nodes, req) {
             match self.try_fast(&lock, mode) {
-                Fast::Done(result) => return Either::Left(futures::future::ready(result)),
+                Fast::Done(result) => return Either::Left(cooperative(result)),
                 Fast::Agent(addr) => addr,
             }
         } else {
@@ -259,7 +267,7 @@ impl Transaction {
     pub async fn lock_nowait(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
         let lock = lock.into();
         let addr = match self.try_fast(&lock, mode) {
-            Fast::Done(result) => return result.map(|_| ()),
+            Fast::Done(result) => return cooperative(result).await.map(|_| ()),
             Fast::Agent(addr) => addr,
         };
         let (tx, rx) = oneshot::channel();
@@ -278,7 +286,7 @@ impl Transaction {
         let lock = lock.into();
         let addr = if self.is_local(nodes, req) {
             match self.try_fast(&lock, mode) {
-                Fast::Done(result) => return result.map(|_| ()),
+                Fast::Done(result) => return cooperative(result).await.map(|_| ()),
                 Fast::Agent(addr) => addr,
             }
         } else {
@@ -311,7 +319,7 @@ impl Transaction {
                 return Ok(());
             };
             match self.try_fast(&lock, mode) {
-                Fast::Done(Ok(_)) => {}
+                Fast::Done(Ok(_)) => tokio::task::coop::consume_budget().await,
                 Fast::Done(Err(err)) => return Err(err),
                 Fast::Agent(addr) => {
                     let (tx, rx) = oneshot::channel();

@@ -369,3 +369,32 @@ async fn lock_objects_sent_in_several_slices_are_all_held() {
     txn.end().await.unwrap();
     bounded(other.await_all_locks()).await.unwrap();
 }
+
+/// A client on the node's own thread that runs transactions granted at once, in a loop, still
+/// lets the thread's other tasks run (the fast path takes from the task's budget): found when
+/// the W4 bench's parent reader never got a turn among eight such writers.
+#[tokio::test]
+async fn a_loop_of_fast_transactions_on_the_node_thread_lets_other_tasks_run() {
+    let h = Harness::new("coop").await;
+    let node = h.node.clone();
+    let other_ran = bounded(h.node.spawn(async move {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let set = flag.clone();
+        actix::spawn(async move { set.store(true, std::sync::atomic::Ordering::SeqCst) });
+        for i in 0..10_000i64 {
+            let txn = begin_transaction(&node, Options::default()).await.unwrap();
+            txn.lock(lock_id!["coop", i], Mode::WRITE).await.unwrap();
+            txn.end().await.unwrap();
+            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                return true;
+            }
+        }
+        false
+    }))
+    .await
+    .unwrap();
+    assert!(
+        other_ran,
+        "10,000 transactions without a turn for another task"
+    );
+}

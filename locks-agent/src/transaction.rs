@@ -15,13 +15,12 @@
 
 use crate::agent::{
     Agent, AwaitAll, Convert, Dot, GetStatus, LockCall, Outcome, SetOptions, SurrenderTo, Unlock,
-    Unwatch, Watch, outcome_error,
+    outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::events::Locked;
 use crate::options::{Options, Req};
-use crate::watch::LockWatch;
 use actix::prelude::*;
 use fast::Fast;
 use futures::channel::oneshot;
@@ -34,6 +33,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 mod fast;
+mod watching;
 
 /// How many requests [`Transaction::lock_objects`] sends before it waits for the agent to accept
 /// them. Sent all at once, a long list filled the agent's mailbox with one envelope per lock, and
@@ -445,81 +445,6 @@ impl Transaction {
             .send(crate::agent::GetOptions)
             .await
             .map_err(|_| outcome_error(&self.outcome))
-    }
-
-    /// Watches `lock` on `nodes` without queueing on it (the Erlang original's `watch/2`): the
-    /// returned [`LockWatch`] stream yields `(node, lock, queue)` with the lock's queue on each
-    /// node now and after every change, in version order per node. A lock with no entries
-    /// shows an empty queue. The queue of `[a]` shows the holders of every lock below it as
-    /// holders of intention modes, so a watch of `[a]` sees who holds `[a, b]`.
-    ///
-    /// Dropping the stream, [`Transaction::unwatch`] or the end of the transaction stops the
-    /// views. Several streams may watch the same lock; each gets every view from its start.
-    ///
-    /// ```
-    /// use futures::StreamExt;
-    /// use locks_agent::{Options, begin_transaction};
-    /// use locks_core::{Mode, lock_id};
-    /// # use locks_server::{Node, NodeConfig};
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
-    /// let observer = begin_transaction(&node, Options::default()).await.unwrap();
-    /// let mut views = observer
-    ///     .watch(lock_id!["a"], &[node.id().clone()])
-    ///     .await
-    ///     .unwrap();
-    /// let (_, _, first) = views.next().await.unwrap();
-    /// assert!(first.granted.is_empty());
-    ///
-    /// let writer = begin_transaction(&node, Options::default()).await.unwrap();
-    /// writer.lock(lock_id!["a"], Mode::WRITE).await.unwrap();
-    /// let (_, _, next) = views.next().await.unwrap();
-    /// assert!(next.holds(writer.id()));
-    /// assert!(next.version > first.version);
-    /// # }
-    /// ```
-    pub async fn watch(
-        &self,
-        lock: impl Into<LockId>,
-        nodes: &[NodeId],
-    ) -> Result<LockWatch, Error> {
-        let (tx, rx) = futures::channel::mpsc::unbounded();
-        let msg = Watch {
-            lock: lock.into(),
-            nodes: nodes.to_vec(),
-            tx,
-        };
-        let id = self
-            .addr()
-            .send(msg)
-            .await
-            .map_err(|_| outcome_error(&self.outcome))??;
-        Ok(LockWatch {
-            rx,
-            id,
-            agent: self.addr(),
-        })
-    }
-
-    /// Stops watching `lock` on `nodes` (the Erlang original's `unwatch/2`), for every stream
-    /// of this transaction: the lock servers stop sending views, and a stream that watched
-    /// nothing else ends. Nodes not watched are ignored.
-    pub async fn unwatch(&self, lock: impl Into<LockId>, nodes: &[NodeId]) -> Result<(), Error> {
-        let msg = Unwatch {
-            lock: lock.into(),
-            nodes: nodes.to_vec(),
-        };
-        self.addr()
-            .send(msg)
-            .await
-            .map_err(|_| outcome_error(&self.outcome))?
-    }
-
-    /// The agents that watch `lock` on this transaction's node, in id order (the Erlang
-    /// original's `watchers/1`), as its lock server knows them now.
-    pub async fn watchers(&self, lock: impl Into<LockId>) -> Result<Vec<AgentId>, Error> {
-        Ok(self.node.watchers(lock.into()).await?)
     }
 
     /// Surrenders `lock`, which this transaction holds, to `to`, which waits for it, on each of

@@ -13,6 +13,10 @@
 //! likewise; a message to an unregistered member fails with [`RouteError::UnknownMember`] and
 //! is dropped (members detect each other's end on their own).
 
+mod messages;
+pub(crate) use messages::NodeDown;
+pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
+
 use crate::lease::LeaseCell;
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
@@ -25,107 +29,11 @@ use std::collections::HashMap;
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
-/// An actix message to an agent actor: a message from a server or agent, or news of a node.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub enum Deliver {
-    /// A message from a lock server or another agent.
-    Message(AgentMessage),
-    /// The lock server of this node can no longer be reached, and why.
-    NodeDown(NodeId, DownCause),
-    /// The lock server of this node is reachable again (or for the first time).
-    NodeUp(NodeId),
-}
-
-/// Why a node's lock server can no longer be reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DownCause {
-    /// The connection ended (closed, broken, or the peer fell silent).
-    Disconnected,
-    /// The link's lease ran out: no ping was answered within the lease (see
-    /// [`crate::lease`]). The peer may still be running, and will give this node's agents'
-    /// locks away once its lock-delay has passed.
-    LeaseExpired,
-}
-
-impl std::fmt::Display for DownCause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            DownCause::Disconnected => "node-down",
-            DownCause::LeaseExpired => "lease-expired",
-        })
-    }
-}
-
-/// An actix message to a member of a leader-election group: an encoded message from another
-/// member (see `locks_core::proto::Message::Member`).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct MemberDelivery {
-    /// The sender.
-    pub from: MemberId,
-    /// The encoded message.
-    pub payload: Vec<u8>,
-}
-
-/// A peer node went down: the lock server releases every lock and watch of the agents that
-/// live on it, after the lock-delay. Crate-private: only the cluster layer, which saw the link
-/// end, may say so (through [`Router::server_node_down`]).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub(crate) struct NodeDown(pub NodeId);
-
 /// The local lock server's mailbox, as the router sees it (the router does not know the actor
 /// type, so that the server can use the router without a circle).
 struct ServerMailbox {
     requests: Recipient<ToServer>,
     node_down: Recipient<NodeDown>,
-}
-
-/// An actix message that hands a [`ServerRequest`] to the local lock server.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct ToServer(pub ServerRequest);
-
-/// Why a message could not be routed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RouteError {
-    /// The destination node is not connected (down, never seen, or kept apart).
-    #[error("node {0} is not connected")]
-    NodeDown(NodeId),
-    /// No agent with this id lives on this node (it ended or never existed).
-    #[error("agent {0} is not running on this node")]
-    UnknownAgent(AgentId),
-    /// The local lock server has stopped (the node is shutting down).
-    #[error("the lock server of this node has stopped")]
-    ServerStopped,
-    /// No group member with this id lives on this node (it stopped or never existed).
-    #[error("member {0} is not running on this node")]
-    UnknownMember(MemberId),
-    /// The message cannot be sent to that node (it does not fit in a frame, or cannot be
-    /// encoded). Only this message is refused: the connection stays up.
-    #[error("a message to node {node} cannot be sent: {reason}")]
-    Unsendable {
-        /// The destination node.
-        node: NodeId,
-        /// Why.
-        reason: String,
-    },
-    /// A peer sent a request to the lock server on behalf of an agent (or a message from a
-    /// member) that does not live on that peer: refused, since a node speaks only for its own.
-    #[error("node {from} cannot speak for {on_behalf_of}")]
-    NotItsOwn {
-        /// The peer that sent it.
-        from: NodeId,
-        /// The agent or member named.
-        on_behalf_of: String,
-    },
-}
-
-/// A connection to another node, as the router sees it: somewhere to put envelopes.
-pub trait RemoteLink: Send + Sync {
-    /// Queues an envelope for the peer. Fails if the connection is gone.
-    fn send(&self, envelope: Envelope) -> Result<(), RouteError>;
 }
 
 /// Where messages to a local agent go.

@@ -398,3 +398,27 @@ async fn a_loop_of_fast_transactions_on_the_node_thread_lets_other_tasks_run() {
         "10,000 transactions without a turn for another task"
     );
 }
+
+/// Bad input gets a clear error on the fast path too: a mode outside the node's mode table is
+/// refused before the table is touched, and the transaction stays usable.
+#[tokio::test]
+async fn a_mode_outside_the_nodes_table_is_refused_on_the_fast_path() {
+    let config =
+        NodeConfig::new("smallmodes").mode_table(locks_core::ModeTable::shared_exclusive());
+    let node = Node::start(config).await.unwrap();
+    let txn = begin_transaction(&node, Options::default()).await.unwrap();
+    let err = bounded(txn.lock(lock_id!["a"], Mode::U)).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Request(locks_agent::RequestError::ModeNotInTable(Mode::U))
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        bounded(txn.status()).await.unwrap(),
+        TransactionStatus::NoLocks
+    );
+    bounded(txn.lock(lock_id!["a"], Mode::X)).await.unwrap();
+    txn.end().await.unwrap();
+}

@@ -9,19 +9,26 @@
 //! ([`lease`]), and the rate limit of the warnings strangers can cause.
 //!
 //! ```text
-//!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─▶ LockTable
-//!                               └────────────▶ Router ───────┤        │ notices
-//!   agent actor ◀── Deliver(AgentMessage) ◀──  Router ◀──────┴────────┘
+//!   Transaction (fast path) ───────────────────────────────────┐ LocalTable ─▶ LockTable::step
+//!   Transaction ─▶ agent actor ─┐ ServerRequest              ┌─▶ LockServer ─┘     │ notices
+//!                               └────────────▶ Router ───────┤                     │
+//!   agent actor ◀── Deliver(AgentMessage) ◀──  Router ◀──────┴─────────────────────┘
 //!          ▲ NodeUp/NodeDown                  │    ▲ deliver_from
 //!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
+//!
+//! The node's one lock table sits behind a mutex (`LocalTable`), shared by the lock server
+//! actor (requests that come as messages, node down, timers) and the transactions of this node,
+//! which take and release uncontended locks on their own thread; both apply inputs with
+//! [`LockTable::step`] ([`TableInput`] in, [`TableEffect`] out).
 //!
 //! # Public surface
 //!
 //! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
 //! [`Leases`], [`HeartbeatConfig`], [`Cookie`]); what a node reports ([`NodeEvent`],
 //! [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`], [`TableSnapshot`], [`LockSnapshot`],
-//! [`EntrySnapshot`]); the pure [`LockTable`] with its [`Effects`] and [`DEFAULT_MAX_DEPTH`];
+//! [`EntrySnapshot`]); the pure [`LockTable`] with its inputs and effects ([`TableInput`], [`TableEffect`],
+//! [`Undelivered`], [`Effects`]) and [`DEFAULT_MAX_DEPTH`];
 //! the errors and what they carry ([`Error`], [`ConfigError`], [`ConnectError`],
 //! [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`], [`LinkRejection`],
 //! [`RouteError`], [`LeaseError`]); and the [`lease`] module, whose docs are the argument for

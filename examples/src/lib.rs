@@ -1,4 +1,4 @@
-//! Shared helpers for the example programs: the benchmark harness ([`bench`]) and [`gdict`], the
+//! Shared helpers for the example programs: the benchmark harness ([`bench`](mod@bench)) and [`gdict`], the
 //! replicated dictionary on `locks-leader`; [`node_cli`], the `node` binary's configuration
 //! and line protocol; [`sees`], which the multi-node examples wait on.
 //!

@@ -4,7 +4,7 @@
 //! - [`wait`]: the bounded waits every suite that waits uses, so that a broken build fails
 //!   fast instead of hanging (the async ones with the feature `tokio`);
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
-//! - [`sim`] (feature `sim`): the deterministic simulation harness shared by
+//! - `sim` (feature `sim`): the deterministic simulation harness shared by
 //!   the agent simulations, the model checker and the leader simulations: the in-memory
 //!   network of FIFO channels, the real lock tables of the simulated nodes, and the scheduling
 //!   of one step. Each simulation keeps only its actors (agent cores, leader members) and its

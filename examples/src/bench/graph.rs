@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 /// How many agents wait for `IS` behind the writer.
 const BEHIND: u64 = 8;
 
-/// The hot queue: `holders` in `IS`, then one `X` waiter and [`BEHIND`] `IS` waiters.
+/// The hot queue: `holders` in `IS`, then one `X` waiter and `BEHIND` `IS` waiters.
 pub fn hot_view(node: &NodeId, holders: u64) -> LockView {
     let entry = |serial: u64, mode: Mode| QueueEntry {
         agent: AgentId::new(node.clone(), 1, serial),

@@ -1,31 +1,17 @@
 //! The node's fast path (`LocalTable`): requests applied on the caller's thread decide exactly
 //! as messages to the lock server do, and a transaction without an actor loses no message.
 
+mod common;
+
 use actix::prelude::*;
+use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::{Deliver, FastLock, NodeInternals};
+use locks_server::internal::{FastLock, NodeInternals};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(10);
-
-/// A bare agent for these tests: it forwards what it is delivered to a channel.
-struct Sink(tokio::sync::mpsc::UnboundedSender<AgentMessage>);
-
-impl Actor for Sink {
-    type Context = Context<Self>;
-}
-
-impl Handler<Deliver> for Sink {
-    type Result = ();
-
-    fn handle(&mut self, msg: Deliver, _ctx: &mut Self::Context) {
-        if let Deliver::Message(m) = msg {
-            let _ = self.0.send(m);
-        }
-    }
-}
 
 /// A new agent id of `node`, registered as a transaction without an actor (so that notices to
 /// it are kept, not taken as its death).
@@ -132,7 +118,7 @@ async fn messages_for_a_transaction_without_an_actor_are_kept_and_handed_over_in
     }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (r, id) = (router.clone(), idle.clone());
-    node.spawn(async move { r.attach_agent(&id, Sink(tx).start().recipient()) })
+    node.spawn(async move { r.attach_agent(&id, ChannelAgent(tx).start().recipient()) })
         .await
         .unwrap();
     // And one after: it comes after the kept ones.
@@ -184,7 +170,7 @@ async fn a_probe_through_a_transaction_that_waits_for_nothing_is_refuted_at_once
     router.register_idle_agent(idle.clone());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (r, v) = (router.clone(), victim.clone());
-    node.spawn(async move { r.register_agent(v, Sink(tx).start().recipient()) })
+    node.spawn(async move { r.register_agent(v, ChannelAgent(tx).start().recipient()) })
         .await
         .unwrap();
     router
@@ -210,7 +196,7 @@ async fn a_probe_through_a_transaction_that_waits_for_nothing_is_refuted_at_once
         .unwrap();
     let (tx2, mut rx2) = tokio::sync::mpsc::unbounded_channel();
     let (r, id) = (router.clone(), idle.clone());
-    node.spawn(async move { r.attach_agent(&id, Sink(tx2).start().recipient()) })
+    node.spawn(async move { r.attach_agent(&id, ChannelAgent(tx2).start().recipient()) })
         .await
         .unwrap();
     assert!(matches!(recv(&mut rx2).await, AgentMessage::Probe(p) if !p.refuted));

@@ -1,31 +1,17 @@
 //! A local node's life: start, serve requests through the actor, shut down; dropping the last
 //! handle stops it too; an agent that disappears without a word loses its locks.
 
+mod common;
+
 use actix::prelude::*;
+use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::{Deliver, NodeInternals};
+use locks_server::internal::NodeInternals;
 use locks_server::{Error, Node, NodeConfig};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(10);
-
-/// A bare agent for these tests: it forwards what it is delivered to a channel.
-struct Probe(tokio::sync::mpsc::UnboundedSender<AgentMessage>);
-
-impl Actor for Probe {
-    type Context = Context<Self>;
-}
-
-impl Handler<Deliver> for Probe {
-    type Result = ();
-
-    fn handle(&mut self, msg: Deliver, _ctx: &mut Self::Context) {
-        if let Deliver::Message(m) = msg {
-            let _ = self.0.send(m);
-        }
-    }
-}
 
 #[tokio::test]
 async fn a_request_through_the_router_is_answered_with_a_notice() {
@@ -34,7 +20,7 @@ async fn a_request_through_the_router_is_answered_with_a_notice() {
     let agent = node.next_agent_id();
     let (router, id) = (node.router().clone(), agent.clone());
     node.spawn(async move {
-        let addr = Probe(tx).start();
+        let addr = ChannelAgent(tx).start();
         router.register_agent(id, addr.recipient());
     })
     .await
@@ -75,7 +61,7 @@ async fn an_agent_that_vanishes_loses_its_locks() {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (router, w) = (node.router().clone(), waiter.clone());
     node.spawn(async move {
-        router.register_agent(w, Probe(tx).start().recipient());
+        router.register_agent(w, ChannelAgent(tx).start().recipient());
     })
     .await
     .unwrap();

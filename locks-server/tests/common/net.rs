@@ -1,6 +1,6 @@
 //! Helpers shared by the tests that run transports, nodes and routers: tracing to the test's
 //! output, a bound on every wait, node names, the loopback address, and a remote link that
-//! records what it is sent.
+//! records what it is sent, and an agent that passes what it is delivered to a channel.
 
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
@@ -80,5 +80,22 @@ impl RemoteLink for Captured {
     fn send(&self, envelope: Envelope) -> Result<(), RouteError> {
         self.0.lock().unwrap().push(envelope);
         Ok(())
+    }
+}
+
+/// A bare agent actor: every message it is delivered goes to the channel, in order.
+pub struct ChannelAgent(pub tokio::sync::mpsc::UnboundedSender<locks_core::proto::AgentMessage>);
+
+impl actix::Actor for ChannelAgent {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<locks_server::internal::Deliver> for ChannelAgent {
+    type Result = ();
+
+    fn handle(&mut self, msg: locks_server::internal::Deliver, _ctx: &mut Self::Context) {
+        if let locks_server::internal::Deliver::Message(m) = msg {
+            let _ = self.0.send(m);
+        }
     }
 }

@@ -54,6 +54,7 @@
 //! is sent again.
 
 mod calls;
+mod election;
 mod majority;
 mod member;
 mod peer;

@@ -93,6 +93,17 @@ fn lock_req(a: u64, lock: &LockId, mode: Mode) -> ServerRequest {
     }
 }
 
+/// Agent 1's `Unlock` of `lock`, sent to n1.
+fn unlock_on_n1(lock: &LockId) -> Effect {
+    Effect::ToServer {
+        node: n1(),
+        request: ServerRequest::Unlock {
+            agent: agent(1),
+            lock: lock.clone(),
+        },
+    }
+}
+
 /// Asks for `lock` on n1 and has the server grant it at `version`.
 fn hold(c: &mut AgentCore, lock: &LockId, mode: Mode, version: u64) {
     c.request(lock.clone(), mode, &[n1()], Req::All).unwrap();
@@ -417,13 +428,7 @@ fn unlock_withdraws_and_forgets() {
     assert_eq!(
         fx,
         vec![
-            Effect::ToServer {
-                node: n1(),
-                request: ServerRequest::Unlock {
-                    agent: agent(1),
-                    lock: l.clone()
-                }
-            },
+            unlock_on_n1(&l),
             Effect::StatusChanged(TransactionStatus::NoLocks),
         ]
     );

@@ -121,13 +121,7 @@ fn unlock_cancels_the_lock_callers_of_that_lock_only() {
     assert_eq!(
         fx,
         vec![
-            Effect::ToServer {
-                node: n1(),
-                request: ServerRequest::Unlock {
-                    agent: agent(1),
-                    lock: a.clone()
-                }
-            },
+            unlock_on_n1(&a),
             failed(1, CallFailure::Cancelled { lock: a.clone() }),
         ]
     );

@@ -98,13 +98,7 @@ fn a_refused_conversion_releases_the_copy_and_the_status_says_so() {
     assert_eq!(
         fx,
         vec![
-            Effect::ToServer {
-                node: n1(),
-                request: ServerRequest::Unlock {
-                    agent: agent(1),
-                    lock: a.clone()
-                }
-            },
+            unlock_on_n1(&a),
             Effect::Rejected {
                 node: n1(),
                 lock: a.clone(),

@@ -4,15 +4,21 @@
 
 use super::*;
 
-#[test]
-fn a_node_down_makes_an_all_request_unservable() {
-    let mut c = core(1, Options::default());
+/// Agent `c` asks for `["l"]` in `X` on n1 and n2 (all of them) and both grant it.
+fn held_on_two_nodes(c: &mut AgentCore) -> LockId {
     let l = lock_id!["l"];
     c.request(l.clone(), X, &[n1(), node("n2")], Req::All)
         .unwrap();
     c.receive(notice(&n1(), &l, 2, EntryState::Granted(X)));
     c.receive(notice(&node("n2"), &l, 2, EntryState::Granted(X)));
     c.settle();
+    l
+}
+
+#[test]
+fn a_node_down_makes_an_all_request_unservable() {
+    let mut c = core(1, Options::default());
+    let l = held_on_two_nodes(&mut c);
     assert!(c.status().have_all_locks());
     let fx = c.node_down(&node("n2"));
     let cannot = TransactionStatus::CannotServe {
@@ -37,12 +43,7 @@ fn await_nodes_waits_and_asks_again_when_the_node_returns() {
         ..Options::default()
     };
     let mut c = core(1, opts);
-    let l = lock_id!["l"];
-    c.request(l.clone(), X, &[n1(), node("n2")], Req::All)
-        .unwrap();
-    c.receive(notice(&n1(), &l, 2, EntryState::Granted(X)));
-    c.receive(notice(&node("n2"), &l, 2, EntryState::Granted(X)));
-    c.settle();
+    let l = held_on_two_nodes(&mut c);
     c.node_down(&node("n2"));
     assert_eq!(c.status(), TransactionStatus::Waiting);
     // A late notice from the dead server does not count.

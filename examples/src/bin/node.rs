@@ -60,6 +60,7 @@ use locks_leader::GroupOptions;
 use locks_server::NodeEvent;
 use locks_server::{Node, NodeConfig};
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -141,6 +142,8 @@ type Dicts = Arc<Mutex<HashMap<String, Gdict<i64>>>>;
 async fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),

@@ -1,5 +1,5 @@
-//! The node binary's `--mono` stamps, its `help` answer, its `leader` query and its plain logs in a pipe, on a node with
-//! no peers; and the `lost` line it prints unasked when a peer holding part of a lock dies.
+//! The node binary's `--mono` stamps, its `help` answer, its `leader` query and its plain logs
+//! in a pipe, on a node with no peers; and the `lost` line it prints unasked when a peer holding part of a lock dies.
 
 mod common;
 

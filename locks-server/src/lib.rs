@@ -46,6 +46,7 @@ mod config;
 mod error;
 #[doc(hidden)]
 pub mod internal;
+pub mod introspect;
 pub mod lease;
 mod local;
 mod log_limit;
@@ -59,6 +60,7 @@ pub use cluster::membership::{LinkRejection, NameRefusal};
 pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEvents};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
+pub use introspect::{ClusterQuery, ClusterView, WaitEdge, WaitForGraph};
 pub use lease::{LeaseConfig, LeaseError, Leases};
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use node::Node;

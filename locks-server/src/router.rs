@@ -103,7 +103,7 @@ impl Router {
 
     /// Sets the node's table and the largest frame its links carry, for answering peers'
     /// introspection questions; done once when the node starts.
-    pub(crate) fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
+    pub fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
         let _ = self.table.set((table, max_frame));
     }
 

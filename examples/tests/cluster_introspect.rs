@@ -132,7 +132,7 @@ async fn a_cross_node_wait_is_seen_from_a_third_node() {
 
     let graph = view.wait_for_graph(n3.modes());
     let edge = format!("edge {id2} {id1} x@n1");
-    assert_eq!(graph.text_lines(), [edge.clone()]);
+    assert_eq!(graph.text_lines(), std::slice::from_ref(&edge));
     let lines = cluster_graph_lines(&view, n3, false);
     assert_eq!(
         lines,

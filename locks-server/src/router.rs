@@ -70,10 +70,7 @@ pub struct Router {
     leases: RwLock<FastMap<NodeId, Arc<LeaseCell>>>,
     /// The node is leaving the cluster: no claim on a peer is valid any more.
     leaving: std::sync::atomic::AtomicBool,
-    /// The node's table and its frame limit, to answer introspection (weak: the table holds
-    /// the router).
-    table: OnceLock<(Weak<LocalTable>, usize)>,
-    /// Introspection questions in flight and the peers' answer budgets.
+    /// Introspection: the table to answer from, questions in flight, the peers' budgets.
     introspection: Introspection,
 }
 
@@ -96,7 +93,6 @@ impl Router {
             remotes: RwLock::new(FastMap::default()),
             leases: RwLock::new(FastMap::default()),
             leaving: std::sync::atomic::AtomicBool::new(false),
-            table: OnceLock::new(),
             introspection: Introspection::default(),
         }
     }
@@ -104,7 +100,7 @@ impl Router {
     /// Sets the node's table and the largest frame its links carry, for answering peers'
     /// introspection questions; done once when the node starts.
     pub fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
-        let _ = self.table.set((table, max_frame));
+        self.introspection.set_table(table, max_frame);
     }
 
     /// The node's introspection state (see [`crate::introspect`]).
@@ -524,30 +520,8 @@ impl Router {
                 on_behalf_of,
             });
         }
-        let envelope = match envelope.message {
-            WireMessage::Introspect(request) => {
-                if let Some((table, max_frame)) = self.table.get()
-                    && let Some(table) = table.upgrade()
-                {
-                    introspect::answer(
-                        &self.introspection,
-                        &table,
-                        *max_frame,
-                        from,
-                        request,
-                        |answer| self.send_node(from, answer),
-                    );
-                }
-                return Ok(());
-            }
-            WireMessage::TableReport(report) => {
-                self.introspection.answered(from, report);
-                return Ok(());
-            }
-            message => Envelope {
-                message,
-                ..envelope
-            },
+        let Some(envelope) = introspect::intercept(self, from, envelope) else {
+            return Ok(());
         };
         match self.deliver_incoming(envelope) {
             Err(RouteError::UnknownAgent(agent)) if agent.node() == &self.node => {

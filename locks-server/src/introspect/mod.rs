@@ -8,10 +8,12 @@
 //! ```
 //!
 //! This module owns both halves:
-//! - **asking** ([`Introspection::ask`], [`cluster_view`]): an id per question, the waiting
-//!   answers by id, and the [`ClusterView`] made of the answers that came in time;
-//! - **answering** ([`answer`]): a peer's question is answered from the node's table on the
-//!   link's own task, at once, so nothing is kept per question.
+//! - **asking** (`Introspection::ask`, `cluster_view`, behind [`crate::Node::cluster_view`]): an
+//!   id per question, the waiting answers by id, and the [`ClusterView`] made of the answers
+//!   that came in time;
+//! - **answering** (`answer`, called by the router as a question arrives): a peer's question is
+//!   answered from the node's table on the link's own task, at once, so nothing is kept per
+//!   question.
 //!
 //! Invariants (the bounds a peer cannot push past):
 //! - a waiting answer exists only while a local caller waits for it: it is removed when the
@@ -23,8 +25,8 @@
 //!   says how many locks there were in all);
 //! - each peer gets at most [`ANSWER_BURST`] answers at once and one more per
 //!   [`ANSWER_REFILL`]: questions beyond that are not answered (the asker lists this node as
-//!   missing), and they are warned about at most once per
-//!   [`WARN_INTERVAL`](crate::log_limit::WARN_INTERVAL).
+//!   missing), and they are warned about at most once per ten seconds (the node's rate limit
+//!   for warnings a peer can cause).
 
 pub mod graph;
 
@@ -37,7 +39,7 @@ use locks_core::proto::{Envelope, IntrospectRequest, Message, TableReport};
 use locks_core::{ModeTable, NodeId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 pub use graph::{WaitEdge, WaitForGraph};
@@ -118,6 +120,9 @@ struct Waiting {
 /// A node's introspection state: its questions in flight and its peers' answer budgets (see
 /// the module documentation). One per [`Router`].
 pub(crate) struct Introspection {
+    /// The node's table and its frame limit, to answer from (weak: the table holds the
+    /// router, which holds this).
+    table: OnceLock<(Weak<LocalTable>, usize)>,
     next_id: AtomicU64,
     waiting: Mutex<HashMap<u64, Waiting>>,
     budget: Mutex<AnswerBudget>,
@@ -127,6 +132,7 @@ pub(crate) struct Introspection {
 impl Default for Introspection {
     fn default() -> Self {
         Introspection {
+            table: OnceLock::new(),
             next_id: AtomicU64::new(1),
             waiting: Mutex::new(HashMap::new()),
             budget: Mutex::new(AnswerBudget::default()),
@@ -136,6 +142,11 @@ impl Default for Introspection {
 }
 
 impl Introspection {
+    /// Sets the table questions are answered from, and the node's frame limit (once).
+    pub(crate) fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
+        let _ = self.table.set((table, max_frame));
+    }
+
     fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Waiting>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -213,6 +224,32 @@ impl AnswerBudget {
         }
         bucket.tokens -= 1;
         true
+    }
+}
+
+/// Takes the introspection messages out of what `from` sent `router`: a question is answered
+/// (see [`answer`]), an answer handed to its caller or dropped; anything else is given back.
+pub(crate) fn intercept(router: &Router, from: &NodeId, envelope: Envelope) -> Option<Envelope> {
+    let intro = router.introspection();
+    match envelope.message {
+        Message::Introspect(request) => {
+            if let Some((table, max_frame)) = intro.table.get()
+                && let Some(table) = table.upgrade()
+            {
+                answer(intro, &table, *max_frame, from, request, |reply| {
+                    router.send_node(from, reply)
+                });
+            }
+            None
+        }
+        Message::TableReport(report) => {
+            intro.answered(from, report);
+            None
+        }
+        message => Some(Envelope {
+            message,
+            ..envelope
+        }),
     }
 }
 

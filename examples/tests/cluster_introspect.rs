@@ -11,7 +11,7 @@ use locks_agent::{Options, Req, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{Mode, NodeId, lock_id};
 use locks_server::{ClusterQuery, Node, NodeConfig};
-use locks_testing::wait::{Deadline, poll, within};
+use locks_testing::wait::{Deadline, eventually, poll, within};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -185,6 +185,20 @@ fn answer(node: &mut Proc, cmd: &str, end: &str) -> Vec<String> {
     }
 }
 
+/// Whether every thread of process `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T'))
+        })
+    })
+}
+
 /// Resumes a process paused with SIGSTOP, also when the test fails.
 struct Paused(i32);
 
@@ -278,6 +292,8 @@ fn the_node_binary_prints_the_cluster_table_and_graph() {
     // SAFETY: kill(2) with the pid of a child this test started and still owns.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let paused = Paused(pid);
+    // The signal is delivered asynchronously: wait until every thread of n1 has stopped.
+    eventually(BOUND, "n1 stopped", || all_threads_stopped(pid));
     let table = answer(&mut n3, "cluster-table 10 300", "end-cluster-table");
     assert_eq!(
         table.last().map(String::as_str),

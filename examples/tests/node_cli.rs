@@ -52,7 +52,17 @@ fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
         last = t;
         texts.push(text.to_owned());
     }
-    for command in ["lock", "status", "end", "nodes", "table", "help", "quit"] {
+    for command in [
+        "lock",
+        "status",
+        "end",
+        "nodes",
+        "table",
+        "cluster-table",
+        "cluster-graph",
+        "help",
+        "quit",
+    ] {
         assert!(
             texts
                 .iter()

@@ -23,6 +23,14 @@
 //! ended t1                        the answer to `end t1`
 //! nodes a b c                     the answer to `nodes`
 //! lock db/x v1042 X granted=… converting=… waiting=…   the answer to `table`, then `end-table`
+//! node b locks=2 total=9 truncated  `cluster-table`: per node that answered, its count of locks
+//! b lock db/x v977 X granted=…      listed and in all (truncated: some left out), its locks as
+//! missing c | missing -             `table` prints them prefixed by the node, then the peers
+//!                                   that did not answer in time, then `end-cluster-table`
+//! edge <b.1.2> <a.1.1> db/x@a cycle `cluster-graph`: agent <b.1.2> waits for <a.1.1> on db/x
+//!                                   of node a (` cycle`: the edge is on a deadlock), then
+//!                                   `missing …`, `truncated …`, `end-cluster-graph`; with
+//!                                   `dot`, Graphviz DOT lines then `end-cluster-graph`
 //! joined d                        this node runs a replica of the gdict dictionary d
 //! leader d b 1042                 the replica of d follows (or is) the leader on node b, whose
 //!                                 term has epoch 1042 (`leader d none`: no leader known)
@@ -40,6 +48,9 @@
 //!                                 mode defaults to X, nodes to this node, req to all; the
 //!                                 transaction <txn> is begun on first use
 //! status <txn> | end <txn> | nodes | table | help | quit
+//! cluster-table [max_locks] [timeout_ms]   every connected node's table (docs/introspection.md;
+//!                                 defaults 1000 locks per node, 2000 ms)
+//! cluster-graph [dot] [timeout_ms]         the cluster's wait-for graph, as text or DOT
 //! gdict <d> [node,node,...]       run a replica of the gdict dictionary <d> (locks-leader,
 //!                                 majority mode over the nodes given, or those it sees)
 //! store <d> <key> <int> | fetch <d> <key>
@@ -49,6 +60,9 @@
 
 use clap::Parser;
 use examples::gdict::Gdict;
+use examples::node_cli::cluster::{
+    graph_query, print_cluster_graph, print_cluster_table, table_query,
+};
 use examples::node_cli::config::{Overrides, node_config};
 use examples::node_cli::events::print_events;
 use examples::node_cli::print::{print_table, report_granted, status_word};
@@ -331,6 +345,14 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
             say!("nodes {}", names.join(" "));
         }
         ["table"] => print_table(node).await,
+        ["cluster-table", args @ ..] => match table_query(args) {
+            Ok(query) => print_cluster_table(node, query).await,
+            Err(e) => say!("error - cluster-table: {e}"),
+        },
+        ["cluster-graph", args @ ..] => match graph_query(args) {
+            Ok((dot, query)) => print_cluster_graph(node, dot, query).await,
+            Err(e) => say!("error - cluster-graph: {e}"),
+        },
         ["status", txn] => match get(txns, txn) {
             Some(t) => match t.status().await {
                 Ok(status) => say!("status {txn} {}", status_word(&status)),

@@ -1,8 +1,10 @@
 //! The parts of the `node` binary that are not about running a node: its configuration from
 //! file and flags ([`config`]), how a line is written to stdout ([`out`]), how tables, grants
-//! and statuses are printed ([`print`](mod@print)), and the transaction events it prints unasked
-//! ([`events`]). The binary owns the commands; this module owns the text.
+//! and statuses are printed ([`print`](mod@print)), how the cluster's tables and wait-for graph
+//! are printed ([`cluster`]), and the transaction events it prints unasked ([`events`]). The
+//! binary owns the commands; this module owns the text.
 
+pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod out;
@@ -15,6 +17,8 @@ pub const HELP: &[&str] = &[
     "end <txn>",
     "nodes",
     "table",
+    "cluster-table [max_locks] [timeout_ms]",
+    "cluster-graph [dot] [timeout_ms]",
     "gdict <d> [node,node,...]",
     "store <d> <key> <int>",
     "fetch <d> <key>",

@@ -33,6 +33,26 @@ impl Proc {
         rust_log: &str,
         deadline: Deadline,
     ) -> Proc {
+        Proc::start_with(
+            name,
+            peers,
+            cookie,
+            rust_log,
+            deadline,
+            &["--heartbeat-timeout-ms", "1000"],
+        )
+    }
+
+    /// [`Proc::start`] with `timing` instead of its heartbeat flags (the heartbeat, lease and
+    /// delay flags of the node binary).
+    pub fn start_with(
+        name: &str,
+        peers: &[String],
+        cookie: &str,
+        rust_log: &str,
+        deadline: Deadline,
+        timing: &[&str],
+    ) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
         cmd.args([
             "--name",
@@ -42,7 +62,8 @@ impl Proc {
             "--cookie",
             cookie,
         ])
-        .args(["--heartbeat-timeout-ms", "1000", "--exit-on-eof"])
+        .args(timing)
+        .arg("--exit-on-eof")
         .env("RUST_LOG", rust_log)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

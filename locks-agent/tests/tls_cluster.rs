@@ -24,8 +24,12 @@ fn l(name: &str) -> LockId {
 /// A TLS node of `ca`'s cluster on 127.0.0.1 (ephemeral port).
 fn config(name: &str, ca: &TestCa) -> NodeConfig {
     let cert = ca.node(name);
-    let tls = TlsConfig::from_pem(cert.cert.as_bytes(), cert.key.as_bytes(), ca.cert.as_bytes())
-        .expect("valid TLS settings");
+    let tls = TlsConfig::from_pem(
+        cert.cert.as_bytes(),
+        cert.key.as_bytes(),
+        ca.cert.as_bytes(),
+    )
+    .expect("valid TLS settings");
     NodeConfig::new(name)
         .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
         .cookie(COOKIE)
@@ -65,9 +69,8 @@ async fn a_lock_on_every_node_over_tls() {
     }
     // A second client on another node waits for it, and gets it once the first ends.
     let mut c2 = hs[1].client().await;
-    let waiting = c2.call(move |t| async move {
-        t.lock_on(l("A"), Mode::WRITE, &nodes, Req::All).await
-    });
+    let waiting =
+        c2.call(move |t| async move { t.lock_on(l("A"), Mode::WRITE, &nodes, Req::All).await });
     hs[1].wait_blocked(&c2.id(), &l("A")).await;
     c1.kill();
     waiting.result().await.unwrap();

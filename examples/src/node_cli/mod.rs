@@ -1,8 +1,9 @@
 //! The parts of the `node` binary that are not about running a node: its configuration from
-//! file and flags ([`config`]), how a line is written to stdout ([`out`]), how tables, grants
+//! file and flags ([`config`]), the test certificates of `--gen-certs` ([`certs`]), how a line is written to stdout ([`out`]), how tables, grants
 //! and statuses are printed ([`print`](mod@print)), and the transaction events it prints unasked
 //! ([`events`]). The binary owns the commands; this module owns the text.
 
+pub mod certs;
 pub mod config;
 pub mod events;
 pub mod out;

@@ -14,58 +14,75 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// A test CA and a certificate and key per node, PEM-encoded, in memory.
+#[derive(Clone, Debug)]
+pub struct TestCerts {
+    /// The CA certificate every node trusts.
+    pub ca: String,
+    /// Per node, in the order of the names: (name, certificate, private key).
+    pub nodes: Vec<(String, String, String)>,
+}
+
+impl TestCerts {
+    /// Makes a fresh CA and signs a certificate for each of `names` (letters, digits, '-').
+    pub fn new(names: &[String]) -> Result<TestCerts, String> {
+        if names.is_empty() {
+            return Err("--gen-certs needs --names a,b,c".to_owned());
+        }
+        for name in names {
+            // The name goes into a file name and a DNS name: keep it to what both accept.
+            let valid = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !name.starts_with('-');
+            if !valid {
+                return Err(format!(
+                    "invalid node name {name:?} for a certificate: use letters, digits and '-'"
+                ));
+            }
+        }
+        let err = |e: rcgen::Error| format!("cannot make a certificate: {e}");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "locks test CA");
+        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().map_err(err)?;
+        let ca = ca_params.self_signed(&ca_key).map_err(err)?.pem();
+        let issuer = Issuer::new(ca_params, ca_key);
+        let mut nodes = Vec::new();
+        for name in names {
+            let sans = vec![
+                locks_server::tls::DEFAULT_SERVER_NAME.to_owned(),
+                name.clone(),
+            ];
+            let mut params = CertificateParams::new(sans).map_err(err)?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, name.as_str());
+            let key = KeyPair::generate().map_err(err)?;
+            let cert = params.signed_by(&key, &issuer).map_err(err)?;
+            nodes.push((name.clone(), cert.pem(), key.serialize_pem()));
+        }
+        Ok(TestCerts { ca, nodes })
+    }
+
+    /// The TLS settings of the `i`-th node.
+    pub fn tls(&self, i: usize) -> Result<locks_server::TlsConfig, String> {
+        let (name, cert, key) = self.nodes.get(i).ok_or("no such node")?;
+        locks_server::TlsConfig::from_pem(cert.as_bytes(), key.as_bytes(), self.ca.as_bytes())
+            .map_err(|e| format!("TLS settings of {name}: {e}"))
+    }
+}
+
 /// Writes the CA and the node certificates into `dir`; returns the files written.
 pub fn gen_certs(dir: &Path, names: &[String]) -> Result<Vec<PathBuf>, String> {
-    if names.is_empty() {
-        return Err("--gen-certs needs --names a,b,c".to_owned());
-    }
-    for name in names {
-        // The name goes into a file name and a DNS name: keep it to what both accept.
-        let valid = !name.is_empty()
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-            && !name.starts_with('-');
-        if !valid {
-            return Err(format!(
-                "invalid node name {name:?} for a certificate: use letters, digits and '-'"
-            ));
-        }
-    }
+    let certs = TestCerts::new(names)?;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let err = |e: rcgen::Error| format!("cannot make a certificate: {e}");
-
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "locks test CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_key = KeyPair::generate().map_err(err)?;
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let mut files = Vec::new();
-    files.push(write_new(&dir.join("ca.pem"), &ca_cert.pem(), false)?);
-    for name in names {
-        let sans = vec![
-            locks_server::tls::DEFAULT_SERVER_NAME.to_owned(),
-            name.clone(),
-        ];
-        let mut params = CertificateParams::new(sans).map_err(err)?;
-        params
-            .distinguished_name
-            .push(DnType::CommonName, name.as_str());
-        let key = KeyPair::generate().map_err(err)?;
-        let cert = params.signed_by(&key, &issuer).map_err(err)?;
-        files.push(write_new(
-            &dir.join(format!("{name}.pem")),
-            &cert.pem(),
-            false,
-        )?);
-        files.push(write_new(
-            &dir.join(format!("{name}.key")),
-            &key.serialize_pem(),
-            true,
-        )?);
+    let mut files = vec![write_new(&dir.join("ca.pem"), &certs.ca, false)?];
+    for (name, cert, key) in &certs.nodes {
+        files.push(write_new(&dir.join(format!("{name}.pem")), cert, false)?);
+        files.push(write_new(&dir.join(format!("{name}.key")), key, true)?);
     }
     Ok(files)
 }

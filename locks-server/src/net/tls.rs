@@ -197,7 +197,7 @@ impl TlsConfig {
             server: Arc::new(server),
             client: Arc::new(client),
             server_name: ServerName::try_from(DEFAULT_SERVER_NAME)
-                .expect("the default server name is a DNS name"),
+                .map_err(|_| TlsConfigError::BadServerName(DEFAULT_SERVER_NAME.to_owned()))?,
         })
     }
 

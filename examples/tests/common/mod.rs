@@ -33,7 +33,20 @@ impl Proc {
         rust_log: &str,
         deadline: Deadline,
     ) -> Proc {
+        Proc::start_with(name, peers, cookie, rust_log, &[], deadline)
+    }
+
+    /// [`Proc::start`] with more flags (for example the TLS ones).
+    pub fn start_with(
+        name: &str,
+        peers: &[String],
+        cookie: &str,
+        rust_log: &str,
+        extra: &[String],
+        deadline: Deadline,
+    ) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
+        cmd.args(extra);
         cmd.args([
             "--name",
             name,

@@ -3,7 +3,7 @@
 //! This module owns the TLS settings of a node ([`TlsConfig`]: its certificate chain, its
 //! private key, the CA its peers' certificates must chain to, and the name a dialing node checks
 //! in the certificate of the node it dials), the upgrade of a freshly accepted or dialed TCP
-//! stream to a TLS session ([`upgrade`]), and what a failed TLS handshake is called
+//! stream to a TLS session (`upgrade`, crate-private), and what a failed TLS handshake is called
 //! ([`TlsFailure`]). rustls runs on the *ring* provider (no C library of its own, no OpenSSL).
 //!
 //! Invariants:

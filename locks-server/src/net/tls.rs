@@ -340,46 +340,47 @@ pub(crate) async fn upgrade(
     deadline: Instant,
 ) -> Result<NodeStream, Refusal> {
     let deadline = tokio::time::Instant::from_std(deadline);
-    let session = async {
-        match role {
-            Role::Acceptor => accept(stream, tls, deadline).await,
-            Role::Initiator => TlsConnector::from(tls.client.clone())
-                .connect(tls.server_name.clone(), stream)
-                .await
-                .map(|s| NodeStream::Tls(Box::new(s.into())))
-                .map_err(io_refusal),
+    match role {
+        Role::Acceptor => accept(stream, tls, deadline).await,
+        Role::Initiator => {
+            let connect =
+                TlsConnector::from(tls.client.clone()).connect(tls.server_name.clone(), stream);
+            match timeout_at(deadline, connect).await {
+                Ok(Ok(session)) => Ok(NodeStream::Tls(Box::new(session.into()))),
+                Ok(Err(error)) => Err(io_refusal(error)),
+                Err(_) => Err(Refusal::Timeout),
+            }
         }
-    };
-    match timeout_at(deadline, session).await {
-        Ok(result) => result,
-        Err(_) => Err(Refusal::Timeout),
     }
 }
 
+/// The acceptor's half. Each wait is bounded by `deadline` on its own, so that the linger
+/// after a refusal (itself bounded) never turns the refusal into a timeout.
 async fn accept(
     stream: TcpStream,
     tls: &TlsConfig,
     deadline: tokio::time::Instant,
 ) -> Result<NodeStream, Refusal> {
     let mut first = [0u8; 1];
-    match stream.peek(&mut first).await {
-        Ok(0) => return Err(Refusal::Closed),
-        Ok(_) if first[0] != TLS_HANDSHAKE_RECORD => {
-            linger(stream, deadline).await;
+    match timeout_at(deadline, stream.peek(&mut first)).await {
+        Err(_) => return Err(Refusal::Timeout),
+        Ok(Ok(0)) => return Err(Refusal::Closed),
+        Ok(Ok(_)) if first[0] != TLS_HANDSHAKE_RECORD => {
+            linger(stream).await;
             return Err(Refusal::Tls(TlsFailure::NotTls));
         }
-        Ok(_) => {}
-        Err(e) => return Err(Refusal::Io(e.into())),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(Refusal::Io(e.into())),
     }
-    match TlsAcceptor::from(tls.server.clone())
+    let accept = TlsAcceptor::from(tls.server.clone())
         .accept(stream)
-        .into_fallible()
-        .await
-    {
-        Ok(session) => Ok(NodeStream::Tls(Box::new(session.into()))),
-        Err((error, stream)) => {
+        .into_fallible();
+    match timeout_at(deadline, accept).await {
+        Err(_) => Err(Refusal::Timeout),
+        Ok(Ok(session)) => Ok(NodeStream::Tls(Box::new(session.into()))),
+        Ok(Err((error, stream))) => {
             // rustls has queued its alert; let the dialer read it before the socket closes.
-            linger(stream, deadline).await;
+            linger(stream).await;
             Err(io_refusal(error))
         }
     }
@@ -394,9 +395,9 @@ fn io_refusal(error: io::Error) -> Refusal {
 }
 
 /// Shuts down our direction and discards input until the peer hangs up, for at most
-/// [`ALERT_LINGER`] (and not past the handshake's deadline).
-async fn linger(mut stream: TcpStream, deadline: tokio::time::Instant) {
-    let until = deadline.min(tokio::time::Instant::now() + ALERT_LINGER);
+/// [`ALERT_LINGER`]. (The handshake slot stays taken meanwhile, so the bound on unproven
+/// handshakes still bounds what a stranger can hold.)
+async fn linger(mut stream: TcpStream) {
     let drain = async {
         if stream.shutdown().await.is_err() {
             return;
@@ -408,5 +409,5 @@ async fn linger(mut stream: TcpStream, deadline: tokio::time::Instant) {
             }
         }
     };
-    let _ = timeout_at(until, drain).await;
+    let _ = tokio::time::timeout(ALERT_LINGER, drain).await;
 }

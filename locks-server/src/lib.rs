@@ -64,7 +64,9 @@ pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
 pub use introspect::{ClusterQuery, ClusterView, WaitEdge, WaitForGraph};
 pub use lease::{LeaseConfig, LeaseError, Leases};
+pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
+pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
 pub use router::RouteError;
 pub use table::{

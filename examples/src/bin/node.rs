@@ -7,6 +7,11 @@
 //!     --peer 127.0.0.1:7002 --peer 127.0.0.1:7003
 //! ```
 //!
+//! TLS between nodes (see `docs/tls.md`): `--tls-cert a.pem --tls-key a.key --tls-ca ca.pem`
+//! (or a `[tls]` table in the file). `node --gen-certs DIR --names a,b,c` writes a test CA
+//! (`DIR/ca.pem`) and a certificate and key per node (`DIR/a.pem`, `DIR/a.key`, ...), then
+//! exits, so TLS can be tried with no other tool.
+//!
 //! Logs go to stderr (`RUST_LOG`, default `info`). Stdout carries one line per event, so that
 //! scripts and tests can follow the node:
 //!
@@ -60,6 +65,7 @@
 
 use clap::Parser;
 use examples::gdict::Gdict;
+use examples::node_cli::certs::gen_certs;
 use examples::node_cli::cluster::{
     graph_query, print_cluster_graph, print_cluster_table, table_query,
 };
@@ -83,7 +89,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Runs one locks node.
 #[derive(Debug, Parser)]
-#[command(name = "node", about = "Runs one node of a locks cluster")]
+#[command(
+    name = "node",
+    about = "Runs one node of a locks cluster",
+    after_help = "TLS: node --gen-certs DIR --names a,b,c writes a test CA and one certificate \
+                  and key per node into DIR; start each node with --tls-cert DIR/a.pem \
+                  --tls-key DIR/a.key --tls-ca DIR/ca.pem (docs/tls.md)."
+)]
 struct Args {
     /// A TOML configuration file (see `NodeConfig::from_toml_file`); flags override it.
     #[arg(long)]
@@ -100,6 +112,23 @@ struct Args {
     /// The cluster cookie.
     #[arg(long)]
     cookie: Option<String>,
+    /// TLS: this node's certificate chain (PEM). With --tls-key and --tls-ca, every link is a
+    /// mutually verified TLS session.
+    #[arg(long, value_name = "PATH")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: this node's private key (PEM).
+    #[arg(long, value_name = "PATH")]
+    tls_key: Option<PathBuf>,
+    /// TLS: the CA certificate(s) every peer's certificate must chain to (PEM).
+    #[arg(long, value_name = "PATH")]
+    tls_ca: Option<PathBuf>,
+    /// Write a test CA and one certificate and key per node (--names) into this directory,
+    /// then exit.
+    #[arg(long, value_name = "DIR")]
+    gen_certs: Option<PathBuf>,
+    /// The node names of --gen-certs, comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "gen_certs")]
+    names: Vec<String>,
     /// Heartbeat timeout in milliseconds (the ping interval is a quarter of it).
     #[arg(long)]
     heartbeat_timeout_ms: Option<u64>,
@@ -143,6 +172,9 @@ fn config(args: &Args) -> Result<NodeConfig, String> {
         lease_ms: args.lease_ms,
         lock_delay_ms: args.lock_delay_ms,
         start_delay_ms: args.start_delay_ms,
+        tls_cert: args.tls_cert.clone(),
+        tls_key: args.tls_key.clone(),
+        tls_ca: args.tls_ca.clone(),
     };
     node_config(args.config.as_deref(), &overrides)
 }
@@ -165,6 +197,20 @@ async fn main() {
         .init();
     let args = Args::parse();
     out::set_mono(args.mono);
+    if let Some(dir) = &args.gen_certs {
+        match gen_certs(dir, &args.names) {
+            Ok(files) => {
+                for file in files {
+                    say!("wrote {}", file.display());
+                }
+                return;
+            }
+            Err(e) => {
+                eprintln!("node: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
     let config = match config(&args) {
         Ok(config) => config,
         Err(e) => {

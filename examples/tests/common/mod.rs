@@ -43,15 +43,15 @@ impl Proc {
         )
     }
 
-    /// [`Proc::start`] with `timing` instead of its heartbeat flags (the heartbeat, lease and
-    /// delay flags of the node binary).
+    /// [`Proc::start`] with `flags` instead of its heartbeat flag: the heartbeat, lease and
+    /// delay flags of the node binary, its TLS flags, or any other.
     pub fn start_with(
         name: &str,
         peers: &[String],
         cookie: &str,
         rust_log: &str,
         deadline: Deadline,
-        timing: &[&str],
+        flags: &[impl AsRef<std::ffi::OsStr>],
     ) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
         cmd.args([
@@ -62,7 +62,7 @@ impl Proc {
             "--cookie",
             cookie,
         ])
-        .args(timing)
+        .args(flags)
         .arg("--exit-on-eof")
         .env("RUST_LOG", rust_log)
         .stdin(Stdio::piped())

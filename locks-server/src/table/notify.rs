@@ -10,6 +10,7 @@ use locks_core::proto::{
     AgentMessage, Conversion, EntryState, LockNotice, LockView, Note, QueueEntry,
 };
 use locks_core::{AgentId, ModeTable, NodeId};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The messages produced by one operation, in the order they should be sent.
@@ -20,6 +21,8 @@ pub(super) struct NotifyCtx<'a> {
     pub node: &'a NodeId,
     pub modes: &'a ModeTable,
     pub agents: &'a Agents,
+    /// An agent whose messages are not built (see `LockTable::step_quiet`).
+    pub mute: Option<&'a AgentId>,
 }
 
 /// Who is told about one lock beyond the rules' defaults.
@@ -84,7 +87,9 @@ pub(super) fn emit(
     aud: &Audience<'_>,
     out: &mut Effects,
 ) {
-    let mut who: Vec<u32> = ch.changed.to_vec();
+    // Inline: most operations tell a handful of agents (often nobody), and these lists lived
+    // only for this call, two allocations per lock and operation under the table's lock.
+    let mut who: SmallVec<[u32; 8]> = SmallVec::from_slice(&ch.changed);
     who.extend(aud.respond);
     let conv_changed = ch.conv_mark.is_some();
     if ch.holders || conv_changed {
@@ -102,10 +107,11 @@ pub(super) fn emit(
     }
     who.sort_unstable();
     who.dedup();
-    let mut recipients: Vec<(&AgentId, u32)> = who
+    let mut recipients: SmallVec<[(&AgentId, u32); 8]> = who
         .into_iter()
         .filter(|&a| Some(a) != aud.skip)
         .filter_map(|a| Some((ctx.agents.id(a)?, a)))
+        .filter(|(id, _)| Some(*id) != ctx.mute)
         .collect();
     recipients.sort_unstable();
 
@@ -133,11 +139,12 @@ pub(super) fn emit(
     if !ch.touched() {
         return;
     }
-    let mut watchers: Vec<&AgentId> = rec
+    let mut watchers: SmallVec<[&AgentId; 4]> = rec
         .watchers()
         .iter()
         .filter(|&&w| Some(w) != aud.skip)
         .filter_map(|&w| ctx.agents.id(w))
+        .filter(|&id| Some(id) != ctx.mute)
         .collect();
     watchers.sort_unstable();
     for id in watchers {

@@ -251,7 +251,8 @@ impl LockTable {
         let Some(a) = self.agents.lookup(agent) else {
             return Effects::new();
         };
-        let mut targets: Vec<(LockId, u32)> = self
+        // Inline for the usual transaction (a lock and its ancestors): no allocation to end it.
+        let mut targets: smallvec::SmallVec<[(LockId, u32); 4]> = self
             .agents
             .get(a)
             .into_iter()
@@ -442,7 +443,7 @@ impl LockTable {
                     if rec.place(pos, modes, v, &mut ch)
                         && let Some(slot) = self.agents.get_mut(a)
                     {
-                        slot.locks.remove(&s);
+                        slot.locks.remove(s);
                     }
                 }
             }
@@ -475,6 +476,7 @@ impl LockTable {
                 node: &self.node,
                 modes,
                 agents: &self.agents,
+                mute: self.muted.as_ref(),
             };
             notify::emit(rec, &ctx, &ch, aud, out);
         }

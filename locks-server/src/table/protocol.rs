@@ -119,6 +119,19 @@ impl LockTable {
             .collect()
     }
 
+    /// Applies `request` as [`LockTable::step`] does, except that no notice or view is built for
+    /// the agent that made it: the same decisions, versions and messages to everybody else. For
+    /// the node's fast path, whose caller reads its own state from the table
+    /// ([`LockTable::holds`]) rather than from notices, so building them (an allocation, a
+    /// clone of the node and lock ids each, per lock of the path) was work thrown away under
+    /// the table's lock. A refusal is still returned, as its [`AgentMessage::Rejected`].
+    pub fn step_quiet(&mut self, request: ServerRequest) -> Vec<TableEffect> {
+        self.muted = Some(request.agent().clone());
+        let effects = self.step(TableInput::Request(request));
+        self.muted = None;
+        effects
+    }
+
     /// `msg` (about a lock, or a watch of it) cannot be sent to `agent`: its requests that put
     /// it on that lock (its direct locks on it and below, or its watch) are withdrawn and it is
     /// told each cannot be served here. Other messages are dropped.

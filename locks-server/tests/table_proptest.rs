@@ -19,7 +19,8 @@
 //!   never go back; a waiter's last view shows exactly the holders and requests ahead of it;
 //!   `queue` is present exactly for waiters; watchers' views are current;
 //! - the same requests on tables that index every lock, or locks above 3 entries, give the same
-//!   messages and snapshots.
+//!   messages and snapshots; stepped with `step_quiet` (the fast path), the same snapshots and
+//!   the same messages less the requester's own notices.
 //!
 //! At the end all agents but one are removed, and that one must hold everything it asked for;
 //! then the last one is removed and the table must be empty.
@@ -32,7 +33,7 @@ use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable};
 use locks_server::LockTable;
 use locks_server::internal::TableInternals;
-use locks_server::{Effects, LockSnapshot, TableSnapshot};
+use locks_server::{Effects, LockSnapshot, TableEffect, TableSnapshot};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -104,6 +105,8 @@ struct Harness {
     indexed: LockTable,
     /// Locks indexed above 3 entries, unindexed again below 2: exercises both transitions.
     mixed: LockTable,
+    /// Stepped with `LockTable::step_quiet`, as the fast path does.
+    quiet: LockTable,
     /// The model: each agent's direct locks and the modes it asked for.
     direct: BTreeMap<(u64, LockId), Mode>,
     /// What each agent learnt from its notices: (version, state).
@@ -120,6 +123,7 @@ impl Harness {
             table: LockTable::new(node(), modes.clone(), 100),
             indexed: LockTable::new(node(), modes.clone(), 100).with_index_threshold(0),
             mixed: LockTable::new(node(), modes.clone(), 100).with_index_threshold(3),
+            quiet: LockTable::new(node(), modes.clone(), 100),
             modes,
             direct: BTreeMap::new(),
             replay: HashMap::new(),
@@ -200,9 +204,21 @@ impl Harness {
         prop_assert_eq!(&fx, &fx_indexed, "indexed table differs on {:?}", req);
         let fx_mixed = self.mixed.handle(req.clone());
         prop_assert_eq!(&fx, &fx_mixed, "mixed table differs on {:?}", req);
+        // The fast path's step: the same decisions, nothing for the requester but a refusal.
+        let fx_quiet = self.quiet.step_quiet(req.clone());
+        let expected: Vec<TableEffect> = fx
+            .iter()
+            .filter(|(to, m)| to != req.agent() || matches!(m, AgentMessage::Rejected { .. }))
+            .map(|(to, msg)| TableEffect::Send {
+                to: to.clone(),
+                msg: msg.clone(),
+            })
+            .collect();
+        prop_assert_eq!(&fx_quiet, &expected, "quiet step differs on {:?}", req);
         let after = self.table.snapshot();
         prop_assert_eq!(&after, &self.indexed.snapshot());
         prop_assert_eq!(&after, &self.mixed.snapshot());
+        prop_assert_eq!(&after, &self.quiet.snapshot());
         self.update_model(&req, &before, &fx)?;
         self.check_messages(&req, &before, &after, &fx)?;
         self.check_invariants(&after)?;

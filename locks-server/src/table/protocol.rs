@@ -127,8 +127,18 @@ impl LockTable {
     /// the table's lock. A refusal is still returned, as its [`AgentMessage::Rejected`].
     pub fn step_quiet(&mut self, request: ServerRequest) -> Vec<TableEffect> {
         self.muted = Some(request.agent().clone());
-        let effects = self.step(TableInput::Request(request));
-        self.muted = None;
+        let mut effects = self.step(TableInput::Request(request));
+        let Some(agent) = self.muted.take() else {
+            return effects;
+        };
+        // The few answers built outside the notices (a stale surrender's refresh, a watch's
+        // first view): the fast path sends neither, but the contract is the same for all.
+        effects.retain(|e| match e {
+            TableEffect::Send { to, msg } => {
+                to != &agent || matches!(msg, AgentMessage::Rejected { .. })
+            }
+            TableEffect::ReleaseLater(_) => true,
+        });
         effects
     }
 

@@ -221,13 +221,8 @@ impl LocalTable {
         if inner.held_back.is_some() {
             return FastLock::NotNow;
         }
-        let request = ServerRequest::Lock {
-            agent: agent.clone(),
-            lock: lock.clone(),
-            mode,
-        };
         let Inner { table, .. } = &mut *inner;
-        let mut effects = table.step_quiet(request);
+        let mut effects = table.lock_quiet(agent, lock, mode);
         // What is left for the requester is a refusal, if anything.
         let refused = take_rejection(&mut effects, agent);
         let held = refused

@@ -148,9 +148,6 @@ pub struct LockTable {
     agents: Agents,
     /// The serial of the next ghost.
     next_ghost: u64,
-    /// The agent told nothing during the current [`LockTable::step_quiet`] (`None` between
-    /// operations).
-    muted: Option<AgentId>,
 }
 
 impl LockTable {
@@ -166,7 +163,6 @@ impl LockTable {
             locks: Locks::default(),
             agents: Agents::default(),
             next_ghost: 1,
-            muted: None,
         }
     }
 

@@ -21,8 +21,6 @@ pub(super) struct NotifyCtx<'a> {
     pub node: &'a NodeId,
     pub modes: &'a ModeTable,
     pub agents: &'a Agents,
-    /// An agent whose messages are not built (see `LockTable::step_quiet`).
-    pub mute: Option<&'a AgentId>,
 }
 
 /// Who is told about one lock beyond the rules' defaults.
@@ -34,6 +32,8 @@ pub(super) struct Audience<'a> {
     pub skip: Option<u32>,
     /// The note every notice of this lock carries.
     pub note: Option<&'a Note>,
+    /// The requester of a quiet operation (`LockTable::lock_quiet`): told nothing.
+    pub mute: Option<u32>,
 }
 
 /// The view of `rec` as agents see it: holders in grant order (grant version, then agent id).
@@ -109,9 +109,8 @@ pub(super) fn emit(
     who.dedup();
     let mut recipients: SmallVec<[(&AgentId, u32); 8]> = who
         .into_iter()
-        .filter(|&a| Some(a) != aud.skip)
+        .filter(|&a| Some(a) != aud.skip && Some(a) != aud.mute)
         .filter_map(|a| Some((ctx.agents.id(a)?, a)))
-        .filter(|(id, _)| Some(*id) != ctx.mute)
         .collect();
     recipients.sort_unstable();
 
@@ -142,9 +141,8 @@ pub(super) fn emit(
     let mut watchers: SmallVec<[&AgentId; 4]> = rec
         .watchers()
         .iter()
-        .filter(|&&w| Some(w) != aud.skip)
+        .filter(|&&w| Some(w) != aud.skip && Some(w) != aud.mute)
         .filter_map(|&w| ctx.agents.id(w))
-        .filter(|&id| Some(id) != ctx.mute)
         .collect();
     watchers.sort_unstable();
     for id in watchers {

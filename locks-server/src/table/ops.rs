@@ -54,6 +54,18 @@ impl LockTable {
     /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
     /// ancestor needs `intention(mode)`.
     pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+        self.lock_as(agent, lock, mode, false)
+    }
+
+    /// [`Self::lock`]; `quiet`: the requester is told nothing but a refusal (the fast path
+    /// reads its state from the table instead), everybody else exactly the same.
+    pub(super) fn lock_as(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+        quiet: bool,
+    ) -> Effects {
         if let Some(r) = self.refusal(lock, Some(mode)) {
             return self.reject(agent, lock, r);
         }
@@ -72,6 +84,10 @@ impl LockTable {
             self.modes.intention(new),
         );
         let mut touched = false;
+        let aud = Audience {
+            mute: quiet.then_some(a),
+            ..Audience::default()
+        };
         if old_i != Some(new_i) {
             for depth in 1..lock.depth() {
                 let Some(s) = self.locks.find_or_create(lock, depth, self.version) else {
@@ -82,11 +98,20 @@ impl LockTable {
                     add: Some(new_i),
                     remove: old_i,
                 };
-                touched |= self.apply(s, a, edit, &Audience::default(), v, &mut out);
+                touched |= self.apply(s, a, edit, &aud, v, &mut out);
             }
         }
         if let Some(s) = self.locks.find_or_create(lock, lock.depth(), self.version) {
-            touched |= self.set_direct(s, a, Some(new), v, &mut out);
+            touched |= if quiet {
+                let edit = Edit::Need {
+                    direct: Some(Some(new)),
+                    add: None,
+                    remove: None,
+                };
+                self.apply(s, a, edit, &aud, v, &mut out)
+            } else {
+                self.set_direct(s, a, Some(new), v, &mut out)
+            };
         }
         self.finish(a, touched, v);
         out
@@ -476,7 +501,6 @@ impl LockTable {
                 node: &self.node,
                 modes,
                 agents: &self.agents,
-                mute: self.muted.as_ref(),
             };
             notify::emit(rec, &ctx, &ch, aud, out);
         }

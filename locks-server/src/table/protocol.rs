@@ -112,27 +112,19 @@ impl LockTable {
                 Undelivered::TooLarge => self.cannot_tell(&agent, &msg),
             },
         };
-        sends
-            .into_iter()
-            .filter(|(to, _)| !to.is_ghost())
-            .map(|(to, msg)| TableEffect::Send { to, msg })
-            .collect()
+        Self::effects(sends)
     }
 
-    /// Applies `request` as [`LockTable::step`] does, except that no notice or view is built for
-    /// the agent that made it: the same decisions, versions and messages to everybody else. For
-    /// the node's fast path, whose caller reads its own state from the table
-    /// ([`LockTable::holds`]) rather than from notices, so building them (an allocation, a
-    /// clone of the node and lock ids each, per lock of the path) was work thrown away under
-    /// the table's lock. A refusal is still returned, as its [`AgentMessage::Rejected`].
+    /// Applies `request` as [`LockTable::step`] does, except that nothing is sent to the agent
+    /// that made it but a refusal: the same decisions, versions and messages to everybody else.
+    /// For the node's fast path, whose caller reads its own state from the table
+    /// ([`LockTable::holds`]) rather than from notices.
     pub fn step_quiet(&mut self, request: ServerRequest) -> Vec<TableEffect> {
-        self.muted = Some(request.agent().clone());
+        if let ServerRequest::Lock { agent, lock, mode } = &request {
+            return self.lock_quiet(agent, lock, *mode);
+        }
+        let agent = request.agent().clone();
         let mut effects = self.step(TableInput::Request(request));
-        let Some(agent) = self.muted.take() else {
-            return effects;
-        };
-        // The few answers built outside the notices (a stale surrender's refresh, a watch's
-        // first view): the fast path sends neither, but the contract is the same for all.
         effects.retain(|e| match e {
             TableEffect::Send { to, msg } => {
                 to != &agent || matches!(msg, AgentMessage::Rejected { .. })
@@ -140,6 +132,22 @@ impl LockTable {
             TableEffect::ReleaseLater(_) => true,
         });
         effects
+    }
+
+    /// [`LockTable::step_quiet`] of a `Lock` request, from borrowed ids. The requester's
+    /// notices are never built: on the fast path they were work thrown away under the table's
+    /// lock (an allocation and a clone of the node and lock ids each, per lock of the path).
+    pub fn lock_quiet(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Vec<TableEffect> {
+        Self::effects(self.lock_as(agent, lock, mode, true))
+    }
+
+    /// The table's messages as effects (never to a ghost).
+    fn effects(sends: super::Effects) -> Vec<TableEffect> {
+        sends
+            .into_iter()
+            .filter(|(to, _)| !to.is_ghost())
+            .map(|(to, msg)| TableEffect::Send { to, msg })
+            .collect()
     }
 
     /// `msg` (about a lock, or a watch of it) cannot be sent to `agent`: its requests that put

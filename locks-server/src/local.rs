@@ -13,12 +13,14 @@
 //! - the **fast path** ([`LocalTable::try_lock`], [`LocalTable::release`],
 //!   [`LocalTable::unlock`]), called by a transaction on the caller's own thread, with no actor
 //!   hop and no wake-up of another thread. It applies the very same `Lock`, `Unlock` and
-//!   `RemoveAgent` requests through the same function, so the table decides exactly as it would
-//!   for a message: a fast-path request never overtakes a waiter or a converter (FIFO), its
-//!   grant carries the fencing version, and hierarchy is the table's. What differs is only who
-//!   reads the answer: the table's notices to the requesting agent are returned to the caller
-//!   instead of being sent (an agent that starts later learns the same state from
-//!   [`LockTable::agent_state`]).
+//!   `RemoveAgent` operations of the table, so the table decides exactly as it would for a
+//!   message: a fast-path request never overtakes a waiter or a converter (FIFO), its grant
+//!   carries the fencing version, and hierarchy is the table's. What differs is only who reads
+//!   the answer: the requesting agent is told nothing but a refusal
+//!   ([`LockTable::lock_quiet`], [`LockTable::step_quiet`]: its notices are not even built),
+//!   and the caller reads the grant from the table ([`LockTable::holds`]); an agent that starts
+//!   later learns the same state from [`LockTable::agent_state`]. Everybody else gets exactly
+//!   the messages a request sent as a message would have caused.
 //!
 //! During the start-delay of a clustered node nothing is granted: the requests that come as
 //! messages are kept in order and applied when it ends, and the fast path answers

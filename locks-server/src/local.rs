@@ -224,13 +224,10 @@ impl LocalTable {
             return FastLock::NotNow;
         }
         let Inner { table, .. } = &mut *inner;
-        let mut effects = table.lock_quiet(agent, lock, mode);
+        let (mut effects, held) = table.lock_quiet(agent, lock, mode);
         // What is left for the requester is a refusal, if anything.
         let refused = take_rejection(&mut effects, agent);
-        let held = refused
-            .is_none()
-            .then(|| table.holds(agent, lock))
-            .flatten();
+        let held = held.filter(|_| refused.is_none());
         if held.is_none() && refused.is_none() {
             // Before anybody hears of the wait: from now on the agent's probes are kept for
             // the actor that will follow the request up.

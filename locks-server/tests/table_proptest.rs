@@ -205,7 +205,16 @@ impl Harness {
         let fx_mixed = self.mixed.handle(req.clone());
         prop_assert_eq!(&fx, &fx_mixed, "mixed table differs on {:?}", req);
         // The fast path's step: the same decisions, nothing for the requester but a refusal.
-        let fx_quiet = self.quiet.step_quiet(req.clone());
+        let fx_quiet = match &req {
+            ServerRequest::Lock { agent, lock, mode } => {
+                let (fx_quiet, held) = self.quiet.lock_quiet(agent, lock, *mode);
+                if !Self::rejected(&fx) {
+                    prop_assert_eq!(held, self.quiet.holds(agent, lock), "lock_quiet's answer");
+                }
+                fx_quiet
+            }
+            _ => self.quiet.step_quiet(req.clone()),
+        };
         let expected: Vec<TableEffect> = fx
             .iter()
             .filter(|(to, m)| to != req.agent() || matches!(m, AgentMessage::Rejected { .. }))

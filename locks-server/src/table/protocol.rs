@@ -121,7 +121,7 @@ impl LockTable {
     /// ([`LockTable::holds`]) rather than from notices.
     pub fn step_quiet(&mut self, request: ServerRequest) -> Vec<TableEffect> {
         if let ServerRequest::Lock { agent, lock, mode } = &request {
-            return self.lock_quiet(agent, lock, *mode);
+            return self.lock_quiet(agent, lock, *mode).0;
         }
         let agent = request.agent().clone();
         let mut effects = self.step(TableInput::Request(request));
@@ -134,11 +134,20 @@ impl LockTable {
         effects
     }
 
-    /// [`LockTable::step_quiet`] of a `Lock` request, from borrowed ids. The requester's
-    /// notices are never built: on the fast path they were work thrown away under the table's
-    /// lock (an allocation and a clone of the node and lock ids each, per lock of the path).
-    pub fn lock_quiet(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Vec<TableEffect> {
-        Self::effects(self.lock_as(agent, lock, mode, true))
+    /// [`LockTable::step_quiet`] of a `Lock` request, from borrowed ids, with what
+    /// [`LockTable::holds`] would say right after it (`None` also when it was refused). The
+    /// requester's notices are never built: on the fast path they were work thrown away under
+    /// the table's lock (an allocation and a clone of the node and lock ids each, per lock of
+    /// the path), and the answer is read from the records the operation just used.
+    pub fn lock_quiet(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+    ) -> (Vec<TableEffect>, Option<(Mode, u64)>) {
+        let (sends, direct) = self.lock_as(agent, lock, mode, true);
+        let held = direct.and_then(|(a, s)| self.holds_at(a, s, lock));
+        (Self::effects(sends), held)
     }
 
     /// The table's messages as effects (never to a ghost).
@@ -206,7 +215,12 @@ impl LockTable {
     /// its entry on every ancestor. Returns the direct mode and the lock's version.
     pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
         let a = self.agents.lookup(agent)?;
-        let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+        self.holds_at(a, self.locks.find(lock.keys())?, lock)
+    }
+
+    /// [`LockTable::holds`] for interned agent `a` and `lock`'s record in slot `s`.
+    fn holds_at(&self, a: u32, s: u32, lock: &LockId) -> Option<(Mode, u64)> {
+        let rec = self.locks.get(s)?;
         let entry = rec.entry(a)?;
         let direct = entry.direct?;
         if entry.want.is_some() || entry.held.is_none() {

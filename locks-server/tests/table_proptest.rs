@@ -27,13 +27,12 @@
 
 mod common;
 
-use common::{node, t};
+use common::{held_direct, node, t, waits_now};
 use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest, Wait};
-use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable};
 use locks_server::LockTable;
 use locks_server::internal::TableInternals;
-use locks_server::{Effects, LockSnapshot, TableEffect, TableSnapshot};
+use locks_server::{Effects, LockSnapshot, TableSnapshot};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -68,12 +67,6 @@ enum Op {
     Remove(u64),
     Watch(u64, usize),
     Unwatch(u64, usize),
-}
-
-/// Whether `w` holds in the table as `snap` shows it (the rules the agents use).
-fn waits_now(snap: &TableSnapshot, modes: &ModeTable, w: &Wait) -> bool {
-    snap.lock(&w.lock)
-        .is_some_and(|l| blockers_of(modes, &l.view(), &w.waiter).contains(&&w.blocker))
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -205,25 +198,9 @@ impl Harness {
         let fx_mixed = self.mixed.handle(req.clone());
         prop_assert_eq!(&fx, &fx_mixed, "mixed table differs on {:?}", req);
         // The fast path's step: the same decisions, nothing for the requester but a refusal.
-        let fx_quiet = match &req {
-            ServerRequest::Lock { agent, lock, mode } => {
-                let (fx_quiet, held) = self.quiet.lock_quiet(agent, lock, *mode);
-                if !Self::rejected(&fx) {
-                    prop_assert_eq!(held, self.quiet.holds(agent, lock), "lock_quiet's answer");
-                }
-                fx_quiet
-            }
-            _ => self.quiet.step_quiet(req.clone()),
-        };
-        let expected: Vec<TableEffect> = fx
-            .iter()
-            .filter(|(to, m)| to != req.agent() || matches!(m, AgentMessage::Rejected { .. }))
-            .map(|(to, msg)| TableEffect::Send {
-                to: to.clone(),
-                msg: msg.clone(),
-            })
-            .collect();
-        prop_assert_eq!(&fx_quiet, &expected, "quiet step differs on {:?}", req);
+        if let Err(why) = common::step_quietly(&mut self.quiet, &req, &fx) {
+            return Err(TestCaseError::fail(why));
+        }
         let after = self.table.snapshot();
         prop_assert_eq!(&after, &self.indexed.snapshot());
         prop_assert_eq!(&after, &self.mixed.snapshot());
@@ -654,17 +631,6 @@ impl Harness {
         prop_assert_eq!(self.indexed.lock_count(), 0);
         Ok(())
     }
-}
-
-/// Whether agent `a` holds its direct lock `lock` in `m`: its entry there and on every ancestor
-/// is granted (or converting) in a mode that covers `m` (its intention on ancestors).
-fn held_direct(snap: &TableSnapshot, modes: &ModeTable, a: u64, lock: &LockId, m: Mode) -> bool {
-    let covers = |id: &LockId, want: Mode| {
-        snap.state(&t(a), id)
-            .held()
-            .is_some_and(|h| modes.covers(h, want))
-    };
-    covers(lock, m) && lock.ancestors().all(|anc| covers(&anc, modes.intention(m)))
 }
 
 proptest! {

@@ -19,6 +19,16 @@ use crate::proto::LockView;
 use crate::{AgentId, Mode, ModeTable};
 use std::collections::{HashMap, HashSet};
 
+/// Hash maps over agent ids of a view. ahash rather than SipHash: the ids are the table's and
+/// the agents', and SipHash over an agent id (a node name and two integers) was the largest
+/// single cost of a waiter on a hot lock.
+type AgentMap<'v, V> = HashMap<&'v AgentId, V, ahash::RandomState>;
+type AgentSet<'v> = HashSet<&'v AgentId, ahash::RandomState>;
+
+/// Up to this many entries a [`ViewIndex`] answers by scanning the view: for a short queue
+/// (the usual hot lock) building three hash tables costs more than every question asked.
+const SCAN_AT_MOST: usize = 16;
+
 /// The pending entries of `view` in the order they are served: converters (with the mode they
 /// ask for) before waiters, each FIFO.
 pub fn pending_of(view: &LockView) -> impl Iterator<Item = (&AgentId, Mode)> {
@@ -102,24 +112,29 @@ pub fn first_blocked_by<'v>(
 
 /// Questions about one view asked for many agents (a forwarding agent asks them for every agent
 /// it waits for): built in one pass over the view, after which each answer is a hash look-up,
-/// so asking for all of a hot lock's holders costs what the view holds, not its square.
+/// so asking for all of a hot lock's holders costs what the view holds, not its square. A short
+/// view (at most `SCAN_AT_MOST` entries) is scanned instead: the same answers, without building
+/// hash tables.
 #[derive(Debug)]
 pub struct ViewIndex<'v> {
-    pending: HashSet<&'v AgentId>,
-    converting: HashSet<&'v AgentId>,
-    /// The mode each holder holds (its first entry, as [`first_blocked_by`] reads it).
-    held: HashMap<&'v AgentId, Mode>,
+    view: &'v LockView,
+    /// `None` for a short view.
+    hashed: Option<Hashed<'v>>,
     /// Per held mode, the first pending entry whose mode is incompatible with it.
     first_blocked: [Option<&'v AgentId>; Mode::COUNT],
+}
+
+#[derive(Debug)]
+struct Hashed<'v> {
+    pending: AgentSet<'v>,
+    converting: AgentSet<'v>,
+    /// The mode each holder holds (its first entry, as [`first_blocked_by`] reads it).
+    held: AgentMap<'v, Mode>,
 }
 
 impl<'v> ViewIndex<'v> {
     /// Indexes `view`.
     pub fn new(modes: &ModeTable, view: &'v LockView) -> ViewIndex<'v> {
-        let mut held = HashMap::with_capacity(view.granted.len());
-        for h in &view.granted {
-            held.entry(&h.agent).or_insert(h.mode);
-        }
         let mut first_blocked = [None; Mode::COUNT];
         for (x, m) in pending_of(view) {
             for mh in Mode::ALL {
@@ -129,25 +144,51 @@ impl<'v> ViewIndex<'v> {
                 }
             }
         }
+        let entries = view.granted.len() + view.converting.len() + view.waiting.len();
+        let hashed = (entries > SCAN_AT_MOST).then(|| {
+            let mut held =
+                AgentMap::with_capacity_and_hasher(view.granted.len(), ahash::RandomState::new());
+            for h in &view.granted {
+                held.entry(&h.agent).or_insert(h.mode);
+            }
+            Hashed {
+                pending: pending_of(view).map(|(x, _)| x).collect(),
+                converting: view.converting.iter().map(|c| &c.agent).collect(),
+                held,
+            }
+        });
         ViewIndex {
-            pending: pending_of(view).map(|(x, _)| x).collect(),
-            converting: view.converting.iter().map(|c| &c.agent).collect(),
-            held,
+            view,
+            hashed,
             first_blocked,
         }
     }
 
     /// Whether `agent` converts or waits in the view.
     pub fn is_pending(&self, agent: &AgentId) -> bool {
-        self.pending.contains(agent)
+        match &self.hashed {
+            Some(h) => h.pending.contains(agent),
+            None => pending_of(self.view).any(|(x, _)| x == agent),
+        }
     }
 
     /// [`first_blocked_by`] of the indexed view.
     pub fn first_blocked_by(&self, holder: &AgentId) -> Option<&'v AgentId> {
-        if self.converting.contains(holder) {
-            return None;
-        }
-        self.first_blocked[self.held.get(holder)?.index()]
+        let held = match &self.hashed {
+            Some(h) => {
+                if h.converting.contains(holder) {
+                    return None;
+                }
+                *h.held.get(holder)?
+            }
+            None => {
+                if self.view.converting.iter().any(|c| c.agent == *holder) {
+                    return None;
+                }
+                self.view.granted.iter().find(|h| h.agent == *holder)?.mode
+            }
+        };
+        self.first_blocked[held.index()]
     }
 }
 
@@ -187,7 +228,7 @@ pub fn is_waited_for(modes: &ModeTable, view: &LockView, agent: &AgentId) -> boo
 /// entries ahead incompatible with it, holders blocking an entry ahead), so it makes at most
 /// three pushes per edge it gets.
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
-    let mut number: HashMap<&AgentId, usize> = HashMap::new();
+    let mut number: AgentMap<'_, usize> = AgentMap::default();
     for a in view
         .granted
         .iter()

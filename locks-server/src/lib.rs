@@ -21,7 +21,8 @@
 //! The node's one lock table sits behind a mutex (`LocalTable`), shared by the lock server
 //! actor (requests that come as messages, node down, timers) and the transactions of this node,
 //! which take and release uncontended locks on their own thread; both apply inputs with
-//! [`LockTable::step`] ([`TableInput`] in, [`TableEffect`] out).
+//! [`LockTable::step`] ([`TableInput`] in, [`TableEffect`] out), the fast path with its quiet
+//! form ([`LockTable::step_quiet`]), which builds nothing for the requester.
 //!
 //! # Public surface
 //!

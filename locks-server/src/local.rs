@@ -13,12 +13,14 @@
 //! - the **fast path** ([`LocalTable::try_lock`], [`LocalTable::release`],
 //!   [`LocalTable::unlock`]), called by a transaction on the caller's own thread, with no actor
 //!   hop and no wake-up of another thread. It applies the very same `Lock`, `Unlock` and
-//!   `RemoveAgent` requests through the same function, so the table decides exactly as it would
-//!   for a message: a fast-path request never overtakes a waiter or a converter (FIFO), its
-//!   grant carries the fencing version, and hierarchy is the table's. What differs is only who
-//!   reads the answer: the table's notices to the requesting agent are returned to the caller
-//!   instead of being sent (an agent that starts later learns the same state from
-//!   [`LockTable::agent_state`]).
+//!   `RemoveAgent` operations of the table, so the table decides exactly as it would for a
+//!   message: a fast-path request never overtakes a waiter or a converter (FIFO), its grant
+//!   carries the fencing version, and hierarchy is the table's. What differs is only who reads
+//!   the answer: the requesting agent is told nothing but a refusal
+//!   ([`LockTable::lock_quiet`], [`LockTable::step_quiet`]: its notices are not even built),
+//!   and the caller reads the grant from the table ([`LockTable::holds`]); an agent that starts
+//!   later learns the same state from [`LockTable::agent_state`]. Everybody else gets exactly
+//!   the messages a request sent as a message would have caused.
 //!
 //! During the start-delay of a clustered node nothing is granted: the requests that come as
 //! messages are kept in order and applied when it ends, and the fast path answers
@@ -31,6 +33,22 @@ use locks_core::{AgentId, LockId, Mode};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use tracing::{debug, warn};
+
+/// Removes from `effects` the messages to `agent` (after [`LockTable::step_quiet`], only a
+/// refusal can be left for it) and returns the refusal's reason, if there was one.
+fn take_rejection(effects: &mut Vec<TableEffect>, agent: &AgentId) -> Option<Rejection> {
+    let mut refused = None;
+    effects.retain_mut(|effect| match effect {
+        TableEffect::Send { to, msg } if to == agent => {
+            if let AgentMessage::Rejected { reason, .. } = msg {
+                refused.get_or_insert_with(|| reason.clone());
+            }
+            false
+        }
+        _ => true,
+    });
+    refused
+}
 
 /// What [`LocalTable::try_lock`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +119,7 @@ impl LocalTable {
     /// the lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
     pub fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
         let mut inner = self.inner.lock();
-        self.apply_locked(&mut inner.table, input, None)
+        self.apply_locked(&mut inner.table, input)
     }
 
     /// A request that came as a message: kept during the start-delay, ignored if it would add
@@ -129,7 +147,7 @@ impl LocalTable {
             debug!(node = %self.router.node(), agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
             return;
         }
-        self.apply_locked(table, TableInput::Request(request), None);
+        self.apply_locked(table, TableInput::Request(request));
     }
 
     /// The start-delay is over: applies the requests kept meanwhile, in order, and serves
@@ -143,27 +161,20 @@ impl LocalTable {
         }
     }
 
-    /// Steps the table with `input` and delivers its effects; messages for `own` (the caller
-    /// of the fast path) are returned instead of sent.
-    fn apply_locked(
-        &self,
-        table: &mut LockTable,
-        input: TableInput,
-        own: Option<(&AgentId, &mut Vec<AgentMessage>)>,
-    ) -> Vec<Vec<AgentId>> {
+    /// Steps the table with `input` and delivers its effects.
+    fn apply_locked(&self, table: &mut LockTable, input: TableInput) -> Vec<Vec<AgentId>> {
         let effects = table.step(input);
-        self.deliver(table, effects, own)
+        self.deliver(table, effects)
     }
 
     /// Delivers the table's effects in order; a send that fails is fed back into the table
     /// and what that yields delivered in turn. Returns the ghosts to release later.
-    fn deliver(
-        &self,
-        table: &mut LockTable,
-        effects: Vec<TableEffect>,
-        mut own: Option<(&AgentId, &mut Vec<AgentMessage>)>,
-    ) -> Vec<Vec<AgentId>> {
+    fn deliver(&self, table: &mut LockTable, effects: Vec<TableEffect>) -> Vec<Vec<AgentId>> {
         let mut later = Vec::new();
+        if effects.is_empty() {
+            // The common case of the fast path: nothing to send, nothing to allocate.
+            return later;
+        }
         let mut batches = vec![effects];
         while let Some(batch) = batches.pop() {
             for effect in batch {
@@ -174,12 +185,6 @@ impl LocalTable {
                         continue;
                     }
                 };
-                if let Some((agent, answers)) = own.as_mut()
-                    && *agent == &to
-                {
-                    answers.push(msg);
-                    continue;
-                }
                 let why = match self.router.send_agent(&to, msg.clone()) {
                     Ok(()) => continue,
                     // A remote node that is down: its agents are removed by the node-down
@@ -218,31 +223,17 @@ impl LocalTable {
         if inner.held_back.is_some() {
             return FastLock::NotNow;
         }
-        let request = ServerRequest::Lock {
-            agent: agent.clone(),
-            lock: lock.clone(),
-            mode,
-        };
         let Inner { table, .. } = &mut *inner;
-        let mut answers = Vec::new();
-        let mut others = Vec::new();
-        for effect in table.step(TableInput::Request(request)) {
-            match effect {
-                TableEffect::Send { to, msg } if &to == agent => answers.push(msg),
-                other => others.push(other),
-            }
-        }
-        let held = table.holds(agent, lock);
-        let refused = answers.into_iter().find_map(|m| match m {
-            AgentMessage::Rejected { reason, .. } => Some(reason),
-            _ => None,
-        });
+        let (mut effects, held) = table.lock_quiet(agent, lock, mode);
+        // What is left for the requester is a refusal, if anything.
+        let refused = take_rejection(&mut effects, agent);
+        let held = held.filter(|_| refused.is_none());
         if held.is_none() && refused.is_none() {
             // Before anybody hears of the wait: from now on the agent's probes are kept for
             // the actor that will follow the request up.
             self.router.idle_agent_waits(agent);
         }
-        self.deliver(table, others, None);
+        self.deliver(table, effects);
         match (refused, held) {
             (Some(reason), _) => FastLock::Rejected(reason),
             (None, Some((mode, version))) => FastLock::Granted { mode, version },
@@ -258,16 +249,11 @@ impl LocalTable {
             agent: agent.clone(),
             lock: lock.clone(),
         };
-        let mut answers = Vec::new();
-        self.apply_locked(
-            &mut inner.table,
-            TableInput::Request(request),
-            Some((agent, &mut answers)),
-        );
-        match answers.into_iter().find_map(|m| match m {
-            AgentMessage::Rejected { reason, .. } => Some(reason),
-            _ => None,
-        }) {
+        let Inner { table, .. } = &mut *inner;
+        let mut effects = table.step_quiet(request);
+        let refused = take_rejection(&mut effects, agent);
+        self.deliver(table, effects);
+        match refused {
             Some(reason) => Err(reason),
             None => Ok(()),
         }
@@ -279,7 +265,7 @@ impl LocalTable {
         let request = ServerRequest::RemoveAgent {
             agent: agent.clone(),
         };
-        self.apply_locked(&mut inner.table, TableInput::Request(request), None);
+        self.apply_locked(&mut inner.table, TableInput::Request(request));
     }
 
     /// The node's lock server stopped: the fast path grants nothing from now on.

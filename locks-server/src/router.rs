@@ -34,7 +34,17 @@ use std::collections::HashMap;
 /// up at ~4 % of an uncontended transaction, and these keys come from the node itself, not
 /// from untrusted input that could aim at collisions.
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
+
+/// How many shards the agents' mailboxes are kept in.
+const AGENT_SHARDS: usize = 16;
+
+/// One shard of the agents' mailboxes, on a cache line of its own: every transaction registers
+/// and unregisters its mailbox, and threads running transactions side by side would otherwise
+/// pass one mutex's line (and its neighbours') back and forth on every `begin` and `end`.
+#[repr(align(128))]
+#[derive(Default)]
+struct AgentShard(Mutex<FastMap<AgentId, Mailbox>>);
 
 /// The local lock server's mailbox, as the router sees it (the router does not know the actor
 /// type, so that the server can use the router without a circle).
@@ -63,7 +73,10 @@ enum Mailbox {
 pub struct Router {
     node: NodeId,
     server: OnceLock<ServerMailbox>,
-    agents: Mutex<FastMap<AgentId, Mailbox>>,
+    /// Local agents' mailboxes, sharded by serial (see [`AgentShard`]). Whatever must happen
+    /// in order for one agent (its kept messages before later ones) happens under its shard's
+    /// lock; nothing is ordered across agents.
+    agents: Box<[AgentShard; AGENT_SHARDS]>,
     members: Mutex<FastMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
     /// The lease of each peer's link (see [`crate::lease`]).
@@ -88,7 +101,7 @@ impl Router {
         Router {
             node,
             server: OnceLock::new(),
-            agents: Mutex::new(FastMap::default()),
+            agents: Box::default(),
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
             leases: RwLock::new(FastMap::default()),
@@ -119,6 +132,22 @@ impl Router {
         self.remote(node)?.send(envelope)
     }
 
+    /// The shard of `agent`'s mailbox, locked.
+    fn shard(&self, agent: &AgentId) -> MutexGuard<'_, FastMap<AgentId, Mailbox>> {
+        // Serials are consecutive on a node: consecutive transactions land in different shards.
+        self.agents[(agent.serial() % AGENT_SHARDS as u64) as usize]
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every shard, locked one after the other.
+    fn shards(&self) -> impl Iterator<Item = MutexGuard<'_, FastMap<AgentId, Mailbox>>> {
+        self.agents
+            .iter()
+            .map(|s| s.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// This node's id.
     pub fn node(&self) -> &NodeId {
         &self.node
@@ -146,36 +175,26 @@ impl Router {
 
     /// Registers a local agent's mailbox.
     pub fn register_agent(&self, agent: AgentId, recipient: Recipient<Deliver>) {
-        self.agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.shard(&agent)
             .insert(agent, Mailbox::Running(recipient));
     }
 
     /// Registers a local transaction that has no actor yet: messages for it are kept until
     /// [`Router::attach_agent`] (see `Mailbox::Idle`).
     pub fn register_idle_agent(&self, agent: AgentId) {
-        self.agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                agent,
-                Mailbox::Idle {
-                    kept: Vec::new(),
-                    waits: false,
-                },
-            );
+        self.shard(&agent).insert(
+            agent,
+            Mailbox::Idle {
+                kept: Vec::new(),
+                waits: false,
+            },
+        );
     }
 
     /// An idle transaction now waits in the local table: from now on its probes are kept for
     /// its actor too (see `Mailbox::Idle`).
     pub fn idle_agent_waits(&self, agent: &AgentId) {
-        if let Some(Mailbox::Idle { waits, .. }) = self
-            .agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(agent)
-        {
+        if let Some(Mailbox::Idle { waits, .. }) = self.shard(agent).get_mut(agent) {
             *waits = true;
         }
     }
@@ -184,7 +203,7 @@ impl Router {
     /// `recipient`'s mailbox, in the order they came, and every later message goes there too.
     /// Done under the registry's lock, so no message overtakes the kept ones.
     pub fn attach_agent(&self, agent: &AgentId, recipient: Recipient<Deliver>) {
-        let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut agents = self.shard(agent);
         if let Some(Mailbox::Idle { kept, .. }) = agents.get_mut(agent) {
             for msg in kept.drain(..) {
                 recipient.do_send(Deliver::Message(msg));
@@ -195,26 +214,17 @@ impl Router {
 
     /// Forgets a local agent. Messages to it fail from now on.
     pub fn unregister_agent(&self, agent: &AgentId) {
-        self.agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(agent);
+        self.shard(agent).remove(agent);
     }
 
     /// Whether `agent` is a running agent of this node.
     pub fn has_agent(&self, agent: &AgentId) -> bool {
-        self.agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(agent)
+        self.shard(agent).contains_key(agent)
     }
 
     /// How many agents run on this node.
     pub fn agent_count(&self) -> usize {
-        self.agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.shards().map(|agents| agents.len()).sum()
     }
 
     /// Registers a local group member's mailbox.
@@ -326,11 +336,8 @@ impl Router {
 
     /// The ids of the agents running on this node, in no particular order.
     pub fn agent_ids(&self) -> Vec<AgentId> {
-        self.agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .keys()
-            .cloned()
+        self.shards()
+            .flat_map(|agents| agents.keys().cloned().collect::<Vec<_>>())
             .collect()
     }
 
@@ -405,7 +412,7 @@ impl Router {
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         if to.node() == &self.node {
             let undelivered = {
-                let mut agents = self.agents.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut agents = self.shard(to);
                 match agents.get_mut(to) {
                     // `do_send` queues even when the mailbox is full; the volume is bounded by
                     // the agent's own requests. (Sent under the lock: queueing never blocks,
@@ -479,13 +486,15 @@ impl Router {
         // An idle transaction is not told: it has locks on this node only, and a request it
         // makes later on another node finds out whether that node is reachable as it is sent.
         let agents: Vec<Recipient<Deliver>> = self
-            .agents
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .filter_map(|m| match m {
-                Mailbox::Running(r) => Some(r.clone()),
-                Mailbox::Idle { .. } => None,
+            .shards()
+            .flat_map(|agents| {
+                agents
+                    .values()
+                    .filter_map(|m| match m {
+                        Mailbox::Running(r) => Some(r.clone()),
+                        Mailbox::Idle { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect();
         for agent in agents {

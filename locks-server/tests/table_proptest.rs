@@ -19,7 +19,8 @@
 //!   never go back; a waiter's last view shows exactly the holders and requests ahead of it;
 //!   `queue` is present exactly for waiters; watchers' views are current;
 //! - the same requests on tables that index every lock, or locks above 3 entries, give the same
-//!   messages and snapshots.
+//!   messages and snapshots; stepped with `step_quiet` (the fast path), the same snapshots and
+//!   the same messages less the requester's own notices.
 //!
 //! At the end all agents but one are removed, and that one must hold everything it asked for;
 //! then the last one is removed and the table must be empty.
@@ -27,9 +28,8 @@
 mod common;
 mod table_oracle;
 
-use common::{node, t};
+use common::{held_direct, node, t, waits_now};
 use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest, Wait};
-use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable};
 use locks_server::LockTable;
 use locks_server::internal::TableInternals;
@@ -70,12 +70,6 @@ enum Op {
     Unwatch(u64, usize),
 }
 
-/// Whether `w` holds in the table as `snap` shows it (the rules the agents use).
-fn waits_now(snap: &TableSnapshot, modes: &ModeTable, w: &Wait) -> bool {
-    snap.lock(&w.lock)
-        .is_some_and(|l| blockers_of(modes, &l.view(), &w.waiter).contains(&&w.blocker))
-}
-
 fn op() -> impl Strategy<Value = Op> {
     let agent = 1..=AGENTS;
     let lock = 0..14usize;
@@ -105,6 +99,8 @@ struct Harness {
     indexed: LockTable,
     /// Locks indexed above 3 entries, unindexed again below 2: exercises both transitions.
     mixed: LockTable,
+    /// Stepped with `LockTable::step_quiet`, as the fast path does.
+    quiet: LockTable,
     /// The model: each agent's direct locks and the modes it asked for.
     direct: BTreeMap<(u64, LockId), Mode>,
     /// What each agent learnt from its notices: (version, state).
@@ -121,6 +117,7 @@ impl Harness {
             table: LockTable::new(node(), modes.clone(), 100),
             indexed: LockTable::new(node(), modes.clone(), 100).with_index_threshold(0),
             mixed: LockTable::new(node(), modes.clone(), 100).with_index_threshold(3),
+            quiet: LockTable::new(node(), modes.clone(), 100),
             modes,
             direct: BTreeMap::new(),
             replay: HashMap::new(),
@@ -201,9 +198,14 @@ impl Harness {
         prop_assert_eq!(&fx, &fx_indexed, "indexed table differs on {:?}", req);
         let fx_mixed = self.mixed.handle(req.clone());
         prop_assert_eq!(&fx, &fx_mixed, "mixed table differs on {:?}", req);
+        // The fast path's step: the same decisions, nothing for the requester but a refusal.
+        if let Err(why) = common::step_quietly(&mut self.quiet, &req, &fx) {
+            return Err(TestCaseError::fail(why));
+        }
         let after = self.table.snapshot();
         prop_assert_eq!(&after, &self.indexed.snapshot());
         prop_assert_eq!(&after, &self.mixed.snapshot());
+        prop_assert_eq!(&after, &self.quiet.snapshot());
         self.update_model(&req, &before, &fx)?;
         self.check_messages(&req, &before, &after, &fx)?;
         self.check_invariants(&after)?;
@@ -424,17 +426,6 @@ impl Harness {
         prop_assert_eq!(self.indexed.lock_count(), 0);
         Ok(())
     }
-}
-
-/// Whether agent `a` holds its direct lock `lock` in `m`: its entry there and on every ancestor
-/// is granted (or converting) in a mode that covers `m` (its intention on ancestors).
-fn held_direct(snap: &TableSnapshot, modes: &ModeTable, a: u64, lock: &LockId, m: Mode) -> bool {
-    let covers = |id: &LockId, want: Mode| {
-        snap.state(&t(a), id)
-            .held()
-            .is_some_and(|h| modes.covers(h, want))
-    };
-    covers(lock, m) && lock.ancestors().all(|anc| covers(&anc, modes.intention(m)))
 }
 
 proptest! {

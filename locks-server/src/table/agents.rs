@@ -1,8 +1,8 @@
 //! Interning of agent ids: inside the table an agent is a `u32`, so entries and queues stay small.
 //!
 //! Invariants: an interned agent has at least one entry or one watch (it is released as soon as
-//! it has neither); `locks` holds exactly the lock slots where the agent has an entry, `watches`
-//! exactly the slots it watches.
+//! it has neither); `locks` holds exactly the lock slots where the agent has an entry, each once,
+//! `watches` exactly the slots it watches.
 
 use ahash::RandomState;
 use locks_core::AgentId;
@@ -15,9 +15,86 @@ pub(super) struct AgentSlot {
     /// The agent's id.
     pub id: AgentId,
     /// Lock slots where the agent has an entry (direct or intention).
-    pub locks: HashSet<u32, RandomState>,
+    pub locks: SlotSet,
     /// Lock slots the agent watches.
     pub watches: SmallVec<[u32; 2]>,
+}
+
+/// How many lock slots an agent keeps inline before its set becomes a hash set.
+const FEW: usize = 8;
+
+/// The lock slots of one agent. Most agents have a handful of entries (a lock and its
+/// ancestors), and a hash set per agent cost an allocation and a fresh random seed (ahash's
+/// seeds come from one global counter, an atomic every thread of the fast path touched) for
+/// every transaction; so a short list inline, and a hash set once the agent has more than
+/// `FEW` entries (an agent with a million locks must still drop one in O(1)).
+#[derive(Clone, Debug)]
+pub(super) enum SlotSet {
+    /// Up to `FEW` slots, no duplicates, in no particular order.
+    Few(SmallVec<[u32; 4]>),
+    /// More.
+    Many(HashSet<u32, RandomState>),
+}
+
+impl Default for SlotSet {
+    fn default() -> Self {
+        SlotSet::Few(SmallVec::new())
+    }
+}
+
+impl SlotSet {
+    /// Adds `s` (nothing if present).
+    pub fn insert(&mut self, s: u32) {
+        match self {
+            SlotSet::Few(few) if few.contains(&s) => {}
+            SlotSet::Few(few) if few.len() < FEW => few.push(s),
+            SlotSet::Few(few) => {
+                // Slot numbers are the table's own, not chosen by peers: fixed seeds are safe,
+                // and spare the global counter behind `RandomState::new`.
+                let mut many = HashSet::with_capacity_and_hasher(
+                    FEW * 2,
+                    RandomState::with_seeds(0x5eed, 0x51a7, 0xa9e7, 0x10c5),
+                );
+                many.extend(few.iter().copied());
+                many.insert(s);
+                *self = SlotSet::Many(many);
+            }
+            SlotSet::Many(many) => {
+                many.insert(s);
+            }
+        }
+    }
+
+    /// Removes `s` (nothing if absent).
+    pub fn remove(&mut self, s: u32) {
+        match self {
+            SlotSet::Few(few) => {
+                if let Some(i) = few.iter().position(|&t| t == s) {
+                    few.swap_remove(i);
+                }
+            }
+            SlotSet::Many(many) => {
+                many.remove(&s);
+            }
+        }
+    }
+
+    /// The slots, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &u32> {
+        let (few, many) = match self {
+            SlotSet::Few(few) => (Some(few.iter()), None),
+            SlotSet::Many(many) => (None, Some(many.iter())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            SlotSet::Few(few) => few.is_empty(),
+            SlotSet::Many(many) => many.is_empty(),
+        }
+    }
 }
 
 /// The agents known to the table.
@@ -36,7 +113,7 @@ impl Agents {
         }
         let slot = AgentSlot {
             id: id.clone(),
-            locks: HashSet::default(),
+            locks: SlotSet::default(),
             watches: SmallVec::new(),
         };
         let a = match self.free.pop() {

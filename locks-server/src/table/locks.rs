@@ -48,6 +48,13 @@ impl Locks {
         if let Some(s) = self.find(keys) {
             return Some(s);
         }
+        self.create(lock, depth, version)
+    }
+
+    /// Creates an empty record (at `version`) for the first `depth` keys of `lock`, which must
+    /// not have one (the caller has just looked). `None` only if 2^32 locks exist.
+    pub fn create(&mut self, lock: &LockId, depth: usize, version: u64) -> Option<u32> {
+        let keys = lock.keys().get(..depth)?;
         let hash = self.hasher.hash_one(keys);
         let id = if depth == lock.depth() {
             lock.clone()

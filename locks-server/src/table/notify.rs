@@ -10,6 +10,7 @@ use locks_core::proto::{
     AgentMessage, Conversion, EntryState, LockNotice, LockView, Note, QueueEntry,
 };
 use locks_core::{AgentId, ModeTable, NodeId};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The messages produced by one operation, in the order they should be sent.
@@ -31,6 +32,8 @@ pub(super) struct Audience<'a> {
     pub skip: Option<u32>,
     /// The note every notice of this lock carries.
     pub note: Option<&'a Note>,
+    /// The requester of a quiet operation (`LockTable::lock_quiet`): told nothing.
+    pub mute: Option<u32>,
 }
 
 /// The view of `rec` as agents see it: holders in grant order (grant version, then agent id).
@@ -84,7 +87,9 @@ pub(super) fn emit(
     aud: &Audience<'_>,
     out: &mut Effects,
 ) {
-    let mut who: Vec<u32> = ch.changed.to_vec();
+    // Inline: most operations tell a handful of agents (often nobody), and these lists lived
+    // only for this call, two allocations per lock and operation under the table's lock.
+    let mut who: SmallVec<[u32; 8]> = SmallVec::from_slice(&ch.changed);
     who.extend(aud.respond);
     let conv_changed = ch.conv_mark.is_some();
     if ch.holders || conv_changed {
@@ -102,9 +107,9 @@ pub(super) fn emit(
     }
     who.sort_unstable();
     who.dedup();
-    let mut recipients: Vec<(&AgentId, u32)> = who
+    let mut recipients: SmallVec<[(&AgentId, u32); 8]> = who
         .into_iter()
-        .filter(|&a| Some(a) != aud.skip)
+        .filter(|&a| Some(a) != aud.skip && Some(a) != aud.mute)
         .filter_map(|a| Some((ctx.agents.id(a)?, a)))
         .collect();
     recipients.sort_unstable();
@@ -133,10 +138,10 @@ pub(super) fn emit(
     if !ch.touched() {
         return;
     }
-    let mut watchers: Vec<&AgentId> = rec
+    let mut watchers: SmallVec<[&AgentId; 4]> = rec
         .watchers()
         .iter()
-        .filter(|&&w| Some(w) != aud.skip)
+        .filter(|&&w| Some(w) != aud.skip && Some(w) != aud.mute)
         .filter_map(|&w| ctx.agents.id(w))
         .collect();
     watchers.sort_unstable();

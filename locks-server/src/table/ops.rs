@@ -54,24 +54,42 @@ impl LockTable {
     /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
     /// ancestor needs `intention(mode)`.
     pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+        self.lock_as(agent, lock, mode, false).0
+    }
+
+    /// [`Self::lock`]; `quiet`: the requester is told nothing but a refusal (the fast path
+    /// reads its state from the table instead), everybody else exactly the same. Also returns
+    /// the agent's interned number and the lock's slot, unless the request was refused, so
+    /// that the fast path need not look them up again.
+    pub(super) fn lock_as(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+        quiet: bool,
+    ) -> (Effects, Option<(u32, u32)>) {
         if let Some(r) = self.refusal(lock, Some(mode)) {
-            return self.reject(agent, lock, r);
+            return (self.reject(agent, lock, r), None);
         }
         let Some(a) = self.agents.intern(agent) else {
-            return self.reject(agent, lock, Rejection::ShuttingDown);
+            return (self.reject(agent, lock, Rejection::ShuttingDown), None);
         };
         let v = self.next_version();
         let mut out = Effects::new();
-        let old = self
-            .locks
-            .find(lock.keys())
-            .and_then(|s| self.locks.get(s)?.entry(a)?.direct);
+        // Found once: the ancestors' edits below never remove this record (it is in use, and
+        // an edit removes only the record it edits).
+        let found = self.locks.find(lock.keys());
+        let old = found.and_then(|s| self.locks.get(s)?.entry(a)?.direct);
         let new = old.map_or(mode, |d| self.modes.group(mode, d));
         let (old_i, new_i) = (
             old.map(|d| self.modes.intention(d)),
             self.modes.intention(new),
         );
         let mut touched = false;
+        let aud = Audience {
+            mute: quiet.then_some(a),
+            ..Audience::default()
+        };
         if old_i != Some(new_i) {
             for depth in 1..lock.depth() {
                 let Some(s) = self.locks.find_or_create(lock, depth, self.version) else {
@@ -82,14 +100,27 @@ impl LockTable {
                     add: Some(new_i),
                     remove: old_i,
                 };
-                touched |= self.apply(s, a, edit, &Audience::default(), v, &mut out);
+                touched |= self.apply(s, a, edit, &aud, v, &mut out);
             }
         }
-        if let Some(s) = self.locks.find_or_create(lock, lock.depth(), self.version) {
-            touched |= self.set_direct(s, a, Some(new), v, &mut out);
+        let direct = match found {
+            Some(s) => Some(s),
+            None => self.locks.create(lock, lock.depth(), self.version),
+        };
+        if let Some(s) = direct {
+            touched |= if quiet {
+                let edit = Edit::Need {
+                    direct: Some(Some(new)),
+                    add: None,
+                    remove: None,
+                };
+                self.apply(s, a, edit, &aud, v, &mut out)
+            } else {
+                self.set_direct(s, a, Some(new), v, &mut out)
+            };
         }
         self.finish(a, touched, v);
-        out
+        (out, direct.map(|s| (a, s)))
     }
 
     /// `Convert`: sets the agent's direct mode on `lock` to a weaker one, whatever the state of
@@ -251,7 +282,8 @@ impl LockTable {
         let Some(a) = self.agents.lookup(agent) else {
             return Effects::new();
         };
-        let mut targets: Vec<(LockId, u32)> = self
+        // Inline for the usual transaction (a lock and its ancestors): no allocation to end it.
+        let mut targets: smallvec::SmallVec<[(LockId, u32); 4]> = self
             .agents
             .get(a)
             .into_iter()
@@ -442,7 +474,7 @@ impl LockTable {
                     if rec.place(pos, modes, v, &mut ch)
                         && let Some(slot) = self.agents.get_mut(a)
                     {
-                        slot.locks.remove(&s);
+                        slot.locks.remove(s);
                     }
                 }
             }

@@ -112,6 +112,46 @@ impl LockTable {
                 Undelivered::TooLarge => self.cannot_tell(&agent, &msg),
             },
         };
+        Self::effects(sends)
+    }
+
+    /// Applies `request` as [`LockTable::step`] does, except that nothing is sent to the agent
+    /// that made it but a refusal: the same decisions, versions and messages to everybody else.
+    /// For the node's fast path, whose caller reads its own state from the table
+    /// ([`LockTable::holds`]) rather than from notices.
+    pub fn step_quiet(&mut self, request: ServerRequest) -> Vec<TableEffect> {
+        if let ServerRequest::Lock { agent, lock, mode } = &request {
+            return self.lock_quiet(agent, lock, *mode).0;
+        }
+        let agent = request.agent().clone();
+        let mut effects = self.step(TableInput::Request(request));
+        effects.retain(|e| match e {
+            TableEffect::Send { to, msg } => {
+                to != &agent || matches!(msg, AgentMessage::Rejected { .. })
+            }
+            TableEffect::ReleaseLater(_) => true,
+        });
+        effects
+    }
+
+    /// [`LockTable::step_quiet`] of a `Lock` request, from borrowed ids, with what
+    /// [`LockTable::holds`] would say right after it (`None` also when it was refused). The
+    /// requester's notices are never built: on the fast path they were work thrown away under
+    /// the table's lock (an allocation and a clone of the node and lock ids each, per lock of
+    /// the path), and the answer is read from the records the operation just used.
+    pub fn lock_quiet(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+    ) -> (Vec<TableEffect>, Option<(Mode, u64)>) {
+        let (sends, direct) = self.lock_as(agent, lock, mode, true);
+        let held = direct.and_then(|(a, s)| self.holds_at(a, s, lock));
+        (Self::effects(sends), held)
+    }
+
+    /// The table's messages as effects (never to a ghost).
+    fn effects(sends: super::Effects) -> Vec<TableEffect> {
         sends
             .into_iter()
             .filter(|(to, _)| !to.is_ghost())
@@ -175,7 +215,12 @@ impl LockTable {
     /// its entry on every ancestor. Returns the direct mode and the lock's version.
     pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
         let a = self.agents.lookup(agent)?;
-        let rec = self.locks.get(self.locks.find(lock.keys())?)?;
+        self.holds_at(a, self.locks.find(lock.keys())?, lock)
+    }
+
+    /// [`LockTable::holds`] for interned agent `a` and `lock`'s record in slot `s`.
+    fn holds_at(&self, a: u32, s: u32, lock: &LockId) -> Option<(Mode, u64)> {
+        let rec = self.locks.get(s)?;
         let entry = rec.entry(a)?;
         let direct = entry.direct?;
         if entry.want.is_some() || entry.held.is_none() {

@@ -6,10 +6,11 @@
 
 pub mod net;
 
-use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest};
+use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest, Wait};
+use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::Effects;
 use locks_server::LockTable;
+use locks_server::{Effects, TableEffect, TableSnapshot};
 
 pub fn node() -> NodeId {
     NodeId::new("n1").expect("valid node name")
@@ -124,4 +125,63 @@ pub fn holds(table: &LockTable, n: u64, id: &LockId, mode: Mode) -> bool {
             .is_some_and(|h| modes.covers(h, m))
     };
     covered(id, mode) && id.ancestors().all(|a| covered(&a, modes.intention(mode)))
+}
+
+/// Whether `w` holds in the table as `snap` shows it (the rules the agents use).
+pub fn waits_now(snap: &TableSnapshot, modes: &ModeTable, w: &Wait) -> bool {
+    snap.lock(&w.lock)
+        .is_some_and(|l| blockers_of(modes, &l.view(), &w.waiter).contains(&&w.blocker))
+}
+
+/// Whether agent `Ta` holds its direct lock `lock` in `m`: its entry there and on every
+/// ancestor is granted (or converting) in a mode that covers `m` (its intention on ancestors).
+pub fn held_direct(
+    snap: &TableSnapshot,
+    modes: &ModeTable,
+    a: u64,
+    lock: &LockId,
+    m: Mode,
+) -> bool {
+    let covers = |id: &LockId, want: Mode| {
+        snap.state(&t(a), id)
+            .held()
+            .is_some_and(|h| modes.covers(h, want))
+    };
+    covers(lock, m) && lock.ancestors().all(|anc| covers(&anc, modes.intention(m)))
+}
+
+/// Applies `req` to `quiet` as the fast path does (`lock_quiet` for a `Lock`, `step_quiet`
+/// otherwise) and checks it against `fx`, what `handle` answered on a table in the same state:
+/// the same messages less the requester's own (a refusal excepted), and for a `Lock` the answer
+/// `holds` gives afterwards.
+pub fn step_quietly(
+    quiet: &mut LockTable,
+    req: &ServerRequest,
+    fx: &Effects,
+) -> Result<(), String> {
+    let refused = matches!(&fx[..], [(_, AgentMessage::Rejected { .. })]);
+    let got = match req {
+        ServerRequest::Lock { agent, lock, mode } => {
+            let (got, held) = quiet.lock_quiet(agent, lock, *mode);
+            if !refused && held != quiet.holds(agent, lock) {
+                return Err(format!("lock_quiet answered {held:?} on {req:?}"));
+            }
+            got
+        }
+        _ => quiet.step_quiet(req.clone()),
+    };
+    let expected: Vec<TableEffect> = fx
+        .iter()
+        .filter(|(to, m)| to != req.agent() || matches!(m, AgentMessage::Rejected { .. }))
+        .map(|(to, msg)| TableEffect::Send {
+            to: to.clone(),
+            msg: msg.clone(),
+        })
+        .collect();
+    if got != expected {
+        return Err(format!(
+            "quiet step differs on {req:?}: {got:?} against {expected:?}"
+        ));
+    }
+    Ok(())
 }

@@ -59,6 +59,7 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
     }
     let id = node.next_agent_id();
     node.router().register_idle_agent(id.clone());
+    node.router().metrics().transactions_begun.increment(1);
     Ok(Transaction {
         id,
         node: node.clone(),
@@ -177,6 +178,23 @@ impl Transaction {
         }
     }
 
+    /// `granted`, recording in the node's wait histogram how long it took when it succeeds:
+    /// for the `lock` calls that go through the agent (a fast-path grant does not wait).
+    fn timed<T>(
+        &self,
+        granted: impl Future<Output = Result<T, Error>> + Send + 'static,
+    ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
+        let started = std::time::Instant::now();
+        let histogram = self.node.router().metrics().wait_seconds.clone();
+        async move {
+            let result = granted.await;
+            if result.is_ok() {
+                histogram.record(started.elapsed());
+            }
+            result
+        }
+    }
+
     fn send_request(
         addr: &Addr<Agent>,
         lock: LockId,
@@ -234,7 +252,7 @@ impl Transaction {
         };
         let (tx, rx) = oneshot::channel();
         Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx), None);
-        Either::Right(self.wait(rx))
+        Either::Right(self.timed(self.wait(rx)))
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -259,7 +277,7 @@ impl Transaction {
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
         Self::send_request(&addr, lock, mode, nodes, req, Some(tx), None);
-        Either::Right(self.wait(rx))
+        Either::Right(self.timed(self.wait(rx)))
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
@@ -537,6 +555,8 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
+        // Every handle is dropped once, after `end` too: the one place to count an end.
+        self.node.router().metrics().transactions_ended.increment(1);
         if !self.ended {
             self.finish();
         }

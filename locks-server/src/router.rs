@@ -63,6 +63,8 @@ pub struct Router {
     leases: RwLock<FastMap<NodeId, Arc<LeaseCell>>>,
     /// The node is leaving the cluster: no claim on a peer is valid any more.
     leaving: std::sync::atomic::AtomicBool,
+    /// The node's metric handles (`crate::metrics`), registered with the router.
+    metrics: crate::metrics::NodeMetrics,
 }
 
 impl std::fmt::Debug for Router {
@@ -77,19 +79,25 @@ impl Router {
     /// A router for node `node`, with no server, agents or peers yet.
     pub fn new(node: NodeId) -> Router {
         Router {
-            node,
             server: OnceLock::new(),
             agents: Mutex::new(FastMap::default()),
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
             leases: RwLock::new(FastMap::default()),
             leaving: std::sync::atomic::AtomicBool::new(false),
+            metrics: crate::metrics::NodeMetrics::register(&node),
+            node,
         }
     }
 
     /// This node's id.
     pub fn node(&self) -> &NodeId {
         &self.node
+    }
+
+    /// The node's metric handles (registered when the router was made).
+    pub fn metrics(&self) -> &crate::metrics::NodeMetrics {
+        &self.metrics
     }
 
     /// Sets the local lock server's mailbox; done once when the node starts.

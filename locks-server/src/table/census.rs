@@ -1,0 +1,68 @@
+//! How many locks and entries the table has per mode: what the node's sampled gauges show
+//! (`crate::metrics`). Read-only; one pass over the records, run about once a second by the
+//! node's sampler under the table's mutex, so nothing is kept up to date on the grant path.
+
+use super::LockTable;
+use locks_core::Mode;
+
+/// Counts per mode, indexed by [`Mode::index`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Census {
+    /// Lock ids with at least one holder, by the group mode of their holders.
+    pub held: [u64; Mode::COUNT],
+    /// Granted entries, by the mode held (a converting entry counts with what it holds).
+    pub granted: [u64; Mode::COUNT],
+    /// Waiting or converting entries, by the mode they wait for.
+    pub waiting: [u64; Mode::COUNT],
+}
+
+impl LockTable {
+    /// Counts the table's locks and entries per mode (see [`Census`]).
+    pub(crate) fn census(&self) -> Census {
+        let mut census = Census::default();
+        for record in self.locks.iter() {
+            if let Some(group) = record.group(&self.modes) {
+                census.held[group.index()] += 1;
+            }
+            for entry in record.entries() {
+                if let Some(held) = entry.held {
+                    census.granted[held.index()] += 1;
+                }
+                if let Some(want) = entry.want {
+                    census.waiting[want.index()] += 1;
+                }
+            }
+        }
+        census
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::proto::ServerRequest;
+    use locks_core::{AgentId, ModeTable, NodeId, lock_id};
+
+    #[test]
+    fn counts_holders_waiters_and_intention_entries() {
+        let node = NodeId::new("n").unwrap();
+        let mut table = LockTable::new(node.clone(), ModeTable::standard(), 0);
+        let agent = |s| AgentId::new(node.clone(), 1, s);
+        let lock = |a, id, mode| ServerRequest::Lock {
+            agent: agent(a),
+            lock: id,
+            mode,
+        };
+        let _ = table.handle(lock(1, lock_id!["a", "b"], Mode::X));
+        let _ = table.handle(lock(2, lock_id!["a", "b"], Mode::S));
+        let census = table.census();
+        // ["a"]: IX (agent 1) and IS (agent 2) granted, group IX; ["a", "b"]: X held, S waits.
+        assert_eq!(census.held[Mode::IX.index()], 1);
+        assert_eq!(census.held[Mode::X.index()], 1);
+        assert_eq!(census.granted[Mode::IX.index()], 1);
+        assert_eq!(census.granted[Mode::IS.index()], 1);
+        assert_eq!(census.granted[Mode::X.index()], 1);
+        assert_eq!(census.waiting[Mode::S.index()], 1);
+        assert_eq!(census.waiting.iter().sum::<u64>(), 1);
+    }
+}

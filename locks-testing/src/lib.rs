@@ -3,6 +3,8 @@
 //!
 //! - [`wait`]: the bounded waits every suite that waits uses, so that a broken build fails
 //!   fast instead of hanging (the async ones with the feature `tokio`);
+//! - `recorded` (feature `metrics`): what a node recorded through the `metrics` facade, read
+//!   back from a `DebuggingRecorder`;
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
 //! - `sim` (feature `sim`): the deterministic simulation harness shared by
 //!   the agent simulations, the model checker and the leader simulations: the in-memory
@@ -13,6 +15,8 @@
 //! Without features the crate has no dependency, which lets `locks-core`'s own tests use the
 //! waits.
 
+#[cfg(feature = "metrics")]
+pub mod recorded;
 pub mod seeded;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -1,10 +1,11 @@
 //! The parts of the `node` binary that are not about running a node: its configuration from
 //! file and flags ([`config`]), how a line is written to stdout ([`out`]), how tables, grants
-//! and statuses are printed ([`print`](mod@print)), and the transaction events it prints unasked
-//! ([`events`]). The binary owns the commands; this module owns the text.
+//! and statuses are printed ([`print`](mod@print)), the transaction events it prints unasked
+//! ([`events`]), and its Prometheus endpoint ([`metrics`]). The binary owns the commands; this module owns the text.
 
 pub mod config;
 pub mod events;
+pub mod metrics;
 pub mod out;
 pub mod print;
 

@@ -33,6 +33,18 @@ impl Proc {
         rust_log: &str,
         deadline: Deadline,
     ) -> Proc {
+        Proc::start_with(name, peers, cookie, rust_log, deadline, &[])
+    }
+
+    /// [`Proc::start`] with `extra` flags.
+    pub fn start_with(
+        name: &str,
+        peers: &[String],
+        cookie: &str,
+        rust_log: &str,
+        deadline: Deadline,
+        extra: &[&str],
+    ) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
         cmd.args([
             "--name",
@@ -50,6 +62,7 @@ impl Proc {
         for peer in peers {
             cmd.args(["--peer", peer]);
         }
+        cmd.args(extra);
         let mut child = cmd.spawn().expect("the node binary starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();

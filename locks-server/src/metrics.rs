@@ -16,8 +16,8 @@
 //! [`Counter`] handles registered once per node (the `counter!` macro would look its key up on
 //! every call). Nothing records per grant on that path: the gauges of locks held, granted and
 //! waiting per mode, and the gauge of peers up, are sampled from the node's own state once per
-//! [`SAMPLE_INTERVAL`] by a task on the node's thread (`sample`), which takes the table's
-//! mutex once for a count of its records. The wait-time histogram records only the `lock`
+//! [`SAMPLE_INTERVAL`] by a task on the node's thread (`sample`), which counts the table's
+//! records a slice at a time (`table/census.rs`: a short hold of the table's mutex per slice). The wait-time histogram records only the `lock`
 //! calls that went through the transaction's agent (waited, or asked other nodes): a
 //! fast-path grant does not wait.
 //!
@@ -263,13 +263,20 @@ impl NodeMetrics {
 }
 
 /// Samples the gauges of the node of `router` every [`SAMPLE_INTERVAL`], until the node's
-/// system stops (runs on the node's thread). The table's mutex is held only for its count.
+/// system stops (runs on the node's thread). The table is counted a slice at a time
+/// (`table::census`), so neither the fast path nor the node's actors wait for a whole count.
 pub(crate) async fn sample(table: Arc<LocalTable>, router: Arc<Router>) {
     let mut tick = tokio::time::interval(SAMPLE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        let census = table.read(|t| t.census());
+        let mut census = Census::default();
+        let mut from = Some(0);
+        while let Some(start) = from {
+            from = table.read(|t| t.census_slice(&mut census, start));
+            // The node's actors run on this thread too.
+            tokio::task::yield_now().await;
+        }
         router
             .metrics()
             .set_sampled(&census, router.remote_nodes().len());

@@ -71,7 +71,7 @@ fn metrics_addr(node: &mut Proc) -> SocketAddr {
 #[test]
 fn the_endpoint_counts_a_workload_and_a_deadlock() {
     let deadline = Deadline::after(Duration::from_secs(60));
-    let extra = ["--metrics", "127.0.0.1:0"];
+    let extra = ["--heartbeat-timeout-ms", "1000", "--metrics", "127.0.0.1:0"];
     let mut n1 = Proc::start_with("n1", &[], COOKIE, "warn", deadline, &extra);
     let at = metrics_addr(&mut n1);
     let listen = n1.listen_addr();

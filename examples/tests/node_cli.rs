@@ -1,5 +1,5 @@
-//! The node binary's `--mono` stamps, its `help` answer and its `leader` query, on a node with
-//! no peers; and the `lost` line it prints unasked when a peer holding part of a lock dies.
+//! The node binary's `--mono` stamps, its `help` answer, its `leader` query and its plain logs
+//! in a pipe, on a node with no peers; and the `lost` line it prints unasked when a peer holding part of a lock dies.
 
 mod common;
 
@@ -52,7 +52,17 @@ fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
         last = t;
         texts.push(text.to_owned());
     }
-    for command in ["lock", "status", "end", "nodes", "table", "help", "quit"] {
+    for command in [
+        "lock",
+        "status",
+        "end",
+        "nodes",
+        "table",
+        "cluster-table",
+        "cluster-graph",
+        "help",
+        "quit",
+    ] {
         assert!(
             texts
                 .iter()
@@ -65,6 +75,38 @@ fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
         .position(|l| l == "end-help")
         .expect("end-help");
     assert_eq!(texts[end_help + 1], "error t9 no such transaction");
+}
+
+/// Runs a lone node at log level info with its stderr in a pipe, as a service manager or a
+/// `2> node.log` would, until the end of its stdin, and returns what it logged; fails after 20 s.
+fn logs_of_a_node_in_a_pipe() -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
+        .args(["--name", "n1", "--exit-on-eof"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the node binary starts");
+    drop(child.stdin.take());
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        let _ = tx.send(text);
+    });
+    let text = rx.recv_timeout(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    text.expect("the node exits at the end of its stdin")
+}
+
+#[test]
+fn logs_into_a_pipe_carry_no_colour_codes() {
+    let logs = logs_of_a_node_in_a_pipe();
+    assert!(logs.contains("node started"), "no start line in {logs:?}");
+    assert!(!logs.contains('\x1b'), "colour codes in {logs:?}");
 }
 
 #[test]

@@ -53,6 +53,29 @@ async fn cooperative<T>(result: T) -> T {
 
 /// Starts a transaction on `node`. Costs no actor and no message: the transaction's agent
 /// actor starts only when it is needed (see the module documentation).
+///
+/// Fails only when the node has stopped. The transaction's locks are released by
+/// [`Transaction::end`], or when the handle is dropped (a panicking task releases them too).
+///
+/// ```
+/// use locks_agent::{Options, TransactionStatus, begin_transaction};
+/// use locks_core::{Mode, lock_id};
+/// use locks_server::{Node, NodeConfig};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+/// let txn = begin_transaction(&node, Options::default()).await.unwrap();
+/// // A write lock on one row; IX on ["bank"] and ["bank", "accounts"] come with it.
+/// txn.lock(lock_id!["bank", "accounts", 42u64], Mode::WRITE).await.unwrap();
+/// // Another transaction asks to read the row, and queues behind the writer.
+/// let other = begin_transaction(&node, Options::default()).await.unwrap();
+/// other.lock_nowait(lock_id!["bank", "accounts", 42u64], Mode::READ).await.unwrap();
+/// assert_eq!(other.status().await.unwrap(), TransactionStatus::Waiting);
+/// txn.end().await.unwrap(); // releases the row: the reader gets it
+/// other.await_all_locks().await.unwrap();
+/// # }
+/// ```
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
     if !node.is_running() {
         return Err(locks_server::Error::Stopped.into());
@@ -258,6 +281,30 @@ impl Transaction {
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
     /// [`Transaction::lock`] does.
     /// Like `lock`, the request is made at the call.
+    ///
+    /// Two nodes on loopback, and a write lock held on both (a service would use
+    /// [`Req::Majority`] over three or more nodes, so that one node's loss does not stop it):
+    ///
+    /// ```
+    /// use locks_agent::{Options, Req, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// use locks_server::{Node, NodeConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let loopback = "127.0.0.1:0".parse().unwrap(); // any free port
+    /// let a = Node::start(NodeConfig::new("a").listen(loopback).cookie("secret")).await.unwrap();
+    /// let b = Node::start(NodeConfig::new("b").listen(loopback).cookie("secret")).await.unwrap();
+    /// a.connect(b.local_addr().unwrap()).await.unwrap();
+    ///
+    /// let txn = begin_transaction(&a, Options::default()).await.unwrap();
+    /// let nodes = [a.id().clone(), b.id().clone()];
+    /// let locked = txn.lock_on(lock_id!["jobs", 7], Mode::WRITE, &nodes, Req::All).await.unwrap();
+    /// // One fencing token per granting node: send them with every write to the resource.
+    /// assert!(locked.version_on(b.id()).is_some());
+    /// txn.end().await.unwrap();
+    /// # }
+    /// ```
     pub fn lock_on(
         &self,
         lock: impl Into<LockId>,

@@ -7,6 +7,8 @@
 //!   agent ◀──AgentMessage::Surrendered── agent  (the sender surrendered a lock of a cycle)
 //!   agent ◀──AgentMessage::Probe── agent        (a cycle to confirm, edge by edge, by its waiters)
 //!   member ◀──Message::Member── member          (leader election, opaque payload)
+//!   node ──Message::Introspect──▶ node          (a copy of the peer's lock table, at most N locks)
+//!   node ◀──Message::TableReport── node         (its answer, matched by id)
 //! ```
 //!
 //! Every notice carries the lock's version on its server; versions only grow, so an agent keeps
@@ -22,7 +24,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The version of the wire protocol. A peer speaking another version is refused.
-pub const PROTOCOL_VERSION: u16 = 2;
+///
+/// 3: cluster introspection ([`Message::Introspect`], [`Message::TableReport`]), so that a node
+/// of version 2, which could not decode them, is refused at the handshake instead of dropping
+/// the connection on the first such frame.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -472,6 +478,61 @@ pub enum Message {
         /// The encoded message.
         payload: Vec<u8>,
     },
+    /// To the receiving node itself: send back a copy of your lock table (cluster
+    /// introspection). Answered with a [`Message::TableReport`] carrying the same `id`, from
+    /// the table directly (no agent is involved), or not at all when the receiver is answering
+    /// too many such requests from the sender (the asker bounds its wait anyway).
+    Introspect(IntrospectRequest),
+    /// The answer to a [`Message::Introspect`]. An answer nobody waits for (late, or never
+    /// asked for) is dropped.
+    TableReport(TableReport),
+}
+
+/// A request for a node's lock table (see [`Message::Introspect`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntrospectRequest {
+    /// Chosen by the asker to match the answer; echoed in [`TableReport::id`].
+    pub id: u64,
+    /// The most locks the answer may list (the answering node lowers it to its own cap).
+    pub max_locks: u32,
+    /// The largest frame the asker accepts, in bytes: the answer lists fewer locks if that is
+    /// what it takes to fit (a frame the asker cannot read would end the connection).
+    pub max_bytes: u32,
+}
+
+/// A node's lock table, or its first locks by id (see [`Message::TableReport`]).
+///
+/// Invariant: `locks` is sorted by lock id and holds at most `total_locks` entries; fewer
+/// means the report was truncated (to the asker's `max_locks`, the answerer's cap, or the
+/// frame size).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableReport {
+    /// The [`IntrospectRequest::id`] this answers (0 for a report not sent over the wire).
+    pub id: u64,
+    /// The node whose table this is.
+    pub node: NodeId,
+    /// The last version the table handed out.
+    pub version: u64,
+    /// How many locks the table has (with entries or watchers), listed or not.
+    pub total_locks: u64,
+    /// The locks listed, by lock id.
+    pub locks: Vec<LockReport>,
+}
+
+impl TableReport {
+    /// Whether some locks of the table were left out.
+    pub fn truncated(&self) -> bool {
+        (self.locks.len() as u64) < self.total_locks
+    }
+}
+
+/// One lock of a [`TableReport`]: its id and its queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockReport {
+    /// The lock.
+    pub lock: LockId,
+    /// Its queue as agents see it (with the lock's version).
+    pub view: LockView,
 }
 
 /// The versioned envelope of every message on the wire.

@@ -8,8 +8,8 @@ use locks_core::codec::{
     encode_envelope,
 };
 use locks_core::proto::{
-    AgentMessage, EntryState, Envelope, LockNotice, LockView, Message, PROTOCOL_VERSION,
-    QueueEntry, Rejection, ServerRequest, Wait,
+    AgentMessage, EntryState, Envelope, IntrospectRequest, LockNotice, LockReport, LockView,
+    Message, PROTOCOL_VERSION, QueueEntry, Rejection, ServerRequest, TableReport, Wait,
 };
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
 use proptest::prelude::*;
@@ -35,6 +35,7 @@ fn one_of_each_kind() -> Vec<Envelope> {
             mode: Mode::X,
         }],
     });
+    let reported = LockView::clone(&view);
     let server = [
         ServerRequest::Lock {
             agent: agent(1),
@@ -105,6 +106,23 @@ fn one_of_each_kind() -> Vec<Envelope> {
             },
         },
     ];
+    let introspection = [
+        Message::Introspect(IntrospectRequest {
+            id: 7,
+            max_locks: 100,
+            max_bytes: 1 << 20,
+        }),
+        Message::TableReport(TableReport {
+            id: 7,
+            node: NodeId::new("n3").unwrap(),
+            version: 1042,
+            total_locks: 2,
+            locks: vec![LockReport {
+                lock: lock_id!["db", 1],
+                view: reported,
+            }],
+        }),
+    ];
     server
         .into_iter()
         .map(Message::Server)
@@ -113,6 +131,7 @@ fn one_of_each_kind() -> Vec<Envelope> {
                 .into_iter()
                 .map(|msg| Message::Agent { to: agent(2), msg }),
         )
+        .chain(introspection)
         .map(Envelope::new)
         .collect()
 }
@@ -120,11 +139,30 @@ fn one_of_each_kind() -> Vec<Envelope> {
 #[test]
 fn every_message_kind_round_trips() {
     let all = one_of_each_kind();
-    assert_eq!(all.len(), 12);
+    assert_eq!(all.len(), 14);
     for envelope in all {
         let bytes = encode_envelope(&envelope).unwrap();
         assert_eq!(decode_envelope(&bytes).unwrap(), envelope);
     }
+}
+
+#[test]
+fn a_table_report_round_trips_and_says_whether_it_was_truncated() {
+    let envelopes = one_of_each_kind();
+    let Some(Message::TableReport(report)) = envelopes.last().map(|e| &e.message) else {
+        panic!("the last kind is a table report");
+    };
+    assert!(report.truncated(), "one lock listed of two");
+    let whole = TableReport {
+        total_locks: 1,
+        ..report.clone()
+    };
+    assert!(!whole.truncated());
+    let bytes = encode_envelope(&Envelope::new(Message::TableReport(whole.clone()))).unwrap();
+    assert_eq!(
+        decode_envelope(&bytes).unwrap().message,
+        Message::TableReport(whole)
+    );
 }
 
 #[test]

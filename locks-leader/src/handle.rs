@@ -44,6 +44,60 @@ pub fn sync_lock(group: &Key) -> LockId {
 /// majority mode (the default [`GroupOptions`]; see [`start_with`]). Returns once its `init`
 /// has run and it has asked for the election lock (a candidate) and started watching it; the
 /// election goes on in the background (see [`Member::changes`]).
+///
+/// A service whose leader hands out ids (a fuller example, with a broadcast to the followers,
+/// is in the crate documentation):
+///
+/// ```
+/// use locks_leader::{CallReturn, Callbacks, Caller, Ctx, Elected, Handled, MemberId, Role, start};
+/// use locks_server::{Node, NodeConfig};
+/// use std::time::Duration;
+///
+/// struct Ids(u64);
+///
+/// impl Callbacks for Ids {
+///     type Call = ();
+///     type Reply = u64;
+///     type Cast = ();
+///     type Broadcast = u64;
+///     type Info = ();
+///
+///     // The new leader tells every member the last id handed out.
+///     fn elected(&mut self, _: Option<&MemberId>, _: &mut Ctx<'_, Self>) -> Elected<u64> {
+///         Elected::Broadcast(self.0)
+///     }
+///     fn surrendered(&mut self, last: u64, _: &mut Ctx<'_, Self>) -> Handled<u64> {
+///         self.0 = last;
+///         Handled::Ok
+///     }
+///     fn from_leader(&mut self, last: u64, _: &mut Ctx<'_, Self>) -> Handled<u64> {
+///         self.0 = last;
+///         Handled::Ok
+///     }
+///     fn handle_leader_call(&mut self, _: (), _: Caller, _: &mut Ctx<'_, Self>) -> CallReturn<u64, u64> {
+///         self.0 += 1;
+///         CallReturn::ReplyBroadcast(self.0, self.0) // the followers learn it too
+///     }
+///     fn handle_call(&mut self, _: (), _: Caller, _: &mut Ctx<'_, Self>) -> CallReturn<u64, u64> {
+///         CallReturn::Reply(self.0)
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+/// let member = start(&node, "ids", Ids(0), Role::Candidate).await.unwrap();
+/// // Alone in its group, the member elects itself; wait for it, bounded.
+/// let term = tokio::time::timeout(Duration::from_secs(20), member.wait_for_leader())
+///     .await
+///     .expect("elected within 20 s")
+///     .unwrap();
+/// assert_eq!(&term.leader, member.id());
+/// // A leader call goes to whichever member leads, from any member.
+/// assert_eq!(member.leader_call(()).await, Ok(1));
+/// node.shutdown().await;
+/// # }
+/// ```
 pub async fn start<C: Callbacks>(
     node: &Node,
     group: impl Into<Key>,

@@ -7,12 +7,17 @@
 //!
 //! The TOML form is documented on [`NodeConfig`].
 //!
+//! TLS between nodes is optional ([`NodeConfig::tls`], or a `[tls]` table in the file; see
+//! [`crate::tls`]). The certificate, key and CA are read and checked when the
+//! configuration is built, so a bad PEM file or a key that does not match its certificate is a
+//! [`ConfigError::Tls`] before the node starts, never a failure at the first connection.
+//!
 //! The lease, lock-delay and start-delay are explained in [`crate::lease`]: in short, after a
 //! holder's node crashes or is cut off its locks are unavailable for about lease + lock-delay,
 //! and a node that starts grants nothing for the start-delay.
 
 use crate::lease::{LeaseConfig, LeaseError, Leases};
-use crate::net::{Cookie, HeartbeatConfig};
+use crate::net::{Cookie, HeartbeatConfig, TlsConfig, TlsConfigError};
 use locks_core::ModeTable;
 use locks_core::codec::DEFAULT_MAX_FRAME;
 use serde::Deserialize;
@@ -60,6 +65,9 @@ pub enum ConfigError {
     /// The lease, lock-delay and heartbeat settings do not fit together.
     #[error("invalid lease settings: {0}")]
     Lease(#[from] LeaseError),
+    /// The TLS settings could not be loaded (a file, the PEM, a key that does not match).
+    #[error(transparent)]
+    Tls(#[from] TlsConfigError),
 }
 
 /// The cluster settings of a node (see [`NodeConfig`] for the builders).
@@ -89,6 +97,8 @@ pub struct ClusterConfig {
     /// The lease, lock-delay and start-delay (see [`crate::lease`]; defaults derived from the
     /// heartbeat timeout).
     pub lease: LeaseConfig,
+    /// Mutual TLS with every peer (default `None`: clear text, and a warning at start).
+    pub tls: Option<TlsConfig>,
 }
 
 impl Default for ClusterConfig {
@@ -104,6 +114,7 @@ impl Default for ClusterConfig {
             reconnect_max: Duration::from_secs(1),
             max_frame: DEFAULT_MAX_FRAME,
             lease: LeaseConfig::default(),
+            tls: None,
         }
     }
 }
@@ -164,6 +175,12 @@ impl ClusterConfig {
 /// lease_ms = 1500                               # default: 3/4 of the heartbeat timeout
 /// lock_delay_ms = 2000                          # default: the heartbeat timeout
 /// start_delay_ms = 2000                         # default: the lock-delay
+///
+/// [tls]                                         # optional: mutual TLS with every peer
+/// cert = "a.pem"          # this node's certificate chain (PEM), relative to the file
+/// key = "a.key"           # its private key (PEM: PKCS#8, PKCS#1 or SEC1)
+/// ca = "ca.pem"           # the CA every peer's certificate must chain to
+/// server_name = "locks"   # optional: the DNS name every node certificate carries
 /// ```
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -266,6 +283,14 @@ impl NodeConfig {
         self
     }
 
+    /// Mutual TLS with every peer (see [`crate::tls`]); every node of the cluster needs
+    /// TLS settings with the same CA. Build them with [`TlsConfig::from_pem_files`] or, in
+    /// memory, [`TlsConfig::from_pem`].
+    pub fn tls(mut self, tls: TlsConfig) -> NodeConfig {
+        self.cluster.tls = Some(tls);
+        self
+    }
+
     /// The node's name as configured.
     pub fn name(&self) -> &str {
         &self.name
@@ -282,13 +307,13 @@ impl NodeConfig {
     }
 
     /// Reads a configuration from TOML text (the format is in the [`NodeConfig`] docs).
-    /// Relative `cookie_file` paths are taken from the current directory.
+    /// Relative `cookie_file` and `[tls]` paths are taken from the current directory.
     pub fn from_toml_str(text: &str) -> Result<NodeConfig, ConfigError> {
         NodeConfig::from_toml(text, None)
     }
 
-    /// Reads a configuration from a TOML file. A relative `cookie_file` is taken from the
-    /// file's directory.
+    /// Reads a configuration from a TOML file. A relative `cookie_file` or `[tls]` path is
+    /// taken from the file's directory.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<NodeConfig, ConfigError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
@@ -300,6 +325,10 @@ impl NodeConfig {
 
     fn from_toml(text: &str, base: Option<&Path>) -> Result<NodeConfig, ConfigError> {
         let file: FileConfig = toml::from_str(text)?;
+        let relative = |path: PathBuf| match base {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path,
+        };
         let mut config = NodeConfig::new(file.name);
         if let Some(listen) = file.listen {
             config = config.listen(resolve(&listen)?);
@@ -311,10 +340,7 @@ impl NodeConfig {
             (Some(_), Some(_)) => return Err(ConfigError::TwoCookies),
             (Some(cookie), None) => config = config.cookie(cookie),
             (None, Some(path)) => {
-                let path = match base {
-                    Some(base) if path.is_relative() => base.join(path),
-                    _ => path,
-                };
+                let path = relative(path);
                 let secret = std::fs::read_to_string(&path)
                     .map_err(|error| ConfigError::Read { path, error })?;
                 // A trailing newline from an editor is not part of the secret.
@@ -343,6 +369,14 @@ impl NodeConfig {
                 ms(file.reconnect_max_ms, defaults.reconnect_max),
             )
             .max_frame(file.max_frame.unwrap_or(defaults.max_frame));
+        if let Some(tls) = file.tls {
+            let mut settings =
+                TlsConfig::from_pem_files(relative(tls.cert), relative(tls.key), relative(tls.ca))?;
+            if let Some(name) = tls.server_name {
+                settings = settings.with_server_name(&name)?;
+            }
+            config = config.tls(settings);
+        }
         config.cluster.validate()?;
         Ok(config)
     }
@@ -372,6 +406,17 @@ struct FileConfig {
     lease_ms: Option<u64>,
     lock_delay_ms: Option<u64>,
     start_delay_ms: Option<u64>,
+    tls: Option<FileTls>,
+}
+
+/// The `[tls]` table of the TOML form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTls {
+    cert: PathBuf,
+    key: PathBuf,
+    ca: PathBuf,
+    server_name: Option<String>,
 }
 
 /// An address as written: `ip:port`, or `host:port` resolved now (its first address).

@@ -6,7 +6,8 @@
 //! transport (framing, handshake, heartbeats and TCP connections) and the cluster layer on top
 //! of it (which connections a node keeps, and what a node going down or up does), the leases
 //! and lock-delay that keep a cut-off holder from believing in a lock somebody else was given
-//! ([`lease`]), and the rate limit of the warnings strangers can cause.
+//! ([`lease`]), the rate limit of the warnings strangers can cause, and cluster introspection
+//! (every connected node's table and the cluster's wait-for graph, [`introspect`]).
 //!
 //! ```text
 //!   Transaction (fast path) ───────────────────────────────────┐ LocalTable ─▶ LockTable::step
@@ -27,7 +28,8 @@
 //! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
 //! [`Leases`], [`HeartbeatConfig`], [`Cookie`]); what a node reports ([`NodeEvent`],
 //! [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`], [`TableSnapshot`], [`LockSnapshot`],
-//! [`EntrySnapshot`]); the pure [`LockTable`] with its inputs and effects ([`TableInput`], [`TableEffect`],
+//! [`EntrySnapshot`]) and what the cluster reports ([`ClusterQuery`], [`ClusterView`],
+//! [`WaitForGraph`], [`WaitEdge`], with their bounds in the [`introspect`] module); the pure [`LockTable`] with its inputs and effects ([`TableInput`], [`TableEffect`],
 //! [`Undelivered`], [`Effects`]) and [`DEFAULT_MAX_DEPTH`];
 //! the errors and what they carry ([`Error`], [`ConfigError`], [`ConnectError`],
 //! [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`], [`LinkRejection`],
@@ -47,6 +49,7 @@ mod config;
 mod error;
 #[doc(hidden)]
 pub mod internal;
+pub mod introspect;
 pub mod lease;
 mod local;
 mod log_limit;
@@ -61,8 +64,11 @@ pub use cluster::membership::{LinkRejection, NameRefusal};
 pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEvents};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
 pub use error::Error;
+pub use introspect::{ClusterQuery, ClusterView, WaitEdge, WaitForGraph};
 pub use lease::{LeaseConfig, LeaseError, Leases};
+pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
+pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
 pub use router::RouteError;
 pub use table::{

@@ -92,7 +92,7 @@ pub const LOST_CAUSES: [&str; 5] = [
 
 /// The reasons of [`HANDSHAKES_REFUSED`]: the fields of
 /// [`HandshakeRefusals`](crate::HandshakeRefusals).
-pub const REFUSAL_REASONS: [&str; 8] = [
+pub const REFUSAL_REASONS: [&str; 12] = [
     "wrong_cookie",
     "wrong_version",
     "duplicate_name",
@@ -101,6 +101,10 @@ pub const REFUSAL_REASONS: [&str; 8] = [
     "closed",
     "by_peer",
     "evicted",
+    "tls_not_tls",
+    "tls_untrusted",
+    "tls_expired",
+    "tls_other",
 ];
 
 /// Gives every metric of this module its help text and unit, on the recorder installed now.

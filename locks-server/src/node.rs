@@ -14,6 +14,7 @@
 use crate::cluster::{Cluster, HandshakeRefusals, LinkInfo, NodeEvents};
 pub use crate::config::NodeConfig;
 use crate::error::Error;
+use crate::introspect::{self, ClusterQuery, ClusterView};
 use crate::local::LocalTable;
 use crate::router::Router;
 use crate::server::{LockServer, Snapshot, Watchers};
@@ -53,6 +54,8 @@ struct NodeInner {
     stopped: futures::future::Shared<oneshot::Receiver<()>>,
     next_serial: AtomicU64,
     cluster: Option<Arc<Cluster>>,
+    /// The largest frame the node's links carry (introspection answers must fit it).
+    max_frame: usize,
 }
 
 impl std::fmt::Debug for Node {
@@ -96,6 +99,11 @@ impl Node {
             LockTable::new(id.clone(), modes.clone(), version_base(incarnation)),
             !delays.1.is_zero(),
         ));
+        let max_frame = config.cluster().max_frame.clamp(
+            crate::net::frame::HANDSHAKE_MAX_FRAME,
+            locks_core::codec::HARD_MAX_FRAME,
+        );
+        router.set_table(Arc::downgrade(&table), max_frame);
         let thread_table = table.clone();
         let sampled = (table.clone(), router.clone());
         let thread = std::thread::Builder::new()
@@ -157,6 +165,7 @@ impl Node {
                 stopped: futures::FutureExt::shared(stopped_rx),
                 next_serial: AtomicU64::new(1),
                 cluster,
+                max_frame,
             }),
         })
     }
@@ -318,6 +327,41 @@ impl Node {
             .send(Snapshot)
             .await
             .map_err(|_| Error::Stopped)
+    }
+
+    /// The lock tables of this node and of every connected peer, each asked over its link and
+    /// answered from the peer's table (no agent is involved), and the peers that did not
+    /// answer within `query.timeout` ([`ClusterView::missing`]). Each node lists at most
+    /// `query.max_locks_per_node` locks (see [`ClusterQuery`] and [`crate::introspect`] for
+    /// the bounds). [`ClusterView::wait_for_graph`] turns the view into the cluster's wait-for
+    /// graph.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), locks_server::Error> {
+    /// use locks_server::{ClusterQuery, Node, NodeConfig};
+    ///
+    /// let node = Node::start(NodeConfig::new("a")).await?;
+    /// let view = node.cluster_view(ClusterQuery::default()).await?;
+    /// // A node without peers sees its own table only.
+    /// assert_eq!(view.nodes.len(), 1);
+    /// assert!(view.missing.is_empty());
+    /// let graph = view.wait_for_graph(node.modes());
+    /// assert!(graph.edges.is_empty());
+    /// println!("{}", graph.to_dot());
+    /// node.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cluster_view(&self, query: ClusterQuery) -> Result<ClusterView, Error> {
+        let router = self.inner.router.clone();
+        let table = self.inner.table.clone();
+        let max_frame = self.inner.max_frame;
+        // On the node's thread: the wait needs a tokio timer, and the caller may have none.
+        self.on_node_thread(move || async move {
+            introspect::cluster_view(&router, &table, max_frame, query).await
+        })
+        .await
     }
 
     /// The agents watching `lock` on this node's lock server, in id order: the local answer

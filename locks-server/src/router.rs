@@ -12,12 +12,19 @@
 //! [`RouteError::UnknownAgent`], which the lock server takes as the agent's death. Members
 //! likewise; a message to an unregistered member fails with [`RouteError::UnknownMember`] and
 //! is dropped (members detect each other's end on their own).
+//!
+//! Cluster introspection ([`crate::introspect`]) passes through here too: a peer's
+//! `Introspect` is answered from the node's table as it arrives, and a `TableReport` is handed
+//! to the local caller waiting for it (or dropped), both only from [`Router::deliver_from`],
+//! which knows the sender.
 
 mod messages;
 pub(crate) use messages::NodeDown;
 pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 
+use crate::introspect::{self, Introspection};
 use crate::lease::LeaseCell;
+use crate::local::LocalTable;
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
 use locks_core::{AgentId, MemberId, NodeId};
@@ -27,7 +34,7 @@ use std::collections::HashMap;
 /// up at ~4 % of an uncontended transaction, and these keys come from the node itself, not
 /// from untrusted input that could aim at collisions.
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 /// The local lock server's mailbox, as the router sees it (the router does not know the actor
 /// type, so that the server can use the router without a circle).
@@ -63,6 +70,8 @@ pub struct Router {
     leases: RwLock<FastMap<NodeId, Arc<LeaseCell>>>,
     /// The node is leaving the cluster: no claim on a peer is valid any more.
     leaving: std::sync::atomic::AtomicBool,
+    /// Introspection: the table to answer from, questions in flight, the peers' budgets.
+    introspection: Introspection,
     /// The node's metric handles (`crate::metrics`), registered with the router.
     metrics: crate::metrics::NodeMetrics,
 }
@@ -85,9 +94,32 @@ impl Router {
             remotes: RwLock::new(FastMap::default()),
             leases: RwLock::new(FastMap::default()),
             leaving: std::sync::atomic::AtomicBool::new(false),
+            introspection: Introspection::default(),
             metrics: crate::metrics::NodeMetrics::register(&node),
             node,
         }
+    }
+
+    /// Sets the node's table and the largest frame its links carry, for answering peers'
+    /// introspection questions; done once when the node starts.
+    pub fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
+        self.introspection.set_table(table, max_frame);
+    }
+
+    /// The node's introspection state (see [`crate::introspect`]).
+    pub(crate) fn introspection(&self) -> &Introspection {
+        &self.introspection
+    }
+
+    /// How many introspection questions of this node wait for an answer (none once every
+    /// [`crate::Node::cluster_view`] has returned: nothing is kept per question after it).
+    pub fn introspections_waiting(&self) -> usize {
+        self.introspection.in_flight()
+    }
+
+    /// Sends an envelope to a connected peer as it is (introspection questions).
+    pub(crate) fn send_node(&self, node: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
+        self.remote(node)?.send(envelope)
     }
 
     /// This node's id.
@@ -496,6 +528,9 @@ impl Router {
                 on_behalf_of,
             });
         }
+        let Some(envelope) = introspect::intercept(self, from, envelope) else {
+            return Ok(());
+        };
         match self.deliver_incoming(envelope) {
             Err(RouteError::UnknownAgent(agent)) if agent.node() == &self.node => {
                 let request = ServerRequest::RemoveAgent {
@@ -531,6 +566,12 @@ impl Router {
                     return Err(RouteError::UnknownMember(to));
                 }
                 self.send_member(&to, from, payload)
+            }
+            // Both need the sending node (to answer it, or to check the answer is its own):
+            // they are handled by `deliver_from`, and dropped here.
+            WireMessage::Introspect(_) | WireMessage::TableReport(_) => {
+                tracing::trace!(node = %self.node, "an introspection message without a sender dropped");
+                Ok(())
             }
         }
     }

@@ -12,9 +12,14 @@
 //!   of one step. Each simulation keeps only its actors (agent cores, leader members) and its
 //!   oracles.
 //!
+//! - `certs` (feature `tls`): a test CA and node certificates made at test time (rcgen), for
+//!   the TLS tests;
+//!
 //! Without features the crate has no dependency, which lets `locks-core`'s own tests use the
 //! waits.
 
+#[cfg(feature = "tls")]
+pub mod certs;
 #[cfg(feature = "metrics")]
 pub mod recorded;
 pub mod seeded;

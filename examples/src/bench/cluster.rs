@@ -6,6 +6,9 @@
 //! 5,000 more with `Majority`. Transactions/s and the p50/p99 of one transaction; the ratio is
 //! that p50 over the p50 of the TCP loopback floor.
 //!
+//! `W6-tls`: the same three nodes in this process, measured in the same run right after, with
+//! every link a mutually verified TLS session (rustls on ring; certificates made for the run).
+//!
 //! With `--processes`, the same again with `w6b` and `w6c` in two processes of their own: the
 //! workspace's `node` program (`examples/src/bin/node.rs`, which must sit beside this program:
 //! `cargo build --release -p examples --bin node`), started with `--listen 127.0.0.1:0`,
@@ -77,6 +80,13 @@ pub fn w6(ctx: &mut Ctx) -> Vec<Row> {
     let specs = w6_specs("3 nodes");
     let rig = Rig::start_cluster(ctx, &["w6a", "w6b", "w6c"], &[]);
     let mut rows = measure(ctx, &specs, rig);
+    // The same rows over TLS (no goal of their own: they are read beside the rows above).
+    let specs = vec![
+        Spec::rate("W6-tls 3 nodes All", "txn/s", Floor::Tcp),
+        Spec::rate("W6-tls 3 nodes Majority", "txn/s", Floor::Tcp),
+    ];
+    let rig = Rig::start_cluster_tls(ctx, &["w6a", "w6b", "w6c"], &[], true);
+    rows.extend(measure(ctx, &specs, rig));
     if ctx.cfg.processes {
         let specs = w6_specs("3 procs");
         let started = ["w6b", "w6c"]

@@ -54,12 +54,26 @@ impl Rig {
         names: &[&str],
         peers: &[SocketAddr],
     ) -> Result<Rig, String> {
+        Rig::start_cluster_tls(ctx, names, peers, false)
+    }
+
+    /// [`Rig::start_cluster`], with mutual TLS on every link when `tls` (certificates made
+    /// for the run, in memory).
+    pub fn start_cluster_tls(
+        ctx: &mut Ctx,
+        names: &[&str],
+        peers: &[SocketAddr],
+        tls: bool,
+    ) -> Result<Rig, String> {
         lock_path(ctx)?;
         let limit = ctx.cfg.round_limit;
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let certs = tls
+            .then(|| crate::node_cli::certs::TestCerts::new(&names))
+            .transpose()?;
         let peers = peers.to_vec();
         let nodes = ctx.rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(10), connect_all(names, peers))
+            tokio::time::timeout(Duration::from_secs(10), connect_all(names, peers, certs))
                 .await
                 .map_err(|_| "the cluster did not connect within 10 s".to_string())?
         })?;
@@ -136,14 +150,21 @@ pub fn lock_path(ctx: &mut Ctx) -> Result<(), String> {
     ctx.lock_path.clone().unwrap_or(Ok(()))
 }
 
-async fn connect_all(names: Vec<String>, peers: Vec<SocketAddr>) -> Result<Vec<Node>, String> {
+async fn connect_all(
+    names: Vec<String>,
+    peers: Vec<SocketAddr>,
+    certs: Option<crate::node_cli::certs::TestCerts>,
+) -> Result<Vec<Node>, String> {
     let mut nodes: Vec<Node> = Vec::new();
-    for name in &names {
-        let config = NodeConfig::new(name.as_str())
+    for (i, name) in names.iter().enumerate() {
+        let mut config = NodeConfig::new(name.as_str())
             .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
             .cookie(COOKIE)
             // A fresh node, never run before: nothing of an earlier incarnation to wait out.
             .start_delay(std::time::Duration::ZERO);
+        if let Some(certs) = &certs {
+            config = config.tls(certs.tls(i)?);
+        }
         let node = Node::start(config)
             .await
             .map_err(|e| format!("node start: {e}"))?;

@@ -7,6 +7,11 @@
 //!     --peer 127.0.0.1:7002 --peer 127.0.0.1:7003
 //! ```
 //!
+//! TLS between nodes (see `docs/tls.md`): `--tls-cert a.pem --tls-key a.key --tls-ca ca.pem`
+//! (or a `[tls]` table in the file). `node --gen-certs DIR --names a,b,c` writes a test CA
+//! (`DIR/ca.pem`) and a certificate and key per node (`DIR/a.pem`, `DIR/a.key`, ...), then
+//! exits, so TLS can be tried with no other tool.
+//!
 //! Logs go to stderr (`RUST_LOG`, default `info`). Stdout carries one line per event, so that
 //! scripts and tests can follow the node:
 //!
@@ -24,6 +29,14 @@
 //! ended t1                        the answer to `end t1`
 //! nodes a b c                     the answer to `nodes`
 //! lock db/x v1042 X granted=… converting=… waiting=…   the answer to `table`, then `end-table`
+//! node b locks=2 total=9 truncated  `cluster-table`: per node that answered, its count of locks
+//! b lock db/x v977 X granted=…      listed and in all (truncated: some left out), its locks as
+//! missing c | missing -             `table` prints them prefixed by the node, then the peers
+//!                                   that did not answer in time, then `end-cluster-table`
+//! edge <b.1.2> <a.1.1> db/x@a cycle `cluster-graph`: agent <b.1.2> waits for <a.1.1> on db/x
+//!                                   of node a (` cycle`: the edge is on a deadlock), then
+//!                                   `missing …`, `truncated …`, `end-cluster-graph`; with
+//!                                   `dot`, Graphviz DOT lines then `end-cluster-graph`
 //! joined d                        this node runs a replica of the gdict dictionary d
 //! leader d b 1042                 the replica of d follows (or is) the leader on node b, whose
 //!                                 term has epoch 1042 (`leader d none`: no leader known)
@@ -46,6 +59,9 @@
 //!                                 mode defaults to X, nodes to this node, req to all; the
 //!                                 transaction <txn> is begun on first use
 //! status <txn> | end <txn> | nodes | table | help | quit
+//! cluster-table [max_locks] [timeout_ms]   every connected node's table (docs/introspection.md;
+//!                                 defaults 1000 locks per node, 2000 ms)
+//! cluster-graph [dot] [timeout_ms]         the cluster's wait-for graph, as text or DOT
 //! gdict <d> [node,node,...]       run a replica of the gdict dictionary <d> (locks-leader,
 //!                                 majority mode over the nodes given, or those it sees)
 //! store <d> <key> <int> | fetch <d> <key>
@@ -55,6 +71,10 @@
 
 use clap::Parser;
 use examples::gdict::Gdict;
+use examples::node_cli::certs::gen_certs;
+use examples::node_cli::cluster::{
+    graph_query, print_cluster_graph, print_cluster_table, table_query,
+};
 use examples::node_cli::config::{Overrides, metrics_addr, node_config};
 use examples::node_cli::events::print_events;
 use examples::node_cli::metrics::serve as serve_metrics;
@@ -67,6 +87,7 @@ use locks_leader::GroupOptions;
 use locks_server::NodeEvent;
 use locks_server::{Node, NodeConfig};
 use std::collections::HashMap;
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -75,7 +96,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 /// Runs one locks node.
 #[derive(Debug, Parser)]
-#[command(name = "node", about = "Runs one node of a locks cluster")]
+#[command(
+    name = "node",
+    about = "Runs one node of a locks cluster",
+    after_help = "TLS: node --gen-certs DIR --names a,b,c writes a test CA and one certificate \
+                  and key per node into DIR; start each node with --tls-cert DIR/a.pem \
+                  --tls-key DIR/a.key --tls-ca DIR/ca.pem (docs/tls.md)."
+)]
 struct Args {
     /// A TOML configuration file (see `NodeConfig::from_toml_file`); flags override it.
     #[arg(long)]
@@ -92,6 +119,23 @@ struct Args {
     /// The cluster cookie.
     #[arg(long)]
     cookie: Option<String>,
+    /// TLS: this node's certificate chain (PEM). With --tls-key and --tls-ca, every link is a
+    /// mutually verified TLS session.
+    #[arg(long, value_name = "PATH")]
+    tls_cert: Option<PathBuf>,
+    /// TLS: this node's private key (PEM).
+    #[arg(long, value_name = "PATH")]
+    tls_key: Option<PathBuf>,
+    /// TLS: the CA certificate(s) every peer's certificate must chain to (PEM).
+    #[arg(long, value_name = "PATH")]
+    tls_ca: Option<PathBuf>,
+    /// Write a test CA and one certificate and key per node (--names) into this directory,
+    /// then exit.
+    #[arg(long, value_name = "DIR")]
+    gen_certs: Option<PathBuf>,
+    /// The node names of --gen-certs, comma-separated.
+    #[arg(long, value_delimiter = ',', requires = "gen_certs")]
+    names: Vec<String>,
     /// Heartbeat timeout in milliseconds (the ping interval is a quarter of it).
     #[arg(long)]
     heartbeat_timeout_ms: Option<u64>,
@@ -140,6 +184,9 @@ fn config(args: &Args) -> Result<NodeConfig, String> {
         lease_ms: args.lease_ms,
         lock_delay_ms: args.lock_delay_ms,
         start_delay_ms: args.start_delay_ms,
+        tls_cert: args.tls_cert.clone(),
+        tls_key: args.tls_key.clone(),
+        tls_ca: args.tls_ca.clone(),
     };
     node_config(args.config.as_deref(), &overrides)
 }
@@ -153,6 +200,8 @@ type Dicts = Arc<Mutex<HashMap<String, Gdict<i64>>>>;
 async fn main() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -160,6 +209,20 @@ async fn main() {
         .init();
     let args = Args::parse();
     out::set_mono(args.mono);
+    if let Some(dir) = &args.gen_certs {
+        match gen_certs(dir, &args.names) {
+            Ok(files) => {
+                for file in files {
+                    say!("wrote {}", file.display());
+                }
+                return;
+            }
+            Err(e) => {
+                eprintln!("node: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
     let config = match config(&args) {
         Ok(config) => config,
         Err(e) => {
@@ -355,6 +418,14 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
             say!("nodes {}", names.join(" "));
         }
         ["table"] => print_table(node).await,
+        ["cluster-table", args @ ..] => match table_query(args) {
+            Ok(query) => print_cluster_table(node, query).await,
+            Err(e) => say!("error - cluster-table: {e}"),
+        },
+        ["cluster-graph", args @ ..] => match graph_query(args) {
+            Ok((dot, query)) => print_cluster_graph(node, dot, query).await,
+            Err(e) => say!("error - cluster-graph: {e}"),
+        },
         ["status", txn] => match get(txns, txn) {
             Some(t) => match t.status().await {
                 Ok(status) => say!("status {txn} {}", status_word(&status)),

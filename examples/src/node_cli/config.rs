@@ -1,8 +1,8 @@
 //! The node's configuration: a TOML file (`--config`), overridden by flags.
 
-use locks_server::NodeConfig;
+use locks_server::{NodeConfig, TlsConfig};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The settings given as flags; each one overrides the file's.
@@ -24,6 +24,13 @@ pub struct Overrides {
     pub lock_delay_ms: Option<u64>,
     /// `--start-delay-ms`
     pub start_delay_ms: Option<u64>,
+    /// `--tls-cert`, `--tls-key`, `--tls-ca`: all three or none (they replace the file's
+    /// `[tls]` settings, keeping its `server_name`).
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`
+    pub tls_key: Option<PathBuf>,
+    /// `--tls-ca`
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// The metrics address: `flag` (`--metrics`) if given, else the file's `metrics` key, else
@@ -64,6 +71,9 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
             .handshake_timeout(cluster.handshake_timeout)
             .reconnect_backoff(cluster.reconnect_min, cluster.reconnect_max)
             .max_frame(cluster.max_frame);
+        if let Some(tls) = cluster.tls {
+            config = config.tls(tls);
+        }
         if let Some(listen) = cluster.listen {
             config = config.listen(listen);
         }
@@ -104,6 +114,19 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
     }
     if let Some(ms) = args.start_delay_ms {
         config = config.start_delay(Duration::from_millis(ms));
+    }
+    match (&args.tls_cert, &args.tls_key, &args.tls_ca) {
+        (None, None, None) => {}
+        (Some(cert), Some(key), Some(ca)) => {
+            let mut tls = TlsConfig::from_pem_files(cert, key, ca).map_err(|e| e.to_string())?;
+            if let Some(file) = &config.cluster().tls {
+                tls = tls
+                    .with_server_name(&file.server_name())
+                    .map_err(|e| e.to_string())?;
+            }
+            config = config.tls(tls);
+        }
+        _ => return Err("give all of --tls-cert, --tls-key and --tls-ca, or none".to_owned()),
     }
     Ok(config)
 }
@@ -154,6 +177,31 @@ mod tests {
         assert_eq!(metrics_addr(None, None).unwrap(), None);
         let bad = metrics_addr(None, Some("localhost")).unwrap_err();
         assert!(bad.contains("bad metrics address"), "{bad}");
+    }
+
+    #[test]
+    fn tls_flags_load_the_files_and_come_all_three_together() {
+        let dir = std::env::temp_dir().join(format!("node-config-tls-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        crate::node_cli::certs::gen_certs(&dir, &["a".to_owned()]).unwrap();
+        let mut flags = Overrides {
+            name: Some("a".to_owned()),
+            tls_cert: Some(dir.join("a.pem")),
+            tls_key: Some(dir.join("a.key")),
+            tls_ca: Some(dir.join("ca.pem")),
+            ..Overrides::default()
+        };
+        let config = node_config(None, &flags).unwrap();
+        assert!(config.cluster().tls.is_some());
+        flags.tls_ca = None;
+        let err = node_config(None, &flags).unwrap_err();
+        assert!(err.contains("--tls-ca"), "{err}");
+        // A key that does not belong to the certificate is refused, saying so.
+        flags.tls_ca = Some(dir.join("ca.pem"));
+        flags.tls_key = Some(dir.join("ca.pem"));
+        let err = node_config(None, &flags).unwrap_err();
+        assert!(err.contains("key"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

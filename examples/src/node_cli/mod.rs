@@ -1,8 +1,12 @@
 //! The parts of the `node` binary that are not about running a node: its configuration from
-//! file and flags ([`config`]), how a line is written to stdout ([`out`]), how tables, grants
-//! and statuses are printed ([`print`](mod@print)), the transaction events it prints unasked
-//! ([`events`]), and its Prometheus endpoint ([`metrics`]). The binary owns the commands; this module owns the text.
+//! file and flags ([`config`]), the test certificates of `--gen-certs` ([`certs`]), how a line
+//! is written to stdout ([`out`]), how tables, grants and statuses are printed
+//! ([`print`](mod@print)), how the cluster's tables and wait-for graph are printed
+//! ([`cluster`]), the transaction events it prints unasked ([`events`]), and its Prometheus
+//! endpoint ([`metrics`]). The binary owns the commands; this module owns the text.
 
+pub mod certs;
+pub mod cluster;
 pub mod config;
 pub mod events;
 pub mod metrics;
@@ -16,6 +20,8 @@ pub const HELP: &[&str] = &[
     "end <txn>",
     "nodes",
     "table",
+    "cluster-table [max_locks] [timeout_ms]",
+    "cluster-graph [dot] [timeout_ms]",
     "gdict <d> [node,node,...]",
     "store <d> <key> <int>",
     "fetch <d> <key>",

@@ -4,6 +4,7 @@
 use crate::say;
 use locks_agent::{Transaction, TransactionStatus};
 use locks_core::LockId;
+use locks_core::proto::LockView;
 use locks_server::{Node, TableSnapshot};
 
 /// Prints `granted <txn> <path> <node@version,...>` and the deadlocks resolved so far.
@@ -75,32 +76,36 @@ pub fn table_lines(snapshot: &TableSnapshot) -> Vec<String> {
     snapshot
         .locks
         .iter()
-        .map(|l| {
-            let entries = |v: Vec<String>| v.join(",");
-            format!(
-                "lock {} v{} {} granted={} converting={} waiting={}",
-                slash(&l.lock),
-                l.version,
-                l.group.map_or("-".to_owned(), |m| m.to_string()),
-                entries(
-                    l.granted
-                        .iter()
-                        .map(|e| format!("{}:{}", e.agent, e.mode))
-                        .collect()
-                ),
-                entries(
-                    l.converting
-                        .iter()
-                        .map(|c| format!("{}:{}>{}", c.agent, c.held, c.requested))
-                        .collect()
-                ),
-                entries(
-                    l.waiting
-                        .iter()
-                        .map(|e| format!("{}:{}", e.agent, e.mode))
-                        .collect()
-                ),
-            )
-        })
+        .map(|l| lock_line(&l.lock, &l.view()))
         .collect()
+}
+
+/// One lock as `table` prints it:
+/// `lock <a/b> v<version> <group|-> granted=<agent:mode,...> converting=<agent:held>requested,...> waiting=<agent:mode,...>`.
+pub fn lock_line(lock: &LockId, view: &LockView) -> String {
+    let entries = |v: Vec<String>| v.join(",");
+    format!(
+        "lock {} v{} {} granted={} converting={} waiting={}",
+        slash(lock),
+        view.version,
+        view.group.map_or("-".to_owned(), |m| m.to_string()),
+        entries(
+            view.granted
+                .iter()
+                .map(|e| format!("{}:{}", e.agent, e.mode))
+                .collect()
+        ),
+        entries(
+            view.converting
+                .iter()
+                .map(|c| format!("{}:{}>{}", c.agent, c.held, c.requested))
+                .collect()
+        ),
+        entries(
+            view.waiting
+                .iter()
+                .map(|e| format!("{}:{}", e.agent, e.mode))
+                .collect()
+        ),
+    )
 }

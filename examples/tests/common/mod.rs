@@ -33,17 +33,25 @@ impl Proc {
         rust_log: &str,
         deadline: Deadline,
     ) -> Proc {
-        Proc::start_with(name, peers, cookie, rust_log, deadline, &[])
+        Proc::start_with(
+            name,
+            peers,
+            cookie,
+            rust_log,
+            deadline,
+            &["--heartbeat-timeout-ms", "1000"],
+        )
     }
 
-    /// [`Proc::start`] with `extra` flags.
+    /// [`Proc::start`] with `flags` instead of its heartbeat flag: the heartbeat, lease and
+    /// delay flags of the node binary, its TLS flags, or any other.
     pub fn start_with(
         name: &str,
         peers: &[String],
         cookie: &str,
         rust_log: &str,
         deadline: Deadline,
-        extra: &[&str],
+        flags: &[impl AsRef<std::ffi::OsStr>],
     ) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_node"));
         cmd.args([
@@ -54,7 +62,8 @@ impl Proc {
             "--cookie",
             cookie,
         ])
-        .args(["--heartbeat-timeout-ms", "1000", "--exit-on-eof"])
+        .args(flags)
+        .arg("--exit-on-eof")
         .env("RUST_LOG", rust_log)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -62,7 +71,6 @@ impl Proc {
         for peer in peers {
             cmd.args(["--peer", peer]);
         }
-        cmd.args(extra);
         let mut child = cmd.spawn().expect("the node binary starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();

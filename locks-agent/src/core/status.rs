@@ -56,6 +56,42 @@ impl TransactionStatus {
     }
 }
 
+/// For logs and messages: `no locks`, `waiting`, `has all locks` (with the number of deadlocks
+/// resolved, if any), `cannot serve [a], [b] on n1, n2`.
+impl fmt::Display for TransactionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransactionStatus::NoLocks => f.write_str("no locks"),
+            TransactionStatus::Waiting => f.write_str("waiting"),
+            TransactionStatus::HaveAllLocks { deadlocks } if deadlocks.is_empty() => {
+                f.write_str("has all locks")
+            }
+            TransactionStatus::HaveAllLocks { deadlocks } => write!(
+                f,
+                "has all locks ({} deadlock{} resolved)",
+                deadlocks.len(),
+                if deadlocks.len() == 1 { "" } else { "s" }
+            ),
+            TransactionStatus::CannotServe { locks, nodes } => {
+                f.write_str("cannot serve ")?;
+                write_list(f, locks)?;
+                f.write_str(" on ")?;
+                write_list(f, nodes)
+            }
+        }
+    }
+}
+
+fn write_list<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T]) -> fmt::Result {
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{item}")?;
+    }
+    Ok(())
+}
+
 /// One held lock as reported to the client, with the fencing version of every node that granted
 /// it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,6 +103,21 @@ pub struct GrantedLock {
     /// The nodes that grant it, each with the lock's version at the grant: a fencing token that
     /// grows with every new holder.
     pub nodes: Vec<(NodeId, u64)>,
+}
+
+/// For logs and messages: `[db, x] X on a@1042, b@977`, each granting node with its fencing
+/// version.
+impl fmt::Display for GrantedLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} on ", self.lock, self.mode)?;
+        for (i, (node, version)) in self.nodes.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{node}@{version}")?;
+        }
+        Ok(())
+    }
 }
 
 /// What `await_all_locks` returns: the locks held and the deadlocks resolved on the way.
@@ -152,4 +203,32 @@ pub enum TransactionEvent {
     Granted(GrantedLock),
     /// A lock the client was told it holds is no longer held.
     Lost(LostLock),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::lock_id;
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    #[test]
+    fn statuses_and_grants_read_as_text() {
+        assert_eq!(TransactionStatus::Waiting.to_string(), "waiting");
+        let all = TransactionStatus::HaveAllLocks { deadlocks: vec![] };
+        assert_eq!(all.to_string(), "has all locks");
+        let cannot = TransactionStatus::CannotServe {
+            locks: vec![lock_id!["db", 1u64], lock_id!["db", 2u64]],
+            nodes: vec![node("b")],
+        };
+        assert_eq!(cannot.to_string(), "cannot serve [db, 1], [db, 2] on b");
+        let granted = GrantedLock {
+            lock: lock_id!["db", "x"],
+            mode: Mode::X,
+            nodes: vec![(node("a"), 1042), (node("b"), 977)],
+        };
+        assert_eq!(granted.to_string(), "[db, x] X on a@1042, b@977");
+    }
 }

@@ -2,8 +2,8 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use locks_core::proto::{
-    AgentMessage, Conversion, EntryState, Envelope, LockNotice, LockView, Message, Note,
-    QueueEntry, Rejection, ServerRequest, Wait,
+    AgentMessage, Conversion, EntryState, Envelope, IntrospectRequest, LockNotice, LockReport,
+    LockView, Message, Note, QueueEntry, Rejection, ServerRequest, TableReport, Wait,
 };
 use locks_core::{AgentId, Key, LockId, MemberId, Mode, NodeId};
 use proptest::prelude::*;
@@ -204,6 +204,32 @@ pub fn envelope() -> impl Strategy<Value = Envelope> {
                 to: MemberId::of_agent(&to),
                 from: MemberId::of_agent(&from),
                 payload,
+            }),
+        (any::<u64>(), any::<u32>(), any::<u32>()).prop_map(|(id, max_locks, max_bytes)| {
+            Message::Introspect(IntrospectRequest {
+                id,
+                max_locks,
+                max_bytes,
+            })
+        }),
+        (
+            any::<u64>(),
+            node_id(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::collection::vec((lock_id(), lock_view()), 0..3)
+        )
+            .prop_map(|(id, node, version, total_locks, locks)| {
+                Message::TableReport(TableReport {
+                    id,
+                    node,
+                    version,
+                    total_locks,
+                    locks: locks
+                        .into_iter()
+                        .map(|(lock, view)| LockReport { lock, view })
+                        .collect(),
+                })
             }),
     ]
     .prop_map(Envelope::new)

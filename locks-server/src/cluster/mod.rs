@@ -136,6 +136,15 @@ pub struct HandshakeRefusals {
     /// Unproven handshakes closed to make room for newer connections
     /// ([`crate::net::pending`]).
     pub evicted: u64,
+    /// TLS: the peer does not speak TLS (a node without TLS settings, or not a node).
+    pub tls_not_tls: u64,
+    /// TLS: the peer's certificate is not signed by this node's CA.
+    pub tls_untrusted: u64,
+    /// TLS: the peer's certificate has expired (or is not valid yet).
+    pub tls_expired: u64,
+    /// TLS: any other TLS failure decided here (no certificate, wrong server name, ...).
+    /// A peer that refused this node's certificate counts as `by_peer`.
+    pub tls_other: u64,
 }
 
 impl HandshakeRefusals {
@@ -149,12 +158,16 @@ impl HandshakeRefusals {
             + self.closed
             + self.by_peer
             + self.evicted
+            + self.tls_not_tls
+            + self.tls_untrusted
+            + self.tls_expired
+            + self.tls_other
     }
 
     /// Counts one failed handshake; returns its reason, the name of the field counted (one of
     /// [`crate::metrics::REFUSAL_REASONS`]).
     fn count(&mut self, error: &ConnectError) -> &'static str {
-        use crate::net::{DialError as Net, Refusal};
+        use crate::net::{DialError as Net, Refusal, TlsFailure};
         let (counter, reason) = match error {
             ConnectError::Net(Net::Refused { refusal, .. }) | ConnectError::Handshake(refusal) => {
                 match refusal {
@@ -168,6 +181,15 @@ impl HandshakeRefusals {
                     }
                     Refusal::ByPeer(_) => (&mut self.by_peer, "by_peer"),
                     Refusal::Evicted => (&mut self.evicted, "evicted"),
+                    Refusal::Tls(TlsFailure::NotTls) => (&mut self.tls_not_tls, "tls_not_tls"),
+                    Refusal::Tls(TlsFailure::Untrusted) => {
+                        (&mut self.tls_untrusted, "tls_untrusted")
+                    }
+                    Refusal::Tls(TlsFailure::Expired) => (&mut self.tls_expired, "tls_expired"),
+                    Refusal::Tls(TlsFailure::RejectedByPeer { .. }) => {
+                        (&mut self.by_peer, "by_peer")
+                    }
+                    Refusal::Tls(_) => (&mut self.tls_other, "tls_other"),
                 }
             }
             ConnectError::Net(Net::Timeout { .. }) => (&mut self.timeout, "timeout"),
@@ -294,6 +316,7 @@ impl Cluster {
         net.handshake_timeout = config.handshake_timeout;
         net.max_frame = config.max_frame;
         net.outgoing_capacity = remote::OUTGOING_CAPACITY;
+        net.tls = config.tls.clone();
         Cluster {
             state: Mutex::new(State {
                 membership: Membership::new(node.clone()),

@@ -184,6 +184,7 @@ impl ClusterLink {
             Message::Server(_) => "server request",
             Message::Agent { .. } => "agent message",
             Message::Member { .. } => "member message",
+            Message::Introspect(_) | Message::TableReport(_) => "introspection",
         };
         match self.warnings.event("unsendable envelope") {
             Verdict::Warn { suppressed } => tracing::warn!(

@@ -40,6 +40,13 @@ impl Cluster {
         };
         let local_addr = listener.as_ref().map(|l| l.local_addr()).transpose()?;
         let peers = config.peers.clone();
+        if config.tls.is_none() {
+            // Once per node: a cluster node without TLS sends everything in clear text.
+            tracing::warn!(
+                %node,
+                "node links are not encrypted (no TLS settings): run this cluster on a trusted network only"
+            );
+        }
         let cluster = Arc::new(Cluster::new(node, config, router, local_addr));
         if let Some(listener) = listener {
             tracing::info!(node = %cluster.node, addr = ?local_addr, "accepting peers");

@@ -1,6 +1,8 @@
 //! The handshake over a `TcpStream`, and the authenticated [`Connection`] it yields.
 //!
-//! [`establish`] runs the [`Handshake`] machine on the stream: it feeds it frames, decode
+//! [`establish`] first makes the stream a TLS session when the node has TLS settings
+//! ([`crate::net::tls`]; the TLS handshake and the cookie handshake share one deadline), then
+//! runs the [`Handshake`] machine on it: it feeds it frames, decode
 //! failures and deadline ticks, writes the frames it asks for, and returns a [`Connection`]
 //! (authenticated, nothing spawned yet) or the [`Refusal`], after logging it and closing the
 //! stream. Handshake frames are limited to [`HANDSHAKE_MAX_FRAME`] bytes; the connection's
@@ -17,6 +19,8 @@ use crate::net::frame::{
 };
 use crate::net::handshake::{Handshake, HandshakeOutcome, Refusal, Role, Step};
 use crate::net::link::{self, Driver, Link};
+use crate::net::stream::NodeStream;
+use crate::net::tls;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
@@ -41,7 +45,8 @@ fn random_nonce() -> Result<Nonce, getrandom::Error> {
     Ok(nonce)
 }
 
-/// Runs the handshake on `stream` as `role`.
+/// Runs the handshake on `stream` as `role`, inside a TLS session when `config` has TLS
+/// settings.
 ///
 /// `name_in_use` says whether a node name already has a connection to this node; a peer
 /// with such a name is refused with [`Refusal::DuplicateName`]. (Two handshakes with the same
@@ -60,6 +65,18 @@ pub async fn establish(
     // Before this node sends anything: the start of the link's lease (see `crate::lease`).
     let started = now();
     let peer_addr = stream.peer_addr().ok();
+    // One deadline for the TLS handshake and the cookie handshake.
+    let deadline = now() + config.handshake_timeout;
+    let stream = match &config.tls {
+        None => NodeStream::Plain(stream),
+        Some(settings) => match tls::upgrade(stream, role, settings, deadline).await {
+            Ok(stream) => stream,
+            Err(refusal) => {
+                log_refusal(config, peer_addr, role, &refusal);
+                return Err(refusal);
+            }
+        },
+    };
     let mut transport = Framed::new(stream, length_codec(HANDSHAKE_MAX_FRAME));
     let nonce = match random_nonce() {
         Ok(nonce) => nonce,
@@ -69,7 +86,6 @@ pub async fn establish(
             return Err(refusal);
         }
     };
-    let deadline = now() + config.handshake_timeout;
     let (mut hs, mut step) = Handshake::new(
         role,
         config.node.clone(),
@@ -142,6 +158,7 @@ pub async fn establish(
             })
         }
         HandshakeOutcome::Refused(refusal) => {
+            let refusal = tls::reclassify(refusal);
             log_refusal(config, peer_addr, role, &refusal);
             Err(refusal)
         }
@@ -177,6 +194,7 @@ fn refusal_kind(refusal: &Refusal) -> &'static str {
         Refusal::NoRandomness(_) => "handshake: no randomness",
         Refusal::ByPeer(_) => "handshake: refused by the peer",
         Refusal::Evicted => "handshake: evicted",
+        Refusal::Tls(failure) => failure.kind(),
     }
 }
 

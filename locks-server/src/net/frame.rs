@@ -12,17 +12,18 @@
 //! - [`decode_frame`] never panics and never allocates more than a bounded multiple of its
 //!   input; a payload whose envelope carries another protocol version is refused.
 
+use crate::net::stream::NodeStream;
 use bytes::Bytes;
 use locks_core::NodeId;
 use locks_core::codec::{self, CodecError, HARD_MAX_FRAME};
 use locks_core::proto::{Envelope, PROTOCOL_VERSION};
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-/// The framed stream of a connection: the TCP stream under the [`length_codec`] framing (the
-/// handshake and the link after it share it, so it lives below both).
-pub(crate) type Transport = Framed<TcpStream, LengthDelimitedCodec>;
+/// The framed stream of a connection: the byte stream (TCP, or TLS over TCP) under the
+/// [`length_codec`] framing (the handshake and the link after it share it, so it lives below
+/// both).
+pub(crate) type Transport = Framed<NodeStream, LengthDelimitedCodec>;
 
 /// The length of a handshake nonce, in bytes.
 pub const NONCE_LEN: usize = 32;

@@ -35,6 +35,7 @@
 use crate::net::Cookie;
 use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
+use crate::net::tls::TlsFailure;
 use hmac::{Hmac, KeyInit, Mac};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
@@ -96,6 +97,10 @@ pub enum Refusal {
     /// [`crate::net::pending`]); decided by the accept loop, not by the machine.
     #[error("the handshake was evicted to make room for newer connections")]
     Evicted,
+    /// The TLS session under the handshake failed (see [`crate::net::tls`]); decided by the
+    /// TLS layer, not by the machine.
+    #[error("TLS: {0}")]
+    Tls(TlsFailure),
 }
 
 impl Refusal {
@@ -114,7 +119,8 @@ impl Refusal {
             | Refusal::Io(_)
             | Refusal::NoRandomness(_)
             | Refusal::ByPeer(_)
-            | Refusal::Evicted => None,
+            | Refusal::Evicted
+            | Refusal::Tls(_) => None,
         }
     }
 }

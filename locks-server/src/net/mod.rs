@@ -1,6 +1,7 @@
 //! The node-to-node transport: TCP connections between the nodes of a cluster.
 //!
 //! This module owns everything between a `TcpStream` and the [`Envelope`]s a node routes: the
+//! optional TLS session under everything else ([`tls`], over the stream of [`stream`]), the
 //! framing ([`frame`]), the handshake that authenticates a peer ([`handshake`]), the detection
 //! of a dead peer ([`heartbeat`]), and what runs them on tokio: the handshake over a socket
 //! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]),
@@ -33,8 +34,10 @@
 //!   randomness are inputs. Only [`conn`], [`link`] and [`listen`] do I/O.
 //!
 //! Security note: the handshake authenticates peers against a shared cookie, as Erlang's
-//! distribution does; it neither encrypts nor protects a connection from an active man in the
-//! middle. Run clusters on a trusted network (or put TLS underneath).
+//! distribution does; on its own it neither encrypts nor protects a connection from an active
+//! man in the middle. With [`NetConfig::tls`] set, every connection is first a mutually
+//! verified TLS session ([`tls`]) and the cookie handshake runs inside it; without it, run
+//! clusters on a trusted network only.
 //!
 //! [`Envelope`]: locks_core::proto::Envelope
 //! [`frame`]: crate::net::frame
@@ -44,6 +47,9 @@
 //! [`link`]: crate::net::link
 //! [`listen`]: crate::net::listen
 //! [`pending`]: crate::net::pending
+//! [`tls`]: crate::net::tls
+//! [`stream`]: crate::net::stream
+//! [`NetConfig::tls`]: crate::net::NetConfig::tls
 //! [`Link`]: crate::net::Link
 //! [`HANDSHAKE_MAX_FRAME`]: crate::net::frame::HANDSHAKE_MAX_FRAME
 //! [`NetConfig::max_frame`]: crate::net::NetConfig::max_frame
@@ -59,6 +65,8 @@ pub mod heartbeat;
 pub mod link;
 pub mod listen;
 pub mod pending;
+pub mod stream;
+pub mod tls;
 
 pub use conn::{Connection, establish};
 pub use failure::{IoFailure, Malformed};
@@ -67,6 +75,8 @@ pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{DialError, Listener, NameInUse, connect};
+pub use stream::NodeStream;
+pub use tls::{TlsConfig, TlsConfigError, TlsFailure};
 
 use crate::log_limit::LogLimiter;
 use locks_core::NodeId;
@@ -160,6 +170,9 @@ pub struct NetConfig {
     /// reason per [`WARN_INTERVAL`](crate::log_limit::WARN_INTERVAL) (the rest at DEBUG).
     /// Shared by the clones of this configuration.
     pub warnings: LogLimiter,
+    /// Mutual TLS under the handshake ([`tls`]): `None` (the default) speaks clear text.
+    /// Every node of a cluster must agree: a TLS node refuses a plain one and the reverse.
+    pub tls: Option<TlsConfig>,
 }
 
 impl NetConfig {
@@ -176,6 +189,7 @@ impl NetConfig {
             incoming_capacity: 1024,
             max_pending_handshakes: 64,
             warnings: LogLimiter::default(),
+            tls: None,
         }
     }
 

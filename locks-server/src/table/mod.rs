@@ -116,6 +116,7 @@ mod notify;
 mod ops;
 mod protocol;
 mod record;
+mod report;
 mod snapshot;
 mod surrender_to;
 

@@ -1,0 +1,125 @@
+//! Distributed locks over mutual TLS: the same scenarios as `erlang_distributed.rs` (a lock on
+//! every node, a node that dies under a held lock) on a three-node cluster whose links are TLS
+//! sessions, with certificates made at test time. Every wait is bounded by `BOUND`.
+
+mod common;
+
+use common::{BOUND, COOKIE, Harness, bounded, wait_connected};
+use locks_agent::{Error, Req, TransactionStatus};
+use locks_core::{LockId, Mode, NodeId, lock_id};
+use locks_server::{Node, NodeConfig, TlsConfig};
+use locks_testing::certs::TestCa;
+use locks_testing::wait::poll;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+fn n(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+fn l(name: &str) -> LockId {
+    lock_id![name]
+}
+
+/// A TLS node of `ca`'s cluster on 127.0.0.1 (ephemeral port).
+fn config(name: &str, ca: &TestCa) -> NodeConfig {
+    let cert = ca.node(name);
+    let tls = TlsConfig::from_pem(
+        cert.cert.as_bytes(),
+        cert.key.as_bytes(),
+        ca.cert.as_bytes(),
+    )
+    .expect("valid TLS settings");
+    NodeConfig::new(name)
+        .listen(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .cookie(COOKIE)
+        .reconnect_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .tls(tls)
+}
+
+/// Nodes with the given names, every pair connected over TLS.
+async fn tls_cluster(names: &[&str], ca: &TestCa) -> Vec<Harness> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for name in names {
+        let node = bounded(Node::start(config(name, ca))).await.unwrap();
+        for earlier in &nodes {
+            bounded(node.connect(earlier.local_addr().unwrap()))
+                .await
+                .unwrap();
+        }
+        nodes.push(node);
+    }
+    for node in &nodes {
+        wait_connected(node, names).await;
+    }
+    nodes.into_iter().map(|node| Harness { node }).collect()
+}
+
+#[tokio::test]
+async fn a_lock_on_every_node_over_tls() {
+    let ca = TestCa::new("cluster CA");
+    let hs = tls_cluster(&["a", "b", "c"], &ca).await;
+    let c1 = hs[0].client().await;
+    let nodes = [n("a"), n("b"), n("c")];
+    bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &nodes, Req::All))
+        .await
+        .unwrap();
+    for h in &hs {
+        h.wait_granted(&c1.id(), &l("A")).await;
+    }
+    // A second client on another node waits for it, and gets it once the first ends.
+    let mut c2 = hs[1].client().await;
+    let waiting =
+        c2.call(move |t| async move { t.lock_on(l("A"), Mode::WRITE, &nodes, Req::All).await });
+    hs[1].wait_blocked(&c2.id(), &l("A")).await;
+    c1.kill();
+    waiting.result().await.unwrap();
+    for h in &hs {
+        h.wait_granted(&c2.id(), &l("A")).await;
+    }
+    for h in &hs {
+        let refusals = h.node.handshake_refusals().borrow().clone();
+        assert_eq!(refusals.total(), 0, "{}: {refusals:?}", h.node.name());
+    }
+}
+
+#[tokio::test]
+async fn a_node_that_dies_under_a_lock_over_tls() {
+    let ca = TestCa::new("cluster CA");
+    let mut hs = tls_cluster(&["a", "b", "c"], &ca).await;
+    let all = [n("a"), n("b"), n("c")];
+    let c1 = hs[0].client().await;
+    bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &all, Req::All))
+        .await
+        .unwrap();
+    let c = hs.pop().unwrap();
+    bounded(c.node.shutdown()).await;
+    // The agent hears that c is down: its request on A can no longer be met.
+    let status = poll(BOUND, "c down", Duration::from_millis(5), || async {
+        match c1.txn().status().await.unwrap() {
+            TransactionStatus::HaveAllLocks { .. } => Err("still has all locks"),
+            other => Ok(other),
+        }
+    })
+    .await;
+    assert_eq!(
+        status,
+        TransactionStatus::CannotServe {
+            locks: vec![l("A")],
+            nodes: vec![n("c")]
+        }
+    );
+    let err = bounded(c1.txn().await_all_locks()).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::CannotServe { nodes, .. } if nodes == &[n("c")]),
+        "{err}"
+    );
+    // The other two still serve each other over TLS.
+    let c2 = hs[1].client().await;
+    bounded(
+        c2.txn()
+            .lock_on(l("C"), Mode::WRITE, &[n("a"), n("b")], Req::All),
+    )
+    .await
+    .unwrap();
+}

@@ -1,0 +1,233 @@
+//! The cluster's wait-for graph, built from the lock tables of a [`ClusterView`], and its two
+//! renderings: text (one line per edge) and Graphviz DOT.
+//!
+//! Vertices are agents (transactions). An edge `waiter → blocker` labelled `lock@node` says
+//! that on `node`'s table, `waiter` (converting or waiting on `lock`) waits for `blocker`, by
+//! the queue rules the agents' own deadlock detection uses ([`locks_core::waits::view_edges`]:
+//! incompatible holders, incompatible entries ahead, holders of what an entry ahead needs).
+//! Edges from several nodes meet at the agents, so a deadlock across nodes shows as a cycle;
+//! the edges on a cycle (both ends in one strongly connected component) are marked.
+//!
+//! Invariants: everything here is a pure function of the view; edges are sorted (waiter,
+//! blocker, node, lock) and each appears once, so two equal views render byte for byte the
+//! same; DOT ids and labels are always quoted and escaped, whatever the lock keys contain.
+
+use super::ClusterView;
+use locks_core::waits::view_edges;
+use locks_core::{AgentId, LockId, ModeTable, NodeId};
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+/// One edge of the wait-for graph: on `node`, `waiter` waits for `blocker` on `lock`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WaitEdge {
+    /// The waiting agent (converting or waiting on the lock).
+    pub waiter: AgentId,
+    /// The agent it waits for (a holder, or an entry served before it).
+    pub blocker: AgentId,
+    /// The node of the lock's table.
+    pub node: NodeId,
+    /// The lock.
+    pub lock: LockId,
+    /// Whether the edge lies on a cycle of the graph (a deadlock not resolved yet, when the
+    /// tables were read).
+    pub in_cycle: bool,
+}
+
+/// The wait-for graph of a [`ClusterView`] (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct WaitForGraph {
+    /// The edges, sorted, each once.
+    pub edges: Vec<WaitEdge>,
+    /// The nodes that did not answer: their waits are not in the graph.
+    pub missing: Vec<NodeId>,
+    /// The nodes that listed only part of their table: some of their waits may be missing.
+    pub truncated: Vec<NodeId>,
+}
+
+/// Builds the wait-for graph of `view`, reading every queue with the compatibility of `modes`.
+pub fn wait_for_graph(view: &ClusterView, modes: &ModeTable) -> WaitForGraph {
+    let mut edges: BTreeSet<(AgentId, AgentId, NodeId, LockId)> = BTreeSet::new();
+    for (node, table) in &view.nodes {
+        for lock in &table.locks {
+            for (waiter, blocker) in view_edges(modes, &lock.view) {
+                edges.insert((
+                    waiter.clone(),
+                    blocker.clone(),
+                    node.clone(),
+                    lock.lock.clone(),
+                ));
+            }
+        }
+    }
+    let cyclic = cyclic_components(edges.iter().map(|(w, b, _, _)| (w, b)));
+    let edges = edges
+        .into_iter()
+        .map(|(waiter, blocker, node, lock)| {
+            let in_cycle = matches!(
+                (cyclic.get(&waiter), cyclic.get(&blocker)),
+                (Some(a), Some(b)) if a == b
+            );
+            WaitEdge {
+                waiter,
+                blocker,
+                node,
+                lock,
+                in_cycle,
+            }
+        })
+        .collect();
+    WaitForGraph {
+        edges,
+        missing: view.missing.clone(),
+        truncated: view.truncated().into_iter().cloned().collect(),
+    }
+}
+
+/// The component number of every agent that lies on a cycle (a strongly connected component
+/// of two or more agents; agents never wait for themselves). Kosaraju's algorithm with
+/// explicit stacks, so a long chain of waiters cannot overflow the thread's stack.
+fn cyclic_components<'a>(
+    edges: impl Iterator<Item = (&'a AgentId, &'a AgentId)>,
+) -> HashMap<AgentId, usize> {
+    let mut index: HashMap<&AgentId, usize> = HashMap::new();
+    let mut names: Vec<&AgentId> = Vec::new();
+    let mut forward: Vec<Vec<usize>> = Vec::new();
+    let mut backward: Vec<Vec<usize>> = Vec::new();
+    let mut number = |a: &'a AgentId, names: &mut Vec<&'a AgentId>| -> usize {
+        *index.entry(a).or_insert_with(|| {
+            names.push(a);
+            names.len() - 1
+        })
+    };
+    for (w, b) in edges {
+        let (w, b) = (number(w, &mut names), number(b, &mut names));
+        let n = names.len();
+        forward.resize_with(n, Vec::new);
+        backward.resize_with(n, Vec::new);
+        forward[w].push(b);
+        backward[b].push(w);
+    }
+    let n = names.len();
+    // First pass: the order in which the depth-first searches finish.
+    let mut seen = vec![false; n];
+    let mut finished = Vec::with_capacity(n);
+    for start in 0..n {
+        if seen[start] {
+            continue;
+        }
+        seen[start] = true;
+        let mut stack = vec![(start, 0usize)];
+        while let Some((v, next)) = stack.pop() {
+            if let Some(&w) = forward[v].get(next) {
+                stack.push((v, next + 1));
+                if !seen[w] {
+                    seen[w] = true;
+                    stack.push((w, 0));
+                }
+            } else {
+                finished.push(v);
+            }
+        }
+    }
+    // Second pass, on the reversed graph, latest finished first: each search is a component.
+    let mut component = vec![usize::MAX; n];
+    let mut sizes = Vec::new();
+    for &start in finished.iter().rev() {
+        if component[start] != usize::MAX {
+            continue;
+        }
+        let c = sizes.len();
+        let mut size = 0;
+        component[start] = c;
+        let mut stack = vec![start];
+        while let Some(v) = stack.pop() {
+            size += 1;
+            for &w in &backward[v] {
+                if component[w] == usize::MAX {
+                    component[w] = c;
+                    stack.push(w);
+                }
+            }
+        }
+        sizes.push(size);
+    }
+    (0..n)
+        .filter(|&v| sizes[component[v]] > 1)
+        .map(|v| (names[v].clone(), component[v]))
+        .collect()
+}
+
+/// A lock id as the node binary writes it: its keys joined by `/`.
+pub fn slash(lock: &LockId) -> String {
+    lock.keys()
+        .iter()
+        .map(|k| k.to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// `s` as a quoted DOT id: backslashes and quotes escaped, line breaks written `\n`.
+fn quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+impl WaitForGraph {
+    /// One line per edge, in the graph's order:
+    /// `edge <waiter> <blocker> <lock>@<node>`, followed by ` cycle` when the edge lies on a
+    /// cycle. (Lock keys are joined by `/`; a key with spaces makes the line ambiguous, the
+    /// DOT rendering is not.)
+    pub fn text_lines(&self) -> Vec<String> {
+        self.edges
+            .iter()
+            .map(|e| {
+                format!(
+                    "edge {} {} {}@{}{}",
+                    e.waiter,
+                    e.blocker,
+                    slash(&e.lock),
+                    e.node,
+                    if e.in_cycle { " cycle" } else { "" }
+                )
+            })
+            .collect()
+    }
+
+    /// The graph in Graphviz DOT (`dot -Tsvg graph.dot > graph.svg`): one statement per line,
+    /// one edge line per edge (`"waiter" -> "blocker" [label="lock@node"]`, red on a cycle),
+    /// and the missing and truncated nodes as comments.
+    pub fn to_dot(&self) -> String {
+        let mut out = String::from("digraph waits {\n  rankdir=LR;\n  node [shape=box];\n");
+        for (what, nodes) in [("missing", &self.missing), ("truncated", &self.truncated)] {
+            if !nodes.is_empty() {
+                let names: Vec<&str> = nodes.iter().map(NodeId::as_str).collect();
+                // Node names have no whitespace or control characters: safe in a comment.
+                let _ = writeln!(out, "  // {what}: {}", names.join(","));
+            }
+        }
+        for e in &self.edges {
+            let label = quoted(&format!("{}@{}", slash(&e.lock), e.node));
+            let _ = writeln!(
+                out,
+                "  {} -> {} [label={label}{}];",
+                quoted(&e.waiter.to_string()),
+                quoted(&e.blocker.to_string()),
+                if e.in_cycle { ", color=red" } else { "" }
+            );
+        }
+        out.push_str("}\n");
+        out
+    }
+}

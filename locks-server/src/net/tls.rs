@@ -1,0 +1,413 @@
+//! Mutual TLS under the cookie handshake (optional).
+//!
+//! This module owns the TLS settings of a node ([`TlsConfig`]: its certificate chain, its
+//! private key, the CA its peers' certificates must chain to, and the name a dialing node checks
+//! in the certificate of the node it dials), the upgrade of a freshly accepted or dialed TCP
+//! stream to a TLS session (`upgrade`, crate-private), and what a failed TLS handshake is called
+//! ([`TlsFailure`]). rustls runs on the *ring* provider (no C library of its own, no OpenSSL).
+//!
+//! Invariants:
+//! - Both sides verify. The acceptor requires a client certificate and verifies it against the
+//!   CA; the dialer verifies the acceptor's certificate against the same CA and checks that it
+//!   carries [`TlsConfig::server_name`] as a DNS name. Expiry is checked on both sides.
+//! - The name checked is a *cluster* name, not a node name nor an address: the dialer knows
+//!   only the address it dials (a peer's node name is learnt in the cookie handshake, after
+//!   TLS), and addresses change (NAT, containers, 127.0.0.1 for every node of a laptop
+//!   cluster). So every node certificate of a cluster carries the cluster's name (default
+//!   [`DEFAULT_SERVER_NAME`]); any holder of a certificate from the cluster's CA with that name
+//!   can be dialed, and the cookie handshake, which runs inside the session unchanged, is still
+//!   the membership check.
+//! - A TLS node never speaks clear text: a peer whose first bytes are not a TLS record is
+//!   refused ([`TlsFailure::NotTls`]) before anything is sent to it.
+//! - The TLS handshake shares the cookie handshake's deadline (the handshake timeout), and a
+//!   failure is a [`Refusal::Tls`] like any other refusal: logged at most once per kind of
+//!   failure per interval as a warning (the rest at DEBUG, so a stranger cannot flood the
+//!   log), counted by cause ([`HandshakeRefusals`](crate::HandshakeRefusals)), and it closes
+//!   that one connection only.
+
+use crate::net::failure::Malformed;
+use crate::net::handshake::{Refusal, Role};
+use crate::net::stream::NodeStream;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout_at;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+/// The name a dialing node expects in the certificate of the node it dials, unless configured
+/// otherwise ([`TlsConfig::with_server_name`]). `node --gen-certs` puts it in every certificate.
+pub const DEFAULT_SERVER_NAME: &str = "locks";
+
+/// The first byte of a TLS record carrying a handshake message (a ClientHello). A node's own
+/// frames start with a 4-byte length below 2^24, so with a zero byte: the two never mix up.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// How long the acceptor of a failed TLS handshake waits for its alert to be read before it
+/// drops the socket (closing with unread input would reset the connection and destroy it).
+const ALERT_LINGER: Duration = Duration::from_secs(1);
+
+/// Why TLS settings were refused.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// A PEM file could not be read.
+    #[error("cannot read the TLS {what} file {path}: {error}")]
+    Read {
+        /// Which file: `certificate`, `key` or `CA`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: io::Error,
+    },
+    /// The PEM text could not be parsed.
+    #[error("the TLS {what} is not valid PEM: {error}")]
+    Pem {
+        /// Which input: `certificate`, `key` or `CA`.
+        what: &'static str,
+        /// Why.
+        error: String,
+    },
+    /// The PEM text holds no certificate (`-----BEGIN CERTIFICATE-----`).
+    #[error("the TLS {what} holds no certificate")]
+    NoCertificate {
+        /// Which input: `certificate` or `CA`.
+        what: &'static str,
+    },
+    /// The key PEM holds no private key (PKCS#8, PKCS#1 or SEC1).
+    #[error("the TLS key holds no private key")]
+    NoKey,
+    /// A CA certificate was refused as a trust anchor.
+    #[error("the TLS CA certificate is not usable: {0}")]
+    BadCa(String),
+    /// The private key does not fit the certificate, or is of a kind not supported.
+    #[error("the TLS key does not match the certificate, or is not supported: {0}")]
+    KeyMismatch(String),
+    /// The server name is not a valid DNS name.
+    #[error("invalid TLS server name {0:?}: it must be a DNS name")]
+    BadServerName(String),
+    /// rustls refused the settings for another reason.
+    #[error("invalid TLS settings: {0}")]
+    Rustls(String),
+}
+
+/// The TLS settings of a node: both halves (acceptor and dialer) built once, cheap to clone.
+///
+/// Build it from PEM text ([`TlsConfig::from_pem`]) or PEM files
+/// ([`TlsConfig::from_pem_files`]); every error (a missing file, bad PEM, no key, a key that
+/// does not match the certificate) is a [`TlsConfigError`] at that moment, never at the first
+/// connection.
+#[derive(Clone)]
+pub struct TlsConfig {
+    server: Arc<ServerConfig>,
+    client: Arc<ClientConfig>,
+    server_name: ServerName<'static>,
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// Settings from PEM text: `cert_chain` (this node's certificate first, then any
+    /// intermediates), `key` (its private key) and `ca` (one or more certificates the peers'
+    /// certificates must chain to). The server name is [`DEFAULT_SERVER_NAME`].
+    pub fn from_pem(cert_chain: &[u8], key: &[u8], ca: &[u8]) -> Result<TlsConfig, TlsConfigError> {
+        let chain = certificates(cert_chain, "certificate")?;
+        let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| match e {
+            rustls::pki_types::pem::Error::NoItemsFound => TlsConfigError::NoKey,
+            e => TlsConfigError::Pem {
+                what: "key",
+                error: e.to_string(),
+            },
+        })?;
+        let ca = certificates(ca, "CA")?;
+        TlsConfig::from_der(chain, key, ca)
+    }
+
+    /// Settings from PEM files (see [`TlsConfig::from_pem`]).
+    pub fn from_pem_files(
+        cert_chain: impl AsRef<Path>,
+        key: impl AsRef<Path>,
+        ca: impl AsRef<Path>,
+    ) -> Result<TlsConfig, TlsConfigError> {
+        let read = |what, path: &Path| {
+            std::fs::read(path).map_err(|error| TlsConfigError::Read {
+                what,
+                path: path.to_owned(),
+                error,
+            })
+        };
+        TlsConfig::from_pem(
+            &read("certificate", cert_chain.as_ref())?,
+            &read("key", key.as_ref())?,
+            &read("CA", ca.as_ref())?,
+        )
+    }
+
+    /// Settings from DER: this node's chain, its key, and the CA certificates.
+    pub fn from_der(
+        cert_chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        ca: Vec<CertificateDer<'static>>,
+    ) -> Result<TlsConfig, TlsConfigError> {
+        if cert_chain.is_empty() {
+            return Err(TlsConfigError::NoCertificate {
+                what: "certificate",
+            });
+        }
+        if ca.is_empty() {
+            return Err(TlsConfigError::NoCertificate { what: "CA" });
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = RootCertStore::empty();
+        for cert in ca {
+            roots
+                .add(cert)
+                .map_err(|e| TlsConfigError::BadCa(e.to_string()))?;
+        }
+        let roots = Arc::new(roots);
+        let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .map_err(|e| TlsConfigError::BadCa(e.to_string()))?;
+        let server = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsConfigError::Rustls(e.to_string()))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(cert_chain.clone(), key.clone_key())
+            .map_err(|e| key_error(&e))?;
+        let client = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| TlsConfigError::Rustls(e.to_string()))?
+            .with_root_certificates(roots)
+            .with_client_auth_cert(cert_chain, key)
+            .map_err(|e| key_error(&e))?;
+        Ok(TlsConfig {
+            server: Arc::new(server),
+            client: Arc::new(client),
+            server_name: ServerName::try_from(DEFAULT_SERVER_NAME)
+                .map_err(|_| TlsConfigError::BadServerName(DEFAULT_SERVER_NAME.to_owned()))?,
+        })
+    }
+
+    /// The same settings, with `name` as the DNS name a dialing node expects in the
+    /// certificate of the node it dials (every node certificate of the cluster must carry it).
+    pub fn with_server_name(mut self, name: &str) -> Result<TlsConfig, TlsConfigError> {
+        self.server_name = ServerName::try_from(name.to_owned())
+            .map_err(|_| TlsConfigError::BadServerName(name.to_owned()))?;
+        Ok(self)
+    }
+
+    /// The DNS name a dialing node expects in the certificate of the node it dials.
+    pub fn server_name(&self) -> String {
+        self.server_name.to_str().into_owned()
+    }
+}
+
+fn certificates(
+    pem: &[u8],
+    what: &'static str,
+) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsConfigError::Pem {
+            what,
+            error: e.to_string(),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsConfigError::NoCertificate { what });
+    }
+    Ok(certs)
+}
+
+fn key_error(e: &rustls::Error) -> TlsConfigError {
+    TlsConfigError::KeyMismatch(e.to_string())
+}
+
+/// Why a TLS handshake failed, as this node saw it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TlsFailure {
+    /// The peer's first bytes are not TLS: a node without TLS settings (or not a node).
+    #[error("the peer does not speak TLS (a node without TLS settings?)")]
+    NotTls,
+    /// The peer's certificate does not chain to this node's CA.
+    #[error("the peer's certificate is not signed by this node's CA")]
+    Untrusted,
+    /// The peer's certificate has expired, or is not valid yet.
+    #[error("the peer's certificate has expired or is not valid yet")]
+    Expired,
+    /// The dialed node's certificate does not carry the expected server name.
+    #[error("the peer's certificate does not carry the cluster's TLS server name")]
+    WrongName,
+    /// The peer presented no certificate.
+    #[error("the peer presented no certificate")]
+    NoCertificate,
+    /// The peer refused the session with this TLS alert: usually it does not trust this node's
+    /// certificate (another CA, expired), or does not speak TLS.
+    #[error("the peer refused the TLS session (alert: {alert})")]
+    RejectedByPeer {
+        /// The alert's name, as rustls spells it.
+        alert: String,
+    },
+    /// Any other TLS error.
+    #[error("TLS error: {0}")]
+    Other(String),
+}
+
+impl TlsFailure {
+    /// The name of the failure's kind, for rate-limited logs (a fixed set).
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            TlsFailure::NotTls => "tls: peer does not speak TLS",
+            TlsFailure::Untrusted => "tls: untrusted certificate",
+            TlsFailure::Expired => "tls: expired certificate",
+            TlsFailure::WrongName => "tls: wrong server name",
+            TlsFailure::NoCertificate => "tls: no certificate",
+            TlsFailure::RejectedByPeer { .. } => "tls: refused by the peer",
+            TlsFailure::Other(_) => "tls: other",
+        }
+    }
+
+    fn from_rustls(error: &rustls::Error) -> TlsFailure {
+        use rustls::{CertificateError as C, Error as E, InvalidMessage as M};
+        match error {
+            E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => TlsFailure::Untrusted,
+            E::InvalidCertificate(
+                C::Expired
+                | C::ExpiredContext { .. }
+                | C::NotValidYet
+                | C::NotValidYetContext { .. },
+            ) => TlsFailure::Expired,
+            E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+                TlsFailure::WrongName
+            }
+            E::NoCertificatesPresented => TlsFailure::NoCertificate,
+            E::AlertReceived(alert) => TlsFailure::RejectedByPeer {
+                alert: format!("{alert:?}"),
+            },
+            E::InvalidMessage(M::InvalidContentType | M::UnknownProtocolVersion) => {
+                TlsFailure::NotTls
+            }
+            other => TlsFailure::Other(other.to_string()),
+        }
+    }
+
+    /// The TLS failure inside an i/o error from a TLS stream, if it is one.
+    fn from_io(error: &io::Error) -> Option<TlsFailure> {
+        error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .map(TlsFailure::from_rustls)
+    }
+}
+
+/// A refusal of the cookie handshake that was really the TLS session failing: with TLS 1.3 the
+/// dialer finishes its half of the TLS handshake before the acceptor has checked the dialer's
+/// certificate, so the acceptor's verdict (an alert) arrives during the cookie handshake.
+/// (tokio-rustls reports a TLS error as an `InvalidData` i/o error, which the framing layer
+/// passes on as a framing failure.)
+pub(crate) fn reclassify(refusal: Refusal) -> Refusal {
+    match &refusal {
+        Refusal::Io(failure) | Refusal::Malformed(Malformed::Framing(failure)) => {
+            match TlsFailure::from_io(failure.error()) {
+                Some(tls) => Refusal::Tls(tls),
+                None => refusal,
+            }
+        }
+        _ => refusal,
+    }
+}
+
+/// Turns a freshly accepted or dialed TCP stream into a verified TLS session, by `deadline`.
+///
+/// The acceptor first checks that the peer's first byte starts a TLS handshake record, so a
+/// plain-TCP node is refused as [`TlsFailure::NotTls`] without anything being sent to it.
+pub(crate) async fn upgrade(
+    stream: TcpStream,
+    role: Role,
+    tls: &TlsConfig,
+    deadline: Instant,
+) -> Result<NodeStream, Refusal> {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    match role {
+        Role::Acceptor => accept(stream, tls, deadline).await,
+        Role::Initiator => {
+            let connect =
+                TlsConnector::from(tls.client.clone()).connect(tls.server_name.clone(), stream);
+            match timeout_at(deadline, connect).await {
+                Ok(Ok(session)) => Ok(NodeStream::Tls(Box::new(session.into()))),
+                Ok(Err(error)) => Err(io_refusal(error)),
+                Err(_) => Err(Refusal::Timeout),
+            }
+        }
+    }
+}
+
+/// The acceptor's half. Each wait is bounded by `deadline` on its own, so that the linger
+/// after a refusal (itself bounded) never turns the refusal into a timeout.
+async fn accept(
+    stream: TcpStream,
+    tls: &TlsConfig,
+    deadline: tokio::time::Instant,
+) -> Result<NodeStream, Refusal> {
+    let mut first = [0u8; 1];
+    match timeout_at(deadline, stream.peek(&mut first)).await {
+        Err(_) => return Err(Refusal::Timeout),
+        Ok(Ok(0)) => return Err(Refusal::Closed),
+        Ok(Ok(_)) if first[0] != TLS_HANDSHAKE_RECORD => {
+            linger(stream).await;
+            return Err(Refusal::Tls(TlsFailure::NotTls));
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(Refusal::Io(e.into())),
+    }
+    let accept = TlsAcceptor::from(tls.server.clone())
+        .accept(stream)
+        .into_fallible();
+    match timeout_at(deadline, accept).await {
+        Err(_) => Err(Refusal::Timeout),
+        Ok(Ok(session)) => Ok(NodeStream::Tls(Box::new(session.into()))),
+        Ok(Err((error, stream))) => {
+            // rustls has queued its alert; let the dialer read it before the socket closes.
+            linger(stream).await;
+            Err(io_refusal(error))
+        }
+    }
+}
+
+fn io_refusal(error: io::Error) -> Refusal {
+    match TlsFailure::from_io(&error) {
+        Some(tls) => Refusal::Tls(tls),
+        None if error.kind() == io::ErrorKind::UnexpectedEof => Refusal::Closed,
+        None => Refusal::Io(error.into()),
+    }
+}
+
+/// Shuts down our direction and discards input until the peer hangs up, for at most
+/// [`ALERT_LINGER`]. (The handshake slot stays taken meanwhile, so the bound on unproven
+/// handshakes still bounds what a stranger can hold.)
+async fn linger(mut stream: TcpStream) {
+    let drain = async {
+        if stream.shutdown().await.is_err() {
+            return;
+        }
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = stream.read(&mut buf).await {
+            if n == 0 {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ALERT_LINGER, drain).await;
+}

@@ -145,6 +145,17 @@ fn the_endpoint_counts_a_workload_and_a_deadlock() {
     scrape_until(at, &deadline, "one peer up, bytes from it", |s| {
         value(s, &key("locks_peers_up", "")) == 1.0 && value(s, &bytes) > 0.0
     });
+    // A lock on both nodes sends envelopes to n2; the heartbeat measures a round trip.
+    n1.send("lock t5 x X n1,n2");
+    n1.expect("t5 x", |l| l.starts_with("granted t5 x"));
+    let sent = key(
+        "locks_link_messages_total",
+        ",peer=\"n2\",direction=\"sent\"",
+    );
+    let rtts = key("locks_link_rtt_seconds_count", ",peer=\"n2\"");
+    scrape_until(at, &deadline, "messages to n2 and a round trip", |s| {
+        value(s, &sent) > 0.0 && value(s, &rtts) > 0.0
+    });
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! `--metrics 127.0.0.1:0` prints where it serves, `/metrics` answers a plain HTTP/1.1 GET on
 //! loopback with the Prometheus text format, and after a workload on the node's stdin (two
 //! transactions, then two that deadlock) the counters moved by exactly what the workload did;
-//! with a peer connected, the peers-up gauge and the link's byte counters follow. Every wait
+//! with a peer connected, the peers-up gauge, the link's counters and its round trip follow. Every wait
 //! ends at the test's deadline; the processes are killed when the test ends, also on failure.
 
 mod common;

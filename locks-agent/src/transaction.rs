@@ -33,6 +33,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 mod fast;
+mod wait_time;
 mod watching;
 
 /// How many requests [`Transaction::lock_objects`] sends before it waits for the agent to accept
@@ -201,23 +202,6 @@ impl Transaction {
         }
     }
 
-    /// `granted`, recording in the node's wait histogram how long it took when it succeeds:
-    /// for the `lock` calls that go through the agent (a fast-path grant does not wait).
-    fn timed<T>(
-        &self,
-        granted: impl Future<Output = Result<T, Error>> + Send + 'static,
-    ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-        let started = std::time::Instant::now();
-        let histogram = self.node.router().metrics().wait_seconds.clone();
-        async move {
-            let result = granted.await;
-            if result.is_ok() {
-                histogram.record(started.elapsed());
-            }
-            result
-        }
-    }
-
     fn send_request(
         addr: &Addr<Agent>,
         lock: LockId,
@@ -275,7 +259,7 @@ impl Transaction {
         };
         let (tx, rx) = oneshot::channel();
         Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx), None);
-        Either::Right(self.timed(self.wait(rx)))
+        Either::Right(wait_time::timed(&self.node, self.wait(rx)))
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -324,7 +308,7 @@ impl Transaction {
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
         Self::send_request(&addr, lock, mode, nodes, req, Some(tx), None);
-        Either::Right(self.timed(self.wait(rx)))
+        Either::Right(wait_time::timed(&self.node, self.wait(rx)))
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent

@@ -11,13 +11,20 @@
 //!   actor's, handed to its `rest` in order. `rest` may stop the execution (an abort): the
 //!   effects after it are dropped.
 //!
+//! It also counts, on the node's metric handles (`locks_server::metrics`), what the effects
+//! show: a victim's first probe round a cycle (a deadlock detected), its surrender or abort (a
+//! deadlock resolved), voluntary surrenders, lost locks by cause, and the surrenders the
+//! servers ignored. Each is one atomic add on a handle registered when the node started.
+//!
 //! [`end`] is the release of an agent: the core's [`AgentCore::end`] (its callers fail, and
 //! every lock server it used is asked to drop its entries), carried out here.
 
 use crate::core::{AgentCore, Effect};
 use locks_core::NodeId;
+use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_server::RouteError;
 use locks_server::internal::Router;
+use locks_server::metrics::NodeMetrics;
 use std::ops::ControlFlow;
 use tracing::{debug, trace, warn};
 
@@ -40,11 +47,17 @@ pub fn execute(
     effects: Vec<Effect>,
     rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
 ) -> Executed {
+    let metrics = router.metrics();
+    let ignored = core.take_ignored_surrenders();
+    if ignored > 0 {
+        metrics.surrenders_ignored.increment(ignored);
+    }
     let mut done = Executed::default();
     let mut effects = effects;
     loop {
         let mut unreachable: Vec<NodeId> = Vec::new();
         for effect in effects {
+            count(metrics, core, &effect);
             match effect {
                 Effect::ToServer { node, request } => match router.send_server(&node, request) {
                     Ok(()) => {}
@@ -82,6 +95,33 @@ pub fn execute(
             .iter()
             .flat_map(|node| core.unreachable(node))
             .collect();
+    }
+}
+
+/// Counts what `effect` shows on the node's metrics (module documentation).
+fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &Effect) {
+    match effect {
+        Effect::ToServer { request, .. } => match request {
+            ServerRequest::Surrender { .. } => {
+                metrics.surrenders_deadlock.increment(1);
+                metrics.deadlocks_resolved.increment(1);
+            }
+            ServerRequest::SurrenderTo { .. } => metrics.surrenders_voluntary.increment(1),
+            _ => {}
+        },
+        // Only the victim sends a probe that starts at its first edge (`core/agent/probe.rs`).
+        Effect::ToAgent {
+            msg: AgentMessage::Probe(probe),
+            ..
+        } if probe.next == 0 && !probe.refuted && probe.victim() == Some(core.id()) => {
+            metrics.deadlocks_detected.increment(1);
+        }
+        Effect::Abort { .. } => {
+            metrics.aborts.increment(1);
+            metrics.deadlocks_resolved.increment(1);
+        }
+        Effect::Lost(lost) => metrics.lost(lost.cause.as_str()),
+        _ => {}
     }
 }
 

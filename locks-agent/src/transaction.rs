@@ -33,6 +33,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 mod fast;
+mod wait_time;
 mod watching;
 
 /// How many requests [`Transaction::lock_objects`] sends before it waits for the agent to accept
@@ -82,6 +83,7 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
     }
     let id = node.next_agent_id();
     node.router().register_idle_agent(id.clone());
+    node.router().metrics().transactions_begun.increment(1);
     Ok(Transaction {
         id,
         node: node.clone(),
@@ -257,7 +259,7 @@ impl Transaction {
         };
         let (tx, rx) = oneshot::channel();
         Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx), None);
-        Either::Right(self.wait(rx))
+        Either::Right(wait_time::timed(&self.node, self.wait(rx)))
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -306,7 +308,7 @@ impl Transaction {
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
         Self::send_request(&addr, lock, mode, nodes, req, Some(tx), None);
-        Either::Right(self.wait(rx))
+        Either::Right(wait_time::timed(&self.node, self.wait(rx)))
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
@@ -584,6 +586,8 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
+        // Every handle is dropped once, after `end` too: the one place to count an end.
+        self.node.router().metrics().transactions_ended.increment(1);
         if !self.ended {
             self.finish();
         }

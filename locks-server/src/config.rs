@@ -387,6 +387,10 @@ impl NodeConfig {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     name: String,
+    /// The `node` binary's metrics address (its `--metrics`); not a node setting, read by the
+    /// binary itself and accepted here so that one file configures both.
+    #[serde(default, rename = "metrics")]
+    _metrics: Option<String>,
     listen: Option<String>,
     #[serde(default)]
     peers: Vec<String>,

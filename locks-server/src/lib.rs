@@ -34,8 +34,9 @@
 //! [`Undelivered`], [`Effects`]) and [`DEFAULT_MAX_DEPTH`];
 //! the errors and what they carry ([`Error`], [`ConfigError`], [`ConnectError`],
 //! [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`], [`LinkRejection`],
-//! [`RouteError`], [`LeaseError`]); and the [`lease`] module, whose docs are the argument for
-//! the leases and lock-delay. The seam between the crates of this workspace (the router and the
+//! [`RouteError`], [`LeaseError`]); the [`lease`] module, whose docs are the argument for
+//! the leases and lock-delay; and the [`metrics`] module, what a node records through the
+//! `metrics` facade (install a recorder before starting nodes). The seam between the crates of this workspace (the router and the
 //! actor messages it carries, a node's router, thread and agent ids, the lock server actor, the
 //! transport and the cluster link, used by `locks-agent`, `locks-leader` and the workspace's
 //! tests) is the `#[doc(hidden)]` module `locks_server::internal`, with no stability promise;
@@ -53,6 +54,7 @@ pub mod introspect;
 pub mod lease;
 mod local;
 mod log_limit;
+pub mod metrics;
 mod net;
 mod node;
 mod router;

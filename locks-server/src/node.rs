@@ -105,11 +105,13 @@ impl Node {
         );
         router.set_table(Arc::downgrade(&table), max_frame);
         let thread_table = table.clone();
+        let sampled = (table.clone(), router.clone());
         let thread = std::thread::Builder::new()
             .name(format!("locks-node-{id}"))
             .spawn(move || {
                 let runner = System::new();
                 let started = runner.block_on(async move {
+                    actix::spawn(crate::metrics::sample(sampled.0, sampled.1));
                     let server = LockServer::new(thread_table).with_delays(delays.0, delays.1);
                     let server = server.start();
                     thread_router

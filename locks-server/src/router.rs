@@ -85,6 +85,8 @@ pub struct Router {
     leaving: std::sync::atomic::AtomicBool,
     /// Introspection: the table to answer from, questions in flight, the peers' budgets.
     introspection: Introspection,
+    /// The node's metric handles (`crate::metrics`), registered with the router.
+    metrics: crate::metrics::NodeMetrics,
 }
 
 impl std::fmt::Debug for Router {
@@ -99,7 +101,6 @@ impl Router {
     /// A router for node `node`, with no server, agents or peers yet.
     pub fn new(node: NodeId) -> Router {
         Router {
-            node,
             server: OnceLock::new(),
             agents: Box::default(),
             members: Mutex::new(FastMap::default()),
@@ -107,6 +108,8 @@ impl Router {
             leases: RwLock::new(FastMap::default()),
             leaving: std::sync::atomic::AtomicBool::new(false),
             introspection: Introspection::default(),
+            metrics: crate::metrics::NodeMetrics::register(&node),
+            node,
         }
     }
 
@@ -151,6 +154,11 @@ impl Router {
     /// This node's id.
     pub fn node(&self) -> &NodeId {
         &self.node
+    }
+
+    /// The node's metric handles (registered when the router was made).
+    pub fn metrics(&self) -> &crate::metrics::NodeMetrics {
+        &self.metrics
     }
 
     /// Sets the local lock server's mailbox; done once when the node starts.

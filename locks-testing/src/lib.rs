@@ -3,6 +3,8 @@
 //!
 //! - [`wait`]: the bounded waits every suite that waits uses, so that a broken build fails
 //!   fast instead of hanging (the async ones with the feature `tokio`);
+//! - `recorded` (feature `metrics`): what a node recorded through the `metrics` facade, read
+//!   back from a `DebuggingRecorder`;
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
 //! - `sim` (feature `sim`): the deterministic simulation harness shared by
 //!   the agent simulations, the model checker and the leader simulations: the in-memory
@@ -18,6 +20,8 @@
 
 #[cfg(feature = "tls")]
 pub mod certs;
+#[cfg(feature = "metrics")]
+pub mod recorded;
 pub mod seeded;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -20,6 +20,7 @@ pub mod election;
 pub mod floors;
 pub mod graph;
 pub mod mem;
+pub mod metrics;
 pub mod redis;
 pub mod report;
 pub mod rig;
@@ -63,11 +64,15 @@ pub enum Workload {
     Graph,
     /// The Redis mutex (with `--redis` only).
     Redis,
+    /// W1-metrics: W1 without and then with the Prometheus recorder (last in a full run: the
+    /// recorder stays installed).
+    #[value(name = "w1-metrics")]
+    W1Metrics,
 }
 
 impl Workload {
     /// Every workload in the order of a full run.
-    pub const ALL: [Workload; 12] = [
+    pub const ALL: [Workload; 13] = [
         Workload::Floors,
         Workload::W1,
         Workload::W2,
@@ -80,6 +85,7 @@ impl Workload {
         Workload::Word,
         Workload::Graph,
         Workload::Redis,
+        Workload::W1Metrics,
     ];
 }
 
@@ -374,6 +380,13 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Graph) {
         plan.push(("GRAPH wait-for graph of a hot queue", graph::run));
+    }
+    // Last: the recorder it installs stays for the rest of the process.
+    if sel(Workload::W1Metrics) {
+        plan.push((
+            "W1-metrics W1 without and with the Prometheus recorder",
+            metrics::w1_metrics,
+        ));
     }
     let total = plan.len();
     let mut rows = Vec::new();

@@ -16,6 +16,7 @@
 //! scripts and tests can follow the node:
 //!
 //! ```text
+//! metrics 127.0.0.1:9100          with --metrics: where /metrics is served (before `listening`)
 //! listening 127.0.0.1:7001        once started (when it listens)
 //! up b / down b                   a peer connected / lost
 //! granted t1 db/x a@1042,b@977    transaction t1 holds db/x; each node's fencing version
@@ -43,6 +44,11 @@
 //! help lock <txn> ... / end-help  the answer to `help`: one line per command
 //! ```
 //!
+//! With `--metrics 127.0.0.1:9100` (or `metrics = "127.0.0.1:9100"` in the TOML file), the
+//! node serves the Prometheus text format of its metrics on `GET /metrics` at that address
+//! and prints `metrics <addr>` first (port 0 picks a port; the line gives it). The metric
+//! names are in `docs/metrics.md`. A bad address is an error at start (exit code 2).
+//!
 //! With `--mono`, every line is prefixed with the CLOCK_MONOTONIC time in nanoseconds and a
 //! space (`81234567890 granted t1 db/x a@1042`).
 //!
@@ -69,8 +75,9 @@ use examples::node_cli::certs::gen_certs;
 use examples::node_cli::cluster::{
     graph_query, print_cluster_graph, print_cluster_table, table_query,
 };
-use examples::node_cli::config::{Overrides, node_config};
+use examples::node_cli::config::{Overrides, metrics_addr, node_config};
 use examples::node_cli::events::print_events;
+use examples::node_cli::metrics::serve as serve_metrics;
 use examples::node_cli::print::{print_table, report_granted, status_word};
 use examples::node_cli::{HELP, out};
 use examples::say;
@@ -160,6 +167,11 @@ struct Args {
     /// all processes of the machine), so a driver can put several nodes on one time line.
     #[arg(long)]
     mono: bool,
+    /// Serve the Prometheus text format of the node's metrics on http://ADDR/metrics
+    /// (`ip:port`; port 0 picks one; the line `metrics <addr>` says which). Also the TOML key
+    /// `metrics`; the flag overrides it.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
 }
 
 fn config(args: &Args) -> Result<NodeConfig, String> {
@@ -218,6 +230,21 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    // The recorder goes in before the node starts: the node's handles bind to it then.
+    match metrics_addr(args.config.as_deref(), args.metrics.as_deref()) {
+        Ok(None) => {}
+        Ok(Some(addr)) => match serve_metrics(addr).await {
+            Ok(bound) => say!("metrics {bound}"),
+            Err(e) => {
+                eprintln!("node: {e}");
+                std::process::exit(2);
+            }
+        },
+        Err(e) => {
+            eprintln!("node: {e}");
+            std::process::exit(2);
+        }
+    }
     let node = match Node::start(config).await {
         Ok(node) => node,
         Err(e) => {

@@ -33,6 +33,26 @@ pub struct Overrides {
     pub tls_ca: Option<PathBuf>,
 }
 
+/// The metrics address: `flag` (`--metrics`) if given, else the file's `metrics` key, else
+/// none. A bad address, or a file that cannot be read, is an error that says so.
+pub fn metrics_addr(file: Option<&Path>, flag: Option<&str>) -> Result<Option<SocketAddr>, String> {
+    #[derive(serde::Deserialize)]
+    struct MetricsKey {
+        metrics: Option<String>,
+    }
+    let text = match (flag, file) {
+        (Some(flag), _) => return super::metrics::parse_addr(flag).map(Some),
+        (None, None) => return Ok(None),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+    };
+    let key: MetricsKey =
+        toml::from_str(&text).map_err(|e| format!("bad configuration file: {e}"))?;
+    key.metrics
+        .map(|m| super::metrics::parse_addr(&m))
+        .transpose()
+}
+
 /// The configuration from `file` (if any) and the flags; without a file, `--name` is needed.
 pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, String> {
     let mut config = match (file, &args.name) {
@@ -139,6 +159,24 @@ mod tests {
             config.cluster().lease.lock_delay,
             Some(Duration::from_millis(1700))
         );
+    }
+
+    #[test]
+    fn the_metrics_address_comes_from_the_flag_or_the_file_and_a_bad_one_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("node-metrics-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.toml");
+        std::fs::write(&path, "name = \"m\"\nmetrics = \"127.0.0.1:9100\"\n").unwrap();
+        let from_file = metrics_addr(Some(&path), None).unwrap();
+        let from_flag = metrics_addr(Some(&path), Some("127.0.0.1:0")).unwrap();
+        // The library accepts the key, so one file configures both.
+        assert!(node_config(Some(&path), &Overrides::default()).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(from_file, Some("127.0.0.1:9100".parse().unwrap()));
+        assert_eq!(from_flag, Some("127.0.0.1:0".parse().unwrap()));
+        assert_eq!(metrics_addr(None, None).unwrap(), None);
+        let bad = metrics_addr(None, Some("localhost")).unwrap_err();
+        assert!(bad.contains("bad metrics address"), "{bad}");
     }
 
     #[test]

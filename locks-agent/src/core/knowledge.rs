@@ -137,6 +137,8 @@ pub struct Knowledge {
     /// answered yet: until it has, no grant of the copy counts (one sent before the unlock may
     /// still be on its way).
     unlocking: BTreeMap<(LockId, NodeId), u32>,
+    /// Surrenders the server ignored (stale), not yet taken for the node's metrics.
+    pub(crate) ignored_surrenders: u64,
 }
 
 impl Knowledge {
@@ -219,6 +221,7 @@ impl Knowledge {
             let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
                 if agent == me && *v == version);
             if !applied {
+                self.ignored_surrenders += 1;
                 self.lift_under(&key.0, &key.1, version);
             }
         }

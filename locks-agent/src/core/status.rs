@@ -147,15 +147,23 @@ pub enum LossCause {
     Revoked,
 }
 
-impl fmt::Display for LossCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl LossCause {
+    /// The cause's name: `node-down`, `lease-expired`, `surrendered`, `aborted` or `revoked`
+    /// (also the `cause` label of the `locks_lost_total` metric).
+    pub fn as_str(&self) -> &'static str {
+        match self {
             LossCause::NodeDown => "node-down",
             LossCause::LeaseExpired => "lease-expired",
             LossCause::Surrendered => "surrendered",
             LossCause::Aborted => "aborted",
             LossCause::Revoked => "revoked",
-        })
+        }
+    }
+}
+
+impl fmt::Display for LossCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

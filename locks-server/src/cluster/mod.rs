@@ -164,44 +164,42 @@ impl HandshakeRefusals {
             + self.tls_other
     }
 
-    /// Counts one failed handshake.
-    fn count(&mut self, error: &ConnectError) {
+    /// Counts one failed handshake; returns its reason, the name of the field counted (one of
+    /// [`crate::metrics::REFUSAL_REASONS`]).
+    fn count(&mut self, error: &ConnectError) -> &'static str {
         use crate::net::{DialError as Net, Refusal, TlsFailure};
-        let refusal = match error {
+        let (counter, reason) = match error {
             ConnectError::Net(Net::Refused { refusal, .. }) | ConnectError::Handshake(refusal) => {
-                refusal
+                match refusal {
+                    Refusal::WrongCookie => (&mut self.wrong_cookie, "wrong_cookie"),
+                    Refusal::WrongVersion { .. } => (&mut self.wrong_version, "wrong_version"),
+                    Refusal::DuplicateName(_) => (&mut self.duplicate_name, "duplicate_name"),
+                    Refusal::Malformed(_) => (&mut self.malformed, "malformed"),
+                    Refusal::Timeout => (&mut self.timeout, "timeout"),
+                    Refusal::Closed | Refusal::Io(_) | Refusal::NoRandomness(_) => {
+                        (&mut self.closed, "closed")
+                    }
+                    Refusal::ByPeer(_) => (&mut self.by_peer, "by_peer"),
+                    Refusal::Evicted => (&mut self.evicted, "evicted"),
+                    Refusal::Tls(TlsFailure::NotTls) => (&mut self.tls_not_tls, "tls_not_tls"),
+                    Refusal::Tls(TlsFailure::Untrusted) => {
+                        (&mut self.tls_untrusted, "tls_untrusted")
+                    }
+                    Refusal::Tls(TlsFailure::Expired) => (&mut self.tls_expired, "tls_expired"),
+                    Refusal::Tls(TlsFailure::RejectedByPeer { .. }) => {
+                        (&mut self.by_peer, "by_peer")
+                    }
+                    Refusal::Tls(_) => (&mut self.tls_other, "tls_other"),
+                }
             }
-            ConnectError::Net(Net::Timeout { .. }) => {
-                self.timeout += 1;
-                return;
-            }
-            ConnectError::Net(Net::Io { .. }) => {
-                self.closed += 1;
-                return;
-            }
+            ConnectError::Net(Net::Timeout { .. }) => (&mut self.timeout, "timeout"),
+            ConnectError::Net(Net::Io { .. }) => (&mut self.closed, "closed"),
             ConnectError::Refused { .. }
             | ConnectError::NotKept { .. }
-            | ConnectError::Concurrent { .. } => {
-                self.duplicate_name += 1;
-                return;
-            }
-        };
-        let counter = match refusal {
-            Refusal::WrongCookie => &mut self.wrong_cookie,
-            Refusal::WrongVersion { .. } => &mut self.wrong_version,
-            Refusal::DuplicateName(_) => &mut self.duplicate_name,
-            Refusal::Malformed(_) => &mut self.malformed,
-            Refusal::Timeout => &mut self.timeout,
-            Refusal::Closed | Refusal::Io(_) | Refusal::NoRandomness(_) => &mut self.closed,
-            Refusal::ByPeer(_) => &mut self.by_peer,
-            Refusal::Evicted => &mut self.evicted,
-            Refusal::Tls(TlsFailure::NotTls) => &mut self.tls_not_tls,
-            Refusal::Tls(TlsFailure::Untrusted) => &mut self.tls_untrusted,
-            Refusal::Tls(TlsFailure::Expired) => &mut self.tls_expired,
-            Refusal::Tls(TlsFailure::RejectedByPeer { .. }) => &mut self.by_peer,
-            Refusal::Tls(_) => &mut self.tls_other,
+            | ConnectError::Concurrent { .. } => (&mut self.duplicate_name, "duplicate_name"),
         };
         *counter += 1;
+        reason
     }
 }
 

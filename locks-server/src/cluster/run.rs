@@ -315,7 +315,9 @@ impl Cluster {
     /// and unless it gave way to another handshake with that peer, record it for a `connect`
     /// that gave way to it.
     fn handshake_failed(&self, peer: Option<NodeId>, error: &ConnectError) {
-        self.refusals.send_modify(|r| r.count(error));
+        let mut reason = "";
+        self.refusals.send_modify(|r| reason = r.count(error));
+        self.router.metrics().refused(reason);
         let gave_way = is_duplicate(error)
             || matches!(
                 error,

@@ -20,6 +20,7 @@
 //! "the peer may or may not have received what was sent".
 
 use crate::lease::LeaseCell;
+use crate::metrics::LinkMetrics;
 use crate::net::NetConfig;
 use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{PeerFrame, Transport, decode_frame, encode_frame, encode_payload};
@@ -283,8 +284,17 @@ impl Driver {
         let (sink, stream) = transport.split();
         let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
         let detector = Heartbeat::with_proof(heartbeat, now(), started);
-        let reader = read_loop(stream, in_tx, ctrl_tx, detector, &lease, max_frame);
-        let writer = write_loop(sink, out_rx, ctrl_rx, close, max_frame, heartbeat.timeout);
+        let m = LinkMetrics::register(&node, &peer);
+        let reader = read_loop(stream, in_tx, ctrl_tx, detector, &lease, max_frame, &m);
+        let writer = write_loop(
+            sink,
+            out_rx,
+            ctrl_rx,
+            close,
+            max_frame,
+            heartbeat.timeout,
+            &m,
+        );
         let reason = tokio::select! {
             reason = reader => reason,
             reason = writer => reason,
@@ -314,6 +324,7 @@ async fn read_loop(
     mut detector: Heartbeat,
     lease: &LeaseCell,
     max_frame: usize,
+    m: &LinkMetrics,
 ) -> DownReason {
     loop {
         let tick = sleep_until(Instant::from_std(detector.next_tick()));
@@ -332,9 +343,11 @@ async fn read_loop(
                 };
                 let at = now();
                 detector.on_frame(at);
+                m.received_bytes.increment(bytes.len() as u64);
                 match decode_frame(&bytes, max_frame) {
                     Err(e) => return DownReason::Malformed(e.into()),
                     Ok(PeerFrame::Payload(envelope)) => {
+                        m.received_messages.increment(1);
                         // An owner that dropped `incoming` does not want envelopes; keep the
                         // connection (and its heartbeat) up for sending.
                         let _ = in_tx.send(envelope).await;
@@ -345,6 +358,7 @@ async fn read_loop(
                     Ok(PeerFrame::Pong { seq }) => {
                         if let Some(rtt) = detector.on_pong(seq, at) {
                             tracing::trace!(?rtt, "heartbeat round trip");
+                            m.rtt.record(rtt);
                         }
                         if let Some(until) = detector.lease_deadline()
                             && lease.renew(until).is_err()
@@ -390,20 +404,26 @@ async fn write_loop(
     close: CancellationToken,
     max_frame: usize,
     linger: Duration,
+    m: &LinkMetrics,
 ) -> DownReason {
+    // Envelopes (not heartbeats) count as messages; every frame counts its bytes.
+    let count = |bytes: &Bytes, envelope: bool| {
+        m.sent_messages.increment(u64::from(envelope));
+        m.sent_bytes.increment(bytes.len() as u64);
+    };
     loop {
         let first = tokio::select! {
             biased;
             () = close.cancelled() => return close_gracefully(sink, out_rx, linger).await,
             Some(frame) = ctrl_rx.recv() => match encode_frame(&frame, max_frame) {
-                Ok(bytes) => bytes,
+                Ok(bytes) => { count(&bytes, false); bytes }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot encode a heartbeat frame");
                     continue;
                 }
             },
             bytes = out_rx.recv() => match bytes {
-                Some(bytes) => bytes,
+                Some(bytes) => { count(&bytes, true); bytes }
                 None => return close_gracefully(sink, out_rx, linger).await,
             },
         };
@@ -418,10 +438,14 @@ async fn write_loop(
                     Err(_) => continue,
                 },
                 Err(_) => match out_rx.try_recv() {
-                    Ok(bytes) => bytes,
+                    Ok(bytes) => {
+                        m.sent_messages.increment(1);
+                        bytes
+                    }
                     Err(_) => break,
                 },
             };
+            m.sent_bytes.increment(next.len() as u64);
             if let Err(e) = sink.feed(next).await {
                 return DownReason::Io(e.into());
             }

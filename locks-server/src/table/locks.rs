@@ -108,6 +108,13 @@ impl Locks {
         self.slots.iter().flatten()
     }
 
+    /// The records in slots `from..from + n`, and whether slots follow (for a count taken a
+    /// slice at a time: `super::census`).
+    pub fn slice(&self, from: usize, n: usize) -> (impl Iterator<Item = &LockRecord>, bool) {
+        let more = from.saturating_add(n) < self.slots.len();
+        (self.slots.iter().skip(from).take(n).flatten(), more)
+    }
+
     /// How many records exist.
     pub fn len(&self) -> usize {
         self.index.len()

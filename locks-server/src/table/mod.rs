@@ -109,6 +109,7 @@
 #![forbid(unsafe_code)]
 
 mod agents;
+mod census;
 mod entry;
 mod locks;
 mod notify;
@@ -118,6 +119,8 @@ mod record;
 mod report;
 mod snapshot;
 mod surrender_to;
+
+pub(crate) use census::Census;
 
 pub use notify::Effects;
 pub use protocol::{TableEffect, TableInput, Undelivered};

@@ -483,6 +483,12 @@ impl AgentCore {
         self.dirty = true;
     }
 
+    /// How many of this agent's surrenders the servers ignored (the lock had changed: the cycle
+    /// was already broken) since the last call: for the node's metrics.
+    pub(crate) fn take_ignored_surrenders(&mut self) -> u64 {
+        std::mem::take(&mut self.knowledge.ignored_surrenders)
+    }
+
     /// Whether giving up the copy on `node` would take from `r` a grant its requirement needs.
     fn would_lose(&self, r: &LockRequest, node: &NodeId) -> bool {
         if !r.held_on(&self.modes, &self.knowledge, node) {

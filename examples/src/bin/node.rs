@@ -1,5 +1,5 @@
 //! One `locks` node as a process: a lock server in a cluster, plus a small line protocol on
-//! stdin/stdout to take locks from it and look at its lock table.
+//! stdin/stdout to take locks from it and look at its lock table and the cluster's.
 //!
 //! ```sh
 //! cargo run -p examples --bin node -- --config node.toml
@@ -7,67 +7,11 @@
 //!     --peer 127.0.0.1:7002 --peer 127.0.0.1:7003
 //! ```
 //!
-//! TLS between nodes (see `docs/tls.md`): `--tls-cert a.pem --tls-key a.key --tls-ca ca.pem`
-//! (or a `[tls]` table in the file). `node --gen-certs DIR --names a,b,c` writes a test CA
-//! (`DIR/ca.pem`) and a certificate and key per node (`DIR/a.pem`, `DIR/a.key`, ...), then
-//! exits, so TLS can be tried with no other tool.
-//!
-//! Logs go to stderr (`RUST_LOG`, default `info`). Stdout carries one line per event, so that
-//! scripts and tests can follow the node:
-//!
-//! ```text
-//! metrics 127.0.0.1:9100          with --metrics: where /metrics is served (before `listening`)
-//! listening 127.0.0.1:7001        once started (when it listens)
-//! up b / down b                   a peer connected / lost
-//! granted t1 db/x a@1042,b@977    transaction t1 holds db/x; each node's fencing version
-//! deadlocks t1 db/y@a,...         locks t1 surrendered on the way (after `granted`, if any)
-//! lost t1 db/x a,b node-down      unasked: t1 no longer holds db/x on a and b, and why
-//!                                 (node-down, lease-expired, surrendered, aborted, revoked)
-//! granted t1 db/x a@1050,b@981    unasked, after `lost`: db/x is granted to t1 again
-//! error t1 <message>              a request of t1 failed
-//! status t1 waiting               the answer to `status t1`
-//! ended t1                        the answer to `end t1`
-//! nodes a b c                     the answer to `nodes`
-//! lock db/x v1042 X granted=… converting=… waiting=…   the answer to `table`, then `end-table`
-//! node b locks=2 total=9 truncated  `cluster-table`: per node that answered, its count of locks
-//! b lock db/x v977 X granted=…      listed and in all (truncated: some left out), its locks as
-//! missing c | missing -             `table` prints them prefixed by the node, then the peers
-//!                                   that did not answer in time, then `end-cluster-table`
-//! edge <b.1.2> <a.1.1> db/x@a cycle `cluster-graph`: agent <b.1.2> waits for <a.1.1> on db/x
-//!                                   of node a (` cycle`: the edge is on a deadlock), then
-//!                                   `missing …`, `truncated …`, `end-cluster-graph`; with
-//!                                   `dot`, Graphviz DOT lines then `end-cluster-graph`
-//! joined d                        this node runs a replica of the gdict dictionary d
-//! leader d b 1042                 the replica of d follows (or is) the leader on node b, whose
-//!                                 term has epoch 1042 (`leader d none`: no leader known)
-//! stored d k / value d k 7|none   the answers to `store` and `fetch`
-//! help lock <txn> ... / end-help  the answer to `help`: one line per command
-//! ```
-//!
-//! With `--metrics 127.0.0.1:9100` (or `metrics = "127.0.0.1:9100"` in the TOML file), the
-//! node serves the Prometheus text format of its metrics on `GET /metrics` at that address
-//! and prints `metrics <addr>` first (port 0 picks a port; the line gives it). The metric
-//! names are in `docs/metrics.md`. A bad address is an error at start (exit code 2).
-//!
-//! With `--mono`, every line is prefixed with the CLOCK_MONOTONIC time in nanoseconds and a
-//! space (`81234567890 granted t1 db/x a@1042`).
-//!
-//! Commands, one per line on stdin:
-//!
-//! ```text
-//! lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive|majority_alive]
-//!                                 mode defaults to X, nodes to this node, req to all; the
-//!                                 transaction <txn> is begun on first use
-//! status <txn> | end <txn> | nodes | table | help | quit
-//! cluster-table [max_locks] [timeout_ms]   every connected node's table (docs/introspection.md;
-//!                                 defaults 1000 locks per node, 2000 ms)
-//! cluster-graph [dot] [timeout_ms]         the cluster's wait-for graph, as text or DOT
-//! gdict <d> [node,node,...]       run a replica of the gdict dictionary <d> (locks-leader,
-//!                                 majority mode over the nodes given, or those it sees)
-//! store <d> <key> <int> | fetch <d> <key>
-//! leader <d>                      answered `leader d b 1042 leading|following` (whether this
-//!                                 replica may act as leader now) or `leader d none`
-//! ```
+//! Its flags, its commands (one per line on stdin: `lock`, `status`, `end`, `nodes`, `table`,
+//! `cluster-table`, `cluster-graph`, `gdict`, `store`, `fetch`, `leader`, `help`, `quit`) and
+//! every line it prints on stdout are listed in one place, `docs/node.md`; the text of each line
+//! is written by `examples::node_cli`, and `help` prints the commands. Logs go to stderr
+//! (`RUST_LOG`, default `info`), without colour codes unless stderr is a terminal.
 
 use clap::Parser;
 use examples::gdict::Gdict;

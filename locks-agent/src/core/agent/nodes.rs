@@ -1,0 +1,89 @@
+//! What the agent makes of its nodes going down and coming back: a server it cannot reach
+//! ([`AgentCore::unreachable`]), a node declared down or whose lease expired
+//! ([`AgentCore::node_down_because`]), and a node up again ([`AgentCore::node_up`]).
+//!
+//! Invariants:
+//! - a node counts as down from the first of these inputs until `node_up`, and each is handled
+//!   once (a second `node_down` for a node already down changes nothing);
+//! - everything learnt from a down node is forgotten, and so is what was forwarded to agents
+//!   living there: it is forwarded again once the node is back;
+//! - the cause of the first `node_down` is the cause every lock lost with it reports.
+
+use super::{AgentCore, Effect, Phase};
+use crate::core::status::LossCause;
+use locks_core::proto::ServerRequest;
+use locks_core::{LockId, Mode, NodeId};
+
+impl AgentCore {
+    /// A request to the server of `node` could not be sent (the actor's executor says so): the
+    /// node counts as down until [`AgentCore::node_up`].
+    pub fn unreachable(&mut self, node: &NodeId) -> Vec<Effect> {
+        self.node_down(node)
+    }
+
+    /// The server of `node` went down: everything learnt from it is forgotten, requests are not
+    /// held there any more, and (without `await_nodes`) requests that can no longer be met make
+    /// the status `CannotServe`.
+    pub fn node_down(&mut self, node: &NodeId) -> Vec<Effect> {
+        self.node_down_because(node, LossCause::NodeDown)
+    }
+
+    /// [`AgentCore::node_down`], saying why (what a lost lock reports:
+    /// [`LossCause::NodeDown`] or [`LossCause::LeaseExpired`]).
+    pub fn node_down_because(&mut self, node: &NodeId, cause: LossCause) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase != Phase::Running || !self.down.insert(node.clone()) {
+            return out;
+        }
+        self.down_causes.insert(node.clone(), cause);
+        self.knowledge.forget_node(node);
+        self.knowledge.clear_excuses();
+        self.probes.news();
+        self.fail_surrenders(node, &mut out);
+        // Views of that node's locks are gone, and so is whatever was forwarded to agents
+        // living there that had not arrived: forward it again once the node is back.
+        self.knowledge.forget_sent_to(node);
+        self.rejected.retain(|(_, n)| n != node);
+        self.dirty = true;
+        self.mark_all();
+        self.refresh_status(&mut out);
+        out
+    }
+
+    /// The server of `node` is up (again, or for the first time): every request naming it is
+    /// sent to it again. Views forwarded to agents living there before may never have arrived
+    /// (there was no connection: an agent can learn of an agent on a node it is not connected
+    /// to from a third node's queue), so the next settle analyses and forwards to them again.
+    pub fn node_up(&mut self, node: &NodeId) -> Vec<Effect> {
+        let mut out = Vec::new();
+        if self.phase != Phase::Running {
+            return out;
+        }
+        self.knowledge.forget_sent_to(node);
+        self.knowledge.clear_excuses();
+        self.probes.news();
+        self.dirty = true;
+        self.rewatch(node, &mut out);
+        if !self.down.remove(node) {
+            return out;
+        }
+        self.down_causes.remove(node);
+        let again: Vec<(LockId, Mode)> = self
+            .requests
+            .values()
+            .filter(|r| r.nodes.contains(node))
+            .map(|r| (r.lock.clone(), r.mode))
+            .collect();
+        for (lock, mode) in again {
+            let msg = ServerRequest::Lock {
+                agent: self.id.clone(),
+                lock,
+                mode,
+            };
+            self.send(&mut out, node.clone(), msg);
+        }
+        self.mark_all();
+        self.refresh_status(&mut out);
+        out
+    }
+}

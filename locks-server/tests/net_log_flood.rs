@@ -5,67 +5,21 @@
 
 mod common;
 
+use common::logs::{Capture, send_and_wait_closed};
 use common::net::{id, loopback, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::PROTOCOL_VERSION;
 use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
 use locks_server::internal::net::{Cookie, Handshake, PeerFrame, Role};
 use locks_server::{Node, NodeConfig};
-use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::codec::Framed;
-use tracing_subscriber::fmt::MakeWriter;
 
 const BOUND: Duration = Duration::from_secs(20);
 /// Bad connections of each kind.
 const N: usize = 30;
-
-/// Everything the subscriber writes.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
-
-impl Capture {
-    fn lines_at(&self, level: &str) -> Vec<String> {
-        let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
-        let tag = format!(" {level} ");
-        text.lines()
-            .filter(|l| l.contains(&tag))
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-/// Sends `bytes` and reads until the node closes the connection.
-async fn send_and_wait_closed(addr: SocketAddr, bytes: &[u8]) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    // The node may close before reading everything: a failed write is part of the attack.
-    let _ = stream.write_all(bytes).await;
-    let mut sink = Vec::new();
-    let _ = within(BOUND, "closed", stream.read_to_end(&mut sink)).await;
-}
 
 /// A handshake as initiator with the wrong cookie, until the node closes the connection.
 async fn wrong_cookie(addr: SocketAddr, n: usize) {

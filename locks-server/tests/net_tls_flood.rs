@@ -6,56 +6,15 @@
 
 mod common;
 
+use common::logs::{Capture, send_and_wait_closed};
 use common::net::{loopback, within};
 use locks_server::{Node, NodeConfig, TlsConfig};
 use locks_testing::certs::{NodeCert, TestCa};
-use std::io::Write;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tracing_subscriber::fmt::MakeWriter;
 
 const BOUND: Duration = Duration::from_secs(20);
 /// Bad connections of each kind.
 const N: usize = 30;
-
-/// Everything the subscriber writes.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
-
-impl Capture {
-    /// The lines at `level` written by node `node`.
-    fn lines(&self, level: &str, node: &str) -> Vec<String> {
-        let text = String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned();
-        let (tag, who) = (format!(" {level} "), format!("node=\"{node}\""));
-        let who_plain = format!("node={node} ");
-        text.lines()
-            .filter(|l| l.contains(&tag) && (l.contains(&who) || l.contains(&who_plain)))
-            .map(str::to_owned)
-            .collect()
-    }
-}
 
 fn tls(cert: &NodeCert, ca: &TestCa) -> TlsConfig {
     TlsConfig::from_pem(
@@ -64,14 +23,6 @@ fn tls(cert: &NodeCert, ca: &TestCa) -> TlsConfig {
         ca.cert.as_bytes(),
     )
     .unwrap()
-}
-
-/// Sends `bytes` and reads until the node closes the connection.
-async fn send_and_wait_closed(addr: SocketAddr, bytes: &[u8]) {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let _ = stream.write_all(bytes).await;
-    let mut sink = Vec::new();
-    let _ = within(BOUND, "closed", stream.read_to_end(&mut sink)).await;
 }
 
 #[tokio::test]

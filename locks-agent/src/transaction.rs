@@ -564,11 +564,13 @@ impl Transaction {
 
     /// Ends the transaction: the agent stops and every lock is released.
     ///
-    /// It waits for nothing: the handle unregisters the agent, so that messages to it fail
-    /// when `end` returns, and tells it to stop; the agent then asks every lock server it used
-    /// to release its locks, on the node's thread, after every request sent before `end`. From
-    /// another runtime this saves a wait for the node's thread. Returns the error that ended
-    /// the transaction earlier, if one did (an abort on deadlock).
+    /// It waits for nothing. The transaction's locks on its own node are released before `end`
+    /// returns, on the caller's thread, so that the next holder need not wait for the node's
+    /// thread; the handle unregisters the agent, so that messages to it fail when `end`
+    /// returns, and tells it to stop; the agent then asks every lock server it used (its own
+    /// node's again, for any request sent before `end` that reached the server after that
+    /// release) to release its locks, on the node's thread. Returns the error that ended the
+    /// transaction earlier, if one did (an abort on deadlock).
     pub async fn end(mut self) -> Result<(), Error> {
         self.ended = true;
         self.finish();

@@ -82,6 +82,37 @@ async fn end_right_after_a_request_still_releases_everything() {
     }
 }
 
+/// `end` releases the locks on the transaction's own node before it returns, also when the
+/// transaction has an agent (it waited): the next holder does not wait for the agent's turn on
+/// the node's thread. (Before, the release waited for the agent to handle `End`.)
+#[tokio::test]
+async fn end_releases_this_nodes_locks_before_it_returns_also_with_an_agent() {
+    let h = Harness::new("endsync").await;
+    for key in 0..20 {
+        let lock = lock_id!["sync", key];
+        let holder = begin_transaction(&h.node, Options::default())
+            .await
+            .unwrap();
+        bounded(holder.lock(lock.clone(), Mode::WRITE))
+            .await
+            .unwrap();
+        let txn = begin_transaction(&h.node, Options::default())
+            .await
+            .unwrap();
+        // Queued behind the holder: the transaction starts its agent.
+        let waiting = txn.lock(lock.clone(), Mode::READ);
+        holder.end().await.unwrap();
+        bounded(waiting).await.unwrap();
+        let id = txn.id().clone();
+        txn.end().await.unwrap();
+        let table = h.node.local_table();
+        assert!(
+            !table.read(|t| t.knows(&id)),
+            "the table still has the ended transaction {id} (key {key})"
+        );
+    }
+}
+
 #[tokio::test]
 async fn unlock_releases_one_lock_and_keeps_the_others() {
     let h = Harness::new("unlock").await;

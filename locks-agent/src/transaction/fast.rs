@@ -208,8 +208,8 @@ impl Transaction {
         })
     }
 
-    /// Ends the transaction: with no agent, releases its locks in the table now; with one,
-    /// tells it to stop, which releases them on every node it used.
+    /// Ends the transaction: releases its locks in this node's table now and, if it has an
+    /// agent, tells it to stop, which releases them on every node it used.
     pub(crate) fn finish(&self) {
         let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         match &*agent {
@@ -220,9 +220,14 @@ impl Transaction {
             }
             // The agent releases everything its core contacted (this node's table included:
             // `AgentCore::adopt` counts it) when it stops; unregistered first, so that messages
-            // to it fail once `end` returns.
+            // to it fail once `end` returns. This node's locks are released here as well, before
+            // the agent's turn: a waiter on a busy node would otherwise wait for every message
+            // queued before `End` in the agent's mailbox (W4 lost a third of its rate to that).
+            // The agent's own release comes after whatever it sent before, so a request that
+            // reaches the table after this release is released then; releasing twice is a no-op.
             Some(addr) => {
                 self.node.router().unregister_agent(&self.id);
+                self.node.local_table().release(&self.id);
                 addr.do_send(crate::agent::End);
             }
         }

@@ -4,10 +4,10 @@
 
 mod common;
 
-use common::{BOUND, COOKIE, Harness, bounded, wait_connected};
+use common::{BOUND, COOKIE, Harness, bounded, cluster_with};
 use locks_agent::{Error, Req, TransactionStatus};
 use locks_core::{LockId, Mode, NodeId, lock_id};
-use locks_server::{Node, NodeConfig, TlsConfig};
+use locks_server::{NodeConfig, TlsConfig};
 use locks_testing::certs::TestCa;
 use locks_testing::wait::poll;
 use std::net::SocketAddr;
@@ -39,20 +39,7 @@ fn config(name: &str, ca: &TestCa) -> NodeConfig {
 
 /// Nodes with the given names, every pair connected over TLS.
 async fn tls_cluster(names: &[&str], ca: &TestCa) -> Vec<Harness> {
-    let mut nodes: Vec<Node> = Vec::new();
-    for name in names {
-        let node = bounded(Node::start(config(name, ca))).await.unwrap();
-        for earlier in &nodes {
-            bounded(node.connect(earlier.local_addr().unwrap()))
-                .await
-                .unwrap();
-        }
-        nodes.push(node);
-    }
-    for node in &nodes {
-        wait_connected(node, names).await;
-    }
-    nodes.into_iter().map(|node| Harness { node }).collect()
+    cluster_with(names, |name| config(name, ca)).await
 }
 
 #[tokio::test]

@@ -207,6 +207,11 @@ pub async fn wait_connected(node: &Node, names: &[&str]) {
 
 /// Nodes with the given names, every pair connected.
 pub async fn cluster(names: &[&str]) -> Vec<Harness> {
+    cluster_with(names, config).await
+}
+
+/// Nodes with the given names, each started with `config(name)`, every pair connected.
+pub async fn cluster_with(names: &[&str], config: impl Fn(&str) -> NodeConfig) -> Vec<Harness> {
     let mut nodes: Vec<Node> = Vec::new();
     for name in names {
         let node = bounded(Node::start(config(name))).await.unwrap();

@@ -27,13 +27,7 @@ fn tls(cert: &NodeCert, ca: &TestCa) -> TlsConfig {
 
 #[tokio::test]
 async fn an_attack_of_bad_tls_connections_writes_a_bounded_number_of_warnings() {
-    let capture = Capture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(capture.clone())
-        .finish();
-    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let capture = Capture::install();
     let started = Instant::now();
 
     let ca = TestCa::new("cluster CA");

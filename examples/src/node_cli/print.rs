@@ -49,14 +49,9 @@ pub fn status_word(status: &TransactionStatus) -> String {
     }
 }
 
-/// A lock id as the command line writes it: its keys joined by `/`.
-pub fn slash(lock: &LockId) -> String {
-    lock.keys()
-        .iter()
-        .map(|k| k.to_string())
-        .collect::<Vec<_>>()
-        .join("/")
-}
+/// A lock id as the command line writes it: its keys joined by `/` (the form the cluster's
+/// wait-for graph uses too).
+pub use locks_server::introspect::graph::slash;
 
 /// Prints the lock table, one `lock ...` line per lock, then `end-table`.
 pub async fn print_table(node: &Node) {

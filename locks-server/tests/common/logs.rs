@@ -36,6 +36,18 @@ impl<'a> MakeWriter<'a> for Capture {
 }
 
 impl Capture {
+    /// A capture installed as the process's subscriber, at DEBUG, without colour codes.
+    pub fn install() -> Capture {
+        let capture = Capture::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_writer(capture.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        capture
+    }
+
     /// The lines written at `level` (`WARN`, `DEBUG`, ...).
     pub fn lines_at(&self, level: &str) -> Vec<String> {
         self.lines_where(level, |_| true)

@@ -16,6 +16,17 @@ use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection, Wait};
 use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode};
 
+/// Where a `Lock` request left its agent (for the fast path's answer).
+pub(super) struct Placed {
+    /// The agent's interned number.
+    pub agent: u32,
+    /// The slot of the lock's record.
+    pub slot: u32,
+    /// Whether the agent's entry on every ancestor is granted, if the request edited them all
+    /// (`None` when it left them as they were).
+    pub ancestors_granted: Option<bool>,
+}
+
 /// What one operation does to one agent's entry on one lock.
 enum Edit {
     /// Replace the direct mode (`Some(new)`), and/or swap one intention count for another.
@@ -59,15 +70,14 @@ impl LockTable {
 
     /// [`Self::lock`]; `quiet`: the requester is told nothing but a refusal (the fast path
     /// reads its state from the table instead), everybody else exactly the same. Also returns
-    /// the agent's interned number and the lock's slot, unless the request was refused, so
-    /// that the fast path need not look them up again.
+    /// what the fast path would otherwise look up again, unless the request was refused.
     pub(super) fn lock_as(
         &mut self,
         agent: &AgentId,
         lock: &LockId,
         mode: Mode,
         quiet: bool,
-    ) -> (Effects, Option<(u32, u32)>) {
+    ) -> (Effects, Option<Placed>) {
         if let Some(r) = self.refusal(lock, Some(mode)) {
             return (self.reject(agent, lock, r), None);
         }
@@ -90,9 +100,12 @@ impl LockTable {
             mute: quiet.then_some(a),
             ..Audience::default()
         };
+        let mut ancestors_granted = None;
         if old_i != Some(new_i) {
+            let mut granted = true;
             for depth in 1..lock.depth() {
                 let Some(s) = self.locks.find_or_create(lock, depth, self.version) else {
+                    granted = false;
                     continue;
                 };
                 let edit = Edit::Need {
@@ -101,7 +114,11 @@ impl LockTable {
                     remove: old_i,
                 };
                 touched |= self.apply(s, a, edit, &aud, v, &mut out);
+                // Later edits in this operation touch other locks only: what the agent's
+                // entry is now is what it is when the operation returns.
+                granted &= self.entry_granted(s, a);
             }
+            ancestors_granted = Some(granted);
         }
         let direct = match found {
             Some(s) => Some(s),
@@ -120,7 +137,20 @@ impl LockTable {
             };
         }
         self.finish(a, touched, v);
-        (out, direct.map(|s| (a, s)))
+        let placed = direct.map(|slot| Placed {
+            agent: a,
+            slot,
+            ancestors_granted,
+        });
+        (out, placed)
+    }
+
+    /// Whether agent `a` has a granted entry (not converting) on lock slot `s`.
+    pub(super) fn entry_granted(&self, s: u32, a: u32) -> bool {
+        self.locks
+            .get(s)
+            .and_then(|r| r.entry(a))
+            .is_some_and(|e| e.want.is_none() && e.held.is_some())
     }
 
     /// `Convert`: sets the agent's direct mode on `lock` to a weaker one, whatever the state of

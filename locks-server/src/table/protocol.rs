@@ -145,8 +145,12 @@ impl LockTable {
         lock: &LockId,
         mode: Mode,
     ) -> (Vec<TableEffect>, Option<(Mode, u64)>) {
-        let (sends, direct) = self.lock_as(agent, lock, mode, true);
-        let held = direct.and_then(|(a, s)| self.holds_at(a, s, lock));
+        let (sends, placed) = self.lock_as(agent, lock, mode, true);
+        let held = placed.and_then(|p| match p.ancestors_granted {
+            Some(true) => self.direct_held(p.agent, p.slot),
+            Some(false) => None,
+            None => self.holds_at(p.agent, p.slot, lock),
+        });
         (Self::effects(sends), held)
     }
 
@@ -220,20 +224,22 @@ impl LockTable {
 
     /// [`LockTable::holds`] for interned agent `a` and `lock`'s record in slot `s`.
     fn holds_at(&self, a: u32, s: u32, lock: &LockId) -> Option<(Mode, u64)> {
-        let rec = self.locks.get(s)?;
-        let entry = rec.entry(a)?;
-        let direct = entry.direct?;
-        if entry.want.is_some() || entry.held.is_none() {
-            return None;
-        }
+        let held = self.direct_held(a, s)?;
         let ancestors_granted = lock.ancestors().all(|anc| {
             self.locks
                 .find(anc.keys())
-                .and_then(|s| self.locks.get(s))
-                .and_then(|r| r.entry(a))
-                .is_some_and(|e| e.want.is_none() && e.held.is_some())
+                .is_some_and(|s| self.entry_granted(s, a))
         });
-        ancestors_granted.then_some((direct, rec.version))
+        ancestors_granted.then_some(held)
+    }
+
+    /// Agent `a`'s direct mode on lock slot `s` and the lock's version, if its entry there is
+    /// granted (whatever its ancestors say).
+    fn direct_held(&self, a: u32, s: u32) -> Option<(Mode, u64)> {
+        let rec = self.locks.get(s)?;
+        let entry = rec.entry(a)?;
+        let direct = entry.direct?;
+        (entry.want.is_none() && entry.held.is_some()).then_some((direct, rec.version))
     }
 
     /// `agent`'s direct locks (lock, mode, the lock's version), in lock id order. For an agent

@@ -260,8 +260,9 @@ impl LockRecord {
     ///   other holders allow it — seed 000, immediate conversion);
     /// - converting, its held mode now covers the need: the conversion is withdrawn;
     /// - converting or waiting, needs a different mode: the pending mode changes in place;
-    /// - new: at the back of the wait queue (granted by `process_grants` if nobody converts or
-    ///   waits and the group allows it — seed 000, immediate grant).
+    /// - new: granted at once if nobody converts or waits and the group allows it (seed 000,
+    ///   immediate grant: what `process_grants` would do with it), at the back of the wait
+    ///   queue otherwise.
     pub fn place(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {
         let e = &self.entries[pos];
         let agent = e.agent;
@@ -312,8 +313,22 @@ impl LockRecord {
                 }
             }
             (None, None) => {
-                self.entries[pos].want = Some(need);
                 self.entries[pos].version = v;
+                let queues_empty = self
+                    .extra
+                    .as_deref()
+                    .is_none_or(|x| x.converting.is_empty() && x.waiting.is_empty());
+                if queues_empty && self.group(modes).is_none_or(|g| modes.compatible(need, g)) {
+                    // What `process_grants` would do with it at the front of an empty queue,
+                    // with the same changes, without the boxed queue an uncontended lock
+                    // would allocate and free for every new entry.
+                    self.set_held(pos, Some(need));
+                    ch.wait_at(0);
+                    ch.holders = true;
+                    ch.entry(agent);
+                    return false;
+                }
+                self.entries[pos].want = Some(need);
                 let q = &mut self.extra_mut().waiting;
                 ch.wait_at(q.len());
                 q.push_back(agent);

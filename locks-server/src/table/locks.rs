@@ -6,6 +6,10 @@
 //! locks has two million buckets). Lookups take a key slice, so finding the ancestors of a lock
 //! allocates nothing; comparing a candidate reads its record.
 //!
+//! A path's hash is its keys hashed one after the other (no length in front), so the hashes of
+//! all the prefixes of a lock id come from one pass over its keys ([`Locks::path_hashes`]): a
+//! `Lock` finds or creates the lock and each of its ancestors hashing every key once.
+//!
 //! Invariants: `index` holds `s` exactly when `slots[s]` holds a record, under the hash of that
 //! record's keys; free slots are `None` and listed in `free`.
 
@@ -13,6 +17,11 @@ use super::record::LockRecord;
 use ahash::RandomState;
 use hashbrown::HashTable;
 use locks_core::{Key, LockId};
+use smallvec::SmallVec;
+use std::hash::{BuildHasher, Hash, Hasher};
+
+/// The hashes of a lock id's prefixes, shortest first (see [`Locks::path_hashes`]).
+pub(super) type PathHashes = SmallVec<[u64; 8]>;
 
 /// The lock records of a table.
 #[derive(Clone, Debug, Default)]
@@ -32,10 +41,34 @@ fn keys_at(slots: &[Option<LockRecord>], s: u32) -> Option<&[Key]> {
         .map(|r| r.id.keys())
 }
 
+/// The index's hash of the path `keys` (see the module documentation).
+fn hash_path(hasher: &RandomState, keys: &[Key]) -> u64 {
+    let mut h = hasher.build_hasher();
+    for key in keys {
+        key.hash(&mut h);
+    }
+    h.finish()
+}
+
 impl Locks {
+    /// The hashes of the first 1, 2, ... `keys.len()` keys of `keys`, from one pass.
+    pub fn path_hashes(&self, keys: &[Key]) -> PathHashes {
+        let mut h = self.hasher.build_hasher();
+        keys.iter()
+            .map(|key| {
+                key.hash(&mut h);
+                h.finish()
+            })
+            .collect()
+    }
+
     /// The slot of the lock whose path is `keys`.
     pub fn find(&self, keys: &[Key]) -> Option<u32> {
-        let hash = self.hasher.hash_one(keys);
+        self.find_hashed(keys, hash_path(&self.hasher, keys))
+    }
+
+    /// [`Locks::find`], with the path's hash already known.
+    pub fn find_hashed(&self, keys: &[Key], hash: u64) -> Option<u32> {
         self.index
             .find(hash, |&s| keys_at(&self.slots, s) == Some(keys))
             .copied()
@@ -45,17 +78,34 @@ impl Locks {
     /// there is none. `None` only if 2^32 locks exist.
     pub fn find_or_create(&mut self, lock: &LockId, depth: usize, version: u64) -> Option<u32> {
         let keys = lock.keys().get(..depth)?;
-        if let Some(s) = self.find(keys) {
-            return Some(s);
-        }
-        self.create(lock, depth, version)
+        self.find_or_create_hashed(lock, depth, version, hash_path(&self.hasher, keys))
     }
 
-    /// Creates an empty record (at `version`) for the first `depth` keys of `lock`, which must
-    /// not have one (the caller has just looked). `None` only if 2^32 locks exist.
-    pub fn create(&mut self, lock: &LockId, depth: usize, version: u64) -> Option<u32> {
+    /// [`Locks::find_or_create`], with the hash of the first `depth` keys already known.
+    pub fn find_or_create_hashed(
+        &mut self,
+        lock: &LockId,
+        depth: usize,
+        version: u64,
+        hash: u64,
+    ) -> Option<u32> {
         let keys = lock.keys().get(..depth)?;
-        let hash = self.hasher.hash_one(keys);
+        if let Some(s) = self.find_hashed(keys, hash) {
+            return Some(s);
+        }
+        self.create_hashed(lock, depth, version, hash)
+    }
+
+    /// Creates an empty record (at `version`) for the first `depth` keys of `lock`, whose hash
+    /// is `hash`, which must not have one (the caller has just looked). `None` only if 2^32
+    /// locks exist.
+    pub fn create_hashed(
+        &mut self,
+        lock: &LockId,
+        depth: usize,
+        version: u64,
+        hash: u64,
+    ) -> Option<u32> {
         let id = if depth == lock.depth() {
             lock.clone()
         } else {
@@ -77,7 +127,7 @@ impl Locks {
         self.index.insert_unique(hash, s, |&t| {
             // Every slot in the index holds a record (invariant); an empty one hashes as the
             // empty path rather than panicking.
-            hasher.hash_one(keys_at(slots, t).unwrap_or(&[]))
+            hash_path(hasher, keys_at(slots, t).unwrap_or(&[]))
         });
         Some(s)
     }
@@ -95,7 +145,7 @@ impl Locks {
     /// Deletes the record in slot `s`.
     pub fn remove(&mut self, s: u32) {
         if let Some(r) = self.slots.get_mut(s as usize).and_then(Option::take) {
-            let hash = self.hasher.hash_one(r.id.keys());
+            let hash = hash_path(&self.hasher, r.id.keys());
             if let Ok(entry) = self.index.find_entry(hash, |&t| t == s) {
                 entry.remove();
             }

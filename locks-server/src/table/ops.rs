@@ -88,7 +88,9 @@ impl LockTable {
         let mut out = Effects::new();
         // Found once: the ancestors' edits below never remove this record (it is in use, and
         // an edit removes only the record it edits).
-        let found = self.locks.find(lock.keys());
+        let hashes = self.locks.path_hashes(lock.keys());
+        let hash_of = |depth: usize| hashes.get(depth.wrapping_sub(1)).copied().unwrap_or(0);
+        let found = self.locks.find_hashed(lock.keys(), hash_of(lock.depth()));
         let old = found.and_then(|s| self.locks.get(s)?.entry(a)?.direct);
         let new = old.map_or(mode, |d| self.modes.group(mode, d));
         let (old_i, new_i) = (
@@ -104,7 +106,10 @@ impl LockTable {
         if old_i != Some(new_i) {
             let mut granted = true;
             for depth in 1..lock.depth() {
-                let Some(s) = self.locks.find_or_create(lock, depth, self.version) else {
+                let found = self
+                    .locks
+                    .find_or_create_hashed(lock, depth, self.version, hash_of(depth));
+                let Some(s) = found else {
                     granted = false;
                     continue;
                 };
@@ -122,7 +127,9 @@ impl LockTable {
         }
         let direct = match found {
             Some(s) => Some(s),
-            None => self.locks.create(lock, lock.depth(), self.version),
+            None => self
+                .locks
+                .create_hashed(lock, lock.depth(), self.version, hash_of(lock.depth())),
         };
         if let Some(s) = direct {
             touched |= if quiet {

@@ -319,15 +319,21 @@ impl LockTable {
         let Some(a) = self.agents.lookup(agent) else {
             return Effects::new();
         };
-        // Inline for the usual transaction (a lock and its ancestors): no allocation to end it.
-        let mut targets: smallvec::SmallVec<[(LockId, u32); 4]> = self
+        // Slots only, inline for the usual transaction (a lock and its ancestors): no
+        // allocation and no lock id copied to end it. In lock id order, so that the notices
+        // are (distinct slots hold distinct ids, so equal slots end up side by side).
+        let mut targets: smallvec::SmallVec<[u32; 8]> = self
             .agents
             .get(a)
             .into_iter()
             .flat_map(|slot| slot.locks.iter().chain(slot.watches.iter()).copied())
-            .filter_map(|t| Some((self.locks.get(t)?.id.clone(), t)))
+            .filter(|&t| self.locks.get(t).is_some())
             .collect();
-        targets.sort_unstable();
+        let locks = &self.locks;
+        targets.sort_unstable_by(|&x, &y| {
+            let id = |t| locks.get(t).map(|r| &r.id);
+            id(x).cmp(&id(y))
+        });
         targets.dedup();
         let v = self.next_version();
         let mut out = Effects::new();
@@ -336,7 +342,7 @@ impl LockTable {
             ..Audience::default()
         };
         let mut touched = false;
-        for (_, t) in targets {
+        for t in targets {
             touched |= self.apply(t, a, Edit::Remove, &aud, v, &mut out);
         }
         self.agents.remove(a);

@@ -24,7 +24,9 @@
 
 use locks_core::proto::LockView;
 use locks_core::waits::pending_of;
-pub(crate) use locks_core::waits::{ViewIndex, blockers_of, is_waited_for, view_edges};
+pub(crate) use locks_core::waits::{
+    ViewIndex, blockers_of, holders_blocking, is_waited_for, view_edges,
+};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use petgraph::Direction;
 use petgraph::dot::Dot;

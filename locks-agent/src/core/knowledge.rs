@@ -103,6 +103,18 @@ enum Source {
     ForwardedBy(AgentId),
 }
 
+/// What a server notice changed ([`Knowledge::take_notice`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum News {
+    /// Nothing: an old or repeated notice.
+    Nothing,
+    /// The queue only: the agent's entry and everything that decides whether its requests are
+    /// held are as they were.
+    Queue,
+    /// The agent's entry, or what it counts for (an answer, a surrender's outcome).
+    Entry,
+}
+
 /// Whether `agent` converts or waits in `view`.
 pub fn is_pending_in(view: &LockView, agent: &AgentId) -> bool {
     view.converting.iter().any(|c| c.agent == *agent)
@@ -144,6 +156,11 @@ pub struct Knowledge {
 impl Knowledge {
     /// Takes in a server notice addressed to `me`. Returns whether anything changed.
     pub fn on_notice(&mut self, me: &AgentId, n: LockNotice) -> bool {
+        self.take_notice(me, n) != News::Nothing
+    }
+
+    /// Takes in a server notice addressed to `me`, and says what it changed.
+    pub(crate) fn take_notice(&mut self, me: &AgentId, n: LockNotice) -> News {
         let mut changed = false;
         if let Some(Note::Unlocked) = &n.note {
             changed |= self.unlock_answered(&n.lock, &n.node);
@@ -177,16 +194,19 @@ impl Knowledge {
             _ => copy.entry_version,
         };
         if n.version <= floor {
-            return changed;
+            // Only the answers above changed anything, and each may change what is held.
+            return if changed { News::Entry } else { News::Nothing };
         }
         let was = suspension
             .is_some()
             .then(|| self.suspended.remove(&key))
             .flatten();
+        // A notice that finds the entry as it was (a waiter told of a change ahead of it) and
+        // answers nothing changes no request's held state: only the queue is news.
+        let entry_news = changed || was.is_some() || copy.entry != Some(n.state);
         copy.entry = Some(n.state);
         copy.entry_version = n.version;
         copy.view_min = copy.view_min.max(n.version);
-        changed = true;
         match self.views.entry(key.clone()) {
             Entry::Occupied(stored) => {
                 let before = &stored.get().view;
@@ -228,7 +248,7 @@ impl Knowledge {
         if !self.excused.is_empty() {
             self.trim_excused();
         }
-        changed
+        if entry_news { News::Entry } else { News::Queue }
     }
 
     /// The copy of `key`, created if need be.
@@ -457,6 +477,14 @@ impl Knowledge {
         for stored in self.views.values_mut() {
             stored.sent.retain(|a| a.node() != node);
         }
+    }
+
+    /// Whether the stored view of `(lock, node)` is *shared* (module documentation): every
+    /// agent pending in it has it, so [`Knowledge::already_sent`] holds for each of them.
+    pub fn is_shared(&self, lock: &LockId, node: &NodeId) -> bool {
+        self.views
+            .get(&(lock.clone(), node.clone()))
+            .is_some_and(|s| s.source == Source::Shared)
     }
 
     /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be

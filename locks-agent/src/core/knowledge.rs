@@ -51,10 +51,10 @@
 //! range of the maps; the views (only those with waiters) and the outstanding surrenders are
 //! kept apart, so nothing the agent does per message walks every lock it holds.
 
-use super::graph::{ViewIndex, blockers_of, is_waited_for};
 use super::status::Deadlock;
+use key::KeyRef;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
-use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_core::{AgentId, Key, LockId, Mode, NodeId};
 use smallvec::SmallVec;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -399,12 +399,18 @@ impl Knowledge {
     /// The mode the agent holds on `(lock, node)`, if the server said so and nothing since
     /// casts doubt on it.
     pub fn held(&self, lock: &LockId, node: &NodeId) -> Option<Mode> {
-        let key = (lock.clone(), node.clone());
-        let c = self.copies.get(&key)?;
-        if !self.suspended.is_empty() && self.suspended.contains_key(&key) {
+        self.held_at(lock.keys(), node)
+    }
+
+    /// [`Knowledge::held`] of the lock whose keys are `keys` (an ancestor's are a prefix of its
+    /// descendant's: no id is built to ask about it).
+    pub fn held_at(&self, keys: &[Key], node: &NodeId) -> Option<Mode> {
+        let key = KeyRef(keys, node);
+        let c = self.copies.get(key.as_dyn())?;
+        if !self.suspended.is_empty() && self.suspended.contains_key(key.as_dyn()) {
             return None;
         }
-        if !self.unlocking.is_empty() && self.unlocking.contains_key(&key) {
+        if !self.unlocking.is_empty() && self.unlocking.contains_key(key.as_dyn()) {
             return None;
         }
         c.entry.and_then(EntryState::held)
@@ -413,7 +419,7 @@ impl Knowledge {
     /// The version of the newest notice of `(lock, node)`: the fencing token of a grant.
     pub fn entry_version(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
         self.copies
-            .get(&(lock.clone(), node.clone()))
+            .get(KeyRef::of(lock, node).as_dyn())
             .filter(|c| c.entry.is_some())
             .map(|c| c.entry_version)
     }
@@ -421,7 +427,7 @@ impl Knowledge {
     /// The stored view of `(lock, node)`, if any.
     pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
         self.views
-            .get(&(lock.clone(), node.clone()))
+            .get(KeyRef::of(lock, node).as_dyn())
             .map(|s| &s.view)
     }
 
@@ -438,111 +444,20 @@ impl Knowledge {
         // longer, and the graph changes even if the view is not news.
         let mut unexcused = false;
         if is_pending_in(&view, from)
-            && let Some((_, who)) = self.excused.get_mut(&(lock.clone(), node.clone()))
+            && let Some((_, who)) = self.excused.get_mut(KeyRef::of(lock, node).as_dyn())
             && who.contains(from)
         {
             who.retain(|a| a != from);
             unexcused = true;
         }
         let news = self.take_view(lock, node, view, Source::ForwardedBy(from.clone())) || unexcused;
-        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
+        if let Some(stored) = self.views.get_mut(KeyRef::of(lock, node).as_dyn())
             && stored.view.version == version
             && !stored.sent.contains(from)
         {
             stored.sent.push(from.clone());
         }
         news
-    }
-
-    /// Whether `to` is known to have the stored view of `(lock, node)`: this agent sent it that
-    /// version, or got it from it.
-    pub fn was_sent(&self, lock: &LockId, node: &NodeId, to: &AgentId) -> bool {
-        self.views
-            .get(&(lock.clone(), node.clone()))
-            .is_some_and(|s| s.sent.contains(to))
-    }
-
-    /// Records that the stored view of `(lock, node)` was sent to `to`.
-    pub fn mark_sent(&mut self, lock: &LockId, node: &NodeId, to: &AgentId) {
-        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
-            && !stored.sent.contains(to)
-        {
-            stored.sent.push(to.clone());
-        }
-    }
-
-    /// Forgets what was sent to agents living on `node`: what went to them may have been lost
-    /// with the connection, so it is sent again.
-    pub fn forget_sent_to(&mut self, node: &NodeId) {
-        for stored in self.views.values_mut() {
-            stored.sent.retain(|a| a.node() != node);
-        }
-    }
-
-    /// Whether the stored view of `(lock, node)` is *shared* (module documentation): every
-    /// agent pending in it has it, so [`Knowledge::already_sent`] holds for each of them.
-    pub fn is_shared(&self, lock: &LockId, node: &NodeId) -> bool {
-        self.views
-            .get(&(lock.clone(), node.clone()))
-            .is_some_and(|s| s.source == Source::Shared)
-    }
-
-    /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be
-    /// (module documentation): then `me` need not forward it there.
-    pub fn already_sent(
-        &self,
-        modes: &ModeTable,
-        me: &AgentId,
-        lock: &LockId,
-        node: &NodeId,
-        to: &AgentId,
-    ) -> bool {
-        self.already_sent_to(modes, me, lock, node, std::slice::from_ref(to))[0]
-    }
-
-    /// [`Knowledge::already_sent`] for each of `targets`, with one look-up.
-    pub fn already_sent_to(
-        &self,
-        modes: &ModeTable,
-        me: &AgentId,
-        lock: &LockId,
-        node: &NodeId,
-        targets: &[AgentId],
-    ) -> Vec<bool> {
-        let Some(stored) = self.views.get(&(lock.clone(), node.clone())) else {
-            return vec![false; targets.len()];
-        };
-        let view = &stored.view;
-        match &stored.source {
-            Source::Unknown => vec![false; targets.len()],
-            Source::Shared => {
-                let index = ViewIndex::new(modes, view);
-                targets
-                    .iter()
-                    .map(|to| {
-                        index.is_pending(to)
-                            || index
-                                .first_blocked_by(to)
-                                .is_some_and(|first| first != me && first.node() == me.node())
-                    })
-                    .collect()
-            }
-            Source::ForwardedBy(from) => {
-                let local = from.node() == me.node();
-                let theirs = blockers_of(modes, view, from);
-                let waited = is_waited_for(modes, view, from);
-                let index = ViewIndex::new(modes, view);
-                targets
-                    .iter()
-                    .map(|to| {
-                        from == to
-                            || (local
-                                && theirs.binary_search(&to).is_ok()
-                                && (waited || !index.is_pending(to)))
-                    })
-                    .collect()
-            }
-        }
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
@@ -581,7 +496,7 @@ impl Knowledge {
 
     /// Whether the copy `(lock, node)` is suspended by a surrender of this agent.
     pub fn is_suspended(&self, lock: &LockId, node: &NodeId) -> bool {
-        !self.suspended.is_empty() && self.suspended.contains_key(&(lock.clone(), node.clone()))
+        !self.suspended.is_empty() && self.suspended.contains_key(KeyRef::of(lock, node).as_dyn())
     }
 
     /// How many views are stored.
@@ -625,5 +540,7 @@ impl Knowledge {
 
 mod answers;
 mod excuses;
+mod key;
+mod sent;
 #[cfg(test)]
 mod tests;

@@ -25,6 +25,7 @@ use super::{AgentCore, Effect};
 use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, holders_blocking, is_waited_for};
 use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 impl AgentCore {
@@ -54,19 +55,18 @@ impl AgentCore {
             // told of every change ahead of it, does each time.
             let holders_only = self.knowledge.is_shared(&lock, &node)
                 || !is_waited_for(&self.modes, &view, &self.id);
-            let targets: Vec<AgentId> = if holders_only {
+            // Borrowed from this agent's own clone of the view: nothing is cloned but the ids
+            // of the agents it is sent to.
+            let targets = if holders_only {
                 holders_blocking(&self.modes, &view, &self.id)
             } else {
                 blockers_of(&self.modes, &view, &self.id)
-            }
-            .into_iter()
-            .cloned()
-            .collect();
+            };
             let sent =
                 self.knowledge
                     .already_sent_to(&self.modes, &self.id, &lock, &node, &targets);
-            let to_send: Vec<&AgentId> = targets
-                .iter()
+            let to_send: SmallVec<[&AgentId; 4]> = targets
+                .into_iter()
                 .zip(sent)
                 .filter_map(|(to, sent)| (!sent).then_some(to))
                 .collect();
@@ -153,7 +153,7 @@ impl AgentCore {
             .iter()
             .map(|(_, _, view)| lazy.then(|| ViewIndex::new(&self.modes, view)))
             .collect();
-        let sent: Vec<Vec<bool>> = views
+        let sent: Vec<SmallVec<[bool; 4]>> = views
             .iter()
             .map(|(lock, node, _)| {
                 self.knowledge

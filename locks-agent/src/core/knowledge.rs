@@ -540,7 +540,7 @@ impl Knowledge {
 
 mod answers;
 mod excuses;
-mod key;
+pub(crate) mod key;
 mod sent;
 #[cfg(test)]
 mod tests;

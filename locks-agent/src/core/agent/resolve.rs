@@ -23,6 +23,7 @@
 
 use super::{AgentCore, Effect};
 use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, holders_blocking, is_waited_for};
+use crate::core::knowledge::key::KeyRef;
 use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
 use smallvec::SmallVec;
@@ -114,7 +115,7 @@ impl AgentCore {
         let expected: Vec<&AgentId> = targets
             .iter()
             .zip(sent)
-            .filter(|(to, sent)| !sent && !(lazy && index.is_pending(to)))
+            .filter(|(to, sent)| !(*sent || (lazy && index.is_pending(to))))
             .map(|(to, _)| to)
             .collect();
         debug_assert_eq!(expected, to_send, "the single view's forwarding");
@@ -143,7 +144,7 @@ impl AgentCore {
         let views: Vec<(LockId, NodeId, Arc<LockView>)> = self
             .knowledge
             .views()
-            .filter(|(l, n, _)| wanted.contains(&((*l).clone(), (*n).clone())))
+            .filter(|(l, n, _)| wanted.contains(KeyRef::of(l, n).as_dyn()))
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
         // Nobody is known to wait for this agent: the agents queued ahead of it need not hear

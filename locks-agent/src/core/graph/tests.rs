@@ -4,6 +4,7 @@ use locks_core::lock_id;
 use locks_core::proto::{Conversion, QueueEntry};
 use locks_core::waits::{first_blocked_by, holders_blocking};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 fn node() -> NodeId {
     NodeId::new("n1").unwrap()

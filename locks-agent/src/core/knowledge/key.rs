@@ -11,7 +11,7 @@ use std::borrow::Borrow;
 use std::cmp::Ordering;
 
 /// A copy's key, owned or borrowed.
-pub(super) trait CopyKey {
+pub(crate) trait CopyKey {
     /// The lock id's keys.
     fn keys(&self) -> &[Key];
     /// The node.
@@ -29,7 +29,7 @@ impl CopyKey for (LockId, NodeId) {
 }
 
 /// A copy's key made of borrowed parts.
-pub(super) struct KeyRef<'a>(pub &'a [Key], pub &'a NodeId);
+pub(crate) struct KeyRef<'a>(pub &'a [Key], pub &'a NodeId);
 
 impl CopyKey for KeyRef<'_> {
     fn keys(&self) -> &[Key] {
@@ -43,12 +43,12 @@ impl CopyKey for KeyRef<'_> {
 
 impl<'a> KeyRef<'a> {
     /// The key of `(lock, node)`.
-    pub(super) fn of(lock: &'a LockId, node: &'a NodeId) -> KeyRef<'a> {
+    pub(crate) fn of(lock: &'a LockId, node: &'a NodeId) -> KeyRef<'a> {
         KeyRef(lock.keys(), node)
     }
 
     /// As the maps' borrowed key type.
-    pub(super) fn as_dyn(&self) -> &(dyn CopyKey + 'a) {
+    pub(crate) fn as_dyn(&self) -> &(dyn CopyKey + 'a) {
         self
     }
 }

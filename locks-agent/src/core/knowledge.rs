@@ -133,7 +133,10 @@ pub struct Knowledge {
     copies: BTreeMap<(LockId, NodeId), Copy>,
     /// The newest view with pending entries of each copy that has one, from a notice or a
     /// forward.
-    views: BTreeMap<(LockId, NodeId), StoredView>,
+    ///
+    /// Boxed: a map's first node holds room for eleven values, and a new agent's first view
+    /// allocated that node at eleven times a view's size.
+    views: BTreeMap<(LockId, NodeId), Box<StoredView>>,
     /// The copies this agent surrendered whose first newer notice has not come yet.
     surrenders: BTreeSet<(LockId, NodeId)>,
     /// The suspended copies (module documentation).
@@ -263,7 +266,7 @@ impl Knowledge {
     /// `view_min`). The caller checked that it is newer than the stored one.
     fn keep_view(
         copy: &mut Copy,
-        slot: Entry<'_, (LockId, NodeId), StoredView>,
+        slot: Entry<'_, (LockId, NodeId), Box<StoredView>>,
         view: Arc<LockView>,
         source: Source,
     ) -> bool {
@@ -278,10 +281,10 @@ impl Knowledge {
             };
             match slot {
                 Entry::Occupied(mut o) => {
-                    o.insert(stored);
+                    **o.get_mut() = stored;
                 }
                 Entry::Vacant(v) => {
-                    v.insert(stored);
+                    v.insert(Box::new(stored));
                 }
             }
         } else {

@@ -54,17 +54,49 @@ enum Asked<'v> {
 /// incompatible with what it holds, and which modes are asked for ahead (and by whom, when by
 /// one entry only) is a table of [`Mode::COUNT`] slots.
 pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -> Vec<&'v AgentId> {
+    let mut out = Vec::new();
+    push_blockers(modes, view, agent, true, &mut out);
+    out
+}
+
+/// The holders among [`blockers_of`] that do not convert or wait in `view` themselves, sorted,
+/// each once. Linear in the view: a forwarding agent that can tell every pending blocker has
+/// the view already asks only about these, without building and sorting the whole list.
+pub fn holders_blocking<'v>(
+    modes: &ModeTable,
+    view: &'v LockView,
+    agent: &AgentId,
+) -> Vec<&'v AgentId> {
+    let mut out = Vec::new();
+    push_blockers(modes, view, agent, false, &mut out);
+    if view.converting.len() + view.waiting.len() <= SCAN_AT_MOST {
+        out.retain(|h| !pending_of(view).any(|(x, _)| x == *h));
+    } else {
+        let pending: AgentSet = pending_of(view).map(|(x, _)| x).collect();
+        out.retain(|h| !pending.contains(h));
+    }
+    out
+}
+
+/// Pushes the agents `agent` waits for in `view` onto `out` (the pending ones ahead of it only
+/// with `ahead`), then sorts and dedups it.
+fn push_blockers<'v>(
+    modes: &ModeTable,
+    view: &'v LockView,
+    agent: &AgentId,
+    ahead: bool,
+    out: &mut Vec<&'v AgentId>,
+) {
     let Some((place, mode)) = pending_of(view)
         .enumerate()
         .find(|(_, (x, _))| *x == agent)
         .map(|(i, (_, m))| (i, m))
     else {
-        return Vec::new();
+        return;
     };
-    let mut out: Vec<&AgentId> = Vec::new();
     let mut asked = [Asked::Nobody; Mode::COUNT];
     for (y, my) in pending_of(view).take(place) {
-        if y != agent && !modes.compatible(mode, my) {
+        if ahead && y != agent && !modes.compatible(mode, my) {
             out.push(y);
         }
         let slot = &mut asked[my.index()];
@@ -88,7 +120,6 @@ pub fn blockers_of<'v>(modes: &ModeTable, view: &'v LockView, agent: &AgentId) -
     }
     out.sort_unstable();
     out.dedup();
-    out
 }
 
 /// The first agent converting or waiting in `view` that waits for `holder`, a holder that does

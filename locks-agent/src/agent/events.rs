@@ -56,6 +56,10 @@ impl Agent {
     /// must say "lost" before it says anything stale (see `locks_server::lease`). Part of every
     /// settle round.
     pub(super) fn check_leases(&mut self, ctx: &mut Context<Self>) {
+        // Every settle round asks: a transaction on its own node only answers at once.
+        if !self.core.relies_on_remote(self.guard.router.node()) {
+            return;
+        }
         let local = self.guard.router.node().clone();
         for node in self.core.claimed_remote_nodes(&local) {
             if !self.guard.router.lease_valid(&node) {

@@ -36,7 +36,7 @@
 
 use super::error::RequestError;
 use super::graph::WaitForGraph;
-use super::knowledge::Knowledge;
+use super::knowledge::{Knowledge, News};
 use super::requests::LockRequest;
 use super::status::{Deadlock, GrantedLock, LossCause, LostLock, TransactionStatus};
 use crate::options::{Options, Req};
@@ -430,12 +430,16 @@ impl AgentCore {
                 // A late notice from a node marked down would bring back what was forgotten.
                 if !self.down.contains(&n.node) {
                     let lock = n.lock.clone();
-                    if self.knowledge.on_notice(&self.id, n) {
+                    let news = self.knowledge.take_notice(&self.id, n);
+                    if news != News::Nothing {
                         self.dirty = true;
                         self.probes.news();
                         self.knowledge.clear_excuses();
-                        // The entry on `lock` may have changed, and with it whether the
-                        // requests on it and on its descendants are held.
+                    }
+                    if news == News::Entry {
+                        // Whether the requests on `lock` and on its descendants are held may
+                        // have changed. (A waiter on a hot lock is told of every change ahead of
+                        // it, and its status need not be looked at again for those.)
                         self.mark_tree(&lock);
                     }
                 }

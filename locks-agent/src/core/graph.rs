@@ -24,14 +24,19 @@
 
 use locks_core::proto::LockView;
 use locks_core::waits::pending_of;
-pub(crate) use locks_core::waits::{ViewIndex, blockers_of, is_waited_for, view_edges};
+pub(crate) use locks_core::waits::{
+    ViewIndex, blockers_of, holders_blocking, is_waited_for, view_edges,
+};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use petgraph::Direction;
 use petgraph::dot::Dot;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{EdgeRef, NodeFiltered};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+
+/// Up to this many agents, [`WaitForGraph::build`] numbers them by binary search.
+const SEARCH_AT_MOST: usize = 32;
 
 /// The `(lock, node)` copies that make one agent wait for another.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -66,16 +71,16 @@ pub struct Cycle {
 /// Who waits for whom, according to a set of lock views.
 #[derive(Clone, Debug, Default)]
 pub struct WaitForGraph {
+    /// Vertices in increasing id order, so a vertex is found by binary search.
     graph: DiGraph<AgentId, WaitLabel>,
-    index: BTreeMap<AgentId, NodeIndex>,
 }
 
 impl WaitForGraph {
     /// Builds the graph from lock views (see the module documentation for the edges).
     ///
     /// Cost: linear in the views and their edges, plus sorting the agents and the edges (which
-    /// keeps the result independent of the order of the views). Agents are numbered once and
-    /// edges sorted as numbers, so no agent id is cloned or compared per edge.
+    /// keeps the result independent of the order of the views). Agents are numbered by their
+    /// place in id order and edges sorted as numbers, so no agent id is cloned per edge.
     pub fn build<'a>(
         modes: &ModeTable,
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
@@ -105,13 +110,22 @@ impl WaitForGraph {
         agents.sort_unstable();
         agents.dedup();
         let mut graph = DiGraph::with_capacity(agents.len(), 0);
-        let mut index = BTreeMap::new();
-        let mut number: HashMap<&AgentId, NodeIndex> = HashMap::with_capacity(agents.len());
-        for a in agents {
-            let i = graph.add_node(a.clone());
-            index.insert(a.clone(), i);
-            number.insert(a, i);
+        for a in &agents {
+            graph.add_node((*a).clone());
         }
+        // A vertex's index is its place in `agents`. An analysis usually sees a few agents, for
+        // which a binary search costs less than building a map; a hot queue's thousands get one.
+        let map: Option<HashMap<&AgentId, usize>> = (agents.len() > SEARCH_AT_MOST)
+            .then(|| agents.iter().enumerate().map(|(i, a)| (*a, i)).collect());
+        let number = |a: &AgentId| {
+            let place = match &map {
+                Some(map) => map.get(a).copied(),
+                None => agents.binary_search(&a).ok(),
+            };
+            NodeIndex::new(
+                place.unwrap_or_else(|| unreachable!("every agent of a view is a vertex")),
+            )
+        };
         // Node indices follow the id order, so sorting `(waiter, blocker, view)` by number sorts
         // the edges by id, with all the views of one edge together.
         let mut edges: Vec<(NodeIndex, NodeIndex, usize)> = Vec::new();
@@ -120,7 +134,7 @@ impl WaitForGraph {
                 view_edges(modes, view)
                     .into_iter()
                     .filter(|(w, _)| !excused(views[k].0, views[k].1, w))
-                    .map(|(w, b)| (number[w], number[b], k)),
+                    .map(|(w, b)| (number(w), number(b), k)),
             );
         }
         edges.sort_unstable();
@@ -131,7 +145,21 @@ impl WaitForGraph {
                 .collect();
             graph.add_edge(run[0].0, run[0].1, WaitLabel(label));
         }
-        WaitForGraph { graph, index }
+        WaitForGraph { graph }
+    }
+
+    /// The vertex of `agent`, if it is in the graph.
+    fn index_of(&self, agent: &AgentId) -> Option<NodeIndex> {
+        let (mut lo, mut hi) = (0, self.graph.node_count());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.graph[NodeIndex::new(mid)].cmp(agent) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(NodeIndex::new(mid)),
+            }
+        }
+        None
     }
 
     /// How many agents appear in the views.
@@ -146,8 +174,8 @@ impl WaitForGraph {
 
     /// The locks that make `waiter` wait for `holder`, if it does.
     pub fn waits_for(&self, waiter: &AgentId, holder: &AgentId) -> Option<&WaitLabel> {
-        let (w, h) = (self.index.get(waiter)?, self.index.get(holder)?);
-        let e = self.graph.find_edge(*w, *h)?;
+        let (w, h) = (self.index_of(waiter)?, self.index_of(holder)?);
+        let e = self.graph.find_edge(w, h)?;
         self.graph.edge_weight(e)
     }
 
@@ -159,7 +187,7 @@ impl WaitForGraph {
     /// The agents from which a path of waits leads to `agent`, `agent` included.
     pub fn reaching(&self, agent: &AgentId) -> BTreeSet<AgentId> {
         let mut out = BTreeSet::new();
-        let Some(&start) = self.index.get(agent) else {
+        let Some(start) = self.index_of(agent) else {
             return out;
         };
         let mut bfs = petgraph::visit::Bfs::new(petgraph::visit::Reversed(&self.graph), start);
@@ -190,7 +218,7 @@ impl WaitForGraph {
     }
 
     fn neighbours(&self, agent: &AgentId, dir: Direction) -> Vec<AgentId> {
-        let Some(&i) = self.index.get(agent) else {
+        let Some(i) = self.index_of(agent) else {
             return Vec::new();
         };
         let mut out: Vec<AgentId> = self
@@ -219,7 +247,7 @@ impl WaitForGraph {
     /// The deadlock `agent` must break, if any: its strongly connected component in the graph
     /// restricted to agents no larger than itself, when that has two or more agents.
     pub fn victim_cycle(&self, agent: &AgentId) -> Option<Cycle> {
-        let &me = self.index.get(agent)?;
+        let me = self.index_of(agent)?;
         let sub = NodeFiltered::from_fn(&self.graph, |n| self.graph[n] <= *agent);
         let scc = petgraph::algo::tarjan_scc(&sub)
             .into_iter()
@@ -232,8 +260,8 @@ impl WaitForGraph {
 
     /// Every agent that must give way (see [`WaitForGraph::victim_cycle`]), in id order.
     pub fn victims(&self) -> Vec<Cycle> {
-        self.index
-            .keys()
+        self.graph
+            .node_weights()
             .filter_map(|a| self.victim_cycle(a))
             .collect()
     }

@@ -51,10 +51,10 @@
 //! range of the maps; the views (only those with waiters) and the outstanding surrenders are
 //! kept apart, so nothing the agent does per message walks every lock it holds.
 
-use super::graph::{ViewIndex, blockers_of, is_waited_for};
 use super::status::Deadlock;
+use key::KeyRef;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note};
-use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_core::{AgentId, Key, LockId, Mode, NodeId};
 use smallvec::SmallVec;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -103,6 +103,18 @@ enum Source {
     ForwardedBy(AgentId),
 }
 
+/// What a server notice changed ([`Knowledge::take_notice`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum News {
+    /// Nothing: an old or repeated notice.
+    Nothing,
+    /// The queue only: the agent's entry and everything that decides whether its requests are
+    /// held are as they were.
+    Queue,
+    /// The agent's entry, or what it counts for (an answer, a surrender's outcome).
+    Entry,
+}
+
 /// Whether `agent` converts or waits in `view`.
 pub fn is_pending_in(view: &LockView, agent: &AgentId) -> bool {
     view.converting.iter().any(|c| c.agent == *agent)
@@ -121,7 +133,10 @@ pub struct Knowledge {
     copies: BTreeMap<(LockId, NodeId), Copy>,
     /// The newest view with pending entries of each copy that has one, from a notice or a
     /// forward.
-    views: BTreeMap<(LockId, NodeId), StoredView>,
+    ///
+    /// Boxed: a map's first node holds room for eleven values, and a new agent's first view
+    /// allocated that node at eleven times a view's size.
+    views: BTreeMap<(LockId, NodeId), Box<StoredView>>,
     /// The copies this agent surrendered whose first newer notice has not come yet.
     surrenders: BTreeSet<(LockId, NodeId)>,
     /// The suspended copies (module documentation).
@@ -144,6 +159,11 @@ pub struct Knowledge {
 impl Knowledge {
     /// Takes in a server notice addressed to `me`. Returns whether anything changed.
     pub fn on_notice(&mut self, me: &AgentId, n: LockNotice) -> bool {
+        self.take_notice(me, n) != News::Nothing
+    }
+
+    /// Takes in a server notice addressed to `me`, and says what it changed.
+    pub(crate) fn take_notice(&mut self, me: &AgentId, n: LockNotice) -> News {
         let mut changed = false;
         if let Some(Note::Unlocked) = &n.note {
             changed |= self.unlock_answered(&n.lock, &n.node);
@@ -177,16 +197,19 @@ impl Knowledge {
             _ => copy.entry_version,
         };
         if n.version <= floor {
-            return changed;
+            // Only the answers above changed anything, and each may change what is held.
+            return if changed { News::Entry } else { News::Nothing };
         }
         let was = suspension
             .is_some()
             .then(|| self.suspended.remove(&key))
             .flatten();
+        // A notice that finds the entry as it was (a waiter told of a change ahead of it) and
+        // answers nothing changes no request's held state: only the queue is news.
+        let entry_news = changed || was.is_some() || copy.entry != Some(n.state);
         copy.entry = Some(n.state);
         copy.entry_version = n.version;
         copy.view_min = copy.view_min.max(n.version);
-        changed = true;
         match self.views.entry(key.clone()) {
             Entry::Occupied(stored) => {
                 let before = &stored.get().view;
@@ -228,7 +251,7 @@ impl Knowledge {
         if !self.excused.is_empty() {
             self.trim_excused();
         }
-        changed
+        if entry_news { News::Entry } else { News::Queue }
     }
 
     /// The copy of `key`, created if need be.
@@ -243,7 +266,7 @@ impl Knowledge {
     /// `view_min`). The caller checked that it is newer than the stored one.
     fn keep_view(
         copy: &mut Copy,
-        slot: Entry<'_, (LockId, NodeId), StoredView>,
+        slot: Entry<'_, (LockId, NodeId), Box<StoredView>>,
         view: Arc<LockView>,
         source: Source,
     ) -> bool {
@@ -258,10 +281,10 @@ impl Knowledge {
             };
             match slot {
                 Entry::Occupied(mut o) => {
-                    o.insert(stored);
+                    **o.get_mut() = stored;
                 }
                 Entry::Vacant(v) => {
-                    v.insert(stored);
+                    v.insert(Box::new(stored));
                 }
             }
         } else {
@@ -379,12 +402,18 @@ impl Knowledge {
     /// The mode the agent holds on `(lock, node)`, if the server said so and nothing since
     /// casts doubt on it.
     pub fn held(&self, lock: &LockId, node: &NodeId) -> Option<Mode> {
-        let key = (lock.clone(), node.clone());
-        let c = self.copies.get(&key)?;
-        if !self.suspended.is_empty() && self.suspended.contains_key(&key) {
+        self.held_at(lock.keys(), node)
+    }
+
+    /// [`Knowledge::held`] of the lock whose keys are `keys` (an ancestor's are a prefix of its
+    /// descendant's: no id is built to ask about it).
+    pub fn held_at(&self, keys: &[Key], node: &NodeId) -> Option<Mode> {
+        let key = KeyRef(keys, node);
+        let c = self.copies.get(key.as_dyn())?;
+        if !self.suspended.is_empty() && self.suspended.contains_key(key.as_dyn()) {
             return None;
         }
-        if !self.unlocking.is_empty() && self.unlocking.contains_key(&key) {
+        if !self.unlocking.is_empty() && self.unlocking.contains_key(key.as_dyn()) {
             return None;
         }
         c.entry.and_then(EntryState::held)
@@ -393,7 +422,7 @@ impl Knowledge {
     /// The version of the newest notice of `(lock, node)`: the fencing token of a grant.
     pub fn entry_version(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
         self.copies
-            .get(&(lock.clone(), node.clone()))
+            .get(KeyRef::of(lock, node).as_dyn())
             .filter(|c| c.entry.is_some())
             .map(|c| c.entry_version)
     }
@@ -401,7 +430,7 @@ impl Knowledge {
     /// The stored view of `(lock, node)`, if any.
     pub fn view(&self, lock: &LockId, node: &NodeId) -> Option<&Arc<LockView>> {
         self.views
-            .get(&(lock.clone(), node.clone()))
+            .get(KeyRef::of(lock, node).as_dyn())
             .map(|s| &s.view)
     }
 
@@ -418,103 +447,20 @@ impl Knowledge {
         // longer, and the graph changes even if the view is not news.
         let mut unexcused = false;
         if is_pending_in(&view, from)
-            && let Some((_, who)) = self.excused.get_mut(&(lock.clone(), node.clone()))
+            && let Some((_, who)) = self.excused.get_mut(KeyRef::of(lock, node).as_dyn())
             && who.contains(from)
         {
             who.retain(|a| a != from);
             unexcused = true;
         }
         let news = self.take_view(lock, node, view, Source::ForwardedBy(from.clone())) || unexcused;
-        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
+        if let Some(stored) = self.views.get_mut(KeyRef::of(lock, node).as_dyn())
             && stored.view.version == version
             && !stored.sent.contains(from)
         {
             stored.sent.push(from.clone());
         }
         news
-    }
-
-    /// Whether `to` is known to have the stored view of `(lock, node)`: this agent sent it that
-    /// version, or got it from it.
-    pub fn was_sent(&self, lock: &LockId, node: &NodeId, to: &AgentId) -> bool {
-        self.views
-            .get(&(lock.clone(), node.clone()))
-            .is_some_and(|s| s.sent.contains(to))
-    }
-
-    /// Records that the stored view of `(lock, node)` was sent to `to`.
-    pub fn mark_sent(&mut self, lock: &LockId, node: &NodeId, to: &AgentId) {
-        if let Some(stored) = self.views.get_mut(&(lock.clone(), node.clone()))
-            && !stored.sent.contains(to)
-        {
-            stored.sent.push(to.clone());
-        }
-    }
-
-    /// Forgets what was sent to agents living on `node`: what went to them may have been lost
-    /// with the connection, so it is sent again.
-    pub fn forget_sent_to(&mut self, node: &NodeId) {
-        for stored in self.views.values_mut() {
-            stored.sent.retain(|a| a.node() != node);
-        }
-    }
-
-    /// Whether the stored view of `(lock, node)` was sent to `to` by someone else, or will be
-    /// (module documentation): then `me` need not forward it there.
-    pub fn already_sent(
-        &self,
-        modes: &ModeTable,
-        me: &AgentId,
-        lock: &LockId,
-        node: &NodeId,
-        to: &AgentId,
-    ) -> bool {
-        self.already_sent_to(modes, me, lock, node, std::slice::from_ref(to))[0]
-    }
-
-    /// [`Knowledge::already_sent`] for each of `targets`, with one look-up.
-    pub fn already_sent_to(
-        &self,
-        modes: &ModeTable,
-        me: &AgentId,
-        lock: &LockId,
-        node: &NodeId,
-        targets: &[AgentId],
-    ) -> Vec<bool> {
-        let Some(stored) = self.views.get(&(lock.clone(), node.clone())) else {
-            return vec![false; targets.len()];
-        };
-        let view = &stored.view;
-        match &stored.source {
-            Source::Unknown => vec![false; targets.len()],
-            Source::Shared => {
-                let index = ViewIndex::new(modes, view);
-                targets
-                    .iter()
-                    .map(|to| {
-                        index.is_pending(to)
-                            || index
-                                .first_blocked_by(to)
-                                .is_some_and(|first| first != me && first.node() == me.node())
-                    })
-                    .collect()
-            }
-            Source::ForwardedBy(from) => {
-                let local = from.node() == me.node();
-                let theirs = blockers_of(modes, view, from);
-                let waited = is_waited_for(modes, view, from);
-                let index = ViewIndex::new(modes, view);
-                targets
-                    .iter()
-                    .map(|to| {
-                        from == to
-                            || (local
-                                && theirs.binary_search(&to).is_ok()
-                                && (waited || !index.is_pending(to)))
-                    })
-                    .collect()
-            }
-        }
     }
 
     /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
@@ -553,7 +499,7 @@ impl Knowledge {
 
     /// Whether the copy `(lock, node)` is suspended by a surrender of this agent.
     pub fn is_suspended(&self, lock: &LockId, node: &NodeId) -> bool {
-        !self.suspended.is_empty() && self.suspended.contains_key(&(lock.clone(), node.clone()))
+        !self.suspended.is_empty() && self.suspended.contains_key(KeyRef::of(lock, node).as_dyn())
     }
 
     /// How many views are stored.
@@ -597,5 +543,7 @@ impl Knowledge {
 
 mod answers;
 mod excuses;
+pub(crate) mod key;
+mod sent;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@
 
 use super::knowledge::Knowledge;
 use crate::options::Req;
-use locks_core::{LockId, Mode, ModeTable, NodeId};
+use locks_core::{Key, LockId, Mode, ModeTable, NodeId};
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
 
@@ -105,10 +105,13 @@ impl LockRequest {
 /// [`Knowledge`]). The ancestors need no cap: the conversion keeps every intention mode they
 /// hold for a lock below, and their notices of the same operation come before its answer.
 pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
-    let covers = |l: &LockId, m: Mode| k.held(l, node).is_some_and(|h| modes.covers(h, m));
+    // The ancestors are asked about by a prefix of the keys: building their ids cost an
+    // allocation each, for every request, after every grant.
+    let covers = |keys: &[Key], m: Mode| k.held_at(keys, node).is_some_and(|h| modes.covers(h, m));
     let intention = modes.intention(mode);
-    covers(lock, mode)
+    let keys = lock.keys();
+    covers(keys, mode)
         && k.unanswered_conversions(lock, node)
             .all(|c| modes.covers(c, mode))
-        && lock.ancestors().all(|a| covers(&a, intention))
+        && (1..keys.len()).all(|depth| covers(&keys[..depth], intention))
 }

@@ -104,6 +104,13 @@ impl AgentCore {
             .filter_map(|r| Some((&r.lock, r.claimed?)))
     }
 
+    /// Whether [`AgentCore::claimed_remote_nodes`] names any node.
+    pub fn relies_on_remote(&self, local: &NodeId) -> bool {
+        self.contacted
+            .iter()
+            .any(|n| n != local && !self.down.contains(n))
+    }
+
     /// The nodes this agent relies on for a lock the client was told it holds, other than
     /// `local`, each once: the nodes whose lease the actor checks before answering.
     pub fn claimed_remote_nodes(&self, local: &NodeId) -> BTreeSet<NodeId> {

@@ -19,11 +19,15 @@
 use super::{AgentCore, Effect};
 use crate::core::status::TransactionStatus;
 use locks_core::{LockId, NodeId};
+use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
 /// How many entries the lists of [`Stale`] keep room for between rounds.
 const KEPT_ROOM: usize = 64;
+
+/// Up to this many marks, a round skips the requests it has evaluated already.
+const SHORT: usize = 8;
 
 /// What changed since the status was last brought up to date.
 #[derive(Clone, Debug, Default)]
@@ -67,8 +71,17 @@ impl AgentCore {
 
     /// Whether [`AgentCore::settle`] has anything to do: a status to bring up to date, or new
     /// knowledge to analyse. When it has not, the actor need not schedule it.
+    ///
+    /// New knowledge alone needs no settle while the transaction has all its locks and queues
+    /// nowhere: the analysis would not run, and the knowledge is analysed at the first settle
+    /// after that changes. (A holder on a hot lock is sent the view of each new waiter.)
     pub fn needs_settle(&self) -> bool {
-        self.is_running() && (self.dirty || !self.stale.is_empty() || self.probes.has_inbox())
+        self.is_running()
+            && (!self.stale.is_empty()
+                || !self.probes.is_idle()
+                || (self.dirty
+                    && (!self.status.have_all_locks()
+                        || self.knowledge.pending_somewhere(&self.id))))
     }
 
     /// Something every request depends on changed (a node, the options).
@@ -130,14 +143,29 @@ impl AgentCore {
                 self.evaluate(lock);
             }
         } else {
+            // One input often marks a request more than once (a new agent's seed marks each
+            // request, then each notice its tree again): a request evaluated in this round is
+            // not evaluated again, as nothing it depends on changes here. Only short lists are
+            // checked, so that a burst costs no more than it did.
+            let short = stale.locks.len() + stale.trees.len() <= SHORT;
+            let mut done: SmallVec<[LockId; SHORT]> = SmallVec::new();
+            let mut evaluate = |core: &mut AgentCore, lock: &LockId| {
+                if short {
+                    if done.contains(lock) {
+                        return;
+                    }
+                    done.push(lock.clone());
+                }
+                core.evaluate(lock);
+            };
             for lock in &stale.locks {
-                self.evaluate(lock);
+                evaluate(self, lock);
             }
             for root in &stale.trees {
                 // Descendants follow their ancestor in lock id order.
                 let mut next = self.request_from(Bound::Included(root));
                 while let Some(lock) = next.filter(|l| l == root || root.is_ancestor_of(l)) {
-                    self.evaluate(&lock);
+                    evaluate(self, &lock);
                     next = self.request_from(Bound::Excluded(&lock));
                 }
             }

@@ -101,9 +101,10 @@ impl Probes {
         out
     }
 
-    /// Whether probes wait to be handled.
-    pub(super) fn has_inbox(&self) -> bool {
-        !self.inbox.is_empty()
+    /// Whether a settle has nothing to do for the probes: none to handle, no refutation to
+    /// take back.
+    pub(super) fn is_idle(&self) -> bool {
+        self.inbox.is_empty() && self.refuted.is_empty()
     }
 }
 

@@ -22,9 +22,11 @@
 //! and sees in its own view that `q` waits for it.
 
 use super::{AgentCore, Effect};
-use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, is_waited_for};
+use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, holders_blocking, is_waited_for};
+use crate::core::knowledge::key::KeyRef;
 use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 impl AgentCore {
@@ -48,25 +50,31 @@ impl AgentCore {
             _ => None,
         };
         if let Some((lock, node, view)) = single {
-            let targets: Vec<AgentId> = blockers_of(&self.modes, &view, &self.id)
-                .into_iter()
-                .cloned()
-                .collect();
-            if cfg!(debug_assertions) {
-                let graph = self.wait_for_graph();
-                debug_assert!(graph.cycles().is_empty(), "one view, no cycle");
-                debug_assert_eq!(graph.waits_for_set(&self.id), targets);
-            }
-            // Indexed only when needed: asked for every target, a scan would be quadratic.
-            let lazy = (!is_waited_for(&self.modes, &view, &self.id))
-                .then(|| ViewIndex::new(&self.modes, &view));
+            // A pending target is skipped when the view is shared (the server sent it to every
+            // agent pending in it) and when nobody waits for this agent (the lazy rule), so
+            // then only the holders it waits for are asked about: what a waiter on a hot lock,
+            // told of every change ahead of it, does each time.
+            let holders_only = self.knowledge.is_shared(&lock, &node)
+                || !is_waited_for(&self.modes, &view, &self.id);
+            // Borrowed from this agent's own clone of the view: nothing is cloned but the ids
+            // of the agents it is sent to.
+            let targets = if holders_only {
+                holders_blocking(&self.modes, &view, &self.id)
+            } else {
+                blockers_of(&self.modes, &view, &self.id)
+            };
             let sent =
                 self.knowledge
                     .already_sent_to(&self.modes, &self.id, &lock, &node, &targets);
-            for (to, sent) in targets.iter().zip(sent) {
-                if sent || lazy.as_ref().is_some_and(|index| index.is_pending(to)) {
-                    continue;
-                }
+            let to_send: SmallVec<[&AgentId; 4]> = targets
+                .into_iter()
+                .zip(sent)
+                .filter_map(|(to, sent)| (!sent).then_some(to))
+                .collect();
+            if cfg!(debug_assertions) {
+                self.check_single_forwarding(&lock, &node, &view, &to_send);
+            }
+            for to in to_send {
                 self.send_view(to, &lock, &node, &view, out);
             }
             return;
@@ -77,6 +85,40 @@ impl AgentCore {
             None => self.analyse(&graph, out),
         }
         self.forward(&graph, out);
+    }
+
+    /// Debug builds: the single view's short cut sends `view` to exactly the agents the whole
+    /// rule (every agent this one waits for, less those that have it or will, less the pending
+    /// ones under the lazy rule) names, and the graph has no cycle.
+    fn check_single_forwarding(
+        &self,
+        lock: &LockId,
+        node: &NodeId,
+        view: &LockView,
+        to_send: &[&AgentId],
+    ) {
+        let graph = self.wait_for_graph();
+        debug_assert!(graph.cycles().is_empty(), "one view, no cycle");
+        let targets = graph.waits_for_set(&self.id);
+        debug_assert_eq!(
+            blockers_of(&self.modes, view, &self.id)
+                .into_iter()
+                .cloned()
+                .collect::<Vec<_>>(),
+            targets
+        );
+        let lazy = !is_waited_for(&self.modes, view, &self.id);
+        let index = ViewIndex::new(&self.modes, view);
+        let sent = self
+            .knowledge
+            .already_sent_to(&self.modes, &self.id, lock, node, &targets);
+        let expected: Vec<&AgentId> = targets
+            .iter()
+            .zip(sent)
+            .filter(|(to, sent)| !(*sent || (lazy && index.is_pending(to))))
+            .map(|(to, _)| to)
+            .collect();
+        debug_assert_eq!(expected, to_send, "the single view's forwarding");
     }
 
     /// Looks for the cycle this agent must break, and sends a probe round it (`probe.rs`): the
@@ -102,7 +144,7 @@ impl AgentCore {
         let views: Vec<(LockId, NodeId, Arc<LockView>)> = self
             .knowledge
             .views()
-            .filter(|(l, n, _)| wanted.contains(&((*l).clone(), (*n).clone())))
+            .filter(|(l, n, _)| wanted.contains(KeyRef::of(l, n).as_dyn()))
             .map(|(l, n, v)| (l.clone(), n.clone(), v.clone()))
             .collect();
         // Nobody is known to wait for this agent: the agents queued ahead of it need not hear
@@ -112,7 +154,7 @@ impl AgentCore {
             .iter()
             .map(|(_, _, view)| lazy.then(|| ViewIndex::new(&self.modes, view)))
             .collect();
-        let sent: Vec<Vec<bool>> = views
+        let sent: Vec<SmallVec<[bool; 4]>> = views
             .iter()
             .map(|(lock, node, _)| {
                 self.knowledge

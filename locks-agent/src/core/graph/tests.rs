@@ -2,8 +2,9 @@ use super::*;
 use locks_core::Mode::{self, IS, IX, S, X};
 use locks_core::lock_id;
 use locks_core::proto::{Conversion, QueueEntry};
-use locks_core::waits::first_blocked_by;
+use locks_core::waits::{first_blocked_by, holders_blocking};
 use proptest::prelude::*;
+use std::collections::BTreeMap;
 
 fn node() -> NodeId {
     NodeId::new("n1").unwrap()
@@ -459,7 +460,14 @@ proptest! {
         let waited: BTreeSet<&AgentId> = expected.iter().map(|(_, b)| b).collect();
         for me in &(0..agents.len() as u64 + 1).map(agent).collect::<Vec<_>>() {
             let mine = by_waiter.get(me).cloned().unwrap_or_default();
-            prop_assert_eq!(blockers_of(&modes, &v, me), mine, "blockers of {}", me);
+            prop_assert_eq!(blockers_of(&modes, &v, me), mine.clone(), "blockers of {}", me);
+            let holders: Vec<&AgentId> = mine
+                .iter()
+                .copied()
+                .filter(|b| !v.converting.iter().any(|c| c.agent == **b))
+                .filter(|b| !v.waiting.iter().any(|w| w.agent == **b))
+                .collect();
+            prop_assert_eq!(holders_blocking(&modes, &v, me), holders, "holders blocking {}", me);
             let is_waited = waited.contains(me);
             prop_assert_eq!(is_waited_for(&modes, &v, me), is_waited, "waited for: {}", me);
             let pending = v.converting.iter().any(|c| c.agent == *me)

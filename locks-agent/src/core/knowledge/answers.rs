@@ -4,6 +4,7 @@
 //! was applied may still be on their way, and say nothing about what is held after it.
 
 use super::Knowledge;
+use super::key::KeyRef;
 use locks_core::{LockId, Mode, NodeId};
 
 impl Knowledge {
@@ -40,7 +41,7 @@ impl Knowledge {
         let q = if self.lowering.is_empty() {
             None
         } else {
-            self.lowering.get(&(lock.clone(), node.clone()))
+            self.lowering.get(KeyRef::of(lock, node).as_dyn())
         };
         q.into_iter().flatten().copied()
     }

@@ -30,7 +30,7 @@ use locks_server::Node;
 use locks_server::internal::NodeInternals;
 use smallvec::SmallVec;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 mod fast;
 mod wait_time;
@@ -89,7 +89,7 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
         node: node.clone(),
         options,
         agent: Mutex::new(None),
-        outcome: Arc::new(Mutex::new(None)),
+        outcome: OnceLock::new(),
         ended: false,
     })
 }
@@ -144,7 +144,9 @@ pub struct Transaction {
     options: Options,
     /// The agent actor, once the transaction needed one (see `crate::fast`).
     agent: Mutex<Option<Addr<Agent>>>,
-    outcome: Outcome,
+    /// Why the agent stopped, shared with it: made when the agent starts (or when a failed
+    /// call asks), so a transaction that never needs one allocates nothing for it.
+    outcome: OnceLock<Outcome>,
     ended: bool,
 }
 
@@ -169,7 +171,7 @@ impl Transaction {
     }
 
     pub(crate) fn outcome(&self) -> &Outcome {
-        &self.outcome
+        self.outcome.get_or_init(Outcome::default)
     }
 
     /// The node the agent runs on.
@@ -193,7 +195,7 @@ impl Transaction {
         &self,
         rx: oneshot::Receiver<Result<T, Error>>,
     ) -> impl Future<Output = Result<T, Error>> + Send + 'static {
-        let outcome = self.outcome.clone();
+        let outcome = self.outcome().clone();
         async move {
             match rx.await {
                 Ok(result) => result,
@@ -421,7 +423,7 @@ impl Transaction {
         self.addr()
             .send(GetStatus)
             .await
-            .map_err(|_| outcome_error(&self.outcome))
+            .map_err(|_| outcome_error(self.outcome()))
     }
 
     /// Releases one lock of the running transaction, or withdraws its pending request. Other
@@ -434,7 +436,7 @@ impl Transaction {
         self.addr()
             .send(Unlock(lock))
             .await
-            .map_err(|_| outcome_error(&self.outcome))?
+            .map_err(|_| outcome_error(self.outcome()))?
     }
 
     /// Converts a lock down to a weaker mode (for example `X` to `S`), at once: the request
@@ -450,7 +452,7 @@ impl Transaction {
         self.addr()
             .send(Convert(lock.into(), mode))
             .await
-            .map_err(|_| outcome_error(&self.outcome))?
+            .map_err(|_| outcome_error(self.outcome()))?
     }
 
     /// Changes the transaction's options while it runs (the Erlang original's `change_flag/3`,
@@ -477,7 +479,7 @@ impl Transaction {
         self.addr()
             .send(SetOptions(options))
             .await
-            .map_err(|_| outcome_error(&self.outcome))?
+            .map_err(|_| outcome_error(self.outcome()))?
     }
 
     /// The options in force.
@@ -493,7 +495,7 @@ impl Transaction {
         self.addr()
             .send(crate::agent::GetOptions)
             .await
-            .map_err(|_| outcome_error(&self.outcome))
+            .map_err(|_| outcome_error(self.outcome()))
     }
 
     /// Surrenders `lock`, which this transaction holds, to `to`, which waits for it, on each of
@@ -559,7 +561,7 @@ impl Transaction {
         self.addr()
             .send(Dot)
             .await
-            .map_err(|_| outcome_error(&self.outcome))
+            .map_err(|_| outcome_error(self.outcome()))
     }
 
     /// Ends the transaction: the agent stops and every lock is released.
@@ -574,11 +576,11 @@ impl Transaction {
     pub async fn end(mut self) -> Result<(), Error> {
         self.ended = true;
         self.finish();
+        // No outcome was ever made: no agent ran, nothing can have gone wrong.
         let outcome = self
             .outcome
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+            .get()
+            .and_then(|o| o.lock().unwrap_or_else(PoisonError::into_inner).clone());
         match outcome {
             None | Some(Error::Ended) => Ok(()),
             Some(other) => Err(other),

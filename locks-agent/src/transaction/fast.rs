@@ -112,7 +112,7 @@ impl Transaction {
             self.id.clone(),
             self.node.modes().clone(),
             self.options.clone(),
-            self.outcome.clone(),
+            self.outcome().clone(),
         );
         let agent_router = router.clone();
         let addr = Agent::start_in_arbiter(self.node.arbiter(), move |_ctx| {

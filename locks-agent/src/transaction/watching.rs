@@ -55,7 +55,7 @@ impl Transaction {
             .addr()
             .send(msg)
             .await
-            .map_err(|_| outcome_error(&self.outcome))??;
+            .map_err(|_| outcome_error(self.outcome()))??;
         Ok(LockWatch {
             rx,
             id,
@@ -74,7 +74,7 @@ impl Transaction {
         self.addr()
             .send(msg)
             .await
-            .map_err(|_| outcome_error(&self.outcome))?
+            .map_err(|_| outcome_error(self.outcome()))?
     }
 
     /// The agents that watch `lock` on this transaction's node, in id order (the Erlang

@@ -106,9 +106,9 @@ impl LockTable {
         if old_i != Some(new_i) {
             let mut granted = true;
             for depth in 1..lock.depth() {
-                let found = self
-                    .locks
-                    .find_or_create_hashed(lock, depth, self.version, hash_of(depth));
+                let found =
+                    self.locks
+                        .find_or_create_hashed(lock, depth, self.version, hash_of(depth));
                 let Some(s) = found else {
                     granted = false;
                     continue;
@@ -127,9 +127,10 @@ impl LockTable {
         }
         let direct = match found {
             Some(s) => Some(s),
-            None => self
-                .locks
-                .create_hashed(lock, lock.depth(), self.version, hash_of(lock.depth())),
+            None => {
+                self.locks
+                    .create_hashed(lock, lock.depth(), self.version, hash_of(lock.depth()))
+            }
         };
         if let Some(s) = direct {
             touched |= if quiet {

@@ -75,21 +75,17 @@ impl Locks {
     }
 
     /// The slot of the first `depth` keys of `lock`, creating an empty record (at `version`) if
-    /// there is none. `None` only if 2^32 locks exist.
-    pub fn find_or_create(&mut self, lock: &LockId, depth: usize, version: u64) -> Option<u32> {
-        let keys = lock.keys().get(..depth)?;
-        self.find_or_create_hashed(lock, depth, version, hash_path(&self.hasher, keys))
-    }
-
-    /// [`Locks::find_or_create`], with the hash of the first `depth` keys already known.
-    pub fn find_or_create_hashed(
+    /// there is none; `hash` is the hash of those keys if the caller knows it. `None` only if
+    /// 2^32 locks exist.
+    pub fn find_or_create(
         &mut self,
         lock: &LockId,
         depth: usize,
         version: u64,
-        hash: u64,
+        hash: Option<u64>,
     ) -> Option<u32> {
         let keys = lock.keys().get(..depth)?;
+        let hash = hash.unwrap_or_else(|| hash_path(&self.hasher, keys));
         if let Some(s) = self.find_hashed(keys, hash) {
             return Some(s);
         }

@@ -108,7 +108,7 @@ impl LockTable {
             for depth in 1..lock.depth() {
                 let found =
                     self.locks
-                        .find_or_create_hashed(lock, depth, self.version, hash_of(depth));
+                        .find_or_create(lock, depth, self.version, Some(hash_of(depth)));
                 let Some(s) = found else {
                     granted = false;
                     continue;
@@ -361,7 +361,10 @@ impl LockTable {
         let Some(a) = self.agents.intern(watcher) else {
             return self.reject(watcher, lock, Rejection::ShuttingDown);
         };
-        let Some(s) = self.locks.find_or_create(lock, lock.depth(), self.version) else {
+        let Some(s) = self
+            .locks
+            .find_or_create(lock, lock.depth(), self.version, None)
+        else {
             self.agents.release_if_idle(a);
             return Effects::new();
         };

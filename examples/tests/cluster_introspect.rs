@@ -11,6 +11,7 @@ use locks_agent::{Options, Req, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{Mode, NodeId, lock_id};
 use locks_server::{ClusterQuery, Node, NodeConfig};
+use locks_testing::cluster::connected;
 use locks_testing::wait::{Deadline, eventually, poll, within};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,39 +31,7 @@ fn config(name: &str) -> NodeConfig {
 }
 
 async fn three() -> Vec<Node> {
-    let mut nodes: Vec<Node> = Vec::new();
-    for name in ["n1", "n2", "n3"] {
-        let node = within(BOUND, "start", Node::start(config(name)))
-            .await
-            .unwrap();
-        for earlier in &nodes {
-            within(
-                BOUND,
-                "connect",
-                node.connect(earlier.local_addr().unwrap()),
-            )
-            .await
-            .unwrap();
-        }
-        nodes.push(node);
-    }
-    for node in &nodes {
-        let node = node.clone();
-        poll(
-            BOUND,
-            "all connected",
-            Duration::from_millis(5),
-            move || {
-                let node = node.clone();
-                async move {
-                    let seen = node.nodes().len();
-                    if seen == 3 { Ok(()) } else { Err(seen) }
-                }
-            },
-        )
-        .await;
-    }
-    nodes
+    connected(["n1", "n2", "n3"].map(config), BOUND).await
 }
 
 /// The structure of a DOT text: balanced braces outside quotes, one edge line per edge.

@@ -13,18 +13,11 @@ use locks_server::metrics::{
 };
 use locks_server::{Node, NodeConfig};
 use locks_testing::recorded::Recorded;
-use locks_testing::wait::{until, within};
+use locks_testing::wait::{runtime, until, within};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(20);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 /// Starts node `name` on `rt`, its handles registered with `recorded`.
 fn start(rt: &tokio::runtime::Runtime, recorded: &Recorded, name: &str) -> Node {

@@ -11,6 +11,7 @@ use locks_core::{AgentId, LockId, Mode, ModeTable, lock_id};
 use locks_server::internal::{FastLock, LocalTable, NodeInternals, Router};
 use locks_server::introspect::{ANSWER_BURST, MAX_LOCKS_ANSWERED};
 use locks_server::{ClusterQuery, LockTable, Node, NodeConfig};
+use locks_testing::cluster::connected;
 use locks_testing::wait::poll;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,39 +32,7 @@ fn config(name: &str) -> NodeConfig {
 
 /// Three nodes, every pair connected.
 async fn three() -> [Node; 3] {
-    let mut nodes = Vec::new();
-    for name in ["n1", "n2", "n3"] {
-        let node = within(BOUND, "start", Node::start(config(name)))
-            .await
-            .unwrap();
-        for earlier in &nodes {
-            let earlier: &Node = earlier;
-            within(
-                BOUND,
-                "connect",
-                node.connect(earlier.local_addr().unwrap()),
-            )
-            .await
-            .unwrap();
-        }
-        nodes.push(node);
-    }
-    for node in &nodes {
-        let node = node.clone();
-        poll(
-            BOUND,
-            "all connected",
-            Duration::from_millis(5),
-            move || {
-                let node = node.clone();
-                async move {
-                    let n = node.nodes().len();
-                    if n == 3 { Ok(()) } else { Err(n) }
-                }
-            },
-        )
-        .await;
-    }
+    let nodes = connected(["n1", "n2", "n3"].map(config), BOUND).await;
     nodes.try_into().unwrap_or_else(|_| panic!("three nodes"))
 }
 

@@ -9,18 +9,11 @@ use common::net::loopback;
 use locks_server::metrics::{HANDSHAKES_REFUSED, PEERS_UP};
 use locks_server::{Node, NodeConfig};
 use locks_testing::recorded::Recorded;
-use locks_testing::wait::{until, within};
+use locks_testing::wait::{runtime, until, within};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(20);
 const POLL: Duration = Duration::from_millis(20);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime")
-}
 
 /// Starts a node with `config` on `rt`, its handles registered with `recorded`.
 fn start(rt: &tokio::runtime::Runtime, recorded: &Recorded, config: NodeConfig) -> Node {

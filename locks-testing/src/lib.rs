@@ -5,6 +5,7 @@
 //!   fast instead of hanging (the async ones with the feature `tokio`);
 //! - `recorded` (feature `metrics`): what a node recorded through the `metrics` facade, read
 //!   back from a `DebuggingRecorder`;
+//! - `cluster` (feature `cluster`): in-process nodes, every pair connected;
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
 //! - `sim` (feature `sim`): the deterministic simulation harness shared by
 //!   the agent simulations, the model checker and the leader simulations: the in-memory
@@ -20,6 +21,8 @@
 
 #[cfg(feature = "tls")]
 pub mod certs;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 #[cfg(feature = "metrics")]
 pub mod recorded;
 pub mod seeded;

@@ -9,6 +9,16 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+/// A current-thread runtime with every driver the workspace's features enable, for a plain
+/// `#[test]` that drives nodes itself (`rt.block_on`).
+#[cfg(feature = "tokio")]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread tokio runtime")
+}
+
 /// Awaits `f`, failing the test as `what` if it is not done within `bound`.
 #[cfg(feature = "tokio")]
 pub async fn within<F: Future>(bound: Duration, what: &str, f: F) -> F::Output {

@@ -27,7 +27,7 @@ use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
-use locks_server::internal::NodeInternals;
+use locks_server::internal::{NodeInternals, Touched};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -89,6 +89,7 @@ pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transact
         node: node.clone(),
         options,
         agent: Mutex::new(None),
+        touched: Touched::default(),
         outcome: OnceLock::new(),
         ended: false,
     })
@@ -144,6 +145,9 @@ pub struct Transaction {
     options: Options,
     /// The agent actor, once the transaction needed one (see `crate::fast`).
     agent: Mutex<Option<Addr<Agent>>>,
+    /// The shards of the node's table the fast path put requests in (what `end` releases
+    /// while there is no agent).
+    touched: Touched,
     /// Why the agent stopped, shared with it: made when the agent starts (or when a failed
     /// call asks), so a transaction that never needs one allocates nothing for it.
     outcome: OnceLock<Outcome>,

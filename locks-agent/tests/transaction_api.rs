@@ -107,7 +107,7 @@ async fn end_releases_this_nodes_locks_before_it_returns_also_with_an_agent() {
         txn.end().await.unwrap();
         let table = h.node.local_table();
         assert!(
-            !table.read(|t| t.knows(&id)),
+            !table.knows(&id, &locks_server::internal::Touched::all()),
             "the table still has the ended transaction {id} (key {key})"
         );
     }

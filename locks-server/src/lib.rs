@@ -18,9 +18,11 @@
 //!          └────────────── cluster ───────────┴────┴── ClusterLink ═══ TCP ═══ other nodes
 //! ```
 //!
-//! The node's one lock table sits behind a mutex (`LocalTable`), shared by the lock server
-//! actor (requests that come as messages, node down, timers) and the transactions of this node,
-//! which take and release uncontended locks on their own thread; both apply inputs with
+//! The node's lock table is in shards by root key, each behind its own mutex (`LocalTable`),
+//! shared by the lock server actor (requests that come as messages, node down, timers) and the
+//! transactions of this node, which take and release uncontended locks on their own thread
+//! (transactions on disjoint hierarchies on different threads share no mutex); both apply
+//! inputs with
 //! [`LockTable::step`] ([`TableInput`] in, [`TableEffect`] out), the fast path with its quiet
 //! form ([`LockTable::step_quiet`]), which builds nothing for the requester.
 //!

@@ -275,9 +275,9 @@ pub(crate) async fn sample(table: Arc<LocalTable>, router: Arc<Router>) {
     loop {
         tick.tick().await;
         let mut census = Census::default();
-        let mut from = Some(0);
+        let mut from = Some((0, 0));
         while let Some(start) = from {
-            from = table.read(|t| t.census_slice(&mut census, start));
+            from = table.census_slice(&mut census, start);
             // The node's actors run on this thread too.
             tokio::task::yield_now().await;
         }

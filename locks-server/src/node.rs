@@ -96,7 +96,7 @@ impl Node {
         };
         let table = Arc::new(LocalTable::new(
             router.clone(),
-            LockTable::new(id.clone(), modes.clone(), version_base(incarnation)),
+            || LockTable::new(id.clone(), modes.clone(), version_base(incarnation)),
             !delays.1.is_zero(),
         ));
         let max_frame = config.cluster().max_frame.clamp(

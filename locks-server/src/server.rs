@@ -139,6 +139,6 @@ impl Handler<Watchers> for LockServer {
     type Result = MessageResult<Watchers>;
 
     fn handle(&mut self, msg: Watchers, _ctx: &mut Self::Context) -> Self::Result {
-        MessageResult(self.table.read(|t| t.watchers(&msg.0)))
+        MessageResult(self.table.watchers(&msg.0))
     }
 }

@@ -7,7 +7,7 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::{FastLock, NodeInternals};
+use locks_server::internal::{FastLock, NodeInternals, Touched};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 
@@ -34,26 +34,36 @@ async fn a_fast_grant_carries_a_growing_version_and_never_overtakes_a_waiter() {
     let table = node.local_table();
     let (a, b, c) = (agent(&node), agent(&node), agent(&node));
     let lock = lock_id!["t", 1];
-    let FastLock::Granted { mode, version: v1 } = table.try_lock(&a, &lock, Mode::X) else {
+    let a_touched = Touched::default();
+    let FastLock::Granted { mode, version: v1 } = table.try_lock(&a, &lock, Mode::X, &a_touched)
+    else {
         panic!("a free lock is granted at once");
     };
     assert_eq!(mode, Mode::X);
     // b must wait: it is queued in the table as a message would have queued it.
-    assert_eq!(table.try_lock(&b, &lock, Mode::S), FastLock::Queued);
-    table.release(&a);
-    assert!(
-        table.read(|t| t.holds(&b, &lock)).is_some(),
-        "b granted on release"
+    assert_eq!(
+        table.try_lock(&b, &lock, Mode::S, &Touched::default()),
+        FastLock::Queued
     );
+    table.release(&a, &a_touched);
+    assert!(table.holds(&b, &lock).is_some(), "b granted on release");
     // c asks for a mode compatible with b's, and nobody waits: granted, at a later version.
-    let FastLock::Granted { version: v2, .. } = table.try_lock(&c, &lock, Mode::S) else {
+    let FastLock::Granted { version: v2, .. } =
+        table.try_lock(&c, &lock, Mode::S, &Touched::default())
+    else {
         panic!("compatible with the holder and nobody waits");
     };
     assert!(v2 > v1, "each grant a larger version");
     // A writer queues behind the readers; a new reader must not overtake it (FIFO).
     let (d, e) = (agent(&node), agent(&node));
-    assert_eq!(table.try_lock(&d, &lock, Mode::X), FastLock::Queued);
-    assert_eq!(table.try_lock(&e, &lock, Mode::S), FastLock::Queued);
+    assert_eq!(
+        table.try_lock(&d, &lock, Mode::X, &Touched::default()),
+        FastLock::Queued
+    );
+    assert_eq!(
+        table.try_lock(&e, &lock, Mode::S, &Touched::default()),
+        FastLock::Queued
+    );
 }
 
 #[tokio::test]
@@ -62,15 +72,15 @@ async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
     let table = node.local_table();
     let (w, r) = (agent(&node), agent(&node));
     assert!(matches!(
-        table.try_lock(&w, &lock_id!["db", "rows", 7], Mode::X),
+        table.try_lock(&w, &lock_id!["db", "rows", 7], Mode::X, &Touched::default()),
         FastLock::Granted { .. }
     ));
     assert_eq!(
-        table.read(|t| t.state(&w, &lock_id!["db"])),
+        table.read_lock(&lock_id!["db"], |t| t.state(&w, &lock_id!["db"])),
         EntryState::Granted(Mode::IX)
     );
     assert_eq!(
-        table.try_lock(&r, &lock_id!["db"], Mode::S),
+        table.try_lock(&r, &lock_id!["db"], Mode::S, &Touched::default()),
         FastLock::Queued
     );
 }
@@ -81,19 +91,23 @@ async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     let table = node.local_table();
     let a = node.next_agent_id();
     let deep = locks_core::LockId::new((0..100).map(|i| i.to_string())).unwrap();
-    let before = table.read(|t| t.version());
+    let before = table.snapshot();
     assert!(matches!(
-        table.try_lock(&a, &deep, Mode::S),
+        table.try_lock(&a, &deep, Mode::S, &Touched::default()),
         FastLock::Rejected(locks_core::proto::Rejection::LockIdTooLarge(_))
     ));
     assert!(
         table.unlock(&a, &lock_id!["x"]).is_err(),
         "nothing to unlock"
     );
-    assert_eq!(table.read(|t| t.version()), before);
+    assert_eq!(
+        table.snapshot(),
+        before,
+        "a refused request changes nothing"
+    );
     node.shutdown().await;
     assert_eq!(
-        table.try_lock(&a, &lock_id!["x"], Mode::S),
+        table.try_lock(&a, &lock_id!["x"], Mode::S, &Touched::default()),
         FastLock::Stopped
     );
 }
@@ -184,11 +198,11 @@ async fn a_probe_through_a_transaction_that_waits_for_nothing_is_refuted_at_once
     let holder = node.next_agent_id();
     let table = node.local_table();
     assert!(matches!(
-        table.try_lock(&holder, &lock_id!["p"], Mode::X),
+        table.try_lock(&holder, &lock_id!["p"], Mode::X, &Touched::default()),
         FastLock::Granted { .. }
     ));
     assert_eq!(
-        table.try_lock(&idle, &lock_id!["p"], Mode::X),
+        table.try_lock(&idle, &lock_id!["p"], Mode::X, &Touched::default()),
         FastLock::Queued
     );
     router

@@ -12,9 +12,11 @@
 //! granted at once (it stays queued in the table, exactly as if the agent had sent it), that
 //! names another node or another requirement, that comes during the node's start-delay, or at
 //! the first call that needs the agent (events, watches, conversions, options, surrenders).
-//! It is seeded with the state the table gives the transaction (`AgentCore::adopt`: its
-//! requests, one notice per entry, the locks the client was told it holds), and the router
-//! hands it, in order, every message that came for the transaction while it had no actor.
+//! It is seeded with the state the table gives the transaction (`LocalTable::agent_state`, read
+//! from the shards of the table its fast path used, which are all it has anything in), taken
+//! in by `AgentCore::adopt`: its requests, one notice per entry, the locks the client was told
+//! it holds. Then the router hands it, in order, every message that came for the transaction
+//! while it had no actor.
 //!
 //! **Why every guarantee holds.** The agent that starts late is in the state an agent that had
 //! run from the start would be in after the same requests, having handled the table's notices
@@ -59,7 +61,11 @@ impl Transaction {
             return Fast::Done(Err(RequestError::ModeNotInTable(mode).into()));
         }
         let here = self.node.id();
-        match self.node.local_table().try_lock(&self.id, lock, mode) {
+        match self
+            .node
+            .local_table()
+            .try_lock(&self.id, lock, mode, &self.touched)
+        {
             FastLock::Granted { mode, version } => Fast::Done(Ok(Locked {
                 granted: GrantedLock {
                     lock: lock.clone(),
@@ -91,10 +97,7 @@ impl Transaction {
             return addr.clone();
         }
         let here = self.node.id().clone();
-        let state = self
-            .node
-            .local_table()
-            .read(|table| table.agent_state(&self.id));
+        let state = self.node.local_table().agent_state(&self.id, &self.touched);
         let mut locks = Vec::new();
         let mut claimed = Vec::new();
         let mut notices = Vec::with_capacity(state.len());
@@ -107,6 +110,10 @@ impl Transaction {
             }
             notices.push(notice);
         }
+        // Before the agent can send anything: its removal reaches the fast path's shards too.
+        self.node
+            .local_table()
+            .agent_started(&self.id, &self.touched);
         let router = self.node.router().clone();
         let (id, modes, options, outcome) = (
             self.id.clone(),
@@ -143,7 +150,7 @@ impl Transaction {
         let locks: Vec<GrantedLock> = self
             .node
             .local_table()
-            .read(|table| table.direct_locks_of(&self.id))
+            .direct_locks_of(&self.id, &self.touched)
             .into_iter()
             .map(|(lock, mode, version)| GrantedLock {
                 lock,
@@ -164,7 +171,7 @@ impl Transaction {
         if agent.is_some() {
             return None;
         }
-        let has_locks = self.node.local_table().read(|table| table.knows(&self.id));
+        let has_locks = self.node.local_table().knows(&self.id, &self.touched);
         Some(if has_locks {
             TransactionStatus::HaveAllLocks {
                 deadlocks: Vec::new(),
@@ -194,10 +201,7 @@ impl Transaction {
         if agent.is_some() {
             return None;
         }
-        let held = self
-            .node
-            .local_table()
-            .read(|table| table.holds(&self.id, lock));
+        let held = self.node.local_table().holds(&self.id, lock);
         Some(match held {
             Some((mode, version)) => LockState::Held(GrantedLock {
                 lock: lock.clone(),
@@ -216,18 +220,21 @@ impl Transaction {
             None => {
                 // Unregistered first: the release tells the transaction nothing it needs.
                 self.node.router().unregister_agent(&self.id);
-                self.node.local_table().release(&self.id);
+                self.node.local_table().release(&self.id, &self.touched);
             }
             // The agent releases everything its core contacted (this node's table included:
             // `AgentCore::adopt` counts it) when it stops; unregistered first, so that messages
-            // to it fail once `end` returns. This node's locks are released here as well, before
+            // to it fail once `end` returns. This node's locks (in the shards its fast path and
+            // its messages used so far) are released here as well, before
             // the agent's turn: a waiter on a busy node would otherwise wait for every message
             // queued before `End` in the agent's mailbox (W4 lost a third of its rate to that).
             // The agent's own release comes after whatever it sent before, so a request that
             // reaches the table after this release is released then; releasing twice is a no-op.
             Some(addr) => {
                 self.node.router().unregister_agent(&self.id);
-                self.node.local_table().release(&self.id);
+                self.node
+                    .local_table()
+                    .release_started(&self.id, &self.touched);
                 addr.do_send(crate::agent::End);
             }
         }

@@ -290,7 +290,7 @@ pub(crate) fn answer(
         .min(own_max_frame)
         .min(HARD_MAX_FRAME)
         .saturating_sub(FRAME_MARGIN);
-    let mut report = table.read(|t| t.report(max_locks));
+    let mut report = table.report(max_locks);
     report.id = request.id;
     let Some(envelope) = fit(report, limit) else {
         tracing::debug!(peer = %from, limit, "not even an empty table report fits the frame limit; not answered");
@@ -379,7 +379,7 @@ pub(crate) async fn cluster_view(
             None => missing.push(peer),
         }
     }
-    let own = table.read(|t| t.report(max_locks));
+    let own = table.report(max_locks);
     nodes.insert(own.node.clone(), own);
     missing.sort();
     ClusterView { nodes, missing }

@@ -271,7 +271,7 @@ impl LockTable {
 
     /// Whether `w.waiter` waits for `w.blocker` on `w.lock` in this table now (the rules of
     /// [`locks_core::waits`], the same the agents build their graphs with).
-    fn still_waits(&self, w: &Wait) -> bool {
+    pub(crate) fn still_waits(&self, w: &Wait) -> bool {
         let Some(rec) = self
             .locks
             .find(w.lock.keys())

@@ -1,0 +1,580 @@
+//! The node's lock table, shared by the lock server actor and the fast path, in shards.
+//!
+//! [`LocalTable`] owns the node's lock tables, one [`LockTable`] per **shard**, each behind its
+//! own mutex, and is the only code that applies an input to them: it picks the shard (or
+//! shards) an input is about, steps that shard's table ([`LockTable::step`]) and delivers its
+//! effects through the [`Router`] *while it holds that shard's lock*, so that the messages of
+//! one operation on a lock reach every agent before those of the next (an agent then sees one
+//! lock's versions in order, whichever thread applied them). A send that fails is fed back into
+//! the same shard as [`TableInput::Undelivered`].
+//!
+//! **Shards.** A lock goes to the shard its *root key* hashes to, so a hierarchy (a lock, its
+//! ancestors and its descendants) is always in one shard: every decision of the table about a
+//! lock reads only the records of its own hierarchy, so each shard decides exactly what one
+//! table holding everything would decide for the locks it has. Transactions on disjoint
+//! hierarchies then take and release locks from different threads without sharing a mutex.
+//! What spans shards:
+//! - `RemoveAgent`, node down and the end of a lock-delay go to every shard (a transaction's
+//!   own release only to the shards it used, [`Touched`]);
+//! - an agent found gone by one shard (a send to it failed) is removed from the others once
+//!   that shard's lock is released, as one table would have removed it everywhere;
+//! - a `Surrender` names the waits of the cycle it breaks, which may be on locks of other
+//!   shards: the shards involved are locked in ascending order, the waits outside the
+//!   surrendered lock's shard are checked there, and the surrender is applied only if they all
+//!   still hold (otherwise it is answered as stale, as one table would);
+//! - reads that are about an agent or the whole node (snapshot, report, census, what an agent
+//!   has) visit the shards one after the other.
+//!
+//! Each shard hands out its own versions (from the same `version_base`): a lock's versions grow
+//! as before, which is all a fencing token promises; versions of locks in different shards are
+//! not comparable, as those of different nodes never were. For the agents, one node's shards
+//! are like several lock servers: the messages of different locks may reach an agent in any
+//! relative order, which the agent protocol allows for any two locks (they may be on different
+//! nodes).
+//!
+//! Two shells call it:
+//! - the [`crate::LockServer`] actor, for requests that come as messages (from agent actors
+//!   and from other nodes), node down, and the end of lock-delays, whose timers it owns;
+//! - the **fast path** ([`LocalTable::try_lock`], [`LocalTable::release`],
+//!   [`LocalTable::unlock`]), called by a transaction on the caller's own thread, with no actor
+//!   hop and no wake-up of another thread. It applies the very same `Lock`, `Unlock` and
+//!   `RemoveAgent` operations of the table, so the table decides exactly as it would for a
+//!   message: a fast-path request never overtakes a waiter or a converter (FIFO), its grant
+//!   carries the fencing version, and hierarchy is the table's. What differs is only who reads
+//!   the answer: the requesting agent is told nothing but a refusal
+//!   ([`LockTable::lock_quiet`], [`LockTable::step_quiet`]: its notices are not even built),
+//!   and the caller reads the grant from the table ([`LockTable::holds`]); an agent that starts
+//!   later learns the same state from [`LocalTable::agent_state`]. Everybody else gets exactly
+//!   the messages a request sent as a message would have caused.
+//!
+//! During the start-delay of a clustered node nothing is granted: the requests that come as
+//! messages are kept in order and applied when it ends, and the fast path answers
+//! [`FastLock::NotNow`] so that its caller sends the request as a message behind them.
+//!
+//! Lock order: the start-delay's list, then shards in ascending index, then the router's
+//! registry (inside a delivery). Nothing takes a shard while holding a higher one.
+
+mod reads;
+
+use crate::router::{RouteError, Router};
+use crate::table::{LockTable, TableEffect, TableInput, Undelivered};
+use locks_core::proto::{AgentMessage, Rejection, ServerRequest, Wait};
+use locks_core::{AgentId, LockId, Mode};
+use parking_lot::{Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tracing::{debug, warn};
+
+/// How many shards a node's table has (at most 64: [`Touched`] is a bit set).
+pub const SHARDS: usize = 16;
+
+/// Every shard, as a bit set.
+const ALL: u64 = u64::MAX >> (64 - SHARDS);
+
+/// Removes from `effects` the messages to `agent` (after [`LockTable::step_quiet`], only a
+/// refusal can be left for it) and returns the refusal's reason, if there was one.
+fn take_rejection(effects: &mut Vec<TableEffect>, agent: &AgentId) -> Option<Rejection> {
+    let mut refused = None;
+    effects.retain_mut(|effect| match effect {
+        TableEffect::Send { to, msg } if to == agent => {
+            if let AgentMessage::Rejected { reason, .. } = msg {
+                refused.get_or_insert_with(|| reason.clone());
+            }
+            false
+        }
+        _ => true,
+    });
+    refused
+}
+
+/// What [`LocalTable::try_lock`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FastLock {
+    /// Granted now: the agent holds its direct lock (in this mode, the group of everything it
+    /// asked for on that id) and every ancestor's intention; the lock's version is the fencing
+    /// token.
+    Granted {
+        /// The agent's direct mode on the lock.
+        mode: Mode,
+        /// The lock's version.
+        version: u64,
+    },
+    /// Queued in the table, as a `Lock` message would have been: the agent must follow the
+    /// request up (the table's answer was not sent to it; see [`LocalTable::agent_state`]).
+    Queued,
+    /// Not tried: the node is in its start-delay. Send the request as a message.
+    NotNow,
+    /// Refused by the table (nothing changed).
+    Rejected(Rejection),
+    /// The node has stopped: nothing is granted any more.
+    Stopped,
+}
+
+/// The shards one transaction has put requests in, so that its release visits only those. A
+/// set of bits, updated by the transaction's own calls, which its own lock serializes (so
+/// relaxed loads and stores suffice).
+#[derive(Debug, Default)]
+pub struct Touched(AtomicU64);
+
+impl Touched {
+    /// Every shard (for an agent whose requests did not all go through the fast path).
+    pub fn all() -> Touched {
+        Touched(AtomicU64::new(ALL))
+    }
+
+    fn mark(&self, shard: usize) {
+        // A load and, the first time, a store: the transaction's calls are serialized by its
+        // own lock, so no two marks race, and the common case is a plain read.
+        let bits = self.0.load(Ordering::Relaxed);
+        if bits & (1 << shard) == 0 {
+            self.0.store(bits | (1 << shard), Ordering::Relaxed);
+        }
+    }
+
+    fn shards(&self) -> impl Iterator<Item = usize> + use<> {
+        let bits = self.0.load(Ordering::Relaxed);
+        (0..SHARDS).filter(move |i| bits & (1 << i) != 0)
+    }
+}
+
+/// Where an input goes.
+enum Route {
+    /// One shard.
+    One(usize),
+    /// Every shard, one after the other.
+    All,
+    /// A surrender whose waits may be in several shards.
+    Surrender,
+    /// These shards (a bit set).
+    Some(u64),
+}
+
+/// What deliveries left to do once their shard's lock is released.
+#[derive(Default)]
+struct After {
+    /// Ghosts whose lock-delay starts now.
+    later: Vec<Vec<AgentId>>,
+    /// Agents a shard found gone (with that shard): the other shards must forget them too.
+    gone: Vec<(usize, AgentId)>,
+}
+
+/// The node's lock table in shards, and the one place that applies inputs to them (see the
+/// module documentation).
+pub struct LocalTable {
+    shards: Box<[Mutex<LockTable>]>,
+    /// Hashes a root key to its shard (fixed keys: the same lock is in the same shard in
+    /// every run, which keeps runs comparable).
+    hasher: ahash::RandomState,
+    /// The requests kept during the start-delay (`None` once it has passed).
+    held_back: Mutex<Option<Vec<ServerRequest>>>,
+    /// The start-delay has passed and the kept requests are applied: the fast path may try.
+    serving: AtomicBool,
+    /// The node's lock server has stopped.
+    stopped: AtomicBool,
+    /// Per agent that sent requests as messages (or whose actor started after the fast path),
+    /// the shards it may have something in: where its `RemoveAgent` goes. An agent not listed
+    /// has sent nothing but a removal, which then goes everywhere. Entries go with the
+    /// agent's removal, its node's down, or its being found gone.
+    used: Mutex<HashMap<AgentId, u64, ahash::RandomState>>,
+    router: Arc<Router>,
+}
+
+impl std::fmt::Debug for LocalTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalTable")
+            .field("node", self.router.node())
+            .field("shards", &self.shards.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalTable {
+    /// The table of the router's node, one `make()` per shard (every one with the same node,
+    /// modes and version base). With `start_delay`, requests are kept until
+    /// [`LocalTable::end_start_delay`].
+    pub fn new(
+        router: Arc<Router>,
+        mut make: impl FnMut() -> LockTable,
+        start_delay: bool,
+    ) -> LocalTable {
+        LocalTable {
+            shards: (0..SHARDS).map(|_| Mutex::new(make())).collect(),
+            hasher: ahash::RandomState::with_seeds(
+                0x6c6f_636b_7320_7368,
+                0x6172_6473_2062_7920,
+                0x726f_6f74_206b_6579,
+                0x2068_6173_6865_7321,
+            ),
+            held_back: Mutex::new(start_delay.then(Vec::new)),
+            serving: AtomicBool::new(!start_delay),
+            stopped: AtomicBool::new(false),
+            used: Mutex::new(HashMap::default()),
+            router,
+        }
+    }
+
+    /// The router the table's messages go through.
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// The shard of `lock` (for tests that need locks in the same or different shards).
+    pub fn shard(&self, lock: &LockId) -> usize {
+        self.shard_of(lock)
+    }
+
+    /// The shard of `lock`: its root key's (an empty id, which every shard refuses alike, in
+    /// the first).
+    fn shard_of(&self, lock: &LockId) -> usize {
+        match lock.keys().first() {
+            Some(root) => (self.hasher.hash_one(root) >> 32) as usize % SHARDS,
+            None => 0,
+        }
+    }
+
+    /// Notes that `agent` has used shard `shard` through a message.
+    fn mark_used(&self, agent: &AgentId, shard: usize) {
+        let mut used = self.used.lock();
+        match used.get_mut(agent) {
+            Some(bits) => *bits |= 1 << shard,
+            None => {
+                used.insert(agent.clone(), 1 << shard);
+            }
+        }
+    }
+
+    /// The shards `agent` may have something in, forgotten (it is being removed).
+    fn take_used(&self, agent: &AgentId) -> u64 {
+        self.used.lock().remove(agent).unwrap_or(ALL)
+    }
+
+    /// A transaction's agent actor starts: its requests come as messages from now on, and its
+    /// removal must also reach the shards its fast path used (`touched`).
+    pub fn agent_started(&self, agent: &AgentId, touched: &Touched) {
+        let bits = touched.0.load(Ordering::Relaxed);
+        *self.used.lock().entry(agent.clone()).or_default() |= bits;
+    }
+
+    fn route(&self, input: &TableInput) -> Route {
+        match input {
+            TableInput::Request(request) => match request {
+                ServerRequest::Lock { lock, .. }
+                | ServerRequest::Convert { lock, .. }
+                | ServerRequest::Unlock { lock, .. }
+                | ServerRequest::SurrenderTo { lock, .. }
+                | ServerRequest::Watch { lock, .. }
+                | ServerRequest::Unwatch { lock, .. } => Route::One(self.shard_of(lock)),
+                ServerRequest::Surrender { .. } => Route::Surrender,
+                ServerRequest::RemoveAgent { agent } => Route::Some(self.take_used(agent)),
+            },
+            TableInput::Undelivered { msg, .. } => match msg {
+                AgentMessage::Notice(notice) => Route::One(self.shard_of(&notice.lock)),
+                AgentMessage::Watched { lock, .. } => Route::One(self.shard_of(lock)),
+                _ => Route::All,
+            },
+            TableInput::NodeDown { .. } | TableInput::DelayOver(_) => Route::All,
+        }
+    }
+
+    /// Applies `input` and delivers what the table says; returns the ghosts to release once
+    /// the lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
+    pub fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
+        let mut after = After::default();
+        match self.route(&input) {
+            Route::One(i) => {
+                if let TableInput::Request(request) = &input {
+                    self.mark_used(request.agent(), i);
+                }
+                let mut table = self.shards[i].lock();
+                let effects = table.step(input);
+                self.deliver(i, &mut table, effects, &mut after);
+            }
+            route @ (Route::All | Route::Some(_)) => {
+                let bits = match route {
+                    Route::Some(bits) => bits,
+                    _ => ALL,
+                };
+                if let TableInput::NodeDown { node, .. } = &input {
+                    self.used.lock().retain(|agent, _| agent.node() != node);
+                }
+                for i in (0..SHARDS).filter(|i| bits & (1 << i) != 0) {
+                    let mut table = self.shards[i].lock();
+                    let effects = table.step(input.clone());
+                    self.deliver(i, &mut table, effects, &mut after);
+                }
+            }
+            Route::Surrender => {
+                if let TableInput::Request(ServerRequest::Surrender {
+                    agent,
+                    lock,
+                    version,
+                    waits,
+                }) = input
+                {
+                    self.surrender(agent, lock, version, waits, &mut after);
+                }
+            }
+        }
+        self.forget_gone(after)
+    }
+
+    /// A surrender (see the module documentation): applied in the surrendered lock's shard
+    /// with the waits there, if the waits in other shards still hold; with all its waits
+    /// otherwise, which that shard cannot find and so answers as a stale surrender.
+    fn surrender(
+        &self,
+        agent: AgentId,
+        lock: LockId,
+        version: u64,
+        waits: Vec<Wait>,
+        after: &mut After,
+    ) {
+        let home = self.shard_of(&lock);
+        let mut involved: Vec<usize> = waits.iter().map(|w| self.shard_of(&w.lock)).collect();
+        involved.push(home);
+        involved.sort_unstable();
+        involved.dedup();
+        // Ascending: the lock order.
+        let mut guards: Vec<(usize, MutexGuard<'_, LockTable>)> = involved
+            .iter()
+            .map(|&i| (i, self.shards[i].lock()))
+            .collect();
+        let others_hold = waits.iter().all(|w| {
+            let i = self.shard_of(&w.lock);
+            i == home
+                || guards
+                    .iter()
+                    .any(|(j, table)| *j == i && table.still_waits(w))
+        });
+        let waits = if others_hold {
+            waits
+                .into_iter()
+                .filter(|w| self.shard_of(&w.lock) == home)
+                .collect()
+        } else {
+            waits
+        };
+        // Only the surrendered lock's shard stays locked for the delivery.
+        guards.retain(|(i, _)| *i == home);
+        let Some((_, table)) = guards.first_mut() else {
+            return;
+        };
+        let effects = table.step(TableInput::Request(ServerRequest::Surrender {
+            agent,
+            lock,
+            version,
+            waits,
+        }));
+        self.deliver(home, table, effects, after);
+    }
+
+    /// A request that came as a message: kept during the start-delay, ignored if it would add
+    /// an agent of a node that is not connected (only a node down removes a remote node's
+    /// agents, and that node's down has been handled already, or it never connected; checked
+    /// when it is applied, so a request on its way when its node went down is covered whatever
+    /// the order of the two), applied otherwise.
+    pub fn serve(&self, request: ServerRequest) {
+        // Set once the kept requests are applied; only this shell's thread serves, so the
+        // list cannot fill up again behind the check.
+        if self.serving.load(Ordering::Acquire) {
+            return self.serve_now(request);
+        }
+        let mut held = self.held_back.lock();
+        if let Some(held) = &mut *held {
+            held.push(request);
+            return;
+        }
+        drop(held);
+        self.serve_now(request);
+    }
+
+    fn serve_now(&self, request: ServerRequest) {
+        let newcomer = match &request {
+            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
+                Some(agent.node())
+            }
+            _ => None,
+        };
+        if let Some(node) = newcomer.filter(|n| !self.router.is_reachable(n)) {
+            debug!(node = %self.router.node(), agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
+            return;
+        }
+        self.apply(TableInput::Request(request));
+    }
+
+    /// The start-delay is over: applies the requests kept meanwhile, in order, and serves
+    /// everything from now on.
+    pub fn end_start_delay(&self) {
+        let mut held_back = self.held_back.lock();
+        let held = held_back.take().unwrap_or_default();
+        debug!(node = %self.router.node(), requests = held.len(), "start-delay over; serving");
+        for request in held {
+            self.serve_now(request);
+        }
+        // Only now: a fast-path request comes after every kept one.
+        self.serving.store(true, Ordering::Release);
+    }
+
+    /// Delivers shard `shard`'s effects in order, with its lock held; a send that fails is fed
+    /// back into the shard and what that yields delivered in turn. What must wait for the
+    /// lock's release goes to `after`.
+    fn deliver(
+        &self,
+        shard: usize,
+        table: &mut LockTable,
+        effects: Vec<TableEffect>,
+        after: &mut After,
+    ) {
+        if effects.is_empty() {
+            // The common case of the fast path: nothing to send, nothing to allocate.
+            return;
+        }
+        let mut batches = vec![effects];
+        while let Some(batch) = batches.pop() {
+            for effect in batch {
+                let (to, msg) = match effect {
+                    TableEffect::Send { to, msg } => (to, msg),
+                    TableEffect::ReleaseLater(ghosts) => {
+                        after.later.push(ghosts);
+                        continue;
+                    }
+                };
+                let why = match self.router.send_agent(&to, msg.clone()) {
+                    Ok(()) => continue,
+                    // A remote node that is down: its agents are removed by the node-down
+                    // handling, not here, so a partition does not look like a death.
+                    Err(RouteError::NodeDown(node)) => {
+                        warn!(node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
+                        continue;
+                    }
+                    Err(RouteError::Unsendable { node, reason }) => {
+                        debug!(node = %self.router.node(), agent = %to, peer = %node, reason, "a message to an agent cannot be sent");
+                        Undelivered::TooLarge
+                    }
+                    Err(err) => {
+                        debug!(node = %self.router.node(), agent = %to, %err, "agent unreachable; releasing its locks");
+                        after.gone.push((shard, to.clone()));
+                        Undelivered::Gone
+                    }
+                };
+                batches.push(table.step(TableInput::Undelivered {
+                    agent: to,
+                    msg,
+                    why,
+                }));
+            }
+        }
+    }
+
+    /// Removes the agents some shard found gone from every other shard (each agent once),
+    /// with no shard lock held by the caller; returns the ghosts to release later.
+    fn forget_gone(&self, mut after: After) -> Vec<Vec<AgentId>> {
+        if after.gone.is_empty() {
+            return after.later;
+        }
+        let mut done: HashSet<AgentId> = HashSet::new();
+        while let Some((found_by, agent)) = after.gone.pop() {
+            if !done.insert(agent.clone()) {
+                continue;
+            }
+            self.used.lock().remove(&agent);
+            for i in (0..SHARDS).filter(|&i| i != found_by) {
+                let mut table = self.shards[i].lock();
+                let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
+                    agent: agent.clone(),
+                }));
+                self.deliver(i, &mut table, effects, &mut after);
+            }
+        }
+        after.later
+    }
+
+    /// The fast path of `Lock`: applies `agent`'s request for `lock` in `mode` now, on the
+    /// caller's thread, and says whether it holds the lock (see [`FastLock`]); marks the shard
+    /// in `touched`. Everybody else is told what the table says, as for any request.
+    pub fn try_lock(
+        &self,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+        touched: &Touched,
+    ) -> FastLock {
+        if !self.serving.load(Ordering::Acquire) {
+            return FastLock::NotNow;
+        }
+        let i = self.shard_of(lock);
+        let mut table = self.shards[i].lock();
+        if self.stopped.load(Ordering::Acquire) {
+            return FastLock::Stopped;
+        }
+        touched.mark(i);
+        let (mut effects, held) = table.lock_quiet(agent, lock, mode);
+        // What is left for the requester is a refusal, if anything.
+        let refused = take_rejection(&mut effects, agent);
+        let held = held.filter(|_| refused.is_none());
+        if held.is_none() && refused.is_none() {
+            // Before anybody hears of the wait: from now on the agent's probes are kept for
+            // the actor that will follow the request up.
+            self.router.idle_agent_waits(agent);
+        }
+        let mut after = After::default();
+        self.deliver(i, &mut table, effects, &mut after);
+        drop(table);
+        self.forget_gone(after);
+        match (refused, held) {
+            (Some(reason), _) => FastLock::Rejected(reason),
+            (None, Some((mode, version))) => FastLock::Granted { mode, version },
+            (None, None) => FastLock::Queued,
+        }
+    }
+
+    /// The fast path of `Unlock`: releases `agent`'s direct lock on `lock` (or withdraws its
+    /// request) now. Refused when it has no direct lock there.
+    pub fn unlock(&self, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
+        let i = self.shard_of(lock);
+        let request = ServerRequest::Unlock {
+            agent: agent.clone(),
+            lock: lock.clone(),
+        };
+        let mut table = self.shards[i].lock();
+        let mut effects = table.step_quiet(request);
+        let refused = take_rejection(&mut effects, agent);
+        let mut after = After::default();
+        self.deliver(i, &mut table, effects, &mut after);
+        drop(table);
+        self.forget_gone(after);
+        match refused {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+
+    /// The fast path of `RemoveAgent`: releases everything `agent` has in the shards of
+    /// `touched`, now.
+    pub fn release(&self, agent: &AgentId, touched: &Touched) {
+        let mut after = After::default();
+        for i in touched.shards() {
+            let mut table = self.shards[i].lock();
+            let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
+                agent: agent.clone(),
+            }));
+            self.deliver(i, &mut table, effects, &mut after);
+        }
+        self.forget_gone(after);
+    }
+
+    /// Releases everything `agent`, whose actor runs, has in the shards of `touched` and in
+    /// those its messages used so far, now, on the caller's thread (the agent's own
+    /// `RemoveAgent`, which follows whatever it sent, covers requests still on their way).
+    pub fn release_started(&self, agent: &AgentId, touched: &Touched) {
+        let used = self.used.lock().get(agent).copied().unwrap_or(0);
+        let all = Touched(AtomicU64::new(used | touched.0.load(Ordering::Relaxed)));
+        self.release(agent, &all);
+    }
+
+    /// The node's lock server stopped: the fast path grants nothing from now on.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+}

@@ -1,11 +1,14 @@
 //! W1-threads: uncontended transactions from plain OS threads, beside a bare mutex.
 //!
 //! Two OS threads (no async runtime) each run `n` transactions (`begin_transaction_blocking`,
-//! `blocking_lock([w1t, t, i], write)`, `blocking_end`) on locks no other thread uses; then, in
-//! the same round, two threads each lock and unlock their own `parking_lot::Mutex` `n × 100`
-//! times. Rows: the aggregate transactions/s (p50/p99 of one transaction) and the aggregate
-//! mutex lock+unlock/s; the transaction row notes how many times slower a transaction is than
-//! a lock+unlock of the mutex (the goal: within 100×).
+//! `blocking_lock([root, t, i], write)`, `blocking_end`) on locks no other thread uses, first
+//! each under a root of its own (`w1t-0`, `w1t-1`: disjoint hierarchies, which the node's table
+//! keeps in different shards), then both under the shared root `w1t` (whose record, and
+//! so whose shard, both threads take their intention locks on); then, in the same round, two
+//! threads each lock and unlock their own `parking_lot::Mutex` `n × 100` times. Rows: the
+//! aggregate transactions/s of each (p50/p99 of one transaction) and the aggregate mutex
+//! lock+unlock/s; the transaction rows note how many times slower a transaction is than a
+//! lock+unlock of the mutex (the goal, for disjoint locks: within 100×).
 
 use super::rig::Rig;
 use super::stats::Sample;
@@ -48,8 +51,12 @@ fn on_threads<T: Send + 'static>(
     Ok((out, start.elapsed()))
 }
 
-fn txn_thread(node: &Node, t: u64, n: u64) -> Result<Vec<u64>, String> {
-    let prefix = Key::from("w1t");
+/// `n` transactions of thread `t`, on `[w1t-t, t, i]` (`shared`: `[w1t, t, i]`).
+fn txn_thread(node: &Node, t: u64, n: u64, shared: bool) -> Result<Vec<u64>, String> {
+    let prefix = match shared {
+        true => Key::from("w1t"),
+        false => Key::from(format!("w1t-{t}")),
+    };
     let mut lat = Vec::with_capacity(n as usize);
     for i in 0..n {
         let start = Instant::now();
@@ -62,6 +69,17 @@ fn txn_thread(node: &Node, t: u64, n: u64) -> Result<Vec<u64>, String> {
         lat.push(start.elapsed().as_nanos() as u64);
     }
     Ok(lat)
+}
+
+/// One round of transactions on all threads (`shared`: under one root).
+fn txn_round(node: &Node, n: u64, shared: bool) -> Result<Sample, String> {
+    let txn_node = node.clone();
+    let (lats, time) = on_threads(move |t| txn_thread(&txn_node, t, n, shared))?;
+    let mut all = Vec::with_capacity((n * THREADS) as usize);
+    for lat in lats {
+        all.extend(lat?);
+    }
+    Ok(Sample::new(n * THREADS, time, all))
 }
 
 fn mutex_thread(n: u64) -> u64 {
@@ -85,6 +103,10 @@ pub fn w1_threads(ctx: &mut Ctx) -> Vec<Row> {
         ),
         Spec {
             floor: None,
+            ..Spec::rate("W1-threads shared root", "txn/s", Floor::ActixSame)
+        },
+        Spec {
+            floor: None,
             ..Spec::rate("W1-threads parking_lot", "lock/s", Floor::ActixSame)
         },
     ];
@@ -95,21 +117,20 @@ pub fn w1_threads(ctx: &mut Ctx) -> Vec<Row> {
     let n = ctx.cfg.size(20_000, 2_000);
     let node = rig.node().clone();
     let rows = ctx.run_rounds(&specs, |_| {
-        let txn_node = node.clone();
-        let (lats, txn_time) = on_threads(move |t| txn_thread(&txn_node, t, n))?;
-        let mut all = Vec::with_capacity((n * THREADS) as usize);
-        for lat in lats {
-            all.extend(lat?);
-        }
+        let txn = txn_round(&node, n, false)?;
+        let shared = txn_round(&node, n, true)?;
         let m = n * MUTEX_PER_TXN;
         let (counts, mutex_time) = on_threads(move |_| mutex_thread(m))?;
         if counts.iter().any(|&c| c != m) {
             return Err("a mutex thread lost updates".into());
         }
-        let txn = Sample::new(n * THREADS, txn_time, all);
         let mutex = Sample::new(m * THREADS, mutex_time, Vec::new());
-        let ratio = mutex.rate() / txn.rate();
-        Ok(vec![txn.with_extra("x parking_lot", ratio), mutex])
+        let (ratio, shared_ratio) = (mutex.rate() / txn.rate(), mutex.rate() / shared.rate());
+        Ok(vec![
+            txn.with_extra("x parking_lot", ratio),
+            shared.with_extra("x parking_lot", shared_ratio),
+            mutex,
+        ])
     });
     rig.stop(ctx);
     rows

@@ -24,6 +24,7 @@ fn agent(serial: u64) -> AgentId {
 
 #[derive(Clone, Copy, Debug)]
 enum Shape {
+    /// (`c` stands for the agent's root, `c` or `d`: see [`root`].)
     /// Hold `[c, i]` (X), want `[c, i+1]` (X).
     Direct,
     /// Hold `[c, i]` (X), want `[c, i+1, x]` (X): the wait is on the IX of the parent.
@@ -32,12 +33,19 @@ enum Shape {
     Parent,
 }
 
+/// The root of agent `i`'s locks: `c` or `d` in turn, which a node's table keeps in different
+/// shards, so the waits of one cycle are in one shard or in two.
+fn root(i: i64) -> &'static str {
+    if i % 2 == 0 { "c" } else { "d" }
+}
+
 fn asks(shape: Shape, i: usize, k: usize) -> (Ask, Ask) {
     let (i, j) = (i as i64, ((i + 1) % k) as i64);
+    let (ri, rj) = (root(i), root(j));
     let (first, second, mode): (LockId, LockId, Mode) = match shape {
-        Shape::Direct => (lock_id!["c", i], lock_id!["c", j], Mode::X),
-        Shape::Child => (lock_id!["c", i], lock_id!["c", j, "x"], Mode::X),
-        Shape::Parent => (lock_id!["c", i, "x"], lock_id!["c", j], Mode::S),
+        Shape::Direct => (lock_id![ri, i], lock_id![rj, j], Mode::X),
+        Shape::Child => (lock_id![ri, i], lock_id![rj, j, "x"], Mode::X),
+        Shape::Parent => (lock_id![ri, i, "x"], lock_id![rj, j], Mode::S),
     };
     (
         Ask::on(&node(), first, Mode::X),

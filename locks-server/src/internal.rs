@@ -8,7 +8,9 @@
 //! the crates of this workspace. Programs use the names at the crate's root.
 
 pub use crate::lease::{Expired, LeaseCell};
-pub use crate::local::{FastLock, LocalTable, SHARDS, Touched};
+pub use crate::local::{
+    After, Delivery, FastLock, LocalTable, MAX_SHARDS, SHARDS, ShardAccess, Sharding, Touched,
+};
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
 pub use crate::router::{Deliver, DownCause, MemberDelivery, RemoteLink, Router, ToServer};

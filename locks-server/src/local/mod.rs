@@ -51,26 +51,31 @@
 //! messages are kept in order and applied when it ends, and the fast path answers
 //! [`FastLock::NotNow`] so that its caller sends the request as a message behind them.
 //!
-//! Lock order: the start-delay's list, then shards in ascending index, then the router's
-//! registry (inside a delivery). Nothing takes a shard while holding a higher one.
+//! Which shard an input goes to and how what spans shards is done is decided in one place,
+//! [`Sharding`] (`sharding.rs`), which the simulations run over plain tables too; this module
+//! is the shell that holds the shards behind their mutexes, carries the messages through the
+//! router, keeps the start-delay, and runs the fast path.
+//!
+//! Lock order: the start-delay's list, then shards in ascending index, then the `used` map of
+//! [`Sharding`] or the router's registry (inside a delivery). Nothing takes a shard while
+//! holding a higher one.
 
 mod reads;
+mod sharding;
+
+pub use sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
 use crate::router::{RouteError, Router};
-use crate::table::{LockTable, TableEffect, TableInput, Undelivered};
-use locks_core::proto::{AgentMessage, Rejection, ServerRequest, Wait};
+use crate::table::{LockTable, TableEffect, TableInput};
+use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
-use parking_lot::{Mutex, MutexGuard};
-use std::collections::{HashMap, HashSet};
+use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tracing::{debug, warn};
 
-/// How many shards a node's table has (at most 64: [`Touched`] is a bit set).
+/// How many shards a node's table has.
 pub const SHARDS: usize = 16;
-
-/// Every shard, as a bit set.
-const ALL: u64 = u64::MAX >> (64 - SHARDS);
 
 /// Removes from `effects` the messages to `agent` (after [`LockTable::step_quiet`], only a
 /// refusal can be left for it) and returns the refusal's reason, if there was one.
@@ -118,9 +123,9 @@ pub enum FastLock {
 pub struct Touched(AtomicU64);
 
 impl Touched {
-    /// Every shard (for an agent whose requests did not all go through the fast path).
+    /// Every shard.
     pub fn all() -> Touched {
-        Touched(AtomicU64::new(ALL))
+        Touched(AtomicU64::new(u64::MAX))
     }
 
     fn mark(&self, shard: usize) {
@@ -132,51 +137,22 @@ impl Touched {
         }
     }
 
-    fn shards(&self) -> impl Iterator<Item = usize> + use<> {
-        let bits = self.0.load(Ordering::Relaxed);
-        (0..SHARDS).filter(move |i| bits & (1 << i) != 0)
+    fn bits(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
     }
 }
 
-/// Where an input goes.
-enum Route {
-    /// One shard.
-    One(usize),
-    /// Every shard, one after the other.
-    All,
-    /// A surrender whose waits may be in several shards.
-    Surrender,
-    /// These shards (a bit set).
-    Some(u64),
-}
-
-/// What deliveries left to do once their shard's lock is released.
-#[derive(Default)]
-struct After {
-    /// Ghosts whose lock-delay starts now.
-    later: Vec<Vec<AgentId>>,
-    /// Agents a shard found gone (with that shard): the other shards must forget them too.
-    gone: Vec<(usize, AgentId)>,
-}
-
-/// The node's lock table in shards, and the one place that applies inputs to them (see the
+/// The node's lock table in shards, and the shell that applies inputs to them (see the
 /// module documentation).
 pub struct LocalTable {
     shards: Box<[Mutex<LockTable>]>,
-    /// Hashes a root key to its shard (fixed keys: the same lock is in the same shard in
-    /// every run, which keeps runs comparable).
-    hasher: ahash::RandomState,
+    sharding: Sharding,
     /// The requests kept during the start-delay (`None` once it has passed).
     held_back: Mutex<Option<Vec<ServerRequest>>>,
     /// The start-delay has passed and the kept requests are applied: the fast path may try.
     serving: AtomicBool,
     /// The node's lock server has stopped.
     stopped: AtomicBool,
-    /// Per agent that sent requests as messages (or whose actor started after the fast path),
-    /// the shards it may have something in: where its `RemoveAgent` goes. An agent not listed
-    /// has sent nothing but a removal, which then goes everywhere. Entries go with the
-    /// agent's removal, its node's down, or its being found gone.
-    used: Mutex<HashMap<AgentId, u64, ahash::RandomState>>,
     router: Arc<Router>,
 }
 
@@ -200,16 +176,10 @@ impl LocalTable {
     ) -> LocalTable {
         LocalTable {
             shards: (0..SHARDS).map(|_| Mutex::new(make())).collect(),
-            hasher: ahash::RandomState::with_seeds(
-                0x6c6f_636b_7320_7368,
-                0x6172_6473_2062_7920,
-                0x726f_6f74_206b_6579,
-                0x2068_6173_6865_7321,
-            ),
+            sharding: Sharding::new(SHARDS),
             held_back: Mutex::new(start_delay.then(Vec::new)),
             serving: AtomicBool::new(!start_delay),
             stopped: AtomicBool::new(false),
-            used: Mutex::new(HashMap::default()),
             router,
         }
     }
@@ -221,152 +191,36 @@ impl LocalTable {
 
     /// The shard of `lock` (for tests that need locks in the same or different shards).
     pub fn shard(&self, lock: &LockId) -> usize {
-        self.shard_of(lock)
+        self.sharding.shard_of(lock)
     }
 
-    /// The shard of `lock`: its root key's (an empty id, which every shard refuses alike, in
-    /// the first).
-    fn shard_of(&self, lock: &LockId) -> usize {
-        match lock.keys().first() {
-            Some(root) => (self.hasher.hash_one(root) >> 32) as usize % SHARDS,
-            None => 0,
-        }
-    }
-
-    /// Notes that `agent` has used shard `shard` through a message.
-    fn mark_used(&self, agent: &AgentId, shard: usize) {
-        let mut used = self.used.lock();
-        match used.get_mut(agent) {
-            Some(bits) => *bits |= 1 << shard,
-            None => {
-                used.insert(agent.clone(), 1 << shard);
+    /// Sends a shard's message through the router, and says what became of it.
+    fn send(&self, to: &AgentId, msg: AgentMessage) -> Delivery {
+        match self.router.send_agent(to, msg) {
+            Ok(()) => Delivery::Sent,
+            // A remote node that is down: its agents are removed by the node-down handling,
+            // not here, so a partition does not look like a death.
+            Err(RouteError::NodeDown(node)) => {
+                warn!(node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
+                Delivery::Sent
             }
-        }
-    }
-
-    /// The shards `agent` may have something in, forgotten (it is being removed).
-    fn take_used(&self, agent: &AgentId) -> u64 {
-        self.used.lock().remove(agent).unwrap_or(ALL)
-    }
-
-    /// A transaction's agent actor starts: its requests come as messages from now on, and its
-    /// removal must also reach the shards its fast path used (`touched`).
-    pub fn agent_started(&self, agent: &AgentId, touched: &Touched) {
-        let bits = touched.0.load(Ordering::Relaxed);
-        *self.used.lock().entry(agent.clone()).or_default() |= bits;
-    }
-
-    fn route(&self, input: &TableInput) -> Route {
-        match input {
-            TableInput::Request(request) => match request {
-                ServerRequest::Lock { lock, .. }
-                | ServerRequest::Convert { lock, .. }
-                | ServerRequest::Unlock { lock, .. }
-                | ServerRequest::SurrenderTo { lock, .. }
-                | ServerRequest::Watch { lock, .. }
-                | ServerRequest::Unwatch { lock, .. } => Route::One(self.shard_of(lock)),
-                ServerRequest::Surrender { .. } => Route::Surrender,
-                ServerRequest::RemoveAgent { agent } => Route::Some(self.take_used(agent)),
-            },
-            TableInput::Undelivered { msg, .. } => match msg {
-                AgentMessage::Notice(notice) => Route::One(self.shard_of(&notice.lock)),
-                AgentMessage::Watched { lock, .. } => Route::One(self.shard_of(lock)),
-                _ => Route::All,
-            },
-            TableInput::NodeDown { .. } | TableInput::DelayOver(_) => Route::All,
+            Err(RouteError::Unsendable { node, reason }) => {
+                debug!(node = %self.router.node(), agent = %to, peer = %node, reason, "a message to an agent cannot be sent");
+                Delivery::TooLarge
+            }
+            Err(err) => {
+                debug!(node = %self.router.node(), agent = %to, %err, "agent unreachable; releasing its locks");
+                Delivery::Gone
+            }
         }
     }
 
     /// Applies `input` and delivers what the table says; returns the ghosts to release once
     /// the lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
     pub fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
-        let mut after = After::default();
-        match self.route(&input) {
-            Route::One(i) => {
-                if let TableInput::Request(request) = &input {
-                    self.mark_used(request.agent(), i);
-                }
-                let mut table = self.shards[i].lock();
-                let effects = table.step(input);
-                self.deliver(i, &mut table, effects, &mut after);
-            }
-            route @ (Route::All | Route::Some(_)) => {
-                let bits = match route {
-                    Route::Some(bits) => bits,
-                    _ => ALL,
-                };
-                if let TableInput::NodeDown { node, .. } = &input {
-                    self.used.lock().retain(|agent, _| agent.node() != node);
-                }
-                for i in (0..SHARDS).filter(|i| bits & (1 << i) != 0) {
-                    let mut table = self.shards[i].lock();
-                    let effects = table.step(input.clone());
-                    self.deliver(i, &mut table, effects, &mut after);
-                }
-            }
-            Route::Surrender => {
-                if let TableInput::Request(ServerRequest::Surrender {
-                    agent,
-                    lock,
-                    version,
-                    waits,
-                }) = input
-                {
-                    self.surrender(agent, lock, version, waits, &mut after);
-                }
-            }
-        }
-        self.forget_gone(after)
-    }
-
-    /// A surrender (see the module documentation): applied in the surrendered lock's shard
-    /// with the waits there, if the waits in other shards still hold; with all its waits
-    /// otherwise, which that shard cannot find and so answers as a stale surrender.
-    fn surrender(
-        &self,
-        agent: AgentId,
-        lock: LockId,
-        version: u64,
-        waits: Vec<Wait>,
-        after: &mut After,
-    ) {
-        let home = self.shard_of(&lock);
-        let mut involved: Vec<usize> = waits.iter().map(|w| self.shard_of(&w.lock)).collect();
-        involved.push(home);
-        involved.sort_unstable();
-        involved.dedup();
-        // Ascending: the lock order.
-        let mut guards: Vec<(usize, MutexGuard<'_, LockTable>)> = involved
-            .iter()
-            .map(|&i| (i, self.shards[i].lock()))
-            .collect();
-        let others_hold = waits.iter().all(|w| {
-            let i = self.shard_of(&w.lock);
-            i == home
-                || guards
-                    .iter()
-                    .any(|(j, table)| *j == i && table.still_waits(w))
-        });
-        let waits = if others_hold {
-            waits
-                .into_iter()
-                .filter(|w| self.shard_of(&w.lock) == home)
-                .collect()
-        } else {
-            waits
-        };
-        // Only the surrendered lock's shard stays locked for the delivery.
-        guards.retain(|(i, _)| *i == home);
-        let Some((_, table)) = guards.first_mut() else {
-            return;
-        };
-        let effects = table.step(TableInput::Request(ServerRequest::Surrender {
-            agent,
-            lock,
-            version,
-            waits,
-        }));
-        self.deliver(home, table, effects, after);
+        let mut shards = &*self.shards;
+        self.sharding
+            .apply(&mut shards, input, &mut |to, msg| self.send(to, msg))
     }
 
     /// A request that came as a message: kept during the start-delay, ignored if it would add
@@ -416,78 +270,25 @@ impl LocalTable {
         self.serving.store(true, Ordering::Release);
     }
 
-    /// Delivers shard `shard`'s effects in order, with its lock held; a send that fails is fed
-    /// back into the shard and what that yields delivered in turn. What must wait for the
-    /// lock's release goes to `after`.
-    fn deliver(
+    /// Steps shard `i` with what `step` returns, delivers it, and finishes (see
+    /// [`Sharding::finish`]); returns what `step` returned beside the effects.
+    fn on_shard<T>(
         &self,
-        shard: usize,
-        table: &mut LockTable,
-        effects: Vec<TableEffect>,
-        after: &mut After,
-    ) {
-        if effects.is_empty() {
-            // The common case of the fast path: nothing to send, nothing to allocate.
-            return;
-        }
-        let mut batches = vec![effects];
-        while let Some(batch) = batches.pop() {
-            for effect in batch {
-                let (to, msg) = match effect {
-                    TableEffect::Send { to, msg } => (to, msg),
-                    TableEffect::ReleaseLater(ghosts) => {
-                        after.later.push(ghosts);
-                        continue;
-                    }
-                };
-                let why = match self.router.send_agent(&to, msg.clone()) {
-                    Ok(()) => continue,
-                    // A remote node that is down: its agents are removed by the node-down
-                    // handling, not here, so a partition does not look like a death.
-                    Err(RouteError::NodeDown(node)) => {
-                        warn!(node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
-                        continue;
-                    }
-                    Err(RouteError::Unsendable { node, reason }) => {
-                        debug!(node = %self.router.node(), agent = %to, peer = %node, reason, "a message to an agent cannot be sent");
-                        Undelivered::TooLarge
-                    }
-                    Err(err) => {
-                        debug!(node = %self.router.node(), agent = %to, %err, "agent unreachable; releasing its locks");
-                        after.gone.push((shard, to.clone()));
-                        Undelivered::Gone
-                    }
-                };
-                batches.push(table.step(TableInput::Undelivered {
-                    agent: to,
-                    msg,
-                    why,
-                }));
-            }
-        }
-    }
-
-    /// Removes the agents some shard found gone from every other shard (each agent once),
-    /// with no shard lock held by the caller; returns the ghosts to release later.
-    fn forget_gone(&self, mut after: After) -> Vec<Vec<AgentId>> {
-        if after.gone.is_empty() {
-            return after.later;
-        }
-        let mut done: HashSet<AgentId> = HashSet::new();
-        while let Some((found_by, agent)) = after.gone.pop() {
-            if !done.insert(agent.clone()) {
-                continue;
-            }
-            self.used.lock().remove(&agent);
-            for i in (0..SHARDS).filter(|&i| i != found_by) {
-                let mut table = self.shards[i].lock();
-                let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
-                    agent: agent.clone(),
-                }));
-                self.deliver(i, &mut table, effects, &mut after);
-            }
-        }
-        after.later
+        i: usize,
+        step: impl FnOnce(&mut LockTable) -> (Vec<TableEffect>, T),
+    ) -> T {
+        let mut send = |to: &AgentId, msg| self.send(to, msg);
+        let mut after = After::default();
+        let out = {
+            let mut table = self.shards[i].lock();
+            let (effects, out) = step(&mut table);
+            self.sharding
+                .deliver(i, &mut table, effects, &mut after, &mut send);
+            out
+        };
+        let mut shards = &*self.shards;
+        self.sharding.finish(&mut shards, after, &mut send);
+        out
     }
 
     /// The fast path of `Lock`: applies `agent`'s request for `lock` in `mode` now, on the
@@ -503,47 +304,42 @@ impl LocalTable {
         if !self.serving.load(Ordering::Acquire) {
             return FastLock::NotNow;
         }
-        let i = self.shard_of(lock);
-        let mut table = self.shards[i].lock();
-        if self.stopped.load(Ordering::Acquire) {
-            return FastLock::Stopped;
-        }
+        let i = self.sharding.shard_of(lock);
         touched.mark(i);
-        let (mut effects, held) = table.lock_quiet(agent, lock, mode);
-        // What is left for the requester is a refusal, if anything.
-        let refused = take_rejection(&mut effects, agent);
-        let held = held.filter(|_| refused.is_none());
-        if held.is_none() && refused.is_none() {
-            // Before anybody hears of the wait: from now on the agent's probes are kept for
-            // the actor that will follow the request up.
-            self.router.idle_agent_waits(agent);
-        }
-        let mut after = After::default();
-        self.deliver(i, &mut table, effects, &mut after);
-        drop(table);
-        self.forget_gone(after);
-        match (refused, held) {
-            (Some(reason), _) => FastLock::Rejected(reason),
-            (None, Some((mode, version))) => FastLock::Granted { mode, version },
-            (None, None) => FastLock::Queued,
-        }
+        self.on_shard(i, |table| {
+            if self.stopped.load(Ordering::Acquire) {
+                return (Vec::new(), FastLock::Stopped);
+            }
+            let (mut effects, held) = table.lock_quiet(agent, lock, mode);
+            // What is left for the requester is a refusal, if anything.
+            let refused = take_rejection(&mut effects, agent);
+            let held = held.filter(|_| refused.is_none());
+            if held.is_none() && refused.is_none() {
+                // Before anybody hears of the wait: from now on the agent's probes are kept
+                // for the actor that will follow the request up.
+                self.router.idle_agent_waits(agent);
+            }
+            let answer = match (refused, held) {
+                (Some(reason), _) => FastLock::Rejected(reason),
+                (None, Some((mode, version))) => FastLock::Granted { mode, version },
+                (None, None) => FastLock::Queued,
+            };
+            (effects, answer)
+        })
     }
 
     /// The fast path of `Unlock`: releases `agent`'s direct lock on `lock` (or withdraws its
     /// request) now. Refused when it has no direct lock there.
     pub fn unlock(&self, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
-        let i = self.shard_of(lock);
         let request = ServerRequest::Unlock {
             agent: agent.clone(),
             lock: lock.clone(),
         };
-        let mut table = self.shards[i].lock();
-        let mut effects = table.step_quiet(request);
-        let refused = take_rejection(&mut effects, agent);
-        let mut after = After::default();
-        self.deliver(i, &mut table, effects, &mut after);
-        drop(table);
-        self.forget_gone(after);
+        let refused = self.on_shard(self.sharding.shard_of(lock), |table| {
+            let mut effects = table.step_quiet(request);
+            let refused = take_rejection(&mut effects, agent);
+            (effects, refused)
+        });
         match refused {
             Some(reason) => Err(reason),
             None => Ok(()),
@@ -553,24 +349,35 @@ impl LocalTable {
     /// The fast path of `RemoveAgent`: releases everything `agent` has in the shards of
     /// `touched`, now.
     pub fn release(&self, agent: &AgentId, touched: &Touched) {
-        let mut after = After::default();
-        for i in touched.shards() {
-            let mut table = self.shards[i].lock();
-            let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
-                agent: agent.clone(),
-            }));
-            self.deliver(i, &mut table, effects, &mut after);
-        }
-        self.forget_gone(after);
+        self.release_in(agent, touched.bits());
     }
 
     /// Releases everything `agent`, whose actor runs, has in the shards of `touched` and in
     /// those its messages used so far, now, on the caller's thread (the agent's own
     /// `RemoveAgent`, which follows whatever it sent, covers requests still on their way).
     pub fn release_started(&self, agent: &AgentId, touched: &Touched) {
-        let used = self.used.lock().get(agent).copied().unwrap_or(0);
-        let all = Touched(AtomicU64::new(used | touched.0.load(Ordering::Relaxed)));
-        self.release(agent, &all);
+        self.release_in(agent, touched.bits() | self.sharding.used_by(agent));
+    }
+
+    fn release_in(&self, agent: &AgentId, bits: u64) {
+        let mut send = |to: &AgentId, msg| self.send(to, msg);
+        let mut after = After::default();
+        for i in self.sharding.members(bits) {
+            let mut table = self.shards[i].lock();
+            let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
+                agent: agent.clone(),
+            }));
+            self.sharding
+                .deliver(i, &mut table, effects, &mut after, &mut send);
+        }
+        let mut shards = &*self.shards;
+        self.sharding.finish(&mut shards, after, &mut send);
+    }
+
+    /// A transaction's agent actor starts: its removal must also reach the shards its fast
+    /// path used, since its requests come as messages from now on.
+    pub fn agent_started(&self, agent: &AgentId, touched: &Touched) {
+        self.sharding.agent_started(agent, touched.bits());
     }
 
     /// The node's lock server stopped: the fast path grants nothing from now on.

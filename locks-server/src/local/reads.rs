@@ -1,55 +1,62 @@
-//! Reads of the sharded table: about one lock (its shard), about one agent (the shards it
-//! used), or about the whole node (every shard, one after the other, each under its own lock:
-//! a whole-node read is not one instant of the node, as a census never was).
+//! Reads of a sharded table: about one lock (its shard), about one agent (the shards it used),
+//! or about the whole node (every shard, one after the other: with a mutex per shard, a
+//! whole-node read is not one instant of the node, as a census never was). Written once, over
+//! any [`ShardAccess`], for the node ([`LocalTable`]) and the simulations alike.
 
-use super::{LocalTable, SHARDS, Touched};
+use super::{LocalTable, ShardAccess, Sharding, Touched};
 use crate::table::{Census, LockTable, TableSnapshot};
-use locks_core::proto::{LockNotice, TableReport};
+use locks_core::proto::{LockNotice, LockView, TableReport};
 use locks_core::{AgentId, LockId, Mode};
 
-impl LocalTable {
-    /// Reads the shard that holds `lock` (for state about that lock and its hierarchy).
-    pub fn read_lock<T>(&self, lock: &LockId, f: impl FnOnce(&LockTable) -> T) -> T {
-        f(&self.shards[self.shard_of(lock)].lock())
-    }
-
+impl Sharding {
     /// `agent`'s direct mode on `lock` and the lock's version, if it holds it
     /// ([`LockTable::holds`]).
-    pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
-        self.read_lock(lock, |t| t.holds(agent, lock))
+    pub fn holds<S: ShardAccess + ?Sized>(
+        &self,
+        shards: &S,
+        agent: &AgentId,
+        lock: &LockId,
+    ) -> Option<(Mode, u64)> {
+        shards.read(self.shard_of(lock), |t| t.holds(agent, lock))
     }
 
-    /// Who watches `lock`, in id order.
-    pub fn watchers(&self, lock: &LockId) -> Vec<AgentId> {
-        self.read_lock(lock, |t| t.watchers(lock))
+    /// The queue of `lock` ([`LockTable::view`]).
+    pub fn view<S: ShardAccess + ?Sized>(&self, shards: &S, lock: &LockId) -> Option<LockView> {
+        shards.read(self.shard_of(lock), |t| t.view(lock))
     }
 
-    /// Whether `agent` has an entry or a watch in a shard of `touched`.
-    pub fn knows(&self, agent: &AgentId, touched: &Touched) -> bool {
-        touched.shards().any(|i| self.shards[i].lock().knows(agent))
+    /// Whether `agent` has an entry or a watch in a shard of `bits`.
+    pub fn knows<S: ShardAccess + ?Sized>(&self, shards: &S, agent: &AgentId, bits: u64) -> bool {
+        self.members(bits)
+            .any(|i| shards.read(i, |t| t.knows(agent)))
     }
 
-    /// `agent`'s direct locks in the shards of `touched`, in lock id order
+    /// `agent`'s direct locks in the shards of `bits`, in lock id order
     /// ([`LockTable::direct_locks_of`]).
-    pub fn direct_locks_of(&self, agent: &AgentId, touched: &Touched) -> Vec<(LockId, Mode, u64)> {
+    pub fn direct_locks_of<S: ShardAccess + ?Sized>(
+        &self,
+        shards: &S,
+        agent: &AgentId,
+        bits: u64,
+    ) -> Vec<(LockId, Mode, u64)> {
         let mut out = Vec::new();
-        for i in touched.shards() {
-            out.extend(self.shards[i].lock().direct_locks_of(agent));
+        for i in self.members(bits) {
+            out.extend(shards.read(i, |t| t.direct_locks_of(agent)));
         }
         out.sort_unstable_by(|x, y| x.0.cmp(&y.0));
         out
     }
 
-    /// What `agent` has in the shards of `touched`, in lock id order
-    /// ([`LockTable::agent_state`]).
-    pub fn agent_state(
+    /// What `agent` has in the shards of `bits`, in lock id order ([`LockTable::agent_state`]).
+    pub fn agent_state<S: ShardAccess + ?Sized>(
         &self,
+        shards: &S,
         agent: &AgentId,
-        touched: &Touched,
+        bits: u64,
     ) -> Vec<(LockNotice, Option<Mode>)> {
         let mut out = Vec::new();
-        for i in touched.shards() {
-            out.extend(self.shards[i].lock().agent_state(agent));
+        for i in self.members(bits) {
+            out.extend(shards.read(i, |t| t.agent_state(agent)));
         }
         out.sort_by(|x, y| x.0.lock.cmp(&y.0.lock));
         out
@@ -57,10 +64,10 @@ impl LocalTable {
 
     /// A copy of the whole table: every shard's locks, sorted by id; the version is the
     /// largest any shard handed out.
-    pub fn snapshot(&self) -> TableSnapshot {
-        // `SHARDS` is at least 1.
-        let mut all = self.shards[0].lock().snapshot();
-        for shard in self.shards[1..].iter().map(|s| s.lock().snapshot()) {
+    pub fn snapshot<S: ShardAccess + ?Sized>(&self, shards: &S) -> TableSnapshot {
+        let mut all = shards.read(0, LockTable::snapshot);
+        for i in 1..self.count() {
+            let shard = shards.read(i, LockTable::snapshot);
             all.version = all.version.max(shard.version);
             all.locks.extend(shard.locks);
         }
@@ -70,9 +77,10 @@ impl LocalTable {
 
     /// The first `max_locks` locks by id over every shard, with the total count
     /// ([`LockTable::report`]).
-    pub fn report(&self, max_locks: usize) -> TableReport {
-        let mut all = self.shards[0].lock().report(max_locks);
-        for shard in self.shards[1..].iter().map(|s| s.lock().report(max_locks)) {
+    pub fn report<S: ShardAccess + ?Sized>(&self, shards: &S, max_locks: usize) -> TableReport {
+        let mut all = shards.read(0, |t| t.report(max_locks));
+        for i in 1..self.count() {
+            let shard = shards.read(i, |t| t.report(max_locks));
             all.version = all.version.max(shard.version);
             all.total_locks += shard.total_locks;
             all.locks.extend(shard.locks);
@@ -80,6 +88,54 @@ impl LocalTable {
         all.locks.sort_unstable_by(|a, b| a.lock.cmp(&b.lock));
         all.locks.truncate(max_locks);
         all
+    }
+}
+
+impl LocalTable {
+    /// Reads the shard that holds `lock` (for state about that lock and its hierarchy).
+    pub fn read_lock<T>(&self, lock: &LockId, f: impl FnOnce(&LockTable) -> T) -> T {
+        f(&self.shards[self.sharding.shard_of(lock)].lock())
+    }
+
+    /// `agent`'s direct mode on `lock` and the lock's version, if it holds it.
+    pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
+        self.sharding.holds(&&*self.shards, agent, lock)
+    }
+
+    /// Who watches `lock`, in id order.
+    pub fn watchers(&self, lock: &LockId) -> Vec<AgentId> {
+        self.read_lock(lock, |t| t.watchers(lock))
+    }
+
+    /// Whether `agent` has an entry or a watch in a shard of `touched`.
+    pub fn knows(&self, agent: &AgentId, touched: &Touched) -> bool {
+        self.sharding.knows(&&*self.shards, agent, touched.bits())
+    }
+
+    /// `agent`'s direct locks in the shards of `touched`, in lock id order.
+    pub fn direct_locks_of(&self, agent: &AgentId, touched: &Touched) -> Vec<(LockId, Mode, u64)> {
+        self.sharding
+            .direct_locks_of(&&*self.shards, agent, touched.bits())
+    }
+
+    /// What `agent` has in the shards of `touched`, in lock id order.
+    pub fn agent_state(
+        &self,
+        agent: &AgentId,
+        touched: &Touched,
+    ) -> Vec<(LockNotice, Option<Mode>)> {
+        self.sharding
+            .agent_state(&&*self.shards, agent, touched.bits())
+    }
+
+    /// A copy of the whole table (see [`Sharding::snapshot`]).
+    pub fn snapshot(&self) -> TableSnapshot {
+        self.sharding.snapshot(&&*self.shards)
+    }
+
+    /// The first `max_locks` locks by id, with the total count (see [`Sharding::report`]).
+    pub fn report(&self, max_locks: usize) -> TableReport {
+        self.sharding.report(&&*self.shards, max_locks)
     }
 
     /// Adds one slice of the census to `census`, starting at `cursor` (`(0, 0)` first);
@@ -93,7 +149,7 @@ impl LocalTable {
         let next = self.shards.get(shard)?.lock().census_slice(census, from);
         match next {
             Some(from) => Some((shard, from)),
-            None => (shard + 1 < SHARDS).then_some((shard + 1, 0)),
+            None => (shard + 1 < self.shards.len()).then_some((shard + 1, 0)),
         }
     }
 }

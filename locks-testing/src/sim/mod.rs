@@ -18,7 +18,7 @@ mod tables;
 mod trace;
 
 pub use net::Net;
-pub use tables::{Route, Tables};
+pub use tables::{NodeTable, Route, SIM_SHARDS, Tables};
 pub use trace::Trace;
 
 use crate::seeded::Rng;

@@ -1,16 +1,25 @@
-//! The real lock tables (`locks_server::LockTable`) of the simulated nodes.
+//! The real lock tables (`locks_server::LockTable`) of the simulated nodes, in shards as a
+//! node's are.
 //!
 //! [`Tables::serve`] is the one place the simulations apply requests to a table, and
 //! [`Tables::release_node`] the one place they release the agents of a node that went down:
-//! both step the table with the same function the node's shells call
-//! ([`LockTable::step`](locks_server::LockTable::step)), so the simulations run the server
-//! protocol exactly as the lock server actor and the fast path do.
+//! both go through the same function as the node's shells
+//! ([`Sharding::apply`](locks_server::internal::Sharding::apply), which steps each shard with
+//! [`LockTable::step`](locks_server::LockTable::step)), so the simulations run the server
+//! protocol, and what spans a node's shards (removal, a surrender whose cycle crosses
+//! shards, an agent found gone), exactly as the lock server actor and the fast path do. A
+//! simulated node has [`SIM_SHARDS`] shards, few enough that the simulations' lock ids fall
+//! both in one shard and in several.
 
-use locks_core::proto::{AgentMessage, ServerRequest};
-use locks_core::{AgentId, ModeTable, NodeId};
-use locks_server::{LockTable, TableEffect, TableInput, Undelivered};
+use locks_core::proto::{AgentMessage, LockNotice, LockView, ServerRequest};
+use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_server::internal::{Delivery, Sharding};
+use locks_server::{LockTable, TableInput, TableSnapshot};
 use std::collections::BTreeMap;
 use std::fmt;
+
+/// How many shards a simulated node's table has.
+pub const SIM_SHARDS: usize = 3;
 
 /// What the simulation did with a message a table sent (see [`Tables::serve`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,10 +43,53 @@ impl fmt::Display for NoTable {
 
 impl std::error::Error for NoTable {}
 
+/// One simulated node's table: its shards, and how requests are spread over them.
+#[derive(Clone, Debug)]
+pub struct NodeTable {
+    sharding: Sharding,
+    shards: Vec<LockTable>,
+}
+
+impl NodeTable {
+    /// `agent`'s direct mode on `lock` and the lock's version, if it holds it.
+    pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
+        self.sharding.holds(&self.shards[..], agent, lock)
+    }
+
+    /// The queue of `lock`.
+    pub fn view(&self, lock: &LockId) -> Option<LockView> {
+        self.sharding.view(&self.shards[..], lock)
+    }
+
+    /// Whether `agent` has an entry or a watch in the table.
+    pub fn knows(&self, agent: &AgentId) -> bool {
+        let all = self.sharding.all();
+        self.sharding.knows(&self.shards[..], agent, all)
+    }
+
+    /// `agent`'s direct locks, in lock id order.
+    pub fn direct_locks_of(&self, agent: &AgentId) -> Vec<(LockId, Mode, u64)> {
+        let all = self.sharding.all();
+        self.sharding.direct_locks_of(&self.shards[..], agent, all)
+    }
+
+    /// What `agent` has in the table, in lock id order (what an agent that starts late is
+    /// seeded with).
+    pub fn agent_state(&self, agent: &AgentId) -> Vec<(LockNotice, Option<Mode>)> {
+        let all = self.sharding.all();
+        self.sharding.agent_state(&self.shards[..], agent, all)
+    }
+
+    /// A copy of the whole table.
+    pub fn snapshot(&self) -> TableSnapshot {
+        self.sharding.snapshot(&self.shards[..])
+    }
+}
+
 /// The lock table of every simulated node, by node.
 #[derive(Clone, Debug, Default)]
 pub struct Tables {
-    tables: BTreeMap<NodeId, LockTable>,
+    tables: BTreeMap<NodeId, NodeTable>,
 }
 
 impl Tables {
@@ -49,7 +101,13 @@ impl Tables {
     /// Starts `node`'s server with an empty table whose versions start after `version_base`;
     /// a table `node` had before is lost (a crash and restart: give a larger base).
     pub fn start(&mut self, node: NodeId, modes: &ModeTable, version_base: u64) {
-        let table = LockTable::new(node.clone(), modes.clone(), version_base);
+        let shards = (0..SIM_SHARDS)
+            .map(|_| LockTable::new(node.clone(), modes.clone(), version_base))
+            .collect();
+        let table = NodeTable {
+            sharding: Sharding::new(SIM_SHARDS),
+            shards,
+        };
         self.tables.insert(node, table);
     }
 
@@ -64,12 +122,12 @@ impl Tables {
     }
 
     /// `node`'s table.
-    pub fn get(&self, node: &NodeId) -> Option<&LockTable> {
+    pub fn get(&self, node: &NodeId) -> Option<&NodeTable> {
         self.tables.get(node)
     }
 
     /// Every table, by node, in order.
-    pub fn iter(&self) -> impl Iterator<Item = (&NodeId, &LockTable)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&NodeId, &NodeTable)> {
         self.tables.iter()
     }
 
@@ -96,23 +154,15 @@ impl Tables {
             .tables
             .get_mut(node)
             .ok_or_else(|| NoTable(node.clone()))?;
-        // A stack: what an input causes is served before the inputs after it.
-        let mut pending: Vec<TableInput> = inputs.into_iter().collect();
-        pending.reverse();
-        while let Some(input) = pending.pop() {
-            for effect in table.step(input) {
-                // No lock-delay in the simulations: nothing is released later.
-                let TableEffect::Send { to, msg } = effect else {
-                    continue;
-                };
-                if route(to.clone(), msg.clone()) == Route::RemoveAgent {
-                    pending.push(TableInput::Undelivered {
-                        agent: to,
-                        msg,
-                        why: Undelivered::Gone,
-                    });
-                }
-            }
+        let mut send = |to: &AgentId, msg: AgentMessage| match route(to.clone(), msg) {
+            Route::Sent => Delivery::Sent,
+            Route::RemoveAgent => Delivery::Gone,
+        };
+        for input in inputs {
+            // No lock-delay in the simulations: nothing is released later.
+            table
+                .sharding
+                .apply(&mut table.shards[..], input, &mut send);
         }
         Ok(())
     }

@@ -1,0 +1,392 @@
+//! How a node's table is split into shards, and the one function that applies an input to
+//! them: [`Sharding::apply`]. Pure and synchronous over the shards' tables; who holds them
+//! (a mutex per shard in [`super::LocalTable`], plain tables in the simulations) is the
+//! [`ShardAccess`] the caller passes, and who carries the messages is its `send`.
+//!
+//! **Rules** (the argument is in [`super`]'s documentation):
+//! - a lock goes to the shard its root key hashes to, so a hierarchy is in one shard;
+//! - a request about a lock goes to that lock's shard; the agent is noted as having used it;
+//! - `RemoveAgent` goes to the shards the agent used (every shard for an agent not noted);
+//! - node down and the end of a lock-delay go to every shard;
+//! - a `Surrender` holds every shard its cycle's waits are in (ascending: the lock order),
+//!   checks the waits outside the surrendered lock's shard there, and is applied in that shard
+//!   with its own waits if they all hold, with all of them (which it cannot find, so it answers
+//!   as to a stale surrender) otherwise;
+//! - a message that cannot be delivered is fed back into the shard that sent it, as
+//!   [`TableInput::Undelivered`]; an agent found gone is then removed from every other shard
+//!   too, once the shard that found it is released (each agent once).
+//!
+//! Invariant: the `used` map lists, for every agent that sent requests as messages (or whose
+//! actor started after the fast path, [`Sharding::agent_started`]), a superset of the shards
+//! it has anything in, except those its fast path used before (which the transaction keeps).
+
+use crate::table::{LockTable, TableEffect, TableInput, Undelivered};
+use locks_core::proto::{AgentMessage, ServerRequest, Wait};
+use locks_core::{AgentId, LockId, NodeId};
+use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+use std::collections::{HashMap, HashSet};
+
+/// The most shards a table can have (shard sets are 64-bit sets).
+pub const MAX_SHARDS: usize = 64;
+
+/// The shards of a table an input needs, held together while it is applied.
+pub trait ShardAccess {
+    /// Runs `f` on the tables of shards `ids` (ascending, distinct), all held exclusively, in
+    /// that order.
+    fn with_shards<T>(&mut self, ids: &[usize], f: impl FnOnce(&mut [&mut LockTable]) -> T) -> T;
+
+    /// Runs `f` on shard `id`'s table, to read it.
+    fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T;
+}
+
+/// Shards behind a mutex each: locked in the order asked for.
+impl ShardAccess for &[Mutex<LockTable>] {
+    fn with_shards<T>(&mut self, ids: &[usize], f: impl FnOnce(&mut [&mut LockTable]) -> T) -> T {
+        let mut guards: SmallVec<[MutexGuard<'_, LockTable>; 2]> =
+            ids.iter().map(|&i| self[i].lock()).collect();
+        let mut tables: SmallVec<[&mut LockTable; 2]> =
+            guards.iter_mut().map(|g| &mut **g).collect();
+        f(&mut tables)
+    }
+
+    fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T {
+        f(&self[id].lock())
+    }
+}
+
+/// Plain tables (a simulation's node).
+impl ShardAccess for [LockTable] {
+    fn with_shards<T>(&mut self, ids: &[usize], f: impl FnOnce(&mut [&mut LockTable]) -> T) -> T {
+        let mut tables: SmallVec<[&mut LockTable; 2]> = self
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| ids.contains(i))
+            .map(|(_, t)| t)
+            .collect();
+        f(&mut tables)
+    }
+
+    fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T {
+        f(&self[id])
+    }
+}
+
+/// What became of a message a shard sent (the `send` of [`Sharding::apply`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// Sent, or dropped for a reason the table does not act on (a node that is down).
+    Sent,
+    /// The agent is gone: the table removes it.
+    Gone,
+    /// The message does not fit in a frame to the agent's node.
+    TooLarge,
+}
+
+/// Where an input goes.
+enum Route {
+    /// One shard.
+    One(usize),
+    /// These shards (a set).
+    Some(u64),
+    /// A surrender whose waits may be in several shards.
+    Surrender,
+}
+
+/// What deliveries left to do once their shard is released.
+#[derive(Debug, Default)]
+pub struct After {
+    /// Ghosts whose lock-delay starts now.
+    later: Vec<Vec<AgentId>>,
+    /// Agents a shard found gone (with that shard): the other shards must forget them too.
+    gone: Vec<(usize, AgentId)>,
+}
+
+/// A node's shards: which one a lock is in, which ones an agent used, and how an input is
+/// applied to them (see the module documentation).
+pub struct Sharding {
+    count: usize,
+    /// Hashes a root key to its shard (fixed keys: the same lock is in the same shard in
+    /// every run, which keeps runs comparable).
+    hasher: ahash::RandomState,
+    /// Per agent, the shards its messages used (see the module documentation).
+    used: Mutex<HashMap<AgentId, u64, ahash::RandomState>>,
+}
+
+impl Clone for Sharding {
+    fn clone(&self) -> Sharding {
+        Sharding {
+            count: self.count,
+            hasher: self.hasher.clone(),
+            used: Mutex::new(self.used.lock().clone()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Sharding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sharding")
+            .field("count", &self.count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sharding {
+    /// `count` shards (1 to [`MAX_SHARDS`]; clamped).
+    pub fn new(count: usize) -> Sharding {
+        Sharding {
+            count: count.clamp(1, MAX_SHARDS),
+            hasher: ahash::RandomState::with_seeds(
+                0x6c6f_636b_7320_7368,
+                0x6172_6473_2062_7920,
+                0x726f_6f74_206b_6579,
+                0x2068_6173_6865_7321,
+            ),
+            used: Mutex::new(HashMap::default()),
+        }
+    }
+
+    /// How many shards.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Every shard, as a set.
+    pub fn all(&self) -> u64 {
+        u64::MAX >> (MAX_SHARDS - self.count)
+    }
+
+    /// The shards of the set `bits`, ascending.
+    pub fn members(&self, bits: u64) -> impl Iterator<Item = usize> + use<> {
+        (0..self.count).filter(move |i| bits & (1 << i) != 0)
+    }
+
+    /// The shard of `lock`: its root key's (an empty id, which every shard refuses alike, in
+    /// the first).
+    pub fn shard_of(&self, lock: &LockId) -> usize {
+        match lock.keys().first() {
+            Some(root) => (self.hasher.hash_one(root) >> 32) as usize % self.count,
+            None => 0,
+        }
+    }
+
+    /// A transaction's agent actor starts: its removal must also reach the shards its fast
+    /// path used (`bits`), since its requests come as messages from now on.
+    pub fn agent_started(&self, agent: &AgentId, bits: u64) {
+        *self.used.lock().entry(agent.clone()).or_default() |= bits;
+    }
+
+    /// The shards `agent`'s messages used so far (none noted: the empty set).
+    pub fn used_by(&self, agent: &AgentId) -> u64 {
+        self.used.lock().get(agent).copied().unwrap_or(0)
+    }
+
+    fn mark_used(&self, agent: &AgentId, shard: usize) {
+        let mut used = self.used.lock();
+        match used.get_mut(agent) {
+            Some(bits) => *bits |= 1 << shard,
+            None => {
+                used.insert(agent.clone(), 1 << shard);
+            }
+        }
+    }
+
+    fn route(&self, input: &TableInput) -> Route {
+        match input {
+            TableInput::Request(request) => match request {
+                ServerRequest::Lock { lock, .. }
+                | ServerRequest::Convert { lock, .. }
+                | ServerRequest::Unlock { lock, .. }
+                | ServerRequest::SurrenderTo { lock, .. }
+                | ServerRequest::Watch { lock, .. }
+                | ServerRequest::Unwatch { lock, .. } => Route::One(self.shard_of(lock)),
+                ServerRequest::Surrender { .. } => Route::Surrender,
+                ServerRequest::RemoveAgent { agent } => {
+                    let used = self.used.lock().remove(agent);
+                    Route::Some(used.unwrap_or(self.all()))
+                }
+            },
+            TableInput::Undelivered { msg, .. } => match msg {
+                AgentMessage::Notice(notice) => Route::One(self.shard_of(&notice.lock)),
+                AgentMessage::Watched { lock, .. } => Route::One(self.shard_of(lock)),
+                _ => Route::Some(self.all()),
+            },
+            TableInput::NodeDown { node, .. } => {
+                self.forget_node(node);
+                Route::Some(self.all())
+            }
+            TableInput::DelayOver(_) => Route::Some(self.all()),
+        }
+    }
+
+    fn forget_node(&self, node: &NodeId) {
+        self.used.lock().retain(|agent, _| agent.node() != node);
+    }
+
+    /// Applies `input` to the shards it is about, passing every message they send to `send`,
+    /// in order, with the sending shard held; returns the ghosts to release once the
+    /// lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
+    pub fn apply<S: ShardAccess + ?Sized>(
+        &self,
+        shards: &mut S,
+        input: TableInput,
+        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+    ) -> Vec<Vec<AgentId>> {
+        let mut after = After::default();
+        match self.route(&input) {
+            Route::One(i) => {
+                if let TableInput::Request(request) = &input {
+                    self.mark_used(request.agent(), i);
+                }
+                shards.with_shards(&[i], |t| {
+                    let table = &mut *t[0];
+                    let effects = table.step(input);
+                    self.deliver(i, table, effects, &mut after, send);
+                });
+            }
+            Route::Some(bits) => {
+                for i in self.members(bits) {
+                    shards.with_shards(&[i], |t| {
+                        let table = &mut *t[0];
+                        let effects = table.step(input.clone());
+                        self.deliver(i, table, effects, &mut after, send);
+                    });
+                }
+            }
+            Route::Surrender => {
+                if let TableInput::Request(ServerRequest::Surrender {
+                    agent,
+                    lock,
+                    version,
+                    waits,
+                }) = input
+                {
+                    self.surrender(shards, agent, lock, version, waits, &mut after, send);
+                }
+            }
+        }
+        self.finish(shards, after, send)
+    }
+
+    /// A surrender (see the module documentation).
+    #[allow(clippy::too_many_arguments)]
+    fn surrender<S: ShardAccess + ?Sized>(
+        &self,
+        shards: &mut S,
+        agent: AgentId,
+        lock: LockId,
+        version: u64,
+        waits: Vec<Wait>,
+        after: &mut After,
+        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+    ) {
+        let home = self.shard_of(&lock);
+        let mut involved: SmallVec<[usize; 2]> =
+            waits.iter().map(|w| self.shard_of(&w.lock)).collect();
+        involved.push(home);
+        involved.sort_unstable();
+        involved.dedup();
+        let Some(h) = involved.iter().position(|&i| i == home) else {
+            return;
+        };
+        shards.with_shards(&involved, |tables| {
+            let others_hold = waits.iter().all(|w| {
+                let i = self.shard_of(&w.lock);
+                i == home
+                    || involved
+                        .iter()
+                        .position(|&j| j == i)
+                        .is_some_and(|k| tables[k].still_waits(w))
+            });
+            let waits = if others_hold {
+                waits
+                    .into_iter()
+                    .filter(|w| self.shard_of(&w.lock) == home)
+                    .collect()
+            } else {
+                waits
+            };
+            let table = &mut *tables[h];
+            let effects = table.step(TableInput::Request(ServerRequest::Surrender {
+                agent,
+                lock,
+                version,
+                waits,
+            }));
+            self.deliver(home, table, effects, after, send);
+        });
+    }
+
+    /// Delivers shard `shard`'s effects in order through `send`, with the shard held; a
+    /// message that cannot be delivered is fed back into the shard and what that yields
+    /// delivered in turn. What must wait for the shard's release goes to `after`.
+    pub fn deliver(
+        &self,
+        shard: usize,
+        table: &mut LockTable,
+        effects: Vec<TableEffect>,
+        after: &mut After,
+        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+    ) {
+        if effects.is_empty() {
+            // The common case of the fast path: nothing to send, nothing to allocate.
+            return;
+        }
+        let mut batches = vec![effects];
+        while let Some(batch) = batches.pop() {
+            for effect in batch {
+                let (to, msg) = match effect {
+                    TableEffect::Send { to, msg } => (to, msg),
+                    TableEffect::ReleaseLater(ghosts) => {
+                        after.later.push(ghosts);
+                        continue;
+                    }
+                };
+                let why = match send(&to, msg.clone()) {
+                    Delivery::Sent => continue,
+                    Delivery::TooLarge => Undelivered::TooLarge,
+                    Delivery::Gone => {
+                        after.gone.push((shard, to.clone()));
+                        Undelivered::Gone
+                    }
+                };
+                batches.push(table.step(TableInput::Undelivered {
+                    agent: to,
+                    msg,
+                    why,
+                }));
+            }
+        }
+    }
+
+    /// What is left once the shards that delivered are released: the agents some shard found
+    /// gone are removed from every other shard (each agent once). Returns the ghosts to
+    /// release later.
+    pub fn finish<S: ShardAccess + ?Sized>(
+        &self,
+        shards: &mut S,
+        mut after: After,
+        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+    ) -> Vec<Vec<AgentId>> {
+        if after.gone.is_empty() {
+            return after.later;
+        }
+        let mut done: HashSet<AgentId> = HashSet::new();
+        while let Some((found_by, agent)) = after.gone.pop() {
+            if !done.insert(agent.clone()) {
+                continue;
+            }
+            self.used.lock().remove(&agent);
+            for i in (0..self.count).filter(|&i| i != found_by) {
+                shards.with_shards(&[i], |t| {
+                    let table = &mut *t[0];
+                    let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
+                        agent: agent.clone(),
+                    }));
+                    self.deliver(i, table, effects, &mut after, send);
+                });
+            }
+        }
+        after.later
+    }
+}

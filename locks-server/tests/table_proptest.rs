@@ -311,7 +311,16 @@ impl Harness {
                     prop_assert!(!seen.contains(&key), "two notices for {:?}", key);
                     seen.push(key.clone());
                     prop_assert_eq!(n.state, after.state(to, &n.lock));
-                    prop_assert_eq!(n.queue.is_some(), n.state.is_waiting() || stale);
+                    // Rule 4: the queue goes to a converter or waiter, and to a holder while
+                    // others convert or wait.
+                    let queued = after
+                        .lock(&n.lock)
+                        .is_some_and(|l| !l.converting.is_empty() || !l.waiting.is_empty());
+                    let holds = !matches!(n.state, EntryState::Absent);
+                    prop_assert_eq!(
+                        n.queue.is_some(),
+                        n.state.is_waiting() || (queued && holds) || stale
+                    );
                     let current = after.lock(&n.lock);
                     prop_assert_eq!(n.version, current.map_or(n.version, |l| l.version));
                     if let (Some(q), Some(l)) = (&n.queue, current) {

@@ -419,6 +419,9 @@ impl Sim {
                 c.core.wait_for_graph_dot()
             ));
         }
+        if self.world.trace.on() {
+            s.push_str(&format!("last deliveries:\n{}\n", self.world.trace));
+        }
         s
     }
 }

@@ -1,8 +1,9 @@
 //! The node's lock table, shared by the lock server actor and the fast path, in shards.
 //!
 //! [`LocalTable`] owns the node's lock tables, one [`LockTable`] per **shard**, each behind its
-//! own mutex, and is the only code that applies an input to them: it picks the shard (or
-//! shards) an input is about, steps that shard's table ([`LockTable::step`]) and delivers its
+//! own mutex, and is the only code that applies an input to them (through
+//! [`Sharding::apply`], or its parts for the fast path): it picks the shard (or shards) an
+//! input is about, steps that shard's table ([`LockTable::step`]) and delivers its
 //! effects through the [`Router`] *while it holds that shard's lock*, so that the messages of
 //! one operation on a lock reach every agent before those of the next (an agent then sees one
 //! lock's versions in order, whichever thread applied them). A send that fails is fed back into

@@ -47,8 +47,9 @@
 //! its entries on ancestors stay. Every notice about `L` in that operation carries
 //! [`Note::Surrendered`](locks_core::proto::Note::Surrendered) with `v`. A surrender at a stale
 //! version moves nothing but is answered with one notice of the agent's entry *with the whole
-//! queue*, even when it holds the lock: holders get no views otherwise, and an agent that decided
-//! on an old copy must be able to analyse again with the current one.
+//! queue*, even when it holds the lock: a holder of a lock nobody else converts or waits on gets
+//! no view otherwise, and an agent that decided on an old copy must be able to analyse again
+//! with the current one.
 //!
 //! **SurrenderTo** `L` for waiter `W` is the voluntary surrender: refused (nothing changes)
 //! unless the agent holds `L` and `W` waits or converts on it; then it is the surrender of `L`
@@ -82,8 +83,10 @@
 //!    (those converters and every waiter); a waiter at or ahead of its place (those waiters).
 //!    Its view of whom it waits for is never stale;
 //! 4. the notice's `queue` is the lock's whole [`LockView`] exactly when the recipient converts
-//!    or waits (holders get none, so a lock with many holders stays cheap); it is built once per
-//!    lock and operation and shared; its holders are listed in the order they became holders
+//!    or waits, or holds the lock while others convert or wait on it (`notify::with_queue`: an
+//!    agent others wait for learns, with every change of its own entry, who waits, so a notice
+//!    of its own never hides a wait a waiter forwarded earlier; a lock with many holders and no
+//!    queue stays cheap); it is built once per lock and operation and shared; its holders are listed in the order they became holders
 //!    (conversions keep an agent's place), then by agent id;
 //! 5. an agent gets at most one notice per lock per operation; notices of one lock go out in
 //!    agent id order; an agent removed by `RemoveAgent` is told nothing;

@@ -92,6 +92,16 @@ fn nobody_to_tell(rec: &LockRecord, ch: &Changes, aud: &Audience<'_>) -> bool {
 }
 
 /// Appends the messages about `rec` after an operation changed it as `ch` says.
+/// Whether a notice of `state` carries the lock's queue (rule 4): when its addressee converts
+/// or waits, or holds the lock while others (`queued`) convert or wait on it. A holder's
+/// notice used to carry none; then an agent whose own entry changed while a converter waited
+/// for it (it converted up behind that converter and back down) dropped the view the waiter
+/// had forwarded, and, the waiter being told of nothing new, never learnt of its wait again:
+/// the cycle it closed later stayed unresolved.
+pub(super) fn with_queue(state: &EntryState, queued: bool) -> bool {
+    state.is_waiting() || (queued && !matches!(state, EntryState::Absent))
+}
+
 pub(super) fn emit(
     rec: &LockRecord,
     ctx: &NotifyCtx<'_>,
@@ -135,9 +145,11 @@ pub(super) fn emit(
             .get_or_insert_with(|| Arc::new(view(rec, ctx.modes, ctx.agents)))
             .clone()
     };
+    // Rule 4: a holder of a lock that others convert or wait on gets the queue too.
+    let queued = rec.converting().next().is_some() || rec.waiting().next().is_some();
     for (id, a) in recipients {
         let state = rec.entry(a).map_or(EntryState::Absent, |e| e.state());
-        let queue = state.is_waiting().then(&mut view_once);
+        let queue = with_queue(&state, queued).then(&mut view_once);
         out.push((
             id.clone(),
             AgentMessage::Notice(LockNotice {

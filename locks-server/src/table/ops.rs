@@ -284,9 +284,9 @@ impl LockTable {
     }
 
     /// The answer to a stale surrender: the agent's entry on the lock now, with the whole queue
-    /// even when it holds the lock. Holders get no views otherwise, so without this an agent
-    /// that decided on an old copy could never learn the current version, and a deadlock it
-    /// alone can break would stay. Nothing is sent if the agent has no entry there.
+    /// even when it holds the lock. A holder of a lock nobody waits on gets no view otherwise, so
+    /// without this an agent that decided on an old copy could never learn the current version,
+    /// and a deadlock it alone can break would stay. Nothing is sent if the agent has no entry there.
     /// The notice carries [`Note::NotSurrendered`] with the version the agent surrendered: the
     /// lock may not have changed (the surrender was refused because a wait of its cycle no
     /// longer holds), and the agent must still learn that its surrender is over.

@@ -269,13 +269,14 @@ impl LockTable {
             .filter_map(|(a, rec)| {
                 let entry = rec.entry(a)?;
                 let state = entry.state();
-                let waits = entry.want.is_some();
+                let queued = rec.converting().next().is_some() || rec.waiting().next().is_some();
+                let with_queue = super::notify::with_queue(&state, queued);
                 let notice = LockNotice {
                     node: self.node.clone(),
                     lock: rec.id.clone(),
                     version: rec.version,
                     state,
-                    queue: waits.then(|| {
+                    queue: with_queue.then(|| {
                         std::sync::Arc::new(super::notify::view(rec, &self.modes, &self.agents))
                     }),
                     note: None,

@@ -4,8 +4,7 @@
 //! The client names a lock its transaction holds, the agent it wants to let in, and nodes.
 //! Whether the transaction holds the lock on each node is the agent's own knowledge, checked at
 //! once ([`SurrenderRefusal::NotHeld`], nothing sent). Whether the other agent waits there only
-//! the lock server knows for sure (holders get no views, and a copy may be older than the
-//! queue), so each listed server gets a [`ServerRequest::SurrenderTo`] and decides: it either
+//! the lock server knows for sure (a copy may be older than the queue), so each listed server gets a [`ServerRequest::SurrenderTo`] and decides: it either
 //! requeues this agent's entries on the lock and its descendants behind the waiters (the
 //! notices carry [`Note::SurrenderedTo`]) or refuses and changes nothing. Either way the agent's
 //! knowledge follows the server's notices, so it stays consistent with the table; the request

@@ -406,6 +406,7 @@ impl AgentCore {
             // of the lock's ancestors in the same operation.)
             if !self.down.contains(node) {
                 self.knowledge.unlock_sent(lock, node);
+                self.cap_ancestors(lock, node);
                 // Requests on descendants count this copy as their ancestor's entry.
                 self.mark_tree(lock);
             }

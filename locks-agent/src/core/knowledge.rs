@@ -125,6 +125,10 @@ pub fn is_pending_in(view: &LockView, agent: &AgentId) -> bool {
 /// The waiters excused from a copy, as of a version (`Knowledge::excuse`).
 type Excused = (u64, SmallVec<[AgentId; 2]>);
 
+/// The caps on one copy: per descendant whose conversion down or unlock is unanswered, the
+/// most the copy may hold once it is applied (`None`: nothing).
+type Caps = Vec<(LockId, Option<Mode>)>;
+
 /// The agent's knowledge of lock copies and of deadlocks.
 ///
 /// The views are kept apart from the copies, so that what the deadlock analysis reads costs
@@ -153,6 +157,10 @@ pub struct Knowledge {
     /// answered yet: until it has, no grant of the copy counts (one sent before the unlock may
     /// still be on its way).
     unlocking: BTreeMap<(LockId, NodeId), u32>,
+    /// Ancestors' copies capped until the answer to a conversion down or an unlock of one of
+    /// their descendants: per copy, the descendant and the most the copy may hold once that
+    /// request is applied (`None`: nothing) (`answers.rs`).
+    capped: BTreeMap<(LockId, NodeId), Caps>,
     /// Surrenders the server ignored (stale), not yet taken for the node's metrics.
     pub(crate) ignored_surrenders: u64,
 }
@@ -485,6 +493,7 @@ impl Knowledge {
         self.excused.retain(|(_, n), _| n != node);
         self.unlocking.retain(|(_, n), _| n != node);
         self.lowering.retain(|(_, n), _| n != node);
+        self.capped.retain(|(_, n), _| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.

@@ -101,9 +101,9 @@ impl LockRequest {
 
 /// Whether `lock` is held in `mode` on `node`, with the intention mode on every ancestor.
 ///
-/// A conversion down of `lock` not answered yet caps what its entry counts for (see
-/// [`Knowledge`]). The ancestors need no cap: the conversion keeps every intention mode they
-/// hold for a lock below, and their notices of the same operation come before its answer.
+/// A conversion down of `lock` not answered yet caps what its entry counts for, and so does a
+/// conversion down or an unlock of a descendant not answered yet, which may lower the entry's
+/// intention modes (see `knowledge/answers.rs`); the same goes for each ancestor's intention.
 pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
     // The ancestors are asked about by a prefix of the keys: building their ids cost an
     // allocation each, for every request, after every grant.
@@ -114,4 +114,16 @@ pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node
         && k.unanswered_conversions(lock, node)
             .all(|c| modes.covers(c, mode))
         && (1..keys.len()).all(|depth| covers(&keys[..depth], intention))
+        && (!k.has_caps() || within_caps(modes, k, lock, mode, node))
+}
+
+/// Whether no cap (see [`held_on`]) keeps `lock`'s copy from counting for `mode`, nor an
+/// ancestor's from counting for its intention.
+fn within_caps(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
+    let within = |l: &LockId, m: Mode| {
+        k.caps(l, node)
+            .all(|cap| cap.is_some_and(|c| modes.covers(c, m)))
+    };
+    let intention = modes.intention(mode);
+    within(lock, mode) && lock.ancestors().all(|a| within(&a, intention))
 }

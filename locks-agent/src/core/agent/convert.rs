@@ -15,6 +15,7 @@ use super::{AgentCore, Effect};
 use crate::core::error::RequestError;
 use locks_core::proto::{Rejection, ServerRequest};
 use locks_core::{LockId, Mode, NodeId};
+use std::ops::Bound;
 
 impl AgentCore {
     /// Converts a request down to a weaker mode (seed 000's S→IS), held or not.
@@ -61,8 +62,10 @@ impl AgentCore {
         self.mark_request(lock);
         let mut out = Vec::new();
         for node in nodes {
-            // Until the answer, what the agent last heard of this copy may overstate it.
+            // Until the answer, what the agent last heard of this copy may overstate it, and so
+            // may what it heard of the ancestors' copies.
             self.knowledge.converting_down(lock, &node, mode);
+            self.cap_ancestors(lock, &node);
             let msg = ServerRequest::Convert {
                 agent: self.id.clone(),
                 lock: lock.clone(),
@@ -72,6 +75,30 @@ impl AgentCore {
         }
         self.refresh_status(&mut out);
         Ok(out)
+    }
+
+    /// Caps the copies of `lock`'s ancestors on `node`, until the answer to the conversion down
+    /// or unlock of `lock` just sent there, at what the server keeps of them once it has
+    /// applied it: the group of the agent's request on each ancestor and of the intention modes
+    /// of its requests below it, as they are now (see `knowledge/answers.rs`).
+    pub(super) fn cap_ancestors(&mut self, lock: &LockId, node: &NodeId) {
+        for ancestor in lock.ancestors() {
+            let mut cap: Option<Mode> = None;
+            let under = self
+                .requests
+                .range::<LockId, _>((Bound::Included(&ancestor), Bound::Unbounded))
+                .take_while(|(l, _)| **l == ancestor || ancestor.is_ancestor_of(l))
+                .filter(|(_, r)| r.nodes.contains(node));
+            for (l, r) in under {
+                let need = if *l == ancestor {
+                    r.mode
+                } else {
+                    self.modes.intention(r.mode)
+                };
+                cap = Some(cap.map_or(need, |c| self.modes.group(need, c)));
+            }
+            self.knowledge.cap_until_answered(ancestor, node, lock, cap);
+        }
     }
 
     /// Takes in a lock server's refusal of a request of this agent (every refusal is also

@@ -2,6 +2,15 @@
 //! notice with `Note::Converted`, the copy counts only for modes the converted mode covers) and
 //! unlocks (until `Note::Unlocked`, no grant of the copy counts). Notices from before the request
 //! was applied may still be on their way, and say nothing about what is held after it.
+//!
+//! Both also lower the entries of the lock's ancestors (the server keeps on an ancestor only
+//! the intention modes the agent's requests still need there), whose notices from before may
+//! show more: until the answer, each ancestor's copy counts for no more than the agent's
+//! requests on and under it need once the request is applied (`capped`). Without that, a
+//! request on the ancestor that its old notice seemed to cover (the intention of the lock being
+//! converted down made its group `SIX`, the client then asked the ancestor for `SIX` itself) was
+//! reported held while the server, having applied the conversion first, held `S` and would make
+//! the new request wait.
 
 use super::Knowledge;
 use super::key::KeyRef;
@@ -20,6 +29,7 @@ impl Knowledge {
     /// The oldest conversion of `(lock, node)` still unanswered has been answered (a notice
     /// with [`Note::Converted`], or a refusal). Returns whether there was one.
     pub fn conversion_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        self.uncap(lock, node);
         let key = (lock.clone(), node.clone());
         let Some(q) = self.lowering.get_mut(&key) else {
             return false;
@@ -58,6 +68,7 @@ impl Knowledge {
     /// The server answered one unlock of `(lock, node)` (with a notice or a refusal). Returns
     /// whether one was outstanding.
     pub fn unlock_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        self.uncap(lock, node);
         let key = (lock.clone(), node.clone());
         match self.unlocking.get_mut(&key) {
             Some(n) if *n > 1 => {
@@ -70,5 +81,53 @@ impl Knowledge {
             }
             None => false,
         }
+    }
+
+    /// Caps the copy of `ancestor` on `node` at `cap` until the answer to this agent's
+    /// conversion down or unlock of `cause`, a descendant (module documentation).
+    pub fn cap_until_answered(
+        &mut self,
+        ancestor: LockId,
+        node: &NodeId,
+        cause: &LockId,
+        cap: Option<Mode>,
+    ) {
+        self.capped
+            .entry((ancestor, node.clone()))
+            .or_default()
+            .push((cause.clone(), cap));
+    }
+
+    /// The request about `cause` on `node` was answered: its ancestors' caps go (one each).
+    fn uncap(&mut self, cause: &LockId, node: &NodeId) {
+        if self.capped.is_empty() {
+            return;
+        }
+        for ancestor in cause.ancestors() {
+            let key = (ancestor, node.clone());
+            if let Some(caps) = self.capped.get_mut(&key) {
+                if let Some(i) = caps.iter().position(|(c, _)| c == cause) {
+                    caps.remove(i);
+                }
+                if caps.is_empty() {
+                    self.capped.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Whether some copy is capped (the common case, none, costs nothing more).
+    pub fn has_caps(&self) -> bool {
+        !self.capped.is_empty()
+    }
+
+    /// The caps on the copy of `lock` on `node`: it counts only for modes every one covers
+    /// (`None`: for nothing).
+    pub fn caps(&self, lock: &LockId, node: &NodeId) -> impl Iterator<Item = Option<Mode>> + '_ {
+        self.capped
+            .get(KeyRef::of(lock, node).as_dyn())
+            .into_iter()
+            .flatten()
+            .map(|(_, cap)| *cap)
     }
 }

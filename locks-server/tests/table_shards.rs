@@ -61,45 +61,44 @@ fn surrender(table: &LocalTable, a: &AgentId, b: &AgentId, r1: &LockId, r2: &Loc
     });
 }
 
+/// A node whose agents `a` and `b` are in a cycle across two shards (see [`cycle`]).
+async fn node_with_a_cycle(name: &str) -> (Node, AgentId, AgentId, LockId, LockId) {
+    let node = Node::start(NodeConfig::new(name)).await.unwrap();
+    let (r1, r2) = two_shards(node.local_table());
+    let (a, b) = (agent(&node), agent(&node));
+    let _touched = cycle(node.local_table(), &a, &b, &r1, &r2);
+    (node, a, b, r1, r2)
+}
+
+/// `holder` holds `lock` and `waiter` waits for it in `X`.
+fn holds_and_waits(table: &LocalTable, holder: &AgentId, waiter: &AgentId, lock: &LockId) {
+    let snap = table.snapshot();
+    assert!(
+        table.holds(holder, lock).is_some(),
+        "{holder} holds {lock}: {snap:?}"
+    );
+    assert_eq!(snap.state(waiter, lock), EntryState::Waiting(Mode::X));
+}
+
 #[tokio::test]
 async fn a_surrender_breaks_a_cycle_whose_waits_are_in_two_shards() {
-    let node = Node::start(NodeConfig::new("shards1")).await.unwrap();
+    let (node, a, b, r1, r2) = node_with_a_cycle("shards1").await;
     let table = node.local_table();
-    let (r1, r2) = two_shards(table);
-    let (a, b) = (agent(&node), agent(&node));
-    let _touched = cycle(table, &a, &b, &r1, &r2);
     surrender(table, &a, &b, &r1, &r2);
-    assert!(
-        table.holds(&b, &r1).is_some(),
-        "b is given r1 once a surrenders it: {:?}",
-        table.snapshot()
-    );
-    assert_eq!(
-        table.snapshot().state(&a, &r1),
-        EntryState::Waiting(Mode::X)
-    );
+    // b is given r1 once a surrenders it.
+    holds_and_waits(table, &b, &a, &r1);
 }
 
 #[tokio::test]
 async fn a_surrender_whose_wait_in_another_shard_is_gone_changes_nothing() {
-    let node = Node::start(NodeConfig::new("shards2")).await.unwrap();
+    let (node, a, b, r1, r2) = node_with_a_cycle("shards2").await;
     let table = node.local_table();
-    let (r1, r2) = two_shards(table);
-    let (a, b) = (agent(&node), agent(&node));
-    let _touched = cycle(table, &a, &b, &r1, &r2);
     // b lets r2 go: a is granted it, and the cycle is broken in r2's shard only.
     table.unlock(&b, &r2).unwrap();
     assert!(table.holds(&a, &r2).is_some());
     surrender(table, &a, &b, &r1, &r2);
-    assert!(
-        table.holds(&a, &r1).is_some(),
-        "a stale surrender kept its place: {:?}",
-        table.snapshot()
-    );
-    assert_eq!(
-        table.snapshot().state(&b, &r1),
-        EntryState::Waiting(Mode::X)
-    );
+    // A stale surrender: a keeps its place.
+    holds_and_waits(table, &a, &b, &r1);
 }
 
 #[tokio::test]

@@ -57,9 +57,9 @@
 //! is the shell that holds the shards behind their mutexes, carries the messages through the
 //! router, keeps the start-delay, and runs the fast path.
 //!
-//! Lock order: the start-delay's list, then shards in ascending index, then the `used` map of
-//! [`Sharding`] or the router's registry (inside a delivery). Nothing takes a shard while
-//! holding a higher one.
+//! Lock order: the start-delay's list, then shards in ascending index, then the router's
+//! registry (inside a delivery). Nothing takes a shard while holding a higher one; the `used`
+//! map of [`Sharding`] is never held together with a shard.
 
 mod reads;
 mod sharding;

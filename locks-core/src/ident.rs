@@ -2,13 +2,14 @@
 //!
 //! A [`NodeId`] is a node's name, unique in its cluster. An [`AgentId`] names one transaction
 //! agent: the node it lives on, the node's incarnation (taken from the clock when the node
-//! starts, so ids are never reused across a restart) and a serial number that grows with every
-//! agent the node creates.
+//! starts, so ids are never reused across a restart) and a serial number, unique on that
+//! incarnation, that grows with every agent one thread of the node's process creates (threads
+//! take serials in blocks, so ids made on different threads order by block, not by time).
 //!
 //! The total order on agent ids is what the deadlock algorithm uses to pick a victim (the
 //! largest agent of a cycle surrenders, as in the Erlang original). Agents compare by
-//! node name, then incarnation, then serial, so on one node an agent created later compares
-//! larger, and every node computes the same order.
+//! node name, then incarnation, then serial, so an agent created later on the same thread of a
+//! node compares larger, and every node computes the same order.
 //!
 //! A [`MemberId`] names a member of a leader-election group (`locks-leader`): the same three
 //! parts, in its own namespace, so that messages between members are routed apart from agents.
@@ -37,13 +38,30 @@ pub enum NodeNameError {
 }
 
 /// The name of a node, unique within its cluster.
-#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct NodeId(Arc<str>);
 
-/// By name. The ids of one node are nearly always clones of one `Arc`, and agent ids order by
-/// their node first: comparing the pointer first spares a string comparison in every look-up
-/// and sort of agent ids and of `(lock, node)` keys.
+/// By name, the pointer first (`Arc`'s own equality has that shortcut only for sized values).
+impl PartialEq for NodeId {
+    fn eq(&self, other: &NodeId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for NodeId {}
+
+/// By name, as equality is.
+impl std::hash::Hash for NodeId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+/// By name. The ids of one node are nearly always clones of a few `Arc`s (one per thread that
+/// makes agent ids), and agent ids order by their node first: comparing the pointer first
+/// spares a string comparison in every look-up and sort of agent ids and of `(lock, node)`
+/// keys.
 impl Ord for NodeId {
     fn cmp(&self, other: &NodeId) -> std::cmp::Ordering {
         if Arc::ptr_eq(&self.0, &other.0) {
@@ -118,7 +136,8 @@ impl fmt::Display for NodeId {
 
 /// The identity of one transaction agent, unique in the cluster and across node restarts.
 ///
-/// Ordered by `(node, incarnation, serial)`: on one node a later agent is larger.
+/// Ordered by `(node, incarnation, serial)`: an agent made later on the same thread of a node
+/// is larger.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AgentId {
     node: NodeId,

@@ -47,6 +47,7 @@
 // Every type a public item mentions is nameable from the root or from `internal`.
 #![warn(unnameable_types)]
 
+mod agent_ids;
 mod cluster;
 mod config;
 mod error;

@@ -137,8 +137,11 @@ impl Router {
 
     /// The shard of `agent`'s mailbox, locked.
     fn shard(&self, agent: &AgentId) -> MutexGuard<'_, FastMap<AgentId, Mailbox>> {
-        // Serials are consecutive on a node: consecutive transactions land in different shards.
-        self.agents[(agent.serial() % AGENT_SHARDS as u64) as usize]
+        // A thread takes its serials in blocks (`crate::agent_ids`): the agents of one
+        // thread's block share a shard, those of two threads' blocks (taken one after the
+        // other) do not, so threads beginning transactions side by side take different locks.
+        let block = agent.serial() / crate::agent_ids::SERIAL_BLOCK;
+        self.agents[(block % AGENT_SHARDS as u64) as usize]
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

@@ -60,7 +60,9 @@ impl Transaction {
         if !self.node.modes().contains(mode) {
             return Fast::Done(Err(RequestError::ModeNotInTable(mode).into()));
         }
-        let here = self.node.id();
+        // The agent's copy of the node's name (see `Node::next_agent_id`): cloned on this
+        // thread's own counter.
+        let here = self.id.node();
         match self
             .node
             .local_table()

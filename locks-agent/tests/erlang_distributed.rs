@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::{BOUND, COOKIE, Harness, bounded, cluster};
-use locks_agent::{Error, Options, Req, RequestError, TransactionStatus, begin_transaction};
+use common::{BOUND, COOKIE, Harness, bounded, cluster, names_node};
+use locks_agent::{Error, Options, Req, RequestError, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::NodeEvent;
@@ -152,51 +152,7 @@ async fn erlang_9_3_19_d_lock_surrender() {
 /// request naming the dead node fails at once.
 #[tokio::test]
 async fn erlang_9_3_20_d_lock_node_dies() {
-    let mut hs = cluster(&["a", "b", "c"]).await;
-    let all = [n("a"), n("b"), n("c")];
-    let c1 = hs[0].client().await;
-    bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &all, Req::All))
-        .await
-        .unwrap();
-    let c = hs.pop().unwrap();
-    bounded(c.node.shutdown()).await;
-    // The agent hears that c is down: its request on A can no longer be met.
-    let status = bounded(async {
-        loop {
-            match c1.txn().status().await.unwrap() {
-                TransactionStatus::HaveAllLocks { .. } => tokio::task::yield_now().await,
-                other => return other,
-            }
-        }
-    })
-    .await;
-    assert_eq!(
-        status,
-        TransactionStatus::CannotServe {
-            locks: vec![l("A")],
-            nodes: vec![n("c")]
-        }
-    );
-    let err = bounded(c1.txn().await_all_locks()).await.unwrap_err();
-    assert!(
-        matches!(&err, Error::CannotServe { nodes, .. } if nodes == &[n("c")]),
-        "{err}"
-    );
-    // A new request naming c fails at once, naming it.
-    let err = bounded(c1.txn().lock_on(l("B"), Mode::WRITE, &all, Req::All))
-        .await
-        .unwrap_err();
-    assert!(names_node(&err, "c"), "the error names node c: {err:?}");
-    // The other nodes still serve.
-    let c2 = hs[1].client().await;
-    assert!(
-        bounded(
-            c2.txn()
-                .lock_on(l("C"), Mode::WRITE, &[n("a"), n("b")], Req::All)
-        )
-        .await
-        .is_ok()
-    );
+    common::a_node_dies_under_a_lock(cluster(&["a", "b", "c"]).await).await;
 }
 
 /// 9.3 item 20 with `await_nodes`: the client waits for the dead node and is granted once a
@@ -269,15 +225,6 @@ fn version_on(result: &locks_agent::LockResult, lock: &LockId, node: &str) -> u6
 }
 
 /// Whether a failed request names `node` as one it cannot be served by.
-fn names_node(err: &Error, node: &str) -> bool {
-    match err {
-        Error::CannotServe { nodes, .. } => nodes.iter().any(|n| n.as_str() == node),
-        Error::Request(RequestError::NodesDown { nodes, .. }) => {
-            nodes.iter().any(|n| n.as_str() == node)
-        }
-        _ => false,
-    }
-}
 
 #[tokio::test]
 async fn a_request_to_a_node_known_to_be_down_fails_at_once() {

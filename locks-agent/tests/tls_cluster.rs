@@ -4,12 +4,11 @@
 
 mod common;
 
-use common::{BOUND, COOKIE, Harness, bounded, cluster_with};
-use locks_agent::{Error, Req, TransactionStatus};
+use common::{COOKIE, Harness, bounded, cluster_with};
+use locks_agent::Req;
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::{NodeConfig, TlsConfig};
 use locks_testing::certs::TestCa;
-use locks_testing::wait::poll;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -73,40 +72,5 @@ async fn a_lock_on_every_node_over_tls() {
 #[tokio::test]
 async fn a_node_that_dies_under_a_lock_over_tls() {
     let ca = TestCa::new("cluster CA");
-    let mut hs = tls_cluster(&["a", "b", "c"], &ca).await;
-    let all = [n("a"), n("b"), n("c")];
-    let c1 = hs[0].client().await;
-    bounded(c1.txn().lock_on(l("A"), Mode::WRITE, &all, Req::All))
-        .await
-        .unwrap();
-    let c = hs.pop().unwrap();
-    bounded(c.node.shutdown()).await;
-    // The agent hears that c is down: its request on A can no longer be met.
-    let status = poll(BOUND, "c down", Duration::from_millis(5), || async {
-        match c1.txn().status().await.unwrap() {
-            TransactionStatus::HaveAllLocks { .. } => Err("still has all locks"),
-            other => Ok(other),
-        }
-    })
-    .await;
-    assert_eq!(
-        status,
-        TransactionStatus::CannotServe {
-            locks: vec![l("A")],
-            nodes: vec![n("c")]
-        }
-    );
-    let err = bounded(c1.txn().await_all_locks()).await.unwrap_err();
-    assert!(
-        matches!(&err, Error::CannotServe { nodes, .. } if nodes == &[n("c")]),
-        "{err}"
-    );
-    // The other two still serve each other over TLS.
-    let c2 = hs[1].client().await;
-    bounded(
-        c2.txn()
-            .lock_on(l("C"), Mode::WRITE, &[n("a"), n("b")], Req::All),
-    )
-    .await
-    .unwrap();
+    common::a_node_dies_under_a_lock(tls_cluster(&["a", "b", "c"], &ca).await).await;
 }

@@ -227,3 +227,66 @@ pub async fn cluster_with(names: &[&str], config: impl Fn(&str) -> NodeConfig) -
     }
     nodes.into_iter().map(|node| Harness { node }).collect()
 }
+
+/// Whether `err` says that `node` cannot serve (a request's node is down or unknown).
+pub fn names_node(err: &locks_agent::Error, node: &str) -> bool {
+    use locks_agent::{Error, RequestError};
+    match err {
+        Error::CannotServe { nodes, .. } => nodes.iter().any(|n| n.as_str() == node),
+        Error::Request(RequestError::NodesDown { nodes, .. }) => {
+            nodes.iter().any(|n| n.as_str() == node)
+        }
+        _ => false,
+    }
+}
+
+/// The Erlang suite's 9.3 item 20 (without `await_nodes`) on a connected cluster of nodes
+/// `a`, `b` and `c` (in that order), whatever carries its links: a client of `a` locks `A` on
+/// all three, then `c` shuts down. The client is told its request on `c` cannot be served (its
+/// status, then `await_all_locks`, each naming `c`), a new request naming `c` fails at once
+/// naming it, and `a` and `b` still serve each other.
+pub async fn a_node_dies_under_a_lock(mut hs: Vec<Harness>) {
+    use locks_agent::{Error, Req, TransactionStatus};
+    use locks_core::{NodeId, lock_id};
+    let n = |name: &str| NodeId::new(name).unwrap();
+    let all = [n("a"), n("b"), n("c")];
+    let c1 = hs[0].client().await;
+    bounded(c1.txn().lock_on(lock_id!["A"], Mode::WRITE, &all, Req::All))
+        .await
+        .unwrap();
+    let c = hs.pop().expect("three nodes");
+    bounded(c.node.shutdown()).await;
+    // The agent hears that c is down: its request on A can no longer be met.
+    let status = poll(BOUND, "c down", Duration::from_millis(5), || async {
+        match c1.txn().status().await.unwrap() {
+            TransactionStatus::HaveAllLocks { .. } => Err("still has all locks"),
+            other => Ok(other),
+        }
+    })
+    .await;
+    assert_eq!(
+        status,
+        TransactionStatus::CannotServe {
+            locks: vec![lock_id!["A"]],
+            nodes: vec![n("c")]
+        }
+    );
+    let err = bounded(c1.txn().await_all_locks()).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::CannotServe { nodes, .. } if nodes == &[n("c")]),
+        "{err}"
+    );
+    // A new request naming c fails at once, naming it.
+    let err = bounded(c1.txn().lock_on(lock_id!["B"], Mode::WRITE, &all, Req::All))
+        .await
+        .unwrap_err();
+    assert!(names_node(&err, "c"), "the error names node c: {err:?}");
+    // The other two still serve each other.
+    let c2 = hs[1].client().await;
+    bounded(
+        c2.txn()
+            .lock_on(lock_id!["C"], Mode::WRITE, &[n("a"), n("b")], Req::All),
+    )
+    .await
+    .unwrap();
+}

@@ -290,3 +290,22 @@ pub async fn a_node_dies_under_a_lock(mut hs: Vec<Harness>) {
     .await
     .unwrap();
 }
+
+/// Two nodes "a" and "b", connected.
+pub async fn two_nodes() -> (Harness, Harness) {
+    let mut hs = cluster(&["a", "b"]).await;
+    let b = hs.pop().expect("two nodes");
+    let a = hs.pop().expect("two nodes");
+    (a, b)
+}
+
+/// Shuts `gone` down and waits until `survivor` has seen it go.
+pub async fn shut_down(gone: Harness, survivor: &Harness) {
+    let name = gone.node.id().clone();
+    let mut events = survivor.node.subscribe_nodes();
+    bounded(gone.node.shutdown()).await;
+    bounded(async {
+        while events.recv().await != Some(locks_server::NodeEvent::Down(name.clone())) {}
+    })
+    .await;
+}

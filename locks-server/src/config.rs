@@ -181,6 +181,7 @@ impl ClusterConfig {
 /// key = "a.key"           # its private key (PEM: PKCS#8, PKCS#1 or SEC1)
 /// ca = "ca.pem"           # the CA every peer's certificate must chain to
 /// server_name = "locks"   # optional: the DNS name every node certificate carries
+/// node_names = true       # optional (default true): a peer's certificate must carry its node name
 /// ```
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -375,6 +376,9 @@ impl NodeConfig {
             if let Some(name) = tls.server_name {
                 settings = settings.with_server_name(&name)?;
             }
+            if tls.node_names == Some(false) {
+                settings = settings.without_node_names();
+            }
             config = config.tls(settings);
         }
         config.cluster.validate()?;
@@ -417,6 +421,7 @@ struct FileTls {
     key: PathBuf,
     ca: PathBuf,
     server_name: Option<String>,
+    node_names: Option<bool>,
 }
 
 /// An address as written: `ip:port`, or `host:port` resolved now (its first address).

@@ -92,7 +92,7 @@ pub const LOST_CAUSES: [&str; 5] = [
 
 /// The reasons of [`HANDSHAKES_REFUSED`]: the fields of
 /// [`HandshakeRefusals`](crate::HandshakeRefusals).
-pub const REFUSAL_REASONS: [&str; 12] = [
+pub const REFUSAL_REASONS: [&str; 13] = [
     "wrong_cookie",
     "wrong_version",
     "duplicate_name",
@@ -104,6 +104,7 @@ pub const REFUSAL_REASONS: [&str; 12] = [
     "tls_not_tls",
     "tls_untrusted",
     "tls_expired",
+    "tls_node_name",
     "tls_other",
 ];
 

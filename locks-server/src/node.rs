@@ -76,11 +76,16 @@ impl Node {
     /// its listener and its dialers (peers are dialed in the background: watch
     /// [`Node::subscribe_nodes`] or use [`Node::connect`] to wait for one).
     ///
-    /// Fails on an invalid name, a cluster configuration without a cookie, or a listen address
-    /// that cannot be bound.
+    /// Fails on an invalid name, a cluster configuration without a cookie, TLS settings whose
+    /// certificate does not carry the node's name (unless node names are not bound), or a
+    /// listen address that cannot be bound.
     pub async fn start(config: NodeConfig) -> Result<Node, Error> {
         let id = NodeId::new(config.name())?;
         config.cluster().validate()?;
+        if let Some(tls) = &config.cluster().tls {
+            tls.check_own_name(config.name())
+                .map_err(crate::ConfigError::from)?;
+        }
         let incarnation = incarnation_now();
         let router = Arc::new(Router::new(id.clone()));
         let (ready_tx, ready_rx) = oneshot::channel();

@@ -7,7 +7,8 @@ use locks_core::{AgentId, codec::CodecError};
 use locks_server::internal::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
 use locks_server::internal::net::handshake::Step;
 use locks_server::internal::net::{
-    Cookie, Handshake, HandshakeOutcome, Malformed, PeerFrame, Refusal, RefusalCode, Role,
+    Cookie, Handshake, HandshakeOutcome, Malformed, NameVerdict, PeerFrame, Refusal, RefusalCode,
+    Role, TlsFailure,
 };
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
@@ -246,15 +247,56 @@ fn duplicate_node_names_are_refused() {
 }
 
 #[test]
+fn a_name_the_peers_certificate_does_not_carry_is_refused_and_the_peer_told() {
+    let t0 = Instant::now();
+    let not_certified = |_: &NodeId| NameVerdict::NotCertified;
+    let refusal = |name: &str| {
+        refused(Refusal::Tls(TlsFailure::NameNotCertified {
+            name: node(name),
+        }))
+    };
+    // The acceptor checks the initiator's name once it has proved the cookie, and refuses
+    // before it proves anything itself.
+    let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
+    let (mut b, hello_b) = start(Role::Initiator, "b", "secret", 1, t0);
+    let step = a.on_frame(hello_b.send[0].clone(), not_certified);
+    assert_eq!(kinds(&step), ["Hello"]);
+    let proof = deliver(&step, &mut b);
+    let step = a.on_frame(proof.send[0].clone(), not_certified);
+    assert_eq!(
+        step.send,
+        [PeerFrame::Refuse(RefusalCode::NameNotCertified)]
+    );
+    assert_eq!(step.outcome, refusal("b"));
+    let told = deliver(&step, &mut b);
+    assert_eq!(
+        told.outcome,
+        refused(Refusal::ByPeer(RefusalCode::NameNotCertified))
+    );
+    // The initiator checks the acceptor's name on its Hello, and sends no proof.
+    let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
+    let step = i.on_frame(hello("a", 2), not_certified);
+    assert_eq!(
+        step.send,
+        [PeerFrame::Refuse(RefusalCode::NameNotCertified)]
+    );
+    assert_eq!(step.outcome, refusal("a"));
+    // A certified name that is in use is still a duplicate.
+    let (mut i, _) = start(Role::Initiator, "i", "secret", 1, t0);
+    let step = i.on_frame(hello("a", 2), |_: &NodeId| NameVerdict::InUse);
+    assert_eq!(step.outcome, refused(Refusal::DuplicateName(node("a"))));
+}
+
+#[test]
 fn an_acceptor_never_asks_about_a_name_without_a_valid_proof() {
     let t0 = Instant::now();
     let (mut a, _) = start(Role::Acceptor, "a", "secret", 2, t0);
     let (mut b, hello_b) = start(Role::Initiator, "b", "wrong", 1, t0);
-    let step = a.on_frame(hello_b.send[0].clone(), |_: &NodeId| {
+    let step = a.on_frame(hello_b.send[0].clone(), |_: &NodeId| -> bool {
         panic!("asked on Hello")
     });
     let proof = deliver(&step, &mut b);
-    let step = a.on_frame(proof.send[0].clone(), |_: &NodeId| {
+    let step = a.on_frame(proof.send[0].clone(), |_: &NodeId| -> bool {
         panic!("asked on a wrong proof")
     });
     assert_eq!(step.outcome, refused(Refusal::WrongCookie));

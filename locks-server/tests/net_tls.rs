@@ -9,7 +9,7 @@ mod common;
 use common::net::{id, init_tracing, loopback, within};
 use locks_server::{
     ConfigError, ConnectError, DialError, Error, HandshakeRefusals, Node, NodeConfig, NodeEvent,
-    Refusal, TlsConfig, TlsConfigError, TlsFailure,
+    Refusal, RefusalCode, TlsConfig, TlsConfigError, TlsFailure,
 };
 use locks_testing::certs::{NodeCert, TestCa};
 use std::future::Future;
@@ -241,6 +241,80 @@ async fn an_expired_certificate_is_refused() {
     serves_a_good_peer(&a, &ca, "b").await;
 }
 
+/// The refusal behind a failed `connect`, if the handshake was refused.
+fn refusal_of(error: &Error) -> Option<&Refusal> {
+    match error {
+        Error::Connect(ConnectError::Net(DialError::Refused { refusal, .. })) => Some(refusal),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn a_node_cannot_take_a_name_its_certificate_does_not_carry() {
+    init_tracing();
+    let ca = TestCa::new("cluster CA");
+    let a = start(with_tls("a", &ca)).await;
+    // A member of the cluster (b's certificate and key, the cookie) that calls itself "x":
+    // its own start-up check is off, as an impostor's would be.
+    let x = start(plain("x").tls(tls(&ca.node("b"), &ca).without_node_names())).await;
+
+    // x dials a: a checks the name x gives against x's certificate, refuses, and says why.
+    let err = bounded("x dials a", x.connect(addr(&a))).await.unwrap_err();
+    assert_eq!(
+        refusal_of(&err),
+        Some(&Refusal::ByPeer(RefusalCode::NameNotCertified)),
+        "{err}"
+    );
+    refusals(&a, "a counts it", |r| r.tls_node_name >= 1).await;
+
+    // a dials x: a checks the name x answers with against x's certificate.
+    let err = bounded("a dials x", a.connect(addr(&x))).await.unwrap_err();
+    assert_eq!(
+        tls_failure(&err),
+        Some(TlsFailure::NameNotCertified { name: id("x") }),
+        "{err}"
+    );
+    refusals(&a, "a counts it", |r| r.tls_node_name >= 2).await;
+    assert!(a.nodes().iter().all(|n| n.as_str() == "a"));
+
+    // With the binding off on a as well, the same peer is let in under its claimed name.
+    let lax = start(plain("lax").tls(tls(&ca.node("lax"), &ca).without_node_names())).await;
+    assert_eq!(
+        bounded("x dials lax", x.connect(addr(&lax))).await.unwrap(),
+        id("lax")
+    );
+
+    serves_a_good_peer(&a, &ca, "b").await;
+}
+
+#[tokio::test]
+async fn a_node_whose_certificate_lacks_its_name_does_not_start() {
+    let ca = TestCa::new("cluster CA");
+    let err = Node::start(plain("y").tls(tls(&ca.node("z"), &ca)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Config(ConfigError::Tls(TlsConfigError::OwnNameNotCertified { name })) if name == "y"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("without_node_names"), "{err}");
+    // A name that cannot be a DNS name is carried by no certificate.
+    let err = Node::start(plain("y@host").tls(tls(&ca.node("y@host"), &ca)))
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Config(ConfigError::Tls(TlsConfigError::OwnNameNotCertified { .. }))
+        ),
+        "{err}"
+    );
+    // Without the binding, the same settings start.
+    let node = start(plain("y").tls(tls(&ca.node("z"), &ca).without_node_names())).await;
+    bounded("shutdown", node.shutdown()).await;
+}
+
 #[test]
 fn bad_tls_settings_are_refused_with_a_clear_error() {
     let ca = TestCa::new("cluster CA");
@@ -307,11 +381,12 @@ fn the_toml_file_takes_tls_settings() {
     std::fs::write(dir.join("a.pem"), &a.cert).unwrap();
     std::fs::write(dir.join("a.key"), &a.key).unwrap();
     std::fs::write(dir.join("ca.pem"), &ca.cert).unwrap();
-    let toml = "name = \"a\"\nlisten = \"127.0.0.1:0\"\ncookie = \"c\"\n\n[tls]\ncert = \"a.pem\"\nkey = \"a.key\"\nca = \"ca.pem\"\nserver_name = \"my-cluster\"\n";
+    let toml = "name = \"a\"\nlisten = \"127.0.0.1:0\"\ncookie = \"c\"\n\n[tls]\ncert = \"a.pem\"\nkey = \"a.key\"\nca = \"ca.pem\"\nserver_name = \"my-cluster\"\nnode_names = false\n";
     std::fs::write(dir.join("a.toml"), toml).unwrap();
     let config = NodeConfig::from_toml_file(dir.join("a.toml")).unwrap();
     let tls = config.cluster().tls.as_ref().expect("TLS settings");
     assert_eq!(tls.server_name(), "my-cluster");
+    assert!(!tls.binds_node_names());
 
     // A key that does not match the certificate is a configuration error.
     std::fs::write(dir.join("a.key"), ca.node("b").key).unwrap();

@@ -25,7 +25,7 @@ pub struct Overrides {
     /// `--start-delay-ms`
     pub start_delay_ms: Option<u64>,
     /// `--tls-cert`, `--tls-key`, `--tls-ca`: all three or none (they replace the file's
-    /// `[tls]` settings, keeping its `server_name`).
+    /// `[tls]` settings, keeping its `server_name` and `node_names`).
     pub tls_cert: Option<PathBuf>,
     /// `--tls-key`
     pub tls_key: Option<PathBuf>,
@@ -123,6 +123,9 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
                 tls = tls
                     .with_server_name(&file.server_name())
                     .map_err(|e| e.to_string())?;
+                if !file.binds_node_names() {
+                    tls = tls.without_node_names();
+                }
             }
             config = config.tls(tls);
         }

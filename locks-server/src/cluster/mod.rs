@@ -142,6 +142,8 @@ pub struct HandshakeRefusals {
     pub tls_untrusted: u64,
     /// TLS: the peer's certificate has expired (or is not valid yet).
     pub tls_expired: u64,
+    /// TLS: the peer's certificate does not carry the node name it gave (decided here).
+    pub tls_node_name: u64,
     /// TLS: any other TLS failure decided here (no certificate, wrong server name, ...).
     /// A peer that refused this node's certificate counts as `by_peer`.
     pub tls_other: u64,
@@ -161,6 +163,7 @@ impl HandshakeRefusals {
             + self.tls_not_tls
             + self.tls_untrusted
             + self.tls_expired
+            + self.tls_node_name
             + self.tls_other
     }
 
@@ -186,6 +189,9 @@ impl HandshakeRefusals {
                         (&mut self.tls_untrusted, "tls_untrusted")
                     }
                     Refusal::Tls(TlsFailure::Expired) => (&mut self.tls_expired, "tls_expired"),
+                    Refusal::Tls(TlsFailure::NameNotCertified { .. }) => {
+                        (&mut self.tls_node_name, "tls_node_name")
+                    }
                     Refusal::Tls(TlsFailure::RejectedByPeer { .. }) => {
                         (&mut self.by_peer, "by_peer")
                     }

@@ -17,7 +17,7 @@ use crate::net::frame::{
     HANDSHAKE_MAX_FRAME, NONCE_LEN, Nonce, PeerFrame, Transport, decode_frame, encode_frame,
     length_codec,
 };
-use crate::net::handshake::{Handshake, HandshakeOutcome, Refusal, Role, Step};
+use crate::net::handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal, Role, Step};
 use crate::net::link::{self, Driver, Link};
 use crate::net::stream::NodeStream;
 use crate::net::tls;
@@ -49,7 +49,10 @@ fn random_nonce() -> Result<Nonce, getrandom::Error> {
 /// settings.
 ///
 /// `name_in_use` says whether a node name already has a connection to this node; a peer
-/// with such a name is refused with [`Refusal::DuplicateName`]. (Two handshakes with the same
+/// with such a name is refused with [`Refusal::DuplicateName`]. Under TLS a peer whose
+/// certificate does not carry the name it gives is refused first, with
+/// [`TlsFailure::NameNotCertified`](crate::net::TlsFailure::NameNotCertified), unless node
+/// names are not bound ([`TlsConfig::without_node_names`](crate::net::TlsConfig::without_node_names)). (Two handshakes with the same
 /// name can still race; the owner checks again when it registers the connection.) Sets
 /// `TCP_NODELAY`. On refusal the reason is logged, the peer is told why when the refusal was
 /// decided here, and the stream is closed.
@@ -76,6 +79,21 @@ pub async fn establish(
                 return Err(refusal);
             }
         },
+    };
+    // Under TLS, the name the peer gives must be one its verified certificate carries.
+    let peer_cert = stream.peer_certificate();
+    let check_name = |name: &NodeId| {
+        let certified = config
+            .tls
+            .as_ref()
+            .is_none_or(|tls| tls.admits(peer_cert.as_ref(), name.as_str()));
+        if !certified {
+            NameVerdict::NotCertified
+        } else if name_in_use(name) {
+            NameVerdict::InUse
+        } else {
+            NameVerdict::Free
+        }
     };
     let mut transport = Framed::new(stream, length_codec(HANDSHAKE_MAX_FRAME));
     let nonce = match random_nonce() {
@@ -132,7 +150,7 @@ pub async fn establish(
                 }
                 Some(Err(e)) => hs.on_io_error(e),
                 Some(Ok(bytes)) => match decode_frame(&bytes, HANDSHAKE_MAX_FRAME) {
-                    Ok(frame) => hs.on_frame(frame, &name_in_use),
+                    Ok(frame) => hs.on_frame(frame, check_name),
                     Err(e) => hs.on_malformed(e),
                 },
             },

@@ -115,6 +115,10 @@ pub enum RefusalCode {
     /// The handshake took too long.
     #[error("handshake timeout")]
     Timeout,
+    /// The sender's TLS certificate does not carry the node name it gave (see
+    /// [`crate::net::tls`]).
+    #[error("the node name is not in the node's TLS certificate")]
+    NameNotCertified,
 }
 
 /// Why a frame could not be decoded.

@@ -30,7 +30,10 @@
 //! `Hello` (the acceptor is a peer this node chose to dial), and by the acceptor only on the
 //! initiator's *valid* proof. A connection that does not know the cookie therefore never
 //! reaches the registry: it cannot hold a node's name and make that node's real handshake
-//! fail.
+//! fail. Under TLS the same check also says whether the peer's certificate carries the name
+//! it claims ([`NameVerdict::NotCertified`], decided by the caller from the TLS session, see
+//! [`crate::net::tls`]): a node with a valid certificate of the cluster cannot take another
+//! node's name.
 
 use crate::net::Cookie;
 use crate::net::failure::{IoFailure, Malformed};
@@ -103,6 +106,29 @@ pub enum Refusal {
     Tls(TlsFailure),
 }
 
+/// What the caller's name check says about the peer's name (see [`Handshake::on_frame`]).
+/// A plain `bool` converts to it: `true` is [`NameVerdict::InUse`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameVerdict {
+    /// The name may connect.
+    Free,
+    /// Already connected, connecting or kept apart: refused as [`Refusal::DuplicateName`].
+    InUse,
+    /// The peer's TLS certificate does not carry the name: refused as
+    /// [`TlsFailure::NameNotCertified`].
+    NotCertified,
+}
+
+impl From<bool> for NameVerdict {
+    fn from(in_use: bool) -> NameVerdict {
+        if in_use {
+            NameVerdict::InUse
+        } else {
+            NameVerdict::Free
+        }
+    }
+}
+
 impl Refusal {
     /// What to tell the peer about a refusal decided here (`None` when the peer decided it, or
     /// the connection is already gone).
@@ -115,6 +141,9 @@ impl Refusal {
             Refusal::DuplicateName(_) => Some(RefusalCode::DuplicateName),
             Refusal::Malformed(_) => Some(RefusalCode::Malformed),
             Refusal::Timeout => Some(RefusalCode::Timeout),
+            Refusal::Tls(TlsFailure::NameNotCertified { .. }) => {
+                Some(RefusalCode::NameNotCertified)
+            }
             Refusal::Closed
             | Refusal::Io(_)
             | Refusal::NoRandomness(_)
@@ -213,16 +242,18 @@ impl Handshake {
     }
 
     /// A frame arrived. `name_in_use` says whether a node name is already connected to this
-    /// node (the caller's registry, which may reserve the name for this handshake); it is
-    /// asked at most once, about the peer's name, and only once the peer has proved the
+    /// node (the caller's registry, which may reserve the name for this handshake) or, under
+    /// TLS, is not carried by the peer's certificate ([`NameVerdict`]; a `bool` is "in use");
+    /// it is asked at most once, about the peer's name, and only once the peer has proved the
     /// cookie or is about to be sent this node's proof: by the initiator on the acceptor's
     /// `Hello`, by the acceptor on the initiator's valid proof. So a peer that does not know the
     /// cookie never reaches the registry and cannot hold a name.
-    pub fn on_frame(
+    pub fn on_frame<V: Into<NameVerdict>>(
         &mut self,
         frame: PeerFrame,
-        name_in_use: impl FnOnce(&NodeId) -> bool,
+        name_in_use: impl FnOnce(&NodeId) -> V,
     ) -> Step {
+        let name_in_use = |name: &NodeId| name_in_use(name).into();
         let state = std::mem::replace(&mut self.state, State::Done);
         match (state, frame) {
             (State::Done, _) => Step::default(),
@@ -299,7 +330,7 @@ impl Handshake {
         })
     }
 
-    fn on_hello(&mut self, hello: Hello, name_in_use: impl FnOnce(&NodeId) -> bool) -> Step {
+    fn on_hello(&mut self, hello: Hello, name_in_use: impl FnOnce(&NodeId) -> NameVerdict) -> Step {
         if hello.version != PROTOCOL_VERSION {
             return self.refuse(Refusal::WrongVersion {
                 ours: PROTOCOL_VERSION,
@@ -308,7 +339,19 @@ impl Handshake {
         }
         // The acceptor leaves the registry alone until the initiator has proved the cookie:
         // otherwise anyone could hold a node's name (see `on_proof`).
-        if hello.node == self.node || (self.role == Role::Initiator && name_in_use(&hello.node)) {
+        let verdict = if hello.node == self.node {
+            NameVerdict::InUse
+        } else if self.role == Role::Initiator {
+            name_in_use(&hello.node)
+        } else {
+            NameVerdict::Free
+        };
+        if verdict == NameVerdict::NotCertified {
+            return self.refuse(Refusal::Tls(TlsFailure::NameNotCertified {
+                name: hello.node,
+            }));
+        }
+        if verdict == NameVerdict::InUse {
             let mut step = self.refuse(Refusal::DuplicateName(hello.node));
             if self.role == Role::Acceptor {
                 // Say who we are before refusing: a dialer learns which node answers at the
@@ -344,7 +387,7 @@ impl Handshake {
         peer: NodeId,
         peer_nonce: Nonce,
         proof: Proof,
-        name_in_use: impl FnOnce(&NodeId) -> bool,
+        name_in_use: impl FnOnce(&NodeId) -> NameVerdict,
     ) -> Step {
         let valid = self
             .mac(&peer, &self.node, &self.nonce, &peer_nonce)
@@ -354,8 +397,14 @@ impl Handshake {
         }
         // The acceptor's name check, now that the peer has proved the cookie (it has already
         // sent its own `Hello`, so the initiator knows whom it reached).
-        if self.role == Role::Acceptor && name_in_use(&peer) {
-            return self.refuse(Refusal::DuplicateName(peer));
+        if self.role == Role::Acceptor {
+            match name_in_use(&peer) {
+                NameVerdict::Free => {}
+                NameVerdict::InUse => return self.refuse(Refusal::DuplicateName(peer)),
+                NameVerdict::NotCertified => {
+                    return self.refuse(Refusal::Tls(TlsFailure::NameNotCertified { name: peer }));
+                }
+            }
         }
         let send = match self.role {
             Role::Initiator => Vec::new(),

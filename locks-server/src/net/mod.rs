@@ -71,7 +71,7 @@ pub mod tls;
 pub use conn::{Connection, establish};
 pub use failure::{IoFailure, Malformed};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
-pub use handshake::{Handshake, HandshakeOutcome, Refusal, Role};
+pub use handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal, Role};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{DialError, Listener, NameInUse, connect};

@@ -8,6 +8,7 @@
 //! Invariant: the end of the peer's stream reads as an end of stream (zero bytes) for both
 //! kinds, whether or not a TLS peer said goodbye with a close_notify first.
 
+use rustls::pki_types::CertificateDer;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -28,6 +29,20 @@ impl NodeStream {
     /// Whether the stream is a TLS session.
     pub fn is_tls(&self) -> bool {
         matches!(self, NodeStream::Tls(_))
+    }
+
+    /// The peer's own certificate (the first of the chain it presented), verified by the TLS
+    /// handshake; `None` on plain TCP.
+    pub fn peer_certificate(&self) -> Option<CertificateDer<'static>> {
+        match self {
+            NodeStream::Plain(_) => None,
+            NodeStream::Tls(s) => s
+                .get_ref()
+                .1
+                .peer_certificates()?
+                .first()
+                .map(|c| c.clone().into_owned()),
+        }
     }
 }
 

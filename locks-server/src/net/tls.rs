@@ -10,13 +10,21 @@
 //! - Both sides verify. The acceptor requires a client certificate and verifies it against the
 //!   CA; the dialer verifies the acceptor's certificate against the same CA and checks that it
 //!   carries [`TlsConfig::server_name`] as a DNS name. Expiry is checked on both sides.
-//! - The name checked is a *cluster* name, not a node name nor an address: the dialer knows
-//!   only the address it dials (a peer's node name is learnt in the cookie handshake, after
-//!   TLS), and addresses change (NAT, containers, 127.0.0.1 for every node of a laptop
-//!   cluster). So every node certificate of a cluster carries the cluster's name (default
-//!   [`DEFAULT_SERVER_NAME`]); any holder of a certificate from the cluster's CA with that name
-//!   can be dialed, and the cookie handshake, which runs inside the session unchanged, is still
-//!   the membership check.
+//! - The name checked during the TLS handshake is a *cluster* name, not a node name nor an
+//!   address: the dialer knows only the address it dials (a peer's node name is learnt in the
+//!   cookie handshake, after TLS), and addresses change (NAT, containers, 127.0.0.1 for every
+//!   node of a laptop cluster). So every node certificate of a cluster carries the cluster's
+//!   name (default [`DEFAULT_SERVER_NAME`]), and the cookie handshake, which runs inside the
+//!   session unchanged, is still the membership check.
+//! - **A node name is bound to its certificate** (unless turned off with
+//!   [`TlsConfig::without_node_names`]): once the cookie handshake tells each side the name
+//!   the other claims, each checks that the peer's verified certificate carries that name as a
+//!   DNS name too, before the name reaches the node's registry; otherwise the handshake is
+//!   refused ([`TlsFailure::NameNotCertified`], and the peer is told). So a node whose key
+//!   leaks, or a member that misbehaves, can speak only as itself: it cannot take over another
+//!   node's name, its links or its locks. A node checks its own certificate for its own name
+//!   when it starts ([`TlsConfig::check_own_name`]), so a certificate made without the name is
+//!   a start-up error, not a cluster that never connects.
 //! - A TLS node never speaks clear text: a peer whose first bytes are not a TLS record is
 //!   refused ([`TlsFailure::NotTls`]) before anything is sent to it.
 //! - The TLS handshake shares the cookie handshake's deadline (the handshake timeout), and a
@@ -28,9 +36,10 @@
 use crate::net::failure::Malformed;
 use crate::net::handshake::{Refusal, Role};
 use crate::net::stream::NodeStream;
+use locks_core::NodeId;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::server::WebPkiClientVerifier;
+use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use std::fmt;
 use std::io;
@@ -93,6 +102,18 @@ pub enum TlsConfigError {
     /// The server name is not a valid DNS name.
     #[error("invalid TLS server name {0:?}: it must be a DNS name")]
     BadServerName(String),
+    /// Node names are bound to certificates ([`TlsConfig::without_node_names`] was not called)
+    /// and this node's certificate does not carry its own node name as a DNS name (or the name
+    /// is not a DNS name at all).
+    #[error(
+        "this node's TLS certificate does not carry its node name {name:?} as a DNS name: make \
+         the certificate with it (`node --gen-certs` does), or turn the check off \
+         (`node_names = false` in [tls], TlsConfig::without_node_names)"
+    )]
+    OwnNameNotCertified {
+        /// The node's name.
+        name: String,
+    },
     /// rustls refused the settings for another reason.
     #[error("invalid TLS settings: {0}")]
     Rustls(String),
@@ -109,12 +130,17 @@ pub struct TlsConfig {
     server: Arc<ServerConfig>,
     client: Arc<ClientConfig>,
     server_name: ServerName<'static>,
+    /// This node's own certificate (the first of its chain), for [`TlsConfig::check_own_name`].
+    own: CertificateDer<'static>,
+    /// Whether a peer's certificate must carry the node name the peer claims.
+    node_names: bool,
 }
 
 impl fmt::Debug for TlsConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TlsConfig")
             .field("server_name", &self.server_name)
+            .field("node_names", &self.node_names)
             .finish_non_exhaustive()
     }
 }
@@ -170,6 +196,7 @@ impl TlsConfig {
         if ca.is_empty() {
             return Err(TlsConfigError::NoCertificate { what: "CA" });
         }
+        let own = cert_chain[0].clone();
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = RootCertStore::empty();
         for cert in ca {
@@ -198,7 +225,45 @@ impl TlsConfig {
             client: Arc::new(client),
             server_name: ServerName::try_from(DEFAULT_SERVER_NAME)
                 .map_err(|_| TlsConfigError::BadServerName(DEFAULT_SERVER_NAME.to_owned()))?,
+            own,
+            node_names: true,
         })
+    }
+
+    /// The same settings, without binding node names to certificates: a peer is then
+    /// accepted under any name its cookie handshake gives, as long as its certificate chains to
+    /// the CA and carries the server name. For clusters whose certificates do not carry the
+    /// node names (one certificate shared by every node, say); any holder of such a
+    /// certificate can then speak as any node.
+    pub fn without_node_names(mut self) -> TlsConfig {
+        self.node_names = false;
+        self
+    }
+
+    /// Whether a peer's certificate must carry the node name the peer claims (the default).
+    pub fn binds_node_names(&self) -> bool {
+        self.node_names
+    }
+
+    /// Checks that this node's own certificate carries `name`, its node name, as a DNS name
+    /// (nothing to check when node names are not bound). [`Node::start`](crate::Node::start)
+    /// calls it, so that a certificate made without the name fails at start, with an error
+    /// that says so, rather than every peer refusing the node.
+    pub fn check_own_name(&self, name: &str) -> Result<(), TlsConfigError> {
+        if !self.node_names || certifies(&self.own, name) {
+            Ok(())
+        } else {
+            Err(TlsConfigError::OwnNameNotCertified {
+                name: name.to_owned(),
+            })
+        }
+    }
+
+    /// Whether a peer whose verified certificate is `peer` may use the node name `name`:
+    /// always when node names are not bound; otherwise only if the certificate carries the
+    /// name as a DNS name (no certificate: never).
+    pub(crate) fn admits(&self, peer: Option<&CertificateDer<'_>>, name: &str) -> bool {
+        !self.node_names || peer.is_some_and(|cert| certifies(cert, name))
     }
 
     /// The same settings, with `name` as the DNS name a dialing node expects in the
@@ -213,6 +278,16 @@ impl TlsConfig {
     pub fn server_name(&self) -> String {
         self.server_name.to_str().into_owned()
     }
+}
+
+/// Whether `cert` carries `name` as a DNS name (webpki's matching rules, as for a server
+/// name). A name that is not a DNS name is carried by no certificate.
+fn certifies(cert: &CertificateDer<'_>, name: &str) -> bool {
+    let Ok(name) = ServerName::try_from(name) else {
+        return false;
+    };
+    ParsedCertificate::try_from(cert)
+        .is_ok_and(|parsed| rustls::client::verify_server_name(&parsed, &name).is_ok())
 }
 
 fn certificates(
@@ -253,6 +328,13 @@ pub enum TlsFailure {
     /// The peer presented no certificate.
     #[error("the peer presented no certificate")]
     NoCertificate,
+    /// The peer's certificate does not carry the node name the peer gave in the cookie
+    /// handshake (node names are bound to certificates, see [`TlsConfig::without_node_names`]).
+    #[error("the peer's certificate does not carry the node name {name} it gave")]
+    NameNotCertified {
+        /// The name the peer gave.
+        name: NodeId,
+    },
     /// The peer refused the session with this TLS alert: usually it does not trust this node's
     /// certificate (another CA, expired), or does not speak TLS.
     #[error("the peer refused the TLS session (alert: {alert})")]
@@ -274,6 +356,7 @@ impl TlsFailure {
             TlsFailure::Expired => "tls: expired certificate",
             TlsFailure::WrongName => "tls: wrong server name",
             TlsFailure::NoCertificate => "tls: no certificate",
+            TlsFailure::NameNotCertified { .. } => "tls: node name not in certificate",
             TlsFailure::RejectedByPeer { .. } => "tls: refused by the peer",
             TlsFailure::Other(_) => "tls: other",
         }

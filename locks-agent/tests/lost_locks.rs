@@ -240,29 +240,89 @@ async fn status_consults_the_lease_first() {
 /// crash (here ten minutes, so only the clean release can grant it within the bound).
 #[tokio::test]
 async fn a_clean_shutdown_releases_at_once() {
+    clean_shutdown("c", false).await;
+}
+
+/// The same while the peer keeps sending to the node that leaves, round after round. The
+/// leaving node used to close its sockets with the peer's frames unread, which resets the
+/// connection, and a reset makes the peer's kernel throw away what it had received and not
+/// read yet: the releases, sometimes (a leader's node shut down waited out the lock-delay
+/// before its successor was elected in one failover of ten or twenty). It now closes its side,
+/// reads what still comes until the peer closes too, and only then lets go of the socket.
+#[tokio::test]
+async fn a_clean_shutdown_releases_at_once_while_the_peer_is_sending() {
+    for round in 0..12 {
+        clean_shutdown(&format!("s{round}"), true).await;
+    }
+}
+
+/// `a`'s transaction holds a lock on `b`, `b`'s transaction waits for it, `a` shuts down, and
+/// `b`'s must get the lock within the bound (its lock-delay is ten minutes). With `busy`, a
+/// client on `b` keeps queueing requests on `a`'s table meanwhile, so that frames for `a` are
+/// on their way when it closes.
+async fn clean_shutdown(tag: &str, busy: bool) {
     let long = Duration::from_secs(600);
-    let a = bounded(Node::start(config("ca").start_delay(Duration::ZERO)))
+    let (an, bn) = (format!("{tag}a"), format!("{tag}b"));
+    let a = bounded(Node::start(config(&an).start_delay(Duration::ZERO)))
         .await
         .unwrap();
     let b = bounded(Node::start(
-        config("cb").lock_delay(long).start_delay(Duration::ZERO),
+        config(&bn).lock_delay(long).start_delay(Duration::ZERO),
     ))
     .await
     .unwrap();
     bounded(a.connect(b.local_addr().unwrap())).await.unwrap();
-    wait_connected(&a, &["ca", "cb"]).await;
-    wait_connected(&b, &["ca", "cb"]).await;
+    wait_connected(&a, &[&an, &bn]).await;
+    wait_connected(&b, &[&an, &bn]).await;
     let l = lock_id!["handed-over"];
     let holder = begin_transaction(&a, Options::default()).await.unwrap();
-    bounded(holder.lock_on(l.clone(), Mode::WRITE, &[n("cb")], Req::All))
+    bounded(holder.lock_on(l.clone(), Mode::WRITE, &[n(&bn)], Req::All))
         .await
         .unwrap();
     let other = begin_transaction(&b, Options::default()).await.unwrap();
     let waiting = other.lock(l.clone(), Mode::WRITE);
+    let (under_way, started) = tokio::sync::oneshot::channel();
+    let sender = busy.then(|| {
+        let (b, on_a) = (b.clone(), [n(&an)]);
+        let mut under_way = Some(under_way);
+        tokio::spawn(async move {
+            // Ends when a is gone: the requests fail (or the transaction is refused).
+            for i in 0u64.. {
+                let Ok(txn) = begin_transaction(&b, Options::default()).await else {
+                    return;
+                };
+                for k in 0..32 {
+                    let id = lock_id!["busy", i, k];
+                    if txn
+                        .lock_nowait_on(id, Mode::READ, &on_a, Req::All)
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                if txn.await_all_locks().await.is_err() {
+                    return;
+                }
+                if let Some(tx) = under_way.take() {
+                    let _ = tx.send(());
+                }
+                let _ = txn.end().await;
+            }
+        })
+    });
+    if busy {
+        // The sender is under way: a round of its locks was granted on a.
+        bounded(started).await.unwrap();
+    }
     bounded(a.shutdown()).await;
     bounded(waiting).await.unwrap();
     // The holder's handle says the transaction is over.
     assert!(holder.status().await.is_err());
+    if let Some(sender) = sender {
+        bounded(sender).await.unwrap();
+    }
+    bounded(b.shutdown()).await;
 }
 
 /// A transaction whose lock was granted on the fast path (no agent yet) and that later waits is

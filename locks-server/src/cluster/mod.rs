@@ -69,6 +69,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use tokio::sync::Notify;
+use tokio_util::task::TaskTracker;
 
 /// A change in the set of connected nodes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -268,6 +269,8 @@ pub struct Cluster {
     changed: Notify,
     /// The failed handshakes, by cause.
     refusals: tokio::sync::watch::Sender<HandshakeRefusals>,
+    /// The connections' drivers, so that a node that leaves can wait for their closes.
+    drivers: TaskTracker,
 }
 
 /// Why a connection to a peer was not made (or not kept).
@@ -341,6 +344,7 @@ impl Cluster {
             local_addr,
             changed: Notify::new(),
             refusals: tokio::sync::watch::Sender::new(HandshakeRefusals::default()),
+            drivers: TaskTracker::new(),
         }
     }
 
@@ -405,7 +409,10 @@ impl Cluster {
     /// nothing (a `RemoveAgent` for each), and every connection is closed once what is queued
     /// is written, the peers kept apart. A peer reads the releases before the connection's
     /// end, so it releases those locks at once, with no lock-delay: their holders are gone,
-    /// not cut off. Bounded: each connection ends within its heartbeat timeout.
+    /// not cut off. Then it waits for the connections' lingering closes (`net::link`: a socket
+    /// closed before the peer's last frames are read resets the connection, and the peer's
+    /// kernel drops the releases it has not read yet). Bounded: each connection ends within
+    /// twice its heartbeat timeout (writing what is queued, then lingering).
     pub async fn leave(self: Arc<Self>) {
         self.router.expire_leases();
         let agents = self.router.agent_ids();
@@ -423,6 +430,14 @@ impl Cluster {
         }
         let closing = peers.into_iter().map(|peer| self.clone().disconnect(peer));
         futures::future::join_all(closing).await;
+        self.drivers.close();
+        let linger = self.config.heartbeat.timeout.saturating_mul(2);
+        if tokio::time::timeout(linger, self.drivers.wait())
+            .await
+            .is_err()
+        {
+            tracing::debug!(node = %self.node, "a connection did not close in time; leaving anyway");
+        }
     }
 
     /// The node is stopping: subscriptions end.

@@ -393,9 +393,9 @@ impl Cluster {
             ..
         } = link;
         let remote = ClusterLink::new(peer.clone(), sender);
-        actix::spawn(async move {
+        actix::spawn(self.drivers.track_future(async move {
             driver.run().await;
-        });
+        }));
         actix::spawn(remote.clone().flush());
         actix::spawn(
             self.clone()

@@ -18,6 +18,12 @@
 //! driver renews [`Link::lease`] with every answered ping and expires it when the connection
 //! ends, and ends the connection as soon as anyone has seen the lease expired. Envelopes still queued when the connection fails are lost: the owner treats `down` as
 //! "the peer may or may not have received what was sent".
+//!
+//! A connection this node closes lingers after `down` is reported: its direction is shut
+//! down, and what the peer still sends is read and dropped until the peer closes too (at most
+//! the heartbeat timeout). Closing a socket with unread input resets the connection, and the
+//! peer's kernel then drops what it had received and not yet handed over: the frames written
+//! last, such as a leaving node's releases.
 
 use crate::lease::LeaseCell;
 use crate::metrics::LinkMetrics;
@@ -285,7 +291,8 @@ impl Driver {
         let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
         let detector = Heartbeat::with_proof(heartbeat, now(), started);
         let m = LinkMetrics::register(&node, &peer);
-        let reader = read_loop(stream, in_tx, ctrl_tx, detector, &lease, max_frame, &m);
+        let mut stream = stream;
+        let reader = read_loop(&mut stream, in_tx, ctrl_tx, detector, &lease, max_frame, &m);
         let writer = write_loop(
             sink,
             out_rx,
@@ -313,12 +320,26 @@ impl Driver {
             }
         }
         let _ = down_tx.send(reason.clone());
+        if reason == DownReason::ClosedLocally {
+            linger_closed(&mut stream, heartbeat.timeout).await;
+        }
         reason
     }
 }
 
+/// A lingering close: our side is shut down (the peer reads everything we wrote, then the end
+/// of the stream); now read and drop what the peer still sends until it closes its side too,
+/// for at most `linger`, before the socket is closed. Closing a socket with unread input
+/// resets the connection, and a reset makes the peer's kernel discard what it received and
+/// its node had not read yet: the last frames we sent, such as a leaving node's releases of
+/// its agents' locks, which the peer would then replace with a node down and its lock-delay.
+async fn linger_closed(stream: &mut SplitStream<Transport>, linger: Duration) {
+    let drain = async { while let Some(Ok(_)) = stream.next().await {} };
+    let _ = timeout(linger, drain).await;
+}
+
 async fn read_loop(
-    mut stream: SplitStream<Transport>,
+    stream: &mut SplitStream<Transport>,
     in_tx: mpsc::Sender<Envelope>,
     ctrl_tx: mpsc::Sender<PeerFrame>,
     mut detector: Heartbeat,

@@ -37,7 +37,7 @@ pub fn id(prefix: &Key, i: u64) -> LockId {
 /// not fall in step with the power-of-two periods of the code under test (a thread's block of
 /// 64 agent ids, tokio's budget of 128 calls): with 16, every fourth timed transaction was the
 /// one that takes a new block of ids, and the p99 showed it.
-pub(super) const TIME_EVERY: u64 = 17;
+pub const TIME_EVERY: u64 = 17;
 
 /// One round of W1: `n` transactions; samples for the transaction, begin, lock and end (the
 /// latencies of every [`TIME_EVERY`]th transaction, the rate of all).

@@ -245,10 +245,11 @@ async fn a_clean_shutdown_releases_at_once() {
 
 /// The same while the peer keeps sending to the node that leaves, round after round. The
 /// leaving node used to close its sockets with the peer's frames unread, which resets the
-/// connection, and a reset makes the peer's kernel throw away what it had received and not
-/// read yet: the releases, sometimes (a leader's node shut down waited out the lock-delay
-/// before its successor was elected in one failover of ten or twenty). It now closes its side,
-/// reads what still comes until the peer closes too, and only then lets go of the socket.
+/// connection; the peer's next write failed, and its link ended on that failure with the
+/// releases still unread in its socket (a leader's node shut down waited out the lock-delay
+/// before its successor was elected in one failover of ten or twenty). The leaving node now
+/// closes its side and reads what still comes until the peer closes too, and a link whose
+/// write fails reads on to the end.
 #[tokio::test]
 async fn a_clean_shutdown_releases_at_once_while_the_peer_is_sending() {
     for round in 0..12 {

@@ -149,6 +149,49 @@ async fn two_nodes_handshake_and_exchange_envelopes_both_ways() {
     );
 }
 
+/// The peer sends its last frames and resets the connection (it closed with our frames
+/// unread) while this side is still writing, and is slow to read: the write fails first, yet
+/// every frame the peer sent is delivered before the link is reported down (the kernel hands
+/// them over before the reset's error). The link used to end on the failed write and leave
+/// them unread: a leaving node's releases, which its peer then replaced with a node down.
+#[tokio::test]
+async fn frames_sent_before_a_reset_are_delivered_though_a_write_failed_first() {
+    init_tracing();
+    let mut cfg = config("a", "secret");
+    cfg.incoming_capacity = 1; // the reader is soon stuck handing over, frames pile up unread
+    let mut listener = Listener::bind(loopback(), cfg, no_names()).await.unwrap();
+    let mut peer = hand_run_peer_b(listener.local_addr()).await;
+    let mut link = bounded("accept", listener.accept()).await.unwrap().start();
+    const N: u64 = 50;
+    for i in 0..N {
+        let frame = encode_frame(&PeerFrame::Payload(envelope(i)), MAX).unwrap();
+        bounded("b sends", peer.send(frame)).await.unwrap();
+    }
+    // a writes on and on; b reads none of it, so its close resets the connection.
+    let sender = link.sender.clone();
+    let flood = tokio::spawn(async move {
+        let mut i = 0;
+        while sender.send(&envelope(i)).await.is_ok() {
+            i += 1;
+        }
+    });
+    let stream = peer.into_inner();
+    let mut one = [0u8; 1];
+    bounded("a's frames reach b", stream.peek(&mut one))
+        .await
+        .unwrap();
+    drop(stream); // with a's frames unread: a reset
+    let mut got = Vec::new();
+    while let Some(e) = bounded("a hands over", link.incoming.recv()).await {
+        got.push(e);
+    }
+    assert_eq!(got, (0..N).map(envelope).collect::<Vec<_>>());
+    let reason = bounded("a down", &mut link.down).await.unwrap();
+    assert!(matches!(reason, DownReason::Io(_)), "{reason:?}");
+    link.sender.close();
+    bounded("the flood ends", flood).await.unwrap();
+}
+
 #[tokio::test]
 async fn wrong_cookie_is_refused_on_both_sides() {
     init_tracing();

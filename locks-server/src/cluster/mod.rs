@@ -410,8 +410,8 @@ impl Cluster {
     /// is written, the peers kept apart. A peer reads the releases before the connection's
     /// end, so it releases those locks at once, with no lock-delay: their holders are gone,
     /// not cut off. Then it waits for the connections' lingering closes (`net::link`: a socket
-    /// closed before the peer's last frames are read resets the connection, and the peer's
-    /// kernel drops the releases it has not read yet). Bounded: each connection ends within
+    /// closed before the peer's last frames are read resets the connection, and a peer whose
+    /// write then fails must still read the releases). Bounded: each connection ends within
     /// twice its heartbeat timeout (writing what is queued, then lingering).
     pub async fn leave(self: Arc<Self>) {
         self.router.expire_leases();

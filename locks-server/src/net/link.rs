@@ -19,11 +19,15 @@
 //! ends, and ends the connection as soon as anyone has seen the lease expired. Envelopes still queued when the connection fails are lost: the owner treats `down` as
 //! "the peer may or may not have received what was sent".
 //!
-//! A connection this node closes lingers after `down` is reported: its direction is shut
-//! down, and what the peer still sends is read and dropped until the peer closes too (at most
-//! the heartbeat timeout). Closing a socket with unread input resets the connection, and the
-//! peer's kernel then drops what it had received and not yet handed over: the frames written
-//! last, such as a leaving node's releases.
+//! The frames a peer sent before the connection ended are delivered, however it ended:
+//! - A connection this node closes lingers after `down` is reported: its direction is shut
+//!   down, and what the peer still sends is read and dropped until the peer closes too (at
+//!   most the heartbeat timeout). Closing a socket with unread input resets the connection,
+//!   and the peer's next write fails.
+//! - When a write fails (a reset, say), the reader still reads what the peer sent before, to
+//!   the end (at most the heartbeat timeout): the kernel hands it over before the error. A
+//!   link that ended on the failed write used to leave those frames unread: the last ones the
+//!   peer wrote, such as a leaving node's releases.
 
 use crate::lease::LeaseCell;
 use crate::metrics::LinkMetrics;
@@ -292,19 +296,44 @@ impl Driver {
         let detector = Heartbeat::with_proof(heartbeat, now(), started);
         let m = LinkMetrics::register(&node, &peer);
         let mut stream = stream;
-        let reader = read_loop(&mut stream, in_tx, ctrl_tx, detector, &lease, max_frame, &m);
-        let writer = write_loop(
-            sink,
-            out_rx,
-            ctrl_rx,
-            close,
-            max_frame,
-            heartbeat.timeout,
-            &m,
-        );
-        let reason = tokio::select! {
-            reason = reader => reason,
-            reason = writer => reason,
+        // The halves borrow the stream; the block ends them before a lingering close reads it.
+        let reason = {
+            let mut reader = std::pin::pin!(read_loop(
+                &mut stream,
+                in_tx,
+                ctrl_tx,
+                detector,
+                &lease,
+                max_frame,
+                &m
+            ));
+            let writer = write_loop(
+                sink,
+                out_rx,
+                ctrl_rx,
+                close,
+                max_frame,
+                heartbeat.timeout,
+                &m,
+            );
+            let ended = tokio::select! {
+                reason = &mut reader => Ended::Reader(reason),
+                reason = writer => Ended::Writer(reason),
+            };
+            match ended {
+                Ended::Reader(reason) => reason,
+                Ended::Writer(reason @ DownReason::Io(_)) => {
+                    // A write failed (the peer reset the connection, say), but what the peer sent
+                    // before is still in the socket, and the kernel hands it over before the
+                    // error: read it to its end, bounded, so that the peer's last frames (a
+                    // leaving node's releases) are delivered before the link is reported down.
+                    // (The lease may be renewed by a pong read here: it counts from the ping's
+                    // send time, before the peer's end, so that stays within what it promises.)
+                    let _ = timeout(heartbeat.timeout, &mut reader).await;
+                    reason
+                }
+                Ended::Writer(reason) => reason,
+            }
         };
         // Before anyone hears of the end: nothing may go on believing in this link.
         lease.expire();
@@ -327,12 +356,18 @@ impl Driver {
     }
 }
 
+/// Which half of the connection ended first.
+enum Ended {
+    Reader(DownReason),
+    Writer(DownReason),
+}
+
 /// A lingering close: our side is shut down (the peer reads everything we wrote, then the end
 /// of the stream); now read and drop what the peer still sends until it closes its side too,
 /// for at most `linger`, before the socket is closed. Closing a socket with unread input
-/// resets the connection, and a reset makes the peer's kernel discard what it received and
-/// its node had not read yet: the last frames we sent, such as a leaving node's releases of
-/// its agents' locks, which the peer would then replace with a node down and its lock-delay.
+/// resets the connection: the peer's next write fails, and a peer whose link then gave up
+/// reading lost the last frames we sent, such as a leaving node's releases of its agents'
+/// locks, which it replaced with a node down and its lock-delay.
 async fn linger_closed(stream: &mut SplitStream<Transport>, linger: Duration) {
     let drain = async { while let Some(Ok(_)) = stream.next().await {} };
     let _ = timeout(linger, drain).await;

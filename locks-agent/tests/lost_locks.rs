@@ -257,11 +257,23 @@ async fn a_clean_shutdown_releases_at_once_while_the_peer_is_sending() {
     }
 }
 
+/// The same when the shutdown is called from a task on the leaving node's own thread (it used
+/// to stop at once there, like a crash, and the peer waited out the lock-delay).
+#[tokio::test]
+async fn a_clean_shutdown_from_the_nodes_own_thread_releases_at_once() {
+    clean_shutdown_with("o", false, true).await;
+}
+
+async fn clean_shutdown(tag: &str, busy: bool) {
+    clean_shutdown_with(tag, busy, false).await;
+}
+
 /// `a`'s transaction holds a lock on `b`, `b`'s transaction waits for it, `a` shuts down, and
 /// `b`'s must get the lock within the bound (its lock-delay is ten minutes). With `busy`, a
 /// client on `b` keeps queueing requests on `a`'s table meanwhile, so that frames for `a` are
-/// on their way when it closes.
-async fn clean_shutdown(tag: &str, busy: bool) {
+/// on their way when it closes. With `own_thread`, `a.shutdown()` runs as a task of `a`'s
+/// thread.
+async fn clean_shutdown_with(tag: &str, busy: bool, own_thread: bool) {
     let long = Duration::from_secs(600);
     let (an, bn) = (format!("{tag}a"), format!("{tag}b"));
     let a = bounded(Node::start(config(&an).start_delay(Duration::ZERO)))
@@ -316,8 +328,20 @@ async fn clean_shutdown(tag: &str, busy: bool) {
         // The sender is under way: a round of its locks was granted on a.
         bounded(started).await.unwrap();
     }
-    bounded(a.shutdown()).await;
+    if own_thread {
+        let leaving = a.clone();
+        // The spawned task's answer may be lost with the node's thread; the waiter below is
+        // what shows the release.
+        let _ = bounded(a.spawn(async move { leaving.shutdown().await })).await;
+    } else {
+        bounded(a.shutdown()).await;
+    }
     bounded(waiting).await.unwrap();
+    if own_thread {
+        // From the test's thread, `shutdown` also waits for the node's thread to end, which
+        // the check below needs.
+        bounded(a.shutdown()).await;
+    }
     // The holder's handle says the transaction is over.
     assert!(holder.status().await.is_err());
     if let Some(sender) = sender {

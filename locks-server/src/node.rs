@@ -389,14 +389,19 @@ impl Node {
     ///
     /// A cluster node first leaves cleanly (the cluster layer's `leave`): its peers are told to release
     /// its agents' locks and its connections are closed after what is queued, so the peers
-    /// give those locks to others at once instead of after the lock-delay of a crash. (From
-    /// the node's own thread, or when the node is dropped, it stops at once.)
+    /// give those locks to others at once instead of after the lock-delay of a crash. This
+    /// holds from any thread, the node's own included (a task of [`Node::spawn`]); a node
+    /// that is dropped without `shutdown` stops at once, as a crash would.
     pub async fn shutdown(&self) {
         info!(node = %self.inner.id, "node shutting down");
-        if let Some(cluster) = self.inner.cluster.clone()
-            && !self.is_node_thread()
-        {
-            let _ = self.on_node_thread(move || cluster.leave()).await;
+        if let Some(cluster) = self.inner.cluster.clone() {
+            if self.is_node_thread() {
+                // The leave runs here: its connections' drivers are tasks of this thread,
+                // and progress while it waits.
+                cluster.leave().await;
+            } else {
+                let _ = self.on_node_thread(move || cluster.leave()).await;
+            }
         }
         self.inner.stop();
         if !self.is_node_thread() {

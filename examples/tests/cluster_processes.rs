@@ -6,7 +6,7 @@
 mod common;
 
 use common::Proc;
-use locks_testing::wait::Deadline;
+use locks_testing::wait::{Deadline, eventually};
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -116,4 +116,46 @@ fn three_processes_survive_a_sigkill() {
     n2.send("quit");
     assert!(n1.child.wait().unwrap().success());
     assert!(n2.child.wait().unwrap().success());
+}
+
+/// SIGTERM (what `kill`, systemd and container runtimes send to stop a process) is a clean
+/// stop: the node tells its peers to release its agents' locks before it closes its
+/// connections, so they pass on at once. The survivor's lock-delay is ten minutes here, so only
+/// the release can grant the lock before the deadline. (SIGTERM used to end the process at
+/// once, like SIGKILL.)
+#[test]
+fn a_sigterm_stops_a_node_cleanly_and_its_locks_pass_on_at_once() {
+    let deadline = Deadline::after(DEADLINE);
+    let flags = [
+        "--heartbeat-timeout-ms",
+        "1000",
+        "--lock-delay-ms",
+        "600000",
+        "--start-delay-ms",
+        "0",
+    ];
+    let mut t1 = Proc::start_with("t1", &[], COOKIE, "info", deadline, &flags);
+    let a1 = t1.listen_addr();
+    let mut t2 = Proc::start_with("t2", &[a1], COOKIE, "info", deadline, &flags);
+    t1.expect_line("up t2");
+    t2.expect_line("up t1");
+    // t2's transaction holds term/a on t1; t1's own transaction waits behind it.
+    t2.send("lock k2 term/a X t1 all");
+    t2.expect("k2 granted", |l| l.starts_with("granted k2 term/a "));
+    t1.send("lock w1 term/a X t1 all");
+    t1.wait_table("w1 waits", |t| waits(t, "term/a", "t1"));
+
+    let pid = t2.child.id() as i32;
+    // SAFETY: kill(2) with the pid of a child this test started and still owns.
+    let sent = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(sent, 0, "SIGTERM to t2");
+    t1.expect("w1 granted", |l| l.starts_with("granted w1 term/a "));
+    // And the process ends, cleanly.
+    let mut status = None;
+    eventually(deadline.left(), "t2 ends", || {
+        status = t2.child.try_wait().expect("t2's status");
+        status.is_some()
+    });
+    let status = status.expect("t2 ended");
+    assert!(status.success(), "t2 ended with {status}");
 }

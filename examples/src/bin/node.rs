@@ -97,8 +97,8 @@ struct Args {
     /// Print the lock table every this many seconds.
     #[arg(long)]
     print_table_every: Option<u64>,
-    /// Stop when stdin ends (for scripts and tests; otherwise the node runs until `quit` or a
-    /// signal).
+    /// Stop when stdin ends (for scripts and tests; otherwise the node runs until `quit`,
+    /// SIGINT or SIGTERM, each a clean stop).
     #[arg(long)]
     exit_on_eof: bool,
     /// Transactions begun here abort instead of surrendering a lock they were told they hold.
@@ -225,10 +225,12 @@ async fn main() {
     let txns: Txns = Arc::default();
     let dicts: Dicts = Arc::default();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    // Made once, before anything waits: from here on SIGTERM is only delivered to it.
+    let mut stop = StopSignals::new();
     loop {
         let line = tokio::select! {
             line = lines.next_line() => line,
-            _ = tokio::signal::ctrl_c() => break,
+            () = stop.recv() => break,
         };
         match line {
             Ok(Some(line)) => {
@@ -242,7 +244,7 @@ async fn main() {
             Ok(None) | Err(_) if args.exit_on_eof => break,
             Ok(None) | Err(_) => {
                 // Stdin is closed (run in the background): serve until a signal.
-                let _ = tokio::signal::ctrl_c().await;
+                stop.recv().await;
                 break;
             }
         }
@@ -250,6 +252,46 @@ async fn main() {
     txns.lock().map(|mut t| t.clear()).ok();
     dicts.lock().map(|mut d| d.clear()).ok();
     node.shutdown().await;
+    // Exit here: a read of stdin may still be blocked in tokio's blocking pool (the loop was
+    // left on a signal while it waited for a line), and the runtime would wait for it on the
+    // way out, until the next line or the end of stdin.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::process::exit(0);
+}
+
+/// The signals that stop the node cleanly (its peers are told to release its agents' locks
+/// first): SIGINT (Ctrl-C) and SIGTERM, what `kill`, systemd and container runtimes send.
+struct StopSignals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn new() -> StopSignals {
+        StopSignals {
+            #[cfg(unix)]
+            term: match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => Some(term),
+                Err(e) => {
+                    eprintln!("cannot listen for SIGTERM ({e}); it will stop the node uncleanly");
+                    None
+                }
+            },
+        }
+    }
+
+    /// Waits for the next stop signal.
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = self.term.as_mut() {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Runs a gdict command; returns whether `line` was one.

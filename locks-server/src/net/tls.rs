@@ -20,9 +20,9 @@
 //!   [`TlsConfig::without_node_names`]): once the cookie handshake tells each side the name
 //!   the other claims, each checks that the peer's verified certificate carries that name as a
 //!   DNS name too, before the name reaches the node's registry; otherwise the handshake is
-//!   refused ([`TlsFailure::NameNotCertified`], and the peer is told). So a node whose key
-//!   leaks, or a member that misbehaves, can speak only as itself: it cannot take over another
-//!   node's name, its links or its locks. A node checks its own certificate for its own name
+//!   refused ([`TlsFailure::NameNotCertified`], and the peer is told). So a leaked key lets its
+//!   holder speak only as the node it was made for, and a misbehaving member only as itself:
+//!   neither can take over another node's name, its links or its locks. A node checks its own certificate for its own name
 //!   when it starts ([`TlsConfig::check_own_name`]), so a certificate made without the name is
 //!   a start-up error, not a cluster that never connects.
 //! - A TLS node never speaks clear text: a peer whose first bytes are not a TLS record is

@@ -6,7 +6,8 @@
 //! by any interleaving of client calls, settle rounds and message deliveries (FIFO per sender
 //! and receiver, anything else in any order) is visited once (`model_check/explore.rs`) and
 //! checked (`model_check/oracle.rs`): no incompatible grants anywhere; at quiescence, agents
-//! agree with the tables, no deadlock is left unresolved and nobody waits on nothing. Every
+//! agree with the tables, no deadlock (a closed cycle of waits on copies their waiters need)
+//! is left unresolved and nobody waits on nothing. Every
 //! surrender or abort decided without a cycle through the agent in the real wait-for graph is
 //! counted and printed; the configurations of defect 2 must decide none.
 //!
@@ -186,6 +187,33 @@ fn generated(size: Size, default: u64) -> Vec<Config> {
         .into_iter()
         .map(|s| configs::generated(s, size))
         .collect()
+}
+
+/// Two generated configurations beyond CI's seeds that the oracle once failed: a transaction
+/// whose `Any` request is granted on one node and still queued on the other, behind the
+/// transaction that waits for its grant. No transaction is blocked on a copy it needs, so
+/// there is no deadlock to resolve (the first waits for a holder, which may still end); in
+/// `calm-10099` the holder's next call then closes a real cycle, which is resolved.
+#[test]
+fn a_satisfied_any_request_queued_elsewhere_is_not_a_deadlock() {
+    let free = Size {
+        agents: 2,
+        calls: 2,
+        calm: false,
+    };
+    let calm = Size {
+        agents: 3,
+        calls: 2,
+        calm: true,
+    };
+    check(
+        vec![
+            configs::generated(10032, free),
+            configs::generated(10099, calm),
+        ],
+        false,
+        false,
+    );
 }
 
 #[test]

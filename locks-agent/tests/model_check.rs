@@ -31,7 +31,9 @@
 //!   explored only that far (breadth first, so every shorter run is covered) and printed as
 //!   `TRUNCATED`, any other fails;
 //! - `MODEL_CHECK=large` explores more and bigger generated configurations (up to three calls
-//!   each) than CI has time for, each fully (up to 5,000,000 states, else it fails);
+//!   each) than CI has time for, each fully (up to 5,000,000 states, else it fails). Every
+//!   state visited is kept, and a large configuration takes more memory than a 24 GiB machine
+//!   has (`calm-28` was killed for it there): lower `MODEL_CHECK_LIMIT` on such a machine;
 //! - `MODEL_CHECK_SEEDS=a..b` (or a count) chooses the generated seeds; `MODEL_CHECK_LIMIT`
 //!   changes the most states a configuration may have; `MODEL_CHECK_VERBOSE=1` prints the
 //!   trace of the first surrender or abort decided without a real cycle in each configuration,

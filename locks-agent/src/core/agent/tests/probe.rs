@@ -96,3 +96,45 @@ fn a_victim_does_not_act_on_a_probe_that_left_before_its_news() {
         "no surrender on a probe from before: {fx:?}"
     );
 }
+
+/// What a victim's client is told when the server ignores its surrender (the cycle broke while
+/// the probe was out): the loss, reported when the victim decided, before the surrender could
+/// hand the lock to anybody; then the lock held again once the transaction holds everything,
+/// at the version of the server's answer (nobody held it in between, so every later holder's
+/// version is still larger). Nothing moved in the table.
+#[test]
+fn a_surrender_the_server_ignores_was_reported_lost_and_is_reported_held_again() {
+    let (x, y) = (lock_id!["x"], lock_id!["y"]);
+    let mut c = two_cycle(3, 1, Options::default());
+    let fx = c.settle();
+    let fx = probe_returns(&mut c, &fx);
+    assert!(
+        fx.iter().any(|e| matches!(e, Effect::Lost(l)
+            if l.lock == x && l.cause == LossCause::Surrendered)),
+        "the loss is told when the victim decides: {fx:?}"
+    );
+    c.receive(AgentMessage::Notice(LockNotice {
+        node: n1(),
+        lock: x.clone(),
+        version: 5,
+        state: EntryState::Granted(X),
+        queue: Some(view(5, &[(3, X)], &[(1, X)])),
+        note: Some(Note::NotSurrendered { version: 5 }),
+    }));
+    c.settle();
+    c.receive(notice(&n1(), &y, 7, EntryState::Granted(X)));
+    let fx = c.settle();
+    let granted: Vec<&GrantedLock> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Granted(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    let again = granted
+        .iter()
+        .find(|g| g.lock == x)
+        .expect("x is told held again");
+    assert_eq!(again.nodes, vec![(n1(), 5)], "at the version of the answer");
+    assert!(c.status().have_all_locks());
+}

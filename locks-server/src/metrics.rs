@@ -62,8 +62,10 @@ pub const DEADLOCKS_RESOLVED: &str = "locks_deadlocks_resolved_total";
 /// Surrenders sent, by `kind`: `deadlock` (a victim's) or `voluntary` (`surrender_nowait`)
 /// (counter).
 pub const SURRENDERS: &str = "locks_surrenders_total";
-/// Deadlock surrenders the lock server ignored: the lock had changed since the victim's view, so
-/// the cycle was already broken and the surrender was needless (it cost nothing) (counter).
+/// Deadlock surrenders the lock server ignored: a wait of the cycle had ended, or (for a cycle
+/// through another node) the lock had changed since the victim's view; nothing moved (the
+/// victim's client was told of the loss when it decided, and is told the lock is held again)
+/// (counter).
 pub const SURRENDERS_IGNORED: &str = "locks_surrenders_ignored_total";
 /// Transactions aborted as deadlock victims (`abort_on_deadlock`) (counter).
 pub const ABORTS: &str = "locks_aborts_total";
@@ -148,7 +150,7 @@ pub fn describe() {
     );
     describe_counter!(
         SURRENDERS_IGNORED,
-        "Deadlock surrenders the lock server ignored because the lock had changed (the cycle was already broken)."
+        "Deadlock surrenders the lock server ignored because the cycle was already broken (or, for a cycle through another node, the lock had changed)."
     );
     describe_counter!(
         ABORTS,

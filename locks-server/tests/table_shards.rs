@@ -102,6 +102,39 @@ async fn a_surrender_whose_wait_in_another_shard_is_gone_changes_nothing() {
 }
 
 #[tokio::test]
+async fn a_surrender_whose_cycle_crosses_shards_is_applied_though_its_lock_moved_on() {
+    let (node, a, b, r1, r2) = node_with_a_cycle("shards4").await;
+    let table = node.local_table();
+    let version = table.snapshot().lock(&r1).expect("r1 exists").version;
+    // c queues on r1 behind b after a decided: r1's version moves, the cycle stays.
+    let c = agent(&node);
+    assert_eq!(
+        table.try_lock(&c, &r1, Mode::X, &Touched::default()),
+        FastLock::Queued
+    );
+    assert!(table.snapshot().lock(&r1).expect("r1 exists").version > version);
+    table.serve(ServerRequest::Surrender {
+        agent: a.clone(),
+        lock: r1.clone(),
+        version,
+        waits: vec![
+            Wait {
+                waiter: a.clone(),
+                blocker: b.clone(),
+                lock: r2.clone(),
+            },
+            Wait {
+                waiter: b.clone(),
+                blocker: a.clone(),
+                lock: r1.clone(),
+            },
+        ],
+    });
+    // The waits, one in each shard, are the whole cycle and still hold: applied.
+    holds_and_waits(table, &b, &a, &r1);
+}
+
+#[tokio::test]
 async fn removing_an_agent_releases_it_in_every_shard() {
     let node = Node::start(NodeConfig::new("shards3")).await.unwrap();
     let table = node.local_table();

@@ -195,3 +195,51 @@ fn surrender_applies_only_while_the_waits_of_its_cycle_hold() {
     assert!(fx.iter().any(|(to, m)| *to == t(1)
         && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.state == EntryState::Granted(Mode::X))));
 }
+
+#[test]
+fn a_surrender_whose_waits_are_its_whole_cycle_is_applied_though_the_lock_moved_on() {
+    let mut tb = table();
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    // 1 holds L and waits for K; 2 holds K and waits for L.
+    lock(&mut tb, 1, &l, Mode::X);
+    lock(&mut tb, 2, &k, Mode::X);
+    lock(&mut tb, 1, &k, Mode::X);
+    lock(&mut tb, 2, &l, Mode::X);
+    let v = tb.view(&k).expect("exists").version;
+    // 3 queues on K behind 1 after 2 decided: K's version moves, the cycle stays.
+    lock(&mut tb, 3, &k, Mode::X);
+    assert!(tb.view(&k).expect("exists").version > v);
+    let wait = |waiter, blocker, lock: &LockId| Wait {
+        waiter: t(waiter),
+        blocker: t(blocker),
+        lock: lock.clone(),
+    };
+    // Only part of the cycle (it runs through another node, say): the version decides, and
+    // it is stale.
+    let before = tb.snapshot();
+    let fx = tb.handle(ServerRequest::Surrender {
+        agent: t(2),
+        lock: k.clone(),
+        version: v,
+        waits: vec![wait(1, 2, &k)],
+    });
+    assert_eq!(tb.snapshot(), before);
+    assert!(matches!(
+        &fx[..],
+        [(to, AgentMessage::Notice(n))]
+            if *to == t(2) && n.note == Some(Note::NotSurrendered { version: v })
+    ));
+    // The whole cycle, every wait holding: the cycle is real now, so it is applied, with the
+    // victim's version in the note, and 1 gets K.
+    let fx = tb.handle(ServerRequest::Surrender {
+        agent: t(2),
+        lock: k.clone(),
+        version: v,
+        waits: vec![wait(1, 2, &k), wait(2, 1, &l)],
+    });
+    assert!(fx.iter().any(|(to, m)| *to == t(2)
+        && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.note == surrendered(2, v))));
+    assert!(fx.iter().any(|(to, m)| *to == t(1)
+        && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.state == EntryState::Granted(Mode::X))));
+    assert_eq!(shape(&tb, &k), "X [T1 X] conv [] wait [T3 X, T2 X]");
+}

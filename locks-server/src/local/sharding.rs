@@ -10,8 +10,9 @@
 //! - node down and the end of a lock-delay go to every shard;
 //! - a `Surrender` holds every shard its cycle's waits are in (ascending: the lock order),
 //!   checks the waits outside the surrendered lock's shard there, and is applied in that shard
-//!   with its own waits if they all hold, with all of them (which it cannot find, so it answers
-//!   as to a stale surrender) otherwise;
+//!   with its own waits if they all hold (told whether all the waits together are a whole cycle
+//!   through the victim, which lets a moved-on version pass), with all of them (which it cannot
+//!   find, so it answers as to a stale surrender) otherwise;
 //! - a message that cannot be delivered is fed back into the shard that sent it, as
 //!   [`TableInput::Undelivered`]; an agent found gone is then removed from every other shard
 //!   too, once the shard that found it is released (each agent once).
@@ -20,7 +21,7 @@
 //! actor started after the fast path, [`Sharding::agent_started`]), a superset of the shards
 //! it has anything in, except those its fast path used before (which the transaction keeps).
 
-use crate::table::{LockTable, TableEffect, TableInput, Undelivered};
+use crate::table::{LockTable, TableEffect, TableInput, Undelivered, closes_cycle};
 use locks_core::proto::{AgentMessage, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
 use parking_lot::{Mutex, MutexGuard};
@@ -289,6 +290,7 @@ impl Sharding {
         let Some(h) = involved.iter().position(|&i| i == home) else {
             return;
         };
+        let whole = closes_cycle(&agent, &lock, &waits);
         shards.with_shards(&involved, |tables| {
             let others_hold = waits.iter().all(|w| {
                 let i = self.shard_of(&w.lock);
@@ -298,21 +300,21 @@ impl Sharding {
                         .position(|&j| j == i)
                         .is_some_and(|k| tables[k].still_waits(w))
             });
-            let waits = if others_hold {
-                waits
+            let table = &mut *tables[h];
+            let effects = if others_hold {
+                let here: Vec<Wait> = waits
                     .into_iter()
                     .filter(|w| self.shard_of(&w.lock) == home)
-                    .collect()
+                    .collect();
+                table.step_surrender(&agent, &lock, version, &here, whole)
             } else {
-                waits
+                table.step(TableInput::Request(ServerRequest::Surrender {
+                    agent,
+                    lock,
+                    version,
+                    waits,
+                }))
             };
-            let table = &mut *tables[h];
-            let effects = table.step(TableInput::Request(ServerRequest::Surrender {
-                agent,
-                lock,
-                version,
-                waits,
-            }));
             self.deliver(home, table, effects, after, send);
         });
     }

@@ -41,15 +41,20 @@
 //! (`[a]`) are granted: the intention entries on ancestors are what keeps a read of `[a]` and a
 //! write of `[a, b]` apart. Agents work this out from their notices.
 //!
-//! **Surrender** of lock `L` at version `v` (ignored unless `L` exists at version `v` and the
-//! agent has an entry there) takes the grant from the agent's entries on `L` and on every
-//! descendant of `L` and puts them at the back of their wait queues, needing their full modes;
-//! its entries on ancestors stay. Every notice about `L` in that operation carries
-//! [`Note::Surrendered`](locks_core::proto::Note::Surrendered) with `v`. A surrender at a stale
-//! version moves nothing but is answered with one notice of the agent's entry *with the whole
-//! queue*, even when it holds the lock: a holder of a lock nobody else converts or waits on gets
-//! no view otherwise, and an agent that decided on an old copy must be able to analyse again
-//! with the current one.
+//! **Surrender** of lock `L` at version `v`, with the waits of the victim's cycle on this node,
+//! takes the grant from the agent's entries on `L` and on every descendant of `L` and puts them
+//! at the back of their wait queues, needing their full modes; its entries on ancestors stay.
+//! Every notice about `L` in that operation carries
+//! [`Note::Surrendered`](locks_core::proto::Note::Surrendered) with `v`. It is ignored unless
+//! the agent has an entry on `L`, every wait given still holds, and `L` is at version `v` —
+//! or, in place of the version, the waits given are a whole cycle through the agent whose edge
+//! into it is on `L` (every lock of the cycle is on this node): then the cycle is real now,
+//! whatever else changed on `L` since the victim decided, and the victim, which told its
+//! client of the loss when it decided, gets what it asked for. An ignored surrender moves
+//! nothing but is answered with one notice of the agent's entry *with the whole queue*, even
+//! when it holds the lock: a holder of a lock nobody else converts or waits on gets no view
+//! otherwise, and an agent that decided on an old copy must be able to analyse again with the
+//! current one.
 //!
 //! **SurrenderTo** `L` for waiter `W` is the voluntary surrender: refused (nothing changes)
 //! unless the agent holds `L` and `W` waits or converts on it; then it is the surrender of `L`
@@ -124,6 +129,7 @@ mod snapshot;
 mod surrender_to;
 
 pub(crate) use census::Census;
+pub(crate) use ops::closes_cycle;
 
 pub use notify::Effects;
 pub use protocol::{TableEffect, TableInput, Undelivered};

@@ -224,6 +224,12 @@ impl LockTable {
     }
 
     /// `Surrender`: the agent's entries on `lock` and its descendants go to the back.
+    ///
+    /// Applied when every wait given still holds, and either the lock is at the version the
+    /// victim decided on, or the waits are a whole cycle through the victim, into it on `lock`
+    /// (its locks are all here): then the cycle is real now, whatever else changed on the lock
+    /// since (a waiter joined behind, say), and refusing would only make the victim, which told
+    /// its client of the loss already, find the same cycle and surrender again.
     pub(super) fn surrender(
         &mut self,
         agent: &AgentId,
@@ -231,10 +237,25 @@ impl LockTable {
         version: u64,
         waits: &[Wait],
     ) -> Effects {
+        let whole = closes_cycle(agent, lock, waits);
+        self.surrender_checked(agent, lock, version, waits, whole)
+    }
+
+    /// [`LockTable::surrender`] with `waits` the cycle's waits in this table and `whole` whether
+    /// the cycle's waits (here and in other shards of the node, which the caller checked) are
+    /// a whole cycle through the victim.
+    pub(super) fn surrender_checked(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        version: u64,
+        waits: &[Wait],
+        whole: bool,
+    ) -> Effects {
         let found = self.agents.lookup(agent).and_then(|a| {
             let s = self.locks.find(lock.keys())?;
             let rec = self.locks.get(s)?;
-            (rec.version == version && rec.entry(a).is_some()).then_some((a, s))
+            ((rec.version == version || whole) && rec.entry(a).is_some()).then_some((a, s))
         });
         let Some((a, s)) = found.filter(|_| waits.iter().all(|w| self.still_waits(w))) else {
             tracing::trace!(%agent, %lock, version, "stale or unknown surrender ignored");
@@ -578,4 +599,14 @@ impl LockTable {
         }
         self.agents.release_if_idle(a);
     }
+}
+
+/// Whether `waits` are one whole cycle through `agent` whose edge into it is on `lock`: each
+/// wait's blocker is the next one's waiter, the last one's the first's (the order a victim
+/// sends them in, `locks-agent`'s `probe.rs`).
+pub(crate) fn closes_cycle(agent: &AgentId, lock: &LockId, waits: &[Wait]) -> bool {
+    let n = waits.len();
+    n >= 2
+        && (0..n).all(|i| waits[i].blocker == waits[(i + 1) % n].waiter)
+        && waits.iter().any(|w| w.blocker == *agent && w.lock == *lock)
 }

@@ -23,7 +23,7 @@
 //! failures of its sends back in ends.
 
 use super::LockTable;
-use locks_core::proto::{AgentMessage, LockNotice, Rejection, ServerRequest};
+use locks_core::proto::{AgentMessage, LockNotice, Rejection, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, Mode, NodeId};
 
 /// An input of the lock table (see the module documentation).
@@ -113,6 +113,20 @@ impl LockTable {
             },
         };
         Self::effects(sends)
+    }
+
+    /// A `Surrender` as [`LockTable::step`] applies it, with `waits` only the cycle's waits in
+    /// this table (the caller checked the others, in other shards of the node) and `whole`
+    /// whether all of them together are a whole cycle through the victim (`local/sharding.rs`).
+    pub(crate) fn step_surrender(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        version: u64,
+        waits: &[Wait],
+        whole: bool,
+    ) -> Vec<TableEffect> {
+        Self::effects(self.surrender_checked(agent, lock, version, waits, whole))
     }
 
     /// Applies `request` as [`LockTable::step`] does, except that nothing is sent to the agent

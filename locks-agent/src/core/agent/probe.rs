@@ -28,8 +28,10 @@
 //!   sent twice, until the agent's own entries change.
 //! - The surrender carries the cycle's waits on the surrendered lock's node, and that server
 //!   applies it only if they all still hold in its queues: a cycle on one node that something
-//!   broke while the probe was on its way (another victim's surrender, a release) costs the
-//!   victim nothing.
+//!   broke while the probe was on its way (another victim's surrender, a release) moves
+//!   nothing. When those waits are the whole cycle, the server applies it though the lock's
+//!   version moved since the victim's view (a waiter joined behind it, say): the cycle is real
+//!   now, and the victim already told its client of the loss (`locks-server`'s table).
 //! - The victim gives way only if it has learnt nothing since it sent the probe (no notice of
 //!   its own entries, no other agent's surrender, no node event: any of these may have broken
 //!   the cycle, and it probes again if not), its entry on the lock it gives up has not changed

@@ -42,6 +42,18 @@ fn cycle(table: &LocalTable, a: &AgentId, b: &AgentId, r1: &LockId, r2: &LockId)
 
 fn surrender(table: &LocalTable, a: &AgentId, b: &AgentId, r1: &LockId, r2: &LockId) {
     let version = table.snapshot().lock(r1).expect("r1 exists").version;
+    surrender_at(table, a, b, r1, r2, version);
+}
+
+/// `a` surrenders `r1` at `version`, with the waits of the cycle of [`cycle`].
+fn surrender_at(
+    table: &LocalTable,
+    a: &AgentId,
+    b: &AgentId,
+    r1: &LockId,
+    r2: &LockId,
+    version: u64,
+) {
     table.serve(ServerRequest::Surrender {
         agent: a.clone(),
         lock: r1.clone(),
@@ -113,23 +125,7 @@ async fn a_surrender_whose_cycle_crosses_shards_is_applied_though_its_lock_moved
         FastLock::Queued
     );
     assert!(table.snapshot().lock(&r1).expect("r1 exists").version > version);
-    table.serve(ServerRequest::Surrender {
-        agent: a.clone(),
-        lock: r1.clone(),
-        version,
-        waits: vec![
-            Wait {
-                waiter: a.clone(),
-                blocker: b.clone(),
-                lock: r2.clone(),
-            },
-            Wait {
-                waiter: b.clone(),
-                blocker: a.clone(),
-                lock: r1.clone(),
-            },
-        ],
-    });
+    surrender_at(table, &a, &b, &r1, &r2, version);
     // The waits, one in each shard, are the whole cycle and still hold: applied.
     holds_and_waits(table, &b, &a, &r1);
 }

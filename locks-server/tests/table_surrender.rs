@@ -156,35 +156,49 @@ fn seed000_conversion_deadlock_is_broken_by_a_surrender() {
     assert_eq!(shape(&tb, &l), "X [T2 X] conv [] wait []");
 }
 
-#[test]
-fn surrender_applies_only_while_the_waits_of_its_cycle_hold() {
-    let mut tb = table();
+/// 1 holds L and waits for K; 2 holds K and waits for L: a cycle on this node.
+fn cycle(tb: &mut locks_server::LockTable) -> (LockId, LockId) {
     let (l, k) = (lock_id!["l"], lock_id!["k"]);
-    // 1 holds L and waits for K; 2 holds K and waits for L: a cycle on this node.
-    lock(&mut tb, 1, &l, Mode::X);
-    lock(&mut tb, 2, &k, Mode::X);
-    lock(&mut tb, 1, &k, Mode::X);
-    lock(&mut tb, 2, &l, Mode::X);
-    let v = tb.view(&k).expect("exists").version;
-    let wait = |waiter, blocker, lock: &LockId| Wait {
+    lock(tb, 1, &l, Mode::X);
+    lock(tb, 2, &k, Mode::X);
+    lock(tb, 1, &k, Mode::X);
+    lock(tb, 2, &l, Mode::X);
+    (l, k)
+}
+
+fn wait(waiter: u64, blocker: u64, lock: &LockId) -> Wait {
+    Wait {
         waiter: t(waiter),
         blocker: t(blocker),
         lock: lock.clone(),
-    };
-    // A wait that does not hold (3 is nowhere): refused at the current version, nothing moves.
+    }
+}
+
+/// Agent 2's surrender of `k` at `version` with `waits` is refused: nothing moves, and 2 is
+/// told so.
+fn refused(tb: &mut locks_server::LockTable, k: &LockId, version: u64, waits: Vec<Wait>) {
     let before = tb.snapshot();
     let fx = tb.handle(ServerRequest::Surrender {
         agent: t(2),
         lock: k.clone(),
-        version: v,
-        waits: vec![wait(1, 2, &k), wait(2, 3, &l)],
+        version,
+        waits,
     });
     assert_eq!(tb.snapshot(), before);
     assert!(matches!(
         &fx[..],
         [(to, AgentMessage::Notice(n))]
-            if *to == t(2) && n.note == Some(Note::NotSurrendered { version: v })
+            if *to == t(2) && n.note == Some(Note::NotSurrendered { version })
     ));
+}
+
+#[test]
+fn surrender_applies_only_while_the_waits_of_its_cycle_hold() {
+    let mut tb = table();
+    let (l, k) = cycle(&mut tb);
+    let v = tb.view(&k).expect("exists").version;
+    // A wait that does not hold (3 is nowhere): refused at the current version.
+    refused(&mut tb, &k, v, vec![wait(1, 2, &k), wait(2, 3, &l)]);
     // The cycle's real waits: applied, and 1 gets K.
     let fx = tb.handle(ServerRequest::Surrender {
         agent: t(2),
@@ -199,36 +213,14 @@ fn surrender_applies_only_while_the_waits_of_its_cycle_hold() {
 #[test]
 fn a_surrender_whose_waits_are_its_whole_cycle_is_applied_though_the_lock_moved_on() {
     let mut tb = table();
-    let (l, k) = (lock_id!["l"], lock_id!["k"]);
-    // 1 holds L and waits for K; 2 holds K and waits for L.
-    lock(&mut tb, 1, &l, Mode::X);
-    lock(&mut tb, 2, &k, Mode::X);
-    lock(&mut tb, 1, &k, Mode::X);
-    lock(&mut tb, 2, &l, Mode::X);
+    let (l, k) = cycle(&mut tb);
     let v = tb.view(&k).expect("exists").version;
     // 3 queues on K behind 1 after 2 decided: K's version moves, the cycle stays.
     lock(&mut tb, 3, &k, Mode::X);
     assert!(tb.view(&k).expect("exists").version > v);
-    let wait = |waiter, blocker, lock: &LockId| Wait {
-        waiter: t(waiter),
-        blocker: t(blocker),
-        lock: lock.clone(),
-    };
     // Only part of the cycle (it runs through another node, say): the version decides, and
     // it is stale.
-    let before = tb.snapshot();
-    let fx = tb.handle(ServerRequest::Surrender {
-        agent: t(2),
-        lock: k.clone(),
-        version: v,
-        waits: vec![wait(1, 2, &k)],
-    });
-    assert_eq!(tb.snapshot(), before);
-    assert!(matches!(
-        &fx[..],
-        [(to, AgentMessage::Notice(n))]
-            if *to == t(2) && n.note == Some(Note::NotSurrendered { version: v })
-    ));
+    refused(&mut tb, &k, v, vec![wait(1, 2, &k)]);
     // The whole cycle, every wait holding: the cycle is real now, so it is applied, with the
     // victim's version in the note, and 1 gets K.
     let fx = tb.handle(ServerRequest::Surrender {

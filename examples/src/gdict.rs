@@ -4,13 +4,18 @@
 //! Every member of a dictionary group holds a full replica. Writes ([`Gdict::store`],
 //! [`Gdict::erase`]) are leader calls: the leader applies them, broadcasts them to its members,
 //! then replies, so a member that forwarded a write has applied it before its caller sees the
-//! answer. Reads ([`Gdict::fetch`], [`Gdict::keys`], [`Gdict::to_list`]) are local calls on the
-//! member's own replica.
+//! answer. In majority mode the reply waits until replicas on a majority of the group's nodes
+//! applied the write (`CallReturn::ReplyBroadcast`), so a confirmed store survives the crash of
+//! any one node, the leader's included. Reads ([`Gdict::fetch`], [`Gdict::keys`],
+//! [`Gdict::to_list`]) are local calls on the member's own replica.
 //!
 //! Elections: a new leader sends its whole map with its announcement (`elected` returns
 //! `Broadcast(Sync(map))`, or `Reply(Sync(map))` for one new member). A member that accepts a
 //! leader takes the leader's map, keeps the entries the leader lacks, and casts them to the
-//! leader, which adds them and broadcasts them.
+//! leader, which adds them and broadcasts them: that is how a store that reached a majority,
+//! but not the new leader, survives. The merge knows keys, not the order of writes: a key the
+//! new leader has keeps the new leader's value, and an erase the new leader missed is undone.
+//! Store each key once (or version the values) where that matters.
 //!
 //! Partitions: [`Gdict::new`] starts the member in the library's default, majority mode: only
 //! the side of a netsplit with a majority of the group's nodes has a leader and takes writes

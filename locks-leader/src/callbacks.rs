@@ -13,7 +13,7 @@
 //! | `{ok, Msg, S}` (leader only) | [`Handled::Broadcast`] (`from_leader(Msg)` to the synced members) |
 //! | `{stop, R, S}` | [`Handled::Stop`], [`Elected::Stop`], [`CallReturn::Stop`] |
 //! | `{reply, R, S}` | [`CallReturn::Reply`] |
-//! | `{reply, R, Msg, S}` | [`CallReturn::ReplyBroadcast`]: broadcast first, then reply |
+//! | `{reply, R, Msg, S}` | [`CallReturn::ReplyBroadcast`]: broadcast first, then reply (in majority mode, once a majority applied it) |
 //! | `{noreply, S}` | [`CallReturn::NoReply`] (answer later with [`Ctx::reply`]) |
 //!
 //! Left out on purpose: `elected` returning `{surrender, Other, S}` (it cannot work in the
@@ -104,6 +104,12 @@ pub enum CallReturn<R, B> {
     /// Broadcast `from_leader(B)` to the synced members, then answer: a follower that forwarded
     /// the call applies the broadcast before its caller sees the reply. Only a leader may
     /// broadcast (otherwise only the reply is sent).
+    ///
+    /// In majority mode the answer also waits until members on a majority of the group's
+    /// nodes (the leader's own node counts) have run `from_leader` for it, so a write its
+    /// caller was told about survives the leader's crash. If the leader steps down first the
+    /// caller gets [`CallError::LeaderDied`] (the broadcast may or may not survive); a call
+    /// still fails at its timeout. In islands mode the answer goes at once.
     ReplyBroadcast(R, B),
     /// Answer later with [`Ctx::reply`].
     NoReply,

@@ -54,7 +54,7 @@ impl<C: Callbacks> MemberCore<C> {
         } else {
             let caller = Caller(CallerKind::Local(call));
             let r = self.invoke(|cb, ctx| cb.handle_call(req, caller.clone(), ctx));
-            self.call_return(caller, r);
+            self.call_return(caller, r, None);
         }
         self.take()
     }
@@ -106,7 +106,7 @@ impl<C: Callbacks> MemberCore<C> {
             State::Leader { .. } => {
                 let caller = Caller(CallerKind::Local(call));
                 let r = self.invoke(|cb, ctx| cb.handle_leader_call(req, caller.clone(), ctx));
-                self.call_return(caller, r);
+                self.call_return(caller, r, Some(deadline));
             }
             State::Following { term, .. } => {
                 let leader = term.leader.clone();
@@ -188,7 +188,7 @@ impl<C: Callbacks> MemberCore<C> {
                 call,
             });
             let r = self.invoke(|cb, ctx| cb.handle_leader_call(req, caller.clone(), ctx));
-            self.call_return(caller, r);
+            self.call_return(caller, r, None);
         } else {
             let msg = PeerMsg::LeaderReply {
                 call,
@@ -259,6 +259,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     pub(super) fn expire_calls(&mut self, now: Duration) {
+        self.expire_held(now);
         let mut kept = std::collections::VecDeque::new();
         for p in std::mem::take(&mut self.s.pending) {
             match p {
@@ -306,6 +307,16 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// `from_leader(msg)` to the synced members (or to `to`), if this member leads.
     pub(super) fn broadcast_synced(&mut self, to: Option<Vec<MemberId>>, msg: C::Broadcast) {
+        self.broadcast_with(to, msg, None);
+    }
+
+    /// [`MemberCore::broadcast_synced`], numbered `ack` for an acknowledgement (`confirm`).
+    pub(super) fn broadcast_with(
+        &mut self,
+        to: Option<Vec<MemberId>>,
+        msg: C::Broadcast,
+        ack: Option<u64>,
+    ) {
         let State::Leader { term, .. } = &self.s.state else {
             warn!(member = %self.s.me, "a broadcast by a member that does not lead was dropped");
             return;
@@ -325,6 +336,7 @@ impl<C: Callbacks> MemberCore<C> {
             let msg = PeerMsg::FromLeader {
                 term: term.clone(),
                 msg: msg.clone(),
+                ack,
             };
             self.s.send(&m, msg);
         }
@@ -338,14 +350,20 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
-    pub(super) fn call_return(&mut self, caller: Caller, r: CallReturn<C::Reply, C::Broadcast>) {
+    /// Carries out a call's return; `deadline` is a client call's (a held reply fails then).
+    pub(super) fn call_return(
+        &mut self,
+        caller: Caller,
+        r: CallReturn<C::Reply, C::Broadcast>,
+        deadline: Option<Duration>,
+    ) {
         match r {
             CallReturn::Reply(reply) => self.reply_to(&caller, reply),
             CallReturn::ReplyBroadcast(reply, b) => {
                 // The broadcast goes first: a follower that forwarded the call applies it
-                // before its caller sees the reply (one channel per pair of members).
-                self.broadcast_synced(None, b);
-                self.reply_to(&caller, reply);
+                // before its caller sees the reply (one channel per pair of members). In
+                // majority mode the reply also waits for a majority to apply it (`confirm`).
+                self.reply_broadcast(caller, reply, b, deadline);
             }
             CallReturn::NoReply => {}
             CallReturn::Stop { reason, reply } => {

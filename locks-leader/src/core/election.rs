@@ -146,6 +146,8 @@ impl<C: Callbacks> MemberCore<C> {
         debug!(member = %self.s.me, "no longer holds its election locks; stepping down");
         self.s.state = State::Candidate;
         self.s.acks.clear();
+        // Replies waiting for a majority: the write may or may not survive this leadership.
+        self.fail_held(CallError::LeaderDied);
         self.publish();
         let members: Vec<MemberId> = self.s.members.keys().cloned().collect();
         for m in &members {

@@ -86,6 +86,7 @@ impl<C: Callbacks> MemberCore<C> {
                 sync_held: None,
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
+                confirm: Default::default(),
                 published: None,
                 stopped: false,
                 out: Vec::new(),
@@ -290,7 +291,8 @@ impl<C: Callbacks> MemberCore<C> {
             PeerMsg::AmLeader { term, grants, msg } => {
                 self.on_am_leader(from, term, grants, msg, now)
             }
-            PeerMsg::FromLeader { term, msg } => self.on_from_leader(from, term, msg),
+            PeerMsg::FromLeader { term, msg, ack } => self.on_from_leader(from, term, msg, ack),
+            PeerMsg::Applied { term, seq } => self.on_applied(from, &term, seq),
             PeerMsg::Uncertain => self.on_uncertain(from, now),
             PeerMsg::Nack => {}
             PeerMsg::LeaderCall { call, req } => self.on_leader_call(from, call, req),
@@ -379,6 +381,7 @@ impl<C: Callbacks> MemberCore<C> {
             self.s.send(m, PeerMsg::Goodbye);
         }
         self.fail_all_calls(CallError::Stopped(reason.clone()));
+        self.fail_held(CallError::Stopped(reason.clone()));
         // The agent's end releases its locks, and the member's watches on the same nodes;
         // the watches elsewhere are released here.
         let mut watched = self.s.alive.clone();

@@ -54,6 +54,7 @@
 //! is sent again.
 
 mod calls;
+mod confirm;
 mod election;
 mod majority;
 mod member;
@@ -271,6 +272,8 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) unleased: BTreeSet<NodeId>,
     /// The home nodes of the candidates that accepted this leader's current term.
     pub(crate) acks: BTreeSet<NodeId>,
+    /// The replies waiting for a majority to apply their broadcast (majority mode).
+    pub(crate) confirm: confirm::Confirmations<C>,
     /// The leader last published with `Effect::LeaderChanged`.
     pub(crate) published: Option<Term>,
     pub(crate) stopped: bool,
@@ -480,6 +483,12 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.accepted.as_ref()
     }
 
+    /// How many leader-call replies wait for a majority to apply their broadcast (majority
+    /// mode; see [`CallReturn::ReplyBroadcast`](crate::CallReturn::ReplyBroadcast)).
+    pub fn held_replies(&self) -> usize {
+        self.s.confirm.held()
+    }
+
     /// Whether the member has stopped.
     pub fn is_stopped(&self) -> bool {
         self.s.stopped
@@ -510,7 +519,11 @@ impl<C: Callbacks> MemberCore<C> {
             State::Syncing { deadline, .. } => Some(deadline),
             _ => None,
         };
-        calls.chain(sync).chain(self.s.recheck_at).min()
+        calls
+            .chain(sync)
+            .chain(self.s.recheck_at)
+            .chain(self.s.confirm.next_deadline())
+            .min()
     }
 
     fn take(&mut self) -> Vec<Effect<C>> {

@@ -8,7 +8,8 @@
 //! | --- | --- | --- |
 //! | `Hello` | a member → a member it just discovered | "I exist, and follow this leader"; the receiver learns the sender (a worker is known to candidates only this way) and, if it leads and the sender does not follow it, announces itself |
 //! | `AmLeader` | leader → a member not synced | "follow me": the term, the fencing versions of the election lock per node, the callback's message. A member whose views of the lock contradict the versions keeps it aside and accepts it once they no longer do (a view from a node the leader has not yet seen go down) |
-//! | `FromLeader` | leader → its synced members | a broadcast |
+//! | `FromLeader` | leader → its synced members | a broadcast; with `ack`, the receiver answers `Applied` once `from_leader` has run |
+//! | `Applied` | a follower → its leader | "I applied your broadcasts up to number `seq`" (majority mode: the leader answers a `ReplyBroadcast` call once members on a majority of the group's nodes applied its broadcast) |
 //! | `Uncertain` | a member that lost its leader → candidates; a leader stepping down → every member | "I have no leader": the leader re-announces itself to the sender; a follower of the sender drops it |
 //! | `Nack` | a member → a leader whose term is below the one it accepted | the leader takes a larger term and announces again |
 //! | `LeaderCall`, `LeaderReply`, `LeaderCast` | follower ↔ leader | forwarded leader calls and casts; a non-leader answers a call with `NotLeader`, and the follower sends it again once it knows a leader |
@@ -60,6 +61,19 @@ pub enum PeerMsg<Ca, R, Cs, B> {
         term: Term,
         /// For `from_leader`.
         msg: B,
+        /// The broadcast's number, when the leader waits to hear that it was applied
+        /// (answered with `Applied`). The numbers grow along the leader's broadcasts, so an
+        /// `Applied` also says that every earlier numbered broadcast was applied (one channel
+        /// per pair of members, in order).
+        ack: Option<u64>,
+    },
+    /// The answer to a `FromLeader` with `ack`: `from_leader` ran for it, and for every
+    /// earlier broadcast of this leader.
+    Applied {
+        /// The leadership the broadcast came with.
+        term: Term,
+        /// The broadcast's number.
+        seq: u64,
     },
     /// I have no leader (any more).
     Uncertain,
@@ -128,6 +142,7 @@ impl<Ca, R, Cs, B> PeerMsg<Ca, R, Cs, B> {
             PeerMsg::Hello { .. } => "hello",
             PeerMsg::AmLeader { .. } => "am_leader",
             PeerMsg::FromLeader { .. } => "from_leader",
+            PeerMsg::Applied { .. } => "applied",
             PeerMsg::Uncertain => "uncertain",
             PeerMsg::Nack => "nack",
             PeerMsg::LeaderCall { .. } => "leader_call",

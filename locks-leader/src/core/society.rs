@@ -118,6 +118,7 @@ impl<C: Callbacks> MemberCore<C> {
             let msg = PeerMsg::FromLeader {
                 term: term.clone(),
                 msg: to_synced.clone(),
+                ack: None,
             };
             self.s.send(m, msg);
         }
@@ -205,11 +206,20 @@ impl<C: Callbacks> MemberCore<C> {
         self.flush_pending();
     }
 
-    pub(super) fn on_from_leader(&mut self, from: &MemberId, term: Term, msg: C::Broadcast) {
+    pub(super) fn on_from_leader(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        msg: C::Broadcast,
+        ack: Option<u64>,
+    ) {
         match &self.s.state {
             State::Following { term: t, .. } if t == &term => {
                 let h = self.invoke(|cb, ctx| cb.from_leader(msg, ctx));
                 self.handled(h);
+                if let Some(seq) = ack {
+                    self.s.send(from, PeerMsg::Applied { term, seq });
+                }
             }
             State::Leader { .. } | State::Syncing { .. } => {}
             _ => {

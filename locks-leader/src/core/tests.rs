@@ -405,6 +405,7 @@ fn leader_calls_wait_for_a_leader_then_go_to_it_and_time_out_at_their_deadline()
             PeerMsg::FromLeader {
                 term: t.clone(),
                 msg: "did 21".into(),
+                ack: None,
             },
         ),
         T0,

@@ -149,6 +149,9 @@ fn a_new_leader_takes_a_term_above_the_ones_its_poll_found_though_clocks_stepped
         matches!(effects.first(), Some(Effect::LeaderChanged(Some(t))) if t == &e.term),
         "{effects:?}"
     );
+    // Handled now; answered once the candidate of `c` applied the broadcast (`confirm`).
+    assert_eq!(e.b.held_replies(), 1);
+    let effects = applied(&mut e, 1);
     assert!(
         effects.iter().any(|x| matches!(
             x,
@@ -254,7 +257,8 @@ fn a_forwarded_call_waits_for_the_term_to_be_established() {
             .any(|(_, m)| matches!(m.msg, PeerMsg::LeaderReply { .. })),
         "answered before its term was established: {effects:?}"
     );
-    let effects = accept(&mut e);
+    accept(&mut e);
+    let effects = applied(&mut e, 1);
     assert!(
         to_members(&effects).iter().any(|(to, m)| to == &e.cm
             && m.msg
@@ -264,6 +268,152 @@ fn a_forwarded_call_waits_for_the_term_to_be_established() {
                 }),
         "{effects:?}"
     );
+}
+
+/// `Applied { seq }` from the candidate of `c`, for `e.b`'s current term.
+fn applied(e: &mut Elected, seq: u64) -> Vec<Effect<Rec>> {
+    let msg = PeerMsg::Applied {
+        term: e.term.clone(),
+        seq,
+    };
+    e.b.peer(&e.cm, env(Role::Candidate, Some(e.term.clone()), msg), T0)
+}
+
+fn replied(effects: &[Effect<Rec>], call: u64) -> Option<&Result<u32, CallError>> {
+    effects.iter().find_map(|x| match x {
+        Effect::Reply { call: c, result } if c == &CallId(call) => Some(result),
+        _ => None,
+    })
+}
+
+/// The nemesis suite's `leader-kill` loss: a leader that answered a write as soon as it had
+/// sent the broadcast could be killed with the broadcast still in flight. In majority mode the
+/// answer waits until members on a majority of the group's nodes applied it: here the
+/// candidate of `c` (with `b`, two of three).
+#[test]
+fn a_leader_answers_a_write_only_once_a_majority_of_the_nodes_applied_it() {
+    let mut e = elect_b();
+    accept(&mut e);
+    let effects = e.b.leader_call(CallId(1), 21, Duration::from_secs(5), T0);
+    assert!(
+        to_members(&effects).iter().any(|(to, m)| to == &e.cm
+            && m.msg
+                == PeerMsg::FromLeader {
+                    term: e.term.clone(),
+                    msg: "did 21".into(),
+                    ack: Some(1)
+                }),
+        "{effects:?}"
+    );
+    assert_eq!(
+        replied(&effects, 1),
+        None,
+        "answered before a majority applied it"
+    );
+    let effects = e.b.leader_call(CallId(2), 5, Duration::from_secs(5), T0);
+    assert_eq!(replied(&effects, 2), None, "{effects:?}");
+    assert_eq!(e.b.held_replies(), 2);
+    // Acknowledgements of another leader's term, and from a member of the leader's own node,
+    // do not count.
+    let other = term(e.term.epoch, &e.cm);
+    let foreign = PeerMsg::Applied {
+        term: other,
+        seq: 2,
+    };
+    let effects = e.b.peer(&e.cm, env(Role::Candidate, None, foreign), T0);
+    assert_eq!(replied(&effects, 1), None, "{effects:?}");
+    let local = MemberId::new(n("b"), 1, 9);
+    let same_node = PeerMsg::Applied {
+        term: e.term.clone(),
+        seq: 2,
+    };
+    let effects = e.b.peer(&local, env(Role::Worker, None, same_node), T0);
+    assert_eq!(replied(&effects, 1), None, "{effects:?}");
+    // The first applied: only the first is answered; then both, in order.
+    let effects = applied(&mut e, 1);
+    assert_eq!(replied(&effects, 1), Some(&Ok(42)), "{effects:?}");
+    assert_eq!(replied(&effects, 2), None, "{effects:?}");
+    let effects = applied(&mut e, 2);
+    assert_eq!(replied(&effects, 2), Some(&Ok(10)), "{effects:?}");
+    assert_eq!(e.b.held_replies(), 0);
+}
+
+#[test]
+fn a_held_write_fails_at_its_deadline_and_when_the_leader_steps_down() {
+    let mut e = elect_b();
+    accept(&mut e);
+    let effects = e.b.leader_call(CallId(1), 1, Duration::from_secs(1), T0);
+    assert_eq!(replied(&effects, 1), None, "{effects:?}");
+    assert_eq!(e.b.next_deadline(), Some(Duration::from_secs(1)));
+    let effects = e.b.tick(Duration::from_secs(1));
+    assert_eq!(replied(&effects, 1), Some(&Err(CallError::Timeout)));
+    // A forwarded write and a client's: stepping down fails both, as `LeaderDied` (the write
+    // may or may not survive).
+    let call = PeerMsg::LeaderCall {
+        call: CallId(7),
+        req: 3,
+    };
+    e.b.peer(&e.cm, env(Role::Candidate, None, call), T0);
+    e.b.leader_call(CallId(2), 2, Duration::from_secs(60), T0);
+    assert_eq!(e.b.held_replies(), 2);
+    let effects = e.b.node_down(&n("c"), Duration::from_secs(2));
+    assert_eq!(replied(&effects, 2), Some(&Err(CallError::LeaderDied)));
+    assert!(
+        to_members(&effects).iter().any(|(to, m)| to == &e.cm
+            && m.msg
+                == PeerMsg::LeaderReply {
+                    call: CallId(7),
+                    result: Err(CallError::LeaderDied)
+                }),
+        "{effects:?}"
+    );
+    assert_eq!(e.b.held_replies(), 0);
+}
+
+#[test]
+fn a_follower_acknowledges_a_numbered_broadcast_after_applying_it() {
+    let leader = MemberId::new(n("a"), 1, 1);
+    let t = term(5, &leader);
+    let mut w = member_with("b", 2, Role::Worker, &GroupOptions::majority());
+    w.start(&[n("a")], T0).unwrap();
+    let am = PeerMsg::AmLeader {
+        term: t.clone(),
+        grants: Vec::new(),
+        msg: "sync".into(),
+    };
+    w.peer(&leader, env(Role::Candidate, Some(t.clone()), am), T0);
+    assert_eq!(w.leader(), Some(&t));
+    let from = |ack| PeerMsg::FromLeader {
+        term: t.clone(),
+        msg: "w".into(),
+        ack,
+    };
+    let effects = w.peer(
+        &leader,
+        env(Role::Candidate, Some(t.clone()), from(None)),
+        T0,
+    );
+    assert!(
+        !to_members(&effects)
+            .iter()
+            .any(|(_, m)| matches!(m.msg, PeerMsg::Applied { .. })),
+        "{effects:?}"
+    );
+    let effects = w.peer(
+        &leader,
+        env(Role::Candidate, Some(t.clone()), from(Some(4))),
+        T0,
+    );
+    assert!(
+        to_members(&effects).iter().any(|(to, m)| to == &leader
+            && m.msg
+                == PeerMsg::Applied {
+                    term: t.clone(),
+                    seq: 4
+                }),
+        "{effects:?}"
+    );
+    assert_eq!(w.callbacks().from_leader, vec!["w".to_string(), "w".into()]);
 }
 
 #[test]

@@ -271,6 +271,43 @@ impl Sim {
         }
     }
 
+    /// Node `n` crashes: every connection to it is cut, what is in flight to, from and inside
+    /// it is lost, its members vanish without a word (their state with them), and its table
+    /// is gone. It stays down, connected to nobody, until [`Sim::restart`].
+    pub fn crash(&mut self, n: &NodeId) {
+        for other in self.nodes() {
+            self.disconnect(n, &other);
+        }
+        self.world
+            .net
+            .drop_channels(|from, to| from.node() == n || to.node() == n);
+        for m in self.members_on(n) {
+            self.members.remove(&m);
+            self.world.unsettled.remove(&m);
+        }
+        let base = (self.world.tables.nodes().count() as u64 + 1 + self.next_serial) << 40;
+        self.world.tables.start(n.clone(), &self.modes, base);
+        self.note(format!("[{}] {n} crashed", self.steps));
+    }
+
+    /// Node `n` comes back after [`Sim::crash`]: connected to every node, with a fresh
+    /// member of role `role` (an empty dictionary). Returns the member.
+    pub fn restart(&mut self, n: &NodeId, role: Role) -> MemberId {
+        for other in self.nodes() {
+            self.connect(n, &other);
+        }
+        self.add_member(n, role)
+    }
+
+    /// Up to `k` random steps (fewer if everything goes quiet first).
+    pub fn run_steps(&mut self, k: usize) {
+        for _ in 0..k {
+            if !self.step() {
+                break;
+            }
+        }
+    }
+
     /// Every node connected to every other.
     pub fn full_mesh(&mut self) {
         let all = self.nodes();

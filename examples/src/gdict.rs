@@ -9,22 +9,26 @@
 //! any one node, the leader's included. Reads ([`Gdict::fetch`], [`Gdict::keys`],
 //! [`Gdict::to_list`]) are local calls on the member's own replica.
 //!
+//! Every entry carries the [`Stamp`] of the write that made it (the leader's term epoch, then
+//! the leader's count of writes), and an erase leaves the key as erased rather than removing
+//! it. Wherever two copies of a key meet, the newer stamp wins.
+//!
 //! Elections: a new leader sends its whole map with its announcement (`elected` returns
 //! `Broadcast(Sync(map))`, or `Reply(Sync(map))` for one new member). A member that accepts a
-//! leader takes the leader's map, keeps the entries the leader lacks, and casts them to the
-//! leader, which adds them and broadcasts them: that is how a store that reached a majority,
-//! but not the new leader, survives. The merge knows keys, not the order of writes: a key the
-//! new leader has keeps the new leader's value, and an erase the new leader missed is undone.
-//! Store each key once (or version the values) where that matters.
+//! leader takes the leader's newer entries, and casts to the leader the entries it has newer
+//! (or that the leader lacks); the leader takes those and broadcasts them. That is how a write
+//! that reached a majority, but not the new leader, survives, and why an older copy of a key
+//! (a replica that was cut off while the key was overwritten or erased) cannot bring back what
+//! it had.
 //!
 //! Partitions: [`Gdict::new`] starts the member in the library's default, majority mode: only
 //! the side of a netsplit with a majority of the group's nodes has a leader and takes writes
 //! (the other side's writes fail with `NoMajority`), so no confirmed write is lost at the heal.
 //! [`Gdict::with_options`] with `GroupOptions::islands()` gives the original's behaviour: every
-//! island takes writes, and when the netsplit heals the stores of both islands survive, except
-//! that on a key written on both sides the winner's value wins (a confirmed write lost), and an
-//! erase made in one island can be undone by the other island's copy (the original merges whole
-//! maps with the same caveat).
+//! island takes writes, and when the netsplit heals the writes of both islands are merged key
+//! by key; on a key written on both sides the write of the leader with the larger term epoch
+//! wins, so a confirmed write of the other island is lost (the original merges whole maps,
+//! with the same caveat).
 
 use locks_leader::{
     CallError, CallReturn, Callbacks, Caller, Ctx, Elected, GroupOptions, Handled, Member, Payload,
@@ -66,64 +70,117 @@ pub enum Rep<V> {
     List(Vec<(String, V)>),
 }
 
+/// When a write was made: the epoch of the leader's term, then the leader's count of writes.
+/// In majority mode every new term's epoch exceeds every term a majority accepted, so a
+/// later confirmed write always has the larger stamp.
+pub type Stamp = (u64, u64);
+
+/// A replica's entry for a key: the value (`None`: erased) and the stamp of the write that
+/// made it. Erased keys are kept as such, so that an older copy of the key cannot bring it
+/// back; they are never collected (this example keeps every key it ever saw).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry<V> {
+    /// The write that made it.
+    pub stamp: Stamp,
+    /// The value; `None` once erased.
+    pub value: Option<V>,
+}
+
 /// What members cast to their leader.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Cast<V> {
-    /// Entries a member has that its new leader's map lacks.
-    Merge(BTreeMap<String, V>),
+    /// Entries a member has that are newer than its new leader's (or that it lacks).
+    Merge(BTreeMap<String, Entry<V>>),
 }
 
 /// What the leader sends its members.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Update<V> {
     /// The leader's whole map (with an announcement).
-    Sync(BTreeMap<String, V>),
-    /// A store.
-    Store(String, V),
-    /// An erase.
-    Erase(String),
+    Sync(BTreeMap<String, Entry<V>>),
+    /// A store or an erase.
+    Write(String, Entry<V>),
     /// Entries merged in from members.
-    Merged(BTreeMap<String, V>),
+    Merged(BTreeMap<String, Entry<V>>),
 }
 
 /// The callbacks: one replica.
 #[derive(Debug)]
 pub struct Dict<V> {
-    map: BTreeMap<String, V>,
+    map: BTreeMap<String, Entry<V>>,
+    /// The writes this member made as leader (the second part of its stamps).
+    writes: u64,
 }
 
 impl<V> Default for Dict<V> {
     fn default() -> Self {
         Dict {
             map: BTreeMap::new(),
+            writes: 0,
         }
     }
 }
 
-impl<V: Payload> Dict<V> {
-    fn apply(&mut self, update: Update<V>) {
-        match update {
-            Update::Sync(map) => self.map = map,
-            Update::Store(k, v) => {
-                self.map.insert(k, v);
-            }
-            Update::Erase(k) => {
-                self.map.remove(&k);
-            }
-            Update::Merged(m) => self.map.extend(m),
+/// Takes into `mine` every entry of `theirs` with a newer stamp (or a key `mine` lacks);
+/// returns the entries taken.
+fn merge_newer<V: Clone>(
+    mine: &mut BTreeMap<String, Entry<V>>,
+    theirs: BTreeMap<String, Entry<V>>,
+) -> BTreeMap<String, Entry<V>> {
+    let mut taken = BTreeMap::new();
+    for (k, e) in theirs {
+        if mine.get(&k).is_none_or(|m| m.stamp < e.stamp) {
+            mine.insert(k.clone(), e.clone());
+            taken.insert(k, e);
         }
+    }
+    taken
+}
+
+/// The entries of `mine` newer than `theirs` has them (or that it lacks).
+fn newer_than<V: Clone>(
+    mine: &BTreeMap<String, Entry<V>>,
+    theirs: &BTreeMap<String, Entry<V>>,
+) -> BTreeMap<String, Entry<V>> {
+    mine.iter()
+        .filter(|(k, e)| theirs.get(*k).is_none_or(|t| t.stamp < e.stamp))
+        .map(|(k, e)| (k.clone(), e.clone()))
+        .collect()
+}
+
+impl<V: Payload> Dict<V> {
+    /// Applies what the leader sent; for its whole map, also casts back the entries this
+    /// replica has newer (a write that reached a majority but not the new leader).
+    fn apply(&mut self, update: Update<V>, ctx: &mut Ctx<'_, Self>) {
+        match update {
+            Update::Sync(leaders) => {
+                let extra = newer_than(&self.map, &leaders);
+                merge_newer(&mut self.map, leaders);
+                if !extra.is_empty() {
+                    ctx.leader_cast(Cast::Merge(extra));
+                }
+            }
+            Update::Write(k, e) => {
+                merge_newer(&mut self.map, BTreeMap::from([(k, e)]));
+            }
+            Update::Merged(m) => {
+                merge_newer(&mut self.map, m);
+            }
+        }
+    }
+
+    /// The values, erased keys left out.
+    fn values(&self) -> impl Iterator<Item = (&String, &V)> {
+        self.map
+            .iter()
+            .filter_map(|(k, e)| e.value.as_ref().map(|v| (k, v)))
     }
 
     fn read(&self, req: Req<V>) -> Rep<V> {
         match req {
-            Req::Fetch(k) => Rep::Value(self.map.get(&k).cloned()),
-            Req::Keys => Rep::Keys(self.map.keys().cloned().collect()),
-            Req::ToList => Rep::List(
-                self.map
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            ),
+            Req::Fetch(k) => Rep::Value(self.map.get(&k).and_then(|e| e.value.clone())),
+            Req::Keys => Rep::Keys(self.values().map(|(k, _)| k.clone()).collect()),
+            Req::ToList => Rep::List(self.values().map(|(k, v)| (k.clone(), v.clone())).collect()),
             Req::Store(..) | Req::Erase(_) => Rep::Ok,
         }
     }
@@ -149,26 +206,12 @@ impl<V: Payload> Callbacks for Dict<V> {
     }
 
     fn surrendered(&mut self, msg: Update<V>, ctx: &mut Ctx<'_, Self>) -> Handled<Update<V>> {
-        if let Update::Sync(leaders) = msg {
-            let extra: BTreeMap<String, V> = self
-                .map
-                .iter()
-                .filter(|(k, _)| !leaders.contains_key(*k))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            self.map = leaders;
-            self.map.extend(extra.clone());
-            if !extra.is_empty() {
-                ctx.leader_cast(Cast::Merge(extra));
-            }
-        } else {
-            self.apply(msg);
-        }
+        self.apply(msg, ctx);
         Handled::Ok
     }
 
-    fn from_leader(&mut self, msg: Update<V>, _ctx: &mut Ctx<'_, Self>) -> Handled<Update<V>> {
-        self.apply(msg);
+    fn from_leader(&mut self, msg: Update<V>, ctx: &mut Ctx<'_, Self>) -> Handled<Update<V>> {
+        self.apply(msg, ctx);
         Handled::Ok
     }
 
@@ -176,28 +219,30 @@ impl<V: Payload> Callbacks for Dict<V> {
         &mut self,
         req: Req<V>,
         _from: Caller,
-        _ctx: &mut Ctx<'_, Self>,
+        ctx: &mut Ctx<'_, Self>,
     ) -> CallReturn<Rep<V>, Update<V>> {
-        let update = match req {
-            Req::Store(k, v) => Update::Store(k, v),
-            Req::Erase(k) => Update::Erase(k),
+        let (key, value) = match req {
+            Req::Store(k, v) => (k, Some(v)),
+            Req::Erase(k) => (k, None),
             read => return CallReturn::Reply(self.read(read)),
         };
-        self.apply(update.clone());
-        CallReturn::ReplyBroadcast(Rep::Ok, update)
+        self.writes += 1;
+        let epoch = ctx.term().map_or(0, |t| t.epoch);
+        let entry = Entry {
+            stamp: (epoch, self.writes),
+            value,
+        };
+        self.map.insert(key.clone(), entry.clone());
+        CallReturn::ReplyBroadcast(Rep::Ok, Update::Write(key, entry))
     }
 
     fn handle_leader_cast(&mut self, msg: Cast<V>, _ctx: &mut Ctx<'_, Self>) -> Handled<Update<V>> {
         let Cast::Merge(entries) = msg;
-        let added: BTreeMap<String, V> = entries
-            .into_iter()
-            .filter(|(k, _)| !self.map.contains_key(k))
-            .collect();
-        if added.is_empty() {
+        let taken = merge_newer(&mut self.map, entries);
+        if taken.is_empty() {
             return Handled::Ok;
         }
-        self.map.extend(added.clone());
-        Handled::Broadcast(Update::Merged(added))
+        Handled::Broadcast(Update::Merged(taken))
     }
 
     fn handle_call(
@@ -297,5 +342,49 @@ impl<V: Payload> Gdict<V> {
     /// Stops this replica (the others go on).
     pub async fn stop(&self) {
         self.member.stop().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Entry, merge_newer, newer_than};
+    use std::collections::BTreeMap;
+
+    fn e(epoch: u64, n: u64, value: Option<i64>) -> Entry<i64> {
+        Entry {
+            stamp: (epoch, n),
+            value,
+        }
+    }
+
+    #[test]
+    fn the_newer_stamp_wins_and_an_erase_is_a_write_like_any_other() {
+        let mut mine = BTreeMap::from([
+            ("old".to_string(), e(1, 5, Some(1))),
+            ("erased".to_string(), e(2, 1, None)),
+            ("same".to_string(), e(2, 2, Some(7))),
+            ("only-mine".to_string(), e(1, 1, Some(3))),
+        ]);
+        let theirs = BTreeMap::from([
+            ("old".to_string(), e(2, 1, Some(2))),
+            ("erased".to_string(), e(1, 9, Some(9))),
+            ("same".to_string(), e(2, 2, Some(8))),
+            ("only-theirs".to_string(), e(1, 2, Some(4))),
+        ]);
+        let back = newer_than(&mine, &theirs);
+        assert_eq!(
+            back.keys().collect::<Vec<_>>(),
+            ["erased", "only-mine"],
+            "what the leader is sent back"
+        );
+        let taken = merge_newer(&mut mine, theirs);
+        assert_eq!(taken.keys().collect::<Vec<_>>(), ["old", "only-theirs"]);
+        assert_eq!(mine["old"], e(2, 1, Some(2)));
+        assert_eq!(
+            mine["erased"],
+            e(2, 1, None),
+            "an older copy does not bring it back"
+        );
+        assert_eq!(mine["same"], e(2, 2, Some(7)), "equal stamps: kept");
     }
 }

@@ -135,3 +135,73 @@ async fn gdict_majority_halves_refuse_writes_until_the_heal() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Majority mode, three nodes: `c` is cut off holding `gone`, the majority side erases it (a
+/// confirmed erase) and overwrites `kept`, then the network heals. The erase and the overwrite
+/// must survive `c`'s rejoining with its older copies (entries carry the stamp of the write
+/// that made them, and the newer stamp wins; before, `c` merged `gone` back into the leader).
+#[tokio::test]
+async fn gdict_majority_an_erase_survives_a_stale_replica_rejoining() {
+    let a = cluster_node("ge-a").await;
+    let b = cluster_node("ge-b").await;
+    let c = cluster_node("ge-c").await;
+    b.connect(a.local_addr().unwrap()).await.unwrap();
+    c.connect(a.local_addr().unwrap()).await.unwrap();
+    c.connect(b.local_addr().unwrap()).await.unwrap();
+    for n in [&a, &b, &c] {
+        sees(n, 3).await;
+    }
+    let options = || GroupOptions::majority().nodes(["ge-a", "ge-b", "ge-c"].map(node_id));
+    let mut dicts: Vec<Gdict<i64>> = Vec::new();
+    for n in [&a, &b, &c] {
+        dicts.push(
+            bounded(Gdict::with_options(n, "erase", options()))
+                .await
+                .unwrap(),
+        );
+    }
+    for d in &dicts {
+        bounded(d.member().wait_for_leader()).await.unwrap();
+    }
+    bounded(dicts[0].store("gone", 1)).await.unwrap();
+    bounded(dicts[0].store("kept", 1)).await.unwrap();
+    let both = vec![("gone".to_string(), 1), ("kept".to_string(), 1)];
+    for d in &dicts {
+        eventually(|| async { d.to_list().await.unwrap() == both }).await;
+    }
+    c.disconnect("ge-a").await.unwrap();
+    c.disconnect("ge-b").await.unwrap();
+    sees(&c, 1).await;
+    sees(&a, 2).await;
+    sees(&b, 2).await;
+    // The majority side erases and overwrites (held calls wait for its leader, bounded).
+    eventually(|| async { dicts[0].erase("gone").await.is_ok() }).await;
+    bounded(dicts[1].store("kept", 2)).await.unwrap();
+    assert_eq!(dicts[2].to_list().await.unwrap(), both);
+    c.reconnect("ge-a").await.unwrap();
+    c.reconnect("ge-b").await.unwrap();
+    for n in [&a, &b, &c] {
+        sees(n, 3).await;
+    }
+    let want = vec![("kept".to_string(), 2)];
+    for d in &dicts {
+        eventually(|| async {
+            d.member().leader().is_some() && d.to_list().await.unwrap() == want
+        })
+        .await;
+    }
+    // And it stays so once `c` follows the leader and has merged (a write after the heal is
+    // answered once a majority applied it, and `c`'s merge was cast before).
+    bounded(dicts[2].store("after", 3)).await.unwrap();
+    let want = vec![("after".to_string(), 3), ("kept".to_string(), 2)];
+    for d in &dicts {
+        eventually(|| async { d.to_list().await.unwrap() == want }).await;
+    }
+    for n in [a, b, c] {
+        n.shutdown().await;
+    }
+}
+
+fn node_id(name: &str) -> locks_core::NodeId {
+    locks_core::NodeId::new(name).unwrap()
+}

@@ -193,6 +193,9 @@
 //!   `Timeout` at its deadline; one that reached a member that no longer leads is sent again.
 //! - A leader's broadcast reaches a follower before the leader's reply to a call that follower
 //!   forwarded (one channel per pair of members).
+//! - Majority mode: a call answered with [`CallReturn::ReplyBroadcast`] is answered once
+//!   members on a majority of the group's nodes applied the broadcast, so what its caller was
+//!   told is held by a majority and survives the crash of any one node, the leader's included.
 //!
 //! # Limits
 //!

@@ -211,3 +211,25 @@ fn convert_down_lowers_the_ancestors_intentions() {
         vec![("T1".into(), ab.clone(), EntryState::Granted(Mode::IS))]
     );
 }
+
+/// A lock released and taken again (its record, and its ancestors', kept for reuse by the
+/// table) is granted at a newer fencing version, and in between the table shows none of it.
+#[test]
+fn a_lock_taken_again_after_its_release_has_a_newer_version() {
+    let mut tb = table();
+    let row = lock_id!["db", "t", 1u64];
+    let mut last = 0;
+    for n in 1..=3 {
+        lock(&mut tb, n, &row, Mode::X);
+        let (mode, version) = tb.holds(&t(n), &row).expect("granted");
+        assert_eq!(mode, Mode::X);
+        assert!(version > last, "T{n}: version {version} after {last}");
+        last = version;
+        assert_eq!(tb.lock_count(), 3);
+        remove(&mut tb, n);
+        assert_eq!((tb.lock_count(), tb.agent_count()), (0, 0));
+        for id in [lock_id!["db"], lock_id!["db", "t"], row.clone()] {
+            assert_eq!(tb.view(&id), None, "{id}");
+        }
+    }
+}

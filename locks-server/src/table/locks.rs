@@ -10,15 +10,31 @@
 //! all the prefixes of a lock id come from one pass over its keys ([`Locks::path_hashes`]): a
 //! `Lock` finds or creates the lock and each of its ancestors hashing every key once.
 //!
+//! **Retired records.** A record that falls unused (no entries, no watchers) is not deleted at
+//! once: it is *retired*, kept in the index, and deleted only once more than [`RETIRED`]
+//! records were retired after it ([`Locks::evict`], at the end of a table operation). A lock
+//! taken again meanwhile reuses its record, which saves hashing the path again, an index
+//! insertion and removal, and the allocation of the id: an ancestor (a database's table) is
+//! released and taken again by every transaction on its rows. A retired record is invisible to
+//! everything but [`Locks::find_any_hashed`] and [`Locks::find_or_create`]: [`Locks::find`],
+//! [`Locks::iter`], [`Locks::slice`] and [`Locks::len`] leave unused records out, so the
+//! table's answers are those of a table that deleted them.
+//!
 //! Invariants: `index` holds `s` exactly when `slots[s]` holds a record, under the hash of that
-//! record's keys; free slots are `None` and listed in `free`.
+//! record's keys; free slots are `None` and listed in `free`; every unused record's slot is in
+//! `retired` (possibly more than once), and `retired` holds at most [`RETIRED`] slots between
+//! operations.
 
 use super::record::LockRecord;
 use ahash::RandomState;
 use hashbrown::HashTable;
 use locks_core::{Key, LockId};
 use smallvec::SmallVec;
+use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash, Hasher};
+
+/// How many retired records a table keeps (see the module documentation).
+pub(super) const RETIRED: usize = 64;
 
 /// The hashes of a lock id's prefixes, shortest first (see [`Locks::path_hashes`]).
 pub(super) type PathHashes = SmallVec<[u64; 8]>;
@@ -31,6 +47,9 @@ pub(super) struct Locks {
     index: HashTable<u32>,
     slots: Vec<Option<LockRecord>>,
     free: Vec<u32>,
+    /// Slots of records retired, oldest first (a slot may be listed twice, or hold a record
+    /// in use again: [`Locks::evict`] checks).
+    retired: VecDeque<u32>,
 }
 
 /// The keys of the record in slot `s`, if there is one.
@@ -62,13 +81,15 @@ impl Locks {
             .collect()
     }
 
-    /// The slot of the lock whose path is `keys`.
+    /// The slot of the lock whose path is `keys`, if its record is in use.
     pub fn find(&self, keys: &[Key]) -> Option<u32> {
-        self.find_hashed(keys, hash_path(&self.hasher, keys))
+        let s = self.find_any_hashed(keys, hash_path(&self.hasher, keys))?;
+        self.get(s).filter(|r| !r.is_unused()).map(|_| s)
     }
 
-    /// [`Locks::find`], with the path's hash already known.
-    pub fn find_hashed(&self, keys: &[Key], hash: u64) -> Option<u32> {
+    /// The slot of the lock whose path is `keys`, whose hash is `hash`, retired or not (an
+    /// operation about to use it).
+    pub fn find_any_hashed(&self, keys: &[Key], hash: u64) -> Option<u32> {
         self.index
             .find(hash, |&s| keys_at(&self.slots, s) == Some(keys))
             .copied()
@@ -86,7 +107,7 @@ impl Locks {
     ) -> Option<u32> {
         let keys = lock.keys().get(..depth)?;
         let hash = hash.unwrap_or_else(|| hash_path(&self.hasher, keys));
-        if let Some(s) = self.find_hashed(keys, hash) {
+        if let Some(s) = self.find_any_hashed(keys, hash) {
             return Some(s);
         }
         self.create_hashed(lock, depth, version, hash)
@@ -138,8 +159,27 @@ impl Locks {
         self.slots.get_mut(s as usize).and_then(Option::as_mut)
     }
 
+    /// Retires the record in slot `s`, which has just fallen unused (see the module
+    /// documentation).
+    pub fn retire(&mut self, s: u32) {
+        self.retired.push_back(s);
+    }
+
+    /// Deletes the oldest retired records beyond [`RETIRED`] that are still unused. Called
+    /// between operations only: an operation may hold the slot of a retired record it found.
+    pub fn evict(&mut self) {
+        while self.retired.len() > RETIRED {
+            let Some(s) = self.retired.pop_front() else {
+                break;
+            };
+            if self.get(s).is_some_and(LockRecord::is_unused) {
+                self.remove(s);
+            }
+        }
+    }
+
     /// Deletes the record in slot `s`.
-    pub fn remove(&mut self, s: u32) {
+    fn remove(&mut self, s: u32) {
         if let Some(r) = self.slots.get_mut(s as usize).and_then(Option::take) {
             let hash = hash_path(&self.hasher, r.id.keys());
             if let Ok(entry) = self.index.find_entry(hash, |&t| t == s) {
@@ -149,20 +189,111 @@ impl Locks {
         }
     }
 
-    /// Every record, unordered.
+    /// Every record in use, unordered.
     pub fn iter(&self) -> impl Iterator<Item = &LockRecord> {
-        self.slots.iter().flatten()
+        self.slots.iter().flatten().filter(|r| !r.is_unused())
     }
 
-    /// The records in slots `from..from + n`, and whether slots follow (for a count taken a
-    /// slice at a time: `super::census`).
+    /// The records in use in slots `from..from + n`, and whether slots follow (for a count
+    /// taken a slice at a time: `super::census`).
     pub fn slice(&self, from: usize, n: usize) -> (impl Iterator<Item = &LockRecord>, bool) {
         let more = from.saturating_add(n) < self.slots.len();
-        (self.slots.iter().skip(from).take(n).flatten(), more)
+        let records = self.slots.iter().skip(from).take(n).flatten();
+        (records.filter(|r| !r.is_unused()), more)
     }
 
-    /// How many records exist.
+    /// How many records are in use.
     pub fn len(&self) -> usize {
+        let mut unused: SmallVec<[u32; RETIRED]> = self
+            .retired
+            .iter()
+            .copied()
+            .filter(|&s| self.get(s).is_some_and(LockRecord::is_unused))
+            .collect();
+        unused.sort_unstable();
+        unused.dedup();
+        self.index.len() - unused.len()
+    }
+
+    /// How many records exist, retired ones included (a bound on [`Locks::len`]).
+    pub fn capacity_used(&self) -> usize {
         self.index.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::lock_id;
+
+    fn lock(i: u64) -> LockId {
+        lock_id!["t", i]
+    }
+
+    /// A record for `lock` in use (one watcher: enough for `is_unused` to say no).
+    fn used(locks: &mut Locks, id: &LockId) -> u32 {
+        let s = locks.find_or_create(id, id.depth(), 1, None).unwrap();
+        locks.get_mut(s).unwrap().add_watcher(7);
+        s
+    }
+
+    fn unuse(locks: &mut Locks, s: u32) {
+        locks.get_mut(s).unwrap().remove_watcher(7);
+        locks.retire(s);
+    }
+
+    #[test]
+    fn a_retired_record_is_reused_and_invisible_meanwhile() {
+        let mut locks = Locks::default();
+        let a = lock(1);
+        let s = used(&mut locks, &a);
+        assert_eq!((locks.find(a.keys()), locks.len()), (Some(s), 1));
+        unuse(&mut locks, s);
+        locks.evict();
+        // Kept for reuse, but no one else sees it.
+        assert_eq!(locks.find(a.keys()), None);
+        assert_eq!(locks.len(), 0);
+        assert_eq!(locks.iter().count(), 0);
+        assert_eq!(locks.slice(0, 10).0.count(), 0);
+        assert_eq!(locks.capacity_used(), 1);
+        // Taken again: the same slot, and visible again.
+        assert_eq!(used(&mut locks, &a), s);
+        assert_eq!((locks.find(a.keys()), locks.len()), (Some(s), 1));
+    }
+
+    #[test]
+    fn beyond_the_bound_the_oldest_unused_records_are_deleted_and_reused_ones_kept() {
+        let mut locks = Locks::default();
+        let first = used(&mut locks, &lock(0));
+        unuse(&mut locks, first);
+        // Reused after its retirement: still listed, but in use, so never deleted.
+        assert_eq!(used(&mut locks, &lock(0)), first);
+        let n = RETIRED as u64 + 10;
+        for i in 1..=n {
+            let s = used(&mut locks, &lock(i));
+            unuse(&mut locks, s);
+            // Retired twice (a slot may be listed more than once).
+            locks.retire(s);
+            locks.evict();
+            assert!(locks.retired.len() <= RETIRED);
+        }
+        assert_eq!(locks.find(lock(0).keys()), Some(first));
+        assert_eq!(locks.len(), 1);
+        assert!(
+            locks.capacity_used() <= RETIRED + 1,
+            "{}",
+            locks.capacity_used()
+        );
+        // The oldest are gone for good, the newest kept for reuse.
+        assert_eq!(
+            locks.find_any_hashed(lock(1).keys(), hash_path(&locks.hasher, lock(1).keys())),
+            None
+        );
+        let last = lock(n);
+        assert!(
+            locks
+                .find_any_hashed(last.keys(), hash_path(&locks.hasher, last.keys()))
+                .is_some()
+        );
     }
 }

@@ -195,6 +195,12 @@ impl LockTable {
 
     /// Applies one request and returns the messages to send, in order.
     pub fn handle(&mut self, request: ServerRequest) -> Effects {
+        let out = self.handle_one(request);
+        self.locks.evict();
+        out
+    }
+
+    fn handle_one(&mut self, request: ServerRequest) -> Effects {
         match request {
             ServerRequest::Lock { agent, lock, mode } => self.lock(&agent, &lock, mode),
             ServerRequest::Convert { agent, lock, mode } => self.convert(&agent, &lock, mode),

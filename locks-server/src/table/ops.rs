@@ -56,7 +56,7 @@ impl LockTable {
                 self.max_depth
             )));
         }
-        if self.locks.len().saturating_add(lock.depth()) >= u32::MAX as usize {
+        if self.locks.capacity_used().saturating_add(lock.depth()) >= u32::MAX as usize {
             return Some(Rejection::LockIdTooLarge("the lock table is full".into()));
         }
         None
@@ -90,7 +90,9 @@ impl LockTable {
         // an edit removes only the record it edits).
         let hashes = self.locks.path_hashes(lock.keys());
         let hash_of = |depth: usize| hashes.get(depth.wrapping_sub(1)).copied().unwrap_or(0);
-        let found = self.locks.find_hashed(lock.keys(), hash_of(lock.depth()));
+        let found = self
+            .locks
+            .find_any_hashed(lock.keys(), hash_of(lock.depth()));
         let old = found.and_then(|s| self.locks.get(s)?.entry(a)?.direct);
         let new = old.map_or(mode, |d| self.modes.group(mode, d));
         let (old_i, new_i) = (
@@ -418,7 +420,7 @@ impl LockTable {
                 rec.remove_watcher(a);
                 rec.trim(self.index_threshold);
                 if rec.is_unused() {
-                    self.locks.remove(s);
+                    self.locks.retire(s);
                 }
             }
             if let Some(slot) = self.agents.get_mut(a) {
@@ -580,7 +582,7 @@ impl LockTable {
         }
         rec.trim(self.index_threshold);
         if rec.is_unused() {
-            self.locks.remove(s);
+            self.locks.retire(s);
         }
         touched
     }

@@ -112,6 +112,7 @@ impl LockTable {
                 Undelivered::TooLarge => self.cannot_tell(&agent, &msg),
             },
         };
+        self.locks.evict();
         Self::effects(sends)
     }
 
@@ -126,7 +127,9 @@ impl LockTable {
         waits: &[Wait],
         whole: bool,
     ) -> Vec<TableEffect> {
-        Self::effects(self.surrender_checked(agent, lock, version, waits, whole))
+        let sends = self.surrender_checked(agent, lock, version, waits, whole);
+        self.locks.evict();
+        Self::effects(sends)
     }
 
     /// Applies `request` as [`LockTable::step`] does, except that nothing is sent to the agent
@@ -165,6 +168,7 @@ impl LockTable {
             Some(false) => None,
             None => self.holds_at(p.agent, p.slot, lock),
         });
+        self.locks.evict();
         (Self::effects(sends), held)
     }
 

@@ -43,6 +43,21 @@ fn store_through_any_member(sim: &mut Sim, rng: &mut Rng, stores: &mut i64) {
     *stores += 1;
 }
 
+/// `count` connected nodes with a candidate each, in majority mode over those nodes (checked
+/// after every step for two leaders), run until quiet.
+fn majority_group(seed: u64, group: &str, count: usize) -> (Sim, Vec<NodeId>) {
+    let mut sim = Sim::new(seed, group);
+    let nodes: Vec<_> = (0..count).map(|i| sim.add_node(&format!("n{i}"))).collect();
+    sim.options = GroupOptions::majority().nodes(nodes.clone());
+    sim.check_single_leader = true;
+    sim.full_mesh();
+    for n in &nodes {
+        sim.add_member(n, Role::Candidate);
+    }
+    quiet(&mut sim, seed, "start");
+    (sim, nodes)
+}
+
 /// Heals every split, then checks that one leader remains and every store reached everyone.
 fn heal_and_check(sim: &mut Sim, seed: u64) {
     sim.full_mesh();
@@ -183,15 +198,7 @@ fn sim_islands_mode_random_netsplits_over_five_nodes() {
 fn sim_majority_mode_never_two_leaders_and_terms_grow() {
     for seed in seeds(30) {
         let mut rng = Rng::new(seed ^ 0x3a1);
-        let mut sim = Sim::new(seed, "maj");
-        let nodes: Vec<_> = (0..5).map(|i| sim.add_node(&format!("n{i}"))).collect();
-        sim.options = GroupOptions::majority().nodes(nodes.clone());
-        sim.check_single_leader = true;
-        sim.full_mesh();
-        for n in &nodes {
-            sim.add_member(n, Role::Candidate);
-        }
-        quiet(&mut sim, seed, "start");
+        let (mut sim, nodes) = majority_group(seed, "maj", 5);
         let mut stores = 0;
         for step in 0..20 {
             match rng.below(4) {
@@ -278,16 +285,7 @@ fn sim_majority_mode_cut_off_leader_steps_down_and_the_majority_elects() {
 fn sim_majority_mode_acknowledged_stores_survive_a_crashed_leader() {
     for seed in seeds(40) {
         let mut rng = Rng::new(seed ^ 0xc4a5);
-        let mut sim = Sim::new(seed, "crash");
-        let count = 3 + 2 * (seed as usize % 2);
-        let nodes: Vec<_> = (0..count).map(|i| sim.add_node(&format!("n{i}"))).collect();
-        sim.options = GroupOptions::majority().nodes(nodes.clone());
-        sim.check_single_leader = true;
-        sim.full_mesh();
-        for n in &nodes {
-            sim.add_member(n, Role::Candidate);
-        }
-        quiet(&mut sim, seed, "start");
+        let (mut sim, nodes) = majority_group(seed, "crash", 3 + 2 * (seed as usize % 2));
         let mut stores = 0;
         for round in 0..6 {
             for _ in 0..rng.below(4) {

@@ -132,7 +132,9 @@ impl Drop for AgentGuard {
 
 /// The actor behind a [`crate::Transaction`].
 pub(crate) struct Agent {
-    core: AgentCore,
+    /// Boxed: the actor is moved several times as it starts (into its context, then into
+    /// its task), and the core is most of its size.
+    core: Box<AgentCore>,
     guard: AgentGuard,
     /// Blocked callers.
     callers: Callers,
@@ -155,7 +157,7 @@ impl Agent {
         outcome: Outcome,
     ) -> Agent {
         Agent {
-            core: AgentCore::new(id.clone(), modes, options),
+            core: Box::new(AgentCore::new(id.clone(), modes, options)),
             guard: AgentGuard { id, router },
             callers: Callers::default(),
             settle_scheduled: false,

@@ -124,6 +124,11 @@ pub enum FastLock {
 pub struct Touched(AtomicU64);
 
 impl Touched {
+    /// Whether no shard was used yet (the transaction has taken nothing on the fast path).
+    pub fn none(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == 0
+    }
+
     /// Every shard.
     pub fn all() -> Touched {
         Touched(AtomicU64::new(u64::MAX))

@@ -17,6 +17,7 @@
 
 use crate::proto::LockView;
 use crate::{AgentId, Mode, ModeTable};
+use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
 /// Hash maps over agent ids of a view. ahash rather than SipHash: the ids are the table's and
@@ -258,33 +259,37 @@ pub fn is_waited_for(modes: &ModeTable, view: &LockView, agent: &AgentId) -> boo
 /// A waiter's blockers come from three groups of distinct agents (holders incompatible with it,
 /// entries ahead incompatible with it, holders blocking an entry ahead), so it makes at most
 /// three pushes per edge it gets.
+///
+/// A short view (at most `SCAN_AT_MOST` entries, the usual queue) numbers its agents by
+/// scanning the few numbered so far and keeps its groups inline: the same edges without a hash
+/// table or a dozen small allocations, which cost a deadlock analysis more than the edges.
 pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId, &'v AgentId)> {
-    let mut number: AgentMap<'_, usize> = AgentMap::default();
+    let entries = view.granted.len() + view.converting.len() + view.waiting.len();
+    let mut numbers = Numbers::new(entries);
     for a in view
         .granted
         .iter()
         .map(|e| &e.agent)
         .chain(pending_of(view).map(|(a, _)| a))
     {
-        let next = number.len();
-        number.entry(a).or_insert(next);
+        numbers.add(a);
     }
-    type Group<'v> = Vec<(usize, &'v AgentId)>;
+    let n = numbers.len();
     let mut holding: [Group<'v>; Mode::COUNT] = Default::default();
     for h in &view.granted {
-        holding[h.mode.index()].push((number[&h.agent], &h.agent));
+        holding[h.mode.index()].push((numbers.of(&h.agent), &h.agent));
     }
     let mut ahead: [Group<'v>; Mode::COUNT] = Default::default();
     // Holders that block some entry ahead of the current one, and whether every holder of a
     // mode does (then its group need not be looked at again).
-    let mut blocking_ahead: Group<'v> = Vec::new();
-    let mut is_blocking_ahead = vec![false; number.len()];
+    let mut blocking_ahead: Group<'v> = Group::new();
+    let mut is_blocking_ahead: SmallVec<[bool; SCAN_AT_MOST]> = smallvec::smallvec![false; n];
     let mut group_blocking_ahead = [false; Mode::COUNT];
     // The waiter each agent was last made a blocker of.
-    let mut blocker_of = vec![usize::MAX; number.len()];
+    let mut blocker_of: SmallVec<[usize; SCAN_AT_MOST]> = smallvec::smallvec![usize::MAX; n];
     let mut out = Vec::new();
     for (x, m) in pending_of(view) {
-        let xn = number[x];
+        let xn = numbers.of(x);
         let mut push = |(yn, y): (usize, &'v AgentId)| {
             if yn != xn && blocker_of[yn] != xn {
                 blocker_of[yn] = xn;
@@ -318,4 +323,60 @@ pub fn view_edges<'v>(modes: &ModeTable, view: &'v LockView) -> Vec<(&'v AgentId
         ahead[m.index()].push((xn, x));
     }
     out
+}
+
+/// Numbered agents of one view, inline in a short one.
+type Group<'v> = SmallVec<[(usize, &'v AgentId); 2]>;
+
+/// The numbers [`view_edges`] gives the agents of a view, in the order first seen: found by a
+/// scan of those numbered so far in a short view, by a hash table in a long one.
+enum Numbers<'v> {
+    Scan(SmallVec<[&'v AgentId; SCAN_AT_MOST]>),
+    Hashed(AgentMap<'v, usize>),
+}
+
+impl<'v> Numbers<'v> {
+    /// Room for a view of `entries` entries.
+    fn new(entries: usize) -> Numbers<'v> {
+        if entries <= SCAN_AT_MOST {
+            Numbers::Scan(SmallVec::new())
+        } else {
+            Numbers::Hashed(AgentMap::with_capacity_and_hasher(
+                entries,
+                ahash::RandomState::new(),
+            ))
+        }
+    }
+
+    /// Numbers `a`, unless it has a number already.
+    fn add(&mut self, a: &'v AgentId) {
+        match self {
+            Numbers::Scan(seen) => {
+                if !seen.contains(&a) {
+                    seen.push(a);
+                }
+            }
+            Numbers::Hashed(map) => {
+                let next = map.len();
+                map.entry(a).or_insert(next);
+            }
+        }
+    }
+
+    /// How many agents are numbered.
+    fn len(&self) -> usize {
+        match self {
+            Numbers::Scan(seen) => seen.len(),
+            Numbers::Hashed(map) => map.len(),
+        }
+    }
+
+    /// The number of `a`, which was added.
+    fn of(&self, a: &AgentId) -> usize {
+        let found = match self {
+            Numbers::Scan(seen) => seen.iter().position(|x| *x == a),
+            Numbers::Hashed(map) => map.get(a).copied(),
+        };
+        found.unwrap_or_else(|| unreachable!("every agent of the view is numbered"))
+    }
 }

@@ -412,6 +412,141 @@ fn naive_edges(modes: &ModeTable, view: &LockView) -> BTreeSet<(AgentId, AgentId
     out
 }
 
+/// Checks the linear-time edges, per-agent questions and graph of random views made of
+/// `agents` (and of `others`, for a second view) against the definition computed naively.
+fn check_against_naive(
+    agents: &[RandomAgent],
+    others: &[RandomAgent],
+) -> Result<(), TestCaseError> {
+    let modes = ModeTable::standard();
+    let v = random_view(agents);
+    let expected = naive_edges(&modes, &v);
+    let got = view_edges(&modes, &v);
+    let got_set: BTreeSet<(AgentId, AgentId)> = got
+        .iter()
+        .map(|(x, y)| ((*x).clone(), (*y).clone()))
+        .collect();
+    prop_assert_eq!(got.len(), got_set.len(), "an edge listed twice");
+    prop_assert_eq!(&got_set, &expected);
+
+    let all: Vec<&AgentId> = v
+        .granted
+        .iter()
+        .map(|e| &e.agent)
+        .chain(v.converting.iter().map(|c| &c.agent))
+        .chain(v.waiting.iter().map(|w| &w.agent))
+        .collect();
+    let mut listed: Vec<&AgentId> = Vec::new();
+    for a in &all {
+        if !listed.contains(a) {
+            listed.push(a);
+        }
+    }
+    prop_assert_eq!(&v.agents(), &listed);
+
+    let index = ViewIndex::new(&modes, &v);
+    let mut by_waiter: BTreeMap<&AgentId, Vec<&AgentId>> = BTreeMap::new();
+    for (w, b) in &expected {
+        by_waiter.entry(w).or_default().push(b);
+    }
+    let waited: BTreeSet<&AgentId> = expected.iter().map(|(_, b)| b).collect();
+    for me in &(0..agents.len() as u64 + 1).map(agent).collect::<Vec<_>>() {
+        let mine = by_waiter.get(me).cloned().unwrap_or_default();
+        prop_assert_eq!(
+            blockers_of(&modes, &v, me),
+            mine.clone(),
+            "blockers of {}",
+            me
+        );
+        let holders: Vec<&AgentId> = mine
+            .iter()
+            .copied()
+            .filter(|b| !v.converting.iter().any(|c| c.agent == **b))
+            .filter(|b| !v.waiting.iter().any(|w| w.agent == **b))
+            .collect();
+        prop_assert_eq!(
+            holders_blocking(&modes, &v, me),
+            holders,
+            "holders blocking {}",
+            me
+        );
+        let is_waited = waited.contains(me);
+        prop_assert_eq!(
+            is_waited_for(&modes, &v, me),
+            is_waited,
+            "waited for: {}",
+            me
+        );
+        let pending =
+            v.converting.iter().any(|c| c.agent == *me) || v.waiting.iter().any(|w| w.agent == *me);
+        prop_assert_eq!(index.is_pending(me), pending, "pending: {}", me);
+        let first = v
+            .converting
+            .iter()
+            .map(|c| &c.agent)
+            .chain(v.waiting.iter().map(|w| &w.agent))
+            .find(|x| expected.contains(&((*x).clone(), me.clone())))
+            .filter(|_| v.holds(me) && !pending);
+        prop_assert_eq!(
+            first_blocked_by(&modes, &v, me),
+            first,
+            "first blocked by {}",
+            me
+        );
+        prop_assert_eq!(
+            index.first_blocked_by(me),
+            first,
+            "indexed: first blocked by {}",
+            me
+        );
+    }
+
+    // Two views sharing agents: each edge is labelled with the views that cause it, and the
+    // graph does not depend on the order of the views.
+    let n = node();
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    let w = random_view(others);
+    let g = WaitForGraph::build(&modes, [(&l, &n, &v), (&k, &n, &w)]);
+    let reversed = WaitForGraph::build(&modes, [(&k, &n, &w), (&l, &n, &v)]);
+    prop_assert_eq!(g.to_dot(), reversed.to_dot());
+    let mut labels: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
+    for (lock, edges) in [(&l, expected), (&k, naive_edges(&modes, &w))] {
+        for e in edges {
+            labels
+                .entry(e)
+                .or_default()
+                .insert((lock.clone(), n.clone()));
+        }
+    }
+    let everyone: BTreeSet<&AgentId> = listed.iter().copied().chain(w.agents()).collect();
+    prop_assert_eq!(g.agent_count(), everyone.len());
+    prop_assert_eq!(g.edge_count(), labels.len());
+    for ((from, to), label) in &labels {
+        prop_assert_eq!(
+            g.waits_for(from, to).map(|x| &x.0),
+            Some(label),
+            "{} -> {}",
+            from,
+            to
+        );
+    }
+    Ok(())
+}
+
+/// Up to `max` random agents of a view, as `random_view` takes them.
+fn random_agents(max: usize) -> impl Strategy<Value = Vec<RandomAgent>> {
+    proptest::collection::vec(
+        (
+            0u8..4,
+            0..Mode::COUNT,
+            0..Mode::COUNT,
+            any::<u32>(),
+            any::<u32>(),
+        ),
+        0..max,
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(32))]
 
@@ -419,90 +554,23 @@ proptest! {
     /// the definition computed naively.
     #[test]
     fn large_random_views_match_the_naive_definition(
-        agents in proptest::collection::vec(
-            (0u8..4, 0..Mode::COUNT, 0..Mode::COUNT, any::<u32>(), any::<u32>()),
-            0..300,
-        ),
-        others in proptest::collection::vec(
-            (0u8..4, 0..Mode::COUNT, 0..Mode::COUNT, any::<u32>(), any::<u32>()),
-            0..100,
-        ),
+        agents in random_agents(300),
+        others in random_agents(100),
     ) {
-        let modes = ModeTable::standard();
-        let v = random_view(&agents);
-        let expected = naive_edges(&modes, &v);
-        let got = view_edges(&modes, &v);
-        let got_set: BTreeSet<(AgentId, AgentId)> =
-            got.iter().map(|(x, y)| ((*x).clone(), (*y).clone())).collect();
-        prop_assert_eq!(got.len(), got_set.len(), "an edge listed twice");
-        prop_assert_eq!(&got_set, &expected);
+        check_against_naive(&agents, &others)?;
+    }
+}
 
-        let all: Vec<&AgentId> = v
-            .granted
-            .iter()
-            .map(|e| &e.agent)
-            .chain(v.converting.iter().map(|c| &c.agent))
-            .chain(v.waiting.iter().map(|w| &w.agent))
-            .collect();
-        let mut listed: Vec<&AgentId> = Vec::new();
-        for a in &all {
-            if !listed.contains(a) {
-                listed.push(a);
-            }
-        }
-        prop_assert_eq!(&v.agents(), &listed);
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
-        let index = ViewIndex::new(&modes, &v);
-        let mut by_waiter: BTreeMap<&AgentId, Vec<&AgentId>> = BTreeMap::new();
-        for (w, b) in &expected {
-            by_waiter.entry(w).or_default().push(b);
-        }
-        let waited: BTreeSet<&AgentId> = expected.iter().map(|(_, b)| b).collect();
-        for me in &(0..agents.len() as u64 + 1).map(agent).collect::<Vec<_>>() {
-            let mine = by_waiter.get(me).cloned().unwrap_or_default();
-            prop_assert_eq!(blockers_of(&modes, &v, me), mine.clone(), "blockers of {}", me);
-            let holders: Vec<&AgentId> = mine
-                .iter()
-                .copied()
-                .filter(|b| !v.converting.iter().any(|c| c.agent == **b))
-                .filter(|b| !v.waiting.iter().any(|w| w.agent == **b))
-                .collect();
-            prop_assert_eq!(holders_blocking(&modes, &v, me), holders, "holders blocking {}", me);
-            let is_waited = waited.contains(me);
-            prop_assert_eq!(is_waited_for(&modes, &v, me), is_waited, "waited for: {}", me);
-            let pending = v.converting.iter().any(|c| c.agent == *me)
-                || v.waiting.iter().any(|w| w.agent == *me);
-            prop_assert_eq!(index.is_pending(me), pending, "pending: {}", me);
-            let first = v
-                .converting
-                .iter()
-                .map(|c| &c.agent)
-                .chain(v.waiting.iter().map(|w| &w.agent))
-                .find(|x| expected.contains(&((*x).clone(), me.clone())))
-                .filter(|_| v.holds(me) && !pending);
-            prop_assert_eq!(first_blocked_by(&modes, &v, me), first, "first blocked by {}", me);
-            prop_assert_eq!(index.first_blocked_by(me), first, "indexed: first blocked by {}", me);
-        }
-
-        // Two views sharing agents: each edge is labelled with the views that cause it, and the
-        // graph does not depend on the order of the views.
-        let n = node();
-        let (l, k) = (lock_id!["l"], lock_id!["k"]);
-        let w = random_view(&others);
-        let g = WaitForGraph::build(&modes, [(&l, &n, &v), (&k, &n, &w)]);
-        let reversed = WaitForGraph::build(&modes, [(&k, &n, &w), (&l, &n, &v)]);
-        prop_assert_eq!(g.to_dot(), reversed.to_dot());
-        let mut labels: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
-        for (lock, edges) in [(&l, expected), (&k, naive_edges(&modes, &w))] {
-            for e in edges {
-                labels.entry(e).or_default().insert((lock.clone(), n.clone()));
-            }
-        }
-        let everyone: BTreeSet<&AgentId> = listed.iter().copied().chain(w.agents()).collect();
-        prop_assert_eq!(g.agent_count(), everyone.len());
-        prop_assert_eq!(g.edge_count(), labels.len());
-        for ((from, to), label) in &labels {
-            prop_assert_eq!(g.waits_for(from, to).map(|x| &x.0), Some(label), "{} -> {}", from, to);
-        }
+    /// So do short ones (the usual queue), which `view_edges` and the view index scan instead of
+    /// hashing: every size up to a little past where they switch.
+    #[test]
+    fn short_random_views_match_the_naive_definition(
+        agents in random_agents(24),
+        others in random_agents(24),
+    ) {
+        check_against_naive(&agents, &others)?;
     }
 }

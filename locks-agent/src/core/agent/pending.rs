@@ -161,6 +161,15 @@ impl AgentCore {
             for lock in &stale.locks {
                 evaluate(self, lock);
             }
+            // A tree inside another marked one is walked with it (a notice for a lock comes
+            // with those for its ancestors, and a new agent's seed marks every level): sorted,
+            // a lock's descendants follow it, after the last tree kept.
+            if stale.trees.len() > 1 {
+                stale.trees.sort_unstable();
+                stale
+                    .trees
+                    .dedup_by(|later, kept| later == kept || kept.is_ancestor_of(later));
+            }
             for root in &stale.trees {
                 // Descendants follow their ancestor in lock id order.
                 let mut next = self.request_from(Bound::Included(root));

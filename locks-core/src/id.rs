@@ -49,19 +49,35 @@ impl Ord for Key {
                 if Arc::ptr_eq(a, b) {
                     Ordering::Equal
                 } else {
-                    a.cmp(b)
+                    cmp_bytes(a.as_bytes(), b.as_bytes())
                 }
             }
             (Key::Bytes(a), Key::Bytes(b)) => {
                 if Arc::ptr_eq(a, b) {
                     Ordering::Equal
                 } else {
-                    a.cmp(b)
+                    cmp_bytes(a, b)
                 }
             }
             (a, b) => a.rank().cmp(&b.rank()),
         }
     }
+}
+
+/// The order of byte strings, as `<[u8]>::cmp`. A short key (a table or column name) is
+/// compared in place: the library's comparison calls `memcmp`, whose call cost more than the
+/// few bytes, and a lock id's keys are compared in every look-up of the agents' ordered maps.
+fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    const SHORT: usize = 16;
+    if a.len().min(b.len()) > SHORT {
+        return a.cmp(b);
+    }
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 impl PartialOrd for Key {
@@ -235,9 +251,41 @@ pub enum LockIdError {
 /// assert_eq!(row.parent(), Some(LockId::from(["db", "accounts"])));
 /// assert!(LockId::from(["db"]).is_ancestor_of(&row));
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Eq, Serialize, Deserialize)]
 #[serde(try_from = "Vec<Key>", into = "Vec<Key>")]
 pub struct LockId(Arc<[Key]>);
+
+/// The hash of the keys (as [`PartialEq`] compares them).
+impl std::hash::Hash for LockId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+/// Lock ids compare by their keys; an id and its clones, which share the keys, compare equal
+/// without reading them (a request's id is handed along to its notices and map entries).
+impl PartialEq for LockId {
+    fn eq(&self, other: &LockId) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+/// The order of their keys (lexicographic: an ancestor sorts just before its descendants).
+impl Ord for LockId {
+    fn cmp(&self, other: &LockId) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            std::cmp::Ordering::Equal
+        } else {
+            self.0.cmp(&other.0)
+        }
+    }
+}
+
+impl PartialOrd for LockId {
+    fn partial_cmp(&self, other: &LockId) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl LockId {
     /// Builds a lock id from its keys; an empty path is an error.

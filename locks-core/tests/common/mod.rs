@@ -17,7 +17,10 @@ pub fn key() -> impl Strategy<Value = Key> {
         any::<u64>().prop_map(Key::from),
         "[ab]{1,2}".prop_map(Key::from),
         "\\PC{0,6}".prop_map(Key::from),
+        // Around the length up to which keys are compared in place: mostly equal up to there.
+        "a{14,18}[ab]{0,3}".prop_map(Key::from),
         proptest::collection::vec(any::<u8>(), 0..4).prop_map(Key::from),
+        proptest::collection::vec(0u8..2, 14..20).prop_map(Key::from),
     ]
 }
 

@@ -54,11 +54,20 @@ impl Sharding {
         agent: &AgentId,
         bits: u64,
     ) -> Vec<(LockNotice, Option<Mode>)> {
-        let mut out = Vec::new();
-        for i in self.members(bits) {
+        let mut used = self.members(bits);
+        let Some(first) = used.next() else {
+            return Vec::new();
+        };
+        // Each shard's part is sorted already: one shard (the usual transaction) needs no more.
+        let mut out = shards.read(first, |t| t.agent_state(agent));
+        let mut more = false;
+        for i in used {
             out.extend(shards.read(i, |t| t.agent_state(agent)));
+            more = true;
         }
-        out.sort_by(|x, y| x.0.lock.cmp(&y.0.lock));
+        if more {
+            out.sort_by(|x, y| x.0.lock.cmp(&y.0.lock));
+        }
         out
     }
 

@@ -282,27 +282,28 @@ impl LockTable {
     /// lock if it has one. An agent that starts late (the node's fast path granted its first
     /// locks without one) learns its state from this.
     pub fn agent_state(&self, agent: &AgentId) -> Vec<(LockNotice, Option<Mode>)> {
-        let mut out: Vec<(LockNotice, Option<Mode>)> = self
-            .records_of(agent)
-            .filter_map(|(a, rec)| {
-                let entry = rec.entry(a)?;
-                let state = entry.state();
-                let queued = rec.converting().next().is_some() || rec.waiting().next().is_some();
-                let with_queue = super::notify::with_queue(&state, queued);
-                let notice = LockNotice {
-                    node: self.node.clone(),
-                    lock: rec.id.clone(),
-                    version: rec.version,
-                    state,
-                    queue: with_queue.then(|| {
-                        std::sync::Arc::new(super::notify::view(rec, &self.modes, &self.agents))
-                    }),
-                    note: None,
-                };
-                Some((notice, entry.direct))
-            })
-            .collect();
-        out.sort_by(|x, y| x.0.lock.cmp(&y.0.lock));
+        // Sorted before the notices are built: they are large to move, the slots are not.
+        let mut records: smallvec::SmallVec<[(u32, &super::record::LockRecord); 8]> =
+            self.records_of(agent).collect();
+        records.sort_unstable_by(|x, y| x.1.id.cmp(&y.1.id));
+        let mut out = Vec::with_capacity(records.len());
+        out.extend(records.into_iter().filter_map(|(a, rec)| {
+            let entry = rec.entry(a)?;
+            let state = entry.state();
+            let queued = rec.converting().next().is_some() || rec.waiting().next().is_some();
+            let with_queue = super::notify::with_queue(&state, queued);
+            let notice = LockNotice {
+                node: self.node.clone(),
+                lock: rec.id.clone(),
+                version: rec.version,
+                state,
+                queue: with_queue.then(|| {
+                    std::sync::Arc::new(super::notify::view(rec, &self.modes, &self.agents))
+                }),
+                note: None,
+            };
+            Some((notice, entry.direct))
+        }));
         out
     }
 }

@@ -62,7 +62,11 @@ impl AgentCore {
             out.extend(self.receive(AgentMessage::Notice(notice)));
         }
         for lock in claimed {
-            let held = self.granted_lock(lock).is_some();
+            // Whether it is held, without building the grant a client would be told of.
+            let held = self
+                .requests
+                .get(lock)
+                .is_some_and(|r| r.is_held(&self.modes, &self.knowledge, &self.down));
             if let Some(r) = self.requests.get_mut(lock)
                 && r.claimed.is_none()
             {

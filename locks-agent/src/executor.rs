@@ -59,23 +59,21 @@ pub fn execute(
         for effect in effects {
             count(metrics, core, &effect);
             match effect {
-                Effect::ToServer { node, request } => {
-                    match router.send_server_now(&node, request) {
-                        Ok(()) => {}
-                        Err(err) => {
-                            // A node known down, or a release at a stop (the node may be
-                            // stopping too), is no surprise.
-                            if matches!(err, RouteError::NodeDown(_)) || !core.is_running() {
-                                debug!(agent = %core.id(), %node, %err, "lock server unreachable");
-                            } else {
-                                warn!(agent = %core.id(), %node, %err, "lock server unreachable");
-                            }
-                            if !unreachable.contains(&node) {
-                                unreachable.push(node);
-                            }
+                Effect::ToServer { node, request } => match router.send_server(&node, request) {
+                    Ok(()) => {}
+                    Err(err) => {
+                        // A node known down, or a release at a stop (the node may be
+                        // stopping too), is no surprise.
+                        if matches!(err, RouteError::NodeDown(_)) || !core.is_running() {
+                            debug!(agent = %core.id(), %node, %err, "lock server unreachable");
+                        } else {
+                            warn!(agent = %core.id(), %node, %err, "lock server unreachable");
+                        }
+                        if !unreachable.contains(&node) {
+                            unreachable.push(node);
                         }
                     }
-                }
+                },
                 Effect::ToAgent { to, msg } => {
                     if let Err(err) = router.send_agent(&to, msg) {
                         trace!(agent = %core.id(), %to, %err, "agent message not delivered");

@@ -195,8 +195,7 @@ impl<C: Callbacks> MemberActor<C> {
     /// delivery failure.
     fn send(&mut self, effect: Effect<C>, now: Duration) -> Option<Vec<Effect<C>>> {
         match effect {
-            Effect::ToServer { node, request } => match self.router.send_server_now(&node, request)
-            {
+            Effect::ToServer { node, request } => match self.router.send_server(&node, request) {
                 Ok(()) => None,
                 Err(err) => {
                     trace!(member = %self.me(), %node, %err, "lock server unreachable");

@@ -19,10 +19,9 @@
 //! ```
 //!
 //! The node's lock table is in shards by root key, each behind its own mutex (`LocalTable`),
-//! shared by the lock server actor (requests from peers, node down, timers) and the
+//! shared by the lock server actor (requests that come as messages, node down, timers) and the
 //! transactions of this node, which take and release uncontended locks on their own thread
-//! (transactions on disjoint hierarchies on different threads share no mutex), as its agents
-//! apply their requests to it as they send them ([`internal::Router::send_server_now`]); all apply
+//! (transactions on disjoint hierarchies on different threads share no mutex); both apply
 //! inputs with
 //! [`LockTable::step`] ([`TableInput`] in, [`TableEffect`] out), the fast path with its quiet
 //! form ([`LockTable::step_quiet`]), which builds nothing for the requester.

@@ -73,9 +73,6 @@ enum Mailbox {
 pub struct Router {
     node: NodeId,
     server: OnceLock<ServerMailbox>,
-    /// The node's table, for the requests of this node's own agents ([`Router::send_server_now`]).
-    /// Weak: the table holds the router.
-    table: OnceLock<Weak<LocalTable>>,
     /// Local agents' mailboxes, sharded by serial (see [`AgentShard`]). Whatever must happen
     /// in order for one agent (its kept messages before later ones) happens under its shard's
     /// lock; nothing is ordered across agents.
@@ -105,7 +102,6 @@ impl Router {
     pub fn new(node: NodeId) -> Router {
         Router {
             server: OnceLock::new(),
-            table: OnceLock::new(),
             agents: Box::default(),
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
@@ -120,7 +116,6 @@ impl Router {
     /// Sets the node's table and the largest frame its links carry, for answering peers'
     /// introspection questions; done once when the node starts.
     pub fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
-        let _ = self.table.set(table.clone());
         self.introspection.set_table(table, max_frame);
     }
 
@@ -404,31 +399,6 @@ impl Router {
             .get(node)
             .cloned()
             .ok_or_else(|| RouteError::NodeDown(node.clone()))
-    }
-
-    /// Sends a request of one of this node's agents to the lock server of `node`: to this
-    /// node's, it is applied to the table at once, on the calling thread, as the lock server
-    /// would apply it ([`LocalTable::serve`]); to a peer's, as [`Router::send_server`] does.
-    ///
-    /// Why not through the server's mailbox: the agents run on the node's thread, where the
-    /// message waited behind every task ready before the server, one more hop per request (a
-    /// victim's surrender, an agent's release at its end). Nothing else changes: every request
-    /// of an agent to this node takes this path, so they reach the table in the order sent, and
-    /// the table's answers go to the agents' mailboxes as before. Requests from peers still come
-    /// through the server's mailbox ([`Router::deliver_incoming`]).
-    pub fn send_server_now(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
-        if node != &self.node {
-            return self.send_server(node, request);
-        }
-        let running = self.server.get().is_some_and(|s| s.requests.connected());
-        let table = self.table.get().and_then(Weak::upgrade);
-        match table {
-            Some(table) if running => {
-                table.serve(request);
-                Ok(())
-            }
-            _ => Err(RouteError::ServerStopped),
-        }
     }
 
     /// Sends a request to the lock server of `node`.

@@ -235,9 +235,8 @@ impl LocalTable {
     /// when it is applied, so a request on its way when its node went down is covered whatever
     /// the order of the two), applied otherwise.
     pub fn serve(&self, request: ServerRequest) {
-        // Set once the kept requests are applied. `end_start_delay` holds the list while it
-        // applies them, so a request that finds the list gone comes after every kept one,
-        // whichever thread serves it (the server's, or an agent's: `Router::send_server_now`).
+        // Set once the kept requests are applied; only this shell's thread serves, so the
+        // list cannot fill up again behind the check.
         if self.serving.load(Ordering::Acquire) {
             return self.serve_now(request);
         }

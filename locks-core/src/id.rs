@@ -41,26 +41,29 @@ pub enum Key {
 /// atom) or handed along from a request to its notices usually share it.
 impl Ord for Key {
     fn cmp(&self, other: &Key) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
         match (self, other) {
             (Key::Int(a), Key::Int(b)) => a.cmp(b),
             (Key::UInt(a), Key::UInt(b)) => a.cmp(b),
             (Key::Str(a), Key::Str(b)) => {
-                if Arc::ptr_eq(a, b) {
-                    Ordering::Equal
-                } else {
-                    cmp_bytes(a.as_bytes(), b.as_bytes())
-                }
+                shared_first(a, b, |a, b| cmp_bytes(a.as_bytes(), b.as_bytes()))
             }
-            (Key::Bytes(a), Key::Bytes(b)) => {
-                if Arc::ptr_eq(a, b) {
-                    Ordering::Equal
-                } else {
-                    cmp_bytes(a, b)
-                }
-            }
+            (Key::Bytes(a), Key::Bytes(b)) => shared_first(a, b, cmp_bytes),
             (a, b) => a.rank().cmp(&b.rank()),
         }
+    }
+}
+
+/// `cmp(a, b)`, unless `a` and `b` share their allocation: then equal without reading them.
+/// The order of the shared values of keys, lock ids and node ids (`crate::ident`).
+pub(crate) fn shared_first<T: ?Sized>(
+    a: &Arc<T>,
+    b: &Arc<T>,
+    cmp: impl FnOnce(&T, &T) -> std::cmp::Ordering,
+) -> std::cmp::Ordering {
+    if Arc::ptr_eq(a, b) {
+        std::cmp::Ordering::Equal
+    } else {
+        cmp(a, b)
     }
 }
 
@@ -273,11 +276,7 @@ impl PartialEq for LockId {
 /// The order of their keys (lexicographic: an ancestor sorts just before its descendants).
 impl Ord for LockId {
     fn cmp(&self, other: &LockId) -> std::cmp::Ordering {
-        if Arc::ptr_eq(&self.0, &other.0) {
-            std::cmp::Ordering::Equal
-        } else {
-            self.0.cmp(&other.0)
-        }
+        shared_first(&self.0, &other.0, Ord::cmp)
     }
 }
 

@@ -64,11 +64,7 @@ impl std::hash::Hash for NodeId {
 /// keys.
 impl Ord for NodeId {
     fn cmp(&self, other: &NodeId) -> std::cmp::Ordering {
-        if Arc::ptr_eq(&self.0, &other.0) {
-            std::cmp::Ordering::Equal
-        } else {
-            self.0.cmp(&other.0)
-        }
+        crate::id::shared_first(&self.0, &other.0, Ord::cmp)
     }
 }
 

@@ -12,7 +12,11 @@
 //!
 //! **Retired records.** A record that falls unused (no entries, no watchers) is not deleted at
 //! once: it is *retired*, kept in the index, and deleted only once more than [`RETIRED`]
-//! records were retired after it ([`Locks::evict`], at the end of a table operation). A lock
+//! records were retired after its last retirement ([`Locks::evict`], at the end of a table
+//! operation). A retirement is listed with the record's version, which every change of its
+//! queue moves, so an older listing of a record retired again since is skipped: an ancestor
+//! that every transaction takes and releases is retired by each of them, and must not be
+//! deleted by the listing of the transaction 20 before. A lock
 //! taken again meanwhile reuses its record, which saves hashing the path again, an index
 //! insertion and removal, and the allocation of the id: an ancestor (a database's table) is
 //! released and taken again by every transaction on its rows. A retired record is invisible to
@@ -22,8 +26,8 @@
 //!
 //! Invariants: `index` holds `s` exactly when `slots[s]` holds a record, under the hash of that
 //! record's keys; free slots are `None` and listed in `free`; every unused record's slot is in
-//! `retired` (possibly more than once), and `retired` holds at most [`RETIRED`] slots between
-//! operations.
+//! `retired` with the record's current version (possibly beside older listings), and
+//! `retired` holds at most [`RETIRED`] listings between operations.
 
 use super::record::LockRecord;
 use ahash::RandomState;
@@ -47,9 +51,10 @@ pub(super) struct Locks {
     index: HashTable<u32>,
     slots: Vec<Option<LockRecord>>,
     free: Vec<u32>,
-    /// Slots of records retired, oldest first (a slot may be listed twice, or hold a record
-    /// in use again: [`Locks::evict`] checks).
-    retired: VecDeque<u32>,
+    /// Slots of records retired, with the record's version then, oldest first (a slot may be
+    /// listed twice, or hold a record in use again, or retired again since: [`Locks::evict`]
+    /// checks).
+    retired: VecDeque<(u32, u64)>,
 }
 
 /// The keys of the record in slot `s`, if there is one.
@@ -162,17 +167,23 @@ impl Locks {
     /// Retires the record in slot `s`, which has just fallen unused (see the module
     /// documentation).
     pub fn retire(&mut self, s: u32) {
-        self.retired.push_back(s);
+        if let Some(r) = self.get(s) {
+            self.retired.push_back((s, r.version));
+        }
     }
 
     /// Deletes the oldest retired records beyond [`RETIRED`] that are still unused. Called
     /// between operations only: an operation may hold the slot of a retired record it found.
     pub fn evict(&mut self) {
         while self.retired.len() > RETIRED {
-            let Some(s) = self.retired.pop_front() else {
+            let Some((s, version)) = self.retired.pop_front() else {
                 break;
             };
-            if self.get(s).is_some_and(LockRecord::is_unused) {
+            // A listing older than the record's last retirement is not the one that counts.
+            if self
+                .get(s)
+                .is_some_and(|r| r.is_unused() && r.version == version)
+            {
                 self.remove(s);
             }
         }
@@ -207,7 +218,7 @@ impl Locks {
         let mut unused: SmallVec<[u32; RETIRED]> = self
             .retired
             .iter()
-            .copied()
+            .map(|&(s, _)| s)
             .filter(|&s| self.get(s).is_some_and(LockRecord::is_unused))
             .collect();
         unused.sort_unstable();
@@ -259,6 +270,41 @@ mod tests {
         // Taken again: the same slot, and visible again.
         assert_eq!(used(&mut locks, &a), s);
         assert_eq!((locks.find(a.keys()), locks.len()), (Some(s), 1));
+    }
+
+    /// Like the version a table operation gives a record it changes.
+    fn touch(locks: &mut Locks, s: u32, version: u64) {
+        locks.get_mut(s).unwrap().version = version;
+    }
+
+    #[test]
+    fn a_record_retired_again_is_kept_by_its_last_retirement_not_its_first() {
+        // An ancestor every transaction takes and releases, beside a row of its own each time:
+        // only the rows may go.
+        let mut locks = Locks::default();
+        let table = lock_id!["t"];
+        let kept = used(&mut locks, &table);
+        unuse(&mut locks, kept);
+        let mut version = 1;
+        for i in 0..(4 * RETIRED as u64) {
+            version += 1;
+            assert_eq!(used(&mut locks, &table), kept, "transaction {i}");
+            let row = used(&mut locks, &lock(i));
+            touch(&mut locks, kept, version);
+            touch(&mut locks, row, version);
+            unuse(&mut locks, row);
+            unuse(&mut locks, kept);
+            locks.evict();
+            let hash = hash_path(&locks.hasher, table.keys());
+            assert_eq!(
+                locks.find_any_hashed(table.keys(), hash),
+                Some(kept),
+                "the ancestor was deleted after transaction {i}"
+            );
+            assert!(locks.retired.len() <= RETIRED);
+        }
+        // The rows beyond the bound are gone for good.
+        assert!(locks.capacity_used() <= RETIRED + 1);
     }
 
     #[test]

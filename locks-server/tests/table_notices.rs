@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
-use locks_core::{Mode, ModeTable, lock_id};
+use locks_core::{LockId, Mode, ModeTable, lock_id};
 use locks_server::LockTable;
 use locks_server::TableSnapshot;
 
@@ -292,4 +292,42 @@ fn the_snapshot_round_trips_through_the_codec() {
     let bytes = locks_core::codec::encode(&snap, 1 << 20).expect("encodes");
     let back: TableSnapshot = locks_core::codec::decode(&bytes, 1 << 20).expect("decodes");
     assert_eq!(back, snap);
+}
+
+/// An agent removed with locks and watches on several ids: the others hear of them in lock id
+/// order (an ancestor before its descendants), whatever order the table created the records
+/// in. Here `["b"]` and its child exist before `["a"]`, and the watch on `["a", 1]` before both.
+#[test]
+fn a_removed_agent_s_notices_come_in_lock_id_order() {
+    let mut tb = table();
+    let (a, b) = (lock_id!["a"], lock_id!["b"]);
+    let (a1, b1) = (a.child(1), b.child(1));
+    tb.step(locks_server::TableInput::Request(ServerRequest::Watch {
+        watcher: t(3),
+        lock: a1.clone(),
+    }));
+    lock(&mut tb, 1, &b1, Mode::X);
+    lock(&mut tb, 1, &b, Mode::S);
+    lock(&mut tb, 1, &a1, Mode::X);
+    lock(&mut tb, 1, &a, Mode::S);
+    for id in [&b1, &b, &a1, &a] {
+        lock(&mut tb, 2, id, Mode::X);
+    }
+    let fx = remove(&mut tb, 1);
+    let order: Vec<LockId> = fx
+        .iter()
+        .filter_map(|(_, m)| match m {
+            AgentMessage::Notice(n) => Some(n.lock.clone()),
+            AgentMessage::Watched { lock, .. } => Some(lock.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order.len(), fx.len(), "only notices and views: {fx:?}");
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted);
+    // Everybody affected heard: the waiter on each of the four ids, the watcher of one.
+    for id in [&a, &a1, &b, &b1] {
+        assert!(order.contains(id), "nothing about {id:?}: {order:?}");
+    }
 }

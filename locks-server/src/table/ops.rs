@@ -344,8 +344,7 @@ impl LockTable {
             return Effects::new();
         };
         // Slots only, inline for the usual transaction (a lock and its ancestors): no
-        // allocation and no lock id copied to end it. In lock id order, so that the notices
-        // are (distinct slots hold distinct ids, so equal slots end up side by side).
+        // allocation and no lock id copied to end it.
         let mut targets: smallvec::SmallVec<[u32; 8]> = self
             .agents
             .get(a)
@@ -353,11 +352,7 @@ impl LockTable {
             .flat_map(|slot| slot.locks.iter().chain(slot.watches.iter()).copied())
             .filter(|&t| self.locks.get(t).is_some())
             .collect();
-        let locks = &self.locks;
-        targets.sort_unstable_by(|&x, &y| {
-            let id = |t| locks.get(t).map(|r| &r.id);
-            id(x).cmp(&id(y))
-        });
+        targets.sort_unstable();
         targets.dedup();
         let v = self.next_version();
         let mut out = Effects::new();
@@ -369,6 +364,11 @@ impl LockTable {
         for t in targets {
             touched |= self.apply(t, a, Edit::Remove, &aud, v, &mut out);
         }
+        // The notices in lock id order, as if the locks had been edited in that order: an
+        // edit changes only its own lock, so the notices of each lock are the same whatever
+        // the order, and a stable sort keeps each lock's own in the order they were made. The
+        // usual transaction's release tells nobody, and sorts nothing.
+        out.sort_by(|(_, x), (_, y)| notice_lock(x).cmp(&notice_lock(y)));
         self.agents.remove(a);
         if touched {
             self.version = v;
@@ -600,6 +600,15 @@ impl LockTable {
             self.version = v;
         }
         self.agents.release_if_idle(a);
+    }
+}
+
+/// The lock a notice of an edit is about (`notify::emit` makes only these two kinds).
+fn notice_lock(msg: &AgentMessage) -> Option<&LockId> {
+    match msg {
+        AgentMessage::Notice(n) => Some(&n.lock),
+        AgentMessage::Watched { lock, .. } => Some(lock),
+        _ => None,
     }
 }
 

@@ -24,8 +24,9 @@ pub enum Check {
     ValueAtMost(f64),
     /// The ratio to the row's floor is at most this.
     FloorRatioAtMost(f64),
-    /// The median round's extra figure of this name is at most this.
-    ExtraAtMost(&'static str, f64),
+    /// Decided by the workload after its rounds, from the figures of several rows
+    /// ([`Row::decide_goal`]); missed until then.
+    AfterRounds,
     /// No deadlock cycle was left unresolved: met unless the workload calls
     /// [`Row::goal_missed`] after its rounds.
     NoneUnresolved,
@@ -157,6 +158,16 @@ impl Row {
         }) = &mut self.outcome
         {
             *met = false;
+        }
+    }
+
+    /// Decides the row's goal (for a [`Check::AfterRounds`] goal); nothing if it has none.
+    pub fn decide_goal(&mut self, met: bool) {
+        if let Outcome::Measured(Measured {
+            goal: Some((_, m)), ..
+        }) = &mut self.outcome
+        {
+            *m = met;
         }
     }
 

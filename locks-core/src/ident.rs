@@ -134,11 +134,24 @@ impl fmt::Display for NodeId {
 ///
 /// Ordered by `(node, incarnation, serial)`: an agent made later on the same thread of a node
 /// is larger.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AgentId {
     node: NodeId,
     incarnation: u64,
     serial: u64,
+}
+
+/// By incarnation and serial, not by the node's name: equal ids hash alike, as `Hash` requires,
+/// and ids that differ only in their node are few (a node's incarnation is its start time in
+/// microseconds, and a peer may speak only for its own agents, so a table meets at most one
+/// such id per node of the cluster). Hashing the name cost a pass over its bytes in every
+/// look-up of an agent: the table interns, looks up and forgets each transaction's agent, and
+/// the router registers and forgets its mailbox.
+impl std::hash::Hash for AgentId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.incarnation.hash(state);
+        self.serial.hash(state);
+    }
 }
 
 impl AgentId {

@@ -272,6 +272,24 @@ proptest! {
         let key = |x: &AgentId| (x.node().clone(), x.incarnation(), x.serial());
         prop_assert_eq!(a.cmp(&b), key(&a).cmp(&key(&b)));
     }
+
+    /// Equal ids hash alike, also when their node names are separate copies (each thread makes
+    /// its own); ids apart in incarnation or serial hash apart (with 64-bit hashes, two such
+    /// ids colliding would be a one-in-2^64 fluke of the seed, not a property of the ids).
+    #[test]
+    fn agent_ids_hash_as_they_compare(a in common::agent_id(), b in common::agent_id()) {
+        use std::hash::BuildHasher;
+        let h = std::collections::hash_map::RandomState::new();
+        let copy = AgentId::new(
+            NodeId::new(a.node().as_str()).unwrap(),
+            a.incarnation(),
+            a.serial(),
+        );
+        prop_assert_eq!(h.hash_one(&a), h.hash_one(&copy));
+        if (a.incarnation(), a.serial()) != (b.incarnation(), b.serial()) {
+            prop_assert_ne!(h.hash_one(&a), h.hash_one(&b));
+        }
+    }
 }
 
 #[test]

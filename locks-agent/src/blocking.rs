@@ -3,8 +3,10 @@
 //! thread until they are answered, named after tokio's convention
 //! (`tokio::sync::Mutex::blocking_lock`).
 //!
-//! An uncontended local lock never blocks: the fast path grants it on the calling thread. A
-//! call that has to wait parks the calling thread until the transaction's agent, on the node's
+//! An uncontended local lock never blocks: the fast path grants it on the calling thread, and
+//! `begin_transaction_blocking`, `blocking_lock` (when the fast path decides it) and
+//! `blocking_end` answer without running an executor at all. A call that has to wait parks the
+//! calling thread, in an executor of its own, until the transaction's agent, on the node's
 //! thread, answers.
 //!
 //! # Panics
@@ -17,20 +19,26 @@
 use crate::error::Error;
 use crate::events::Locked;
 use crate::options::Options;
-use crate::transaction::{Transaction, begin_transaction};
+use crate::transaction::fast::Fast;
+use crate::transaction::{Transaction, begin_now};
 use locks_core::{LockId, Mode};
 use locks_server::Node;
 
-/// Runs `fut` to completion on the calling thread, which must not be running an async runtime.
-fn block_on<F: std::future::Future>(call: &str, fut: F) -> F::Output {
+/// Panics if the calling thread runs an async runtime (see the module documentation).
+fn not_in_runtime(call: &str) {
     assert!(
         tokio::runtime::Handle::try_current().is_err(),
         "locks_agent::{call} called from within an async runtime; use the async method there"
     );
+}
+
+/// Runs `fut` to completion on the calling thread, which must not be running an async runtime.
+fn block_on<F: std::future::Future>(call: &str, fut: F) -> F::Output {
+    not_in_runtime(call);
     futures::executor::block_on(fut)
 }
 
-/// [`begin_transaction`], blocking: starts a transaction on `node`.
+/// [`begin_transaction`](crate::begin_transaction), blocking: starts a transaction on `node`.
 ///
 /// ```
 /// use locks_agent::{Options, begin_transaction_blocking};
@@ -49,16 +57,22 @@ fn block_on<F: std::future::Future>(call: &str, fut: F) -> F::Output {
 /// .unwrap();
 /// ```
 pub fn begin_transaction_blocking(node: &Node, options: Options) -> Result<Transaction, Error> {
-    block_on(
-        "begin_transaction_blocking",
-        begin_transaction(node, options),
-    )
+    not_in_runtime("begin_transaction_blocking");
+    begin_now(node, options)
 }
 
 impl Transaction {
     /// [`Transaction::lock`], blocking the calling thread until the lock is held.
+    ///
+    /// A lock the fast path decides is answered without an executor: only a call that waits
+    /// for the agent runs one.
     pub fn blocking_lock(&self, lock: impl Into<LockId>, mode: Mode) -> Result<Locked, Error> {
-        block_on("Transaction::blocking_lock", self.lock(lock, mode))
+        not_in_runtime("Transaction::blocking_lock");
+        let lock = lock.into();
+        match self.try_fast(&lock, mode) {
+            Fast::Done(result) => result,
+            Fast::Agent(addr) => futures::executor::block_on(self.lock_by_agent(addr, lock, mode)),
+        }
     }
 
     /// [`Transaction::unlock`], blocking.
@@ -66,9 +80,9 @@ impl Transaction {
         block_on("Transaction::blocking_unlock", self.unlock(lock))
     }
 
-    /// [`Transaction::end`], blocking (it waits for nothing; this only spares a synchronous
-    /// caller an executor).
+    /// [`Transaction::end`], blocking (it waits for nothing, so no executor runs).
     pub fn blocking_end(self) -> Result<(), Error> {
-        block_on("Transaction::blocking_end", self.end())
+        not_in_runtime("Transaction::blocking_end");
+        self.end_now()
     }
 }

@@ -32,7 +32,7 @@ use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-mod fast;
+pub(crate) mod fast;
 mod wait_time;
 mod watching;
 
@@ -90,6 +90,11 @@ async fn at_once<T>(result: T) -> T {
 /// # }
 /// ```
 pub async fn begin_transaction(node: &Node, options: Options) -> Result<Transaction, Error> {
+    begin_now(node, options)
+}
+
+/// What [`begin_transaction`] does, on the caller's thread (it waits for nothing).
+pub(crate) fn begin_now(node: &Node, options: Options) -> Result<Transaction, Error> {
     if !node.is_running() {
         return Err(locks_server::Error::Stopped.into());
     }
@@ -279,9 +284,19 @@ impl Transaction {
             Fast::Done(result) => return Either::Left(Either::Right(cooperative(result))),
             Fast::Agent(addr) => addr,
         };
+        Either::Right(self.lock_by_agent(addr, lock, mode))
+    }
+
+    /// Sends `lock` in `mode` on this node to the agent, and returns the wait for its answer.
+    pub(crate) fn lock_by_agent(
+        &self,
+        addr: Addr<Agent>,
+        lock: LockId,
+        mode: Mode,
+    ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx), None);
-        Either::Right(wait_time::timed(&self.node, self.wait(rx)))
+        wait_time::timed(&self.node, self.wait(rx))
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -593,11 +608,17 @@ impl Transaction {
     /// node's again, for any request sent before `end` that reached the server after that
     /// release) to release its locks, on the node's thread. Returns the error that ended the
     /// transaction earlier, if one did (an abort on deadlock).
-    pub async fn end(mut self) -> Result<(), Error> {
-        self.ended = true;
-        self.finish();
+    pub async fn end(self) -> Result<(), Error> {
+        let ended = self.end_now();
         // Released: the place to give the thread's other tasks a turn (see `at_once`).
         tokio::task::coop::consume_budget().await;
+        ended
+    }
+
+    /// What `end` does, on the caller's thread: releases, and says why the agent stopped.
+    pub(crate) fn end_now(mut self) -> Result<(), Error> {
+        self.ended = true;
+        self.finish();
         // No outcome was ever made: no agent ran, nothing can have gone wrong.
         let outcome = self
             .outcome

@@ -65,6 +65,13 @@ pub struct Client {
     pub statuses: Vec<TransactionStatus>,
     /// Set while the client has no agent running (`fast.rs`).
     pub idle: Option<super::fast::Idle>,
+    /// An idle client that has all it asked for holds it for a while, as a real client does
+    /// its work, before its next phase or its end: a step of the simulation's own choosing
+    /// resumes it (`Sim::paused`). Meanwhile others queue behind it and send it notices,
+    /// forwards and probes, which reach a transaction that has no agent.
+    pub paused: bool,
+    /// The current phase has had its pause (or was chosen to go on at once).
+    pub held_once: bool,
 }
 
 impl Sim {
@@ -93,6 +100,8 @@ impl Sim {
                 aborted: None,
                 statuses: Vec::new(),
                 idle,
+                paused: false,
+                held_once: false,
             },
         );
     }
@@ -119,6 +128,7 @@ impl Sim {
             return;
         };
         client.in_phase = true;
+        client.held_once = false;
         for act in phase {
             match act {
                 Act::Lock(ask) => self.ask(id, ask).expect("the request is accepted"),
@@ -161,6 +171,15 @@ impl Sim {
                 .push(format!("{id} converts {lock} to {mode}"));
             self.convert(id, &lock, mode);
         }
+    }
+
+    /// The idle clients holding what they asked for until a step resumes them, in order.
+    pub(super) fn paused(&self) -> Vec<AgentId> {
+        self.clients
+            .iter()
+            .filter(|(_, c)| c.paused)
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// The clients with a conversion deferred to a later step, in order.
@@ -212,7 +231,10 @@ impl Sim {
                         Some(_) => c.in_phase || self.idle_status(id).have_all_locks(),
                         None => c.core.is_running() && c.core.status().have_all_locks(),
                     };
-                    !c.done && have_all && (c.in_phase || !c.script.is_empty() || self.auto_end)
+                    !c.done
+                        && !c.paused
+                        && have_all
+                        && (c.in_phase || !c.script.is_empty() || self.auto_end)
                 })
                 .map(|(id, _)| id.clone())
                 .collect();
@@ -220,6 +242,17 @@ impl Sim {
                 return;
             }
             for id in ready {
+                // An idle holder pauses (every other time) before it goes on: see `paused`.
+                if self.is_idle(&id) && !self.clients[&id].held_once {
+                    let pause = self.world.rng.chance(2);
+                    let c = self.clients.get_mut(&id).expect("a client");
+                    c.held_once = true;
+                    if pause {
+                        self.world.trace.push(format!("{id} holds, idle"));
+                        c.paused = true;
+                        continue;
+                    }
+                }
                 // The phase's conversions are made before it counts as complete.
                 while !self.clients[&id].deferred.is_empty() {
                     self.convert_deferred(&id);

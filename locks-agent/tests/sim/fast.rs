@@ -12,6 +12,12 @@
 //! queued anywhere, a probe through it is refuted at once, as the router does; once the table
 //! has queued one of its requests, probes are kept too. `end` of an idle client releases its
 //! entries in the table at once.
+//!
+//! An idle client granted everything its phase asked for pauses every other time (`Client::
+//! paused`) until a step of the simulation's choosing lets it go on, as a real client holds its
+//! locks while it works: others then queue behind a holder that has no agent and send it
+//! forwards and probes. (Without the pause an idle client went through its phases at once, and
+//! no message ever reached one.)
 
 use super::{End, Payload, Sim};
 use locks_agent::{LockResult, Req, TransactionStatus};

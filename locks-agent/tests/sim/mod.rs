@@ -239,11 +239,12 @@ impl Sim {
         self.world.busy()
     }
 
-    /// Delivers one message, settles one agent or makes one deferred conversion, chosen at
-    /// random. Returns false when quiet.
+    /// Delivers one message, settles one agent, makes one deferred conversion or lets one
+    /// paused idle client go on (`Client::paused`), chosen at random. Returns false when quiet.
     pub fn step(&mut self) -> Result<bool, String> {
         let converting = self.converting();
-        let Some(step) = self.world.next(converting.len()) else {
+        let paused = self.paused();
+        let Some(step) = self.world.next(converting.len() + paused.len()) else {
             return Ok(false);
         };
         self.stats.steps += 1;
@@ -257,7 +258,14 @@ impl Sim {
                 }
                 self.subject = Some(id);
             }
-            Step::Extra(i) => self.convert_deferred(&converting[i]),
+            Step::Extra(i) if i < converting.len() => self.convert_deferred(&converting[i]),
+            Step::Extra(i) => {
+                let id = &paused[i - converting.len()];
+                self.world.trace.push(format!("{id} goes on"));
+                if let Some(c) = self.clients.get_mut(id) {
+                    c.paused = false;
+                }
+            }
         }
         self.check()?;
         self.drive_clients();

@@ -99,3 +99,46 @@ impl actix::Handler<locks_server::internal::Deliver> for ChannelAgent {
         }
     }
 }
+
+/// An agent actor that stops as soon as it starts: its mailbox is closed, as that of an agent
+/// whose actor ended without unregistering.
+pub struct Stops;
+
+impl actix::Actor for Stops {
+    type Context = actix::Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        actix::ActorContext::stop(ctx);
+    }
+}
+
+impl actix::Handler<locks_server::internal::Deliver> for Stops {
+    type Result = ();
+
+    fn handle(&mut self, _msg: locks_server::internal::Deliver, _ctx: &mut Self::Context) {}
+}
+
+/// Registers `agent` on `node` with the mailbox of an actor that has stopped (see [`Stops`]),
+/// and waits, within `bound`, until that mailbox is closed.
+pub async fn register_stopped(
+    node: &locks_server::Node,
+    agent: &locks_core::AgentId,
+    bound: std::time::Duration,
+) {
+    use actix::Actor;
+    use locks_server::internal::NodeInternals;
+    let (router, id) = (node.router().clone(), agent.clone());
+    let mailbox = node
+        .spawn(async move {
+            let recipient = Stops.start().recipient::<locks_server::internal::Deliver>();
+            router.register_agent(id, recipient.clone());
+            recipient
+        })
+        .await
+        .expect("the node runs");
+    let deadline = locks_testing::wait::Deadline::after(bound);
+    while mailbox.connected() {
+        deadline.check(|| "the stopped agent's mailbox closes".into());
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}

@@ -98,9 +98,8 @@ pub(crate) fn begin_now(node: &Node, options: Options) -> Result<Transaction, Er
     if !node.is_running() {
         return Err(locks_server::Error::Stopped.into());
     }
-    // No mailbox in the router yet: a transaction gets one only when its actor is about to
-    // start (`fast.rs`).
     let id = node.next_agent_id();
+    node.router().register_idle_agent(id.clone());
     node.router().metrics().transactions_begun.increment(1);
     Ok(Transaction {
         id,

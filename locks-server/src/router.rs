@@ -8,12 +8,8 @@
 //! ([`Router::send_member`], delivered as [`MemberDelivery`]).
 //!
 //! Invariants: an agent is registered from its actor's start until it stops (or its state is
-//! dropped after a panic). A message to an agent whose actor has stopped fails with
-//! [`RouteError::AgentStopped`], which the lock server takes as the agent's death. A message to
-//! a local agent with no mailbox fails with [`RouteError::UnknownAgent`]: a peer's lock server
-//! takes it as the agent's death, this node's table does not (such an agent is a transaction
-//! that has no actor and waits for nothing, or one that is ending, whose own release follows:
-//! see [`Mailbox::Idle`]). Members
+//! dropped after a panic); a message to an unregistered local agent fails with
+//! [`RouteError::UnknownAgent`], which the lock server takes as the agent's death. Members
 //! likewise; a message to an unregistered member fails with [`RouteError::UnknownMember`] and
 //! is dropped (members detect each other's end on their own).
 //!
@@ -58,27 +54,15 @@ struct ServerMailbox {
 }
 
 /// Where messages to a local agent go.
-///
-/// A transaction with no actor (its locks so far were granted by the node's fast path) has **no
-/// mailbox** while it waits for nothing: a message to it is dropped, and a deadlock probe
-/// through it refuted at once (such an agent is in no cycle). Registering every transaction at
-/// `begin` and forgetting it at `end` was a tenth of an uncontended transaction, for messages
-/// it does not need: what the table tells it is re-read from the table when its actor starts
-/// (`LocalTable::agent_state`, with the queue of every lock it holds that others wait on), and
-/// what other agents forward to a holder that waits for nothing serves only a cycle through
-/// it, which closes only once it waits; from then on it forwards its own views along its
-/// waits, and the agent that closes the cycle sees it whole (`locks-agent`'s simulations drop
-/// these messages too, and resolve every cycle).
 enum Mailbox {
     /// The agent's actor.
     Running(Recipient<Deliver>),
-    /// A transaction about to get its actor: messages for it are kept, in order, until the
-    /// actor takes them over ([`Router::attach_agent`]). Made when the table queues one of its
-    /// requests (`Router::idle_agent_waits`, called before anybody is told of that wait), or
-    /// when its actor is about to start for another reason (`Router::register_idle_agent`,
-    /// before the table's state is read for it). A deadlock probe is refuted at once while
-    /// `waits` is false, as without a mailbox; once it waits, probes are kept like everything
-    /// else, for the actor.
+    /// A transaction with no actor yet (its locks so far were granted by the node's fast path):
+    /// messages for it are kept, in order, until an actor takes them over
+    /// ([`Router::attach_agent`]). A deadlock probe is refuted at once instead, while the
+    /// transaction waits for nothing (`waits` is false): such an agent is in no cycle. From the
+    /// moment the table queues one of its requests (`Router::idle_agent_waits`, called before
+    /// anybody is told of that wait), probes are kept like everything else, for the actor.
     Idle {
         kept: Vec<AgentMessage>,
         waits: bool,
@@ -206,33 +190,23 @@ impl Router {
             .insert(agent, Mailbox::Running(recipient));
     }
 
-    /// A local transaction that has no actor is about to get one: messages for it are kept
-    /// from now on, until [`Router::attach_agent`] (see `Mailbox::Idle`). Keeps the mailbox it
-    /// has, if any.
+    /// Registers a local transaction that has no actor yet: messages for it are kept until
+    /// [`Router::attach_agent`] (see `Mailbox::Idle`).
     pub fn register_idle_agent(&self, agent: AgentId) {
-        self.shard(&agent)
-            .entry(agent)
-            .or_insert_with(|| Mailbox::Idle {
+        self.shard(&agent).insert(
+            agent,
+            Mailbox::Idle {
                 kept: Vec::new(),
                 waits: false,
-            });
+            },
+        );
     }
 
-    /// A transaction without an actor now waits in the local table: from now on everything
-    /// for it, probes too, is kept for its actor (see `Mailbox::Idle`).
+    /// An idle transaction now waits in the local table: from now on its probes are kept for
+    /// its actor too (see `Mailbox::Idle`).
     pub fn idle_agent_waits(&self, agent: &AgentId) {
-        match self.shard(agent).entry(agent.clone()) {
-            std::collections::hash_map::Entry::Occupied(mut mailbox) => {
-                if let Mailbox::Idle { waits, .. } = mailbox.get_mut() {
-                    *waits = true;
-                }
-            }
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(Mailbox::Idle {
-                    kept: Vec::new(),
-                    waits: true,
-                });
-            }
+        if let Some(Mailbox::Idle { waits, .. }) = self.shard(agent).get_mut(agent) {
+            *waits = true;
         }
     }
 
@@ -474,12 +448,8 @@ impl Router {
                     // A closed mailbox means the agent is gone.
                     Some(Mailbox::Running(_)) => {
                         agents.remove(to);
-                        drop(agents);
-                        self.bounce_probe(msg);
-                        return Err(RouteError::AgentStopped(to.clone()));
+                        msg
                     }
-                    // No mailbox: a transaction without an actor that waits for nothing, or
-                    // one that ended (see `Mailbox`).
                     None => msg,
                 }
             };
@@ -548,9 +518,8 @@ impl Router {
     /// A message for an agent of this node that does not run here (it ended, or belongs to an
     /// earlier incarnation of this node) is answered with a `RemoveAgent` for that agent to
     /// `from`'s lock server: the sender is that server (a notice) or an agent there, and either
-    /// way that server must not keep locks for an agent that is gone. (A transaction without
-    /// an actor has no mailbox either; it holds nothing on other nodes, so there the removal
-    /// changes nothing.) The error is returned as well.
+    /// way that server must not keep locks for an agent that is gone. The error is returned
+    /// as well.
     ///
     /// A peer speaks only for its own agents and members: a lock server request naming an
     /// agent of another node (an `Unlock`, `Surrender` or `RemoveAgent` that would take another
@@ -575,9 +544,7 @@ impl Router {
             return Ok(());
         };
         match self.deliver_incoming(envelope) {
-            Err(RouteError::UnknownAgent(agent) | RouteError::AgentStopped(agent))
-                if agent.node() == &self.node =>
-            {
+            Err(RouteError::UnknownAgent(agent)) if agent.node() == &self.node => {
                 let request = ServerRequest::RemoveAgent {
                     agent: agent.clone(),
                 };

@@ -1,13 +1,12 @@
 //! A local node's life: start, serve requests through the actor, shut down; dropping the last
-//! handle stops it too; an agent whose actor stopped without a word loses its locks, and a
-//! local agent without a mailbox (a transaction without an actor) keeps them.
+//! handle stops it too; an agent that disappears without a word loses its locks.
 
 mod common;
 
 use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
-use locks_core::{AgentId, LockId, Mode, lock_id};
+use locks_core::{Mode, lock_id};
 use locks_server::internal::NodeInternals;
 use locks_server::{Error, Node, NodeConfig};
 use std::time::Duration;
@@ -54,92 +53,47 @@ async fn a_request_through_the_router_is_answered_with_a_notice() {
     );
 }
 
-/// A waiter registered with a channel, and a `Lock` of `lock` in `X` sent as a message for
-/// `agent` (the path of an agent actor's request).
-async fn waiter_and_lock(
-    node: &Node,
-) -> (AgentId, tokio::sync::mpsc::UnboundedReceiver<AgentMessage>) {
+#[tokio::test]
+async fn an_agent_that_vanishes_loses_its_locks() {
+    let node = Node::start(NodeConfig::new("life2")).await.unwrap();
+    let holder = node.next_agent_id();
     let waiter = node.next_agent_id();
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (router, w) = (node.router().clone(), waiter.clone());
     node.spawn(async move {
         router.register_agent(w, ChannelAgent(tx).start().recipient());
     })
     .await
     .unwrap();
-    (waiter, rx)
-}
-
-fn send_lock(node: &Node, agent: &AgentId, lock: &LockId) {
-    node.router()
-        .send_server(
-            node.id(),
-            ServerRequest::Lock {
-                agent: agent.clone(),
-                lock: lock.clone(),
-                mode: Mode::X,
-            },
-        )
-        .unwrap();
-}
-
-/// The next notice to the waiter in `state`, within the bound.
-async fn notice_in(rx: &mut tokio::sync::mpsc::UnboundedReceiver<AgentMessage>, state: EntryState) {
+    // The holder never registers a mailbox: the first notice to it fails, and the server
+    // takes that as its death.
+    let lock = lock_id!["a"];
+    let send = |agent: &locks_core::AgentId| {
+        node.router()
+            .send_server(
+                node.id(),
+                ServerRequest::Lock {
+                    agent: agent.clone(),
+                    lock: lock.clone(),
+                    mode: Mode::X,
+                },
+            )
+            .unwrap()
+    };
+    send(&holder);
+    send(&waiter);
     let deadline = tokio::time::Instant::now() + BOUND;
     loop {
         let msg = tokio::time::timeout_at(deadline, rx.recv())
             .await
-            .unwrap_or_else(|_| panic!("no notice {state:?} within {BOUND:?}"))
+            .unwrap()
             .unwrap();
-        if matches!(msg, AgentMessage::Notice(ref n) if n.state == state) {
-            return;
+        if matches!(msg, AgentMessage::Notice(ref n) if n.state == EntryState::Granted(Mode::X)) {
+            break;
         }
     }
-}
-
-#[tokio::test]
-async fn an_agent_whose_actor_stopped_loses_its_locks() {
-    let node = Node::start(NodeConfig::new("life2")).await.unwrap();
-    let holder = node.next_agent_id();
-    common::net::register_stopped(&node, &holder, BOUND).await;
-    let (waiter, mut rx) = waiter_and_lock(&node).await;
-    // The first notice to the holder finds its mailbox closed: the server takes that as its
-    // death, and the waiter gets the lock.
-    let lock = lock_id!["a"];
-    send_lock(&node, &holder, &lock);
-    send_lock(&node, &waiter, &lock);
-    notice_in(&mut rx, EntryState::Granted(Mode::X)).await;
     let snap = node.snapshot().await.unwrap();
     assert_eq!(snap.state(&holder, &lock), EntryState::Absent);
-}
-
-/// A local agent with no mailbox is a transaction without an actor (or one that is ending,
-/// whose own release follows): a message that cannot reach it is dropped, and it keeps its
-/// locks. (It used to be taken for dead: a transaction holding its locks on the fast path
-/// would have lost them to the first message anybody sent it.)
-#[tokio::test]
-async fn a_local_agent_without_a_mailbox_keeps_its_locks() {
-    let node = Node::start(NodeConfig::new("life3")).await.unwrap();
-    let holder = node.next_agent_id();
-    let (waiter, mut rx) = waiter_and_lock(&node).await;
-    let lock = lock_id!["a"];
-    // The holder's grant is answered to nobody; the waiter queues behind it.
-    send_lock(&node, &holder, &lock);
-    send_lock(&node, &waiter, &lock);
-    notice_in(&mut rx, EntryState::Waiting(Mode::X)).await;
-    let snap = node.snapshot().await.unwrap();
-    assert_eq!(snap.state(&holder, &lock), EntryState::Granted(Mode::X));
-    assert_eq!(snap.state(&waiter, &lock), EntryState::Waiting(Mode::X));
-    // Its own release hands the lock on.
-    node.router()
-        .send_server(
-            node.id(),
-            ServerRequest::RemoveAgent {
-                agent: holder.clone(),
-            },
-        )
-        .unwrap();
-    notice_in(&mut rx, EntryState::Granted(Mode::X)).await;
 }
 
 #[tokio::test]

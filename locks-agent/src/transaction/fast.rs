@@ -16,36 +16,20 @@
 //! from the shards of the table its fast path used, which are all it has anything in), taken
 //! in by `AgentCore::adopt`: its requests, one notice per entry, the locks the client was told
 //! it holds. Then the router hands it, in order, every message that came for the transaction
-//! since its mailbox was made.
-//!
-//! **The mailbox.** A transaction has no mailbox in the router until its actor is about to
-//! start: `begin` and `end` of a transaction that never needs one touch nothing but the table
-//! (registering and forgetting a mailbox was a tenth of the uncontended transaction). While it
-//! has none, the router drops what is sent to it and refutes a probe through it at once. The
-//! mailbox is made, keeping everything from then on, when the table queues one of its
-//! requests (`Router::idle_agent_waits`, under the shard's lock, before anybody hears of the
-//! wait) or, when the actor starts for another reason, before the table's state is read for it.
+//! while it had no actor.
 //!
 //! **Why every guarantee holds.** The agent that starts late is in the state an agent that had
 //! run from the start would be in after the same requests, having handled the table's notices
-//! late, except for views other agents forwarded to it while it waited for nothing: (1) its
-//! requests were applied by the table in the same order; (2) what the table said to it is
-//! re-read from the table, at versions at least as new (with the queue of every lock it holds
-//! that others wait on: who waits for it); (3) from the moment it waits, or its actor is about
-//! to start, every message is kept for it ([`Router::attach_agent`]). Messages may reach an
-//! agent arbitrarily late in the agent protocol, so deadlock resolution
-//! (`core/agent/resolve.rs`) is unaffected by (1)-(3). As for the forwarded views it missed: a
-//! transaction with no actor waits for nothing and is in no cycle (a probe through it is
-//! refuted, as through an agent that ended). A cycle through it closes only once it waits;
-//! then its agent forwards its own views (its wait, and the waits for it from (2)) along its
-//! wait, each agent of the cycle passes on what it knows, and the agent that closes the cycle
-//! sees it whole without the views the transaction missed; each wait of the cycle is then
-//! confirmed by its own waiter (`core/agent/probe.rs`), which knows it first hand. The
-//! simulations drop these messages as the router does, with idle holders that others queue
-//! behind (`tests/sim/fast.rs`), and resolve every cycle. A transaction whose locks were all
-//! granted on the fast path is lost only by its own end: a holder is never surrendered while
-//! it waits for nothing, and its locks are on its own node, so no node down or lease applies to
-//! them.
+//! late: nothing is lost, since (1) its requests were applied by the table in the same order,
+//! (2) what the table said to it is re-read from the table, at versions at least as new, and
+//! (3) every message other agents sent it was kept by the router ([`Router::attach_agent`]).
+//! Messages may reach an agent arbitrarily late in the agent protocol, so deadlock resolution
+//! (`core/agent/resolve.rs`) is unaffected: a transaction with no actor waits for nothing and is
+//! in no cycle (a probe through it is refuted, as through an agent that ended, until the table
+//! queues one of its requests); from the moment the table queues one, everything it is sent is
+//! kept for the actor that starts right after. A transaction whose locks were all granted on
+//! the fast path is lost only by its own end: a holder is never surrendered while it waits for
+//! nothing, and its locks are on its own node, so no node down or lease applies to them.
 
 use super::Transaction;
 use crate::agent::{Adopt, Agent};
@@ -115,11 +99,6 @@ impl Transaction {
             return addr.clone();
         }
         let here = self.node.id().clone();
-        // Messages for the transaction are kept from now on, so that nothing the table says
-        // after the state read below is lost (what it says in between comes twice, and the
-        // agent ignores the older copy by its version).
-        let router = self.node.router().clone();
-        router.register_idle_agent(self.id.clone());
         let state = self.node.local_table().agent_state(&self.id, &self.touched);
         let mut locks = Vec::new();
         let mut claimed = Vec::new();
@@ -137,6 +116,7 @@ impl Transaction {
         self.node
             .local_table()
             .agent_started(&self.id, &self.touched);
+        let router = self.node.router().clone();
         let (id, modes, options, outcome) = (
             self.id.clone(),
             self.node.modes().clone(),
@@ -239,9 +219,11 @@ impl Transaction {
     pub(crate) fn finish(&self) {
         let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         match &*agent {
-            // No mailbox to forget: a transaction gets one only as its actor starts (its
-            // `agent` is set under the same lock).
-            None => self.node.local_table().release(&self.id, &self.touched),
+            None => {
+                // Unregistered first: the release tells the transaction nothing it needs.
+                self.node.router().unregister_agent(&self.id);
+                self.node.local_table().release(&self.id, &self.touched);
+            }
             // The agent releases everything its core contacted (this node's table included:
             // `AgentCore::adopt` counts it) when it stops; unregistered first, so that messages
             // to it fail once `end` returns. This node's locks (in the shards its fast path and

@@ -8,9 +8,10 @@
 //! was told it holds it and stays idle; otherwise, or at the first request of another kind, a
 //! conversion, or anything that needs the agent, the client's core takes over with
 //! `AgentCore::adopt` (its direct locks, the table's state of its entries, the locks it was told
-//! it holds). While idle and waiting for nothing, it has no mailbox, as in the router: a
-//! message sent to it then is dropped ([`dropped_for_idle`]), and a probe through it is refuted
-//! at once. `end` of an idle client releases its entries in the table at once.
+//! it holds) and then receives, in order, what other agents sent it meanwhile. While idle and not
+//! queued anywhere, a probe through it is refuted at once, as the router does; once the table
+//! has queued one of its requests, probes are kept too. `end` of an idle client releases its
+//! entries in the table at once.
 //!
 //! An idle client granted everything its phase asked for pauses every other time (`Client::
 //! paused`) until a step of the simulation's choosing lets it go on, as a real client holds its
@@ -22,7 +23,6 @@ use super::{End, Payload, Sim};
 use locks_agent::{LockResult, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId};
-use std::collections::BTreeMap;
 
 /// A client that has no agent running yet.
 #[derive(Debug, Default)]
@@ -33,21 +33,6 @@ pub struct Idle {
     pub waits: bool,
     /// The locks it was told it holds (granted on the fast path).
     pub told: Vec<LockId>,
-}
-
-/// Whether a message to `to` is dropped as it is sent: `to` is idle and waits for nothing, so
-/// it has no mailbox (the router's `Mailbox`), and the message is not a probe (which is refuted
-/// on delivery, [`Sim::deliver_idle`]).
-pub(super) fn dropped_for_idle(
-    clients: &BTreeMap<AgentId, super::client::Client>,
-    to: &AgentId,
-    msg: &AgentMessage,
-) -> bool {
-    !matches!(msg, AgentMessage::Probe(_))
-        && clients
-            .get(to)
-            .and_then(|c| c.idle.as_ref())
-            .is_some_and(|idle| !idle.waits)
 }
 
 impl Sim {

@@ -198,12 +198,6 @@ impl Sim {
                         AgentMessage::Surrendered { .. } => self.stats.surrendered_msgs += 1,
                         _ => {}
                     }
-                    if fast::dropped_for_idle(&self.clients, &to, &msg) {
-                        self.world
-                            .trace
-                            .push(format!("{to} has no mailbox: {msg:?} dropped"));
-                        continue;
-                    }
                     let (from, to) = (End::Agent(from.clone()), End::Agent(to));
                     self.world.send(from, to, Payload::Agent(msg));
                 }
@@ -358,7 +352,6 @@ impl Sim {
         // surrendered lock (the audit's test).
         let (mut any_surrendered, mut applied) = (false, false);
         let (truth, touched, net) = (&mut self.truth, &mut self.touched, &mut self.world.net);
-        let clients = &self.clients;
         let server = End::Server(node.clone());
         let served = self.world.tables.serve(&node, [req], |agent, msg| {
             if let AgentMessage::Notice(n) = &msg {
@@ -378,7 +371,7 @@ impl Sim {
                     entries.insert(agent.clone(), n.state);
                 }
             }
-            if own != Some(&agent) && !fast::dropped_for_idle(clients, &agent, &msg) {
+            if own != Some(&agent) {
                 net.send(server.clone(), End::Agent(agent), Payload::Agent(msg));
             }
             Route::Sent

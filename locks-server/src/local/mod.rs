@@ -73,7 +73,7 @@ use locks_core::{AgentId, LockId, Mode};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use tracing::{debug, trace, warn};
+use tracing::{debug, warn};
 
 /// How many shards a node's table has.
 pub const SHARDS: usize = 16;
@@ -213,14 +213,6 @@ impl LocalTable {
             Err(RouteError::Unsendable { node, reason }) => {
                 debug!(node = %self.router.node(), agent = %to, peer = %node, reason, "a message to an agent cannot be sent");
                 Delivery::TooLarge
-            }
-            // A local agent without a mailbox is a transaction without an actor that waits for
-            // nothing, which re-reads what it needs from the table when its actor starts, or
-            // one that is ending, whose own release follows (see the router's `Mailbox`): not
-            // a death. (An agent whose actor stopped is: `AgentStopped`, below.)
-            Err(RouteError::UnknownAgent(agent)) if agent.node() == self.router.node() => {
-                trace!(node = %self.router.node(), %agent, "message to a transaction without a mailbox dropped");
-                Delivery::Sent
             }
             Err(err) => {
                 debug!(node = %self.router.node(), agent = %to, %err, "agent unreachable; releasing its locks");

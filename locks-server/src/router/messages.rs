@@ -67,13 +67,9 @@ pub enum RouteError {
     /// The destination node is not connected (down, never seen, or kept apart).
     #[error("node {0} is not connected")]
     NodeDown(NodeId),
-    /// No agent with this id has a mailbox on this node: it ended, never existed, or is a
-    /// transaction without an actor that waits for nothing (whose messages are not needed).
+    /// No agent with this id lives on this node (it ended or never existed).
     #[error("agent {0} is not running on this node")]
     UnknownAgent(AgentId),
-    /// The agent's actor has stopped: it is gone.
-    #[error("agent {0} has stopped")]
-    AgentStopped(AgentId),
     /// The local lock server has stopped (the node is shutting down).
     #[error("the lock server of this node has stopped")]
     ServerStopped,

@@ -13,8 +13,7 @@
 //!   table's own node is never "down";
 //! - **agent unreachable**: a message the shell could not deliver because its agent is gone
 //!   removes the agent ([`Undelivered::Gone`]), as if it had sent `RemoveAgent`, so its locks are
-//!   never lost (which failed sends mean "gone" is the shell's call, `LocalTable::send`: an
-//!   agent whose actor stopped is, a local transaction without a mailbox is not); a message that does not fit in a frame to the agent's node
+//!   never lost; a message that does not fit in a frame to the agent's node
 //!   ([`Undelivered::TooLarge`]) withdraws the agent's requests that put it on that lock and
 //!   tells it so (`Rejection::QueueTooLarge`), since a truncated queue would hide whom it waits
 //!   for;

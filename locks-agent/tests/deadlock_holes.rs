@@ -183,3 +183,40 @@ async fn abort_on_deadlock_surrenders_a_queued_copy_the_requirement_can_spare() 
     let result = v.await_all_locks().await;
     assert_eq!(result.deadlocks, vec![expected]);
 }
+
+/// W5's 3-cycle, each holder having taken its lock on the fast path, and each wait made after
+/// the one before it reached the waiter's graph: A holds X, B holds Y, C holds Z; A waits for
+/// Y, then B for Z, then C for X. Each forward goes to a holder that has no agent yet. C, the
+/// largest, gives Z up to B. (An attempt to spare such holders a mailbox, dropping what was
+/// forwarded to them, left W5's 3-cycles unresolved, since the senders counted the dropped
+/// forwards as sent; `sim_cycles` reproduces that in every id order with its fast-path seeds,
+/// while this test's timing did not: it checks the shape end to end.)
+#[tokio::test]
+async fn a_cycle_of_holders_that_took_their_locks_on_the_fast_path_is_resolved() {
+    let h = Harness::new("n1").await;
+    let a = h.client().await;
+    let b = h.client().await;
+    let mut c = h.client().await;
+    let (x, y, z) = (lock_id!["x"], lock_id!["y"], lock_id!["z"]);
+    a.lock(x.clone(), Mode::X).await;
+    b.lock(y.clone(), Mode::X).await;
+    c.lock(z.clone(), Mode::X).await;
+    a.lock_nowait(y.clone(), Mode::X).await;
+    wait_graph_mentions(&a, &[&a.id(), &b.id()]).await;
+    b.lock_nowait(z.clone(), Mode::X).await;
+    wait_graph_mentions(&b, &[&b.id(), &c.id()]).await;
+    let x2 = x.clone();
+    let c_waits = c.call(move |c| async move { c.lock(x2, Mode::X).await });
+    let result = b.await_all_locks().await;
+    let expected = Deadlock {
+        victim: c.id(),
+        lock: z.clone(),
+        node: n("n1"),
+    };
+    assert_eq!(result.deadlocks, vec![expected]);
+    assert!(!c_waits.is_finished(), "c waits for a, which holds x");
+    b.kill();
+    a.await_all_locks().await;
+    a.kill();
+    assert_eq!(c_waits.result().await.unwrap().deadlocks, vec![z]);
+}

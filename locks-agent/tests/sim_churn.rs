@@ -243,22 +243,3 @@ fn churning_transactions_on_a_tree_on_two_nodes_all_finish() {
 fn churning_transactions_on_hot_locks_met_on_one_node_queued_on_the_other_all_finish() {
     churn(Shape::Hot, 6);
 }
-
-/// Seeds of the hot shape that found a hole once, run in every CI run whatever
-/// `AGENT_SIM_SEEDS` says (see [`hot_seeds_that_found_holes_all_finish`]).
-const HOT_HOLE_SEEDS: &[u64] = &[6527];
-
-/// The seeds of [`HOT_HOLE_SEEDS`]:
-/// - 6527: agent 4 waited on `[h2]` behind 1 (2 holding it), forwarded that view to 2, and
-///   withdrew; neither 1 (ahead of it) nor 2 (the holder) was told, and 4 refused the old view
-///   from then on. 2, waiting for 4 elsewhere, took it that 4 had the view it had forwarded and
-///   never sent it the wait of 1 on 2; the cycle 1 -> 2 -> 4 -> 1, whose victim is 4, stayed
-///   unresolved. Fixed by rule 7 of the table's notices: everybody on a lock is told when a
-///   converter or waiter leaves it without a grant.
-#[test]
-fn hot_seeds_that_found_holes_all_finish() {
-    for &seed in HOT_HOLE_SEEDS {
-        let (_, audit) = run(seed, 6, Shape::Hot).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-        assert_eq!(audit.needless, 0, "seed {seed}");
-    }
-}

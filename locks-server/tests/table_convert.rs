@@ -69,16 +69,12 @@ fn converting_entry_whose_lowered_held_mode_covers_the_need_is_done() {
     // A stronger lock on the same id: the direct mode is X, T1 holds S and waits for X.
     lock(&mut tb, 1, &a, Mode::X);
     assert_eq!(shape(&tb, &a), "S [T1 S, T2 S] conv [T1 S>X] wait []");
-    // Back to S: what T1 holds covers it, the upgrade is given up; T2, whose views showed T1
-    // converting, is told too (rule 7).
+    // Back to S: what T1 holds covers it, the upgrade is given up.
     let fx = convert(&mut tb, 1, &a, Mode::S);
     assert_eq!(shape(&tb, &a), "S [T1 S, T2 S] conv [] wait []");
     assert_eq!(
         notices(&fx),
-        vec![
-            ("T1".into(), a.clone(), EntryState::Granted(Mode::S)),
-            ("T2".into(), a.clone(), EntryState::Granted(Mode::S)),
-        ]
+        vec![("T1".into(), a.clone(), EntryState::Granted(Mode::S))]
     );
     // And T1's direct mode really is S now: a further conversion to X is refused.
     assert_eq!(

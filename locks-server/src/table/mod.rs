@@ -98,16 +98,7 @@
 //! 6. after the notices of a lock whose queue changed, each of its watchers gets
 //!    [`AgentMessage::Watched`] with the same view, in agent id order; `Watch` answers at once
 //!    with the current view (empty, at the table's current version, if the lock does not exist:
-//!    the watch keeps an empty record alive until `Unwatch` or `RemoveAgent`);
-//! 7. when a converter or waiter stops waiting without being granted (its request withdrawn,
-//!    its entry removed, or its conversion no longer needed), every agent left on the lock,
-//!    holders included, gets a notice (with the queue by rule 4). Every view that showed the
-//!    departed agent pending is outdated, and the departed agent itself refuses views older
-//!    than its departure (`locks-agent`'s knowledge), so the other waits on the lock reach it
-//!    only at a newer version: before this rule, a holder that kept the old view took it that
-//!    the departed agent had it (the agent had forwarded it), never sent it the lock's waits,
-//!    and a cycle through the lock and the departed agent stayed unresolved (`sim_churn`,
-//!    seed 6527 of the hot shape).
+//!    the watch keeps an empty record alive until `Unwatch` or `RemoveAgent`).
 //!
 //! Refused requests get one [`AgentMessage::Rejected`]: a mode outside the table, a lock id
 //! deeper than the limit (default [`DEFAULT_MAX_DEPTH`]), an `Unlock` or `Convert` of a lock the

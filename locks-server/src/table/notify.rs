@@ -1,7 +1,7 @@
 //! Turning what an operation changed on one lock into messages.
 //!
 //! The rules (which agent is told what) are the contract of the table's module documentation,
-//! "Notices: who gets what"; [`emit`] implements rules 1 to 7 for one lock, from the [`Changes`]
+//! "Notices: who gets what"; [`emit`] implements rules 1 to 6 for one lock, from the [`Changes`]
 //! its queue went through.
 
 use super::agents::Agents;
@@ -88,7 +88,6 @@ fn nobody_to_tell(rec: &LockRecord, ch: &Changes, aud: &Audience<'_>) -> bool {
     ch.changed.iter().all(|&a| silent(a))
         && aud.respond.is_none_or(silent)
         && (!queues || rec.converting().chain(rec.waiting()).all(silent))
-        && (!ch.left || rec.entries().iter().all(|e| silent(e.agent)))
         && (!ch.touched() || rec.watchers().iter().all(|&w| silent(w)))
 }
 
@@ -130,10 +129,6 @@ pub(super) fn emit(
         who.extend(rec.waiting());
     } else if let Some(from) = ch.wait_mark {
         who.extend(rec.waiting().skip(from));
-    }
-    // Rule 7: an agent stopped waiting without a grant: everybody on the lock.
-    if ch.left {
-        who.extend(rec.entries().iter().map(|e| e.agent));
     }
     who.sort_unstable();
     who.dedup();

@@ -34,9 +34,6 @@ pub(super) struct Changes {
     pub holders: bool,
     /// Lowest changed position in the conversion queue.
     pub conv_mark: Option<usize>,
-    /// A converter or waiter stopped waiting without being granted (withdrawn, removed, or a
-    /// conversion no longer needed): every agent on the lock is told (rule 7).
-    pub left: bool,
     /// Lowest changed position in the wait queue.
     pub wait_mark: Option<usize>,
 }
@@ -293,7 +290,6 @@ impl LockRecord {
             (Some(h), Some(w)) => {
                 if modes.covers(h, need) {
                     self.entries[pos].want = None;
-                    ch.left = true;
                     self.unqueue_conv(agent, ch);
                     if h != need {
                         self.set_held(pos, Some(need));
@@ -377,7 +373,6 @@ impl LockRecord {
             (e.agent, e.held, e.want)
         };
         if want.is_some() {
-            ch.left = true;
             if held.is_some() {
                 self.unqueue_conv(agent, ch);
             } else {

@@ -8,7 +8,10 @@
 //! - views forwarded earlier were never withdrawn when the waits they showed ended, so an agent
 //!   aborted (or surrendered) on a cycle that no longer existed;
 //! - with `abort_on_deadlock`, an agent aborted when the lock to give up was a copy of a
-//!   `Majority` request it was only queued on, and did not need: a silent surrender does.
+//!   `Majority` request it was only queued on, and did not need: a silent surrender does;
+//! - an agent that forwarded its view of a lock and then withdrew from that lock forgot the
+//!   view, and refused it ever after, while the holder it had sent it to counted on it having
+//!   the view: a cycle through the holder, whose victim was that agent, stayed unresolved.
 
 mod sim;
 
@@ -195,5 +198,37 @@ fn abort_on_deadlock_surrenders_a_queued_copy_the_requirement_can_spare() {
         assert_eq!(has_all(&sim, a), vec![expected.clone()], "seed {seed}");
         kill(&mut sim, a);
         assert_eq!(has_all(&sim, v), vec![expected], "seed {seed}");
+    }
+}
+
+#[test]
+fn an_agent_that_withdrew_after_forwarding_a_view_still_sees_the_cycle_in_it() {
+    // b holds H2, c holds H0, a holds H1. a, then c, wait for H2: c's view (a and c waiting)
+    // reaches b, and c withdraws. Then b waits for c on H0 and c for a on H1: the cycle
+    // a -> b -> c -> a, whose victim c (the largest) knows of a's wait on b only through the
+    // view it withdrew from, which b counts on it having.
+    let (a, b, c) = (1, 2, 3);
+    let (h0, h1, h2) = (lock_id!["h0"], lock_id!["h1"], lock_id!["h2"]);
+    for seed in sim::seeds(SEEDS) {
+        let mut sim = setup(seed, 1, 3, |_| Options::default());
+        lock(&mut sim, b, &h2, Mode::X);
+        lock(&mut sim, c, &h0, Mode::S);
+        lock(&mut sim, a, &h1, Mode::S);
+        lock(&mut sim, a, &h2, Mode::S);
+        lock(&mut sim, c, &h2, Mode::S);
+        unlock(&mut sim, c, &h2);
+        lock(&mut sim, b, &h0, Mode::X);
+        lock(&mut sim, c, &h1, Mode::X);
+        let expected = Deadlock {
+            victim: agent(c),
+            lock: h0.clone(),
+            node: n(1),
+        };
+        assert_eq!(has_all(&sim, b), vec![expected], "seed {seed}");
+        assert_eq!(status(&sim, c), TransactionStatus::Waiting, "seed {seed}");
+        kill(&mut sim, b);
+        assert_eq!(status(&sim, c), TransactionStatus::Waiting, "seed {seed}");
+        kill(&mut sim, a);
+        has_all(&sim, c);
     }
 }

@@ -389,23 +389,22 @@ impl AgentCore {
                 };
                 self.send(&mut out, node.clone(), msg);
             }
-            // The entry stays while it is the ancestor of another request: it may not change,
-            // so no newer view would come to replace the one forgotten. (Descendants follow
-            // their ancestor in lock id order.)
-            let still_needed = self
-                .requests
-                .range::<LockId, _>((Bound::Excluded(lock), Bound::Unbounded))
-                .map(|(_, o)| o)
-                .take_while(|o| lock.is_ancestor_of(&o.lock))
-                .any(|o| o.nodes.contains(node));
-            if !still_needed {
-                self.knowledge.forget_view(lock, node);
-            }
             // Until the server answers the unlock, no grant of the copy counts: one sent before
             // the unlock may still be on its way. (The answer always comes, after the notices
             // of the lock's ancestors in the same operation.)
             if !self.down.contains(node) {
                 self.knowledge.unlock_sent(lock, node);
+                // The entry stays while it is the ancestor of another request: the agent stays
+                // on the copy. (Descendants follow their ancestor in lock id order.)
+                let still_needed = self
+                    .requests
+                    .range::<LockId, _>((Bound::Excluded(lock), Bound::Unbounded))
+                    .map(|(_, o)| o)
+                    .take_while(|o| lock.is_ancestor_of(&o.lock))
+                    .any(|o| o.nodes.contains(node));
+                if !still_needed {
+                    self.knowledge.withdrew(&self.id, lock, node);
+                }
                 self.cap_ancestors(lock, node);
                 // Requests on descendants count this copy as their ancestor's entry.
                 self.mark_tree(lock);
@@ -453,7 +452,9 @@ impl AgentCore {
             } => {
                 if from != self.id
                     && !self.down.contains(&node)
-                    && self.knowledge.on_forward(&lock, &node, &from, view)
+                    && self
+                        .knowledge
+                        .on_forward(&self.id, &lock, &node, &from, view)
                 {
                     self.knowledge.clear_excuses();
                     self.dirty = true;

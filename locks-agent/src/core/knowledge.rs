@@ -8,11 +8,15 @@
 //!   queue says the agent stopped waiting there, so older views are outdated).
 //! - Only views with pending entries are kept: the others cause no wait-for edge.
 //! - After the agent surrenders a copy at version `v`, that copy is *suspended* — its entry does
-//!   not count as held — until a notice newer than `v` arrives, and so are its entries on the
-//!   lock's descendants on that node, until their own newer notice arrives or the server shows
-//!   the surrender was ignored (a newer notice of the lock without this agent's surrender
-//!   note). So a request that lost its grant is pending again at once, never "held" on the
-//!   strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
+//!   not count as held — until the server's answer to the surrender arrives (a notice with the
+//!   agent's [`Note::Surrendered`] at `v`, or [`Note::NotSurrendered`]), or a notice that its
+//!   entry is gone (the server ignores, without an answer, a surrender of a lock the agent has
+//!   no entry on). A notice newer than `v` is no answer: the server applies a surrender decided
+//!   on an older version when its waits are a whole cycle now, so a grant may come in between.
+//!   Its entries on the lock's descendants on that node are suspended too, until their first
+//!   notice at or after the operation that applied the surrender, or until the server shows it
+//!   was not applied. So a request that lost its grant is pending again at once, never "held"
+//!   on the strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
 //!
 //! - Who has a stored view's version is known exactly for the agents this one sent it to or got
 //!   it from ([`Knowledge::was_sent`]); that record belongs to the stored view and goes with it,
@@ -67,8 +71,13 @@ use std::sync::Arc;
 enum Suspension {
     /// This agent surrendered this very copy at `version`.
     Surrendered { version: u64 },
-    /// This agent surrendered the ancestor `lock` (same node) at `version`.
-    Under { lock: LockId, version: u64 },
+    /// This agent surrendered the ancestor `lock` (same node) at `version`; `applied_at` is the
+    /// version the server applied it at, once its answer came.
+    Under {
+        lock: LockId,
+        version: u64,
+        applied_at: Option<u64>,
+    },
 }
 
 /// One `(lock, node)` as this agent knows it: kept small, there is one per lock held. Notices
@@ -91,6 +100,9 @@ struct StoredView {
     source: Source,
     /// The agents known to have this very version: sent it by this agent, or its sender.
     sent: SmallVec<[AgentId; 2]>,
+    /// The view as received, when `view` is it without this agent's own entries
+    /// (`withdrawn.rs`).
+    raw: Option<Arc<LockView>>,
 }
 
 /// Who else the agent can tell was sent a stored view (module documentation).
@@ -161,6 +173,9 @@ pub struct Knowledge {
     /// their descendants: per copy, the descendant and the most the copy may hold once that
     /// request is applied (`None`: nothing) (`answers.rs`).
     capped: BTreeMap<(LockId, NodeId), Caps>,
+    /// The copies this agent withdrew from whose `Unlock` the server has not answered yet
+    /// (`withdrawn.rs`).
+    withdrawn: BTreeSet<(LockId, NodeId)>,
     /// Surrenders the server ignored (stale), not yet taken for the node's metrics.
     pub(crate) ignored_surrenders: u64,
 }
@@ -193,8 +208,9 @@ impl Knowledge {
         if let Some(Note::NotSurrendered { version }) = &n.note
             && self.suspended.get(&key) == Some(&Suspension::Surrendered { version: *version })
         {
-            changed |= self.surrender_refused(&key, *version, n.queue.clone());
+            changed |= self.surrender_refused(me, &key, *version, n.queue.clone());
         }
+        let absent = n.state == EntryState::Absent;
         let copy = Self::copy_mut(&mut self.copies, &key);
         let suspension = if self.suspended.is_empty() {
             None
@@ -209,50 +225,88 @@ impl Knowledge {
             // Only the answers above changed anything, and each may change what is held.
             return if changed { News::Entry } else { News::Nothing };
         }
-        let was = suspension
-            .is_some()
-            .then(|| self.suspended.remove(&key))
-            .flatten();
+        // A surrender is over with its answer, or with the agent's entry (the server ignores,
+        // without an answer, a surrender of a lock the agent has no entry on); an entry under
+        // a surrendered lock is known again from the notice of the operation that applied it.
+        let lifted = match suspension {
+            None => false,
+            Some(Suspension::Surrendered { version }) => {
+                absent
+                    || matches!(&n.note, Some(Note::Surrendered { agent, version: v })
+                        if agent == me && v == version)
+            }
+            Some(Suspension::Under { applied_at, .. }) => {
+                absent || applied_at.is_some_and(|at| n.version >= at)
+            }
+        };
+        let was = if lifted {
+            self.suspended.remove(&key)
+        } else {
+            None
+        };
         // A notice that finds the entry as it was (a waiter told of a change ahead of it) and
         // answers nothing changes no request's held state: only the queue is news.
         let entry_news = changed || was.is_some() || copy.entry != Some(n.state);
         copy.entry = Some(n.state);
         copy.entry_version = n.version;
-        copy.view_min = copy.view_min.max(n.version);
+        let gone_at = if !self.withdrawn.is_empty() && self.withdrawn.contains(&key) {
+            Some(withdrawn::UNANSWERED)
+        } else {
+            absent.then_some(n.version)
+        };
+        // A notice that the entry is gone outdates only this agent's own place in older views
+        // (`withdrawn.rs`); any other notice without a queue says nobody waits behind it.
+        if !absent {
+            copy.view_min = copy.view_min.max(n.version);
+        }
+        let mut restrip = false;
         match self.views.entry(key.clone()) {
             Entry::Occupied(stored) => {
                 let before = &stored.get().view;
-                let newer = n.queue.as_ref().filter(|q| q.version > before.version);
+                let edited = stored.get().raw.is_some();
+                let replaces = |q: &&Arc<LockView>| {
+                    q.version > before.version || (q.version == before.version && edited)
+                };
+                let newer = n.queue.as_ref().filter(replaces);
                 if let Some(q) = newer {
                     let shared = before.granted != q.granted
                         && is_pending_in(before, me)
                         && is_pending_in(q, me);
-                    let source = if shared {
+                    let (q, raw) = withdrawn::seen(q.clone(), me, gone_at);
+                    let source = if shared && raw.is_none() {
                         Source::Shared
                     } else {
                         Source::Unknown
                     };
-                    let q = q.clone();
-                    Self::keep_view(copy, Entry::Occupied(stored), q, source);
-                } else if before.version < n.version {
+                    Self::keep_view(copy, Entry::Occupied(stored), q, source, raw);
+                } else if before.version < n.version && !absent {
                     // Outdated: the agent's own place in the queue has changed since.
                     stored.remove();
+                } else {
+                    // Whether the agent is gone from the copy may have changed.
+                    restrip = absent || edited;
                 }
             }
             vacant => {
-                if let Some(q) = n.queue.clone() {
-                    Self::keep_view(copy, vacant, q, Source::Unknown);
+                if let Some(q) = &n.queue {
+                    let (q, raw) = withdrawn::seen(q.clone(), me, gone_at);
+                    Self::keep_view(copy, vacant, q, Source::Unknown, raw);
                 }
             }
         }
-        // The first news of a surrendered lock tells whether the surrender was applied: if it
-        // was, the server re-queued the descendants too and will say so in their own notices;
-        // if not (the lock had changed), they were not touched and count again.
+        if restrip {
+            self.restrip(me, &key);
+        }
+        // The answer to a surrender tells whether it was applied: if it was, the server
+        // re-queued the descendants in the same operation and says so in their own notices of
+        // it, which follow; if not, they were not touched and count again.
         if let Some(Suspension::Surrendered { version }) = was {
             self.surrenders.remove(&key);
             let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
                 if agent == me && *v == version);
-            if !applied {
+            if applied {
+                self.applied_under(&key.0, &key.1, n.version);
+            } else {
                 self.ignored_surrenders += 1;
                 self.lift_under(&key.0, &key.1, version);
             }
@@ -271,22 +325,25 @@ impl Knowledge {
         copies.entry(key.clone()).or_default()
     }
 
-    /// Stores `view` in `slot` if it is not outdated and has waiters (otherwise only raises
-    /// `view_min`). The caller checked that it is newer than the stored one.
+    /// Stores `view` (as received: `raw`, if it is edited) in `slot` if it is not outdated and
+    /// has waiters (otherwise only raises `view_min`). The caller checked that it is newer than
+    /// the stored one.
     fn keep_view(
         copy: &mut Copy,
         slot: Entry<'_, (LockId, NodeId), Box<StoredView>>,
         view: Arc<LockView>,
         source: Source,
+        raw: Option<Arc<LockView>>,
     ) -> bool {
         if view.version < copy.view_min {
             return false;
         }
-        if view.has_waiters() {
+        if raw.as_ref().unwrap_or(&view).has_waiters() {
             let stored = StoredView {
                 view,
                 source,
                 sent: SmallVec::new(),
+                raw,
             };
             match slot {
                 Entry::Occupied(mut o) => {
@@ -305,28 +362,45 @@ impl Knowledge {
         true
     }
 
-    /// Takes in a view: the queue part of a notice or a forward from another agent.
-    /// Returns whether it was news.
-    pub fn on_view(&mut self, lock: &LockId, node: &NodeId, view: Arc<LockView>) -> bool {
-        self.take_view(lock, node, view, Source::Unknown)
+    /// Takes in a view, addressed to `me`: the queue part of a notice or a forward from another
+    /// agent. Returns whether it was news.
+    pub fn on_view(
+        &mut self,
+        me: &AgentId,
+        lock: &LockId,
+        node: &NodeId,
+        view: Arc<LockView>,
+    ) -> bool {
+        self.take_view(me, lock, node, view, Source::Unknown)
     }
 
     fn take_view(
         &mut self,
+        me: &AgentId,
         lock: &LockId,
         node: &NodeId,
         view: Arc<LockView>,
         source: Source,
     ) -> bool {
         let key = (lock.clone(), node.clone());
+        let (view, raw) = withdrawn::seen(view, me, self.gone_at(&key));
+        let source = if raw.is_some() {
+            Source::Unknown
+        } else {
+            source
+        };
         let copy = Self::copy_mut(&mut self.copies, &key);
         let slot = self.views.entry(key);
-        if let Entry::Occupied(o) = &slot
-            && view.version <= o.get().view.version
-        {
-            return false;
+        if let Entry::Occupied(o) = &slot {
+            let stored = o.get();
+            let older = view.version < stored.view.version;
+            // The same version replaces only one this agent took its own entries out of.
+            let edited = raw.is_some() || stored.raw.is_none();
+            if older || (view.version == stored.view.version && edited) {
+                return false;
+            }
         }
-        let kept = Self::keep_view(copy, slot, view, source);
+        let kept = Self::keep_view(copy, slot, view, source, raw);
         if !self.excused.is_empty() {
             self.trim_excused();
         }
@@ -357,6 +431,7 @@ impl Knowledge {
                 .or_insert_with(|| Suspension::Under {
                     lock: lock.clone(),
                     version,
+                    applied_at: None,
                 });
         }
     }
@@ -366,6 +441,7 @@ impl Knowledge {
     /// version the surrender had put out of reach) is the copy's view. Returns true.
     fn surrender_refused(
         &mut self,
+        me: &AgentId,
         key: &(LockId, NodeId),
         version: u64,
         queue: Option<Arc<LockView>>,
@@ -376,7 +452,7 @@ impl Knowledge {
         let copy = Self::copy_mut(&mut self.copies, key);
         copy.view_min = copy.view_min.min(version);
         if let Some(q) = queue {
-            self.take_view(&key.0, &key.1, q, Source::Unknown);
+            self.take_view(me, &key.0, &key.1, q, Source::Unknown);
         }
         true
     }
@@ -398,9 +474,26 @@ impl Knowledge {
     fn lift_under(&mut self, lock: &LockId, node: &NodeId, version: u64) {
         self.suspended.retain(|(_, n), s| {
             !(n == node
-                && matches!(s, Suspension::Under { lock: l, version: v }
+                && matches!(s, Suspension::Under { lock: l, version: v, .. }
                     if l == lock && *v == version))
         });
+    }
+
+    /// The surrender of `lock` on `node` was applied at version `at`: each entry it suspended
+    /// is known again from its first notice at or after `at`.
+    fn applied_under(&mut self, lock: &LockId, node: &NodeId, at: u64) {
+        for ((_, n), s) in self.suspended.iter_mut() {
+            if let Suspension::Under {
+                lock: l,
+                applied_at,
+                ..
+            } = s
+                && n == node
+                && l == lock
+            {
+                *applied_at = Some(at);
+            }
+        }
     }
 
     /// Whether a surrender of this agent is still waiting for the server's answer.
@@ -443,9 +536,10 @@ impl Knowledge {
             .map(|s| &s.view)
     }
 
-    /// Takes in a view forwarded by agent `from`. Returns whether it was news.
+    /// Takes in a view forwarded by agent `from` to `me`. Returns whether it was news.
     pub fn on_forward(
         &mut self,
+        me: &AgentId,
         lock: &LockId,
         node: &NodeId,
         from: &AgentId,
@@ -462,7 +556,8 @@ impl Knowledge {
             who.retain(|a| a != from);
             unexcused = true;
         }
-        let news = self.take_view(lock, node, view, Source::ForwardedBy(from.clone())) || unexcused;
+        let source = Source::ForwardedBy(from.clone());
+        let news = self.take_view(me, lock, node, view, source) || unexcused;
         if let Some(stored) = self.views.get_mut(KeyRef::of(lock, node).as_dyn())
             && stored.view.version == version
             && !stored.sent.contains(from)
@@ -470,17 +565,6 @@ impl Knowledge {
             stored.sent.push(from.clone());
         }
         news
-    }
-
-    /// Forgets the view of `(lock, node)` (the agent withdrew from that lock); views up to the
-    /// forgotten version stay refused.
-    pub fn forget_view(&mut self, lock: &LockId, node: &NodeId) {
-        let key = (lock.clone(), node.clone());
-        if let Some(s) = self.views.remove(&key)
-            && let Some(c) = self.copies.get_mut(&key)
-        {
-            c.view_min = c.view_min.max(s.view.version + 1);
-        }
     }
 
     /// Forgets everything learnt from `node` (its server went down; a restarted server counts
@@ -494,6 +578,7 @@ impl Knowledge {
         self.unlocking.retain(|(_, n), _| n != node);
         self.lowering.retain(|(_, n), _| n != node);
         self.capped.retain(|(_, n), _| n != node);
+        self.withdrawn.retain(|(_, n)| n != node);
     }
 
     /// Every stored view, in `(lock, node)` order.
@@ -557,3 +642,4 @@ pub(crate) mod key;
 mod sent;
 #[cfg(test)]
 mod tests;
+mod withdrawn;

@@ -417,7 +417,7 @@ fn abort_on_deadlock_still_surrenders_a_lock_never_reported() {
 }
 
 #[test]
-fn unlock_withdraws_and_forgets() {
+fn unlock_withdraws_and_takes_the_agent_out_of_its_views() {
     let (l, k) = (lock_id!["l"], lock_id!["k"]);
     let mut c = core(1, Options::default());
     c.request(l.clone(), X, &[n1()], Req::All).unwrap();
@@ -432,7 +432,9 @@ fn unlock_withdraws_and_forgets() {
             Effect::StatusChanged(TransactionStatus::NoLocks),
         ]
     );
-    assert_eq!(c.wait_for_graph().agent_count(), 0);
+    // The others' places are kept (others may count on this agent having the view).
+    assert_eq!(c.wait_for_graph().waits_for_set(&agent(1)), Vec::<AgentId>::new());
+    assert!(c.knowledge.view(&l, &n1()).is_some());
     assert_eq!(c.unlock(&k), Err(RequestError::NoSuchRequest(k)));
 }
 

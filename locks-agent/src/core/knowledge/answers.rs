@@ -77,6 +77,8 @@ impl Knowledge {
             }
             Some(_) => {
                 self.unlocking.remove(&key);
+                // The last unlock answered: the copy's entry says whether the agent left it.
+                self.withdrawn.remove(&key);
                 true
             }
             None => false,

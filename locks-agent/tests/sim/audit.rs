@@ -3,7 +3,7 @@
 //! counts as real.
 
 use super::Sim;
-use locks_agent::internal::WaitForGraph;
+use locks_agent::internal::{Cycle, WaitForGraph};
 use locks_core::AgentId;
 use locks_core::proto::{AgentMessage, Note, ServerRequest};
 
@@ -38,6 +38,11 @@ impl Sim {
     }
 
     fn on_a_cycle(&self, agent: &AgentId) -> bool {
+        self.real_cycles().iter().any(|c| c.agents.contains(agent))
+    }
+
+    /// The cycles of the wait-for graph of every table together, now.
+    pub(super) fn real_cycles(&self) -> Vec<Cycle> {
         let mut views = Vec::new();
         for (node, table) in self.world.tables.iter() {
             for l in table.snapshot().locks {
@@ -45,7 +50,7 @@ impl Sim {
             }
         }
         let g = WaitForGraph::build(&self.modes, views.iter().map(|(l, n, v)| (l, n, v)));
-        g.cycles().iter().any(|c| c.agents.contains(agent))
+        g.cycles()
     }
 
     /// Counts a surrender the table applied (`applied`: its notices said so for its lock).

@@ -99,9 +99,17 @@ pub struct Sim {
 impl Sim {
     /// An empty network run by `seed`.
     pub fn new(seed: u64, modes: ModeTable) -> Sim {
+        /// How many deliveries a failure report shows: `SIM_TRACE` (to follow a whole run of
+        /// one seed), or 40.
+        fn trace_lines() -> usize {
+            std::env::var("SIM_TRACE")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(40)
+        }
         Sim {
             modes,
-            world: World::new(seed, 40),
+            world: World::new(seed, trace_lines()),
             clients: BTreeMap::new(),
             truth: BTreeMap::new(),
             touched: Vec::new(),
@@ -416,6 +424,7 @@ impl Sim {
                 }
             }
         }
+        s.push_str(&format!("the tables' cycles: {:?}\n", self.real_cycles()));
         for (id, c) in self.clients.iter().filter(|(_, c)| !c.done) {
             s.push_str(&format!(
                 "{id}: {:?} requests {:?}\n{}\n",

@@ -154,7 +154,7 @@ pub struct Knowledge {
     /// Boxed: a map's first node holds room for eleven values, and a new agent's first view
     /// allocated that node at eleven times a view's size.
     views: BTreeMap<(LockId, NodeId), Box<StoredView>>,
-    /// The copies this agent surrendered whose first newer notice has not come yet.
+    /// The copies this agent surrendered whose answer has not come yet.
     surrenders: BTreeSet<(LockId, NodeId)>,
     /// The suspended copies (module documentation).
     suspended: BTreeMap<(LockId, NodeId), Suspension>,

@@ -433,7 +433,10 @@ fn unlock_withdraws_and_takes_the_agent_out_of_its_views() {
         ]
     );
     // The others' places are kept (others may count on this agent having the view).
-    assert_eq!(c.wait_for_graph().waits_for_set(&agent(1)), Vec::<AgentId>::new());
+    assert_eq!(
+        c.wait_for_graph().waits_for_set(&agent(1)),
+        Vec::<AgentId>::new()
+    );
     assert!(c.knowledge.view(&l, &n1()).is_some());
     assert_eq!(c.unlock(&k), Err(RequestError::NoSuchRequest(k)));
 }

@@ -17,19 +17,7 @@ fn me() -> AgentId {
 }
 
 fn waiting_view(version: u64, holder: u64, waiter: u64) -> Arc<LockView> {
-    Arc::new(LockView {
-        version,
-        group: Some(X),
-        granted: vec![QueueEntry {
-            agent: agent(holder),
-            mode: X,
-        }],
-        converting: vec![],
-        waiting: vec![QueueEntry {
-            agent: agent(waiter),
-            mode: X,
-        }],
-    })
+    queue(version, holder, &[waiter])
 }
 
 fn notice(lock: &LockId, version: u64, state: EntryState) -> LockNotice {
@@ -39,6 +27,33 @@ fn notice(lock: &LockId, version: u64, state: EntryState) -> LockNotice {
         version,
         state,
         queue: state.is_waiting().then(|| waiting_view(version, 2, 1)),
+        note: None,
+    }
+}
+
+/// A view at `version`: `holder` holds it in `X`, `waiting` wait for `X` in that order.
+fn queue(version: u64, holder: u64, waiting: &[u64]) -> Arc<LockView> {
+    let entry = |a: u64| QueueEntry {
+        agent: agent(a),
+        mode: X,
+    };
+    Arc::new(LockView {
+        version,
+        group: Some(X),
+        granted: vec![entry(holder)],
+        converting: vec![],
+        waiting: waiting.iter().map(|&a| entry(a)).collect(),
+    })
+}
+
+/// The notice that this agent waits for `X` on `lock` in `q`.
+fn waiting_in(lock: &LockId, version: u64, q: Arc<LockView>) -> LockNotice {
+    LockNotice {
+        node: node(),
+        lock: lock.clone(),
+        version,
+        state: EntryState::Waiting(X),
+        queue: Some(q),
         note: None,
     }
 }
@@ -216,32 +231,7 @@ fn who_else_was_sent_a_view() {
     let l = lock_id!["l"];
     let modes = ModeTable::standard();
     let mut k = Knowledge::default();
-    let queue = |version: u64, holder: u64, waiting: &[u64]| {
-        Arc::new(LockView {
-            version,
-            group: Some(X),
-            granted: vec![QueueEntry {
-                agent: agent(holder),
-                mode: X,
-            }],
-            converting: vec![],
-            waiting: waiting
-                .iter()
-                .map(|&a| QueueEntry {
-                    agent: agent(a),
-                    mode: X,
-                })
-                .collect(),
-        })
-    };
-    let waiting = |version: u64, q: Arc<LockView>| LockNotice {
-        node: node(),
-        lock: l.clone(),
-        version,
-        state: EntryState::Waiting(X),
-        queue: Some(q),
-        note: None,
-    };
+    let waiting = |version: u64, q: Arc<LockView>| waiting_in(&l, version, q);
     let sent = |k: &Knowledge, to: u64| k.already_sent(&modes, &me(), &l, &node(), &agent(to));
     // The first view: nobody else need have it.
     k.on_notice(&me(), waiting(3, queue(3, 2, &[3, 5, 1])));
@@ -271,22 +261,7 @@ fn who_else_was_sent_a_view() {
 
 /// A view of `l` at `version`: agent 2 holds it, `waiting` wait in that order.
 fn held_by_2(version: u64, waiting: &[u64]) -> Arc<LockView> {
-    Arc::new(LockView {
-        version,
-        group: Some(X),
-        granted: vec![QueueEntry {
-            agent: agent(2),
-            mode: X,
-        }],
-        converting: vec![],
-        waiting: waiting
-            .iter()
-            .map(|&a| QueueEntry {
-                agent: agent(a),
-                mode: X,
-            })
-            .collect(),
-    })
+    queue(version, 2, waiting)
 }
 
 fn waiters(k: &Knowledge, l: &LockId) -> Vec<AgentId> {
@@ -298,14 +273,7 @@ fn waiters(k: &Knowledge, l: &LockId) -> Vec<AgentId> {
 fn an_agent_that_withdrew_keeps_the_others_waits_without_its_own() {
     let l = lock_id!["l"];
     let mut k = Knowledge::default();
-    let waiting = |version: u64, q: Arc<LockView>| LockNotice {
-        node: node(),
-        lock: l.clone(),
-        version,
-        state: EntryState::Waiting(X),
-        queue: Some(q),
-        note: None,
-    };
+    let waiting = |version: u64, q: Arc<LockView>| waiting_in(&l, version, q);
     // 3 waits ahead of this agent (1), which forwards the view and withdraws.
     k.on_notice(&me(), waiting(5, held_by_2(5, &[3, 1])));
     k.unlock_sent(&l, &node());

@@ -3,7 +3,9 @@
 //! with every requirement (so agents whose requests are met on one node stay queued on the
 //! other), unlocks of held and of pending locks and ends in the middle of a transaction (which
 //! leave the views others were forwarded stale), and agents with `abort_on_deadlock` (whose
-//! victims' queued copies may not be needed). Every transaction must finish, the simulation's
+//! victims' queued copies may not be needed). Runs with *twists* add pauses (an unlock or an
+//! end after the views went round; a request withdrawn a while after it was asked) and a crash
+//! of n2's server, which comes back a while later. Every transaction must finish, the simulation's
 //! oracles hold after every step, and the surrenders the tables apply are audited against
 //! their own wait-for graphs (printed; the share decided on outdated knowledge is a figure, not
 //! an assertion).
@@ -119,9 +121,29 @@ struct Script {
     idle_until: u64,
 }
 
-/// Runs one seed: `agents` clients on n1, a fifth of them with `abort_on_deadlock`, whose
-/// scripts have pauses if `pauses`.
-fn run(seed: u64, agents: u64, shape: Shape, pauses: bool) -> Result<(u64, Audit), String> {
+/// What a run adds to the scripts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Twists {
+    /// The scripts pause before unlocks and ends, and withdraw requests after a while.
+    pauses: bool,
+    /// n2's server crashes once, at a random step, and is back a while later; every client
+    /// waits for the nodes of its requests (`await_nodes`).
+    crash: bool,
+}
+
+const PLAIN: Twists = Twists {
+    pauses: false,
+    crash: false,
+};
+
+const PAUSES: Twists = Twists {
+    pauses: true,
+    crash: false,
+};
+
+/// Runs one seed: `agents` clients on n1, a fifth of them with `abort_on_deadlock`.
+fn run(seed: u64, agents: u64, shape: Shape, twists: Twists) -> Result<(u64, Audit), String> {
+    let pauses = twists.pauses;
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
     // Every other seed, the clients with an odd serial take their first locks on the fast
@@ -141,7 +163,7 @@ fn run(seed: u64, agents: u64, shape: Shape, pauses: bool) -> Result<(u64, Audit
             id.clone(),
             Options {
                 abort_on_deadlock,
-                ..Options::default()
+                await_nodes: twists.crash,
             },
             vec![],
         );
@@ -153,8 +175,22 @@ fn run(seed: u64, agents: u64, shape: Shape, pauses: bool) -> Result<(u64, Audit
         };
         scripts.insert(id, script);
     }
+    // When n2 crashes and when it is back.
+    let mut crash = twists.crash.then(|| {
+        let at = 20 + sim.rng().below(400) as u64;
+        (at, at + 1 + sim.rng().below(300) as u64)
+    });
     let mut steps: u64 = 0;
     loop {
+        if let Some((at, back)) = crash {
+            if steps == at {
+                sim.crash_server(&n(2), 50_000_000);
+                sim.node_down(&n(2));
+            } else if steps >= back {
+                sim.node_up(&n(2));
+                crash = None;
+            }
+        }
         let issued = issue_ready(&mut sim, &mut scripts, steps)?;
         let stepped = sim.step()?;
         steps += 1;
@@ -165,10 +201,15 @@ fn run(seed: u64, agents: u64, shape: Shape, pauses: bool) -> Result<(u64, Audit
             ));
         }
         if !stepped && !issued {
-            // Nothing moves: the idle clients go on.
+            // Nothing moves: the idle clients go on, and a crashed n2 comes back.
             let idle = scripts.values_mut().filter(|s| s.idle_until != 0);
-            if idle.map(|s| s.idle_until = 0).count() == 0 {
-                break;
+            let idle = idle.map(|s| s.idle_until = 0).count();
+            match crash {
+                // Not crashed yet: it crashes now (every run sees one).
+                Some((at, back)) if steps <= at => crash = Some((steps, steps + back - at)),
+                Some((at, _)) => crash = Some((at, steps)),
+                None if idle == 0 => break,
+                None => {}
             }
         }
     }
@@ -249,46 +290,45 @@ fn asked(sim: &mut Sim, id: &AgentId, ask: Ask) -> Result<(), String> {
     }
 }
 
-/// Seeds that found a defect, run besides the range: the shape, whether scripts pause, the
-/// seed.
-const REGRESSIONS: &[(Shape, bool, u64)] = &[
+/// Seeds that found a defect, run besides the range.
+const REGRESSIONS: &[(Shape, Twists, u64)] = &[
     // An agent that forwarded its view of a lock and withdrew from it forgot the view, which
     // the holder counted on it having: the cycle whose victim it was stayed unresolved.
-    (Shape::Hot, false, 6527),
+    (Shape::Hot, PLAIN, 6527),
     // A victim took a grant that came after its surrender for the surrender's answer; the
     // server then applied the surrender (its waits were a whole cycle by then), and the agent
     // claimed a lock it no longer held.
-    (Shape::Hot, true, 2695),
+    (Shape::Hot, PAUSES, 2695),
     // The same hole as 6527 through an ancestor: the intention entry a withdrawn request had
     // on it went with it, and the agent forgot that view too.
-    (Shape::Tree, true, 2999),
+    (Shape::Tree, PAUSES, 2999),
     // A withdrawal whose copy was unlocked twice (the second time with the intention of a
     // request on a descendant left) was never over: the agent left itself out of its own
     // views of the copy for good.
-    (Shape::Tree, true, 5361),
+    (Shape::Tree, PAUSES, 5361),
     // An agent that unlocked a lock and asked for it again refused the views of its new grant
     // that came before the answer to its unlock: a waiter's wait on it never reached it.
-    (Shape::Tree, true, 478),
+    (Shape::Tree, PAUSES, 478),
 ];
 
-fn churn(shape: Shape, agents: u64, pauses: bool) {
+fn churn(shape: Shape, agents: u64, twists: Twists) {
     let (mut surrenders, mut real, mut needless) = (0, 0, 0);
     let seeds = sim::seeds(40);
     let found = REGRESSIONS
         .iter()
-        .filter(|(s, p, _)| *s == shape && *p == pauses);
+        .filter(|(s, t, _)| *s == shape && *t == twists);
     let seeds: Vec<u64> = seeds.chain(found.map(|(.., seed)| *seed)).collect();
     let runs = seeds.len();
     for seed in seeds {
-        let (s, audit) = run(seed, agents, shape, pauses)
-            .unwrap_or_else(|e| panic!("{shape:?} (pauses: {pauses}) seed {seed}: {e}"));
+        let (s, audit) = run(seed, agents, shape, twists)
+            .unwrap_or_else(|e| panic!("{shape:?} {twists:?} seed {seed}: {e}"));
         surrenders += s;
         real += audit.real;
         needless += audit.needless;
     }
     let applied = (real + needless).max(1);
     eprintln!(
-        "churn {shape:?} (pauses: {pauses}), {agents} agents x {runs} seeds: \
+        "churn {shape:?} {twists:?}, {agents} agents x {runs} seeds: \
          {surrenders} surrenders sent; \
          applied: {real} on a real cycle, {needless} needless ({:.1}%)",
         100.0 * needless as f64 / applied as f64
@@ -297,16 +337,26 @@ fn churn(shape: Shape, agents: u64, pauses: bool) {
 
 #[test]
 fn churning_transactions_on_a_tree_on_two_nodes_all_finish() {
-    churn(Shape::Tree, 12, false);
+    churn(Shape::Tree, 12, PLAIN);
 }
 
 #[test]
 fn churning_transactions_on_hot_locks_met_on_one_node_queued_on_the_other_all_finish() {
-    churn(Shape::Hot, 6, false);
+    churn(Shape::Hot, 6, PLAIN);
 }
 
 #[test]
 fn churning_transactions_that_pause_before_they_unlock_or_end_all_finish() {
-    churn(Shape::Hot, 6, true);
-    churn(Shape::Tree, 12, true);
+    churn(Shape::Hot, 6, PAUSES);
+    churn(Shape::Tree, 12, PAUSES);
+}
+
+#[test]
+fn churning_transactions_outlive_a_crash_of_a_lock_server() {
+    let crash = Twists {
+        pauses: true,
+        crash: true,
+    };
+    churn(Shape::Hot, 6, crash);
+    churn(Shape::Tree, 12, crash);
 }

@@ -89,6 +89,7 @@ pub struct Sim {
     pub finished: Vec<AgentId>,
     /// The tables the agreement oracle looks at.
     inspect: BTreeSet<NodeId>,
+
     /// The agent that received a message or settled in the current step.
     subject: Option<AgentId>,
     audit: Audit,
@@ -150,6 +151,7 @@ impl Sim {
     /// from `version_base` (larger than before): everything in flight to or from it is lost.
     /// Agents are not told; see [`Sim::node_down`].
     pub fn crash_server(&mut self, node: &NodeId, version_base: u64) {
+        self.world.trace.push(format!("{node} crashes"));
         let end = End::Server(node.clone());
         self.world
             .net
@@ -173,6 +175,9 @@ impl Sim {
     /// Every running agent learns that `node` is down.
     pub fn node_down(&mut self, node: &NodeId) {
         let ids = self.with_agents();
+        self.world
+            .trace
+            .push(format!("{node} down, told to {ids:?}"));
         for id in ids {
             self.with_core(&id, |c| c.node_down(node));
         }
@@ -181,6 +186,7 @@ impl Sim {
     /// Every running agent learns that `node` is up again.
     pub fn node_up(&mut self, node: &NodeId) {
         let ids = self.with_agents();
+        self.world.trace.push(format!("{node} up, told to {ids:?}"));
         for id in ids {
             self.with_core(&id, |c| c.node_up(node));
         }

@@ -3,10 +3,14 @@
 //!
 //! Invariants:
 //! - Versions per `(lock, node)` only grow. An entry state is replaced only by a server notice
-//!   with a larger version than any seen for that copy; a view only by a larger version, and
-//!   never by one older than the agent's own newest notice of that copy (a notice without a
-//!   queue says the agent stopped waiting there, so older views are outdated).
-//! - Only views with pending entries are kept: the others cause no wait-for edge.
+//!   with a larger version than any seen for that copy; a view only by a larger version (or by
+//!   the same one as received, in place of one edited by `withdrawn.rs`), and never by one
+//!   older than the agent's own newest notice of that copy that shows it there (such a notice
+//!   without a queue says the agent holds the lock and nobody waits, so older views are
+//!   outdated). A notice that its entry is gone outdates only its own place in older views
+//!   (`withdrawn.rs`).
+//! - Only views with pending entries are kept (as received): the others cause no wait-for
+//!   edge.
 //! - After the agent surrenders a copy at version `v`, that copy is *suspended* — its entry does
 //!   not count as held — until the server's answer to the surrender arrives (a notice with the
 //!   agent's [`Note::Surrendered`] at `v`, or [`Note::NotSurrendered`]), or a notice that its

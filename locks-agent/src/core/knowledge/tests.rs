@@ -227,6 +227,24 @@ fn forgetting_a_node_forgets_its_copies() {
 }
 
 #[test]
+fn a_forward_from_before_a_node_went_down_is_refused_after_it() {
+    // Another agent's forward of the server's queue from before it went down may arrive after
+    // it is back: it is no part of what the server says now (and taken for the view "before"
+    // a notice of the new server, it would make the agent think the server told everybody).
+    let l = lock_id!["l"];
+    let mut k = Knowledge::default();
+    k.on_notice(&me(), notice(&l, 12, EntryState::Waiting(X)));
+    k.forget_node(&node());
+    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), queue(12, 2, &[1, 3])));
+    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), queue(9, 2, &[1, 3])));
+    assert_eq!(k.views().count(), 0);
+    // The server's own notices are taken whatever their version; newer forwards too.
+    let waiting = |version: u64, q: Arc<LockView>| waiting_in(&l, version, q);
+    assert!(k.on_notice(&me(), waiting(5, queue(5, 4, &[1]))));
+    assert!(k.on_forward(&me(), &l, &node(), &agent(3), queue(13, 4, &[1, 3])));
+}
+
+#[test]
 fn who_else_was_sent_a_view() {
     let l = lock_id!["l"];
     let modes = ModeTable::standard();

@@ -59,17 +59,20 @@ fn random_lock(rng: &mut Rng, shape: Shape) -> LockId {
     }
 }
 
-fn random_ask(rng: &mut Rng, shape: Shape) -> Ask {
+/// A request on `nodes` nodes (two or three).
+fn random_ask(rng: &mut Rng, shape: Shape, nodes: usize) -> Ask {
     let mode = if rng.below(2) == 0 { Mode::S } else { Mode::X };
     let lock = random_lock(rng, shape);
     let draw = match shape {
         Shape::Hot if rng.below(2) == 0 => 0,
         _ => rng.below(6),
     };
+    let all: Vec<NodeId> = (1..=nodes).map(n).collect();
     let (nodes, req) = match draw {
-        0 => (vec![n(1), n(2)], Req::Any),
-        1 => (vec![n(1), n(2)], Req::Majority),
-        2 => (vec![n(1), n(2)], Req::AllAlive),
+        0 => (all, Req::Any),
+        1 => (all, Req::Majority),
+        2 => (all, Req::AllAlive),
+        3 if nodes == 3 => (vec![n(2 + rng.below(2))], Req::All),
         3 => (vec![n(2)], Req::All),
         _ => (vec![n(1)], Req::All),
     };
@@ -81,14 +84,15 @@ fn random_ask(rng: &mut Rng, shape: Shape) -> Ask {
     }
 }
 
-fn random_script(rng: &mut Rng, shape: Shape, pauses: bool) -> VecDeque<Op> {
+fn random_script(rng: &mut Rng, shape: Shape, twists: Twists) -> VecDeque<Op> {
+    let (pauses, nodes) = (twists.pauses, twists.nodes());
     let len = 2 + rng.below(5);
     let mut ops = VecDeque::new();
     let mut asks = 0;
     for _ in 0..len {
         let op = match rng.below(10) {
-            0..=4 => Op::Lock(random_ask(rng, shape)),
-            5..=7 => Op::NoWait(random_ask(rng, shape)),
+            0..=4 => Op::Lock(random_ask(rng, shape, nodes)),
+            5..=7 => Op::NoWait(random_ask(rng, shape, nodes)),
             8 => Op::Unlock(rng.below(4)),
             _ => Op::End,
         };
@@ -129,21 +133,39 @@ struct Twists {
     /// n2's server crashes once, at a random step, and is back a while later; every client
     /// waits for the nodes of its requests (`await_nodes`).
     crash: bool,
+    /// Requests name three nodes (n3 too) rather than two.
+    three_nodes: bool,
+}
+
+impl Twists {
+    fn nodes(self) -> usize {
+        if self.three_nodes { 3 } else { 2 }
+    }
 }
 
 const PLAIN: Twists = Twists {
     pauses: false,
     crash: false,
+    three_nodes: false,
 };
 
 const PAUSES: Twists = Twists {
     pauses: true,
-    crash: false,
+    ..PLAIN
+};
+
+const CRASH: Twists = Twists {
+    crash: true,
+    ..PAUSES
+};
+
+const THREE_NODES: Twists = Twists {
+    three_nodes: true,
+    ..CRASH
 };
 
 /// Runs one seed: `agents` clients on n1, a fifth of them with `abort_on_deadlock`.
 fn run(seed: u64, agents: u64, shape: Shape, twists: Twists) -> Result<(u64, Audit), String> {
-    let pauses = twists.pauses;
     let modes = ModeTable::standard();
     let mut sim = Sim::new(seed, modes.clone());
     // Every other seed, the clients with an odd serial take their first locks on the fast
@@ -151,14 +173,14 @@ fn run(seed: u64, agents: u64, shape: Shape, twists: Twists) -> Result<(u64, Aud
     sim.fast_path = seed.is_multiple_of(2);
     sim.auto_end = false;
     // Node `i` counts versions from `i * 1_000_000`.
-    for i in 1..=2 {
+    for i in 1..=twists.nodes() {
         sim.add_server(n(i), i as u64 * 1_000_000);
     }
     let mut scripts: BTreeMap<AgentId, Script> = BTreeMap::new();
     for serial in 1..=agents {
         let id = AgentId::new(n(1), 1, serial);
         let abort_on_deadlock = sim.rng().below(5) == 0;
-        let ops = random_script(sim.rng(), shape, pauses);
+        let ops = random_script(sim.rng(), shape, twists);
         sim.add_client(
             id.clone(),
             Options {
@@ -309,6 +331,10 @@ const REGRESSIONS: &[(Shape, Twists, u64)] = &[
     // An agent that unlocked a lock and asked for it again refused the views of its new grant
     // that came before the answer to its unlock: a waiter's wait on it never reached it.
     (Shape::Tree, PAUSES, 478),
+    // After n2 came back, another agent's forward of n2's queue from before the crash became
+    // an agent's view "before" its first notice of the new server, and the agent took it that
+    // the server had told every waiter of that notice: a forward was never sent.
+    (Shape::Tree, THREE_NODES, 5211),
 ];
 
 fn churn(shape: Shape, agents: u64, twists: Twists) {
@@ -353,10 +379,12 @@ fn churning_transactions_that_pause_before_they_unlock_or_end_all_finish() {
 
 #[test]
 fn churning_transactions_outlive_a_crash_of_a_lock_server() {
-    let crash = Twists {
-        pauses: true,
-        crash: true,
-    };
-    churn(Shape::Hot, 6, crash);
-    churn(Shape::Tree, 12, crash);
+    churn(Shape::Hot, 6, CRASH);
+    churn(Shape::Tree, 12, CRASH);
+}
+
+#[test]
+fn churning_transactions_on_three_nodes_outlive_a_crash_of_one() {
+    churn(Shape::Hot, 6, THREE_NODES);
+    churn(Shape::Tree, 12, THREE_NODES);
 }

@@ -138,27 +138,32 @@ struct Twists {
 }
 
 impl Twists {
+    /// How many nodes the requests name.
     fn nodes(self) -> usize {
         if self.three_nodes { 3 } else { 2 }
     }
 }
 
+/// The scripts as drawn, on two nodes that stay up.
 const PLAIN: Twists = Twists {
     pauses: false,
     crash: false,
     three_nodes: false,
 };
 
+/// Pauses before unlocks and ends, and requests withdrawn after a while.
 const PAUSES: Twists = Twists {
     pauses: true,
     ..PLAIN
 };
 
+/// Pauses, and a crash of n2's server.
 const CRASH: Twists = Twists {
     crash: true,
     ..PAUSES
 };
 
+/// Pauses and the crash, with requests on three nodes.
 const THREE_NODES: Twists = Twists {
     three_nodes: true,
     ..CRASH

@@ -27,7 +27,7 @@ use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
-use locks_server::internal::{NodeInternals, Touched};
+use locks_server::internal::{NodeInternals, Presence, Touched};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -98,11 +98,10 @@ pub(crate) fn begin_now(node: &Node, options: Options) -> Result<Transaction, Er
     if !node.is_running() {
         return Err(locks_server::Error::Stopped.into());
     }
-    let id = node.next_agent_id();
-    node.router().register_idle_agent(id.clone());
+    let presence = node.begin_agent();
     node.router().metrics().transactions_begun.increment(1);
     Ok(Transaction {
-        id,
+        presence,
         node: node.clone(),
         options,
         agent: Mutex::new(None),
@@ -156,7 +155,9 @@ pub async fn begin_transaction_with(
 
 /// A running transaction: the client's handle on its locks and, once started, its agent.
 pub struct Transaction {
-    id: AgentId,
+    /// The agent id, live for the router until the end (which makes a mailbox for the
+    /// transaction when a message comes before it has an agent).
+    presence: Presence,
     node: Node,
     /// The options the agent starts with.
     options: Options,
@@ -174,7 +175,7 @@ pub struct Transaction {
 impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transaction")
-            .field("agent", &self.id)
+            .field("agent", self.id())
             .finish_non_exhaustive()
     }
 }
@@ -182,7 +183,7 @@ impl std::fmt::Debug for Transaction {
 impl Transaction {
     /// The id of this transaction's agent.
     pub fn id(&self) -> &AgentId {
-        &self.id
+        self.presence.id()
     }
 
     /// The agent actor, started now if the transaction has none yet.

@@ -13,7 +13,9 @@ pub use crate::local::{
 };
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
-pub use crate::router::{Deliver, DownCause, MemberDelivery, RemoteLink, Router, ToServer};
+pub use crate::router::{
+    Deliver, DownCause, MemberDelivery, Presence, RemoteLink, Router, ToServer,
+};
 pub use crate::server::{LockServer, Snapshot, Watchers};
 pub use crate::table::LockTable;
 

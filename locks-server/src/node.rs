@@ -17,6 +17,7 @@ pub use crate::config::NodeConfig;
 use crate::error::Error;
 use crate::introspect::{self, ClusterQuery, ClusterView};
 use crate::local::LocalTable;
+use crate::router::Presence;
 use crate::router::Router;
 use crate::server::{LockServer, Snapshot, Watchers};
 use crate::table::{LockTable, TableSnapshot};
@@ -161,7 +162,7 @@ impl Node {
         info!(node = %id, incarnation, addr = ?cluster.as_ref().and_then(|c| c.local_addr()), "node started");
         Ok(Node {
             inner: Arc::new(NodeInner {
-                agent_ids: AgentIds::new(id.clone(), incarnation),
+                agent_ids: AgentIds::new(id.clone(), incarnation, router.agents().clone()),
                 id,
                 incarnation,
                 modes: config.modes().clone(),
@@ -471,8 +472,14 @@ pub trait NodeInternals {
     fn router(&self) -> &Arc<Router>;
     /// The arbiter (thread) the node's actors run on.
     fn arbiter(&self) -> &ArbiterHandle;
-    /// A fresh agent id: on one thread, later calls give larger ids (see `crate::agent_ids`).
+    /// A fresh agent id, for an agent that registers its mailbox with the router itself: on
+    /// one thread, later calls give larger ids (see `crate::agent_ids`).
     fn next_agent_id(&self) -> AgentId;
+    /// A fresh agent id for a transaction that begins now: live for the router, which makes
+    /// its mailbox when the first message for it comes, until
+    /// [`Router::end_transaction`](crate::internal::Router::end_transaction) with the
+    /// returned presence. Ids of both kinds grow together on one thread.
+    fn begin_agent(&self) -> Presence;
     /// The node's lock table, for the fast path of the transactions of this node (see
     /// `crate::local`).
     fn local_table(&self) -> &Arc<LocalTable>;
@@ -489,6 +496,10 @@ impl NodeInternals for Node {
 
     fn next_agent_id(&self) -> AgentId {
         self.inner.agent_ids.next()
+    }
+
+    fn begin_agent(&self) -> Presence {
+        self.inner.agent_ids.begin()
     }
 
     fn local_table(&self) -> &Arc<LocalTable> {

@@ -8,8 +8,10 @@
 //! ([`Router::send_member`], delivered as [`MemberDelivery`]).
 //!
 //! Invariants: an agent is registered from its actor's start until it stops (or its state is
-//! dropped after a panic); a message to an unregistered local agent fails with
-//! [`RouteError::UnknownAgent`], which the lock server takes as the agent's death. Members
+//! dropped after a panic), and a transaction without an actor is live from its `begin` to its
+//! end, with a mailbox made when the first message for it comes (`agents`); a message to a
+//! local agent that is neither fails with [`RouteError::UnknownAgent`], which the lock server
+//! takes as the agent's death. Members
 //! likewise; a message to an unregistered member fails with [`RouteError::UnknownMember`] and
 //! is dropped (members detect each other's end on their own).
 //!
@@ -18,7 +20,10 @@
 //! to the local caller waiting for it (or dropped), both only from [`Router::deliver_from`],
 //! which knows the sender.
 
+pub(crate) mod agents;
 mod messages;
+pub use agents::Presence;
+use agents::{Agents, Mailbox};
 pub(crate) use messages::NodeDown;
 pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 
@@ -34,17 +39,7 @@ use std::collections::HashMap;
 /// up at ~4 % of an uncontended transaction, and these keys come from the node itself, not
 /// from untrusted input that could aim at collisions.
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, Weak};
-
-/// How many shards the agents' mailboxes are kept in.
-const AGENT_SHARDS: usize = 16;
-
-/// One shard of the agents' mailboxes, on a cache line of its own: every transaction registers
-/// and unregisters its mailbox, and threads running transactions side by side would otherwise
-/// pass one mutex's line (and its neighbours') back and forth on every `begin` and `end`.
-#[repr(align(128))]
-#[derive(Default)]
-struct AgentShard(Mutex<FastMap<AgentId, Mailbox>>);
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 /// The local lock server's mailbox, as the router sees it (the router does not know the actor
 /// type, so that the server can use the router without a circle).
@@ -53,30 +48,15 @@ struct ServerMailbox {
     node_down: Recipient<NodeDown>,
 }
 
-/// Where messages to a local agent go.
-enum Mailbox {
-    /// The agent's actor.
-    Running(Recipient<Deliver>),
-    /// A transaction with no actor yet (its locks so far were granted by the node's fast path):
-    /// messages for it are kept, in order, until an actor takes them over
-    /// ([`Router::attach_agent`]). A deadlock probe is refuted at once instead, while the
-    /// transaction waits for nothing (`waits` is false): such an agent is in no cycle. From the
-    /// moment the table queues one of its requests (`Router::idle_agent_waits`, called before
-    /// anybody is told of that wait), probes are kept like everything else, for the actor.
-    Idle {
-        kept: Vec<AgentMessage>,
-        waits: bool,
-    },
-}
-
 /// Routes messages to the local lock server, local agents and remote nodes.
 pub struct Router {
     node: NodeId,
     server: OnceLock<ServerMailbox>,
-    /// Local agents' mailboxes, sharded by serial (see [`AgentShard`]). Whatever must happen
-    /// in order for one agent (its kept messages before later ones) happens under its shard's
-    /// lock; nothing is ordered across agents.
-    agents: Box<[AgentShard; AGENT_SHARDS]>,
+    /// Local agents' mailboxes, and which transactions are live without one, sharded by
+    /// block of serials (`agents`). Whatever must happen in order for one agent (its kept
+    /// messages before later ones) happens under its shard's lock; nothing is ordered across
+    /// agents. Shared with the node's agent ids, which register their blocks in it.
+    agents: Arc<Agents>,
     members: Mutex<FastMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
     /// The lease of each peer's link (see [`crate::lease`]).
@@ -102,7 +82,7 @@ impl Router {
     pub fn new(node: NodeId) -> Router {
         Router {
             server: OnceLock::new(),
-            agents: Box::default(),
+            agents: Arc::default(),
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
             leases: RwLock::new(FastMap::default()),
@@ -136,22 +116,9 @@ impl Router {
     }
 
     /// The shard of `agent`'s mailbox, locked.
-    fn shard(&self, agent: &AgentId) -> MutexGuard<'_, FastMap<AgentId, Mailbox>> {
-        // A thread takes its serials in blocks (`crate::agent_ids`): the agents of one
-        // thread's block share a shard, those of two threads' blocks (taken one after the
-        // other) do not, so threads beginning transactions side by side take different locks.
-        let block = agent.serial() / crate::agent_ids::SERIAL_BLOCK;
-        self.agents[(block % AGENT_SHARDS as u64) as usize]
-            .0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Every shard, locked one after the other.
-    fn shards(&self) -> impl Iterator<Item = MutexGuard<'_, FastMap<AgentId, Mailbox>>> {
-        self.agents
-            .iter()
-            .map(|s| s.0.lock().unwrap_or_else(PoisonError::into_inner))
+    /// The registry of the agents' mailboxes and blocks, shared with the node's agent ids.
+    pub(crate) fn agents(&self) -> &Arc<Agents> {
+        &self.agents
     }
 
     /// This node's id.
@@ -186,26 +153,24 @@ impl Router {
 
     /// Registers a local agent's mailbox.
     pub fn register_agent(&self, agent: AgentId, recipient: Recipient<Deliver>) {
-        self.shard(&agent)
+        self.agents
+            .shard(&agent)
+            .mailboxes
             .insert(agent, Mailbox::Running(recipient));
     }
 
     /// Registers a local transaction that has no actor yet: messages for it are kept until
-    /// [`Router::attach_agent`] (see `Mailbox::Idle`).
+    /// [`Router::attach_agent`] (see `Mailbox::Idle`). (A transaction begun with
+    /// [`crate::internal::NodeInternals::begin_agent`] needs none: its mailbox is made when
+    /// the first message for it comes.)
     pub fn register_idle_agent(&self, agent: AgentId) {
-        self.shard(&agent).insert(
-            agent,
-            Mailbox::Idle {
-                kept: Vec::new(),
-                waits: false,
-            },
-        );
+        self.agents.register_idle(agent);
     }
 
     /// An idle transaction now waits in the local table: from now on its probes are kept for
     /// its actor too (see `Mailbox::Idle`).
     pub fn idle_agent_waits(&self, agent: &AgentId) {
-        if let Some(Mailbox::Idle { waits, .. }) = self.shard(agent).get_mut(agent) {
+        if let Some(Mailbox::Idle { waits, .. }) = self.agents.shard(agent).mailbox(agent) {
             *waits = true;
         }
     }
@@ -214,28 +179,36 @@ impl Router {
     /// `recipient`'s mailbox, in the order they came, and every later message goes there too.
     /// Done under the registry's lock, so no message overtakes the kept ones.
     pub fn attach_agent(&self, agent: &AgentId, recipient: Recipient<Deliver>) {
-        let mut agents = self.shard(agent);
-        if let Some(Mailbox::Idle { kept, .. }) = agents.get_mut(agent) {
+        let mut shard = self.agents.shard(agent);
+        if let Some(Mailbox::Idle { kept, .. }) = shard.mailbox(agent) {
             for msg in kept.drain(..) {
                 recipient.do_send(Deliver::Message(msg));
             }
         }
-        agents.insert(agent.clone(), Mailbox::Running(recipient));
+        shard
+            .mailboxes
+            .insert(agent.clone(), Mailbox::Running(recipient));
     }
 
-    /// Forgets a local agent. Messages to it fail from now on.
+    /// Forgets a local agent's mailbox (its actor stopped). Messages to it fail from now on.
     pub fn unregister_agent(&self, agent: &AgentId) {
-        self.shard(agent).remove(agent);
+        self.agents.shard(agent).mailboxes.remove(agent);
     }
 
-    /// Whether `agent` is a running agent of this node.
+    /// The transaction of `presence` ended: messages to it fail from now on, and a mailbox
+    /// made or registered for it is forgotten.
+    pub fn end_transaction(&self, presence: &Presence) {
+        self.agents.end(presence);
+    }
+
+    /// Whether `agent` is a running agent of this node, or a live transaction without one.
     pub fn has_agent(&self, agent: &AgentId) -> bool {
-        self.shard(agent).contains_key(agent)
+        self.agents.has(agent)
     }
 
-    /// How many agents run on this node.
+    /// How many agents run on this node, live transactions without an actor included.
     pub fn agent_count(&self) -> usize {
-        self.shards().map(|agents| agents.len()).sum()
+        self.agents.count()
     }
 
     /// Registers a local group member's mailbox.
@@ -345,10 +318,12 @@ impl Router {
         }
     }
 
-    /// The ids of the agents running on this node, in no particular order.
+    /// The ids of the agents of this node that have a mailbox, in no particular order. (A
+    /// transaction without one has asked only this node's table for locks.)
     pub fn agent_ids(&self) -> Vec<AgentId> {
-        self.shards()
-            .flat_map(|agents| agents.keys().cloned().collect::<Vec<_>>())
+        self.agents
+            .shards()
+            .flat_map(|shard| shard.mailboxes.keys().cloned().collect::<Vec<_>>())
             .collect()
     }
 
@@ -423,8 +398,8 @@ impl Router {
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         if to.node() == &self.node {
             let undelivered = {
-                let mut agents = self.shard(to);
-                match agents.get_mut(to) {
+                let mut shard = self.agents.shard(to);
+                match shard.mailbox(to) {
                     // `do_send` queues even when the mailbox is full; the volume is bounded by
                     // the agent's own requests. (Sent under the lock: queueing never blocks,
                     // and a clone of the recipient would be an allocation per message.)
@@ -437,7 +412,7 @@ impl Router {
                     Some(Mailbox::Idle { waits: false, .. })
                         if matches!(msg, AgentMessage::Probe(_)) =>
                     {
-                        drop(agents);
+                        drop(shard);
                         self.bounce_probe(msg);
                         return Ok(());
                     }
@@ -447,7 +422,7 @@ impl Router {
                     }
                     // A closed mailbox means the agent is gone.
                     Some(Mailbox::Running(_)) => {
-                        agents.remove(to);
+                        shard.mailboxes.remove(to);
                         msg
                     }
                     None => msg,
@@ -497,9 +472,11 @@ impl Router {
         // An idle transaction is not told: it has locks on this node only, and a request it
         // makes later on another node finds out whether that node is reachable as it is sent.
         let agents: Vec<Recipient<Deliver>> = self
+            .agents
             .shards()
-            .flat_map(|agents| {
-                agents
+            .flat_map(|shard| {
+                shard
+                    .mailboxes
                     .values()
                     .filter_map(|m| match m {
                         Mailbox::Running(r) => Some(r.clone()),

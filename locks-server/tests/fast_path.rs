@@ -7,7 +7,7 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::{FastLock, NodeInternals, Touched};
+use locks_server::internal::{FastLock, NodeInternals, Presence, Touched};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 
@@ -112,12 +112,32 @@ async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     );
 }
 
+/// A transaction without an actor: begun as transactions are (`begin_agent`: live for the
+/// router, no mailbox until a message comes) when `lazy`, else with its mailbox registered at
+/// once (`register_idle_agent`). The presence, if any, ends it for the router.
+fn idle_transaction(node: &Node, lazy: bool) -> (locks_core::AgentId, Option<Presence>) {
+    if lazy {
+        let presence = node.begin_agent();
+        (presence.id().clone(), Some(presence))
+    } else {
+        (agent(node), None)
+    }
+}
+
 #[tokio::test]
 async fn messages_for_a_transaction_without_an_actor_are_kept_and_handed_over_in_order() {
-    let node = Node::start(NodeConfig::new("fast4")).await.unwrap();
+    kept_and_handed_over("fast4", false).await;
+}
+
+#[tokio::test]
+async fn messages_for_a_transaction_begun_without_a_mailbox_are_kept_and_handed_over_in_order() {
+    kept_and_handed_over("fast4l", true).await;
+}
+
+async fn kept_and_handed_over(name: &str, lazy: bool) {
+    let node = Node::start(NodeConfig::new(name)).await.unwrap();
     let router = node.router().clone();
-    let idle = node.next_agent_id();
-    router.register_idle_agent(idle.clone());
+    let (idle, _presence) = idle_transaction(&node, lazy);
     let lock = lock_id!["k"];
     let holder = node.next_agent_id();
     // Messages another agent sends it while it has no actor.
@@ -178,10 +198,19 @@ fn probe(node: &Node, through: &locks_core::AgentId, victim: &locks_core::AgentI
 
 #[tokio::test]
 async fn a_probe_through_a_transaction_that_waits_for_nothing_is_refuted_at_once() {
-    let node = Node::start(NodeConfig::new("fast5")).await.unwrap();
+    refuted_at_once("fast5", false).await;
+}
+
+#[tokio::test]
+async fn a_probe_through_a_transaction_begun_without_a_mailbox_is_refuted_at_once() {
+    refuted_at_once("fast5l", true).await;
+}
+
+async fn refuted_at_once(name: &str, lazy: bool) {
+    let node = Node::start(NodeConfig::new(name)).await.unwrap();
     let router = node.router().clone();
-    let (idle, victim) = (node.next_agent_id(), node.next_agent_id());
-    router.register_idle_agent(idle.clone());
+    let (idle, _presence) = idle_transaction(&node, lazy);
+    let victim = node.next_agent_id();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (r, v) = (router.clone(), victim.clone());
     node.spawn(async move { r.register_agent(v, ChannelAgent(tx).start().recipient()) })
@@ -215,4 +244,34 @@ async fn a_probe_through_a_transaction_that_waits_for_nothing_is_refuted_at_once
         .unwrap();
     assert!(matches!(recv(&mut rx2).await, AgentMessage::Probe(p) if !p.refuted));
     assert!(rx.try_recv().is_err(), "nothing bounced to the victim");
+}
+
+/// A transaction begun without a mailbox is live for the router until its end, whether or not
+/// a message made it a mailbox; after its end a message to it fails as to an agent that is
+/// gone (which the lock server takes as its death), and nothing of it is left.
+#[tokio::test]
+async fn a_transaction_begun_without_a_mailbox_is_gone_for_the_router_after_its_end() {
+    let node = Node::start(NodeConfig::new("fast6")).await.unwrap();
+    let router = node.router().clone();
+    let before = router.agent_count();
+    let (quiet, told) = (node.begin_agent(), node.begin_agent());
+    assert!(router.has_agent(quiet.id()) && router.has_agent(told.id()));
+    assert_eq!(router.agent_count(), before + 2);
+    let msg = AgentMessage::Surrendered {
+        by: quiet.id().clone(),
+        node: node.id().clone(),
+        lock: lock_id!["g"],
+        version: 1,
+    };
+    router.send_agent(told.id(), msg.clone()).expect("kept");
+    for presence in [&quiet, &told] {
+        router.end_transaction(presence);
+        assert!(!router.has_agent(presence.id()));
+        assert!(matches!(
+            router.send_agent(presence.id(), msg.clone()),
+            Err(locks_server::RouteError::UnknownAgent(_))
+        ));
+    }
+    assert_eq!(router.agent_count(), before);
+    node.shutdown().await;
 }

@@ -62,11 +62,11 @@ impl Transaction {
         }
         // The agent's copy of the node's name (see `Node::next_agent_id`): cloned on this
         // thread's own counter.
-        let here = self.id.node();
+        let here = self.id().node();
         match self
             .node
             .local_table()
-            .try_lock(&self.id, lock, mode, &self.touched)
+            .try_lock(self.id(), lock, mode, &self.touched)
         {
             FastLock::Granted { mode, version } => Fast::Done(Ok(Locked {
                 granted: GrantedLock {
@@ -99,7 +99,10 @@ impl Transaction {
             return addr.clone();
         }
         let here = self.node.id().clone();
-        let state = self.node.local_table().agent_state(&self.id, &self.touched);
+        let state = self
+            .node
+            .local_table()
+            .agent_state(self.id(), &self.touched);
         let mut locks = Vec::new();
         let mut claimed = Vec::new();
         let mut notices = Vec::with_capacity(state.len());
@@ -115,10 +118,10 @@ impl Transaction {
         // Before the agent can send anything: its removal reaches the fast path's shards too.
         self.node
             .local_table()
-            .agent_started(&self.id, &self.touched);
+            .agent_started(self.id(), &self.touched);
         let router = self.node.router().clone();
         let (id, modes, options, outcome) = (
-            self.id.clone(),
+            self.id().clone(),
             self.node.modes().clone(),
             self.options.clone(),
             self.outcome().clone(),
@@ -136,7 +139,7 @@ impl Transaction {
             });
         }
         // After the seed: the messages kept for the transaction follow it in the mailbox.
-        router.attach_agent(&self.id, addr.clone().recipient());
+        router.attach_agent(self.id(), addr.clone().recipient());
         *agent = Some(addr.clone());
         addr
     }
@@ -152,7 +155,7 @@ impl Transaction {
         let locks: Vec<GrantedLock> = self
             .node
             .local_table()
-            .direct_locks_of(&self.id, &self.touched)
+            .direct_locks_of(self.id(), &self.touched)
             .into_iter()
             .map(|(lock, mode, version)| GrantedLock {
                 lock,
@@ -173,7 +176,7 @@ impl Transaction {
         if agent.is_some() {
             return None;
         }
-        let has_locks = self.node.local_table().knows(&self.id, &self.touched);
+        let has_locks = self.node.local_table().knows(self.id(), &self.touched);
         Some(if has_locks {
             TransactionStatus::HaveAllLocks {
                 deadlocks: Vec::new(),
@@ -192,7 +195,7 @@ impl Transaction {
         Some(
             self.node
                 .local_table()
-                .unlock(&self.id, lock)
+                .unlock(self.id(), lock)
                 .map_err(|_| RequestError::NoSuchRequest(lock.clone()).into()),
         )
     }
@@ -203,7 +206,7 @@ impl Transaction {
         if agent.is_some() {
             return None;
         }
-        let held = self.node.local_table().holds(&self.id, lock);
+        let held = self.node.local_table().holds(self.id(), lock);
         Some(match held {
             Some((mode, version)) => LockState::Held(GrantedLock {
                 lock: lock.clone(),
@@ -220,9 +223,10 @@ impl Transaction {
         let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         match &*agent {
             None => {
-                // Unregistered first: the release tells the transaction nothing it needs.
-                self.node.router().unregister_agent(&self.id);
-                self.node.local_table().release(&self.id, &self.touched);
+                // Ended for the router first: the release tells the transaction nothing it
+                // needs.
+                self.node.router().end_transaction(&self.presence);
+                self.node.local_table().release(self.id(), &self.touched);
             }
             // The agent releases everything its core contacted (this node's table included:
             // `AgentCore::adopt` counts it) when it stops; unregistered first, so that messages
@@ -233,10 +237,10 @@ impl Transaction {
             // The agent's own release comes after whatever it sent before, so a request that
             // reaches the table after this release is released then; releasing twice is a no-op.
             Some(addr) => {
-                self.node.router().unregister_agent(&self.id);
+                self.node.router().end_transaction(&self.presence);
                 self.node
                     .local_table()
-                    .release_started(&self.id, &self.touched);
+                    .release_started(self.id(), &self.touched);
                 addr.do_send(crate::agent::End);
             }
         }

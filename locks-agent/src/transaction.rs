@@ -27,7 +27,7 @@ use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
-use locks_server::internal::{NodeHold, NodeInternals, Presence, Touched};
+use locks_server::internal::{NodeInternals, Presence, Touched};
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -101,8 +101,8 @@ pub(crate) fn begin_now(node: &Node, options: Options) -> Result<Transaction, Er
     let presence = node.begin_agent();
     node.router().metrics().transactions_begun.increment(1);
     Ok(Transaction {
-        node: node.hold_for_transaction(&presence),
         presence,
+        node: node.clone(),
         options,
         agent: Mutex::new(None),
         touched: Touched::default(),
@@ -158,9 +158,7 @@ pub struct Transaction {
     /// The agent id, live for the router until the end (which makes a mailbox for the
     /// transaction when a message comes before it has an agent).
     presence: Presence,
-    /// Keeps the node running while the transaction lives (with its live serial: dropped
-    /// after `finish`).
-    node: NodeHold,
+    node: Node,
     /// The options the agent starts with.
     options: Options,
     /// The agent actor, once the transaction needed one (see `crate::fast`).

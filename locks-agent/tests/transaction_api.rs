@@ -486,38 +486,3 @@ async fn a_mode_outside_the_nodes_table_is_refused_on_the_fast_path() {
     bounded(txn.lock(lock_id!["a"], Mode::X)).await.unwrap();
     txn.end().await.unwrap();
 }
-
-/// A transaction keeps its node running after the program dropped every handle of it, on any
-/// thread; the node stops when the last of them ends, and only then.
-#[test]
-fn a_transaction_keeps_its_node_running_until_it_ends() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let node = rt.block_on(Node::start(NodeConfig::new("holds"))).unwrap();
-    let router = node.router().clone();
-    let first = locks_agent::begin_transaction_blocking(&node, Options::default()).unwrap();
-    let second = locks_agent::begin_transaction_blocking(&node, Options::default()).unwrap();
-    first.blocking_lock(lock_id!["h", 1], Mode::WRITE).unwrap();
-    drop(node);
-    assert!(router.server_running(), "the transactions hold the node");
-    // The other transaction ends on another thread; a lock after that still works here.
-    std::thread::spawn(move || second.blocking_end().unwrap())
-        .join()
-        .unwrap();
-    assert!(
-        router.server_running(),
-        "the first transaction still holds the node"
-    );
-    first.blocking_lock(lock_id!["h", 2], Mode::WRITE).unwrap();
-    // A handle taken from the transaction counts as a handle.
-    let again = first.node().clone();
-    first.blocking_end().unwrap();
-    assert!(router.server_running(), "a handle is left");
-    drop(again);
-    assert!(
-        !router.server_running(),
-        "stopped (and joined) with the last of them"
-    );
-}

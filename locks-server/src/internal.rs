@@ -12,7 +12,7 @@ pub use crate::local::{
     After, Delivery, FastLock, LocalTable, MAX_SHARDS, SHARDS, ShardAccess, Sharding, Touched,
 };
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
-pub use crate::node::{NodeHold, NodeInternals};
+pub use crate::node::NodeInternals;
 pub use crate::router::{
     Deliver, DownCause, MemberDelivery, Presence, RemoteLink, Router, ToServer,
 };

@@ -9,10 +9,7 @@
 //! Life cycle: [`Node::start`] starts the thread, the lock server and, for a cluster node, the
 //! cluster layer ([`crate::cluster`]: listener, dialers, links); [`Node::shutdown`] stops the
 //! system (every agent, the server and every connection stop with it, so peers see this node
-//! go down) and waits for the thread; dropping the last handle does the same, once no
-//! transaction of the node is left either (`holds`: transactions are counted by their live
-//! serials, not as handles, so that threads running transactions side by side do not write a
-//! shared reference count).
+//! go down) and waits for the thread; dropping the last handle does the same.
 
 use crate::agent_ids::AgentIds;
 use crate::cluster::{Cluster, HandshakeRefusals, LinkInfo, NodeEvents};
@@ -34,41 +31,18 @@ use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
 
-mod holds;
-pub use holds::NodeHold;
-
-/// A running node. Cheap to clone; the node stops when the last clone is dropped and no
-/// transaction of it is left, or on [`Node::shutdown`].
+/// A running node. Cheap to clone; the node stops when the last clone is dropped or on
+/// [`Node::shutdown`].
+#[derive(Clone)]
 pub struct Node {
     inner: Arc<NodeInner>,
-    /// Counted among the node's handles: false only for a transaction's [`NodeHold`].
-    handle: bool,
 }
 
-impl Clone for Node {
-    fn clone(&self) -> Node {
-        self.inner.live.add_handle();
-        Node {
-            inner: self.inner.clone(),
-            handle: true,
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if self.handle && self.inner.live.drop_handle() {
-            self.stop_if_unused();
-        }
-    }
-}
-
-/// Aligned so that the reference count has a cache line of its own: the fields every
-/// transaction reads are not on it.
+/// Aligned so that the handle's reference count, which every transaction's handle bumps, has a
+/// cache line of its own: the fields every transaction reads are not on it (two threads doing
+/// uncontended transactions would otherwise miss on them each time the other one counts).
 #[repr(align(128))]
 struct NodeInner {
-    /// Who keeps the node running (`holds`).
-    live: holds::Liveness,
     id: NodeId,
     incarnation: u64,
     modes: ModeTable,
@@ -188,7 +162,6 @@ impl Node {
         info!(node = %id, incarnation, addr = ?cluster.as_ref().and_then(|c| c.local_addr()), "node started");
         Ok(Node {
             inner: Arc::new(NodeInner {
-                live: holds::Liveness::new(),
                 agent_ids: AgentIds::new(id.clone(), incarnation, router.agents().clone()),
                 id,
                 incarnation,
@@ -204,7 +177,6 @@ impl Node {
                 cluster,
                 max_frame,
             }),
-            handle: true,
         })
     }
 
@@ -466,24 +438,14 @@ impl NodeInner {
     }
 }
 
-impl NodeInner {
-    /// The last handle is gone and no transaction holds the node (`holds`): it stops.
-    fn stop_unused(&self) {
+impl Drop for NodeInner {
+    fn drop(&mut self) {
         debug!(node = %self.id, "last node handle dropped; stopping");
         self.stop();
         // The last handle may be dropped on the node's own thread (by a spawned task); that
         // thread cannot join itself, and it ends on its own once the system stops.
         if std::thread::current().id() != self.thread_id {
             self.join();
-        }
-    }
-}
-
-impl Drop for NodeInner {
-    fn drop(&mut self) {
-        // Stopped when its last handle and transaction went, unless that never came to pass.
-        if self.live.stop_now() {
-            self.stop_unused();
         }
     }
 }
@@ -518,11 +480,6 @@ pub trait NodeInternals {
     /// [`Router::end_transaction`](crate::internal::Router::end_transaction) with the
     /// returned presence. Ids of both kinds grow together on one thread.
     fn begin_agent(&self) -> Presence;
-    /// A hold on the node for the transaction of `presence` (from [`NodeInternals::begin_agent`]):
-    /// with the transaction's live serial, keeps the node running as a handle does, without
-    /// writing the reference count every thread's handles share (see `holds`). Drop it after
-    /// the transaction's end.
-    fn hold_for_transaction(&self, presence: &Presence) -> NodeHold;
     /// The node's lock table, for the fast path of the transactions of this node (see
     /// `crate::local`).
     fn local_table(&self) -> &Arc<LocalTable>;
@@ -543,10 +500,6 @@ impl NodeInternals for Node {
 
     fn begin_agent(&self) -> Presence {
         self.inner.agent_ids.begin()
-    }
-
-    fn hold_for_transaction(&self, presence: &Presence) -> NodeHold {
-        self.new_hold(presence)
     }
 
     fn local_table(&self) -> &Arc<LocalTable> {

@@ -127,15 +127,9 @@ impl Transaction {
             self.outcome().clone(),
         );
         let agent_router = router.clone();
-        let make =
-            move |_: &mut Context<Agent>| Agent::new(id, agent_router, modes, options, outcome);
-        // On the node's thread (a client task there) the actor starts here; from any other
-        // thread it is handed to the node's arbiter, which is a message and a task more.
-        let addr = if self.node.is_node_thread() {
-            Agent::create(make)
-        } else {
-            Agent::start_in_arbiter(self.node.arbiter(), make)
-        };
+        let addr = Agent::start_in_arbiter(self.node.arbiter(), move |_ctx| {
+            Agent::new(id, agent_router, modes, options, outcome)
+        });
         if !locks.is_empty() {
             addr.do_send(Adopt {
                 node: here,

@@ -55,8 +55,6 @@ const GONE: u64 = 0b10;
 const STATE: u64 = 0b11;
 /// Every serial of a block gone.
 const ALL_GONE: u64 = 0xAAAA_AAAA_AAAA_AAAA;
-/// The low bit of every serial: set for an idle or boxed one (a live transaction).
-const LIVE_BITS: u64 = 0x5555_5555_5555_5555;
 
 /// The block a serial belongs to: serials are handed out from 1, in blocks of
 /// [`SERIAL_BLOCK`].
@@ -94,13 +92,13 @@ impl Block {
 
     fn state(&self, serial: u64) -> Option<u64> {
         let shift = self.shift(serial)?;
-        Some((self.word.load(Ordering::SeqCst) >> shift) & STATE)
+        Some((self.word.load(Ordering::Acquire) >> shift) & STATE)
     }
 
     /// Marks an unused serial idle: its transaction begins.
     fn begin(&self, serial: u64) {
         if let Some(shift) = self.shift(serial) {
-            self.word.fetch_or(IDLE << shift, Ordering::SeqCst);
+            self.word.fetch_or(IDLE << shift, Ordering::AcqRel);
         }
     }
 
@@ -110,7 +108,7 @@ impl Block {
         let mask = serials
             .filter_map(|s| self.shift(s))
             .fold(0, |mask, shift| mask | (GONE << shift));
-        mask != 0 && self.word.fetch_or(mask, Ordering::SeqCst) | mask == ALL_GONE
+        mask != 0 && self.word.fetch_or(mask, Ordering::AcqRel) | mask == ALL_GONE
     }
 
     /// Moves an idle serial to boxed; false if it is not idle.
@@ -119,7 +117,7 @@ impl Block {
             return false;
         };
         self.word
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 ((w >> shift) & STATE == IDLE).then_some(w | (BOXED << shift))
             })
             .is_ok()
@@ -135,7 +133,7 @@ impl Block {
         };
         let was = self
             .word
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 matches!((w >> shift) & STATE, IDLE | BOXED)
                     .then_some((w & !(STATE << shift)) | (GONE << shift))
             });
@@ -334,17 +332,6 @@ impl Agents {
             .all(|shard| shard.mailboxes.is_empty() && shard.blocks.is_empty())
     }
 
-    /// Whether some transaction begun with a block is live (has not ended). Sequentially
-    /// consistent with the ends (`crate::node::holds`).
-    pub(crate) fn any_live(&self) -> bool {
-        self.shards().any(|shard| {
-            shard
-                .blocks
-                .values()
-                .any(|b| b.word.load(Ordering::SeqCst) & LIVE_BITS != 0)
-        })
-    }
-
     /// Whether `agent` has a mailbox or is a live transaction without one.
     pub(crate) fn has(&self, agent: &AgentId) -> bool {
         let shard = self.shard(agent);
@@ -359,9 +346,9 @@ impl Agents {
                     .blocks
                     .values()
                     .map(|b| {
-                        let w = b.word.load(Ordering::SeqCst);
+                        let w = b.word.load(Ordering::Acquire);
                         // Idle serials: low bit set, high bit clear.
-                        (w & !(w >> 1) & LIVE_BITS).count_ones()
+                        (w & !(w >> 1) & 0x5555_5555_5555_5555).count_ones()
                     })
                     .sum();
                 shard.mailboxes.len() + idle as usize

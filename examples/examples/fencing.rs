@@ -62,7 +62,7 @@ async fn take(on: &Node, lock: &LockId, nodes: &[NodeId]) -> (Transaction, Vec<(
     .expect("the grant comes in time")
     .expect("lock granted");
     // The grant's fencing tokens: each granting node with the lock's version there.
-    let tokens = locked.granted.nodes;
+    let tokens = locked.granted.nodes.into_vec();
     (t, tokens)
 }
 

@@ -43,7 +43,7 @@
 //!
 //! At the root: [`Transaction`] with [`begin_transaction`] and [`begin_transaction_with`];
 //! its [`Options`] and [`Req`] (with [`UnknownReq`] for a requirement name not known); what
-//! it reports ([`Locked`], [`LockResult`], [`GrantedLock`], [`LockState`],
+//! it reports ([`Locked`], [`LockResult`], [`GrantedLock`] (with [`GrantNodes`]), [`LockState`],
 //! [`TransactionStatus`], [`TransactionEvent`], [`TransactionEvents`], [`LostLock`],
 //! [`LossCause`], [`Deadlock`], [`LockWatch`], [`WatchItem`]); and its errors ([`Error`],
 //! [`RequestError`], [`SurrenderRefusal`]). The seam between the crates of this workspace (the
@@ -69,8 +69,8 @@ mod transaction;
 mod watch;
 
 pub use crate::core::{
-    Deadlock, GrantedLock, LockResult, LossCause, LostLock, RequestError, SurrenderRefusal,
-    TransactionEvent, TransactionStatus,
+    Deadlock, GrantNodes, GrantedLock, LockResult, LossCause, LostLock, RequestError,
+    SurrenderRefusal, TransactionEvent, TransactionStatus,
 };
 pub use blocking::begin_transaction_blocking;
 pub use error::Error;

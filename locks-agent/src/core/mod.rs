@@ -19,5 +19,6 @@ mod status;
 pub use agent::{AgentCore, Answer, CallFailure, CallId, Effect, SurrenderRefusal};
 pub use error::RequestError;
 pub use status::{
-    Deadlock, GrantedLock, LockResult, LossCause, LostLock, TransactionEvent, TransactionStatus,
+    Deadlock, GrantNodes, GrantedLock, LockResult, LossCause, LostLock, TransactionEvent,
+    TransactionStatus,
 };

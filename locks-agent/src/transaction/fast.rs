@@ -39,6 +39,7 @@ use crate::events::{LockState, Locked};
 use actix::prelude::*;
 use locks_core::{LockId, Mode};
 use locks_server::internal::{FastLock, NodeInternals};
+use smallvec::smallvec;
 use std::sync::PoisonError;
 
 /// What the fast path did with a lock request.
@@ -72,7 +73,7 @@ impl Transaction {
                 granted: GrantedLock {
                     lock: lock.clone(),
                     mode,
-                    nodes: vec![(here.clone(), version)],
+                    nodes: smallvec![(here.clone(), version)],
                 },
                 deadlocks: Vec::new(),
             })),
@@ -160,7 +161,7 @@ impl Transaction {
             .map(|(lock, mode, version)| GrantedLock {
                 lock,
                 mode,
-                nodes: vec![(here.clone(), version)],
+                nodes: smallvec![(here.clone(), version)],
             })
             .collect();
         (!locks.is_empty()).then(|| LockResult {
@@ -211,7 +212,7 @@ impl Transaction {
             Some((mode, version)) => LockState::Held(GrantedLock {
                 lock: lock.clone(),
                 mode,
-                nodes: vec![(self.node.id().clone(), version)],
+                nodes: smallvec![(self.node.id().clone(), version)],
             }),
             None => LockState::NotRequested,
         })

@@ -220,7 +220,7 @@ impl Sim {
             .map(|(lock, mode, version)| locks_agent::GrantedLock {
                 lock,
                 mode,
-                nodes: vec![(id.node().clone(), version)],
+                nodes: [(id.node().clone(), version)].into_iter().collect(),
             })
             .collect();
         LockResult {

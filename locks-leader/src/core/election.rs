@@ -74,7 +74,7 @@ impl<C: Callbacks> MemberCore<C> {
             .as_ref()
             .and_then(|a| a.lock_result())
             .and_then(|r| r.locks.into_iter().find(|l| l.lock == self.s.lock))
-            .map(|l| l.nodes)
+            .map(|l| l.nodes.into_vec())
             .unwrap_or_default()
     }
 

@@ -15,7 +15,7 @@
 use super::{AgentCore, Effect, Phase};
 use crate::core::error::RequestError;
 use crate::core::knowledge::Knowledge;
-use crate::core::status::{Deadlock, GrantedLock, LockResult, TransactionStatus};
+use crate::core::status::{Deadlock, GrantNodes, GrantedLock, LockResult, TransactionStatus};
 use crate::options::Req;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode, NodeId};
@@ -221,7 +221,7 @@ impl AgentCore {
             None => GrantedLock {
                 mode: self.request_on(&lock).map_or(Mode::IS, |r| r.mode),
                 lock,
-                nodes: Vec::new(),
+                nodes: GrantNodes::new(),
             },
         }
     }

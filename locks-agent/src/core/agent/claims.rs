@@ -9,7 +9,7 @@
 use super::{AgentCore, Effect};
 use crate::core::error::RequestError;
 use crate::core::requests::{LockRequest, held_on};
-use crate::core::status::{GrantedLock, LockResult, LossCause, LostLock};
+use crate::core::status::{GrantNodes, GrantedLock, LockResult, LossCause, LostLock};
 use crate::options::Req;
 use locks_core::proto::{AgentMessage, LockNotice};
 use locks_core::{LockId, Mode, NodeId};
@@ -128,7 +128,7 @@ impl AgentCore {
     fn grant_of(&self, r: &LockRequest) -> GrantedLock {
         // Sized by the request's nodes: collecting the filtered iterator would reserve room
         // for four, and this list is built for every lock of the transaction.
-        let mut nodes = Vec::with_capacity(r.nodes.len());
+        let mut nodes = GrantNodes::with_capacity(r.nodes.len());
         nodes.extend(
             r.held_nodes(&self.modes, &self.knowledge, &self.down)
                 .map(|n| {

@@ -153,7 +153,7 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
     let granted = GrantedLock {
         lock: l.clone(),
         mode: X,
-        nodes: vec![(n1(), 7)],
+        nodes: smallvec::smallvec![(n1(), 7)],
     };
     assert_eq!(
         fx,
@@ -169,7 +169,7 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
         vec![GrantedLock {
             lock: l,
             mode: X,
-            nodes: vec![(n1(), 7)]
+            nodes: smallvec::smallvec![(n1(), 7)]
         }]
     );
 }

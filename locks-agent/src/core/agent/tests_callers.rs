@@ -9,7 +9,7 @@ fn granted(lock: &LockId, mode: Mode, version: u64) -> GrantedLock {
     GrantedLock {
         lock: lock.clone(),
         mode,
-        nodes: vec![(n1(), version)],
+        nodes: smallvec::smallvec![(n1(), version)],
     }
 }
 

@@ -33,7 +33,7 @@ fn a_lease_expiry_is_reported_as_such_and_a_regrant_is_a_new_grant() {
     c.request(l.clone(), X, std::slice::from_ref(&n2), Req::All)
         .unwrap();
     c.receive(notice(&n2, &l, 5, EntryState::Granted(X)));
-    assert_eq!(granted_effects(&c.settle())[0].nodes, vec![(n2.clone(), 5)]);
+    assert_eq!(granted_effects(&c.settle())[0].nodes[..], [(n2.clone(), 5)]);
     let fx = c.node_down_because(&n2, LossCause::LeaseExpired);
     let lost = lost_effects(&fx);
     assert_eq!(lost.len(), 1);
@@ -43,7 +43,7 @@ fn a_lease_expiry_is_reported_as_such_and_a_regrant_is_a_new_grant() {
     c.node_up(&n2);
     c.receive(notice(&n2, &l, 9, EntryState::Granted(X)));
     let fx = c.settle();
-    assert_eq!(granted_effects(&fx)[0].nodes, vec![(n2, 9)]);
+    assert_eq!(granted_effects(&fx)[0].nodes[..], [(n2, 9)]);
     assert!(lost_effects(&fx).is_empty());
 }
 
@@ -72,7 +72,7 @@ fn asking_for_more_or_converting_down_loses_nothing() {
     let fx = c.settle();
     let granted = granted_effects(&fx);
     assert_eq!(
-        (granted[0].mode, granted[0].nodes.clone()),
+        (granted[0].mode, granted[0].nodes.to_vec()),
         (X, vec![(n1(), 3)])
     );
     // Converting down: told it holds the weaker mode, nothing lost.

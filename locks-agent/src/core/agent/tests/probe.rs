@@ -135,6 +135,6 @@ fn a_surrender_the_server_ignores_was_reported_lost_and_is_reported_held_again()
         .iter()
         .find(|g| g.lock == x)
         .expect("x is told held again");
-    assert_eq!(again.nodes, vec![(n1(), 5)], "at the version of the answer");
+    assert_eq!(again.nodes[..], [(n1(), 5)], "at the version of the answer");
     assert!(c.status().have_all_locks());
 }

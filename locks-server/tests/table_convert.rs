@@ -44,8 +44,8 @@ fn converting_for_a_descendant_lowers_the_held_mode_and_keeps_converting() {
     );
     assert_eq!(n.queue.as_deref(), tb.view(&a).as_ref());
     assert_eq!(
-        n.note,
-        Some(Note::Converted),
+        n.note.as_deref(),
+        Some(&Note::Converted),
         "the answer says what it answers"
     );
 

@@ -331,7 +331,7 @@ impl Harness {
                         prop_assert!(n.version >= *v, "notice version went back");
                     }
                     self.replay.insert(key, (n.version, n.state));
-                    match (req, &n.note) {
+                    match (req, n.note.as_deref()) {
                         (
                             ServerRequest::Surrender {
                                 agent,
@@ -343,7 +343,7 @@ impl Harness {
                         ) if *lock == n.lock && !stale => {
                             prop_assert_eq!(
                                 note,
-                                &Some(Note::Surrendered {
+                                Some(&Note::Surrendered {
                                     agent: agent.clone(),
                                     version: *version
                                 })
@@ -352,12 +352,12 @@ impl Harness {
                         (ServerRequest::Unlock { agent, lock }, note)
                             if to == agent && *lock == n.lock =>
                         {
-                            prop_assert_eq!(note, &Some(Note::Unlocked));
+                            prop_assert_eq!(note, Some(&Note::Unlocked));
                         }
                         (ServerRequest::Convert { agent, lock, .. }, note)
                             if to == agent && *lock == n.lock =>
                         {
-                            prop_assert_eq!(note, &Some(Note::Converted));
+                            prop_assert_eq!(note, Some(&Note::Converted));
                         }
                         (
                             ServerRequest::Surrender {
@@ -370,7 +370,7 @@ impl Harness {
                         ) if to == agent && *lock == n.lock => {
                             prop_assert_eq!(
                                 note,
-                                &Some(Note::NotSurrendered { version: *version })
+                                Some(&Note::NotSurrendered { version: *version })
                             );
                         }
                         (_, note) => prop_assert!(note.is_none()),

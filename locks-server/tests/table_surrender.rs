@@ -34,7 +34,7 @@ fn surrender_with_a_stale_version_is_ignored_and_answered_with_a_fresh_view() {
         };
         assert_eq!(fx[0].0.serial(), 1);
         assert_eq!(
-            (n.version, n.state, n.note.clone()),
+            (n.version, n.state, n.note.as_deref().cloned()),
             (
                 v,
                 EntryState::Granted(Mode::X),
@@ -72,7 +72,7 @@ fn surrender_moves_the_entry_to_the_back() {
         let AgentMessage::Notice(n) = msg else {
             panic!("only notices expected")
         };
-        assert_eq!(n.note, surrendered(1, v));
+        assert_eq!(n.note.as_deref().cloned(), surrendered(1, v));
         assert_eq!(n.version, v + 1);
     }
 }
@@ -108,7 +108,7 @@ fn surrender_moves_the_descendants_and_leaves_the_ancestors() {
     assert_eq!(shape(&tb, &ab), "S [T2 S] conv [] wait [T1 X]");
     assert!(holds(&tb, 2, &ab, Mode::S));
     assert!(fx.iter().all(|(_, m)| match m {
-        AgentMessage::Notice(n) if n.lock == a => n.note == surrendered(1, v),
+        AgentMessage::Notice(n) if n.lock == a => n.note.as_deref().cloned() == surrendered(1, v),
         AgentMessage::Notice(n) => n.lock == ab && n.note.is_none(),
         _ => false,
     }));
@@ -188,7 +188,7 @@ fn refused(tb: &mut locks_server::LockTable, k: &LockId, version: u64, waits: Ve
     assert!(matches!(
         &fx[..],
         [(to, AgentMessage::Notice(n))]
-            if *to == t(2) && n.note == Some(Note::NotSurrendered { version })
+            if *to == t(2) && n.note.as_deref() == Some(&Note::NotSurrendered { version })
     ));
 }
 
@@ -230,7 +230,7 @@ fn a_surrender_whose_waits_are_its_whole_cycle_is_applied_though_the_lock_moved_
         waits: vec![wait(1, 2, &k), wait(2, 1, &l)],
     });
     assert!(fx.iter().any(|(to, m)| *to == t(2)
-        && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.note == surrendered(2, v))));
+        && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.note.as_deref().cloned() == surrendered(2, v))));
     assert!(fx.iter().any(|(to, m)| *to == t(1)
         && matches!(m, AgentMessage::Notice(n) if n.lock == k && n.state == EntryState::Granted(Mode::X))));
     assert_eq!(shape(&tb, &k), "X [T1 X] conv [] wait [T3 X, T2 X]");

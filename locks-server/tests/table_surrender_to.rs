@@ -41,11 +41,18 @@ fn a_surrender_to_a_waiter_requeues_the_holder_behind_it() {
         version: v,
     });
     for who in [1, 2] {
-        assert_eq!(notice_to(&fx, who, &l).expect("told").note, note);
+        assert_eq!(
+            notice_to(&fx, who, &l)
+                .expect("told")
+                .note
+                .as_deref()
+                .cloned(),
+            note
+        );
     }
     assert!(
         fx.iter().all(|(_, m)| !matches!(m, AgentMessage::Notice(n)
-            if matches!(n.note, Some(Note::Surrendered { .. })))),
+            if matches!(n.note.as_deref(), Some(Note::Surrendered { .. })))),
         "no deadlock note"
     );
 }

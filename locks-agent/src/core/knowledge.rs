@@ -196,10 +196,10 @@ impl Knowledge {
     /// Takes in a server notice addressed to `me`, and says what it changed.
     pub(crate) fn take_notice(&mut self, me: &AgentId, n: LockNotice) -> News {
         let mut changed = false;
-        if let Some(Note::Unlocked) = &n.note {
+        if let Some(Note::Unlocked) = n.note.as_deref() {
             changed |= self.unlock_answered(&n.lock, &n.node);
         }
-        if let Some(Note::Surrendered { agent, .. }) = &n.note {
+        if let Some(Note::Surrendered { agent, .. }) = n.note.as_deref() {
             changed |= self.record_deadlock(Deadlock {
                 victim: agent.clone(),
                 lock: n.lock.clone(),
@@ -209,10 +209,10 @@ impl Knowledge {
         let key = (n.lock, n.node);
         // Before the version test: a conversion that changed nothing is answered at the
         // version the agent has already seen.
-        if matches!(n.note, Some(Note::Converted)) {
+        if matches!(n.note.as_deref(), Some(Note::Converted)) {
             changed |= self.conversion_answered(&key.0, &key.1);
         }
-        if let Some(Note::NotSurrendered { version }) = &n.note
+        if let Some(Note::NotSurrendered { version }) = n.note.as_deref()
             && self.suspended.get(&key) == Some(&Suspension::Surrendered { version: *version })
         {
             changed |= self.surrender_refused(me, &key, *version, n.queue.clone());
@@ -239,7 +239,7 @@ impl Knowledge {
             None => false,
             Some(Suspension::Surrendered { version }) => {
                 absent
-                    || matches!(&n.note, Some(Note::Surrendered { agent, version: v })
+                    || matches!(n.note.as_deref(), Some(Note::Surrendered { agent, version: v })
                         if agent == me && v == version)
             }
             Some(Suspension::Under { applied_at, .. }) => {
@@ -309,7 +309,7 @@ impl Knowledge {
         // it, which follow; if not, they were not touched and count again.
         if let Some(Suspension::Surrendered { version }) = was {
             self.surrenders.remove(&key);
-            let applied = matches!(&n.note, Some(Note::Surrendered { agent, version: v })
+            let applied = matches!(n.note.as_deref(), Some(Note::Surrendered { agent, version: v })
                 if agent == me && *v == version);
             if applied {
                 self.applied_under(&key.0, &key.1, n.version);

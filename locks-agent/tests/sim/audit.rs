@@ -19,7 +19,7 @@ pub struct Audit {
 /// Whether a table's message says a surrender was applied (a refused one is answered with
 /// `Note::NotSurrendered`).
 pub(super) fn surrendered(msg: &AgentMessage) -> bool {
-    matches!(msg, AgentMessage::Notice(n) if matches!(n.note, Some(Note::Surrendered { .. })))
+    matches!(msg, AgentMessage::Notice(n) if matches!(n.note.as_deref(), Some(Note::Surrendered { .. })))
 }
 
 impl Sim {

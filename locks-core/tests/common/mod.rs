@@ -160,7 +160,7 @@ pub fn agent_message() -> impl Strategy<Value = AgentMessage> {
                 version,
                 state,
                 queue,
-                note,
+                note: note.map(Box::new),
             })
         });
     prop_oneof![

@@ -158,7 +158,7 @@ pub(super) fn emit(
                 version: rec.version,
                 state,
                 queue,
-                note: aud.note.cloned(),
+                note: aud.note.cloned().map(Box::new),
             }),
         ));
     }

@@ -329,9 +329,9 @@ impl LockTable {
                     version: rec.version,
                     state,
                     queue: Some(std::sync::Arc::new(view)),
-                    note: Some(Note::NotSurrendered {
+                    note: Some(Box::new(Note::NotSurrendered {
                         version: surrendered,
-                    }),
+                    })),
                 }),
             ));
         }
@@ -494,7 +494,7 @@ impl LockTable {
             _ => None,
         });
         if let Some(n) = answer {
-            n.note = Some(note);
+            n.note = Some(Box::new(note));
         }
     }
 

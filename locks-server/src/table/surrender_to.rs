@@ -31,13 +31,13 @@ impl LockTable {
         let mut out = self.surrender(agent, lock, version, &[]);
         for (_, msg) in &mut out {
             if let AgentMessage::Notice(n) = msg
-                && let Some(Note::Surrendered { agent, version }) = &n.note
+                && let Some(Note::Surrendered { agent, version }) = n.note.as_deref()
             {
-                n.note = Some(Note::SurrenderedTo {
+                n.note = Some(Box::new(Note::SurrenderedTo {
                     agent: agent.clone(),
                     to: to.clone(),
                     version: *version,
-                });
+                }));
             }
         }
         out

@@ -115,7 +115,7 @@ impl AgentCore {
         out: &mut Vec<Effect>,
     ) -> bool {
         let (node, lock, refused, used_up) = match msg {
-            AgentMessage::Notice(n) => match &n.note {
+            AgentMessage::Notice(n) => match n.note.as_deref() {
                 Some(Note::SurrenderedTo { agent, .. }) if *agent == self.id => {
                     (&n.node, &n.lock, None, false)
                 }

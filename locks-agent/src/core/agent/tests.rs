@@ -326,10 +326,10 @@ fn erlang_5_8_a_surrendered_granted_request_is_pending_again() {
         version: 6,
         state: EntryState::Waiting(X),
         queue: Some(view(6, &[(1, X)], &[(3, X)])),
-        note: Some(Note::Surrendered {
+        note: Some(Box::new(Note::Surrendered {
             agent: agent(3),
             version: 5,
-        }),
+        })),
     };
     c.receive(AgentMessage::Notice(n.clone()));
     c.receive(notice(&n1(), &y, 7, EntryState::Granted(X)));

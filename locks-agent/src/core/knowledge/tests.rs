@@ -116,10 +116,10 @@ fn an_applied_surrender_keeps_descendants_suspended_until_their_own_notice() {
     assert!(!k.on_notice(&me(), notice(&a, 3, EntryState::Granted(X))));
     // The surrender's own notice (with this agent's note) re-queues `a` ...
     let mut n = notice(&a, 7, EntryState::Waiting(X));
-    n.note = Some(Note::Surrendered {
+    n.note = Some(Box::new(Note::Surrendered {
         agent: me(),
         version: 4,
-    });
+    }));
     k.on_notice(&me(), n);
     assert!(!k.surrender_outstanding());
     // ... and `a/1` stays in doubt until its own notice comes.
@@ -147,7 +147,7 @@ fn an_ignored_surrender_gives_the_descendants_back() {
     k.surrendered(&a, &node(), 4);
     // The server's answer to a stale surrender: the entry now, with the version surrendered.
     let mut n = notice(&a, 8, EntryState::Granted(IX));
-    n.note = Some(Note::NotSurrendered { version: 4 });
+    n.note = Some(Box::new(Note::NotSurrendered { version: 4 }));
     k.on_notice(&me(), n);
     assert_eq!(k.held(&a, &node()), Some(IX));
     assert_eq!(k.held(&a1, &node()), Some(X));
@@ -171,10 +171,10 @@ fn a_notice_sent_before_the_server_took_the_surrender_leaves_it_in_doubt() {
     assert!(k.surrender_outstanding());
     // The answer: applied, at 6; `a/1`'s notice of the same operation follows.
     let mut n = notice(&a, 6, EntryState::Waiting(IX));
-    n.note = Some(Note::Surrendered {
+    n.note = Some(Box::new(Note::Surrendered {
         agent: me(),
         version: 2,
-    });
+    }));
     k.on_notice(&me(), n);
     assert!(!k.surrender_outstanding());
     assert_eq!(k.held(&a1, &node()), None);
@@ -307,7 +307,7 @@ fn an_agent_that_withdrew_keeps_the_others_waits_without_its_own() {
         version: 7,
         state: EntryState::Absent,
         queue: None,
-        note: Some(Note::Unlocked),
+        note: Some(Box::new(Note::Unlocked)),
     };
     assert!(k.on_notice(&me(), answer));
     assert_eq!(k.view(&l, &node()).unwrap().version, 5);
@@ -345,7 +345,7 @@ fn a_withdrawal_ends_with_the_answer_to_the_last_unlock_of_the_copy() {
         version,
         state,
         queue,
-        note: Some(Note::Unlocked),
+        note: Some(Box::new(Note::Unlocked)),
     };
     k.on_notice(&me(), notice(&l, 5, EntryState::Waiting(X)));
     k.unlock_sent(&l, &node());

@@ -175,11 +175,11 @@ fn a_surrender_to_a_waiter_goes_to_the_servers_and_the_request_waits_again() {
         version: 3,
         state: EntryState::Waiting(X),
         queue: Some(view(3, &[(2, X)], &[(1, X)])),
-        note: Some(Note::SurrenderedTo {
+        note: Some(Box::new(Note::SurrenderedTo {
             agent: agent(1),
             to: agent(2),
             version: 2,
-        }),
+        })),
     };
     let fx = c.receive(AgentMessage::Notice(n.clone()));
     let done = Effect::SurrenderAnswered {
@@ -231,11 +231,11 @@ fn a_refused_surrender_leaves_the_lock_held_and_the_request_servable() {
         version: 3,
         state: EntryState::Waiting(X),
         queue: Some(view(3, &[(2, X)], &[(1, X)])),
-        note: Some(Note::SurrenderedTo {
+        note: Some(Box::new(Note::SurrenderedTo {
             agent: agent(1),
             to: agent(2),
             version: 2,
-        }),
+        })),
     }));
     c.settle();
     assert_eq!(c.status(), TransactionStatus::Waiting);

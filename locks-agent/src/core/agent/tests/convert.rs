@@ -158,7 +158,7 @@ fn a_grant_older_than_the_agents_own_conversion_does_not_count_until_it_is_answe
     let answer = |version, state, converted: bool| {
         let mut m = notice(&n1(), &a, version, state);
         if let (AgentMessage::Notice(n), true) = (&mut m, converted) {
-            n.note = Some(Note::Converted);
+            n.note = Some(Box::new(Note::Converted));
         }
         m
     };

@@ -119,7 +119,7 @@ fn a_surrender_the_server_ignores_was_reported_lost_and_is_reported_held_again()
         version: 5,
         state: EntryState::Granted(X),
         queue: Some(view(5, &[(3, X)], &[(1, X)])),
-        note: Some(Note::NotSurrendered { version: 5 }),
+        note: Some(Box::new(Note::NotSurrendered { version: 5 })),
     }));
     c.settle();
     c.receive(notice(&n1(), &y, 7, EntryState::Granted(X)));

@@ -207,10 +207,14 @@ impl Sharding {
                     Route::Some(used.unwrap_or(self.all()))
                 }
             },
-            TableInput::Undelivered { msg, .. } => match msg {
-                AgentMessage::Notice(notice) => Route::One(self.shard_of(&notice.lock)),
-                AgentMessage::Watched { lock, .. } => Route::One(self.shard_of(lock)),
-                _ => Route::Some(self.all()),
+            TableInput::Undelivered { why, .. } => match why {
+                Undelivered::TooLarge(AgentMessage::Notice(notice)) => {
+                    Route::One(self.shard_of(&notice.lock))
+                }
+                Undelivered::TooLarge(AgentMessage::Watched { lock, .. }) => {
+                    Route::One(self.shard_of(lock))
+                }
+                Undelivered::TooLarge(_) | Undelivered::Gone => Route::Some(self.all()),
             },
             TableInput::NodeDown { node, .. } => {
                 self.forget_node(node);
@@ -344,19 +348,23 @@ impl Sharding {
                         continue;
                     }
                 };
-                let why = match send(&to, msg.clone()) {
-                    Delivery::Sent => continue,
-                    Delivery::TooLarge => Undelivered::TooLarge,
-                    Delivery::Gone => {
+                // Only a message to another node can be too large for its frame, and only then
+                // does the table need it back: a copy for every notice to a local agent (three
+                // reference counts up and down) was a fortieth of a hot lock's hand-off.
+                let copy = (to.node() != table.node()).then(|| msg.clone());
+                let why = match (send(&to, msg), copy) {
+                    (Delivery::Sent, _) => continue,
+                    (Delivery::TooLarge, Some(msg)) => Undelivered::TooLarge(msg),
+                    (Delivery::TooLarge, None) => {
+                        tracing::debug!(node = %table.node(), agent = %to, "a message to a local agent reported too large; dropped");
+                        continue;
+                    }
+                    (Delivery::Gone, _) => {
                         after.gone.push((shard, to.clone()));
                         Undelivered::Gone
                     }
                 };
-                batches.push(table.step(TableInput::Undelivered {
-                    agent: to,
-                    msg,
-                    why,
-                }));
+                batches.push(table.step(TableInput::Undelivered { agent: to, why }));
             }
         }
     }

@@ -45,9 +45,7 @@ pub enum TableInput {
     Undelivered {
         /// The addressee.
         agent: AgentId,
-        /// The message.
-        msg: AgentMessage,
-        /// Why.
+        /// Why (with the message, when the table needs it back).
         why: Undelivered,
     },
 }
@@ -55,10 +53,12 @@ pub enum TableInput {
 /// Why a message could not be delivered to an agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Undelivered {
-    /// The agent is gone (its mailbox closed, or it is not known on its node).
+    /// The agent is gone (its mailbox closed, or it is not known on its node): whatever the
+    /// message was, the agent is removed.
     Gone,
-    /// The message does not fit in a frame to the agent's node.
-    TooLarge,
+    /// This message does not fit in a frame to the agent's node: what it was about decides
+    /// which of the agent's requests are withdrawn.
+    TooLarge(AgentMessage),
 }
 
 /// What the table wants done, in order.
@@ -107,9 +107,9 @@ impl LockTable {
                 }
                 out
             }
-            TableInput::Undelivered { agent, msg, why } => match why {
+            TableInput::Undelivered { agent, why } => match why {
                 Undelivered::Gone => self.handle(ServerRequest::RemoveAgent { agent }),
-                Undelivered::TooLarge => self.cannot_tell(&agent, &msg),
+                Undelivered::TooLarge(msg) => self.cannot_tell(&agent, &msg),
             },
         };
         self.locks.evict();

@@ -16,7 +16,7 @@
 //! once the messages already in the mailbox are handled, so a burst of notices is analysed
 //! once. The settler is one item of the actor's context, made when the actor starts and polled
 //! by actix after the mailbox every time the actor runs: asking for a round allocates nothing
-//! (a `ctx.notify` per round, a boxed item each, was 4-5 % of a hot lock's hand-offs).
+//! (a `ctx.notify` per round, a boxed item each, cost about 2 % of a hot lock's hand-offs).
 //!
 //! Who holds its address: the `Transaction` handle and the router's agent registry (as a
 //! recipient). It stops on `End`, when the handle is dropped (which sends `End`), on an abort

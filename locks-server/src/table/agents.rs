@@ -1,13 +1,21 @@
 //! Interning of agent ids: inside the table an agent is a `u32`, so entries and queues stay small.
 //!
-//! Invariants: an interned agent has at least one entry or one watch (it is released as soon as
-//! it has neither); `locks` holds exactly the lock slots where the agent has an entry, each once,
+//! The id is stored once, in the agent's slot; the index from id to slot is a hash table of
+//! bare slot numbers hashed by their slot's id (as `super::locks` indexes lock records), so
+//! interning and forgetting an agent clone and drop its id once each: every transaction of the
+//! fast path is interned and forgotten, and each clone or drop of an id is an atomic operation on
+//! its node name's reference count.
+//!
+//! Invariants: `index` holds `a` exactly when `slots[a]` holds an agent, under the hash of its
+//! id; an interned agent has at least one entry or one watch (it is released as soon as it has
+//! neither); `locks` holds exactly the lock slots where the agent has an entry, each once,
 //! `watches` exactly the slots it watches.
 
 use ahash::RandomState;
+use hashbrown::HashTable;
 use locks_core::AgentId;
 use smallvec::SmallVec;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// What the table knows about one agent.
 #[derive(Clone, Debug)]
@@ -97,10 +105,17 @@ impl SlotSet {
     }
 }
 
+/// The id in slot `a`, if there is one.
+fn id_at(slots: &[Option<AgentSlot>], a: u32) -> Option<&AgentId> {
+    slots.get(a as usize)?.as_ref().map(|s| &s.id)
+}
+
 /// The agents known to the table.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Agents {
-    by_id: HashMap<AgentId, u32, RandomState>,
+    /// Randomly seeded: agent ids come from the network.
+    hasher: RandomState,
+    index: HashTable<u32>,
     slots: Vec<Option<AgentSlot>>,
     free: Vec<u32>,
 }
@@ -108,7 +123,8 @@ pub(super) struct Agents {
 impl Agents {
     /// The interned number of `id`, interning it if new; `None` only if 2^32 agents are known.
     pub fn intern(&mut self, id: &AgentId) -> Option<u32> {
-        if let Some(&a) = self.by_id.get(id) {
+        let hash = self.hasher.hash_one(id);
+        if let Some(&a) = self.find(id, hash) {
             return Some(a);
         }
         let slot = AgentSlot {
@@ -127,13 +143,38 @@ impl Agents {
                 a
             }
         };
-        self.by_id.insert(id.clone(), a);
+        self.insert_index(a, hash);
         Some(a)
+    }
+
+    /// The index's entry of `id`, whose hash is `hash`.
+    fn find(&self, id: &AgentId, hash: u64) -> Option<&u32> {
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&a| id_at(slots, a).is_some_and(|known| known == id))
+    }
+
+    /// Indexes slot `a` (which holds an agent) under `hash`, its id's hash.
+    fn insert_index(&mut self, a: u32, hash: u64) {
+        let (hasher, slots) = (&self.hasher, &self.slots);
+        self.index.insert_unique(hash, a, |&t| {
+            // Every slot in the index holds an agent (invariant); an empty one hashes as
+            // nothing rather than panicking.
+            id_at(slots, t).map_or(0, |id| hasher.hash_one(id))
+        });
+    }
+
+    /// Removes slot `a` from the index; `id` is the id it was indexed under.
+    fn remove_index(&mut self, a: u32, id: &AgentId) {
+        let hash = self.hasher.hash_one(id);
+        if let Ok(entry) = self.index.find_entry(hash, |&t| t == a) {
+            entry.remove();
+        }
     }
 
     /// The interned number of `id`, if known.
     pub fn lookup(&self, id: &AgentId) -> Option<u32> {
-        self.by_id.get(id).copied()
+        self.find(id, self.hasher.hash_one(id)).copied()
     }
 
     /// The slot of interned agent `a`.
@@ -164,7 +205,7 @@ impl Agents {
     /// Forgets `a`.
     pub fn remove(&mut self, a: u32) {
         if let Some(slot) = self.slots.get_mut(a as usize).and_then(Option::take) {
-            self.by_id.remove(&slot.id);
+            self.remove_index(a, &slot.id);
             self.free.push(a);
         }
     }
@@ -172,20 +213,99 @@ impl Agents {
     /// Gives interned agent `a` a new id (keeping its entries and watches). `new` must not be
     /// known yet.
     pub fn rename(&mut self, a: u32, new: AgentId) {
-        if let Some(slot) = self.slots.get_mut(a as usize).and_then(Option::as_mut) {
-            self.by_id.remove(&slot.id);
-            slot.id = new.clone();
-            self.by_id.insert(new, a);
-        }
+        let hash = self.hasher.hash_one(&new);
+        let Some(old) = self
+            .slots
+            .get_mut(a as usize)
+            .and_then(Option::as_mut)
+            .map(|slot| std::mem::replace(&mut slot.id, new))
+        else {
+            return;
+        };
+        self.remove_index(a, &old);
+        self.insert_index(a, hash);
     }
 
     /// The ids of the agents known, in no particular order.
     pub fn ids(&self) -> impl Iterator<Item = &AgentId> {
-        self.by_id.keys()
+        self.slots.iter().flatten().map(|s| &s.id)
     }
 
     /// How many agents are known.
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.index.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::NodeId;
+
+    fn agent(node: &str, serial: u64) -> AgentId {
+        AgentId::new(NodeId::new(node).unwrap(), 1, serial)
+    }
+
+    /// Every agent interned and not removed is found under its id, at its slot, and nothing
+    /// else is; `len` and `ids` agree.
+    fn check(agents: &Agents, live: &[(AgentId, u32)]) {
+        assert_eq!(agents.len(), live.len());
+        let mut ids: Vec<&AgentId> = agents.ids().collect();
+        ids.sort();
+        let mut expected: Vec<&AgentId> = live.iter().map(|(id, _)| id).collect();
+        expected.sort();
+        assert_eq!(ids, expected);
+        for (id, a) in live {
+            assert_eq!(agents.lookup(id), Some(*a), "{id}");
+            assert_eq!(agents.id(*a), Some(id));
+        }
+    }
+
+    #[test]
+    fn the_index_follows_interning_removal_reuse_and_renaming_through_growth() {
+        let mut agents = Agents::default();
+        // Enough to make the index grow several times (each growth rehashes by slot).
+        let mut live: Vec<(AgentId, u32)> = (0..1_000)
+            .map(|s| {
+                let id = agent("n", s);
+                let a = agents.intern(&id).unwrap();
+                assert_eq!(agents.intern(&id), Some(a), "interned once");
+                (id, a)
+            })
+            .collect();
+        check(&agents, &live);
+        // Ids apart only in their node hash alike: both are found.
+        let twin = agent("m", 7);
+        let t = agents.intern(&twin).unwrap();
+        assert_ne!(Some(t), agents.lookup(&agent("n", 7)));
+        live.push((twin, t));
+        check(&agents, &live);
+        // Every other one removed; their slots are reused by new agents.
+        let removed: Vec<(AgentId, u32)> = live.iter().step_by(2).cloned().collect();
+        for (_, a) in &removed {
+            agents.remove(*a);
+        }
+        live.retain(|x| !removed.contains(x));
+        for (id, _) in &removed {
+            assert_eq!(agents.lookup(id), None, "{id} removed");
+        }
+        check(&agents, &live);
+        let slots: Vec<u32> = removed.iter().map(|(_, a)| *a).collect();
+        for s in 5_000..5_100 {
+            let id = agent("n", s);
+            let a = agents.intern(&id).unwrap();
+            assert!(slots.contains(&a), "a free slot is reused");
+            live.push((id, a));
+        }
+        check(&agents, &live);
+        // Renamed (as a node down makes ghosts): found under the new id only, same slot.
+        for i in (0..live.len()).step_by(3) {
+            let (old, a) = live[i].clone();
+            let new = agent("ghost", 10_000 + i as u64);
+            agents.rename(a, new.clone());
+            assert_eq!(agents.lookup(&old), None, "{old} renamed");
+            live[i] = (new, a);
+        }
+        check(&agents, &live);
     }
 }

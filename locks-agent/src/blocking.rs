@@ -68,10 +68,11 @@ impl Transaction {
     /// for the agent runs one.
     pub fn blocking_lock(&self, lock: impl Into<LockId>, mode: Mode) -> Result<Locked, Error> {
         not_in_runtime("Transaction::blocking_lock");
-        let lock = lock.into();
-        match self.try_fast(&lock, mode) {
+        match self.try_fast(lock.into(), mode) {
             Fast::Done(result) => result,
-            Fast::Agent(addr) => futures::executor::block_on(self.lock_by_agent(addr, lock, mode)),
+            Fast::Agent(addr, lock) => {
+                futures::executor::block_on(self.lock_by_agent(addr, lock, mode))
+            }
         }
     }
 

@@ -276,14 +276,13 @@ impl Transaction {
         lock: impl Into<LockId>,
         mode: Mode,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
-        let lock = lock.into();
         let first = self.touched.none();
-        let addr = match self.try_fast(&lock, mode) {
+        let (addr, lock) = match self.try_fast(lock.into(), mode) {
             Fast::Done(result) if first => {
                 return Either::Left(Either::Left(at_once(result)));
             }
             Fast::Done(result) => return Either::Left(Either::Right(cooperative(result))),
-            Fast::Agent(addr) => addr,
+            Fast::Agent(addr, lock) => (addr, lock),
         };
         Either::Right(self.lock_by_agent(addr, lock, mode))
     }
@@ -335,13 +334,13 @@ impl Transaction {
         req: Req,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let lock = lock.into();
-        let addr = if self.is_local(nodes, req) {
-            match self.try_fast(&lock, mode) {
+        let (addr, lock) = if self.is_local(nodes, req) {
+            match self.try_fast(lock, mode) {
                 Fast::Done(result) => return Either::Left(cooperative(result)),
-                Fast::Agent(addr) => addr,
+                Fast::Agent(addr, lock) => (addr, lock),
             }
         } else {
-            self.addr()
+            (self.addr(), lock)
         };
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
@@ -352,10 +351,9 @@ impl Transaction {
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
     /// has accepted it. Use [`Transaction::await_all_locks`] to wait.
     pub async fn lock_nowait(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
-        let lock = lock.into();
-        let addr = match self.try_fast(&lock, mode) {
+        let (addr, lock) = match self.try_fast(lock.into(), mode) {
             Fast::Done(result) => return cooperative(result).await.map(|_| ()),
-            Fast::Agent(addr) => addr,
+            Fast::Agent(addr, lock) => (addr, lock),
         };
         let (tx, rx) = oneshot::channel();
         Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
@@ -371,13 +369,13 @@ impl Transaction {
         req: Req,
     ) -> Result<(), Error> {
         let lock = lock.into();
-        let addr = if self.is_local(nodes, req) {
-            match self.try_fast(&lock, mode) {
+        let (addr, lock) = if self.is_local(nodes, req) {
+            match self.try_fast(lock, mode) {
                 Fast::Done(result) => return cooperative(result).await.map(|_| ()),
-                Fast::Agent(addr) => addr,
+                Fast::Agent(addr, lock) => (addr, lock),
             }
         } else {
-            self.addr()
+            (self.addr(), lock)
         };
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
@@ -405,10 +403,10 @@ impl Transaction {
             let Some((lock, mode)) = objects.next() else {
                 return Ok(());
             };
-            match self.try_fast(&lock, mode) {
+            match self.try_fast(lock, mode) {
                 Fast::Done(Ok(_)) => tokio::task::coop::consume_budget().await,
                 Fast::Done(Err(err)) => return Err(err),
-                Fast::Agent(addr) => {
+                Fast::Agent(addr, lock) => {
                     let (tx, rx) = oneshot::channel();
                     let last = objects.peek().is_none();
                     Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));

@@ -297,8 +297,9 @@ const SETTLES_IN_A_ROW: usize = 8;
 
 /// The item of the agent's context that runs the settle rounds asked for: actix polls it each
 /// time the actor runs, after handling every message in the mailbox, so one round follows each
-/// burst. It never completes; the agent stops by `ctx.stop()` (on `End`, an abort, or its
-/// node's stop), never by losing its last address, since the router keeps one until it stops.
+/// burst. It never completes, so the agent no longer stops by losing its last address; it
+/// never needed to: it stops by `ctx.stop()` on `End` (which the handle's end and its drop both
+/// send) or on an abort, and with its node's arbiter.
 struct Settler;
 
 impl ActorFuture<Agent> for Settler {

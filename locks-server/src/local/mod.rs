@@ -370,9 +370,7 @@ impl LocalTable {
         let mut after = After::default();
         for i in self.sharding.members(bits) {
             let mut table = self.shards[i].lock();
-            let effects = table.step(TableInput::Request(ServerRequest::RemoveAgent {
-                agent: agent.clone(),
-            }));
+            let effects = table.step_remove_agent(agent);
             self.sharding
                 .deliver(i, &mut table, effects, &mut after, &mut send);
         }

@@ -7,7 +7,7 @@
 //! its node name's reference count.
 //!
 //! Invariants: `index` holds `a` exactly when `slots[a]` holds an agent, under the hash of its
-//! id; an interned agent has at least one entry or one watch (it is released as soon as it has
+//! id, which the slot keeps (so that forgetting an agent hashes nothing); an interned agent has at least one entry or one watch (it is released as soon as it has
 //! neither); `locks` holds exactly the lock slots where the agent has an entry, each once,
 //! `watches` exactly the slots it watches.
 
@@ -26,6 +26,9 @@ pub(super) struct AgentSlot {
     pub locks: SlotSet,
     /// Lock slots the agent watches.
     pub watches: SmallVec<[u32; 2]>,
+    /// The index's hash of `id` (kept: removing and regrowing the index need it, and an agent
+    /// is removed once per transaction).
+    hash: u64,
 }
 
 /// How many lock slots an agent keeps inline before its set becomes a hash set.
@@ -87,6 +90,14 @@ impl SlotSet {
         }
     }
 
+    /// Appends the slots to `out`, in no particular order.
+    pub fn copy_into<const N: usize>(&self, out: &mut SmallVec<[u32; N]>) {
+        match self {
+            SlotSet::Few(few) => out.extend_from_slice(few),
+            SlotSet::Many(many) => out.extend(many.iter().copied()),
+        }
+    }
+
     /// The slots, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &u32> {
         let (few, many) = match self {
@@ -131,6 +142,7 @@ impl Agents {
             id: id.clone(),
             locks: SlotSet::default(),
             watches: SmallVec::new(),
+            hash,
         };
         let a = match self.free.pop() {
             Some(a) => {
@@ -156,17 +168,19 @@ impl Agents {
 
     /// Indexes slot `a` (which holds an agent) under `hash`, its id's hash.
     fn insert_index(&mut self, a: u32, hash: u64) {
-        let (hasher, slots) = (&self.hasher, &self.slots);
+        let slots = &self.slots;
         self.index.insert_unique(hash, a, |&t| {
             // Every slot in the index holds an agent (invariant); an empty one hashes as
             // nothing rather than panicking.
-            id_at(slots, t).map_or(0, |id| hasher.hash_one(id))
+            slots
+                .get(t as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |s| s.hash)
         });
     }
 
-    /// Removes slot `a` from the index; `id` is the id it was indexed under.
-    fn remove_index(&mut self, a: u32, id: &AgentId) {
-        let hash = self.hasher.hash_one(id);
+    /// Removes slot `a` from the index; `hash` is the hash it was indexed under.
+    fn remove_index(&mut self, a: u32, hash: u64) {
         if let Ok(entry) = self.index.find_entry(hash, |&t| t == a) {
             entry.remove();
         }
@@ -205,7 +219,7 @@ impl Agents {
     /// Forgets `a`.
     pub fn remove(&mut self, a: u32) {
         if let Some(slot) = self.slots.get_mut(a as usize).and_then(Option::take) {
-            self.remove_index(a, &slot.id);
+            self.remove_index(a, slot.hash);
             self.free.push(a);
         }
     }
@@ -218,11 +232,14 @@ impl Agents {
             .slots
             .get_mut(a as usize)
             .and_then(Option::as_mut)
-            .map(|slot| std::mem::replace(&mut slot.id, new))
+            .map(|slot| {
+                slot.id = new;
+                std::mem::replace(&mut slot.hash, hash)
+            })
         else {
             return;
         };
-        self.remove_index(a, &old);
+        self.remove_index(a, old);
         self.insert_index(a, hash);
     }
 

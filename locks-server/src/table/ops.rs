@@ -345,14 +345,15 @@ impl LockTable {
         };
         // Slots only, inline for the usual transaction (a lock and its ancestors): no
         // allocation and no lock id copied to end it.
-        let mut targets: smallvec::SmallVec<[u32; 8]> = self
-            .agents
-            .get(a)
-            .into_iter()
-            .flat_map(|slot| slot.locks.iter().chain(slot.watches.iter()).copied())
-            .filter(|&t| self.locks.get(t).is_some())
-            .collect();
+        // In slot order, which is the records' order in memory (an agent with many locks
+        // keeps them in a hash set). A slot with no record left is skipped by `apply`.
+        let mut targets: smallvec::SmallVec<[u32; 8]> = smallvec::SmallVec::new();
+        if let Some(slot) = self.agents.get(a) {
+            slot.locks.copy_into(&mut targets);
+            targets.extend_from_slice(&slot.watches);
+        }
         targets.sort_unstable();
+        // A lock may be both held and watched.
         targets.dedup();
         let v = self.next_version();
         let mut out = Effects::new();

@@ -116,6 +116,15 @@ impl LockTable {
         Self::effects(sends)
     }
 
+    /// A `RemoveAgent` as [`LockTable::step`] applies it, from a borrowed id: the fast path's
+    /// release, which would otherwise copy the id into a request (a reference count up and
+    /// down per transaction).
+    pub(crate) fn step_remove_agent(&mut self, agent: &AgentId) -> Vec<TableEffect> {
+        let sends = self.remove_agent(agent);
+        self.locks.evict();
+        Self::effects(sends)
+    }
+
     /// A `Surrender` as [`LockTable::step`] applies it, with `waits` only the cycle's waits in
     /// this table (the caller checked the others, in other shards of the node) and `whole`
     /// whether all of them together are a whole cycle through the victim (`local/sharding.rs`).
@@ -174,6 +183,10 @@ impl LockTable {
 
     /// The table's messages as effects (never to a ghost).
     fn effects(sends: super::Effects) -> Vec<TableEffect> {
+        if sends.is_empty() {
+            // The usual fast-path operation tells nobody: no iterator to run.
+            return Vec::new();
+        }
         sends
             .into_iter()
             .filter(|(to, _)| !to.is_ghost())

@@ -101,6 +101,13 @@ pub(super) struct LockRecord {
 
 /// Folds the modes set in `mask` (bit `i` = mode with index `i`) in matrix order.
 fn fold_mask(modes: &ModeTable, mask: u8) -> Option<Mode> {
+    // No holder, or holders of one mode (every uncontended lock): nothing to fold.
+    if mask == 0 {
+        return None;
+    }
+    if mask & (mask - 1) == 0 {
+        return Mode::from_index(mask.trailing_zeros() as usize);
+    }
     Mode::ALL
         .into_iter()
         .filter(|m| mask & (1 << m.index()) != 0)
@@ -599,5 +606,20 @@ mod tests {
     #[test]
     fn a_lock_with_one_holder_stays_small() {
         assert_eq!(std::mem::size_of::<LockRecord>(), 64);
+    }
+
+    #[test]
+    fn the_group_of_every_set_of_held_modes_is_the_matrix_fold() {
+        // `fold_mask` answers the empty and one-mode sets without folding; every set, in both
+        // tables, must come out as the group matrix folded in matrix order.
+        for modes in [ModeTable::standard(), ModeTable::shared_exclusive()] {
+            for mask in 0..(1u8 << Mode::COUNT) {
+                let folded = Mode::ALL
+                    .into_iter()
+                    .filter(|m| mask & (1 << m.index()) != 0)
+                    .fold(None, |acc, m| Some(acc.map_or(m, |g| modes.group(m, g))));
+                assert_eq!(fold_mask(&modes, mask), folded, "mask {mask:#08b}");
+            }
+        }
     }
 }

@@ -13,6 +13,12 @@
 //! round's mutex, reported for the median transaction round, let one slow mutex round pass a
 //! goal that the medians of the run miss.) As in W1, one transaction in [`TIME_EVERY`] is
 //! timed; the rates are over the whole round.
+//!
+//! Each row also notes its threads' **CPU share**: the CPU time each thread got over its wall
+//! time, averaged over the threads, for the median round. Near 1, each thread had a core of its
+//! own; near 0.5, the two shared one (on this harness's two-core virtual machine that happens
+//! for whole workloads at a time), which halves a round's rate without changing the time of one
+//! transaction.
 
 use super::report::short_number;
 use super::rig::Rig;
@@ -31,36 +37,71 @@ const THREADS: u64 = 2;
 /// rate moved by 40 % between the rounds of one run, and the ratio with it.
 const MUTEX_PER_TXN: u64 = 400;
 
+/// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`); zero if the clock fails.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock is supported on Linux, and
+    // clock_gettime writes nothing else.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
+/// What [`on_threads`] measured besides each thread's result.
+struct Span {
+    /// From the first thread's start to the last one's end, as the threads saw it.
+    time: Duration,
+    /// Each thread's CPU time over its wall time, averaged over the threads.
+    cpu_share: f64,
+}
+
 /// Runs `f(thread)` on `THREADS` threads released together; returns each thread's result and
-/// the time from the first thread's start to the last one's end, as the threads saw it. (Timed
-/// on the calling thread, from its own wake-up at the barrier to the last join, it depended on
-/// when a third thread got one of the machine's two cores: rounds of one run differed by 2×.)
+/// the [`Span`]. (Timed on the calling thread, from its own wake-up at the barrier to the last
+/// join, it depended on when a third thread got one of the machine's two cores: rounds of one
+/// run differed by 2×.)
 fn on_threads<T: Send + 'static>(
     f: impl Fn(u64) -> T + Send + Sync + Clone + 'static,
-) -> Result<(Vec<T>, Duration), String> {
+) -> Result<(Vec<T>, Span), String> {
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             let (f, barrier) = (f.clone(), barrier.clone());
             std::thread::spawn(move || {
                 barrier.wait();
-                let start = Instant::now();
+                let (start, cpu) = (Instant::now(), thread_cpu_time());
                 let out = f(t);
-                (out, start, Instant::now())
+                let wall = start.elapsed();
+                let share = (thread_cpu_time().saturating_sub(cpu)).as_secs_f64()
+                    / wall.as_secs_f64().max(f64::MIN_POSITIVE);
+                (out, start, Instant::now(), share)
             })
         })
         .collect();
     let mut out = Vec::new();
     let mut span: Option<(Instant, Instant)> = None;
+    let mut shares = 0.0;
     for h in handles {
-        let (result, start, end) = h
+        let (result, start, end, share) = h
             .join()
             .map_err(|_| "a W1-threads thread panicked".to_string())?;
         out.push(result);
+        shares += share;
         span = Some(span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
     }
     let (start, end) = span.ok_or("no W1-threads thread ran")?;
-    Ok((out, end.duration_since(start)))
+    let span = Span {
+        time: end.duration_since(start),
+        cpu_share: shares / THREADS as f64,
+    };
+    Ok((out, span))
 }
 
 /// `n` transactions of thread `t`, on `[w1t-t, t, i]` (`shared`: `[w1t, t, i]`).
@@ -93,12 +134,12 @@ fn txn_thread(node: &Node, t: u64, n: u64, shared: bool) -> Result<Vec<u64>, Str
 /// One round of transactions on all threads (`shared`: under one root).
 fn txn_round(node: &Node, n: u64, shared: bool) -> Result<Sample, String> {
     let txn_node = node.clone();
-    let (lats, time) = on_threads(move |t| txn_thread(&txn_node, t, n, shared))?;
+    let (lats, span) = on_threads(move |t| txn_thread(&txn_node, t, n, shared))?;
     let mut all = Vec::with_capacity((n * THREADS) as usize);
     for lat in lats {
         all.extend(lat?);
     }
-    Ok(Sample::new(n * THREADS, time, all))
+    Ok(Sample::new(n * THREADS, span.time, all).with_extra("cpu share", span.cpu_share))
 }
 
 fn mutex_thread(n: u64) -> u64 {
@@ -139,11 +180,12 @@ pub fn w1_threads(ctx: &mut Ctx) -> Vec<Row> {
         let txn = txn_round(&node, n, false)?;
         let shared = txn_round(&node, n, true)?;
         let m = n * MUTEX_PER_TXN;
-        let (counts, mutex_time) = on_threads(move |_| mutex_thread(m))?;
+        let (counts, span) = on_threads(move |_| mutex_thread(m))?;
         if counts.iter().any(|&c| c != m) {
             return Err("a mutex thread lost updates".into());
         }
-        let mutex = Sample::new(m * THREADS, mutex_time, Vec::new());
+        let mutex =
+            Sample::new(m * THREADS, span.time, Vec::new()).with_extra("cpu share", span.cpu_share);
         Ok(vec![txn, shared, mutex])
     });
     rig.stop(ctx);

@@ -7,9 +7,10 @@
 //! its node name's reference count.
 //!
 //! Invariants: `index` holds `a` exactly when `slots[a]` holds an agent, under the hash of its
-//! id, which the slot keeps (so that forgetting an agent hashes nothing); an interned agent has at least one entry or one watch (it is released as soon as it has
-//! neither); `locks` holds exactly the lock slots where the agent has an entry, each once,
-//! `watches` exactly the slots it watches.
+//! id, which the slot keeps (so that forgetting an agent hashes nothing); an interned agent has
+//! at least one entry or one watch (it is released as soon as it has neither); `locks` holds
+//! exactly the lock slots where the agent has an entry, each once, `watches` exactly the slots
+//! it watches.
 
 use ahash::RandomState;
 use hashbrown::HashTable;

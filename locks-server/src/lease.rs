@@ -68,7 +68,7 @@
 
 use crate::net::HeartbeatConfig;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The largest clock-rate difference between two nodes the lock-delay must allow for (1 %).
@@ -161,27 +161,37 @@ fn to_nanos(at: Instant) -> u64 {
 /// The lease of one link, shared by its driver (which renews it) and everyone who checks it.
 ///
 /// Invariant: once [`LeaseCell::valid`] has answered `false`, it answers `false` for ever, and
-/// [`LeaseCell::renew`] fails: an expired lease is final for its link.
+/// [`LeaseCell::renew`] fails: an expired lease is final for its link. How it ended is final
+/// too, and decided once: it ran out ([`LeaseCell::expire`], or seen past its time), or its link
+/// ended first ([`LeaseCell::end`]).
 #[doc(hidden)] // the seam: reached through `crate::internal`
 #[derive(Debug)]
 pub struct LeaseCell {
     until: AtomicU64,
-    expired: AtomicBool,
+    /// [`VALID`], [`RAN_OUT`] or [`ENDED`]; it leaves [`VALID`] once.
+    state: AtomicU8,
 }
+
+/// A [`LeaseCell`] state: valid until its time.
+const VALID: u8 = 0;
+/// A [`LeaseCell`] state: it ran out while its link stood.
+const RAN_OUT: u8 = 1;
+/// A [`LeaseCell`] state: its link ended (or was removed) while the lease was valid.
+const ENDED: u8 = 2;
 
 impl LeaseCell {
     /// A lease valid until `until`.
     pub fn new(until: Instant) -> LeaseCell {
         LeaseCell {
             until: AtomicU64::new(to_nanos(until)),
-            expired: AtomicBool::new(false),
+            state: AtomicU8::new(VALID),
         }
     }
 
     /// Extends the lease to `until` (never shortens it). Fails if it has expired already.
     pub fn renew(&self, until: Instant) -> Result<(), Expired> {
         self.until.fetch_max(to_nanos(until), Ordering::AcqRel);
-        if self.expired.load(Ordering::Acquire) {
+        if self.is_expired() {
             return Err(Expired);
         }
         Ok(())
@@ -189,7 +199,7 @@ impl LeaseCell {
 
     /// Whether the lease is valid at `now`; an expiry seen here is final.
     pub fn valid(&self, now: Instant) -> bool {
-        if self.expired.load(Ordering::Acquire) {
+        if self.is_expired() {
             return false;
         }
         if to_nanos(now) < self.until.load(Ordering::Acquire) {
@@ -199,14 +209,30 @@ impl LeaseCell {
         false
     }
 
-    /// Ends the lease now (the link is down).
+    /// Ends the lease now because it ran out (its time passed, or pings went unanswered);
+    /// nothing if it had ended already.
     pub fn expire(&self) {
-        self.expired.store(true, Ordering::Release);
+        let _ = self
+            .state
+            .compare_exchange(VALID, RAN_OUT, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    /// Whether the lease has been seen expired.
+    /// Ends the lease now because its link ended; nothing if it had ended already (a lease
+    /// that ran out first stays one that ran out).
+    pub fn end(&self) {
+        let _ = self
+            .state
+            .compare_exchange(VALID, ENDED, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Whether the lease has been seen expired, either way.
     pub fn is_expired(&self) -> bool {
-        self.expired.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) != VALID
+    }
+
+    /// Whether the lease ran out while its link stood (not: its link ended first).
+    pub fn ran_out(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RAN_OUT
     }
 }
 
@@ -288,6 +314,27 @@ mod tests {
             "a renewal after expiry revives nothing"
         );
         assert!(cell.is_expired());
+    }
+
+    #[test]
+    fn a_lease_whose_link_ended_did_not_run_out_and_the_first_end_stands() {
+        let t0 = Instant::now();
+        let ended = LeaseCell::new(t0 + 100 * MS);
+        ended.end();
+        assert!(!ended.valid(t0 + 10 * MS));
+        assert!(ended.is_expired() && !ended.ran_out());
+        assert_eq!(ended.renew(t0 + 900 * MS), Err(Expired));
+        // Seen past its time afterwards: still a link that ended.
+        assert!(!ended.valid(t0 + 200 * MS));
+        assert!(!ended.ran_out());
+
+        let ran_out = LeaseCell::new(t0 + 100 * MS);
+        assert!(!ran_out.valid(t0 + 100 * MS));
+        ran_out.end();
+        assert!(
+            ran_out.ran_out(),
+            "the link's end after the expiry changes nothing"
+        );
     }
 
     #[test]

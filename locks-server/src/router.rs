@@ -303,6 +303,18 @@ impl Router {
             .is_some_and(|lease| lease.valid(std::time::Instant::now()))
     }
 
+    /// Whether the lease of the link to `node` ran out while the link stood: an agent that finds
+    /// [`Router::lease_valid`] false reports its locks there lost to an expired lease if so, and
+    /// to the node going down otherwise (its link ended, or is gone already; the node down is
+    /// on its way). Also true for every link once this node is leaving.
+    pub fn lease_ran_out(&self, node: &NodeId) -> bool {
+        self.leases
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(node)
+            .is_some_and(|lease| lease.ran_out())
+    }
+
     /// The node is leaving the cluster (a clean shutdown): every lease ends now, so that no
     /// local agent says it holds a lock on a peer after the peer was told to release it.
     pub fn expire_leases(&self) {
@@ -335,7 +347,7 @@ impl Router {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(node)
         {
-            lease.expire();
+            lease.end();
         }
         self.remotes
             .write()

@@ -1,7 +1,8 @@
 //! The router's side of the cluster: a message from a peer to an agent that does not run here
 //! is answered with `RemoveAgent` to the peer's lock server; a cluster link whose connection
 //! queue is full keeps every envelope, in order; a deadlock probe for an agent that is gone goes
-//! back to its victim, refuted; a peer speaks only for its own agents and members.
+//! back to its victim, refuted; a peer speaks only for its own agents and members; a link's
+//! lease says whether it ran out or its link ended.
 
 mod common;
 
@@ -9,8 +10,9 @@ use common::net::{Captured, id};
 use locks_core::proto::{AgentMessage, Envelope, Message, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
 use locks_server::RouteError;
-use locks_server::internal::{RemoteLink, Router};
+use locks_server::internal::{LeaseCell, RemoteLink, Router};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn to_agent(to: AgentId) -> Envelope {
     Envelope::new(Message::Agent {
@@ -218,4 +220,35 @@ fn every_lock_server_request_for_an_agent_of_another_node_is_refused() {
             "{what}: {result:?}"
         );
     }
+}
+
+/// An agent that finds a lease gone reports its locks there lost with the router's answer:
+/// a lease that ran out, or a link that ended (then the node down is on its way). The link ends
+/// its lease before the router forgets the node, so "still reachable" is not the question: it
+/// made a disconnected holder report an expired lease (a flaky end-to-end test,
+/// `locks-agent/tests/lost_locks.rs`, caught it).
+#[test]
+fn a_lease_ended_with_its_link_did_not_run_out_and_one_past_its_time_did() {
+    let router = Router::new(id("b"));
+    let ended = Arc::new(LeaseCell::new(Instant::now() + Duration::from_secs(60)));
+    router.add_remote(id("a"), Arc::new(Captured::default()));
+    router.set_lease(id("a"), ended.clone());
+    assert!(router.lease_valid(&id("a")));
+    // The link to a ends; the router has not forgotten a yet.
+    ended.end();
+    assert!(router.is_reachable(&id("a")));
+    assert!(!router.lease_valid(&id("a")));
+    assert!(!router.lease_ran_out(&id("a")));
+
+    let past = Arc::new(LeaseCell::new(Instant::now()));
+    router.add_remote(id("c"), Arc::new(Captured::default()));
+    router.set_lease(id("c"), past.clone());
+    assert!(!router.lease_valid(&id("c")), "its time has passed");
+    assert!(router.lease_ran_out(&id("c")));
+    // Its link ending afterwards does not change how it ended.
+    past.end();
+    assert!(router.lease_ran_out(&id("c")));
+    // Forgotten: no lease, and no lease that ran out.
+    router.remove_remote(&id("a"));
+    assert!(!router.lease_valid(&id("a")) && !router.lease_ran_out(&id("a")));
 }

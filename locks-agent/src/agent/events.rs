@@ -63,8 +63,10 @@ impl Agent {
         let local = self.guard.router.node().clone();
         for node in self.core.claimed_remote_nodes(&local) {
             if !self.guard.router.lease_valid(&node) {
-                // Gone from the router: the link ended and the news is on its way.
-                let cause = if self.guard.router.is_reachable(&node) {
+                // A link that ended (or is gone from the router) is a node down whose news is
+                // on its way; asking whether the node is still reachable instead raced with
+                // the link's end, which ends its lease before the router forgets the node.
+                let cause = if self.guard.router.lease_ran_out(&node) {
                     LossCause::LeaseExpired
                 } else {
                     LossCause::NodeDown

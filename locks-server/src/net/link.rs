@@ -335,8 +335,12 @@ impl Driver {
                 Ended::Writer(reason) => reason,
             }
         };
-        // Before anyone hears of the end: nothing may go on believing in this link.
-        lease.expire();
+        // Before anyone hears of the end: nothing may go on believing in this link. (An agent
+        // that finds it so before the node down reaches it reports the loss with this cause.)
+        match &reason {
+            DownReason::LeaseExpired { .. } => lease.expire(),
+            _ => lease.end(),
+        }
         match &reason {
             DownReason::ClosedLocally => {
                 tracing::debug!(%node, %peer, peer_addr = ?peer_addr, "node connection closed")

@@ -16,7 +16,9 @@
 //! - the model: every agent's direct modes are what it asked for, and every entry needs exactly
 //!   its direct mode grouped with the intentions of its direct locks below;
 //! - the notices: replaying an agent's notices gives its state on every lock; notice versions
-//!   never go back; a waiter's last view shows exactly the holders and requests ahead of it;
+//!   never go back; a waiter's last view shows exactly the holders and requests ahead of it,
+//!   or, after quiet releases (the table's rule 3), everyone it waits for and more only in
+//!   agents removed since;
 //!   `queue` is present exactly for waiters; watchers' views are current;
 //! - the same requests on tables that index every lock, or locks above 3 entries, give the same
 //!   messages and snapshots; stepped with `step_quiet` (the fast path), the same snapshots and
@@ -107,6 +109,9 @@ struct Harness {
     replay: HashMap<(AgentId, LockId), (u64, EntryState)>,
     /// The last queue view each agent got with a notice.
     views: HashMap<(AgentId, LockId), Arc<LockView>>,
+    /// The agents removed since each of those views was sent: a quiet release leaves a
+    /// waiter's view showing them (and nothing else) beyond what it waits for now.
+    gone_since: HashMap<(AgentId, LockId), Vec<AgentId>>,
 }
 
 impl Harness {
@@ -122,6 +127,7 @@ impl Harness {
             direct: BTreeMap::new(),
             replay: HashMap::new(),
             views: HashMap::new(),
+            gone_since: HashMap::new(),
         }
     }
 
@@ -253,6 +259,13 @@ impl Harness {
                 self.direct.retain(|(a, _), _| *a != serial);
                 self.replay.retain(|(a, _), _| a != agent);
                 self.views.retain(|(a, _), _| a != agent);
+                self.gone_since.retain(|(a, _), _| a != agent);
+                for key in self.views.keys() {
+                    self.gone_since
+                        .entry(key.clone())
+                        .or_default()
+                        .push(agent.clone());
+                }
                 prop_assert!(fx.iter().all(|(to, _)| to != agent));
             }
             ServerRequest::Surrender {
@@ -326,6 +339,7 @@ impl Harness {
                     if let (Some(q), Some(l)) = (&n.queue, current) {
                         prop_assert_eq!(&**q, &l.view());
                         self.views.insert(key.clone(), q.clone());
+                        self.gone_since.remove(&key);
                     }
                     if let Some((v, _)) = self.replay.get(&key) {
                         prop_assert!(n.version >= *v, "notice version went back");

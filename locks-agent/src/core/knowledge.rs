@@ -47,7 +47,9 @@
 //!     differ. While it stays pending it is told of every change ahead of it, and the notices
 //!     of one server arrive in order, so nothing changed the holders between the two views but
 //!     the operation of this notice, and a change of holders is told to every converter and
-//!     waiter. A holder of a shared view (a holder is sent a view only with a change of its own
+//!     waiter. (The one change of holders a waiter is not told of, the server's quiet release
+//!     of a gone local holder, marks the lock, and the next notice to anyone pending there that
+//!     had a view before goes to all of them.) A holder of a shared view (a holder is sent a view only with a change of its own
 //!     entry) gets it from the first
 //!     agent pending in it that the holder blocks: that agent was sent it too and forwards it
 //!     to every agent it waits for, or a newer version comes, to which the same applies;

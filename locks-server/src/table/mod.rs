@@ -86,7 +86,17 @@
 //!    ahead of it may have changed: any holder added, removed or changing mode (every converter
 //!    and waiter is told); a conversion at or ahead of its place added, removed or changing mode
 //!    (those converters and every waiter); a waiter at or ahead of its place (those waiters).
-//!    Its view of whom it waits for is never stale;
+//!    Its view of whom it waits for is never stale, with one exception, the *quiet release*
+//!    (`notify::quiet_release`): when a local agent that held the lock (not converting) is
+//!    removed, no conversion is pending, and every entry the removal granted holds a mode
+//!    incompatible with every remaining waiter's, the waiters are not told. Each of them
+//!    already waited for whoever was granted, so its last view still shows everyone it waits
+//!    for, plus the removed agent, which is gone and confirms no deadlock probe. After a quiet
+//!    release the lock is marked: the next operation that tells any pending entry other than
+//!    one it creates (or, on the fast path, would answer its requester there) tells every
+//!    converter and waiter, so that two views of one agent whose holders differ still mean
+//!    that everyone pending was sent the newer one. A hot lock handed from one ending
+//!    transaction to the next tells each waiter only of its own grant;
 //! 4. the notice's `queue` is the lock's whole [`LockView`] exactly when the recipient converts
 //!    or waits, or holds the lock while others convert or wait on it (`notify::with_queue`: an
 //!    agent others wait for learns, with every change of its own entry, who waits, so a notice

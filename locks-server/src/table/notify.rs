@@ -34,6 +34,8 @@ pub(super) struct Audience<'a> {
     pub note: Option<&'a Note>,
     /// The requester of a quiet operation (`LockTable::lock_quiet`): told nothing.
     pub mute: Option<u32>,
+    /// The quiet requester named this lock: rule 2 would have answered it here.
+    pub mute_named: bool,
 }
 
 /// The view of `rec` as agents see it: holders in grant order (grant version, then agent id).
@@ -102,22 +104,60 @@ pub(super) fn with_queue(state: &EntryState, queued: bool) -> bool {
     state.is_waiting() || (queued && !matches!(state, EntryState::Absent))
 }
 
+/// Whether the release of `ch` is quiet (rule 3's exception, the table's module doc): it
+/// removed a gone agent's plain holder entry, no conversion is pending or was granted, and every
+/// entry it granted holds a mode that no remaining waiter's mode is compatible with.
+///
+/// Why the waiters need not hear of it: each entry granted was pending ahead of every
+/// remaining waiter (grants are FIFO) in a mode incompatible with the waiter's, so the waiter
+/// already waited for it; a holder that stays blocks the same waiters as before (an entry
+/// ahead that it blocked was not granted). So a waiter's last view still shows everyone it
+/// waits for, and more only in the gone agent, which can confirm no wait of a deadlock probe
+/// (`locks-agent`'s `probe.rs`): its analysis may see an edge that is gone, never miss one.
+fn quiet_release(rec: &LockRecord, modes: &ModeTable, ch: &Changes, aud: &Audience<'_>) -> bool {
+    if !ch.gone_holder || ch.conv_mark.is_some() || rec.converting().next().is_some() {
+        return false;
+    }
+    ch.changed
+        .iter()
+        .filter(|&&a| Some(a) != aud.skip)
+        .all(|&g| match rec.entry(g) {
+            Some(e) if e.want.is_none() => e.held.is_some_and(|held| {
+                rec.waiting().all(|w| {
+                    rec.entry(w)
+                        .and_then(|e| e.want)
+                        .is_some_and(|want| !modes.compatible(held, want))
+                })
+            }),
+            // Anything else changed (cannot happen in a removal): tell everyone, as ever.
+            _ => false,
+        })
+}
+
+/// Appends the messages about `rec` after an operation changed it as `ch` says. Returns whether
+/// some pending entry may now have missed a release ahead of it (`Some(true)`: a quiet
+/// release), or that every pending entry was told this version (`Some(false)`); `None` when
+/// that did not change.
 pub(super) fn emit(
     rec: &LockRecord,
     ctx: &NotifyCtx<'_>,
     ch: &Changes,
     aud: &Audience<'_>,
     out: &mut Effects,
-) {
-    if nobody_to_tell(rec, ch, aud) {
-        return;
+) -> Option<bool> {
+    // A lock some of whose waiters missed a quiet release takes the long way: telling even
+    // the quiet requester alone tells them all.
+    if !rec.stale_pending() && nobody_to_tell(rec, ch, aud) {
+        return None;
     }
+    let silent = |a: u32| Some(a) == aud.skip || Some(a) == aud.mute;
+    let quiet = quiet_release(rec, ctx.modes, ch, aud);
     // Inline: most operations tell a handful of agents (often nobody), and these lists lived
     // only for this call, two allocations per lock and operation under the table's lock.
     let mut who: SmallVec<[u32; 8]> = SmallVec::from_slice(&ch.changed);
     who.extend(aud.respond);
     let conv_changed = ch.conv_mark.is_some();
-    if ch.holders || conv_changed {
+    if !quiet && (ch.holders || conv_changed) {
         let from = if ch.holders {
             0
         } else {
@@ -125,16 +165,43 @@ pub(super) fn emit(
         };
         who.extend(rec.converting().skip(from));
     }
-    if ch.holders || conv_changed {
+    if quiet {
+    } else if ch.holders || conv_changed {
         who.extend(rec.waiting());
     } else if let Some(from) = ch.wait_mark {
         who.extend(rec.waiting().skip(from));
     }
+    // After a quiet release, whoever pending is told next is told with all the others: an
+    // agent that finds the holders changed between two of its views takes it that everyone
+    // pending was sent the newer one (`locks-agent`'s knowledge, "shared" views). An entry
+    // this operation created has no older view, and the requester of a quiet operation (the
+    // fast path) counts as told, so that both shells send the same notices to the others.
+    let mut fresh = !quiet && ch.holders;
+    if !quiet && !fresh && rec.stale_pending() {
+        let older = |a: u32| {
+            Some(a) != aud.skip
+                && Some(a) != ch.created
+                && rec.entry(a).is_some_and(|e| e.want.is_some())
+        };
+        let named = aud.mute.filter(|_| aud.mute_named);
+        if who.iter().copied().chain(named).any(older) {
+            who.extend(rec.converting());
+            who.extend(rec.waiting());
+            fresh = true;
+        }
+    }
     who.sort_unstable();
     who.dedup();
+    let staleness = if quiet {
+        Some(true)
+    } else if fresh {
+        Some(false)
+    } else {
+        None
+    };
     let mut recipients: SmallVec<[(&AgentId, u32); 8]> = who
         .into_iter()
-        .filter(|&a| Some(a) != aud.skip && Some(a) != aud.mute)
+        .filter(|&a| !silent(a))
         .filter_map(|a| Some((ctx.agents.id(a)?, a)))
         .collect();
     recipients.sort_unstable();
@@ -163,7 +230,7 @@ pub(super) fn emit(
         ));
     }
     if !ch.touched() {
-        return;
+        return staleness;
     }
     let mut watchers: SmallVec<[&AgentId; 4]> = rec
         .watchers()
@@ -182,4 +249,5 @@ pub(super) fn emit(
             },
         ));
     }
+    staleness
 }

@@ -141,7 +141,11 @@ impl LockTable {
                     add: None,
                     remove: None,
                 };
-                self.apply(s, a, edit, &aud, v, &mut out)
+                let named = Audience {
+                    mute_named: true,
+                    ..aud
+                };
+                self.apply(s, a, edit, &named, v, &mut out)
             } else {
                 self.set_direct(s, a, Some(new), v, &mut out)
             };
@@ -528,6 +532,7 @@ impl LockTable {
                         if let Some(slot) = self.agents.get_mut(a) {
                             slot.locks.insert(s);
                         }
+                        ch.created = Some(a);
                         Some(rec.insert(a, v, self.index_threshold))
                     }
                     None => None,
@@ -563,6 +568,12 @@ impl LockTable {
             }
             Edit::Remove => {
                 if let Some(pos) = rec.pos(a) {
+                    let e = &rec.entries()[pos];
+                    // Only a local agent's removal is known to be its end (a remote agent's
+                    // may come from its node leaving the cluster while it still runs).
+                    ch.gone_holder = e.held.is_some()
+                        && e.want.is_none()
+                        && self.agents.id(a).is_some_and(|id| id.node() == &self.node);
                     rec.remove(pos, &mut ch);
                 }
                 rec.remove_watcher(a);
@@ -573,13 +584,16 @@ impl LockTable {
         if touched {
             rec.version = v;
         }
-        if touched || aud.respond.is_some() {
+        // The quiet requester is answered like any other (`notify::emit`, a quiet release).
+        if touched || aud.respond.is_some() || (aud.mute_named && rec.stale_pending()) {
             let ctx = NotifyCtx {
                 node: &self.node,
                 modes,
                 agents: &self.agents,
             };
-            notify::emit(rec, &ctx, &ch, aud, out);
+            if let Some(stale) = notify::emit(rec, &ctx, &ch, aud, out) {
+                rec.set_stale_pending(stale);
+            }
         }
         rec.trim(self.index_threshold);
         if rec.is_unused() {

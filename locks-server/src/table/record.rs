@@ -36,6 +36,11 @@ pub(super) struct Changes {
     pub conv_mark: Option<usize>,
     /// Lowest changed position in the wait queue.
     pub wait_mark: Option<usize>,
+    /// The operation removed a plain holder (granted, not converting) whose agent can confirm
+    /// no wait any more: a local agent that ended. Its release may be quiet (`notify.rs`).
+    pub gone_holder: bool,
+    /// The entry this operation created, if any: its agent has no older view of the lock.
+    pub created: Option<u32>,
 }
 
 impl Changes {
@@ -76,6 +81,9 @@ struct Extra {
     waiting: VecDeque<u32>,
     watchers: SmallVec<[u32; 2]>,
     index: Option<HolderIndex>,
+    /// Some pending entry was not told of a quiet release ahead of it (`notify.rs`, "A quiet
+    /// release"): the next operation that tells any pending entry tells them all.
+    stale_pending: bool,
 }
 
 impl Extra {
@@ -185,6 +193,19 @@ impl LockRecord {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Whether some pending entry may have missed a quiet release ahead of it.
+    pub fn stale_pending(&self) -> bool {
+        self.extra.as_deref().is_some_and(|x| x.stale_pending)
+    }
+
+    /// Records whether some pending entry may have missed a quiet release (never while nothing
+    /// is pending: a new entry is told the queue as it is when it joins).
+    pub fn set_stale_pending(&mut self, stale: bool) {
+        if let Some(x) = self.extra.as_deref_mut() {
+            x.stale_pending = stale && !(x.converting.is_empty() && x.waiting.is_empty());
         }
     }
 

@@ -15,8 +15,10 @@
 //! queued on that copy for a request that is not met, and its own newest view of the queue
 //! shows it waiting for the blocker. A waiter is told of every change ahead of it in a queue
 //! (the server's notice contract), so its own view is never stale about whom it waits for,
-//! except for notices still on their way. The victim's own edge is checked last, when the probe
-//! returns; only then does it surrender (or abort) as before.
+//! except for notices still on their way and the server's quiet releases: a local holder that
+//! ended, after which the view still shows every agent the waiter waits for and, besides, only
+//! that gone agent, which confirms no edge of its own. The victim's own edge is checked last,
+//! when the probe returns; only then does it surrender (or abort) as before.
 //!
 //! - An edge that a waiter's view at least as new as the probe's does not show is gone: the
 //!   probe is dropped. A real deadlock never loses an edge, and its victim will see it again

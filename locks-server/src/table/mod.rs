@@ -88,7 +88,8 @@
 //!    (those converters and every waiter); a waiter at or ahead of its place (those waiters).
 //!    Its view of whom it waits for is never stale, with one exception, the *quiet release*
 //!    (`notify::quiet_release`): when a local agent that held the lock (not converting) is
-//!    removed, no conversion is pending, and every entry the removal granted holds a mode
+//!    removed (not a ghost: that stands for a remote agent, which may still run), no
+//!    conversion is pending, and every entry the removal granted holds a mode
 //!    incompatible with every remaining waiter's, the waiters are not told. Each of them
 //!    already waited for whoever was granted, so its last view still shows everyone it waits
 //!    for, plus the removed agent, which is gone and confirms no deadlock probe. After a quiet

@@ -569,11 +569,16 @@ impl LockTable {
             Edit::Remove => {
                 if let Some(pos) = rec.pos(a) {
                     let e = &rec.entries()[pos];
-                    // Only a local agent's removal is known to be its end (a remote agent's
-                    // may come from its node leaving the cluster while it still runs).
+                    // Only a local agent's removal is known to be its end: a remote agent's
+                    // may come from its node leaving the cluster while it still runs, and a
+                    // ghost (local by name) stands for a remote agent whose waiters were
+                    // never told of the rename: their views still show the agent itself.
                     ch.gone_holder = e.held.is_some()
                         && e.want.is_none()
-                        && self.agents.id(a).is_some_and(|id| id.node() == &self.node);
+                        && self
+                            .agents
+                            .id(a)
+                            .is_some_and(|id| id.node() == &self.node && !id.is_ghost());
                     rec.remove(pos, &mut ch);
                 }
                 rec.remove_watcher(a);

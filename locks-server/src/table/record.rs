@@ -37,7 +37,8 @@ pub(super) struct Changes {
     /// Lowest changed position in the wait queue.
     pub wait_mark: Option<usize>,
     /// The operation removed a plain holder (granted, not converting) whose agent can confirm
-    /// no wait any more: a local agent that ended. Its release may be quiet (`notify.rs`).
+    /// no wait any more: a local agent that ended (not a ghost). Its release may be quiet
+    /// (`notify.rs`).
     pub gone_holder: bool,
     /// The entry this operation created, if any: its agent has no older view of the lock.
     pub created: Option<u32>,

@@ -92,7 +92,11 @@
 //!    conversion is pending, and every entry the removal granted holds a mode
 //!    incompatible with every remaining waiter's, the waiters are not told. Each of them
 //!    already waited for whoever was granted, so its last view still shows everyone it waits
-//!    for, plus the removed agent, which is gone and confirms no deadlock probe. After a quiet
+//!    for, plus the removed agent, which is gone and confirms no deadlock probe (one it
+//!    confirmed before it ended may still be on its way and find the waiter's edge to it, as a
+//!    probe could outrun the notice before; the surrender's check of the waits on this node
+//!    then refuses it when the waiter's lock is here, and otherwise the victim gives up a lock
+//!    for nothing, which the simulations count: no more often than before). After a quiet
 //!    release the lock is marked: the next operation that tells any pending entry other than
 //!    one it creates (or, on the fast path, would answer its requester there) tells every
 //!    converter and waiter, so that two views of one agent whose holders differ still mean

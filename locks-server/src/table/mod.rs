@@ -141,10 +141,11 @@ mod protocol;
 mod record;
 mod report;
 mod snapshot;
+mod surrender;
 mod surrender_to;
 
 pub(crate) use census::Census;
-pub(crate) use ops::closes_cycle;
+pub(crate) use surrender::closes_cycle;
 
 pub use notify::Effects;
 pub use protocol::{TableEffect, TableInput, Undelivered};

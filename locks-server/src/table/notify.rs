@@ -166,6 +166,7 @@ pub(super) fn emit(
         who.extend(rec.converting().skip(from));
     }
     if quiet {
+        // Rule 3's exception: every waiter already waited for whoever was granted.
     } else if ch.holders || conv_changed {
         who.extend(rec.waiting());
     } else if let Some(from) = ch.wait_mark {

@@ -12,8 +12,7 @@
 use super::LockTable;
 use super::notify::{self, Audience, Effects, NotifyCtx};
 use super::record::Changes;
-use locks_core::proto::{AgentMessage, LockNotice, Note, Rejection, Wait};
-use locks_core::waits::blockers_of;
+use locks_core::proto::{AgentMessage, Note, Rejection};
 use locks_core::{AgentId, LockId, Mode};
 
 /// Where a `Lock` request left its agent (for the fast path's answer).
@@ -28,7 +27,7 @@ pub(super) struct Placed {
 }
 
 /// What one operation does to one agent's entry on one lock.
-enum Edit {
+pub(super) enum Edit {
     /// Replace the direct mode (`Some(new)`), and/or swap one intention count for another.
     Need {
         direct: Option<Option<Mode>>,
@@ -229,119 +228,6 @@ impl LockTable {
         out
     }
 
-    /// `Surrender`: the agent's entries on `lock` and its descendants go to the back.
-    ///
-    /// Applied when every wait given still holds, and either the lock is at the version the
-    /// victim decided on, or the waits are a whole cycle through the victim, into it on `lock`
-    /// (its locks are all here): then the cycle is real now, whatever else changed on the lock
-    /// since (a waiter joined behind, say), and refusing would only make the victim, which told
-    /// its client of the loss already, find the same cycle and surrender again.
-    pub(super) fn surrender(
-        &mut self,
-        agent: &AgentId,
-        lock: &LockId,
-        version: u64,
-        waits: &[Wait],
-    ) -> Effects {
-        let whole = closes_cycle(agent, lock, waits);
-        self.surrender_checked(agent, lock, version, waits, whole)
-    }
-
-    /// [`LockTable::surrender`] with `waits` the cycle's waits in this table and `whole` whether
-    /// the cycle's waits (here and in other shards of the node, which the caller checked) are
-    /// a whole cycle through the victim.
-    pub(super) fn surrender_checked(
-        &mut self,
-        agent: &AgentId,
-        lock: &LockId,
-        version: u64,
-        waits: &[Wait],
-        whole: bool,
-    ) -> Effects {
-        let found = self.agents.lookup(agent).and_then(|a| {
-            let s = self.locks.find(lock.keys())?;
-            let rec = self.locks.get(s)?;
-            ((rec.version == version || whole) && rec.entry(a).is_some()).then_some((a, s))
-        });
-        let Some((a, s)) = found.filter(|_| waits.iter().all(|w| self.still_waits(w))) else {
-            tracing::trace!(%agent, %lock, version, "stale or unknown surrender ignored");
-            return self.refresh(agent, lock, version);
-        };
-        let mut targets: Vec<(LockId, u32)> = self
-            .agents
-            .get(a)
-            .into_iter()
-            .flat_map(|slot| slot.locks.iter().copied())
-            .filter_map(|t| {
-                let rec = self.locks.get(t)?;
-                (t == s || rec.id.is_descendant_of(lock)).then(|| (rec.id.clone(), t))
-            })
-            .collect();
-        targets.sort_unstable();
-        let note = Note::Surrendered {
-            agent: agent.clone(),
-            version,
-        };
-        let v = self.next_version();
-        let mut out = Effects::new();
-        let mut touched = false;
-        for (_, t) in targets {
-            let aud = Audience {
-                note: (t == s).then_some(&note),
-                ..Audience::default()
-            };
-            touched |= self.apply(t, a, Edit::Requeue, &aud, v, &mut out);
-        }
-        self.finish(a, touched, v);
-        out
-    }
-
-    /// Whether `w.waiter` waits for `w.blocker` on `w.lock` in this table now (the rules of
-    /// [`locks_core::waits`], the same the agents build their graphs with).
-    pub(crate) fn still_waits(&self, w: &Wait) -> bool {
-        let Some(rec) = self
-            .locks
-            .find(w.lock.keys())
-            .and_then(|s| self.locks.get(s))
-        else {
-            return false;
-        };
-        let view = notify::view(rec, &self.modes, &self.agents);
-        blockers_of(&self.modes, &view, &w.waiter).contains(&&w.blocker)
-    }
-
-    /// The answer to a stale surrender: the agent's entry on the lock now, with the whole queue
-    /// even when it holds the lock. A holder of a lock nobody waits on gets no view otherwise, so
-    /// without this an agent that decided on an old copy could never learn the current version,
-    /// and a deadlock it alone can break would stay. Nothing is sent if the agent has no entry there.
-    /// The notice carries [`Note::NotSurrendered`] with the version the agent surrendered: the
-    /// lock may not have changed (the surrender was refused because a wait of its cycle no
-    /// longer holds), and the agent must still learn that its surrender is over.
-    fn refresh(&self, agent: &AgentId, lock: &LockId, surrendered: u64) -> Effects {
-        let mut out = Effects::new();
-        let found = self.agents.lookup(agent).and_then(|a| {
-            let rec = self.locks.get(self.locks.find(lock.keys())?)?;
-            Some((rec, rec.entry(a)?.state()))
-        });
-        if let Some((rec, state)) = found {
-            let view = notify::view(rec, &self.modes, &self.agents);
-            out.push((
-                agent.clone(),
-                AgentMessage::Notice(LockNotice {
-                    node: self.node.clone(),
-                    lock: rec.id.clone(),
-                    version: rec.version,
-                    state,
-                    queue: Some(std::sync::Arc::new(view)),
-                    note: Some(Box::new(Note::NotSurrendered {
-                        version: surrendered,
-                    })),
-                }),
-            ));
-        }
-        out
-    }
-
     /// `RemoveAgent`: drops every entry and watch of the agent.
     pub(super) fn remove_agent(&mut self, agent: &AgentId) -> Effects {
         let Some(a) = self.agents.lookup(agent) else {
@@ -506,7 +392,7 @@ impl LockTable {
     /// Applies `edit` to agent `a`'s entry on lock slot `s`, grants what can be granted, appends
     /// the notices and deletes the record if it is no longer used. Returns whether the lock's
     /// queue changed (it then has version `v`).
-    fn apply(
+    pub(super) fn apply(
         &mut self,
         s: u32,
         a: u32,
@@ -609,13 +495,13 @@ impl LockTable {
 
     /// The version an operation that changes something hands out (saturating: a table whose
     /// base is near `u64::MAX` stops counting rather than panicking).
-    fn next_version(&self) -> u64 {
+    pub(super) fn next_version(&self) -> u64 {
         self.version.saturating_add(1)
     }
 
     /// Ends an operation of agent `a`: moves the version if anything changed, forgets the agent
     /// if it has nothing left.
-    fn finish(&mut self, a: u32, touched: bool, v: u64) {
+    pub(super) fn finish(&mut self, a: u32, touched: bool, v: u64) {
         if touched {
             self.version = v;
         }
@@ -630,14 +516,4 @@ fn notice_lock(msg: &AgentMessage) -> Option<&LockId> {
         AgentMessage::Watched { lock, .. } => Some(lock),
         _ => None,
     }
-}
-
-/// Whether `waits` are one whole cycle through `agent` whose edge into it is on `lock`: each
-/// wait's blocker is the next one's waiter, the last one's the first's (the order a victim
-/// sends them in, `locks-agent`'s `probe.rs`).
-pub(crate) fn closes_cycle(agent: &AgentId, lock: &LockId, waits: &[Wait]) -> bool {
-    let n = waits.len();
-    n >= 2
-        && (0..n).all(|i| waits[i].blocker == waits[(i + 1) % n].waiter)
-        && waits.iter().any(|w| w.blocker == *agent && w.lock == *lock)
 }

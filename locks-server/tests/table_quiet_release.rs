@@ -369,24 +369,9 @@ mod class {
                         .map(named)
                         .collect();
                     let ended = self.ended_since.get(&key).map_or(&[][..], |v| &v[..]);
-                    prop_assert!(
-                        blockers.iter().all(|b| then.contains(b)),
-                        "{:?} on {} waits for {:?}, its view shows {:?}",
-                        e.agent,
-                        l.lock,
-                        blockers,
-                        then
-                    );
-                    prop_assert!(
-                        then.iter()
-                            .all(|b| blockers.contains(b) || ended.contains(b)),
-                        "{:?} on {}: its view shows {:?}, it waits for {:?}, ended since: {:?}",
-                        e.agent,
-                        l.lock,
-                        then,
-                        blockers,
-                        ended
-                    );
+                    if let Err(err) = view_covers_waits(&then, &blockers, ended) {
+                        prop_assert!(false, "{:?} on {}: {}", e.agent, l.lock, err);
+                    }
                 }
             }
             Ok(())

@@ -32,10 +32,9 @@ pub(super) struct Audience<'a> {
     pub skip: Option<u32>,
     /// The note every notice of this lock carries.
     pub note: Option<&'a Note>,
-    /// The requester of a quiet operation (`LockTable::lock_quiet`): told nothing.
+    /// The requester of a quiet operation (`LockTable::lock_quiet`): told nothing, not even
+    /// rule 2's answer (it is `respond` on the lock it named, like any requester).
     pub mute: Option<u32>,
-    /// The quiet requester named this lock: rule 2 would have answered it here.
-    pub mute_named: bool,
 }
 
 /// The view of `rec` as agents see it: holders in grant order (grant version, then agent id).
@@ -175,8 +174,8 @@ pub(super) fn emit(
     // After a quiet release, whoever pending is told next is told with all the others: an
     // agent that finds the holders changed between two of its views takes it that everyone
     // pending was sent the newer one (`locks-agent`'s knowledge, "shared" views). An entry
-    // this operation created has no older view, and the requester of a quiet operation (the
-    // fast path) counts as told, so that both shells send the same notices to the others.
+    // this operation created has no older view; a muted requester counts as told, so that
+    // both shells send the same notices to the others.
     let mut fresh = !quiet && ch.holders;
     if !quiet && !fresh && rec.stale_pending() {
         let older = |a: u32| {
@@ -184,8 +183,7 @@ pub(super) fn emit(
                 && Some(a) != ch.created
                 && rec.entry(a).is_some_and(|e| e.want.is_some())
         };
-        let named = aud.mute.filter(|_| aud.mute_named);
-        if who.iter().copied().chain(named).any(older) {
+        if who.iter().copied().any(older) {
             who.extend(rec.converting());
             who.extend(rec.waiting());
             fresh = true;

@@ -141,7 +141,7 @@ impl LockTable {
                     remove: None,
                 };
                 let named = Audience {
-                    mute_named: true,
+                    respond: Some(a),
                     ..aud
                 };
                 self.apply(s, a, edit, &named, v, &mut out)
@@ -475,8 +475,7 @@ impl LockTable {
         if touched {
             rec.version = v;
         }
-        // The quiet requester is answered like any other (`notify::emit`, a quiet release).
-        if touched || aud.respond.is_some() || (aud.mute_named && rec.stale_pending()) {
+        if touched || aud.respond.is_some() {
             let ctx = NotifyCtx {
                 node: &self.node,
                 modes,

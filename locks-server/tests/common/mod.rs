@@ -130,6 +130,28 @@ pub fn holds(table: &LockTable, n: u64, id: &LockId, mode: Mode) -> bool {
 }
 
 /// Whether `w` holds in the table as `snap` shows it (the rules the agents use).
+/// The promise of a waiter's last view after quiet releases (the table's rule 3): it shows
+/// everyone the waiter waits for now (`waits`), and beyond that only agents in `gone`. Both
+/// lists as [`blockers_of`] gives them, with any renames undone by the caller.
+pub fn view_covers_waits(
+    then: &[AgentId],
+    waits: &[AgentId],
+    gone: &[AgentId],
+) -> Result<(), String> {
+    if let Some(b) = waits.iter().find(|b| !then.contains(b)) {
+        return Err(format!("waits for {b:?}, its view shows only {then:?}"));
+    }
+    if let Some(b) = then
+        .iter()
+        .find(|b| !waits.contains(b) && !gone.contains(b))
+    {
+        return Err(format!(
+            "its view shows {b:?}, it waits for {waits:?}, and of those only {gone:?} ended"
+        ));
+    }
+    Ok(())
+}
+
 pub fn waits_now(snap: &TableSnapshot, modes: &ModeTable, w: &Wait) -> bool {
     snap.lock(&w.lock)
         .is_some_and(|l| blockers_of(modes, &l.view(), &w.waiter).contains(&&w.blocker))

@@ -3,7 +3,7 @@
 //! against the table (`check_replay`). The module doc of `table_proptest.rs` lists what each
 //! one asserts.
 
-use super::common::t;
+use super::common::{t, view_covers_waits};
 use super::{AGENTS, Harness, held_direct};
 use locks_core::proto::{EntryState, ServerRequest};
 use locks_core::waits::blockers_of;
@@ -190,24 +190,17 @@ impl Harness {
                     // and more only in agents removed since (which confirm no deadlock).
                     let key = (e.agent.clone(), l.lock.clone());
                     let gone = self.gone_since.get(&key).map_or(&[][..], |g| &g[..]);
-                    let then = blockers_of(&self.modes, view, &e.agent);
-                    let blockers = blockers_of(&self.modes, &now, &e.agent);
-                    prop_assert!(
-                        blockers.iter().all(|b| then.contains(b)),
-                        "{:?} waits for {:?}, its view shows {:?}",
-                        e.agent,
-                        blockers,
-                        then
-                    );
-                    prop_assert!(
-                        then.iter()
-                            .all(|b| blockers.contains(b) || gone.contains(b)),
-                        "{:?}'s view shows {:?}, it waits for {:?}, removed since: {:?}",
-                        e.agent,
-                        then,
-                        blockers,
-                        gone
-                    );
+                    let then: Vec<AgentId> = blockers_of(&self.modes, view, &e.agent)
+                        .into_iter()
+                        .cloned()
+                        .collect();
+                    let waits: Vec<AgentId> = blockers_of(&self.modes, &now, &e.agent)
+                        .into_iter()
+                        .cloned()
+                        .collect();
+                    if let Err(e) = view_covers_waits(&then, &waits, gone) {
+                        prop_assert!(false, "{:?} on {}: {}", key.0, l.lock, e);
+                    }
                     prop_assert!(matches!(e.state, EntryState::Waiting(_)));
                     continue;
                 }

@@ -1,4 +1,4 @@
-//! Prints the standard lock-mode tables of seed 000 and what hierarchical locking takes on
+//! Prints the standard lock-mode tables of StickyLocking and what hierarchical locking takes on
 //! ancestors. A first look at `locks-core` until the full demo exists.
 
 use locks_core::{LockId, Mode, ModeTable, lock_id};

@@ -1,4 +1,4 @@
-//! One lock word shared by two processes, as Chronicle Map uses it (seed 004).
+//! One lock word shared by two processes, as Chronicle Map uses it (Chronicle Map's).
 //!
 //! The parent creates a small file in a fresh temporary directory and maps it; the zero-filled
 //! file is a free lock word followed by a counter. It starts a second copy of this program as a
@@ -9,7 +9,7 @@
 //! counter is exactly 2N.
 //!
 //! ```text
-//! offset 0   lock word (seed 004 layout: readers, update, write, waiters)
+//! offset 0   lock word (Chronicle Map's layout: readers, update, write, waiters)
 //! offset 8   counter
 //! offset 16  processes arrived (a start barrier)
 //! ```
@@ -29,7 +29,7 @@ type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
 const FILE_LEN: u64 = 64;
 const DEFAULT_N: u64 = 200_000;
-/// Time limit of each write-lock acquisition (the seed forbids waiting without limit).
+/// Time limit of each write-lock acquisition (Chronicle Map's design forbids waiting without limit).
 const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long either process waits for the other to show up, and the parent for the child.
 const PROCESS_TIMEOUT: Duration = Duration::from_secs(60);

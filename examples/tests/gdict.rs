@@ -1,4 +1,4 @@
-//! The gdict example's dictionary: Erlang's local_dict scenario (reference 9.5, test 23) with
+//! The gdict example's dictionary: Erlang's local_dict scenario (its `gdict` test suite) with
 //! erase, a netsplit over TCP on 127.0.0.1 whose islands' writes merge on heal (islands mode),
 //! and the same netsplit in majority mode, where neither half of two nodes takes writes. Every
 //! wait is bounded.

@@ -281,7 +281,7 @@ impl Actor for Agent {
     fn started(&mut self, ctx: &mut Self::Context) {
         // The context's first item: actix polls its items after the mailbox, in order.
         ctx.spawn(Settler);
-        // Registered by whoever started it (`Router::attach_agent`, after the seed), not here:
+        // Registered by whoever started it (`Router::attach_agent`, after its adoption of the table's state), not here:
         // this may run before that, and must not drop the messages kept for the transaction.
         trace!(agent = %self.id(), "agent started");
     }
@@ -297,8 +297,8 @@ const SETTLES_IN_A_ROW: usize = 8;
 
 /// The item of the agent's context that runs the settle rounds asked for: actix polls it each
 /// time the actor runs, after handling every message in the mailbox, so one round follows each
-/// burst. It never completes, so the agent no longer stops by losing its last address; it
-/// never needed to: it stops by `ctx.stop()` on `End` (which the handle's end and its drop both
+/// burst. It never completes, so the agent does not stop by losing its last address; it
+/// stops by `ctx.stop()` on `End` (which the handle's end and its drop both
 /// send) or on an abort, and with its node's arbiter.
 struct Settler;
 

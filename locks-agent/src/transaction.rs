@@ -40,7 +40,7 @@ mod watching;
 /// them. Sent all at once, a long list filled the agent's mailbox with one envelope per lock, and
 /// the agent, handling them in one go, the lock server's with as many more: about 250 bytes per
 /// lock that lived only until handled but left holes between the long-lived allocations made
-/// meanwhile, which the allocator kept (`BENCHMARKS.md`, MEM). A slice keeps those transient
+/// meanwhile, which the allocator kept (bench MEM shows it). A slice keeps those transient
 /// messages to a few hundred kilobytes; its acceptance costs one round trip per slice.
 const LOCK_OBJECTS_SLICE: usize = 1024;
 
@@ -55,11 +55,9 @@ async fn cooperative<T>(result: T) -> T {
 /// The answer of the fast path to a transaction's first lock, at once: the task does not take
 /// from its budget here, where it would yield holding the lock it just got; `end` takes the
 /// unit instead, once the lock is released. A task that yielded right after taking its one
-/// lock made every other task of the thread that wanted it queue (and start an agent) behind
-/// a holder that was not running: W3's eight clients of one hot lock, and W4's writers, spent
-/// most of their time so. A loop of transactions still gives up the thread as often as
-/// before (one unit per transaction), and a transaction's further locks take their unit as
-/// they did.
+/// lock makes every other task of the thread that wants it queue (and start an agent) behind
+/// a holder that is not running. A loop of transactions still gives up the thread once per
+/// transaction, and a transaction's further locks take their unit as they are granted.
 async fn at_once<T>(result: T) -> T {
     result
 }

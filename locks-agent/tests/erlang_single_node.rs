@@ -152,7 +152,7 @@ async fn erlang_9_2_08_lock_upgrade3() {
     assert!(c2.lock(base.clone(), Mode::READ).await.is_empty());
     c1.lock_nowait(base.clone(), Mode::WRITE).await;
     c2.lock_nowait(base.clone(), Mode::WRITE).await;
-    // Both readers converting to write is seed 000's conversion deadlock: exactly one upgrade
+    // Both readers converting to write is StickyLocking's conversion deadlock: exactly one upgrade
     // wins (the smaller agent; the larger surrenders and queues behind it).
     let a1 = c1.call(|t| async move { t.await_all_locks().await });
     let a2 = c2.call(|t| async move { t.await_all_locks().await });

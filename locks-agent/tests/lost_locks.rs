@@ -243,13 +243,11 @@ async fn a_clean_shutdown_releases_at_once() {
     clean_shutdown("c", false).await;
 }
 
-/// The same while the peer keeps sending to the node that leaves, round after round. The
-/// leaving node used to close its sockets with the peer's frames unread, which resets the
-/// connection; the peer's next write failed, and its link ended on that failure with the
-/// releases still unread in its socket (a leader's node shut down waited out the lock-delay
-/// before its successor was elected in one failover of ten or twenty). The leaving node now
-/// closes its side and reads what still comes until the peer closes too, and a link whose
-/// write fails reads on to the end.
+/// The same while the peer keeps sending to the node that leaves, round after round. A socket
+/// closed with the peer's frames unread resets the connection; the peer's next write would
+/// fail, and a link ending on that failure would leave the releases unread in its socket (the
+/// peer would wait out the lock-delay). So the leaving node closes its side and reads what
+/// still comes until the peer closes too, and a link whose write fails reads on to the end.
 #[tokio::test]
 async fn a_clean_shutdown_releases_at_once_while_the_peer_is_sending() {
     for round in 0..12 {

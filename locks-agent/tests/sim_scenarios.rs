@@ -1,5 +1,5 @@
 //! The single-node scenarios of the Erlang test suite that concern deadlocks (tests 10 to
-//! 14), seed 000's conversion deadlock and the original's granted-request bug, played on the simulated
+//! 14), StickyLocking's conversion deadlock and the original's granted-request bug, played on the simulated
 //! network with the real lock table. "Client k: lock L ⇒ blocks" becomes "after everything in
 //! flight is delivered, k is still waiting"; "kill k" ends k's transaction. Each scenario runs
 //! under many delivery orders (seeds), and the simulation's oracles hold throughout.
@@ -198,10 +198,10 @@ fn erlang_9_2_14_two_clients_abort_on_deadlock() {
 }
 
 #[test]
-fn seed000_conversion_deadlock_resolves() {
+fn sticky_conversion_deadlock_resolves() {
     // Lock Scenario 4: T1 and T2 hold S and both convert to X.
     for seed in sim::seeds(SEEDS) {
-        let l = lock_id!["seed000"];
+        let l = lock_id!["sticky"];
         let mut sim = setup(seed, 2, |_| Options::default());
         lock(&mut sim, 1, &l, Mode::S);
         lock(&mut sim, 2, &l, Mode::S);

@@ -84,7 +84,7 @@ async fn end_right_after_a_request_still_releases_everything() {
 
 /// `end` releases the locks on the transaction's own node before it returns, also when the
 /// transaction has an agent (it waited): the next holder does not wait for the agent's turn on
-/// the node's thread. (Before, the release waited for the agent to handle `End`.)
+/// the node's thread.
 #[tokio::test]
 async fn end_releases_this_nodes_locks_before_it_returns_also_with_an_agent() {
     let h = Harness::new("endsync").await;
@@ -225,7 +225,7 @@ async fn a_covered_repeat_is_answered_at_once() {
     let h = Harness::new("repeat").await;
     let c1 = h.client().await;
     c1.lock(lock_id!["a"], Mode::WRITE).await;
-    // The original's `lock/2` on a held lock hangs (reference 5.3); ours answers.
+    // The Erlang original's `lock/2` on a held lock hangs; ours answers.
     assert!(c1.lock(lock_id!["a"], Mode::READ).await.is_empty());
     assert!(c1.lock(lock_id!["a"], Mode::WRITE).await.is_empty());
 }
@@ -432,9 +432,9 @@ async fn a_loop_of_fast_transactions_on_the_node_thread_lets_other_tasks_run() {
 
 /// Two clients on the node's thread taking the same lock in a loop of one-lock transactions
 /// never find it held: neither yields between taking its lock and releasing it (the budget's
-/// turn is given at `end`), so every `lock` is granted at its call, on the fast path. Before,
-/// a client whose budget ran out yielded right after the grant, holding the lock, and the other
-/// queued behind it (W3 and W4 spent most of their time so).
+/// turn is given at `end`), so every `lock` is granted at its call, on the fast path. A client
+/// whose budget ran out right after a grant would yield holding the lock, and the other would
+/// queue behind it.
 #[tokio::test]
 async fn clients_of_one_lock_on_one_thread_never_yield_while_holding_it() {
     use futures::FutureExt;

@@ -1,6 +1,6 @@
 //! Lock modes and the tables that relate them.
 //!
-//! This module owns [`Mode`], the six standard modes of StickyLocking (seed 000), and
+//! This module owns [`Mode`], the six standard modes of StickyLocking, and
 //! [`ModeTable`], the pair of matrices that decide whether a request is compatible with what is
 //! held and which mode a group of holders has together.
 //!
@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// One of the six lock modes of seed 000.
+/// One of the six lock modes of StickyLocking.
 ///
 /// | mode | meaning |
 /// | --- | --- |
@@ -50,7 +50,7 @@ impl Mode {
     pub const READ: Mode = Mode::S;
     /// The mode of a plain write lock: [`Mode::X`].
     pub const WRITE: Mode = Mode::X;
-    /// All six modes, in matrix order (the order of the rows and columns in seed 000).
+    /// All six modes, in matrix order (the order of the rows and columns in StickyLocking).
     pub const ALL: [Mode; 6] = [Mode::IS, Mode::IX, Mode::S, Mode::SIX, Mode::U, Mode::X];
     /// How many modes there are.
     pub const COUNT: usize = 6;
@@ -83,7 +83,7 @@ impl Mode {
         }
     }
 
-    /// The short name used in seed 000 (`"IS"`, `"SIX"`, ...).
+    /// The short name used in StickyLocking's tables (`"IS"`, `"SIX"`, ...).
     pub const fn name(self) -> &'static str {
         match self {
             Mode::IS => "IS",
@@ -232,7 +232,7 @@ fn describe_shape(row: Option<usize>, len: usize) -> String {
 /// The compatibility and group-mode matrices over a set of modes, plus the intention mode each
 /// mode takes on ancestors.
 ///
-/// `ModeTable::standard()` is seed 000's table. A lock server uses one table for all its locks;
+/// `ModeTable::standard()` is StickyLocking's table. A lock server uses one table for all its locks;
 /// nodes of one cluster must use the same one.
 ///
 /// Serialized as the arguments of [`ModeTable::custom`]; deserializing validates them like

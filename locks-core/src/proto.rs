@@ -47,7 +47,7 @@ pub enum ServerRequest {
         /// The requested mode.
         mode: Mode,
     },
-    /// Convert the agent's direct lock on `lock` down to a weaker mode (seed 000's S→IS, the
+    /// Convert the agent's direct lock on `lock` down to a weaker mode (StickyLocking's S→IS, the
     /// lock word's W→U), whatever the state of its entry there: a granted entry is
     /// down-converted, a waiting one waits for the weaker mode in its place, and a converting
     /// one (converting up for a lock on a descendant or a stronger lock on the same id) gives up

@@ -23,7 +23,7 @@
 //! then sleeps for at most 200 µs at a time.
 //!
 //! The blocking methods ([`RwuLock::read`], [`RwuLock::update`], [`RwuLock::write`],
-//! [`UpdateGuard::upgrade`]) wait without limit, like `std`'s locks; seed 004 asks for time
+//! [`UpdateGuard::upgrade`]) wait without limit, like `std`'s locks; Chronicle Map's lock word asks for time
 //! limits, which the `*_timeout` methods give. A thread that waits for a lock it already holds
 //! in a conflicting way (a write while holding a read guard, a read while a writer of its own
 //! waits) deadlocks, as with any lock of this kind.
@@ -131,14 +131,14 @@ impl<T: ?Sized> RwuLock<T> {
         }
     }
 
-    /// One attempt at a read guard (seed 004 "Try acquire read lock"); `None` when a writer holds
+    /// One attempt at a read guard (Chronicle Map's "Try acquire read lock"); `None` when a writer holds
     /// or waits for the lock, or the attempt lost a race.
     #[inline]
     pub fn try_read(&self) -> Option<ReadGuard<'_, T>> {
         self.word.try_read().ok().map(|()| ReadGuard { lock: self })
     }
 
-    /// A read guard within `timeout` (seed 004 "Time-limited read lock acquisition").
+    /// A read guard within `timeout` (Chronicle Map's "Time-limited read lock acquisition").
     pub fn read_timeout(&self, timeout: Duration) -> Result<ReadGuard<'_, T>, LockWordError> {
         self.word
             .read_timeout(timeout)
@@ -163,7 +163,7 @@ impl<T: ?Sized> RwuLock<T> {
         debug_assert!(result.is_ok(), "{result:?}");
     }
 
-    /// One attempt at the update guard (seed 004 "Try acquire update lock").
+    /// One attempt at the update guard (Chronicle Map's "Try acquire update lock").
     #[inline]
     pub fn try_update(&self) -> Option<UpdateGuard<'_, T>> {
         self.word
@@ -172,7 +172,7 @@ impl<T: ?Sized> RwuLock<T> {
             .map(|()| UpdateGuard { lock: self })
     }
 
-    /// The update guard within `timeout` (seed 004 "Time-limited update lock acquisition").
+    /// The update guard within `timeout` (Chronicle Map's "Time-limited update lock acquisition").
     pub fn update_timeout(&self, timeout: Duration) -> Result<UpdateGuard<'_, T>, LockWordError> {
         self.word
             .update_timeout(timeout)
@@ -191,7 +191,7 @@ impl<T: ?Sized> RwuLock<T> {
     /// The waiting part of [`RwuLock::write`] (`from == 0`) and [`UpdateGuard::upgrade`]
     /// (`from == UPDATE_FLAG`).
     ///
-    /// Before it registers as a waiter (seed 004's step 2), it retries step 1 a few times with
+    /// Before it registers as a waiter (Chronicle Map's step 2), it retries step 1 a few times with
     /// short spins in between: most waits for a write lock are shorter than that, and the
     /// registration costs two more CASes on the contended word. Readers are kept out from the
     /// registration on.
@@ -218,7 +218,7 @@ impl<T: ?Sized> RwuLock<T> {
         }
     }
 
-    /// One attempt at the write guard (seed 004 "Try acquire write lock").
+    /// One attempt at the write guard (Chronicle Map's "Try acquire write lock").
     #[inline]
     pub fn try_write(&self) -> Option<WriteGuard<'_, T>> {
         self.word
@@ -227,7 +227,7 @@ impl<T: ?Sized> RwuLock<T> {
             .map(|()| WriteGuard { lock: self })
     }
 
-    /// The write guard within `timeout` (seed 004 "Time-limited write lock acquisition").
+    /// The write guard within `timeout` (Chronicle Map's "Time-limited write lock acquisition").
     pub fn write_timeout(&self, timeout: Duration) -> Result<WriteGuard<'_, T>, LockWordError> {
         self.word
             .write_timeout(timeout)
@@ -300,7 +300,7 @@ pub struct UpdateGuard<'a, T: ?Sized> {
 
 impl<'a, T: ?Sized> UpdateGuard<'a, T> {
     /// Becomes the writer once the readers present have left, waiting as long as it takes
-    /// (seed 004 "Time-limited update to write upgrade", without limit). New readers are kept
+    /// (Chronicle Map's "Time-limited update to write upgrade", without limit). New readers are kept
     /// out while it waits.
     pub fn upgrade(self) -> WriteGuard<'a, T> {
         let lock = ManuallyDrop::new(self).lock;
@@ -310,7 +310,7 @@ impl<'a, T: ?Sized> UpdateGuard<'a, T> {
         WriteGuard { lock }
     }
 
-    /// One attempt to become the writer (seed 004 "Try upgrade to write lock"); gives the
+    /// One attempt to become the writer (Chronicle Map's "Try upgrade to write lock"); gives the
     /// update guard back while readers are present.
     pub fn try_upgrade(self) -> Result<WriteGuard<'a, T>, Self> {
         match self.lock.word.try_upgrade() {
@@ -321,7 +321,7 @@ impl<'a, T: ?Sized> UpdateGuard<'a, T> {
         }
     }
 
-    /// Becomes the writer within `timeout` (seed 004 "Time-limited update to write upgrade");
+    /// Becomes the writer within `timeout` (Chronicle Map's "Time-limited update to write upgrade");
     /// gives the update guard back if the readers did not leave in time.
     pub fn upgrade_timeout(self, timeout: Duration) -> Result<WriteGuard<'a, T>, Self> {
         match self.lock.word.upgrade_timeout(timeout) {
@@ -357,7 +357,7 @@ pub struct WriteGuard<'a, T: ?Sized> {
 }
 
 impl<'a, T: ?Sized> WriteGuard<'a, T> {
-    /// Becomes a reader without letting a writer in between (seed 004 "Write to read lock
+    /// Becomes a reader without letting a writer in between (Chronicle Map's "Write to read lock
     /// downgrade").
     pub fn downgrade(self) -> ReadGuard<'a, T> {
         let lock = ManuallyDrop::new(self).lock;
@@ -365,7 +365,7 @@ impl<'a, T: ?Sized> WriteGuard<'a, T> {
         ReadGuard { lock }
     }
 
-    /// Becomes the update holder without letting a writer in between (seed 004 "Write to update
+    /// Becomes the update holder without letting a writer in between (Chronicle Map's "Write to update
     /// lock downgrade").
     pub fn downgrade_to_update(self) -> UpdateGuard<'a, T> {
         let lock = ManuallyDrop::new(self).lock;

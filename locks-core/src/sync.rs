@@ -1,7 +1,7 @@
 //! The concurrency primitives the lock word uses: `std`'s normally, `loom`'s under `--cfg loom`,
 //! so the very same code is model-checked (the facade of tokio's `src/loom/mod.rs`).
 //!
-//! Besides the atomics, the facade owns the *yielding directives* seed 004 allows between failed
+//! Besides the atomics, the facade owns the *yielding directives* Chronicle Map's lock word allows between failed
 //! attempts: under loom every one of them becomes `loom::thread::yield_now`, which tells the
 //! model checker that the thread waits for another one (a spin loop without it never ends in a
 //! model), and there is no real sleeping.

@@ -1,5 +1,5 @@
-//! Every procedure of seed 004 ("The Lock Structure and Locking Operations") on a single thread,
-//! success and failure branches, checked bit for bit against the seed's layout.
+//! Every procedure of Chronicle Map's lock word ("The Lock Structure and Locking Operations") on a single thread,
+//! success and failure branches, checked bit for bit against Chronicle Map's layout.
 
 // Under `--cfg loom` the lock word is built on loom's atomics, which only work inside a model.
 #![cfg(not(loom))]

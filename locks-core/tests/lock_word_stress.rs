@@ -1,4 +1,4 @@
-//! Stress test of the bare lock word with an oracle: threads run seed 004's procedures directly
+//! Stress test of the bare lock word with an oracle: threads run Chronicle Map's procedures directly
 //! (try, time-limited, upgrade, downgrades) against one word, and an atomic census fails the
 //! test the moment two writers, a writer and anyone else, or two update holders are inside
 //! together. Every acquisition that succeeded is released; at the end the word must be free,

@@ -1,4 +1,4 @@
-//! Modes and mode tables: the standard table against seed 000 cell for cell, the validation of
+//! Modes and mode tables: the standard table against StickyLocking's cell for cell, the validation of
 //! custom tables (one test per error, each with a table that breaks exactly that property), the
 //! shared/exclusive built-in, and the serde form of a table.
 
@@ -6,7 +6,7 @@ use locks_core::codec;
 use locks_core::{Mode, ModeTable, ModeTableError};
 use serde::Serialize;
 
-/// Seed 000, "Lock Mode Compatibility", in the seed's own notation (rows: requested mode,
+/// StickyLocking's "Lock Mode Compatibility", in its own notation (rows: requested mode,
 /// columns: held mode).
 const SEED000_COMPATIBILITY: &str = "
 | Requested |   IS   |   IX   |    S   |   SIX  |    U   |    X   |
@@ -69,11 +69,11 @@ fn mark(cell: &str) -> bool {
     match cell {
         "✔" => true,
         "✘" => false,
-        other => panic!("not a seed mark: {other:?}"),
+        other => panic!("not a table mark: {other:?}"),
     }
 }
 
-/// The seed's tables as the arguments of `ModeTable::custom`, in `Mode::ALL` order.
+/// StickyLocking's tables as the arguments of `ModeTable::custom`, in `Mode::ALL` order.
 fn seed_spec() -> (Vec<Vec<bool>>, Vec<Vec<Mode>>) {
     let compat = parse_seed_table(SEED000_COMPATIBILITY);
     let group = parse_seed_table(SEED000_GROUP);
@@ -98,7 +98,7 @@ fn standard_intentions() -> Vec<Mode> {
 }
 
 #[test]
-fn seed000_compatibility_matrix_all_36_cells() {
+fn sticky_compatibility_matrix_all_36_cells() {
     let table = ModeTable::standard();
     let seed = parse_seed_table(SEED000_COMPATIBILITY);
     let mut checked = 0;
@@ -117,7 +117,7 @@ fn seed000_compatibility_matrix_all_36_cells() {
 }
 
 #[test]
-fn seed000_group_matrix_all_36_cells() {
+fn sticky_group_matrix_all_36_cells() {
     let table = ModeTable::standard();
     let seed = parse_seed_table(SEED000_GROUP);
     let mut checked = 0;

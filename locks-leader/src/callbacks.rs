@@ -17,7 +17,7 @@
 //! | `{noreply, S}` | [`CallReturn::NoReply`] (answer later with [`Ctx::reply`]) |
 //!
 //! Left out on purpose: `elected` returning `{surrender, Other, S}` (it cannot work in the
-//! original, reference 5.11; here the lock decides who leads), and `{ok, S}` from `elected`
+//! original; here the lock decides who leads), and `{ok, S}` from `elected`
 //! (a new member cannot follow without an `am_leader`).
 //!
 //! Callbacks run on the member's actor, on the node's thread: they must not block. They talk to
@@ -122,7 +122,7 @@ pub enum CallReturn<R, B> {
     },
 }
 
-/// The callbacks of a group member (Erlang's `locks_leader` behaviour, reference 6.7). The
+/// The callbacks of a group member (Erlang's `locks_leader` behaviour). The
 /// implementing value is the member's state.
 ///
 /// `Call`/`Reply` serve both leader calls and local calls, `Cast` both leader casts and local

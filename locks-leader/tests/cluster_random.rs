@@ -1,6 +1,6 @@
 //! A randomized, bounded sequence of netsplits, heals, joins of new nodes and stores over five
 //! in-process nodes connected over TCP on 127.0.0.1 (Erlang's quarantined `random_netsplits`,
-//! reference 9.5 test 29, which must pass here). After every command each island must agree on
+//! the original's test suite, which must pass here). After every command each island must agree on
 //! one leader of its own; the run ends healed, with one leader and every acknowledged store on
 //! every member. Islands mode: the original's behaviour. The sequence is a function of the seed; every wait is bounded. The same
 //! exploration over many more seeds runs on the deterministic simulation (`sim_leader.rs`).

@@ -141,7 +141,7 @@ fn sim_islands_mode_netsplit_elects_one_leader_per_island_and_heal_merges() {
     }
 }
 
-/// Erlang's quarantined `random_netsplits` (reference 9.5, test 29), which must pass here in
+/// Erlang's quarantined `random_netsplits` (in the original's test suite), which must pass here in
 /// islands mode: a random, bounded sequence of splits, heals, joins of new nodes and stores
 /// over five nodes (then up to seven), checking after each that every island agrees on one
 /// leader, and ending healed with one leader and every acknowledged store on every member.

@@ -3,7 +3,7 @@
 //! sets the direct mode whatever the entry's state; a converting entry gives up at once the part
 //! of its held mode it no longer asks for, then settles as usual.
 //!
-//! Queues in the shape of seed 000's diagrams: `group [granted] conv [held>requested] wait
+//! Queues in the shape of StickyLocking's diagrams: `group [granted] conv [held>requested] wait
 //! [waiting]`.
 
 mod common;

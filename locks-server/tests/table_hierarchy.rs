@@ -78,7 +78,7 @@ fn reference_3_4_read_on_parent_allows_read_on_child_not_write() {
 
 #[test]
 fn erlang_9_2_test_5_lock_merge() {
-    // An agent's own descendant locks never block it on the parent (reference 3.3 and 3.4):
+    // An agent's own descendant locks never block it on the parent (as in the Erlang original):
     // [x,1] read, [x,2] write, then [x] write, all granted at once.
     let mut tb = table();
     let x = lock_id!["x"];

@@ -9,7 +9,7 @@ use locks_core::{LockId, Mode, ModeTable, lock_id};
 use locks_server::LockTable;
 use locks_server::TableSnapshot;
 
-/// The hot-root case of issue 3: 10,000 agents hold IS on a shared root and one of them takes
+/// The hot root: 10,000 agents hold IS on a shared root and one of them takes
 /// and releases a child lock. Exactly the agent itself is told, about the two locks its entry
 /// changed on; the other 9,999 holders hear nothing.
 #[test]

@@ -1,8 +1,9 @@
-//! Every scenario of seed 000 (StickyLocking's lock queue rules), step by step, asserting the
-//! queue after each step in the shape of the seed's diagrams:
+//! Every scenario of StickyLocking's lock queue rules (immediate grant, the three wait scenarios,
+//! the four conversion scenarios), step by step, asserting the queue after each step as
+//! StickyLocking draws it:
 //! `group [granted] conv [held>requested] wait [waiting]`.
 //!
-//! Where a seed picture and the matrices disagree the matrices win (the table's module docs): after
+//! Where one of StickyLocking's pictures and its matrices disagree the matrices win (the table's module docs): after
 //! T1 converts S→IS while T2 and T3 hold S, the group is S, not IS.
 
 mod common;
@@ -12,11 +13,11 @@ use locks_core::proto::EntryState;
 use locks_core::{Mode, lock_id};
 
 fn l() -> locks_core::LockId {
-    lock_id!["seed000"]
+    lock_id!["sticky"]
 }
 
 #[test]
-fn seed000_immediate_grant() {
+fn sticky_immediate_grant() {
     let mut tb = table();
     assert_eq!(shape(&tb, &l()), "-");
     let fx = lock(&mut tb, 1, &l(), Mode::S);
@@ -30,7 +31,7 @@ fn seed000_immediate_grant() {
 }
 
 #[test]
-fn seed000_wait_scenario_1_not_compatible_with_group() {
+fn sticky_wait_scenario_1_not_compatible_with_group() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::S);
     let fx = lock(&mut tb, 2, &l(), Mode::X);
@@ -45,7 +46,7 @@ fn seed000_wait_scenario_1_not_compatible_with_group() {
 }
 
 #[test]
-fn seed000_wait_scenario_2_existing_waiters() {
+fn sticky_wait_scenario_2_existing_waiters() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::S);
     lock(&mut tb, 2, &l(), Mode::X);
@@ -61,7 +62,7 @@ fn seed000_wait_scenario_2_existing_waiters() {
 }
 
 #[test]
-fn seed000_wait_scenario_3_existing_conversions() {
+fn sticky_wait_scenario_3_existing_conversions() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::S);
     lock(&mut tb, 2, &l(), Mode::S);
@@ -72,14 +73,14 @@ fn seed000_wait_scenario_3_existing_conversions() {
 }
 
 #[test]
-fn seed000_conversion_scenario_1_example_1_no_waiters() {
+fn sticky_conversion_scenario_1_example_1_no_waiters() {
     let mut tb = table();
     for n in 1..=3 {
         lock(&mut tb, n, &l(), Mode::S);
     }
     assert_eq!(shape(&tb, &l()), "S [T1 S, T2 S, T3 S] conv [] wait []");
     let fx = convert(&mut tb, 1, &l(), Mode::IS);
-    // The seed's picture says `Lock (IS)`; by its group matrix IS with S, S is S.
+    // StickyLocking's picture says `Lock (IS)`; by its group matrix IS with S, S is S.
     assert_eq!(shape(&tb, &l()), "S [T1 IS, T2 S, T3 S] conv [] wait []");
     assert_eq!(
         notices(&fx),
@@ -88,7 +89,7 @@ fn seed000_conversion_scenario_1_example_1_no_waiters() {
 }
 
 #[test]
-fn seed000_conversion_scenario_1_example_2_with_waiters() {
+fn sticky_conversion_scenario_1_example_2_with_waiters() {
     let mut tb = table();
     for n in 1..=3 {
         lock(&mut tb, n, &l(), Mode::S);
@@ -111,7 +112,7 @@ fn seed000_conversion_scenario_1_example_2_with_waiters() {
 }
 
 #[test]
-fn seed000_conversion_scenario_2_example_1_no_queue() {
+fn sticky_conversion_scenario_2_example_1_no_queue() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::U);
     lock(&mut tb, 2, &l(), Mode::IS);
@@ -136,7 +137,7 @@ fn seed000_conversion_scenario_2_example_1_no_queue() {
 }
 
 #[test]
-fn seed000_conversion_scenario_2_example_2_with_conversion_queue() {
+fn sticky_conversion_scenario_2_example_2_with_conversion_queue() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::U);
     lock(&mut tb, 2, &l(), Mode::IS);
@@ -168,7 +169,7 @@ fn seed000_conversion_scenario_2_example_2_with_conversion_queue() {
 }
 
 #[test]
-fn seed000_conversion_scenario_3_with_waiting_queue() {
+fn sticky_conversion_scenario_3_with_waiting_queue() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::S);
     lock(&mut tb, 2, &l(), Mode::S);
@@ -191,7 +192,7 @@ fn seed000_conversion_scenario_3_with_waiting_queue() {
 }
 
 #[test]
-fn seed000_conversion_scenario_4_conversion_deadlock() {
+fn sticky_conversion_scenario_4_conversion_deadlock() {
     let mut tb = table();
     lock(&mut tb, 1, &l(), Mode::S);
     lock(&mut tb, 2, &l(), Mode::S);

@@ -130,9 +130,9 @@ fn surrender_regrants_at_once_when_nobody_else_waits() {
 }
 
 #[test]
-fn seed000_conversion_deadlock_is_broken_by_a_surrender() {
+fn sticky_conversion_deadlock_is_broken_by_a_surrender() {
     let mut tb = table();
-    let l = lock_id!["seed000"];
+    let l = lock_id!["sticky"];
     lock(&mut tb, 1, &l, Mode::S);
     lock(&mut tb, 2, &l, Mode::S);
     lock(&mut tb, 1, &l, Mode::X);

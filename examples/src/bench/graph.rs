@@ -10,7 +10,7 @@
 //! once, at most 10,000 times). Reported per variant: builds per second, the p50/p99 of one
 //! build, and the edges and agents of the graph built. Variants: 1,000 holders and 10,000
 //! (100 and 1,000 with `--quick`). There is no floor: the figure is meant to be compared across
-//! commits (BENCHMARKS.md, "GRAPH: the wait-for graph of a hot queue").
+//! commits (BENCHMARKS.md, "Lock table").
 
 use super::stats::{RankBy, Sample};
 use super::{Ctx, Row, Spec};

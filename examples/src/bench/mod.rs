@@ -1,4 +1,4 @@
-//! The benchmark harness of issue 7: the standard workloads, the floors of this machine measured
+//! The benchmark harness: the standard workloads, the floors of this machine measured
 //! in the same run, and the Redis mutex a user would otherwise pick.
 //!
 //! The program is `examples/src/bin/bench.rs`; this module owns the workloads and the report.

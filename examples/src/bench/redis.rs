@@ -1,4 +1,4 @@
-//! The alternative a user would pick: the seed-001 Redis mutex, against a Redis server the user
+//! The alternative a user would pick: the common Redis mutex recipe, against a Redis server the user
 //! started (`--redis ADDR`). The harness contacts that address and nothing else.
 //!
 //! One lock cycle is `SET key token NX` (must answer `OK`), then the compare-and-delete
@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-/// The release script of seed 001: delete the key only if it still holds our token.
+/// The release script of the Redis mutex recipe: delete the key only if it still holds our token.
 pub const RELEASE: &str = "if redis.call(\"get\",KEYS[1]) == ARGV[1] then \
                            return redis.call(\"del\",KEYS[1]) else return 0 end";
 

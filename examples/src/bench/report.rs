@@ -167,7 +167,7 @@ pub fn goals(rows: &[Row]) -> String {
             && let Some((text, met)) = m.goal
         {
             if out.is_empty() {
-                out.push_str("goals (issue 7; issue 13 for W1, W1-threads and W3):\n");
+                out.push_str("goals:\n");
             }
             let _ = writeln!(
                 out,

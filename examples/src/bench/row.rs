@@ -4,7 +4,7 @@
 use super::floors::Floor;
 use super::stats::RankBy;
 
-/// A target from issue 7, checked (and printed) against a measured row.
+/// A goal of the project, checked (and printed) against a measured row.
 #[derive(Debug, Clone, Copy)]
 pub struct Goal {
     /// The goal as the issue states it, with the original's figure.

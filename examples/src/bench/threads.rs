@@ -192,7 +192,7 @@ pub fn w1_threads(ctx: &mut Ctx) -> Vec<Row> {
     with_ratios(rows)
 }
 
-/// The goal of issue 13 for W1-threads: a transaction within this many mutex lock+unlocks.
+/// The goal for W1-threads: a transaction within this many mutex lock+unlocks.
 const GOAL_RATIO: f64 = 100.0;
 
 /// Notes on the transaction rows (the first two) how many of the mutex row's (the last)

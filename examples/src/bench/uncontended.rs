@@ -101,7 +101,7 @@ pub fn w1_node(ctx: &mut Ctx) -> Vec<Row> {
     let specs = w1_specs(
         "node-rt",
         Floor::ActixSame,
-        Some(("orig 44-53k/s; issue 13: >=1M/s", 1_000_000.0)),
+        Some(("orig 44-53k/s; goal >=1M/s", 1_000_000.0)),
         "W1",
     );
     w1(ctx, specs, true)
@@ -112,7 +112,7 @@ pub fn w1_foreign(ctx: &mut Ctx) -> Vec<Row> {
     let specs = w1_specs(
         "foreign-rt",
         Floor::ActixFromTokio,
-        Some(("orig 44-53k/s; issue 13: >=500k/s, p50 <=2us", 500_000.0)),
+        Some(("orig 44-53k/s; goal >=500k/s, p50 <=2us", 500_000.0)),
         "W1",
     );
     w1(ctx, specs, false)

@@ -1,5 +1,5 @@
 //! Taking over a transaction whose first locks the node's fast path granted before this agent
-//! existed (see `crate::fast`): the agent is seeded with the requests, the table's state of its
+//! existed (see `crate::fast`): the agent adopts the requests, the table's state of its
 //! entries and the claims, then serves the transaction as if it had run from the start.
 
 use super::Agent;

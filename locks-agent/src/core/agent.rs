@@ -260,7 +260,8 @@ impl AgentCore {
     /// new nodes extend the request (sent to them only); the requirement becomes the stronger
     /// of the two, and two that do not compare are refused. Asking again for what is already
     /// asked is a no-op: no effects, and the status stays as it is, so a caller can be answered
-    /// at once when the transaction has all its locks (the fix of 5.3's hang).
+    /// at once when the transaction has all its locks (the Erlang original's `lock/2` on a
+    /// held lock hangs instead).
     ///
     /// Without `await_nodes`, a request whose requirement cannot be met because listed nodes
     /// are already known to be down fails at once, naming them.

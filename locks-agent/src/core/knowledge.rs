@@ -20,7 +20,7 @@
 //!   Its entries on the lock's descendants on that node are suspended too, until their first
 //!   notice at or after the operation that applied the surrender, or until the server shows it
 //!   was not applied. So a request that lost its grant is pending again at once, never "held"
-//!   on the strength of a grant the server took back (the fix of 5.8's bug, and of 10.10).
+//!   on the strength of a grant the server took back.
 //!
 //! - Who has a stored view's version is known exactly for the agents this one sent it to or got
 //!   it from ([`Knowledge::was_sent`]); that record belongs to the stored view and goes with it,
@@ -586,8 +586,8 @@ impl Knowledge {
     /// node is back: they are refused up to the newest version the agent had seen of the node.
     /// (The table counts on from above its versions of before when it restarts, as a node that
     /// was only cut off does; a forward from before, taken for the view "before" the first
-    /// notice of the new server, made an agent think the server had told every waiter of that
-    /// notice: `sim_churn`'s three-node seed 5211.)
+    /// notice of the new server, would make the agent think the server had told every waiter
+    /// of that notice, and a wait could go unforwarded.)
     pub fn forget_node(&mut self, node: &NodeId) {
         let seen = self
             .copies

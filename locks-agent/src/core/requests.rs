@@ -3,7 +3,8 @@
 //! One request per lock id, with a mode, the nodes it names and a [`Req`]. Whether a request is
 //! held is computed afresh from the agent's [`Knowledge`] every time it is asked — never
 //! remembered — so a request whose grant was surrendered or lost with a node is pending again at
-//! once (Erlang's "granted requests are never re-examined" is the bug of 5.8).
+//! once. (The Erlang original never re-examines a granted request, so a client there can go on
+//! believing it holds a lock it lost.)
 
 use super::knowledge::Knowledge;
 use crate::options::Req;

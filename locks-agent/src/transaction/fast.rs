@@ -12,7 +12,7 @@
 //! granted at once (it stays queued in the table, exactly as if the agent had sent it), that
 //! names another node or another requirement, that comes during the node's start-delay, or at
 //! the first call that needs the agent (events, watches, conversions, options, surrenders).
-//! It is seeded with the state the table gives the transaction (`LocalTable::agent_state`, read
+//! It adopts the state the table gives the transaction (`LocalTable::agent_state`, read
 //! from the shards of the table its fast path used, which are all it has anything in), taken
 //! in by `AgentCore::adopt`: its requests, one notice per entry, the locks the client was told
 //! it holds. Then the router hands it, in order, every message that came for the transaction
@@ -133,11 +133,10 @@ impl Transaction {
         let make =
             move |_: &mut Context<Agent>| Agent::new(id, agent_router, modes, options, outcome);
         // An agent started because the fast path queued a request (`pending`) on the node's
-        // thread (a client task there) starts here; otherwise it is handed to the node's
-        // arbiter, which is a message and a task more. Measured: in place, W3's hand-offs
-        // +3-4 %, W4 +7-14 %, W5 -0.5-1 us; but a transaction whose first request names other
-        // nodes made W6 Majority slow (92-95 against 74-77 us, the same build with the choice
-        // switched, four runs each), for reasons not known: those keep the arbiter.
+        // thread (a client task there) starts here, so its waiting request is served without a
+        // hop through the node's arbiter. Other agents go through the arbiter: agents of
+        // transactions whose first request names other nodes made W6 slower when started in
+        // place, for reasons not known.
         let addr = if pending.is_some() && self.node.is_node_thread() {
             Agent::create(make)
         } else {
@@ -151,7 +150,7 @@ impl Transaction {
                 claimed,
             });
         }
-        // After the seed: the messages kept for the transaction follow it in the mailbox.
+        // After the adoption: the messages kept for the transaction follow it in the mailbox.
         router.attach_agent(self.id(), addr.clone().recipient());
         *agent = Some(addr.clone());
         addr

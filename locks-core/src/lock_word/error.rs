@@ -1,4 +1,4 @@
-//! How a lock-word procedure fails: seed 004's "the procedure fails", with the reason.
+//! How a lock-word procedure fails: Chronicle Map's "the procedure fails", with the reason.
 
 use super::state::{LockState, MAX_READ_COUNT, MAX_WAIT_COUNT};
 use std::fmt;
@@ -42,14 +42,14 @@ pub enum LockWordError {
     /// A time-limited acquisition ran out of time (or of attempts) and gave up.
     #[error("timed out acquiring the {0} lock")]
     TimedOut(Access),
-    /// The read count is already at its maximum (seed 004 "Try acquire read lock", step 2).
+    /// The read count is already at its maximum (Chronicle Map's "Try acquire read lock", step 2).
     #[error("read count overflow: {MAX_READ_COUNT} read locks are already held")]
     ReadCountOverflow,
-    /// The wait count is already at its maximum (seed 004 "Register wait", step 2).
+    /// The wait count is already at its maximum (Chronicle Map's "Register wait", step 2).
     #[error("wait count overflow: {MAX_WAIT_COUNT} waiters are already registered")]
     WaitCountOverflow,
     /// A wait was deregistered, or a registered waiter tried to take the lock, while the wait
-    /// count was zero (seed 004 "Deregister wait", step 2, and "Time-limited write lock
+    /// count was zero (Chronicle Map's "Deregister wait", step 2, and "Time-limited write lock
     /// acquisition", step 5): someone else changed the word behind this waiter's back.
     #[error("wait count underflow: no waiter is registered")]
     WaitCountUnderflow,

@@ -6,7 +6,7 @@
 //! what it does not hold and must get an error. A guard cannot: while it lives, the bit or count
 //! it stands for is set, so the new value is the old one minus a constant, with no borrow into
 //! the neighbouring field and the wait word untouched. A single 64-bit `fetch_sub` then gives
-//! the same result as the seed's CAS loop without its retries under contention (the 64-bit
+//! the same result as Chronicle Map's CAS loop without its retries under contention (the 64-bit
 //! read-modify-write still leaves the other half alone). Debug builds check the precondition.
 
 use super::state::{READ_COUNT_MASK, READ_ONE, UPDATE_FLAG, WRITE_FLAG};

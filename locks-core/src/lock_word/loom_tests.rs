@@ -1,5 +1,5 @@
 //! Loom models of the lock word: every interleaving (up to `LOOM_MAX_PREEMPTIONS` preemptions)
-//! and every memory-order outcome loom knows of, for small scenarios of seed 004's procedures.
+//! and every memory-order outcome loom knows of, for small scenarios of Chronicle Map's procedures.
 //!
 //! The protected data sits in a `loom::cell::UnsafeCell`: loom fails a model when two accesses
 //! to it conflict without a happens-before edge between them, so a missing exclusion *or* a
@@ -317,7 +317,7 @@ fn loom_waiting_writer_keeps_new_readers_out() {
 }
 
 /// The single `fetch_sub` releases and downgrades that `RwuLock`'s guards use (module
-/// `held`): they must publish the holder's writes exactly like the seed's CAS releases.
+/// `held`): they must publish the holder's writes exactly like Chronicle Map's CAS releases.
 #[test]
 fn loom_held_releases_publish_writes() {
     loom::model(|| {

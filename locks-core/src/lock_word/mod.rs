@@ -1,7 +1,7 @@
-//! Chronicle Map's 64-bit read/update/write lock word (seed 004, "The Lock Structure and Locking
+//! Chronicle Map's 64-bit read/update/write lock word (Chronicle Map's, "The Lock Structure and Locking
 //! Operations"), on one `AtomicU64`.
 //!
-//! This module owns the bit layout ([`state`]), every procedure of the seed ([`LockWord`]'s
+//! This module owns the bit layout ([`state`]), every procedure of Chronicle Map's design ([`LockWord`]'s
 //! methods), the time limits of the waiting procedures ([`WaitLimit`]) and their errors
 //! ([`LockWordError`]). [`crate::RwuLock`] builds a safe lock on top of it.
 //!
@@ -18,11 +18,11 @@
 //! exclusive. A writer (or upgrader) that has to wait *registers* in the wait count, and while
 //! the wait count is non-zero no new read or update lock is granted, so a stream of readers
 //! cannot starve a writer. The write lock itself can still be taken by a `try_write` that
-//! arrives while other writers are registered (the seed does not queue writers).
+//! arrives while other writers are registered (Chronicle Map's does not queue writers).
 //!
 //! # Procedures
 //!
-//! | seed 004 procedure | method |
+//! | Chronicle Map procedure | method |
 //! | --- | --- |
 //! | Try acquire read lock | [`LockWord::try_read`] |
 //! | Release read lock | [`LockWord::release_read`] |
@@ -39,31 +39,31 @@
 //!
 //! # Every step is a 64-bit compare-and-swap
 //!
-//! The seed performs most steps as a 32-bit CAS on one half of the word (the *count word*, bits
+//! Chronicle Map's design performs most steps as a 32-bit CAS on one half of the word (the *count word*, bits
 //! 0..31, or the *wait word*, bits 32..63) and only the last step of a time-limited write
 //! acquisition as a 64-bit CAS on the whole word. Mixing 32-bit and 64-bit atomic accesses to
 //! one location is outside Rust's (and C++'s) memory model, and loom cannot check it, so here
 //! every step is a 64-bit CAS that carries the other half over unchanged. Where that changes
 //! behaviour:
 //!
-//! - *Release read/update, register/deregister wait*: the seed's CAS fails (and the seed retries)
+//! - *Release read/update, register/deregister wait*: Chronicle Map's CAS fails (and Chronicle Map's retries)
 //!   only when its own half changed; ours also fails when the other half changed, and retries
 //!   the same way. Same outcome, possibly more retries.
-//! - *Try acquire write, release write, the downgrades, try upgrade*: the seed's single count-word
+//! - *Try acquire write, release write, the downgrades, try upgrade*: Chronicle Map's single count-word
 //!   CAS cannot fail because of the wait half. Ours retries at once while the count word still
 //!   has the expected value and only the wait half moved, so the procedure succeeds or fails
-//!   exactly when the seed's would; it is no longer a single instruction, but it loops only
+//!   exactly when Chronicle Map's would; it is no longer a single instruction, but it loops only
 //!   while waiters register or leave.
-//! - *Try acquire read/update*: these stay single attempts as in the seed ("if the CAS fails, the
+//! - *Try acquire read/update*: these stay single attempts as in Chronicle Map's ("if the CAS fails, the
 //!   procedure fails"), so a waiter registering or leaving between the read and the CAS makes
-//!   them fail where the seed's half-word CAS would have succeeded. A try may fail spuriously
-//!   under contention anyway (another reader winning the race has the same effect in the seed);
+//!   them fail where Chronicle Map's half-word CAS would have succeeded. A try may fail spuriously
+//!   under contention anyway (another reader winning the race has the same effect in Chronicle Map's);
 //!   the time-limited forms retry.
 //!
 //! One more departure, confined to [`crate::RwuLock`]: its guards release (and downgrade) with a
-//! single 64-bit `fetch_sub` instead of the seed's checked CAS loop. A live guard proves the bit
+//! single 64-bit `fetch_sub` instead of Chronicle Map's checked CAS loop. A live guard proves the bit
 //! or count it stands for is set, so the subtraction cannot borrow from a neighbouring field or
-//! touch the wait word, and the result is the one the seed's procedure would produce, without
+//! touch the wait word, and the result is the one Chronicle Map's procedure would produce, without
 //! its retries under contention. The public release procedures here keep the checked CAS, since
 //! their caller may not hold what it releases.
 //!
@@ -120,7 +120,7 @@ impl WordStorage for &AtomicU64 {
     }
 }
 
-/// Chronicle Map's read/update/write lock word (seed 004): one 64-bit atomic word holding the
+/// Chronicle Map's read/update/write lock word (Chronicle Map's): one 64-bit atomic word holding the
 /// read count, the update and write flags and the count of waiting writers (see the [module
 /// docs](self) for the layout and the list of procedures).
 ///
@@ -130,7 +130,7 @@ impl WordStorage for &AtomicU64 {
 /// adds ownership through RAII guards.
 ///
 /// Nothing here parks a thread: waiting procedures spin with exponential backoff, then yield,
-/// then sleep briefly, and always within a [`WaitLimit`] (the seed forbids indefinite waits).
+/// then sleep briefly, and always within a [`WaitLimit`] (Chronicle Map's design forbids indefinite waits).
 #[derive(Default)]
 pub struct LockWord<W = AtomicU64> {
     word: W,

@@ -1,4 +1,4 @@
-//! The single-attempt procedures of seed 004: try acquire, release, downgrade, upgrade, and the
+//! The single-attempt procedures of Chronicle Map's lock word: try acquire, release, downgrade, upgrade, and the
 //! wait registration. Each fast path is `#[inline]`; what it does only when it lost a race or
 //! the word is not in the common state lives in a `#[cold]` `*_slow` function.
 
@@ -38,7 +38,7 @@ impl<W: WordStorage> LockWord<W> {
     /// Seed 004 "Try acquire read lock": one attempt to take a read lock.
     ///
     /// Fails with [`LockWordError::WouldBlock`] when the write lock is held, a writer is
-    /// registered as waiting, or the CAS lost a race (the seed does not retry; see the module
+    /// registered as waiting, or the CAS lost a race (Chronicle Map's does not retry; see the module
     /// docs on spurious failures), and with [`LockWordError::ReadCountOverflow`] when
     /// [`MAX_READ_COUNT`] read locks are held.
     #[inline]
@@ -136,7 +136,7 @@ impl<W: WordStorage> LockWord<W> {
     /// Seed 004 "Try acquire write lock": takes the write lock if the count word is zero (no
     /// reader, no update or write holder). Registered waiters do not stop it.
     ///
-    /// This is the seed's variant without the optional steps 1–2, for a lock that is most likely
+    /// This is Chronicle Map's variant without the optional steps 1–2, for a lock that is most likely
     /// free: the first CAS guesses the whole word is zero. Fails with
     /// [`LockWordError::WouldBlock`].
     #[inline]
@@ -157,8 +157,8 @@ impl<W: WordStorage> LockWord<W> {
     }
 
     /// "Try acquire write lock" with the optional steps, on the state `bits` already read
-    /// (step 1). A count-word CAS in the seed cannot fail because of the wait word; this 64-bit
-    /// one retries at once while only the wait half changed, to give the seed's result.
+    /// (step 1). A count-word CAS in Chronicle Map's design cannot fail because of the wait word; this 64-bit
+    /// one retries at once while only the wait half changed, to give Chronicle Map's result.
     #[inline]
     pub(super) fn write_attempt(&self, mut bits: u64) -> Result<(), Miss> {
         loop {
@@ -232,7 +232,7 @@ impl<W: WordStorage> LockWord<W> {
         self.replace_count_word(UPDATE_FLAG, WRITE_FLAG, Acquire)
     }
 
-    /// The seed's single count-word CAS `from -> to`, as a 64-bit CAS that carries the wait
+    /// Chronicle Map's single count-word CAS `from -> to`, as a 64-bit CAS that carries the wait
     /// word over. The first attempt guesses no waiter; [`Self::replace_count_word_slow`] retries
     /// with the real wait word. On failure returns the bits whose count word was not `from`.
     #[inline]

@@ -1,11 +1,11 @@
-//! The bit layout of the lock word (seed 004, "The Lock Structure") and its decoded form.
+//! The bit layout of the lock word (Chronicle Map's, "The Lock Structure") and its decoded form.
 //!
 //! ```text
 //!  63                              32 31 30 29                             0
 //! ┌──────────────────────────────────┬──┬──┬────────────────────────────────┐
 //! │ wait count (0 ..= 2^31 - 1)      │W │U │ read count (0 ..= 2^30 - 1)    │
 //! └──────────────────────────────────┴──┴──┴────────────────────────────────┘
-//!        the seed's "wait word"          the seed's "count word"
+//!        Chronicle Map's "wait word"          Chronicle Map's "count word"
 //! ```
 //!
 //! The invariants every procedure of [`super::LockWordRef`] keeps (on a word that only these
@@ -34,10 +34,10 @@ pub const MAX_READ_COUNT: u32 = (1 << 30) - 1;
 pub const UPDATE_FLAG: u64 = 1 << 30;
 
 /// Bit 31: the write lock flag. Invariant: when set, the rest of the count word is zero (no
-/// readers, no update holder); the seed's `0x80000000`.
+/// readers, no update holder); Chronicle Map's `0x80000000`.
 pub const WRITE_FLAG: u64 = 1 << 31;
 
-/// Bits 0..31: the seed's *count word* (read count, update flag, write flag). Every procedure
+/// Bits 0..31: Chronicle Map's *count word* (read count, update flag, write flag). Every procedure
 /// changes only this half, except the wait registration and the final step of a time-limited
 /// write acquisition, which change the wait half (and the latter both halves at once).
 pub const COUNT_WORD_MASK: u64 = 0xFFFF_FFFF;
@@ -45,7 +45,7 @@ pub const COUNT_WORD_MASK: u64 = 0xFFFF_FFFF;
 /// The lowest bit of the wait count (bit 32): one registered waiting writer (or upgrader).
 pub const WAIT_ONE: u64 = 1 << 32;
 
-/// Bits 32..63: the seed's *wait word*, the number of writers (and upgraders) registered as
+/// Bits 32..63: Chronicle Map's *wait word*, the number of writers (and upgraders) registered as
 /// waiting. Invariant: while it is non-zero no new read or update lock is granted.
 pub const WAIT_COUNT_MASK: u64 = !COUNT_WORD_MASK;
 
@@ -106,7 +106,7 @@ impl LockState {
         (self.bits >> WAIT_SHIFT) as u32
     }
 
-    /// Bits 0..31: the seed's count word.
+    /// Bits 0..31: Chronicle Map's count word.
     #[inline]
     pub const fn count_word(self) -> u32 {
         (self.bits & COUNT_WORD_MASK) as u32
@@ -118,7 +118,7 @@ impl LockState {
         self.bits == 0
     }
 
-    /// Whether a new read lock could be granted now (seed 004 "Try acquire read lock", step 2,
+    /// Whether a new read lock could be granted now (Chronicle Map's "Try acquire read lock", step 2,
     /// without the overflow check): no writer, no registered waiter.
     #[inline]
     pub(crate) const fn admits_reader(self) -> bool {

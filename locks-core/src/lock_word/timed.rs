@@ -1,8 +1,8 @@
-//! The time-limited procedures of seed 004 ("Time-limited read or update lock acquisition" and
+//! The time-limited procedures of Chronicle Map's lock word ("Time-limited read or update lock acquisition" and
 //! "Time-limited write lock acquisition or update to write upgrade"), the limits they run under,
 //! and the backoff between their attempts.
 //!
-//! The seed requires these procedures to give up "after some finite number of failed attempts
+//! Chronicle Map's design requires these procedures to give up "after some finite number of failed attempts
 //! or some finite time elapsed". [`WaitLimit`] is that bound, injected: [`Deadline`] reads the
 //! clock, [`Attempts`] counts, and a test (or a loom model, where time does not exist) can bring
 //! its own.
@@ -21,7 +21,7 @@ use super::{LockWord, WordStorage};
 use crate::sync::{self, Ordering::Acquire, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// When a time-limited procedure must give up (seed 004: "after some finite number of failed
+/// When a time-limited procedure must give up (Chronicle Map's lock word: "after some finite number of failed
 /// attempts or some finite time elapsed since the time-limited lock acquisition procedure
 /// starts, the procedure must fail").
 pub trait WaitLimit {
@@ -97,7 +97,7 @@ impl WaitLimit for Unbounded {
     }
 }
 
-/// Exponential backoff between failed attempts: seed 004's optional "directives aimed to yield
+/// Exponential backoff between failed attempts: Chronicle Map's optional "directives aimed to yield
 /// the resources".
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
@@ -285,7 +285,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Steps 2–7 of seed 004 "Time-limited write lock acquisition or update to write upgrade",
+    /// Steps 2–7 of Chronicle Map's lock word "Time-limited write lock acquisition or update to write upgrade",
     /// after step 1 failed. `from` is the count word that lets the lock go to the waiter: `0`
     /// for a write acquisition, `0x40000000` (the waiter's own update flag) for an upgrade.
     /// `backoff` goes on from where the caller's own waiting (if any) left it.
@@ -315,7 +315,7 @@ impl<W: WordStorage> LockWord<W> {
                     return Ok(());
                 }
             } else if from == UPDATE_FLAG && count & (UPDATE_FLAG | WRITE_FLAG) != UPDATE_FLAG {
-                // Not in the seed: an upgrader whose update flag vanished (someone released it
+                // Not in Chronicle Map's design: an upgrader whose update flag vanished (someone released it
                 // behind its back) would otherwise wait for nothing until its limit.
                 let _ = self.deregister_wait();
                 return Err(LockWordError::NotHeld(Access::Update));

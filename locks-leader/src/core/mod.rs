@@ -14,7 +14,7 @@
 //!  the shell ────sync_result/tick/settle──▶        ──LeaderChanged────▶ the leader watch
 //! ```
 //!
-//! **The four planes** (reference 6.1) and how each is done here:
+//! **The four planes** of a `locks_leader` member and how each is done here:
 //! - *Society* (who is in the group): every member watches the election lock on every node it
 //!   considers up (`ServerRequest::Watch`), so the lock servers tell it which candidates' agents
 //!   hold or wait for the lock; a candidate's member id has the parts of its agent's id. On

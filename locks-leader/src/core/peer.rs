@@ -1,4 +1,4 @@
-//! The messages between members of a group (reference 6.5, reworked).
+//! The messages between members of a group (after Erlang's `locks_leader`, reworked).
 //!
 //! Every message travels in a [`PeerEnvelope`] that says the sender's role, the largest term
 //! it has accepted and the group's nodes it knows of, so that members learn of each other, of

@@ -11,7 +11,7 @@
 //! `IS`/`S`, `IX` otherwise). The entry needs the group of all of these; the table counts the
 //! descendant locks per intention mode, so releasing one lowers the need exactly.
 //!
-//! The rules are seed 000's (StickyLocking's lock queues), made precise where the seed is loose:
+//! The rules are StickyLocking's lock queues, made precise where StickyLocking is loose:
 //! - a new entry is granted at once when nobody converts or waits and its mode is compatible
 //!   with the group; otherwise it joins the back of the wait queue;
 //! - an entry that needs more than it holds is an up-conversion to `group(need, held)`, granted

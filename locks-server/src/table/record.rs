@@ -1,4 +1,4 @@
-//! One lock's record: its entries, conversion queue, wait queue and watchers, and the seed 000
+//! One lock's record: its entries, conversion queue, wait queue and watchers, and StickyLocking's
 //! rules that move entries between them.
 //!
 //! Invariants, true between operations (each operation ends with [`LockRecord::process_grants`]):
@@ -6,7 +6,7 @@
 //!   in the conversion queue exactly once) or waiting (`want` only, its agent in the wait queue
 //!   exactly once); the queues hold no other agents;
 //! - the group mode is the group of the granted entries' `held` modes, recomputed from them
-//!   (where a seed picture and the group matrix disagree, the matrix wins), never stored;
+//!   (where one of StickyLocking's pictures and the group matrix disagree, the matrix wins), never stored;
 //! - the first conversion is not compatible with the group of the *other* holders (not one
 //!   that includes the converter's own mode, or a sole holder could never convert), and when
 //!   nobody converts the first waiter is not compatible with the group: whatever could be
@@ -286,10 +286,10 @@ impl LockRecord {
     /// - granted, needs less: down-converted at once;
     /// - granted, needs more: an up-conversion to `group(need, held)` at the back of the
     ///   conversion queue (granted by `process_grants` if nobody converts ahead of it and the
-    ///   other holders allow it — seed 000, immediate conversion);
+    ///   other holders allow it — StickyLocking's immediate conversion);
     /// - converting, its held mode now covers the need: the conversion is withdrawn;
     /// - converting or waiting, needs a different mode: the pending mode changes in place;
-    /// - new: granted at once if nobody converts or waits and the group allows it (seed 000,
+    /// - new: granted at once if nobody converts or waits and the group allows it (StickyLocking,
     ///   immediate grant: what `process_grants` would do with it), at the back of the wait
     ///   queue otherwise.
     pub fn place(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {

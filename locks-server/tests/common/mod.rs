@@ -1,5 +1,5 @@
-//! Helpers shared by the lock table tests: agents named `T1`, `T2`, ... (seed 000's threads),
-//! requests in one line, and a one-line picture of a lock's queue in the shape of seed 000's
+//! Helpers shared by the lock table tests: agents named `T1`, `T2`, ... (StickyLocking's threads),
+//! requests in one line, and a one-line picture of a lock's queue in the shape of StickyLocking's
 //! diagrams. `net` holds those of the tests over TCP and through the router, `logs` those of the
 //! log-flood tests.
 

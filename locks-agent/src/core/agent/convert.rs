@@ -18,7 +18,7 @@ use locks_core::{LockId, Mode, NodeId};
 use std::ops::Bound;
 
 impl AgentCore {
-    /// Converts a request down to a weaker mode (seed 000's S→IS), held or not.
+    /// Converts a request down to a weaker mode (StickyLocking's S→IS), held or not.
     ///
     /// `Convert` goes to every node of the request that is up and has not refused it, whatever
     /// the agent's entry there: granted, converting up (for a lock on a descendant, or a

@@ -7,7 +7,7 @@
 //! cycle that no longer exists and give up a lock, or abort, for nothing. The server's version
 //! check on a surrender covers only the victim's own lock.
 //!
-//! **How.** The analysis (`resolve.rs`) no longer gives way itself. When the victim of a cycle
+//! **How.** The analysis (`resolve.rs`) never gives way itself. When the victim of a cycle
 //! (its largest agent, [`crate::core::WaitForGraph::victim_cycle`]) sees it, it picks one
 //! simple cycle through itself that ends with the edge into it on the lock the graph
 //! designates, and sends a [`Probe`] along it. The probe visits the waiter of each edge in turn;

@@ -116,7 +116,7 @@ fn fifo_waiters_wait_for_incompatible_entries_ahead_and_their_blockers() {
 }
 
 #[test]
-fn seed000_conversion_deadlock_is_a_cycle_with_the_larger_converter_as_victim() {
+fn sticky_conversion_deadlock_is_a_cycle_with_the_larger_converter_as_victim() {
     let g = graph(&[(
         lock_id!["l"],
         view(9, &[(1, S), (2, S)], &[(1, S, X), (2, S, X)], &[]),

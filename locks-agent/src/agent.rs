@@ -68,14 +68,18 @@ enum Caller {
 /// The blocked callers by the id the core knows them by.
 #[derive(Default)]
 struct Callers {
-    next: u64,
     waiting: HashMap<CallId, Caller>,
 }
 
+/// A new id for a blocked call. Made by the handle, so that a call's future can name it in
+/// [`Withdraw`] when dropped; unique in the process, so unique per agent.
+pub(crate) fn next_call() -> CallId {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    CallId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 impl Callers {
-    fn add(&mut self, caller: Caller) -> CallId {
-        self.next += 1;
-        let call = CallId(self.next);
+    fn add(&mut self, call: CallId, caller: Caller) -> CallId {
         self.waiting.insert(call, caller);
         call
     }
@@ -349,7 +353,7 @@ impl Handler<Deliver> for Agent {
     }
 }
 
-/// A lock request from the client; `reply` is set for a blocking `lock`.
+/// A lock request from the client; `reply` is set for a blocking `lock`, with the call's id.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct LockCall {
@@ -358,7 +362,10 @@ pub(crate) struct LockCall {
     /// Inline for one node, the common case: a burst of requests is one allocation fewer each.
     pub nodes: SmallVec<[NodeId; 1]>,
     pub req: Req,
-    pub reply: Option<LockReply>,
+    pub reply: Option<(CallId, LockReply)>,
+    /// Set when the node's fast path queued the request just before this agent took over:
+    /// the mode its entry held before (`AgentCore::lock_and_wait_queued`).
+    pub queued: Option<Option<Mode>>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -367,12 +374,17 @@ impl Handler<LockCall> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
-        let call = msg.reply.map(|reply| self.callers.add(Caller::Lock(reply)));
-        let requested = match call {
-            Some(call) => self
+        let call = msg
+            .reply
+            .map(|(call, reply)| self.callers.add(call, Caller::Lock(reply)));
+        let requested = match (call, msg.queued) {
+            (Some(call), Some(held)) => self
+                .core
+                .lock_and_wait_queued(call, msg.lock, msg.mode, &msg.nodes, held),
+            (Some(call), None) => self
                 .core
                 .lock_and_wait(call, msg.lock, msg.mode, &msg.nodes, msg.req),
-            None => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
+            (None, _) => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
         };
         match requested {
             Ok(effects) => {
@@ -399,16 +411,39 @@ impl Handler<LockCall> for Agent {
 /// Wait until every request is granted.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(crate) struct AwaitAll(pub Reply);
+pub(crate) struct AwaitAll(pub CallId, pub Reply);
 
 impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        let call = self.callers.add(Caller::All(msg.0));
+        let call = self.callers.add(msg.0, Caller::All(msg.1));
         let effects = self.core.await_all(call);
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
+    }
+}
+
+/// The client dropped the future of a blocked call before its answer: forget the caller and
+/// undo what it asked for (`AgentCore::withdraw`). Sent by the future's drop, after the call's
+/// own message on the same mailbox.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Withdraw(pub CallId);
+
+impl Handler<Withdraw> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, msg: Withdraw, ctx: &mut Self::Context) {
+        self.callers.waiting.remove(&msg.0);
+        let (removed, effects) = self.core.withdraw(msg.0);
+        if let Some(lock) = removed {
+            self.events.forget(&lock);
+        }
+        if !effects.is_empty() {
+            self.execute(effects, ctx);
+            self.schedule_settle(ctx);
+        }
     }
 }
 

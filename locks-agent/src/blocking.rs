@@ -70,8 +70,8 @@ impl Transaction {
         not_in_runtime("Transaction::blocking_lock");
         match self.try_fast(lock.into(), mode) {
             Fast::Done(result) => result,
-            Fast::Agent(addr, lock) => {
-                futures::executor::block_on(self.lock_by_agent(addr, lock, mode))
+            Fast::Agent(addr, lock, queued) => {
+                futures::executor::block_on(self.lock_by_agent(addr, lock, mode, queued))
             }
         }
     }

@@ -5,8 +5,8 @@
 //! With [`Sim::drops`] on, every request of a client's script that reaches its core is a `lock`
 //! call with a call id (one the fast path queued is taken over with
 //! `AgentCore::lock_and_wait_queued`, naming the mode its entry held before); the calls of the
-//! current phase stay droppable until the phase ends, answered or not. One choice of each step
-//! drops one of them, picked at random, with `AgentCore::withdraw`: the request goes back to
+//! current phase stay droppable until the phase ends, answered or not. One step in eight offers
+//! a choice that drops one of them, picked at random, with `AgentCore::withdraw`: the request goes back to
 //! what it was before the call, on every node, at whatever point of its life the call is (not
 //! sent yet, queued, granted and not settled, answered). A phase whose requests were all
 //! withdrawn is complete. The oracles hold throughout, every transaction still finishes, and

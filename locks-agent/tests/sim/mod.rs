@@ -272,8 +272,9 @@ impl Sim {
         let converting = self.converting();
         let paused = self.paused();
         let droppable = self.droppable();
-        // One choice drops a call, of a client picked at random.
-        let drop = usize::from(!droppable.is_empty());
+        // One choice drops a call, of a client picked at random; offered one step in eight, so
+        // that calls also live long enough to deadlock.
+        let drop = usize::from(!droppable.is_empty() && self.world.rng.chance(8));
         let Some(step) = self.world.next(converting.len() + paused.len() + drop) else {
             return Ok(false);
         };

@@ -366,6 +366,8 @@ pub(crate) struct LockCall {
     /// Set when the node's fast path queued the request just before this agent took over:
     /// the mode its entry held before (`AgentCore::lock_and_wait_queued`).
     pub queued: Option<Option<Mode>>,
+    /// How long a `lock` call waits before it gives up (`AgentCore::time_out`).
+    pub wait: Option<std::time::Duration>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -391,6 +393,9 @@ impl Handler<LockCall> for Agent {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Ok(()));
                 }
+                if let (Some(call), Some(wait)) = (call, msg.wait) {
+                    ctx.run_later(wait, move |agent, ctx| agent.time_out(call, ctx));
+                }
                 self.execute(effects, ctx);
                 self.schedule_settle(ctx);
             }
@@ -404,6 +409,22 @@ impl Handler<LockCall> for Agent {
                     self.callers.refuse(call, error);
                 }
             }
+        }
+    }
+}
+
+impl Agent {
+    /// The bounded wait of `call` ran out: settled first, so that a grant that came in time is
+    /// answered as one; then the core withdraws the call and fails it (`core/agent/time_out.rs`).
+    fn time_out(&mut self, call: CallId, ctx: &mut Context<Self>) {
+        if ctx.state() != ActorState::Running {
+            return;
+        }
+        self.settle(ctx);
+        let effects = self.core.time_out(call);
+        if !effects.is_empty() {
+            self.execute(effects, ctx);
+            self.schedule_settle(ctx);
         }
     }
 }

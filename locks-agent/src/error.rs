@@ -1,7 +1,7 @@
 //! The error type of `locks-agent`.
 
 use crate::core::{CallFailure, RequestError};
-use locks_core::{LockId, NodeId};
+use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 
 /// Why a transaction call failed. Errors are `Clone` so that one outcome can answer every
@@ -34,6 +34,20 @@ pub enum Error {
         /// The lock.
         lock: LockId,
     },
+    /// A bounded wait ([`Transaction::lock_timeout`](crate::Transaction::lock_timeout) and the
+    /// other `*_timeout` calls) ran out: what the call asked for was withdrawn, as if its future
+    /// had been dropped, and the transaction goes on.
+    #[error("gave up waiting for {lock}: {}", show_wait(waited_on, holders))]
+    TimedOut {
+        /// The lock the call asked for.
+        lock: LockId,
+        /// The copies (lock, node) of the transaction's requests that were not held when it
+        /// gave up: the call waited for all of them. Empty when the last grant came just then.
+        waited_on: Vec<(LockId, NodeId)>,
+        /// The transactions it was waiting for on those copies, as far as it knew (a node that
+        /// has not answered yet, or is down, shows none).
+        holders: Vec<AgentId>,
+    },
     /// The transaction has ended (by `end`, by dropping its handle, or with its node).
     #[error("the transaction has ended")]
     Ended,
@@ -56,6 +70,37 @@ impl From<CallFailure> for Error {
             CallFailure::Cancelled { lock } => Error::Cancelled { lock },
             CallFailure::Deadlock { lock, node } => Error::Deadlock { lock, node },
             CallFailure::Ended => Error::Ended,
+            CallFailure::TimedOut {
+                lock,
+                waited_on,
+                holders,
+            } => Error::TimedOut {
+                lock,
+                waited_on,
+                holders,
+            },
         }
     }
+}
+
+/// What a timed-out call waited for, for its message: `not granted: [a]@n1, [b]@n2; held by
+/// <n1.1.4>`.
+fn show_wait(waited_on: &[(LockId, NodeId)], holders: &[AgentId]) -> String {
+    use std::fmt::Write as _;
+    if waited_on.is_empty() {
+        return "granted only as it gave up (withdrawn)".into();
+    }
+    let mut s = String::from("not granted: ");
+    for (i, (lock, node)) in waited_on.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = write!(s, "{sep}{lock}@{node}");
+    }
+    if !holders.is_empty() {
+        s.push_str("; waiting for ");
+        for (i, agent) in holders.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(s, "{sep}{agent}");
+        }
+    }
+    s
 }

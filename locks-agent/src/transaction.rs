@@ -32,6 +32,7 @@ use pending::Pending;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 pub(crate) mod fast;
 mod pending;
@@ -243,13 +244,16 @@ impl Transaction {
             req,
             reply: None,
             queued: None,
+            wait: None,
             accepted,
         });
     }
 
-    /// Sends a `lock` call's request with its caller, and returns the wait for its answer,
-    /// which withdraws the call if dropped before it (`transaction/pending.rs`).
-    fn call_lock(
+    /// Sends a `lock` call's request with its caller (and its bound, if `wait`), and returns
+    /// the wait for its answer, which withdraws the call if dropped before it
+    /// (`transaction/pending.rs`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn call_lock(
         &self,
         addr: Addr<Agent>,
         lock: LockId,
@@ -257,6 +261,7 @@ impl Transaction {
         nodes: SmallVec<[NodeId; 1]>,
         req: Req,
         queued: Queued,
+        wait: Option<Duration>,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         let call = next_call();
@@ -267,6 +272,7 @@ impl Transaction {
             req,
             reply: Some((call, tx)),
             queued,
+            wait,
             accepted: None,
         });
         wait_time::timed(
@@ -325,7 +331,59 @@ impl Transaction {
             Fast::Done(result) => return Either::Left(Either::Right(cooperative(result))),
             Fast::Agent(addr, lock, queued) => (addr, lock, queued),
         };
-        Either::Right(self.lock_by_agent(addr, lock, mode, queued))
+        Either::Right(self.lock_by_agent(addr, lock, mode, queued, None))
+    }
+
+    /// [`Transaction::lock`], giving up after `wait`: fails with [`Error::TimedOut`], naming
+    /// the lock, the copies not granted and the transactions it waited for, once `wait` has
+    /// passed without the grant. What the call asked for is then withdrawn as when the future
+    /// of `lock` is dropped (see its cancellation rule), and the transaction goes on. The
+    /// timer runs on the node's thread, so no async runtime of the caller's is needed (the
+    /// blocking form is [`Transaction::blocking_lock_timeout`]). A lock the fast path grants at
+    /// once is answered at once, whatever `wait`.
+    ///
+    /// ```
+    /// use locks_agent::{Error, Options, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// use std::time::Duration;
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let holder = begin_transaction(&node, Options::default()).await.unwrap();
+    /// holder.lock(lock_id!["job", 1], Mode::WRITE).await.unwrap();
+    /// let other = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let wait = Duration::from_millis(20);
+    /// match other.lock_timeout(lock_id!["job", 1], Mode::WRITE, wait).await {
+    ///     Err(Error::TimedOut { holders, .. }) => assert_eq!(holders, [holder.id().clone()]),
+    ///     other => panic!("the holder keeps it: {other:?}"),
+    /// }
+    /// # }
+    /// ```
+    pub fn lock_timeout(
+        &self,
+        lock: impl Into<LockId>,
+        mode: Mode,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
+        let (addr, lock, queued) = match self.try_fast(lock.into(), mode) {
+            Fast::Done(result) => return Either::Left(cooperative(result)),
+            Fast::Agent(addr, lock, queued) => (addr, lock, queued),
+        };
+        Either::Right(self.lock_by_agent(addr, lock, mode, queued, Some(wait)))
+    }
+
+    /// [`Transaction::lock_on`], giving up after `wait` as [`Transaction::lock_timeout`] does:
+    /// the request is then withdrawn on every node it names.
+    pub fn lock_on_timeout(
+        &self,
+        lock: impl Into<LockId>,
+        mode: Mode,
+        nodes: &[NodeId],
+        req: Req,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
+        self.lock_on_within(lock.into(), mode, nodes, req, Some(wait))
     }
 
     /// Sends `lock` in `mode` on this node to the agent, and returns the wait for its answer.
@@ -335,8 +393,9 @@ impl Transaction {
         lock: LockId,
         mode: Mode,
         queued: Queued,
+        wait: Option<Duration>,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
-        self.call_lock(addr, lock, mode, self.local(), Req::All, queued)
+        self.call_lock(addr, lock, mode, self.local(), Req::All, queued, wait)
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -374,7 +433,18 @@ impl Transaction {
         nodes: &[NodeId],
         req: Req,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
-        let lock = lock.into();
+        self.lock_on_within(lock.into(), mode, nodes, req, None)
+    }
+
+    /// `lock_on`, bounded by `wait` if given.
+    pub(crate) fn lock_on_within(
+        &self,
+        lock: LockId,
+        mode: Mode,
+        nodes: &[NodeId],
+        req: Req,
+        wait: Option<Duration>,
+    ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (addr, lock, queued) = if self.is_local(nodes, req) {
             match self.try_fast(lock, mode) {
                 Fast::Done(result) => return Either::Left(cooperative(result)),
@@ -384,7 +454,7 @@ impl Transaction {
             (self.addr(), lock, None)
         };
         let nodes = nodes.iter().cloned().collect();
-        Either::Right(self.call_lock(addr, lock, mode, nodes, req, queued))
+        Either::Right(self.call_lock(addr, lock, mode, nodes, req, queued, wait))
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent

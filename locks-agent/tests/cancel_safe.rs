@@ -1,6 +1,8 @@
 //! Cancelling a lock call: dropping the future of `lock`, `lock_on` or `await_all_locks`
 //! (`tokio::time::timeout`, `select!`) withdraws what the call asked for unless it was granted,
-//! on one node and across two, so that nobody waits behind a request nobody awaits.
+//! on one node and across two, so that nobody waits behind a request nobody awaits; and the
+//! bounded waits (`lock_timeout`, `lock_on_timeout`), which withdraw the same way and say what
+//! they waited for.
 //!
 //! Each test checks the outcome a user relies on: another transaction is granted the lock
 //! without the cancelled one ending, and the cancelled transaction reports the lock as it was
@@ -179,4 +181,74 @@ async fn a_later_call_on_the_same_lock_keeps_the_request() {
     drop(first);
     holder.end().await.unwrap();
     bounded(second).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bounded_wait_names_the_holder_and_withdraws() {
+    let node = Node::start(NodeConfig::new("bounded1")).await.unwrap();
+    let l = lock_id!["jobs", 8];
+    let holder = txn(&node).await;
+    holder.lock(l.clone(), Mode::WRITE).await.unwrap();
+    let waiter = txn(&node).await;
+    let err = bounded(waiter.lock_timeout(l.clone(), Mode::WRITE, SHORT))
+        .await
+        .unwrap_err();
+    match &err {
+        locks_agent::Error::TimedOut {
+            lock,
+            waited_on,
+            holders,
+        } => {
+            assert_eq!(*lock, l);
+            assert_eq!(*waited_on, [(l.clone(), node.id().clone())]);
+            assert_eq!(*holders, [holder.id().clone()]);
+        }
+        other => panic!("a time out: {other:?}"),
+    }
+    let shown = err.to_string();
+    assert_eq!(
+        shown,
+        format!(
+            "gave up waiting for {l}: not granted: {l}@{}; waiting for {}",
+            node.id(),
+            holder.id()
+        )
+    );
+    // Withdrawn: the next asker gets the lock once the holder lets go.
+    holder.unlock(l.clone()).await.unwrap();
+    let third = txn(&node).await;
+    bounded(third.lock(l.clone(), Mode::WRITE)).await.unwrap();
+    // A free lock is granted whatever the bound.
+    bounded(waiter.lock_timeout(lock_id!["jobs", 9], Mode::WRITE, SHORT))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_bounded_wait_on_two_nodes_withdraws_on_both() {
+    let hs = cluster(&["bx_a", "bx_b"]).await;
+    let (a, b) = (&hs[0].node, &hs[1].node);
+    let both: Vec<NodeId> = vec![a.id().clone(), b.id().clone()];
+    let l = lock_id!["jobs", 10];
+    let holder = txn(b).await;
+    bounded(holder.lock_on(l.clone(), Mode::WRITE, &both, Req::All))
+        .await
+        .unwrap();
+    let waiter = txn(a).await;
+    let err = bounded(waiter.lock_on_timeout(l.clone(), Mode::WRITE, &both, Req::All, SHORT))
+        .await
+        .unwrap_err();
+    let locks_agent::Error::TimedOut {
+        waited_on, holders, ..
+    } = err
+    else {
+        panic!("a time out: {err:?}");
+    };
+    assert_eq!(waited_on.len(), 2, "{waited_on:?}");
+    assert_eq!(holders, [holder.id().clone()]);
+    holder.end().await.unwrap();
+    let third = txn(b).await;
+    bounded(third.lock_on(l, Mode::WRITE, &both, Req::All))
+        .await
+        .unwrap();
 }

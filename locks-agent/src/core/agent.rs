@@ -552,6 +552,7 @@ mod resolve;
 mod surrender_to;
 #[cfg(test)]
 mod tests;
+mod time_out;
 mod watch;
 
 pub use callers::{Answer, CallFailure, CallId};

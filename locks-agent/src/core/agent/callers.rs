@@ -23,7 +23,7 @@ use crate::core::knowledge::Knowledge;
 use crate::core::status::{Deadlock, GrantNodes, GrantedLock, LockResult, TransactionStatus};
 use crate::options::Req;
 use locks_core::proto::ServerRequest;
-use locks_core::{LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode, NodeId};
 
 /// A blocked caller, named by the actor (the core only hands it back in [`Effect::Reply`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -68,6 +68,16 @@ pub enum CallFailure {
     },
     /// The transaction ended.
     Ended,
+    /// The call's bounded wait ran out ([`AgentCore::time_out`]): what it asked for was
+    /// withdrawn.
+    TimedOut {
+        /// The lock the call asked for.
+        lock: LockId,
+        /// The copies of the transaction's requests not held when it gave up (lock and node).
+        waited_on: Vec<(LockId, NodeId)>,
+        /// The agents it was waiting for there, as far as it knew.
+        holders: Vec<AgentId>,
+    },
 }
 
 /// What a caller waits for.
@@ -94,6 +104,16 @@ enum Undo {
 pub(super) struct Callers {
     waiting: Vec<(CallId, Waiting)>,
     aborted: Option<(LockId, NodeId)>,
+}
+
+impl Callers {
+    /// The lock `lock` caller `call` waits for, if it waits.
+    pub(super) fn waiting_lock(&self, call: CallId) -> Option<&LockId> {
+        self.waiting.iter().find_map(|(c, w)| match w {
+            Waiting::Lock(lock, _) if *c == call => Some(lock),
+            _ => None,
+        })
+    }
 }
 
 impl AgentCore {

@@ -18,7 +18,11 @@ pub enum Error {
         node: NodeId,
     },
     /// Some requests can no longer be met because nodes they need are down (or refused them).
-    #[error("cannot serve the requests on {locks:?}: nodes {nodes:?} are down or refused them")]
+    #[error(
+        "cannot serve the requests on {}: nodes {} are down, not connected or refused them",
+        comma_list(locks),
+        comma_list(nodes)
+    )]
     CannotServe {
         /// The locks whose requests cannot be met.
         locks: Vec<LockId>,
@@ -83,24 +87,44 @@ impl From<CallFailure> for Error {
     }
 }
 
-/// What a timed-out call waited for, for its message: `not granted: [a]@n1, [b]@n2; held by
-/// <n1.1.4>`.
+/// What a timed-out call waited for, for its message: `not granted: [a]@n1, [b]@n2; waiting
+/// for <n1.1.4>`.
 fn show_wait(waited_on: &[(LockId, NodeId)], holders: &[AgentId]) -> String {
-    use std::fmt::Write as _;
     if waited_on.is_empty() {
         return "granted only as it gave up (withdrawn)".into();
     }
-    let mut s = String::from("not granted: ");
-    for (i, (lock, node)) in waited_on.iter().enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
-        let _ = write!(s, "{sep}{lock}@{node}");
-    }
+    let copies: Vec<String> = waited_on.iter().map(|(l, n)| format!("{l}@{n}")).collect();
+    let mut s = format!("not granted: {}", comma_list(&copies));
     if !holders.is_empty() {
         s.push_str("; waiting for ");
-        for (i, agent) in holders.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            let _ = write!(s, "{sep}{agent}");
-        }
+        s.push_str(&comma_list(holders));
     }
     s
+}
+
+/// `a, b, c`, each as it displays (error messages name ids without Debug's quotes).
+pub(crate) fn comma_list<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::lock_id;
+
+    #[test]
+    fn messages_name_ids_without_debug_quotes() {
+        let zz = NodeId::new("zz").unwrap();
+        let e = Error::CannotServe {
+            locks: vec![lock_id!["s7"]],
+            nodes: vec![zz.clone()],
+        };
+        let shown = e.to_string();
+        assert!(!shown.contains('"'), "{shown}");
+        assert!(shown.contains(&format!("nodes {zz} are down")), "{shown}");
+    }
 }

@@ -252,3 +252,19 @@ async fn a_bounded_wait_on_two_nodes_withdraws_on_both() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_reader_is_not_queued_behind_a_writer_that_gave_up() {
+    // The holder stays: a new reader is compatible with it, and would queue only behind the
+    // writer's request, which is gone with the writer's timeout.
+    let node = Node::start(NodeConfig::new("cancel8")).await.unwrap();
+    let l = lock_id!["page", 8];
+    let reader = txn(&node).await;
+    reader.lock(l.clone(), Mode::READ).await.unwrap();
+    let writer = txn(&node).await;
+    let waited = tokio::time::timeout(SHORT, writer.lock(l.clone(), Mode::WRITE)).await;
+    assert!(waited.is_err());
+    let second = txn(&node).await;
+    bounded(second.lock(l, Mode::READ)).await.unwrap();
+    drop(writer);
+}

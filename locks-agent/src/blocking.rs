@@ -23,7 +23,7 @@ use crate::events::{LockState, Locked};
 use crate::options::{Options, Req};
 use crate::transaction::fast::Fast;
 use crate::transaction::{Transaction, begin_now};
-use locks_core::{LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
 use std::future::Future;
 use std::time::Duration;
@@ -252,6 +252,54 @@ impl Transaction {
     pub fn blocking_set_options(&self, options: Options) -> Result<(), Error> {
         let fut = self.set_options(options);
         block_on(self.node(), "Transaction::blocking_set_options", fut)
+    }
+
+    /// [`Transaction::options`], blocking.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Transaction::options`], and `OnNodeThread` (see
+    /// [`Transaction::blocking_lock`]).
+    pub fn blocking_options(&self) -> Result<Options, Error> {
+        block_on(self.node(), "Transaction::blocking_options", self.options())
+    }
+
+    /// [`Transaction::surrender_nowait`], blocking until every node has answered.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Transaction::surrender_nowait`], and `OnNodeThread` (see
+    /// [`Transaction::blocking_lock`]).
+    pub fn blocking_surrender_nowait(
+        &self,
+        lock: impl Into<LockId>,
+        to: &AgentId,
+        nodes: &[NodeId],
+    ) -> Result<(), Error> {
+        let fut = self.surrender_nowait(lock, to, nodes);
+        block_on(self.node(), "Transaction::blocking_surrender_nowait", fut)
+    }
+
+    /// [`Transaction::watchers`], blocking.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Transaction::watchers`], and `OnNodeThread` (see
+    /// [`Transaction::blocking_lock`]).
+    pub fn blocking_watchers(&self, lock: impl Into<LockId>) -> Result<Vec<AgentId>, Error> {
+        let fut = self.watchers(lock);
+        block_on(self.node(), "Transaction::blocking_watchers", fut)
+    }
+
+    /// [`Transaction::wait_for_graph`], blocking.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Transaction::wait_for_graph`], and `OnNodeThread` (see
+    /// [`Transaction::blocking_lock`]).
+    pub fn blocking_wait_for_graph(&self) -> Result<String, Error> {
+        let fut = self.wait_for_graph();
+        block_on(self.node(), "Transaction::blocking_wait_for_graph", fut)
     }
 
     /// [`Transaction::end`], blocking (it waits for nothing, so no executor runs, and it may

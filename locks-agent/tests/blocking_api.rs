@@ -149,6 +149,18 @@ fn blocking_calls_work_inside_spawn_blocking() {
             let waited =
                 txn.blocking_lock_timeout(lock_id!["a"], Mode::WRITE, Duration::from_millis(20));
             let status = txn.blocking_status().unwrap();
+            // The queries, in blocking form.
+            assert!(matches!(
+                txn.blocking_lock_state(lock_id!["b"]).unwrap(),
+                locks_agent::LockState::Held(_)
+            ));
+            assert_eq!(
+                txn.blocking_lock_state(lock_id!["a"]).unwrap(),
+                locks_agent::LockState::NotRequested
+            );
+            assert!(!txn.blocking_options().unwrap().abort_on_deadlock);
+            assert!(txn.blocking_watchers(lock_id!["b"]).unwrap().is_empty());
+            assert!(txn.blocking_wait_for_graph().unwrap().contains("digraph"));
             txn.blocking_end().unwrap();
             (waited, status)
         });

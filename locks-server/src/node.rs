@@ -31,6 +31,8 @@ use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
 
+mod blocking;
+
 /// A running node. Cheap to clone; the node stops when the last clone is dropped or on
 /// [`Node::shutdown`].
 #[derive(Clone)]

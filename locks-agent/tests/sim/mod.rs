@@ -17,6 +17,7 @@
 
 mod audit;
 mod client;
+mod drops;
 mod fast;
 mod oracles;
 pub use audit::Audit;
@@ -71,6 +72,8 @@ pub struct Stats {
     pub agreements: u64,
     /// Requests applied on the fast path (`fast.rs`).
     pub fast: u64,
+    /// Calls dropped (`drops.rs`).
+    pub drops: u64,
 }
 
 /// The simulated network.
@@ -95,6 +98,10 @@ pub struct Sim {
     audit: Audit,
     /// Clients with an odd serial take their first locks on the fast path (`fast.rs`).
     pub fast_path: bool,
+    /// Clients ask as `lock` calls, and a step may drop one (`drops.rs`).
+    pub drops: bool,
+    /// The last call id handed out (`drops.rs`).
+    next_call: u64,
 }
 
 impl Sim {
@@ -121,6 +128,8 @@ impl Sim {
             subject: None,
             audit: Audit::default(),
             fast_path: false,
+            drops: false,
+            next_call: 0,
         }
     }
 
@@ -238,8 +247,12 @@ impl Sim {
                 Effect::SurrenderAnswered { node, lock, .. } => {
                     panic!("{from}: no simulated client surrenders {lock} on {node} to a waiter");
                 }
+                // A dropped call's answer goes nowhere; an answered one may still be dropped.
                 Effect::Reply { call, .. } => {
-                    panic!("{from}: a reply to {call:?}, which no simulated client waits as");
+                    assert!(
+                        self.drops,
+                        "{from}: a reply to {call:?}, but no call was made"
+                    );
                 }
             }
         }
@@ -258,7 +271,11 @@ impl Sim {
     pub fn step(&mut self) -> Result<bool, String> {
         let converting = self.converting();
         let paused = self.paused();
-        let Some(step) = self.world.next(converting.len() + paused.len()) else {
+        let droppable = self.droppable();
+        // One choice drops a call, of a client picked at random; offered one step in eight, so
+        // that calls also live long enough to deadlock.
+        let drop = usize::from(!droppable.is_empty() && self.world.rng.chance(8));
+        let Some(step) = self.world.next(converting.len() + paused.len() + drop) else {
             return Ok(false);
         };
         self.stats.steps += 1;
@@ -273,6 +290,10 @@ impl Sim {
                 self.subject = Some(id);
             }
             Step::Extra(i) if i < converting.len() => self.convert_deferred(&converting[i]),
+            Step::Extra(i) if i == converting.len() + paused.len() => {
+                let who = self.world.rng.below(droppable.len());
+                self.drop_call(&droppable[who]);
+            }
             Step::Extra(i) => {
                 let id = &paused[i - converting.len()];
                 self.world.trace.push(format!("{id} goes on"));

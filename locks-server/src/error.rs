@@ -37,4 +37,7 @@ pub enum Error {
     /// A message could not be routed.
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// The data directory could not be read or written (see [`crate::data_dir`]).
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
 }

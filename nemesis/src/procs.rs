@@ -80,6 +80,7 @@ impl NodeProc {
                 &spec.lock_delay_ms.to_string(),
             ])
             .arg("--exit-on-eof")
+            .arg("--no-data-dir")
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -71,6 +71,16 @@ impl Proc {
         for peer in peers {
             cmd.args(["--peer", peer]);
         }
+        // A test's nodes keep nothing on disk unless the test gives them a data directory.
+        if !flags.iter().any(|f| f.as_ref() == "--data-dir") {
+            cmd.arg("--no-data-dir");
+        }
+        Proc::spawn(name, cmd, deadline)
+    }
+
+    /// Runs `cmd` (a node binary, or a wrapper around one) with piped stdin and stdout.
+    pub fn spawn(name: &str, mut cmd: Command, deadline: Deadline) -> Proc {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         let mut child = cmd.spawn().expect("the node binary starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();

@@ -233,6 +233,16 @@ impl LocalTable {
         self
     }
 
+    /// Every shard hands out versions above `floor` from now on, and with a data directory
+    /// also after a restart: the ceiling on disk is above `floor` when this returns. (A leader
+    /// member on this node raises them to a term it accepts: see `locks-leader`.)
+    pub fn raise_versions(&self, floor: u64) {
+        for i in 0..self.shards.tables.len() {
+            self.shards.lock(i).raise_version(floor);
+        }
+        self.shards.reserve.ensure(floor);
+    }
+
     /// The router the table's messages go through.
     pub fn router(&self) -> &Arc<Router> {
         &self.router

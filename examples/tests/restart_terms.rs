@@ -6,51 +6,18 @@
 
 mod common;
 
-use common::Proc;
+use common::{Proc, TempDir, faketime, node_command};
 use locks_testing::wait::Deadline;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(90);
 const COOKIE: &str = "restart-terms-test";
 
-/// A fresh directory for the test's data directories, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("locks-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("a temporary directory");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn faketime() -> bool {
-    Command::new("faketime")
-        .args(["-f", "-1h", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Starts node `name` with its data directory under `data`, dialing `peers`, under
 /// `faketime -1h` when `behind`.
 fn start(name: &str, data: &Path, peers: &[String], behind: bool, deadline: Deadline) -> Proc {
-    let node = env!("CARGO_BIN_EXE_node");
-    let mut cmd = if behind {
-        let mut cmd = Command::new("faketime");
-        cmd.args(["-f", "-1h", node]);
-        cmd
-    } else {
-        Command::new(node)
-    };
+    let mut cmd = node_command(behind);
     cmd.args([
         "--name",
         name,

@@ -5,49 +5,17 @@
 
 mod common;
 
-use common::Proc;
+use common::{Proc, TempDir, faketime, node_command};
 use locks_testing::wait::Deadline;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// A fresh directory for one test's data directories, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let path = std::env::temp_dir().join(format!("locks-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("a temporary directory");
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Whether `faketime` (libfaketime) can run a program here.
-fn faketime() -> bool {
-    Command::new("faketime")
-        .args(["-f", "-1h", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// The `node` binary with `args`, under `faketime -1h` when `behind`.
 fn node(behind: bool, args: &[&str]) -> Command {
-    let mut cmd = if behind {
-        let mut cmd = Command::new("faketime");
-        cmd.args(["-f", "-1h", env!("CARGO_BIN_EXE_node")]);
-        cmd
-    } else {
-        Command::new(env!("CARGO_BIN_EXE_node"))
-    };
+    let mut cmd = node_command(behind);
     cmd.args(args).env("RUST_LOG", "warn");
     cmd
 }

@@ -186,3 +186,41 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// A fresh directory under the system's temporary directory, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("locks-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("a temporary directory");
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether libfaketime's `faketime` can run a program here.
+pub fn faketime() -> bool {
+    Command::new("faketime")
+        .args(["-f", "-1h", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The `node` binary, under `faketime -f -1h` (its wall clock an hour behind) when `behind`.
+pub fn node_command(behind: bool) -> Command {
+    let node = env!("CARGO_BIN_EXE_node");
+    if behind {
+        let mut cmd = Command::new("faketime");
+        cmd.args(["-f", "-1h", node]);
+        cmd
+    } else {
+        Command::new(node)
+    }
+}

@@ -46,6 +46,18 @@ async fn leader_of(member: &Member<Dict>) -> Term {
     .await
 }
 
+/// Starts a node on `dir` and a member of group `g` on it; returns the node and the member's
+/// term once it leads (the member stopped).
+async fn lead_once(dir: &TempDir) -> (Node, Term) {
+    let n = node(dir).await;
+    let m: Member<Dict> = bounded(start(&n, "g", Dict::default(), Role::Candidate))
+        .await
+        .unwrap();
+    let term = leader_of(&m).await;
+    m.stop().await;
+    (n, term)
+}
+
 /// The name of the one term record in `dir`.
 fn record_name(dir: &DataDir) -> String {
     let names: Vec<String> = std::fs::read_dir(dir.path())
@@ -60,12 +72,7 @@ fn record_name(dir: &DataDir) -> String {
 #[tokio::test]
 async fn a_member_started_again_leads_with_a_term_above_the_recorded_one() {
     let dir = temp_dir("recall");
-    let n = node(&dir).await;
-    let m = bounded(start(&n, "g", Dict::default(), Role::Candidate))
-        .await
-        .unwrap();
-    let first = leader_of(&m).await;
-    m.stop().await;
+    let (n, first) = lead_once(&dir).await;
     // The record holds the term; move it far above what the lock versions will be.
     let data = n.data_dir().unwrap();
     let name = record_name(data);
@@ -85,25 +92,15 @@ async fn a_member_started_again_leads_with_a_term_above_the_recorded_one() {
     .unwrap();
     n.shutdown().await;
 
-    let n = node(&dir).await;
-    let m = bounded(start(&n, "g", Dict::default(), Role::Candidate))
-        .await
-        .unwrap();
-    let second = leader_of(&m).await;
+    let (n, second) = lead_once(&dir).await;
     assert!(second > planted, "{second} after {planted}");
-    m.stop().await;
     n.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_damaged_term_record_stops_the_member_at_start() {
     let dir = temp_dir("damaged");
-    let n = node(&dir).await;
-    let m = bounded(start(&n, "g", Dict::default(), Role::Candidate))
-        .await
-        .unwrap();
-    leader_of(&m).await;
-    m.stop().await;
+    let (n, _) = lead_once(&dir).await;
     let path = n
         .data_dir()
         .unwrap()

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// at the end of its stdin); fails after 20 s.
 fn run(args: &[&str], input: &str) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
-        .args(["--name", "n1", "--exit-on-eof"])
+        .args(["--name", "n1", "--exit-on-eof", "--no-data-dir"])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -82,7 +82,7 @@ fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
 /// `2> node.log` would, until the end of its stdin, and returns what it logged; fails after 20 s.
 fn logs_of_a_node_in_a_pipe() -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
-        .args(["--name", "n1", "--exit-on-eof"])
+        .args(["--name", "n1", "--exit-on-eof", "--no-data-dir"])
         .env("RUST_LOG", "info")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -17,19 +17,19 @@
 //!
 //! # Why this is right for `Majority` locks
 //!
-//! A node's table versions grow strictly with every change to its queues, and keep growing
-//! across restarts (the base is derived from the node's incarnation), so on one node a later
-//! grant of the same lock has a larger version than an earlier one. An exclusive `Majority`
-//! grant is held on a majority of the lock's nodes; any two majorities of the same node set
-//! intersect. So if holder `A` was granted the lock and holder `B` was granted it later (after
-//! `A` lost it on at least the nodes `B` needed), some node `n` granted it to both, `A` at
-//! version `a_n` and `B` at `b_n > a_n`. Once the fence has seen a write from `B`, its highest
-//! for (lock, `n`) is at least `b_n`, and every later write from `A` carries `a_n < b_n` for
-//! `n` and is refused, whichever other nodes it lists. A write from `B` is never refused on
-//! `A`'s account: on every node both list, `B`'s token is the later one. The same holds for
-//! `All` locks (every node is in both sets) and fails only for requirements whose node sets
-//! need not intersect (`Any`, `*_alive` after a split), where the fence can merely refuse what
-//! it can compare.
+//! A node's table versions grow strictly with every change to its queues, and keep growing across
+//! restarts (with a data directory, above the ceiling the previous incarnation kept on disk;
+//! without one, from the start time, which a clock stepped back defeats), so on one node a later
+//! grant of the same lock has a larger version than an earlier one. An exclusive `Majority` grant
+//! is held on a majority of the lock's nodes; any two majorities of the same node set intersect. So
+//! if holder `A` was granted the lock and holder `B` was granted it later (after `A` lost it on at
+//! least the nodes `B` needed), some node `n` granted it to both, `A` at version `a_n` and `B` at
+//! `b_n > a_n`. Once the fence has seen a write from `B`, its highest for (lock, `n`) is at least
+//! `b_n`, and every later write from `A` carries `a_n < b_n` for `n` and is refused, whichever
+//! other nodes it lists. A write from `B` is never refused on `A`'s account: on every node both
+//! list, `B`'s token is the later one. The same holds for `All` locks (every node is in both sets)
+//! and fails only for requirements whose node sets need not intersect (`Any`, `*_alive` after a
+//! split), where the fence can merely refuse what it can compare.
 //!
 //! The fence decides by the tokens alone: it does not know which grant is current, only which
 //! ones have been superseded on a node it has heard from. A stale holder whose every token is on

@@ -91,8 +91,7 @@
 //! and have that resource refuse a term below the largest it has seen: a deposed leader that
 //! still writes is then refused. For that a new leader's term must exceed every term a leader
 //! before it wrote with, even after the node with the highest lock versions is gone and clocks
-//! stepped back (lock versions start at the node's start time, so a restarted node with a slow
-//! clock hands out lower ones). In majority mode:
+//! stepped back. In majority mode:
 //!
 //! 1. A leader writes (answers a leader call) only once candidates on a majority `Q` of the
 //!    group's nodes accepted its term `T`, and only while it holds the election lock on a
@@ -108,8 +107,27 @@
 //!    write, and answers the poll after its last: with a term at least `T`. So the new term
 //!    exceeds `T`, whatever the clocks and lock versions say.
 //!
-//! This rests on the members that accepted a term living on: a group whose members on a
-//! majority of its nodes all restarted forgets the terms (nothing is written to disk). In
+//! Step 3 needs the candidate that accepted `T` to live on. When members restart, what they
+//! accepted lives on in their nodes' **data directories** (`NodeConfig::data_dir`): a member
+//! writes the largest term it accepted (crash-safely: temporary file, fsync, rename, fsync) and
+//! raises its node's lock versions above that term's epoch (the node's version ceiling on disk
+//! moves with them) *before* it carries out anything of the step that accepted it, so before its
+//! `Accepted` and, for the leader itself, before its first answer; a member that cannot write
+//! it stops. Then, with `n` a node of `Q ∩ M`:
+//!
+//! 4. If a candidate on `n` answers the new leader's poll, it is the one that accepted `T`, or
+//!    a later one started on `n`, which started from the recorded term (it counts as accepted):
+//!    either way it answers with a term at least `T`, and step 3 holds.
+//! 5. Otherwise `n` restarted, or its candidate stopped, after accepting `T`. When `n`
+//!    restarted, every version it hands out is above every version it handed out before and
+//!    above the raised floor, so above `T`'s epoch; the new leader's grant on `n` comes from
+//!    the new incarnation (a restart empties the table), and a new term is at least the
+//!    largest of its grant versions (`next_term`): above `T`, whatever the clocks say.
+//!
+//! So a group whose members all restart (killed, with clocks behind) elects a leader with a
+//! term above every term a leader before it wrote with, as long as every node has a data
+//! directory. Left uncovered: a node that lives on while its candidate stops, and nodes without
+//! a data directory (their terms, like their versions, then derive from the clock). In
 //! islands mode terms grow the same way within a connected group, and an island's leader has
 //! a term above every term its members accepted; across islands two leaders can hold terms
 //! at the same time, and after a heal the remaining leader takes a term above both.
@@ -220,6 +238,7 @@ mod info;
 pub mod internal;
 mod lease;
 mod options;
+mod remembered;
 mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};

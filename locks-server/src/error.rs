@@ -53,6 +53,9 @@ pub enum Error {
         /// The nodes still missing.
         missing: Vec<locks_core::NodeId>,
     },
+    /// The data directory could not be read or written (see [`crate::data_dir`]).
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
 }
 
 /// `a, b, c`.

@@ -124,6 +124,7 @@ impl NodeProcess {
         }
         let mut child = Command::new(&exe)
             .args(["--name", name, "--listen", "127.0.0.1:0", "--exit-on-eof"])
+            .arg("--no-data-dir")
             .args(["--cookie", super::rig::COOKIE])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())

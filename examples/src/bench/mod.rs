@@ -109,6 +109,8 @@ pub struct Config {
     pub redis: Option<String>,
     /// The workloads to run (empty: all).
     pub workloads: Vec<Workload>,
+    /// Where the rig's nodes keep their data directories (`<dir>/<name>`), if anywhere.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -123,6 +125,7 @@ impl Config {
             processes: false,
             redis: None,
             workloads: Vec::new(),
+            data_dir: None,
         }
     }
 

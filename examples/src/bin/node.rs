@@ -116,6 +116,15 @@ struct Args {
     /// `metrics`; the flag overrides it.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Keep the node's data directory here, so that a restart hands out larger fencing tokens
+    /// and terms whatever the clock says (default: the file's `data_dir`, else
+    /// $XDG_STATE_HOME/locks/NAME, else $HOME/.local/state/locks/NAME).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Run without a data directory: a restart with the clock behind then hands out lower
+    /// fencing tokens and terms.
+    #[arg(long, conflicts_with = "data_dir")]
+    no_data_dir: bool,
 }
 
 fn config(args: &Args) -> Result<NodeConfig, String> {
@@ -131,6 +140,8 @@ fn config(args: &Args) -> Result<NodeConfig, String> {
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
         tls_ca: args.tls_ca.clone(),
+        data_dir: args.data_dir.clone(),
+        no_data_dir: args.no_data_dir,
     };
     node_config(args.config.as_deref(), &overrides)
 }

@@ -483,6 +483,15 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.accepted.as_ref()
     }
 
+    /// Starts from `term`, which a member of this group on this node accepted before (kept in
+    /// the node's data directory): it counts as accepted, so every message carries it and
+    /// every term this member takes is above it. Call before [`MemberCore::start`].
+    pub fn recall(&mut self, term: Term) {
+        if self.s.accepted.as_ref().is_none_or(|a| &term > a) {
+            self.s.accepted = Some(term);
+        }
+    }
+
     /// How many leader-call replies wait for a majority to apply their broadcast (majority
     /// mode; see [`CallReturn::ReplyBroadcast`](crate::CallReturn::ReplyBroadcast)).
     pub fn held_replies(&self) -> usize {

@@ -583,3 +583,15 @@ fn stopping_says_goodbye_releases_everything_and_fails_waiting_calls() {
     assert!(matches!(effects.last(), Some(Effect::Stopped { .. })));
     assert!(w.stop("again").is_empty());
 }
+
+#[test]
+fn a_candidate_that_recalls_a_term_leads_with_a_larger_one_whatever_the_lock_versions() {
+    let mut c = member("a", 1, Role::Candidate);
+    let old = term(1 << 40, &MemberId::new(n("b"), 1, 2));
+    c.recall(old.clone());
+    let mut table = LockTable::new(n("a"), ModeTable::standard(), 1000);
+    let start = c.start(&[], T0).unwrap();
+    serve(&mut c, &mut table, start);
+    c.sync_result(1, true, T0);
+    assert!(c.leader().is_some_and(|t| t > &old && t.epoch > old.epoch));
+}

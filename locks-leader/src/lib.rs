@@ -40,17 +40,20 @@
 //! island without a majority has no leader at all.
 //!
 //! - *The group's nodes*, which a majority is counted over: the nodes given with
-//!   [`GroupOptions::nodes`], and the home node of every candidate the member ever learnt of
-//!   (listed in a view of the election lock, or the sender of a message), and every node
+//!   [`GroupOptions::nodes`], and the home node of every member, candidate or worker, the
+//!   member ever learnt of (listed in a view of the election lock, or the sender of a message;
+//!   a worker's lock server holds the election lock like any other), and every node
 //!   another member names in a message (every envelope carries its sender's set). A node
 //!   that goes down or is cut off stays in the set: the set never shrinks, so an island cannot
 //!   count a majority of "the nodes up now". Two majorities of one set share a node, and the
 //!   election lock on that node has one holder at a time.
 //! - *Who leads*: a candidate that holds the election lock on every node it considers up (as in
 //!   islands mode) **and** on a majority of the group's nodes, has the sync lock, and has polled
-//!   every candidate known on those nodes for the largest term it accepted. It answers as
-//!   leader ([`Member::is_leader`], leader calls, casts) only once candidates on a majority of
-//!   the group's nodes (its own included) accepted its term; until then calls wait.
+//!   every member known on those nodes for the largest term it accepted. It answers as
+//!   leader ([`Member::is_leader`], leader calls, casts) only once members on a majority of
+//!   the group's nodes (its own included) accepted its term; until then calls wait. So two
+//!   candidates and a worker on three nodes fail over when the leader's node goes: the other
+//!   candidate holds the lock on its node and the worker's.
 //! - *Stepping down*: a leader that no longer holds the lock on a majority of the group's nodes
 //!   among those it considers up (a node went down or was cut off, a surrender) steps down at
 //!   once: `LeaderChanged(None)`, the [`Callbacks::stepped_down`] callback, `Uncertain` to every
@@ -94,21 +97,26 @@
 //! stepped back (lock versions start at the node's start time, so a restarted node with a slow
 //! clock hands out lower ones). In majority mode:
 //!
-//! 1. A leader writes (answers a leader call) only once candidates on a majority `Q` of the
+//! 1. A leader writes (answers a leader call) only once members on a majority `Q` of the
 //!    group's nodes accepted its term `T`, and only while it holds the election lock on a
 //!    majority `M1`; a member's accepted term only grows.
 //! 2. The next leader starts its poll only once it holds the election lock on a majority `M`
 //!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
 //!    granted to it only after the old leader lost it, so after the old leader's last write.
-//!    It polls every candidate known on `M` (every live candidate is queued for the lock on
-//!    its own node, and it waits for views of `M` newer than its grants, so it knows them), and
-//!    its epoch exceeds every term they answer with (every message carries the largest term
-//!    its sender accepted).
-//! 3. `Q` and `M` share a node; a candidate there accepted `T` before the old leader's first
+//!    It polls every member known on `M` (every live candidate is queued for the lock on
+//!    its own node, and it waits for views of `M` newer than its grants, so it knows them; a
+//!    worker says `Hello` to every candidate it sees in a view), and its epoch exceeds every
+//!    term they answer with (every message carries the largest term its sender accepted).
+//! 3. `Q` and `M` share a node; a member there accepted `T` before the old leader's first
 //!    write, and answers the poll after its last: with a term at least `T`. So the new term
 //!    exceeds `T`, whatever the clocks and lock versions say.
 //!
-//! This rests on the members that accepted a term living on: a group whose members on a
+//! This rests on the members that accepted a term living on, and on the next leader knowing
+//! the workers of `M` when it polls: a worker that accepted `T` is known to a candidate from
+//! its `Hello`, sent when it first sees the candidate in a view, so a candidate that queued on
+//! the worker's node after the worker accepted `T`, and whose poll ends before that `Hello`
+//! arrives, may miss it (its epoch still exceeds its grant's version there, above the old
+//! leader's). Candidates on a majority of the nodes close that gap. And a group whose members on a
 //! majority of its nodes all restarted forgets the terms (nothing is written to disk). In
 //! islands mode terms grow the same way within a connected group, and an island's leader has
 //! a term above every term its members accepted; across islands two leaders can hold terms

@@ -276,6 +276,61 @@ fn sim_majority_mode_cut_off_leader_steps_down_and_the_majority_elects() {
     }
 }
 
+/// Majority mode over a mix of candidates and workers, one member per node and no configured
+/// nodes: every member's node counts, so when the leader's node crashes the remaining nodes
+/// (a majority) elect another candidate and every member there, workers included, follows
+/// it; checked after every step for two leaders. The node comes back with its role.
+#[test]
+fn sim_majority_mode_workers_nodes_count_and_a_crashed_leader_is_replaced() {
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x3012);
+        let count = 3 + seed as usize % 3;
+        let mut sim = Sim::new(seed, "mix");
+        let nodes: Vec<_> = (0..count).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.check_single_leader = true;
+        sim.full_mesh();
+        // Two candidates at least (one to lead, one to take over), the rest at random.
+        let roles: Vec<Role> = (0..count)
+            .map(|i| {
+                if i < 2 || rng.chance(2) {
+                    Role::Candidate
+                } else {
+                    Role::Worker
+                }
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..count).collect();
+        for i in (1..count).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        for &i in &order {
+            sim.add_member(&nodes[i], roles[i]);
+        }
+        quiet(&mut sim, seed, "start");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for round in 0..3 {
+            let before = sim.proven_terms.last().cloned().expect("a leader");
+            let victim = before.leader.node().clone();
+            let role = roles[nodes.iter().position(|n| n == &victim).expect("a node")];
+            sim.crash(&victim);
+            quiet(&mut sim, seed, &format!("crash {round} of {victim}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
+            let after = sim.proven_terms.last().cloned().expect("a leader");
+            assert_ne!(after.leader.node(), &victim, "seed {seed} round {round}");
+            assert!(
+                after > before,
+                "seed {seed} round {round}: {after} > {before}"
+            );
+            sim.restart(&victim, role);
+            quiet(&mut sim, seed, &format!("restart {round} of {victim}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
+        }
+    }
+}
+
 /// Majority mode with crashes: stores through random members, then, a random number of steps
 /// later (mid-broadcast, often), the leader's node (or another) crashes and loses its state,
 /// and comes back empty later. A store acknowledged before a crash is on a majority of the

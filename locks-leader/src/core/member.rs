@@ -57,9 +57,7 @@ impl<C: Callbacks> MemberCore<C> {
         });
         let me = MemberId::of_agent(&agent_id);
         let mut group = options.configured_nodes().clone();
-        if role == Role::Candidate {
-            group.insert(me.node().clone());
-        }
+        group.insert(me.node().clone());
         MemberCore {
             cb: callbacks,
             s: Inner {

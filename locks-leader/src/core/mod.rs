@@ -35,7 +35,7 @@
 //!   a request extended to a new node) steps down at once and says `Uncertain`.
 //! - *Majority mode* (module `majority`): `Syncing` also needs the lock on a majority of the
 //!   group's nodes and a poll of the candidates there before the term is taken; a `Leader`
-//!   answers as leader only once candidates on a majority accepted its term (`Accepted`), and
+//!   answers as leader only once members on a majority accepted its term (`Accepted`), and
 //!   steps down when it loses the majority or its leases no longer prove it
 //!   ([`MemberCore::check_leases`]).
 //!

@@ -40,7 +40,7 @@ impl<C: Callbacks> MemberCore<C> {
         if m == &self.s.me || (!from_message && !self.s.alive.contains(m.node())) {
             return false;
         }
-        self.s.note_candidate(m, role);
+        self.s.note_member(m);
         if let Some(k) = self.s.members.get_mut(m) {
             k.role = role;
             return false;

@@ -49,11 +49,19 @@ impl Sim {
                 continue;
             }
             if self.options.mode() == ElectionMode::Majority {
-                let group: BTreeSet<&NodeId> = self
+                // The group's nodes: configured, and every member's (workers' too), as any
+                // member ever knew them (the set only grows).
+                let known: Vec<NodeId> = self
                     .members
+                    .values()
+                    .flat_map(|sm| sm.core.group_nodes())
+                    .collect();
+                let group: BTreeSet<&NodeId> = self
+                    .options
+                    .configured_nodes()
                     .iter()
-                    .filter(|(_, sm)| sm.core.role() == Role::Candidate)
-                    .map(|(m, _)| m.node())
+                    .chain(self.members.keys().map(|m| m.node()))
+                    .chain(known.iter())
                     .collect();
                 let inside = comp.iter().filter(|n| group.contains(n)).count();
                 if inside * 2 <= group.len() {

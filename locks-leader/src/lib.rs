@@ -71,6 +71,18 @@
 //!   The margin (lock delay − lease) must cover the time the old leader's node takes to handle
 //!   the node-down event; a node whose thread stalls longer than that can overlap, as with any
 //!   lease (see `locks_server::lease` for the node layer's side of the argument).
+//! - *A leader that stays put*: a node that comes up while a member leads (a new node, a
+//!   restarted one, one whose members resume after a pause) is watched but not asked for the
+//!   election lock, so nothing that joins can make the leader wait for it or lose the lock in
+//!   a deadlock resolution: leadership moves only when the leader loses its majority, stops,
+//!   or its node goes down. What a service sees: on a *join* or a *rejoin* the new members
+//!   get `AmLeader` from the current leader (`elected` runs for them on the leader, with the
+//!   same term) and follow it; on a *resume* the paused member's own leases have lapsed, so
+//!   it steps down (`stepped_down`) before it answers as leader, and follows whoever leads
+//!   now. The cost: the leader holds the lock only on nodes that were up when it took the
+//!   lead, so after rejoins it may hold a bare majority, and a join that grows the group or
+//!   the loss of one more of its nodes then makes it step down and the election run over
+//!   every node up (module `core::tenure` has the argument).
 //! - *Refusals*: a member that sees fewer than a majority of the group's nodes answers leader
 //!   calls with [`CallError::NoMajority`] at once, and fails the ones it held.
 //! - *Limits*: with no nodes configured, a member started alone counts a majority of the nodes
@@ -189,8 +201,9 @@
 //! # Contracts
 //!
 //! - In a connected group of nodes (every node connected to every other) that stays unchanged,
-//!   exactly one candidate ends up leading, holding the election lock on every node, and every
-//!   member follows it; its term is at least every term a member there has accepted.
+//!   exactly one candidate ends up leading, holding the election lock on every node (in
+//!   majority mode: on every node that was up when it took the lead), and every member
+//!   follows it; its term is at least every term a member there has accepted.
 //! - Majority mode: at most one member at a time answers as leader (under the lease
 //!   assumptions above); an island with a majority of the group's nodes elects one leader, the
 //!   others none. Islands mode: each island of a netsplit elects its own leader; after a heal

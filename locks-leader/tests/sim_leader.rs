@@ -276,6 +276,123 @@ fn sim_majority_mode_cut_off_leader_steps_down_and_the_majority_elects() {
     }
 }
 
+/// The term of the member that leads, if one does.
+fn leading(sim: &Sim) -> Option<locks_leader::Term> {
+    sim.members
+        .values()
+        .find(|sm| sm.core.is_leader())
+        .and_then(|sm| sm.core.leader().cloned())
+}
+
+/// Whether the leader of `term` would still hold the lock on a majority of its group's nodes
+/// with `lost` gone and `joining` more nodes in the group.
+fn keeps_majority(
+    sim: &Sim,
+    term: &locks_leader::Term,
+    lost: Option<&NodeId>,
+    joining: usize,
+) -> bool {
+    let core = &sim.members[&term.leader].core;
+    let locks_leader::internal::State::Leader { grants, .. } = core.state() else {
+        return false;
+    };
+    let held = grants.iter().filter(|(n, _)| Some(n) != lost).count();
+    held > (core.group_nodes().len() + joining) / 2
+}
+
+/// Majority mode: a leader that holds its majority stays put while nodes join, crash and
+/// come back, and are cut off and heal; a cut-off leader is replaced, and when its node heals
+/// the new leader stays. Checked after every step for two leaders; after each event that
+/// leaves the leader the majority it holds, the leadership (its term) is unchanged. (A leader
+/// does not ask for the lock on nodes that came up while it leads, so it may hold a bare
+/// majority, and then the loss of one of its nodes, or a join, makes it step down.)
+#[test]
+fn sim_majority_mode_a_leader_stays_put_through_joins_rejoins_and_heals() {
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x57a7);
+        let (mut sim, mut nodes) = majority_group(seed, "stay", 3 + 2 * (seed as usize % 2));
+        for step in 0..8 {
+            let before = leading(&sim).expect("a leader");
+            let leader_node = before.leader.node().clone();
+            let others: Vec<_> = nodes
+                .iter()
+                .filter(|n| **n != leader_node)
+                .cloned()
+                .collect();
+            let other = others[rng.below(others.len())].clone();
+            let event = rng.below(4);
+            let stays = match event {
+                0 => {
+                    let stays = keeps_majority(&sim, &before, Some(&other), 0);
+                    sim.crash(&other);
+                    quiet(&mut sim, seed, &format!("step {step}: crash {other}"));
+                    sim.restart(&other, Role::Candidate);
+                    stays
+                }
+                1 => {
+                    let stays = keeps_majority(&sim, &before, Some(&other), 0);
+                    sim.islands(&[
+                        vec![other.clone()],
+                        sim.nodes().into_iter().filter(|n| n != &other).collect(),
+                    ]);
+                    quiet(&mut sim, seed, &format!("step {step}: cut off {other}"));
+                    sim.full_mesh();
+                    stays
+                }
+                2 if nodes.len() < 7 => {
+                    // A join grows the group: the leader stays if the nodes it holds are a
+                    // majority of the grown group too (it does not ask for the new node).
+                    let stays = keeps_majority(&sim, &before, None, 1);
+                    let n = sim.add_node(&format!("n{}", nodes.len()));
+                    for p in sim.nodes() {
+                        sim.connect(&n, &p);
+                    }
+                    let role = if rng.chance(3) {
+                        Role::Worker
+                    } else {
+                        Role::Candidate
+                    };
+                    sim.add_member(&n, role);
+                    nodes.push(n);
+                    stays
+                }
+                _ => {
+                    // The leader's node cut off (as a pause would): another leads, and keeps
+                    // leading when the old one's node heals.
+                    let rest: Vec<_> = sim
+                        .nodes()
+                        .into_iter()
+                        .filter(|n| n != &leader_node)
+                        .collect();
+                    sim.islands(&[vec![leader_node.clone()], rest]);
+                    quiet(&mut sim, seed, &format!("step {step}: cut off the leader"));
+                    let next = leading(&sim).expect("a leader in the majority");
+                    assert_ne!(next.leader, before.leader, "seed {seed} step {step}");
+                    sim.full_mesh();
+                    quiet(&mut sim, seed, &format!("step {step}: heal the old leader"));
+                    assert_eq!(
+                        leading(&sim),
+                        Some(next),
+                        "seed {seed} step {step}: the new leader moved"
+                    );
+                    false
+                }
+            };
+            quiet(&mut sim, seed, &format!("step {step}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+            if stays {
+                assert_eq!(
+                    leading(&sim),
+                    Some(before),
+                    "seed {seed} step {step} (event {event}, {other}): the leader moved\n{}",
+                    sim.describe()
+                );
+            }
+        }
+    }
+}
+
 /// Majority mode over a mix of candidates and workers, one member per node and no configured
 /// nodes: every member's node counts, so when the leader's node crashes the remaining nodes
 /// (a majority) elect another candidate and every member there, workers included, follows

@@ -173,5 +173,6 @@ impl<C: Callbacks> MemberCore<C> {
         let h = self.invoke(|cb, ctx| cb.stepped_down(ctx));
         self.handled(h);
         self.refuse_without_majority();
+        self.undefer();
     }
 }

@@ -84,6 +84,7 @@ impl<C: Callbacks> MemberCore<C> {
                 sync_held: None,
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
+                deferred: BTreeSet::new(),
                 confirm: Default::default(),
                 published: None,
                 stopped: false,
@@ -157,9 +158,9 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// The lock server of `node` is reachable (again, or for the first time): watch the lock
     /// there and (a candidate) extend the request to it. A leader whose request grows steps
-    /// down until it holds the lock there too.
+    /// down until it holds the lock there too; in majority mode a leader defers the node
+    /// instead (module `tenure`).
     pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
-        let _ = now;
         if self.s.stopped {
             return Vec::new();
         }
@@ -167,21 +168,12 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.alive.insert(node.clone()) {
             self.watch(node.clone());
         }
-        if let Some(agent) = &mut self.s.agent {
-            let mut effects = agent.node_up(node);
-            match agent.request(
-                self.s.lock.clone(),
-                Mode::WRITE,
-                std::slice::from_ref(node),
-                Req::AllAlive,
-            ) {
-                Ok(more) => effects.extend(more),
-                Err(e) => {
-                    debug!(member = %self.s.me, %node, %e, "cannot extend the election request")
-                }
-            }
-            self.agent_effects(effects);
+        if self.s.agent.is_some() && self.defers_nodes() {
+            self.s.deferred.insert(node.clone());
+        } else {
+            self.extend_request(node);
         }
+        self.retry_stash(now);
         self.take()
     }
 
@@ -193,7 +185,11 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.alive.remove(node);
         self.s.unleased.remove(node);
         self.s.views.remove(node);
-        if let Some(agent) = &mut self.s.agent {
+        // A deferred node's agent still knows it as it was before it came up.
+        let deferred = self.s.deferred.remove(node);
+        if let Some(agent) = &mut self.s.agent
+            && !deferred
+        {
             let effects = agent.node_down(node);
             self.agent_effects(effects);
         }
@@ -229,6 +225,7 @@ impl<C: Callbacks> MemberCore<C> {
         let _ = now;
         if let Some(agent) = &mut self.s.agent
             && !self.s.stopped
+            && !self.s.deferred.contains(node)
         {
             let effects = agent.unreachable(node);
             self.agent_effects(effects);

@@ -161,8 +161,17 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         }
         if !self.s.sees_majority() {
-            // Majority mode: no leader can be on this member's side of a partition.
-            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight ignored");
+            // Majority mode: no leader can be on this member's side of a partition, as far as
+            // it knows; the sender's message may have come before the node-up events of a
+            // heal, and a leader that stays put does not announce itself again: keep it until
+            // a majority is in sight (see `retry_stash`).
+            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight; kept aside");
+            self.s.stash = Some(Stashed {
+                from: from.clone(),
+                term,
+                grants,
+                msg,
+            });
             return;
         }
         if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
@@ -263,7 +272,8 @@ impl<C: Callbacks> MemberCore<C> {
         })
     }
 
-    /// Accepts the announcement kept aside if the views no longer contradict it.
+    /// Accepts the announcement kept aside if the views no longer contradict it and a majority
+    /// is in sight.
     pub(super) fn retry_stash(&mut self, now: Duration) {
         let Some(st) = self.s.stash.take() else {
             return;
@@ -273,7 +283,7 @@ impl<C: Callbacks> MemberCore<C> {
         {
             return;
         }
-        if self.contradicted(&st.from, &st.grants) {
+        if self.contradicted(&st.from, &st.grants) || !self.s.sees_majority() {
             self.s.stash = Some(st);
             return;
         }

@@ -495,3 +495,30 @@ fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
         "{effects:?}"
     );
 }
+
+/// Whether `effects` ask the lock server of `node` for the election lock.
+fn asks_lock_on(effects: &[Effect<Rec>], node: &NodeId) -> bool {
+    effects.iter().any(|e| {
+        matches!(e, Effect::Agent(AgentEffect::ToServer { node: x, request: ServerRequest::Lock { .. } }) if x == node)
+    })
+}
+
+#[test]
+fn a_leader_defers_a_node_that_comes_up_until_it_steps_down() {
+    let mut e = elect_b();
+    accept(&mut e);
+    assert!(e.b.is_leader());
+    // A node comes up: watched, but the leader does not queue there, and stays.
+    let effects = e.b.node_up(&n("d"), T0);
+    assert!(!asks_lock_on(&effects, &n("d")), "{effects:?}");
+    assert!(
+        effects.iter().any(|x| matches!(x, Effect::ToServer { node, request: ServerRequest::Watch { .. } } if node == &n("d"))),
+        "{effects:?}"
+    );
+    let effects = e.b.settle(T0);
+    assert!(e.b.is_leader(), "{effects:?}");
+    // It loses its majority: it steps down, and now asks for the lock on the deferred node.
+    let effects = e.b.node_down(&n("c"), T0);
+    assert!(!e.b.is_leader());
+    assert!(asks_lock_on(&effects, &n("d")), "{effects:?}");
+}

@@ -21,16 +21,15 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The figures of one N.
-#[derive(Default)]
 struct Figures {
     mesh_ms: f64,
     idle_cpu_pct: f64,
     rss_mb: f64,
     majority: Vec<u64>,
     all: Vec<u64>,
-    election_ms: f64,
-    herd_ms: f64,
-    failover_ms: f64,
+    election_ms: Result<f64, String>,
+    herd_ms: Result<f64, String>,
+    failover_ms: Result<f64, String>,
 }
 
 /// SCALE (module documentation).
@@ -58,16 +57,24 @@ fn measure(n: usize, samples: usize, limit: Duration) -> Result<Figures, String>
     let mut fleet = Fleet::start(&format!("s{n}n"), n, limit)?;
     let mut f = Figures {
         mesh_ms: ms(fleet.meshed_in),
-        ..Figures::default()
+        idle_cpu_pct: 0.0,
+        rss_mb: 0.0,
+        majority: Vec::new(),
+        all: Vec::new(),
+        election_ms: Err("not run".into()),
+        herd_ms: Err("not run".into()),
+        failover_ms: Err("not run".into()),
     };
     idle(&fleet, &mut f)?;
     let nodes = fleet.all_names();
     f.majority = locks(&mut fleet, &nodes, "majority", samples, limit)?;
     f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
-    let (leader, election) = elect(&mut fleet, limit)?;
-    f.election_ms = ms(election);
-    f.herd_ms = ms(herd(&mut fleet, &nodes, limit)?);
-    f.failover_ms = ms(failover(&mut fleet, &leader, limit)?);
+    let elected = elect(&mut fleet, limit);
+    f.election_ms = elected.as_ref().map(|(_, d)| ms(*d)).map_err(Clone::clone);
+    f.herd_ms = herd(&mut fleet, &nodes, limit).map(ms);
+    if let Ok((leader, _)) = &elected {
+        f.failover_ms = failover(&mut fleet, leader, limit).map(ms);
+    }
     Ok(f)
 }
 
@@ -214,66 +221,61 @@ fn failover(fleet: &mut Fleet, leader: &str, limit: Duration) -> Result<Duration
 /// The rows of one N, each with its growth over the same row of the previous N.
 fn rows_of(n: usize, f: &Figures, before: &mut BTreeMap<&'static str, f64>) -> Vec<Row> {
     let mut rows = Vec::new();
-    let mut add =
-        |key: &'static str, unit: &'static str, value: f64, lat: Option<&[u64]>, note: String| {
-            let p = lat.and_then(percentiles);
-            let growth = before
-                .insert(key, value)
-                .filter(|b| *b > 0.0)
-                .map(|b| format!("x2={:.2}", value / b))
-                .unwrap_or_default();
-            rows.push(Row {
-                name: format!("SCALE {n} {key}"),
-                unit,
-                outcome: Outcome::Measured(Measured {
-                    value,
-                    rank: RankBy::P50,
-                    min: value,
-                    max: value,
-                    p50_ns: p.as_ref().map(|p| p.p50),
-                    p99_ns: p.as_ref().map(|p| p.p99),
-                    ops: lat.map_or(1, |l| l.len() as u64),
-                    rounds: 1,
-                    floor: None,
-                    goal: None,
-                    notes: [note, growth]
-                        .into_iter()
-                        .filter(|s| !s.is_empty())
-                        .collect(),
-                }),
-            });
+    let mut add = |key: &'static str,
+                   unit: &'static str,
+                   value: &Result<f64, String>,
+                   lat: Option<&[u64]>,
+                   note: String| {
+        let value = match value {
+            Ok(v) => *v,
+            Err(e) => {
+                rows.push(Row::failed(format!("SCALE {n} {key}"), unit, e.clone()));
+                return;
+            }
         };
-    add("mesh", "ms", f.mesh_ms, None, String::new());
-    add(
-        "idle CPU/node",
-        "%",
-        f.idle_cpu_pct,
-        None,
-        format!("rss/node={:.1}MB", f.rss_mb),
-    );
-    let p50 = |l: &[u64]| percentiles(l).map_or(0.0, |p| p.p50 / 1e3);
+        let p = lat.and_then(percentiles);
+        let growth = before
+            .insert(key, value)
+            .filter(|b| *b > 0.0)
+            .map(|b| format!("x2={:.2}", value / b))
+            .unwrap_or_default();
+        rows.push(Row {
+            name: format!("SCALE {n} {key}"),
+            unit,
+            outcome: Outcome::Measured(Measured {
+                value,
+                rank: RankBy::P50,
+                min: value,
+                max: value,
+                p50_ns: p.as_ref().map(|p| p.p50),
+                p99_ns: p.as_ref().map(|p| p.p99),
+                ops: lat.map_or(1, |l| l.len() as u64),
+                rounds: 1,
+                floor: None,
+                goal: None,
+                notes: [note, growth]
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            }),
+        });
+    };
+    let none = String::new;
+    add("mesh", "ms", &Ok(f.mesh_ms), None, none());
+    let rss = format!("rss/node={:.1}MB", f.rss_mb);
+    add("idle CPU/node", "%", &Ok(f.idle_cpu_pct), None, rss);
+    let p50 = |l: &[u64]| Ok(percentiles(l).map_or(0.0, |p| p.p50 / 1e3));
     add(
         "Majority lock",
         "us p50",
-        p50(&f.majority),
+        &p50(&f.majority),
         Some(&f.majority),
-        String::new(),
+        none(),
     );
-    add(
-        "All lock",
-        "us p50",
-        p50(&f.all),
-        Some(&f.all),
-        String::new(),
-    );
-    add("election", "ms", f.election_ms, None, String::new());
-    add(
-        "herd",
-        "ms",
-        f.herd_ms,
-        None,
-        "msgs/grant=not measured".into(),
-    );
-    add("failover SIGKILL", "ms", f.failover_ms, None, String::new());
+    add("All lock", "us p50", &p50(&f.all), Some(&f.all), none());
+    add("election", "ms", &f.election_ms, None, none());
+    let note = "msgs/grant=not measured".to_string();
+    add("herd", "ms", &f.herd_ms, None, note);
+    add("failover SIGKILL", "ms", &f.failover_ms, None, none());
     rows
 }

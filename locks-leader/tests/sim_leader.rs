@@ -43,6 +43,21 @@ fn store_through_any_member(sim: &mut Sim, rng: &mut Rng, stores: &mut i64) {
     *stores += 1;
 }
 
+/// A new node joins, connected to `peers`, with a candidate (or, one time in three, a worker).
+fn join(sim: &mut Sim, rng: &mut Rng, nodes: &mut Vec<NodeId>, peers: &[NodeId]) {
+    let n = sim.add_node(&format!("n{}", nodes.len()));
+    for p in peers {
+        sim.connect(&n, p);
+    }
+    let role = if rng.chance(3) {
+        Role::Worker
+    } else {
+        Role::Candidate
+    };
+    sim.add_member(&n, role);
+    nodes.push(n);
+}
+
 /// `count` connected nodes with a candidate each, in majority mode over those nodes (checked
 /// after every step for two leaders), run until quiet.
 fn majority_group(seed: u64, group: &str, count: usize) -> (Sim, Vec<NodeId>) {
@@ -167,18 +182,9 @@ fn sim_islands_mode_random_netsplits_over_five_nodes() {
                 2 if nodes.len() < 7 => {
                     // A new node joins the island of a random node, with a candidate (or a
                     // worker) on it.
-                    let n = sim.add_node(&format!("n{}", nodes.len()));
                     let buddy = nodes[rng.below(nodes.len())].clone();
-                    for p in sim.peers(&buddy) {
-                        sim.connect(&n, &p);
-                    }
-                    let role = if rng.chance(3) {
-                        Role::Worker
-                    } else {
-                        Role::Candidate
-                    };
-                    sim.add_member(&n, role);
-                    nodes.push(n);
+                    let peers = sim.peers(&buddy);
+                    join(&mut sim, &mut rng, &mut nodes, &peers);
                 }
                 _ => store_through_any_member(&mut sim, &mut rng, &mut stores),
             }
@@ -343,17 +349,8 @@ fn sim_majority_mode_a_leader_stays_put_through_joins_rejoins_and_heals() {
                     // A join grows the group: the leader stays if the nodes it holds are a
                     // majority of the grown group too (it does not ask for the new node).
                     let stays = keeps_majority(&sim, &before, None, 1);
-                    let n = sim.add_node(&format!("n{}", nodes.len()));
-                    for p in sim.nodes() {
-                        sim.connect(&n, &p);
-                    }
-                    let role = if rng.chance(3) {
-                        Role::Worker
-                    } else {
-                        Role::Candidate
-                    };
-                    sim.add_member(&n, role);
-                    nodes.push(n);
+                    let peers = sim.nodes();
+                    join(&mut sim, &mut rng, &mut nodes, &peers);
                     stays
                 }
                 _ => {

@@ -8,6 +8,7 @@ mod common;
 mod sim;
 
 use locks_leader::{GroupOptions, Role};
+use locks_testing::sim::{assert_at_most, assert_at_most_quadratic, largest_over_seeds};
 use sim::Sim;
 
 /// The seeds each size is run with (the largest count is kept).
@@ -36,16 +37,7 @@ fn election(seed: u64, count: usize) -> (u64, u64) {
 
 /// The largest counts over the seeds for each size.
 fn measure(sizes: &[usize]) -> Vec<(usize, u64, u64)> {
-    sizes
-        .iter()
-        .map(|&n| {
-            let (m, r) = (0..SEEDS)
-                .map(|seed| election(seed, n))
-                .fold((0, 0), |(m, r), (m2, r2)| (m.max(m2), r.max(r2)));
-            println!("election, {n:2} candidates on {n:2} nodes: {m:7} messages, {r:5} rounds");
-            (n, m, r)
-        })
-        .collect()
+    largest_over_seeds("election", sizes, SEEDS, election)
 }
 
 /// The most the protocol may take for 3, 5, 8 and 16 nodes, as measured: (nodes, messages,
@@ -54,12 +46,7 @@ const MEASURED: [(usize, u64, u64); 4] = [(3, 58, 11), (5, 150, 14), (8, 355, 16
 
 #[test]
 fn election_costs_no_more_than_measured() {
-    for ((n, m, r), (_, m0, r0)) in measure(&[3, 5, 8, 16]).into_iter().zip(MEASURED) {
-        assert!(
-            m <= m0 && r <= r0,
-            "{n} nodes: {m} messages and {r} rounds, above {m0} and {r0}"
-        );
-    }
+    assert_at_most(&measure(&[3, 5, 8, 16]), &MEASURED);
 }
 
 /// Prints the counts up to 32 nodes (slow in a debug build: `cargo test --release -- --ignored`).
@@ -71,19 +58,5 @@ fn election_counts_up_to_32_nodes() {
 
 #[test]
 fn election_messages_and_rounds_grow_at_most_quadratically() {
-    let rows = measure(&[3, 5, 8, 16]);
-    let (n0, m0, r0) = rows[0];
-    for &(n, m, r) in &rows[1..] {
-        // Quadratic growth from the smallest size, with a factor 2 of slack for the constant
-        // terms a small group hides.
-        let bound = |base: u64| 2 * base * (n * n) as u64 / (n0 * n0) as u64;
-        assert!(
-            m <= bound(m0),
-            "{n} nodes: {m} messages, above quadratic growth from {m0}"
-        );
-        assert!(
-            r <= bound(r0),
-            "{n} nodes: {r} rounds, above quadratic growth from {r0}"
-        );
-    }
+    assert_at_most_quadratic(&measure(&[3, 5, 8, 16]));
 }

@@ -166,13 +166,7 @@ impl<C: Callbacks> MemberCore<C> {
             // heal, and a leader that stays put does not announce itself again: keep it until
             // a majority is in sight (see `retry_stash`).
             debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight; kept aside");
-            self.s.stash = Some(Stashed {
-                from: from.clone(),
-                term,
-                grants,
-                msg,
-            });
-            return;
+            return self.stash(from, term, grants, msg);
         }
         if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
             debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
@@ -184,13 +178,7 @@ impl<C: Callbacks> MemberCore<C> {
             // or that node is already down for it and not yet for this member. Keep it until
             // the views no longer contradict it (see `retry_stash`).
             debug!(member = %self.s.me, %from, %term, "am_leader contradicted by a view; kept aside");
-            self.s.stash = Some(Stashed {
-                from: from.clone(),
-                term,
-                grants,
-                msg,
-            });
-            return;
+            return self.stash(from, term, grants, msg);
         }
         self.s.stash = None;
         let previous = self.s.term().map(|t| t.leader.clone());
@@ -213,6 +201,22 @@ impl<C: Callbacks> MemberCore<C> {
         let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
         self.handled(h);
         self.flush_pending();
+    }
+
+    /// Keeps an announcement aside (see `retry_stash`).
+    fn stash(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        grants: Vec<(NodeId, u64)>,
+        msg: C::Broadcast,
+    ) {
+        self.s.stash = Some(Stashed {
+            from: from.clone(),
+            term,
+            grants,
+            msg,
+        });
     }
 
     pub(super) fn on_from_leader(

@@ -40,6 +40,14 @@ fn serve(
     out
 }
 
+/// The lock tables of nodes `b` and `c`, whose versions start far below [`old_term`].
+fn tables_b_c() -> BTreeMap<NodeId, LockTable> {
+    let mut tables = BTreeMap::new();
+    tables.insert(n("b"), LockTable::new(n("b"), ModeTable::standard(), 1000));
+    tables.insert(n("c"), LockTable::new(n("c"), ModeTable::standard(), 2000));
+    tables
+}
+
 /// The term of a leader on node `a`, long gone, whose node's clock was far ahead: every
 /// version the remaining nodes hand out is below it.
 fn old_term() -> Term {
@@ -61,9 +69,7 @@ fn elect_b() -> Elected {
     let options = GroupOptions::majority().nodes([n("a"), n("b"), n("c")]);
     let mut b = member_with("b", 1, Role::Candidate, &options);
     // Clocks stepped back: both remaining tables version far below the old term.
-    let mut tables = BTreeMap::new();
-    tables.insert(n("b"), LockTable::new(n("b"), ModeTable::standard(), 1000));
-    tables.insert(n("c"), LockTable::new(n("c"), ModeTable::standard(), 2000));
+    let mut tables = tables_b_c();
     let start = b.start(&[n("c")], T0).unwrap();
     let effects = serve(&mut b, &mut tables, start);
     assert!(
@@ -434,9 +440,7 @@ fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
     // three, and the lock on `b` and `c` is then a majority.
     let options = GroupOptions::majority().nodes([n("a")]);
     let mut b = member_with("b", 1, Role::Candidate, &options);
-    let mut tables = BTreeMap::new();
-    tables.insert(n("b"), LockTable::new(n("b"), ModeTable::standard(), 1000));
-    tables.insert(n("c"), LockTable::new(n("c"), ModeTable::standard(), 2000));
+    let mut tables = tables_b_c();
     let start = b.start(&[n("c")], T0).unwrap();
     let effects = serve(&mut b, &mut tables, start);
     assert!(

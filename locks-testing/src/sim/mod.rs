@@ -19,7 +19,7 @@ mod tables;
 mod trace;
 
 pub use net::Net;
-pub use rounds::Rounds;
+pub use rounds::{Rounds, assert_at_most, assert_at_most_quadratic, largest_over_seeds};
 pub use tables::{NodeTable, Route, SIM_SHARDS, Tables};
 pub use trace::Trace;
 

@@ -83,6 +83,57 @@ impl<E: Ord + Clone> Rounds<E> {
     }
 }
 
+/// Runs `run(seed, n)` (a run's messages and rounds) for each size over `seeds` seeds and
+/// keeps the largest counts of each size, printing a line per size headed `what`.
+pub fn largest_over_seeds(
+    what: &str,
+    sizes: &[usize],
+    seeds: u64,
+    run: impl Fn(u64, usize) -> (u64, u64),
+) -> Vec<(usize, u64, u64)> {
+    sizes
+        .iter()
+        .map(|&n| {
+            let (m, r) = (0..seeds)
+                .map(|seed| run(seed, n))
+                .fold((0, 0), |(m, r), (m2, r2)| (m.max(m2), r.max(r2)));
+            println!("{what}, {n:2} nodes: {m:7} messages, {r:5} rounds");
+            (n, m, r)
+        })
+        .collect()
+}
+
+/// Panics unless the messages and rounds of every size (`(n, messages, rounds)`, smallest
+/// first) are within quadratic growth from the first size's, with a factor 2 of slack for the
+/// constant terms a small cluster hides.
+pub fn assert_at_most_quadratic(rows: &[(usize, u64, u64)]) {
+    let Some(&(n0, m0, r0)) = rows.first() else {
+        return;
+    };
+    for &(n, m, r) in &rows[1..] {
+        let bound = |base: u64| 2 * base * (n * n) as u64 / (n0 * n0) as u64;
+        assert!(
+            m <= bound(m0),
+            "{n} nodes: {m} messages, above quadratic growth from {m0}"
+        );
+        assert!(
+            r <= bound(r0),
+            "{n} nodes: {r} rounds, above quadratic growth from {r0}"
+        );
+    }
+}
+
+/// Panics if any size took more messages or rounds than `most` says for it.
+pub fn assert_at_most(rows: &[(usize, u64, u64)], most: &[(usize, u64, u64)]) {
+    for (&(n, m, r), &(n0, m0, r0)) in rows.iter().zip(most) {
+        assert_eq!(n, n0, "the sizes measured and their bounds differ");
+        assert!(
+            m <= m0 && r <= r0,
+            "{n} nodes: {m} messages and {r} rounds, above {m0} and {r0}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 //! arrive, their CPU time and resident memory read from `/proc`, stopped by closing stdin
 //! (killed by their handle if they do not stop), one killed with SIGKILL on purpose.
 
+use crate::bench::cluster::stop_child;
 use crate::bench::rig::{COOKIE, err};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Write};
@@ -189,15 +190,7 @@ impl Drop for Fleet {
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         for p in &mut self.procs {
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = p.child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            // Our own child, by its handle.
-            let _ = p.child.kill();
-            let _ = p.child.wait();
+            stop_child(&mut p.child, deadline);
         }
     }
 }

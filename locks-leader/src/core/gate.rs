@@ -78,7 +78,8 @@ impl<C: Callbacks> MemberCore<C> {
         let held_all = agent.status().have_all_locks();
         let requested = self.requested();
         let missing: Vec<NodeId> = match self.gate() {
-            Some(g) if !requested.contains(&g) => vec![g],
+            // A node deferred by a leader stays so (module `tenure`), even as its gate.
+            Some(g) if !requested.contains(&g) && !self.s.deferred.contains(&g) => vec![g],
             _ if held_all => self
                 .s
                 .alive

@@ -123,13 +123,16 @@ pub fn assert_at_most_quadratic(rows: &[(usize, u64, u64)]) {
     }
 }
 
-/// Panics if any size took more messages or rounds than `most` says for it.
+/// Panics if any size took more than a quarter more messages or rounds than `most` says for
+/// it (the slack lets a change elsewhere move the counts a little; a change of the protocol's
+/// growth moves them far).
 pub fn assert_at_most(rows: &[(usize, u64, u64)], most: &[(usize, u64, u64)]) {
     for (&(n, m, r), &(n0, m0, r0)) in rows.iter().zip(most) {
         assert_eq!(n, n0, "the sizes measured and their bounds differ");
+        let (bm, br) = (m0 + m0 / 4, r0 + r0 / 4);
         assert!(
-            m <= m0 && r <= r0,
-            "{n} nodes: {m} messages and {r} rounds, above {m0} and {r0}"
+            m <= bm && r <= br,
+            "{n} nodes: {m} messages and {r} rounds, above {bm} and {br}"
         );
     }
 }

@@ -25,6 +25,7 @@ pub mod redis;
 pub mod report;
 pub mod rig;
 pub mod row;
+pub mod scale;
 pub mod stats;
 pub mod threads;
 pub mod uncontended;
@@ -64,6 +65,8 @@ pub enum Workload {
     Graph,
     /// The Redis mutex (with `--redis` only).
     Redis,
+    /// SCALE: 8 to 64 `node` processes (only when named: it starts up to 64 processes).
+    Scale,
     /// W1-metrics: W1 without and then with the Prometheus recorder (last in a full run: the
     /// recorder stays installed).
     #[value(name = "w1-metrics")]
@@ -136,7 +139,7 @@ impl Config {
 
     /// Whether `w` is selected.
     pub fn selected(&self, w: Workload) -> bool {
-        self.workloads.is_empty() || self.workloads.contains(&w)
+        (self.workloads.is_empty() && w != Workload::Scale) || self.workloads.contains(&w)
     }
 }
 
@@ -381,6 +384,9 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Graph) {
         plan.push(("GRAPH wait-for graph of a hot queue", graph::run));
+    }
+    if sel(Workload::Scale) {
+        plan.push(("SCALE 8 to 64 node processes", scale::run));
     }
     // Last: the recorder it installs stays for the rest of the process.
     if sel(Workload::W1Metrics) {

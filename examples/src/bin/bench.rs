@@ -19,7 +19,8 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(about, long_about = None)]
 struct Args {
-    /// Workloads to run (default: all). The floors always run.
+    /// Workloads to run (default: all but `scale`, which starts up to 64 processes). The floors
+    /// always run.
     #[arg(value_enum)]
     workloads: Vec<Workload>,
     /// A smoke run: small sizes, one round, no warm-up.

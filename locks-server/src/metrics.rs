@@ -30,6 +30,7 @@
 
 use crate::local::LocalTable;
 use crate::router::Router;
+use crate::router::peer::PeerFault;
 use crate::table::Census;
 use locks_core::{Mode, NodeId};
 use metrics::{
@@ -82,6 +83,10 @@ pub const LINK_MESSAGES: &str = "locks_link_messages_total";
 /// Frame bytes sent or received on a link (envelopes and heartbeats, without the length
 /// prefix), by `peer` and `direction` (counter).
 pub const LINK_BYTES: &str = "locks_link_bytes_total";
+
+/// Messages from peers refused because the peer may not send them, by `reason` (a
+/// [`PeerFault`](crate::router::peer::PeerFault) name) (counter).
+pub const PEER_MESSAGES_REFUSED: &str = "locks_peer_messages_refused_total";
 
 /// The causes of [`LOST`], as `locks-agent` names its loss causes.
 pub const LOST_CAUSES: [&str; 5] = [
@@ -162,6 +167,10 @@ pub fn describe() {
     );
     describe_gauge!(PEERS_UP, "Peers connected to this node (sampled).");
     describe_counter!(HANDSHAKES_REFUSED, "Failed handshakes, by reason.");
+    describe_counter!(
+        PEER_MESSAGES_REFUSED,
+        "Messages from peers refused because the peer may not send them (it spoke for another node, or carried an impossible version), by reason."
+    );
     describe_histogram!(
         LINK_RTT_SECONDS,
         Unit::Seconds,
@@ -202,6 +211,7 @@ pub struct NodeMetrics {
     pub aborts: Counter,
     lost: [Counter; LOST_CAUSES.len()],
     refused: [Counter; REFUSAL_REASONS.len()],
+    peer_refused: [Counter; PeerFault::ALL.len()],
     peers_up: Gauge,
     held: [Gauge; Mode::COUNT],
     granted: [Gauge; Mode::COUNT],
@@ -230,6 +240,9 @@ impl NodeMetrics {
             lost: LOST_CAUSES.map(|c| counter!(LOST, "node" => n.clone(), "cause" => c)),
             refused: REFUSAL_REASONS
                 .map(|r| counter!(HANDSHAKES_REFUSED, "node" => n.clone(), "reason" => r)),
+            peer_refused: PeerFault::ALL.map(
+                |f| counter!(PEER_MESSAGES_REFUSED, "node" => n.clone(), "reason" => f.name()),
+            ),
             peers_up: gauge!(PEERS_UP, "node" => n.clone()),
             held: per_mode(HELD),
             granted: per_mode(GRANTED),
@@ -255,6 +268,11 @@ impl NodeMetrics {
             .position(|r| *r == reason)
             .unwrap_or(5);
         self.refused[i].increment(1);
+    }
+
+    /// Counts a message from a peer refused for `fault`.
+    pub fn peer_refused(&self, fault: PeerFault) {
+        self.peer_refused[fault.index()].increment(1);
     }
 
     /// Sets the sampled gauges from a count of the table and the number of peers up.

@@ -22,6 +22,7 @@
 
 pub(crate) mod agents;
 mod messages;
+pub mod peer;
 pub use agents::Presence;
 use agents::{Agents, Mailbox};
 pub(crate) use messages::NodeDown;
@@ -67,6 +68,10 @@ pub struct Router {
     introspection: Introspection,
     /// The node's metric handles (`crate::metrics`), registered with the router.
     metrics: crate::metrics::NodeMetrics,
+    /// The largest version a peer's message may carry (`peer`).
+    ceiling: peer::VersionCeiling,
+    /// Warnings about refused peer messages, at most one per fault per interval.
+    warnings: crate::log_limit::LogLimiter,
 }
 
 impl std::fmt::Debug for Router {
@@ -89,6 +94,8 @@ impl Router {
             leaving: std::sync::atomic::AtomicBool::new(false),
             introspection: Introspection::default(),
             metrics: crate::metrics::NodeMetrics::register(&node),
+            ceiling: peer::VersionCeiling::default(),
+            warnings: crate::log_limit::LogLimiter::default(),
             node,
         }
     }
@@ -510,23 +517,26 @@ impl Router {
     /// way that server must not keep locks for an agent that is gone. The error is returned
     /// as well.
     ///
-    /// A peer speaks only for its own agents and members: a lock server request naming an
-    /// agent of another node (an `Unlock`, `Surrender` or `RemoveAgent` that would take another
-    /// node's locks), or a member message from a member of another node, is refused.
+    /// A peer speaks only for itself: every envelope is checked against `from` first
+    /// ([`peer::check`], whose documentation states the rules), and one that fails is dropped,
+    /// counted and warned about (at most once per fault per interval), and refused with
+    /// [`RouteError::Refused`].
     pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
-        let on_behalf_of = match &envelope.message {
-            WireMessage::Server(request) if request.agent().node() != from => {
-                Some(request.agent().to_string())
+        if let Err(fault) = peer::check(from, &envelope.message, |v| self.ceiling.admits(v)) {
+            self.metrics.peer_refused(fault);
+            match self.warnings.event(fault.name()) {
+                crate::log_limit::Verdict::Warn { suppressed } => tracing::warn!(
+                    node = %self.node, peer = %from, reason = fault.name(),
+                    suppressed_since_last_warning = suppressed,
+                    "a message from a peer refused: {fault}"
+                ),
+                crate::log_limit::Verdict::Quiet => {
+                    tracing::debug!(node = %self.node, peer = %from, reason = fault.name(), "a message from a peer refused")
+                }
             }
-            WireMessage::Member { from: member, .. } if member.node() != from => {
-                Some(member.to_string())
-            }
-            _ => None,
-        };
-        if let Some(on_behalf_of) = on_behalf_of {
-            return Err(RouteError::NotItsOwn {
+            return Err(RouteError::Refused {
                 from: from.clone(),
-                on_behalf_of,
+                fault,
             });
         }
         let Some(envelope) = introspect::intercept(self, from, envelope) else {

@@ -85,7 +85,7 @@ pub const LINK_MESSAGES: &str = "locks_link_messages_total";
 pub const LINK_BYTES: &str = "locks_link_bytes_total";
 
 /// Messages from peers refused because the peer may not send them, by `reason` (a
-/// [`PeerFault`](crate::router::peer::PeerFault) name) (counter).
+/// [`PeerFault`] name) (counter).
 pub const PEER_MESSAGES_REFUSED: &str = "locks_peer_messages_refused_total";
 
 /// The causes of [`LOST`], as `locks-agent` names its loss causes.

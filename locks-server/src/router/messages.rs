@@ -87,7 +87,7 @@ pub enum RouteError {
     },
     /// A peer sent a message that it may not send (it spoke for an agent, member or lock
     /// server of another node, or carried a version no node can have issued): refused and
-    /// dropped (see [`super::peer`]).
+    /// dropped (see `router/peer.rs`).
     #[error("a message from node {from} refused: {fault}")]
     Refused {
         /// The peer that sent it.

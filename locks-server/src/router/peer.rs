@@ -54,7 +54,7 @@ pub enum PeerFault {
     ForeignEdge,
     /// A probe that is not one cycle.
     MalformedProbe,
-    /// A version larger than any node could have issued by now ([`version_ceiling`]).
+    /// A version larger than any node could have issued by now (see `router/peer.rs`).
     FutureVersion,
 }
 

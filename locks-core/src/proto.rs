@@ -338,6 +338,22 @@ pub enum Rejection {
     QueueTooLarge,
 }
 
+impl Rejection {
+    /// A short name of the kind of refusal, for logs and metrics (never text from the server).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rejection::ModeNotInTable(_) => "mode not in table",
+            Rejection::NotHeld => "not held",
+            Rejection::NotWeaker { .. } => "not weaker",
+            Rejection::LockIdTooLarge(_) => "lock id too large",
+            Rejection::ShuttingDown => "shutting down",
+            Rejection::SurrenderNotHeld { .. } => "surrender not held",
+            Rejection::NotWaiting { .. } => "not waiting",
+            Rejection::QueueTooLarge => "queue too large",
+        }
+    }
+}
+
 /// A message to an agent.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AgentMessage {

@@ -138,6 +138,12 @@ impl Router {
         &self.metrics
     }
 
+    /// The node's limit on log lines that peers can cause, one per reason per interval (see
+    /// [`crate::log_limit`]).
+    pub fn warnings(&self) -> &crate::log_limit::LogLimiter {
+        &self.warnings
+    }
+
     /// Sets the local lock server's mailbox; done once when the node starts.
     pub(crate) fn set_server(&self, requests: Recipient<ToServer>, node_down: Recipient<NodeDown>) {
         let _ = self.server.set(ServerMailbox {
@@ -524,16 +530,11 @@ impl Router {
     pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
         if let Err(fault) = peer::check(from, &envelope.message, |v| self.ceiling.admits(v)) {
             self.metrics.peer_refused(fault);
-            match self.warnings.event(fault.name()) {
-                crate::log_limit::Verdict::Warn { suppressed } => tracing::warn!(
-                    node = %self.node, peer = %from, reason = fault.name(),
-                    suppressed_since_last_warning = suppressed,
-                    "a message from a peer refused: {fault}"
-                ),
-                crate::log_limit::Verdict::Quiet => {
-                    tracing::debug!(node = %self.node, peer = %from, reason = fault.name(), "a message from a peer refused")
-                }
-            }
+            crate::limited!(
+                self.warnings, fault.name(), warn,
+                node = %self.node, peer = %from, reason = fault.name(),
+                "a message from a peer refused: {fault}"
+            );
             return Err(RouteError::Refused {
                 from: from.clone(),
                 fault,

@@ -3,6 +3,8 @@
 //! the cluster (one that knows the cookie) could. [`RawPeer::sync`] waits until the node has
 //! handled everything sent before it: the node answers an introspection question in the order
 //! the link delivers envelopes, so its answer comes after every earlier envelope was routed.
+//! (A node answers a peer's questions in bursts of 8, then one per 100 ms: a test syncs a few
+//! times, not in a tight loop.)
 
 use crate::wait::within;
 use futures::{SinkExt, StreamExt};

@@ -162,7 +162,8 @@ pub async fn establish(
             transport
                 .codec_mut()
                 .set_max_frame_length(config.effective_max_frame());
-            tracing::info!(
+            crate::limited!(
+                config.warnings, "connection established", info,
                 node = %config.node, %peer, peer_addr = ?peer_addr, ?role,
                 "node connection established"
             );

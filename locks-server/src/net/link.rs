@@ -108,6 +108,7 @@ pub(crate) fn open(
         max_frame,
         lease,
         started,
+        warnings: config.warnings.clone(),
     };
     (link, driver)
 }
@@ -271,6 +272,8 @@ pub struct Driver {
     max_frame: usize,
     lease: Arc<LeaseCell>,
     started: std::time::Instant,
+    /// A peer that reconnects in a loop must not flood the log with its ends.
+    warnings: crate::log_limit::LogLimiter,
 }
 
 impl Driver {
@@ -290,6 +293,7 @@ impl Driver {
             max_frame,
             lease,
             started,
+            warnings,
         } = self;
         let (sink, stream) = transport.split();
         let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
@@ -346,10 +350,10 @@ impl Driver {
                 tracing::debug!(%node, %peer, peer_addr = ?peer_addr, "node connection closed")
             }
             DownReason::ClosedByPeer => {
-                tracing::info!(%node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
+                crate::limited!(warnings, "connection closed by peer", info, %node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
             }
             _ => {
-                tracing::warn!(%node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
+                crate::limited!(warnings, "connection down", warn, %node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
             }
         }
         let _ = down_tx.send(reason.clone());

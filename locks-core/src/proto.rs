@@ -313,8 +313,9 @@ pub enum Rejection {
         /// The mode asked for.
         requested: Mode,
     },
-    /// The lock id is deeper or larger than the server accepts.
-    #[error("lock id too large: {0}")]
+    /// The lock id is deeper or larger than the server accepts. The text comes from the
+    /// server: it is shown escaped and cut at 200 characters.
+    #[error("lock id too large: {}", crate::escape::Escaped::bounded(.0, 200))]
     LockIdTooLarge(String),
     /// The server is shutting down.
     #[error("the lock server is shutting down")]

@@ -11,6 +11,7 @@ use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::{Envelope, IntrospectRequest, Message};
 use locks_server::internal::net::frame::{decode_frame, encode_frame, length_codec};
+use locks_server::internal::net::session::Tagger;
 use locks_server::internal::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, Role};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -77,9 +78,14 @@ impl RawPeer {
             let frame = decode_frame(&bytes, MAX_FRAME).expect("a frame");
             step = hs.on_frame(frame, |_: &NodeId| false);
         }
+        let session = hs.session().expect("established").clone();
+        let tags = (
+            session.sealer(Role::Initiator),
+            session.opener(Role::Initiator),
+        );
         let (out, out_rx) = mpsc::unbounded_channel();
         let (in_tx, incoming) = mpsc::unbounded_channel();
-        let task = tokio::spawn(drive(framed, out_rx, in_tx));
+        let task = tokio::spawn(drive(framed, tags, out_rx, in_tx));
         RawPeer {
             out,
             incoming,
@@ -128,6 +134,7 @@ impl RawPeer {
 /// Carries frames both ways until the connection ends or the peer is dropped.
 async fn drive(
     mut framed: Framed<TcpStream, LengthDelimitedCodec>,
+    (mut sealer, mut opener): (Tagger, Tagger),
     mut out: mpsc::UnboundedReceiver<PeerFrame>,
     incoming: mpsc::UnboundedSender<Envelope>,
 ) {
@@ -137,18 +144,20 @@ async fn drive(
                 Some(frame) => frame,
                 None => return,
             },
-            bytes = framed.next() => match bytes.map(|b| b.map(|b| decode_frame(&b, MAX_FRAME))) {
-                Some(Ok(Ok(PeerFrame::Ping { seq }))) => PeerFrame::Pong { seq },
-                Some(Ok(Ok(PeerFrame::Payload(envelope)))) => {
+            bytes = framed.next() => match bytes.map(|b| b.map(|b| {
+                opener.open(&b).map(|frame| decode_frame(frame, MAX_FRAME))
+            })) {
+                Some(Ok(Some(Ok(PeerFrame::Ping { seq })))) => PeerFrame::Pong { seq },
+                Some(Ok(Some(Ok(PeerFrame::Payload(envelope))))) => {
                     let _ = incoming.send(envelope);
                     continue;
                 }
-                Some(Ok(Ok(_))) => continue,
+                Some(Ok(Some(Ok(_)))) => continue,
                 _ => return,
             },
         };
         let bytes = encode_frame(&frame, MAX_FRAME).expect("a frame");
-        if framed.send(bytes).await.is_err() {
+        if framed.send(sealer.seal(bytes)).await.is_err() {
             return;
         }
     }

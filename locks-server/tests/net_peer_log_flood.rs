@@ -6,22 +6,15 @@
 mod common;
 
 use common::logs::Capture;
-use common::net::{id, loopback, within};
+use common::net::{expect_event, id, loopback, within};
 use locks_core::proto::{AgentMessage, EntryState, LockNotice, Message};
 use locks_core::{AgentId, lock_id};
-use locks_server::{Node, NodeConfig, NodeEvent, NodeEvents};
+use locks_server::{Node, NodeConfig, NodeEvent};
 use locks_testing::peer::RawPeer;
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(20);
 const COOKIE: &str = "flood";
-
-async fn expect(events: &mut NodeEvents, event: NodeEvent) {
-    within(BOUND, "a node event", async {
-        while events.recv().await != Some(event.clone()) {}
-    })
-    .await;
-}
 
 #[tokio::test]
 async fn a_peer_that_misbehaves_in_a_loop_writes_a_bounded_number_of_lines() {
@@ -53,14 +46,14 @@ async fn a_peer_that_misbehaves_in_a_loop_writes_a_bounded_number_of_lines() {
     peer.sync().await;
     let mut events = node.subscribe_nodes();
     drop(peer);
-    expect(&mut events, NodeEvent::Down(id("c"))).await;
+    expect_event(&mut events, NodeEvent::Down(id("c"))).await;
 
     // Reconnects, each waited for until the node has it up, then down.
     for _ in 0..20 {
         let peer = RawPeer::connect(addr, "c", COOKIE, BOUND).await;
-        expect(&mut events, NodeEvent::Up(id("c"))).await;
+        expect_event(&mut events, NodeEvent::Up(id("c"))).await;
         drop(peer);
-        expect(&mut events, NodeEvent::Down(id("c"))).await;
+        expect_event(&mut events, NodeEvent::Down(id("c"))).await;
     }
 
     let warnings = capture.lines("WARN", "a");

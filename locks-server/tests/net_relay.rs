@@ -7,13 +7,13 @@
 
 mod common;
 
-use common::net::{id, init_tracing, loopback, within};
+use common::net::{expect_event, id, init_tracing, loopback, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, ServerRequest};
 use locks_core::{AgentId, Mode, lock_id};
 use locks_server::internal::net::PeerFrame;
 use locks_server::internal::net::frame::{encode_frame, length_codec};
-use locks_server::{Node, NodeConfig, NodeEvent, NodeEvents};
+use locks_server::{Node, NodeConfig, NodeEvent};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Framed;
@@ -21,13 +21,6 @@ use tokio_util::codec::Framed;
 const BOUND: Duration = Duration::from_secs(20);
 const COOKIE: &str = "relay-cookie";
 const MAX: usize = 1 << 16;
-
-async fn expect(events: &mut NodeEvents, event: NodeEvent) {
-    within(BOUND, "a node event", async {
-        while events.recv().await != Some(event.clone()) {}
-    })
-    .await;
-}
 
 #[tokio::test]
 async fn a_relayed_handshake_gives_the_relay_no_link() {
@@ -72,7 +65,7 @@ async fn a_relayed_handshake_gives_the_relay_no_link() {
         .unwrap()
         .unwrap();
     to_c.send(proof_b.freeze()).await.unwrap();
-    expect(&mut c_events, NodeEvent::Up(id("b"))).await;
+    expect_event(&mut c_events, NodeEvent::Up(id("b"))).await;
 
     // Now a lock in the name of b's agent: without the session's tag.
     let forged = Envelope::new(Message::Server(ServerRequest::Lock {
@@ -82,7 +75,7 @@ async fn a_relayed_handshake_gives_the_relay_no_link() {
     }));
     let frame = encode_frame(&PeerFrame::Payload(forged), MAX).unwrap();
     to_c.send(frame).await.unwrap();
-    expect(&mut c_events, NodeEvent::Down(id("b"))).await;
+    expect_event(&mut c_events, NodeEvent::Down(id("b"))).await;
     let snapshot = within(BOUND, "c's table", c.snapshot()).await.unwrap();
     assert!(snapshot.locks.is_empty(), "{snapshot:?}");
     dial.abort();

@@ -135,3 +135,12 @@ impl actix::Handler<locks_server::internal::Deliver> for ChannelAgent {
         }
     }
 }
+
+/// Waits (within 20 s) until `events` reports `event`, skipping the others.
+#[allow(dead_code)]
+pub async fn expect_event(events: &mut locks_server::NodeEvents, event: locks_server::NodeEvent) {
+    within(std::time::Duration::from_secs(20), "a node event", async {
+        while events.recv().await != Some(event.clone()) {}
+    })
+    .await;
+}

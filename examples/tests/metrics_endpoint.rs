@@ -175,3 +175,24 @@ fn a_bad_metrics_address_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("bad metrics address"), "{stderr}");
 }
+
+#[test]
+fn idle_sockets_held_open_do_not_keep_a_scraper_out() {
+    let deadline = Deadline::after(Duration::from_secs(30));
+    let extra = ["--metrics", "127.0.0.1:0"];
+    let mut n1 = Proc::start_with("n1", &[], COOKIE, "warn", deadline, &extra);
+    let addr = metrics_addr(&mut n1);
+    // Three times the endpoint's connections, connected and silent, kept open.
+    let idle: Vec<TcpStream> = (0..48)
+        .map(|_| TcpStream::connect_timeout(&addr, deadline.left()).expect("connects"))
+        .collect();
+    for _ in 0..10 {
+        let samples = scrape(addr, &deadline);
+        assert!(
+            samples
+                .keys()
+                .any(|k| k.starts_with("locks_transactions_begun_total"))
+        );
+    }
+    drop(idle);
+}

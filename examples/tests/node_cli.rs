@@ -14,6 +14,11 @@ use std::time::Duration;
 /// Runs a lone node with `args`, feeds it `input`, and returns its stdout lines (the node exits
 /// at the end of its stdin); fails after 20 s.
 fn run(args: &[&str], input: &str) -> Vec<String> {
+    run_bytes(args, input.as_bytes())
+}
+
+/// [`run`] with any bytes for input.
+fn run_bytes(args: &[&str], input: &[u8]) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
         .args(["--name", "n1", "--exit-on-eof", "--no-data-dir"])
         .args(args)
@@ -23,7 +28,11 @@ fn run(args: &[&str], input: &str) -> Vec<String> {
         .spawn()
         .expect("the node binary starts");
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).unwrap();
+    let input = input.to_vec();
+    // Written from a thread: the node's answers could fill the pipe before it reads all.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -33,8 +42,8 @@ fn run(args: &[&str], input: &str) -> Vec<String> {
             .collect();
         let _ = tx.send(lines);
     });
-    drop(stdin);
     let lines = rx.recv_timeout(Duration::from_secs(20));
+    let _ = writer.join();
     let _ = child.kill();
     let _ = child.wait();
     lines.expect("the node exits at the end of its stdin")
@@ -172,4 +181,34 @@ fn a_lock_lost_with_its_node_is_printed_unasked() {
     n1.child.kill().unwrap();
     let lost = n2.expect("t1 lost", |l| l.starts_with("lost t1 "));
     assert_eq!(lost, "lost t1 r/x n1 node-down");
+}
+
+#[test]
+fn a_bad_stdin_line_is_an_error_for_that_line_and_lock_paths_are_escaped_tokens() {
+    let mut input = b"lock t1 caf%C3%A9/a%0Ab%2Fc\n\xff\xfe status t1\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', 70_000));
+    input.extend_from_slice(b"\nlock t2 bad%zz\ntable\nstatus t1\n");
+    let lines = run_bytes(&[], &input);
+    assert!(
+        lines.contains(&"error - line is not UTF-8; ignored".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"error - line too long: 70000 bytes (at most 65536); ignored".to_owned()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("error t2 bad %-escape")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("lock caf%C3%A9/a%0Ab%2Fc v")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"status t1 have_all_locks".to_owned()),
+        "{lines:?}"
+    );
 }

@@ -189,6 +189,7 @@ impl Agent {
     fn execute(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
         let mut abort = None;
         let id = &self.guard.id;
+        let router = &self.guard.router;
         let (callers, events, subscriptions, surrender_calls) = (
             &mut self.callers,
             &mut self.events,
@@ -215,8 +216,12 @@ impl Agent {
                     return ControlFlow::Break(());
                 }
                 Effect::Rejected { node, lock, reason } => {
-                    // The status tells the client when it matters; the log says why.
-                    warn!(agent = %id, %lock, %node, %reason, "lock server refused a request");
+                    // The status tells the client when it matters; the log says why, as often
+                    // as a peer's server may make it.
+                    locks_server::limited!(
+                        router.warnings(), reason.name(), warn,
+                        agent = %id, %lock, %node, %reason, "lock server refused a request"
+                    );
                 }
                 Effect::Watched { node, lock, view } => {
                     subscriptions.deliver(&node, &lock, &view);

@@ -126,7 +126,8 @@ impl fmt::Display for Key {
         match self {
             Key::Int(i) => write!(f, "{i}"),
             Key::UInt(i) => write!(f, "{i}"),
-            Key::Str(s) => f.write_str(s),
+            // Escaped: a key comes from whoever asked for the lock, and is shown in logs.
+            Key::Str(s) => write!(f, "{}", crate::escape::Escaped::new(s)),
             Key::Bytes(b) => write!(f, "0x{}", BytesDisplay(b)),
         }
     }

@@ -33,8 +33,12 @@ pub enum NodeNameError {
     /// The name is longer than [`MAX_NODE_NAME`] bytes.
     #[error("node name is {0} bytes long; the limit is {MAX_NODE_NAME}")]
     TooLong(usize),
-    /// The name contains a control character or white space.
-    #[error("node name {0:?} contains white space or a control character")]
+    /// The name has a character outside the safe set: ASCII letters and digits, `-`, `_`, `.`
+    /// and `@` (so that a name reads the same everywhere it is shown and splits no list).
+    #[error(
+        "node name \"{}\" has a character other than ASCII letters, digits, '-', '_', '.' and '@'",
+        crate::escape::Escaped::bounded(.0, 64)
+    )]
     BadCharacter(String),
 }
 
@@ -76,7 +80,8 @@ impl PartialOrd for NodeId {
 }
 
 impl NodeId {
-    /// Checks and wraps a node name: 1 to 255 bytes, no white space or control characters.
+    /// Checks and wraps a node name: 1 to 255 bytes of ASCII letters, digits, `-`, `_`, `.`
+    /// and `@` ([`NodeNameError::BadCharacter`] says why).
     pub fn new(name: impl AsRef<str>) -> Result<NodeId, NodeNameError> {
         let name = name.as_ref();
         if name.is_empty() {
@@ -85,7 +90,10 @@ impl NodeId {
         if name.len() > MAX_NODE_NAME {
             return Err(NodeNameError::TooLong(name.len()));
         }
-        if name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'))
+        {
             return Err(NodeNameError::BadCharacter(name.to_owned()));
         }
         Ok(NodeId(Arc::from(name)))

@@ -7,6 +7,8 @@
 //! - [`NodeId`], [`AgentId`] and [`MemberId`]: who is who, with the total order the deadlock
 //!   algorithm needs;
 //! - [`proto`]: the messages between agents and lock servers, and [`codec`] for the wire;
+//! - [`escape`]: text from elsewhere (lock keys, a peer's reasons) made safe to show in a log
+//!   or on a terminal;
 //! - [`fence`]: a resource's check that refuses writes from holders whose grant is stale;
 //! - [`waits`]: who waits for whom in one lock queue (the edges of the wait-for graph);
 //! - [`LockWord`] and [`RwuLock`]: Chronicle Map's 64-bit read/update/write lock word and a
@@ -33,6 +35,7 @@
 #![deny(unsafe_code)]
 
 pub mod codec;
+pub mod escape;
 pub mod fence;
 pub mod id;
 pub mod ident;

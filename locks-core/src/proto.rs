@@ -313,8 +313,9 @@ pub enum Rejection {
         /// The mode asked for.
         requested: Mode,
     },
-    /// The lock id is deeper or larger than the server accepts.
-    #[error("lock id too large: {0}")]
+    /// The lock id is deeper or larger than the server accepts. The text comes from the
+    /// server: it is shown escaped and cut at 200 characters.
+    #[error("lock id too large: {}", crate::escape::Escaped::bounded(.0, 200))]
     LockIdTooLarge(String),
     /// The server is shutting down.
     #[error("the lock server is shutting down")]
@@ -336,6 +337,22 @@ pub enum Rejection {
     /// there, and the server has withdrawn it (a watch, likewise, has been dropped).
     #[error("the lock's queue is too large to be sent to the agent's node")]
     QueueTooLarge,
+}
+
+impl Rejection {
+    /// A short name of the kind of refusal, for logs and metrics (never text from the server).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Rejection::ModeNotInTable(_) => "mode not in table",
+            Rejection::NotHeld => "not held",
+            Rejection::NotWeaker { .. } => "not weaker",
+            Rejection::LockIdTooLarge(_) => "lock id too large",
+            Rejection::ShuttingDown => "shutting down",
+            Rejection::SurrenderNotHeld { .. } => "surrender not held",
+            Rejection::NotWaiting { .. } => "not waiting",
+            Rejection::QueueTooLarge => "queue too large",
+        }
+    }
 }
 
 /// A message to an agent.

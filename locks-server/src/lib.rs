@@ -77,6 +77,7 @@ pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal,
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
 pub use router::RouteError;
+pub use router::peer::{MAX_CLOCK_AHEAD, PeerFault};
 pub use table::{
     DEFAULT_MAX_DEPTH, Effects, EntrySnapshot, LockSnapshot, LockTable, TableEffect, TableInput,
     TableSnapshot, Undelivered,

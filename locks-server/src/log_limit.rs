@@ -5,8 +5,11 @@
 //! else. [`RateLimit`] is the pure decision: the first event of a reason in an interval is a
 //! warning that carries how many of that reason were held back since the previous warning;
 //! the others are held back (the caller logs them at DEBUG). [`LogLimiter`] is the shared
-//! shell the transport's tasks use. The reasons are a fixed set of names chosen by the code
-//! (never text from the peer), so the state stays small.
+//! shell the transport's tasks use, and [`limited!`](crate::limited) logs through it. The
+//! reasons are a fixed set of names chosen by the code (never text from the peer), so the
+//! state stays small. Lines a connected peer can cause (its reconnects, the notices to its
+//! agents dropped while it is away, the refusals its server sends this node's agents) are
+//! limited the same way, at their own level.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -97,6 +100,22 @@ impl LogLimiter {
             .unwrap_or_else(PoisonError::into_inner)
             .event(reason, Instant::now())
     }
+}
+
+/// Logs at `$level` through `$limiter` for `$reason` (a `&'static str`): the first event of
+/// the reason in an interval at that level, with `suppressed_since_last_warning`, the others
+/// at DEBUG. The rest are `tracing` fields and the message, as for `tracing::info!`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! limited {
+    ($limiter:expr, $reason:expr, $level:ident, $($rest:tt)+) => {
+        match $limiter.event($reason) {
+            $crate::internal::Verdict::Warn { suppressed } => {
+                ::tracing::$level!(suppressed_since_last_warning = suppressed, $($rest)+)
+            }
+            $crate::internal::Verdict::Quiet => ::tracing::debug!($($rest)+),
+        }
+    };
 }
 
 #[cfg(test)]

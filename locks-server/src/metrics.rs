@@ -24,12 +24,14 @@
 //! # Labels
 //!
 //! Every metric carries `node` (the node's name: a process runs few nodes). Per-mode gauges
-//! add `mode` (six values), link metrics `peer` (the peer node's name: peers are few), the
+//! add `mode` (six values), link metrics `peer` (the peer node's name: peers are few, and at
+//! most [`MAX_PEER_SERIES`] names get a series of their own, the rest `other`), the
 //! others a fixed set of values (`cause`, `reason`, `kind`, `direction`). Nothing is ever
 //! labelled by a lock id or an agent id.
 
 use crate::local::LocalTable;
 use crate::router::Router;
+use crate::router::peer::PeerFault;
 use crate::table::Census;
 use locks_core::{Mode, NodeId};
 use metrics::{
@@ -82,6 +84,10 @@ pub const LINK_MESSAGES: &str = "locks_link_messages_total";
 /// Frame bytes sent or received on a link (envelopes and heartbeats, without the length
 /// prefix), by `peer` and `direction` (counter).
 pub const LINK_BYTES: &str = "locks_link_bytes_total";
+
+/// Messages from peers refused because the peer may not send them, by `reason` (a
+/// [`PeerFault`] name) (counter).
+pub const PEER_MESSAGES_REFUSED: &str = "locks_peer_messages_refused_total";
 
 /// The causes of [`LOST`], as `locks-agent` names its loss causes.
 pub const LOST_CAUSES: [&str; 5] = [
@@ -162,6 +168,10 @@ pub fn describe() {
     );
     describe_gauge!(PEERS_UP, "Peers connected to this node (sampled).");
     describe_counter!(HANDSHAKES_REFUSED, "Failed handshakes, by reason.");
+    describe_counter!(
+        PEER_MESSAGES_REFUSED,
+        "Messages from peers refused because the peer may not send them (it spoke for another node, or carried an impossible version), by reason."
+    );
     describe_histogram!(
         LINK_RTT_SECONDS,
         Unit::Seconds,
@@ -202,6 +212,7 @@ pub struct NodeMetrics {
     pub aborts: Counter,
     lost: [Counter; LOST_CAUSES.len()],
     refused: [Counter; REFUSAL_REASONS.len()],
+    peer_refused: [Counter; PeerFault::ALL.len()],
     peers_up: Gauge,
     held: [Gauge; Mode::COUNT],
     granted: [Gauge; Mode::COUNT],
@@ -230,6 +241,9 @@ impl NodeMetrics {
             lost: LOST_CAUSES.map(|c| counter!(LOST, "node" => n.clone(), "cause" => c)),
             refused: REFUSAL_REASONS
                 .map(|r| counter!(HANDSHAKES_REFUSED, "node" => n.clone(), "reason" => r)),
+            peer_refused: PeerFault::ALL.map(
+                |f| counter!(PEER_MESSAGES_REFUSED, "node" => n.clone(), "reason" => f.name()),
+            ),
             peers_up: gauge!(PEERS_UP, "node" => n.clone()),
             held: per_mode(HELD),
             granted: per_mode(GRANTED),
@@ -255,6 +269,11 @@ impl NodeMetrics {
             .position(|r| *r == reason)
             .unwrap_or(5);
         self.refused[i].increment(1);
+    }
+
+    /// Counts a message from a peer refused for `fault`.
+    pub fn peer_refused(&self, fault: PeerFault) {
+        self.peer_refused[fault.index()].increment(1);
     }
 
     /// Sets the sampled gauges from a count of the table and the number of peers up.
@@ -290,6 +309,31 @@ pub(crate) async fn sample(table: Arc<LocalTable>, router: Arc<Router>) {
     }
 }
 
+/// How many peer names one process labels link metrics with; the links of any further peer
+/// count under `peer="other"`. A peer that reconnects reuses its series, so this bounds what a
+/// stream of new names (each with the cookie) can add to the exposition.
+pub const MAX_PEER_SERIES: usize = 256;
+
+/// The peer names link metrics are labelled with so far, with the node they are seen from.
+static PEER_SERIES: std::sync::Mutex<Option<std::collections::HashSet<(String, String)>>> =
+    std::sync::Mutex::new(None);
+
+/// The `peer` label of `peer`'s link from `node`: its name, or `other` once
+/// [`MAX_PEER_SERIES`] names have a series.
+fn peer_label(node: &str, peer: &str) -> String {
+    let mut seen = PEER_SERIES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let seen = seen.get_or_insert_with(Default::default);
+    let key = (node.to_owned(), peer.to_owned());
+    if seen.contains(&key) || seen.len() < MAX_PEER_SERIES {
+        seen.insert(key);
+        peer.to_owned()
+    } else {
+        "other".to_owned()
+    }
+}
+
 /// The handles of one link, registered when it opens (labelled by the peer's name).
 #[derive(Debug)]
 pub(crate) struct LinkMetrics {
@@ -303,7 +347,10 @@ pub(crate) struct LinkMetrics {
 impl LinkMetrics {
     /// The handles of the link from `node` to `peer`.
     pub fn register(node: &NodeId, peer: &NodeId) -> LinkMetrics {
-        let (n, p) = (node.as_str().to_owned(), peer.as_str().to_owned());
+        let (n, p) = (
+            node.as_str().to_owned(),
+            peer_label(node.as_str(), peer.as_str()),
+        );
         let dir = |name: &'static str, direction: &'static str| counter!(name, "node" => n.clone(), "peer" => p.clone(), "direction" => direction);
         LinkMetrics {
             sent_messages: dir(LINK_MESSAGES, "sent"),
@@ -311,6 +358,25 @@ impl LinkMetrics {
             received_messages: dir(LINK_MESSAGES, "received"),
             received_bytes: dir(LINK_BYTES, "received"),
             rtt: histogram!(LINK_RTT_SECONDS, "node" => n.clone(), "peer" => p.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_names_beyond_the_bound_share_one_series() {
+        let labels: Vec<String> = (0..MAX_PEER_SERIES + 50)
+            .map(|i| peer_label("bound-test", &format!("p{i}")))
+            .collect();
+        let own = labels.iter().filter(|l| *l != "other").count();
+        assert!(own <= MAX_PEER_SERIES);
+        assert!(labels.iter().rev().take(50).all(|l| l == "other"));
+        // A name that has its series keeps it.
+        if labels[0] == "p0" {
+            assert_eq!(peer_label("bound-test", "p0"), "p0");
         }
     }
 }

@@ -22,6 +22,7 @@
 
 pub(crate) mod agents;
 mod messages;
+pub mod peer;
 pub use agents::Presence;
 use agents::{Agents, Mailbox};
 pub(crate) use messages::NodeDown;
@@ -67,6 +68,10 @@ pub struct Router {
     introspection: Introspection,
     /// The node's metric handles (`crate::metrics`), registered with the router.
     metrics: crate::metrics::NodeMetrics,
+    /// The largest version a peer's message may carry (`peer`).
+    ceiling: peer::VersionCeiling,
+    /// Warnings about refused peer messages, at most one per fault per interval.
+    warnings: crate::log_limit::LogLimiter,
 }
 
 impl std::fmt::Debug for Router {
@@ -89,6 +94,8 @@ impl Router {
             leaving: std::sync::atomic::AtomicBool::new(false),
             introspection: Introspection::default(),
             metrics: crate::metrics::NodeMetrics::register(&node),
+            ceiling: peer::VersionCeiling::default(),
+            warnings: crate::log_limit::LogLimiter::default(),
             node,
         }
     }
@@ -129,6 +136,12 @@ impl Router {
     /// The node's metric handles (registered when the router was made).
     pub fn metrics(&self) -> &crate::metrics::NodeMetrics {
         &self.metrics
+    }
+
+    /// The node's limit on log lines that peers can cause, one per reason per interval (see
+    /// [`crate::log_limit`]).
+    pub fn warnings(&self) -> &crate::log_limit::LogLimiter {
+        &self.warnings
     }
 
     /// Sets the local lock server's mailbox; done once when the node starts.
@@ -510,23 +523,21 @@ impl Router {
     /// way that server must not keep locks for an agent that is gone. The error is returned
     /// as well.
     ///
-    /// A peer speaks only for its own agents and members: a lock server request naming an
-    /// agent of another node (an `Unlock`, `Surrender` or `RemoveAgent` that would take another
-    /// node's locks), or a member message from a member of another node, is refused.
+    /// A peer speaks only for itself: every envelope is checked against `from` first
+    /// ([`peer::check`], whose documentation states the rules), and one that fails is dropped,
+    /// counted and warned about (at most once per fault per interval), and refused with
+    /// [`RouteError::Refused`].
     pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
-        let on_behalf_of = match &envelope.message {
-            WireMessage::Server(request) if request.agent().node() != from => {
-                Some(request.agent().to_string())
-            }
-            WireMessage::Member { from: member, .. } if member.node() != from => {
-                Some(member.to_string())
-            }
-            _ => None,
-        };
-        if let Some(on_behalf_of) = on_behalf_of {
-            return Err(RouteError::NotItsOwn {
+        if let Err(fault) = peer::check(from, &envelope.message, |v| self.ceiling.admits(v)) {
+            self.metrics.peer_refused(fault);
+            crate::limited!(
+                self.warnings, fault.name(), warn,
+                node = %self.node, peer = %from, reason = fault.name(),
+                "a message from a peer refused: {fault}"
+            );
+            return Err(RouteError::Refused {
                 from: from.clone(),
-                on_behalf_of,
+                fault,
             });
         }
         let Some(envelope) = introspect::intercept(self, from, envelope) else {

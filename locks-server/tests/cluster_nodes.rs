@@ -319,7 +319,9 @@ async fn a_listen_address_in_use_is_an_error() {
 async fn silent_peer(addr: SocketAddr, name: &str) -> Framed<TcpStream, LengthDelimitedCodec> {
     let stream = TcpStream::connect(addr).await.unwrap();
     let deadline = Instant::now() + BOUND;
-    raw_handshake(stream, Role::Initiator, name, COOKIE, [0x42; 32], deadline).await
+    raw_handshake(stream, Role::Initiator, name, COOKIE, [0x42; 32], deadline)
+        .await
+        .framed
 }
 
 #[tokio::test]

@@ -153,7 +153,7 @@ fn a_peer_speaks_only_for_its_own_agents_and_members() {
     // An Unlock for an agent of node c, sent by node a, would release c's lock here.
     let forged = router.deliver_from(&id("a"), unlock(AgentId::new(id("c"), 1, 1)));
     assert!(
-        matches!(&forged, Err(RouteError::NotItsOwn { from, .. }) if *from == id("a")),
+        matches!(&forged, Err(RouteError::Refused { from, .. }) if *from == id("a")),
         "{forged:?}"
     );
     // a's own agent goes on to the lock server (which this bare router does not have).
@@ -167,7 +167,7 @@ fn a_peer_speaks_only_for_its_own_agents_and_members() {
     });
     assert!(matches!(
         router.deliver_from(&id("a"), member),
-        Err(RouteError::NotItsOwn { .. })
+        Err(RouteError::Refused { .. })
     ));
 }
 
@@ -216,7 +216,7 @@ fn every_lock_server_request_for_an_agent_of_another_node_is_refused() {
         let what = format!("{request:?}");
         let result = router.deliver_from(&id("a"), Envelope::new(Message::Server(request)));
         assert!(
-            matches!(&result, Err(RouteError::NotItsOwn { from, .. }) if *from == id("a")),
+            matches!(&result, Err(RouteError::Refused { from, .. }) if *from == id("a")),
             "{what}: {result:?}"
         );
     }

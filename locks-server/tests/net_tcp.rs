@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::net::{id as node, init_tracing, loopback, raw_handshake, within};
+use common::net::{RawLink, id as node, init_tracing, loopback, raw_handshake, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
@@ -71,7 +71,7 @@ async fn connect_b(addr: SocketAddr) -> Connection {
 
 /// Peer `b` (cookie `secret`) dials `addr` and runs the handshake by hand, so that the test
 /// controls every frame after it.
-async fn hand_run_peer_b(addr: SocketAddr) -> Framed<TcpStream, LengthDelimitedCodec> {
+async fn hand_run_peer_b(addr: SocketAddr) -> RawLink {
     let stream = TcpStream::connect(addr).await.unwrap();
     let deadline = Instant::now() + BOUND;
     let handshake = raw_handshake(stream, Role::Initiator, "b", "secret", [0x5a; 32], deadline);
@@ -164,8 +164,8 @@ async fn frames_sent_before_a_reset_are_delivered_though_a_write_failed_first() 
     let mut link = bounded("accept", listener.accept()).await.unwrap().start();
     const N: u64 = 50;
     for i in 0..N {
-        let frame = encode_frame(&PeerFrame::Payload(envelope(i)), MAX).unwrap();
-        bounded("b sends", peer.send(frame)).await.unwrap();
+        let frame = PeerFrame::Payload(envelope(i));
+        bounded("b sends", peer.send(&frame)).await.unwrap();
     }
     // a writes on and on; b reads none of it, so its close resets the connection.
     let sender = link.sender.clone();
@@ -420,19 +420,15 @@ async fn pings_go_to_a_quiet_peer_and_pings_are_answered() {
     let _link = bounded("accept", listener.accept()).await.unwrap().start();
     // The quiet peer is pinged...
     let seq = loop {
-        let bytes = bounded("ping", peer.next()).await.unwrap().unwrap();
-        if let PeerFrame::Ping { seq } = decode_frame(&bytes, MAX).unwrap() {
+        if let PeerFrame::Ping { seq } = bounded("ping", peer.next()).await.unwrap() {
             break seq;
         }
     };
     assert_eq!(seq, 1);
     // ...and its own ping is answered with the same sequence number.
-    peer.send(encode_frame(&PeerFrame::Ping { seq: 42 }, MAX).unwrap())
-        .await
-        .unwrap();
+    peer.send(&PeerFrame::Ping { seq: 42 }).await.unwrap();
     loop {
-        let bytes = bounded("pong", peer.next()).await.unwrap().unwrap();
-        match decode_frame(&bytes, MAX).unwrap() {
+        match bounded("pong", peer.next()).await.unwrap() {
             PeerFrame::Pong { seq } => {
                 assert_eq!(seq, 42);
                 break;

@@ -6,6 +6,8 @@
 //! - `recorded` (feature `metrics`): what a node recorded through the `metrics` facade, read
 //!   back from a `DebuggingRecorder`;
 //! - `cluster` (feature `cluster`): in-process nodes, every pair connected;
+//! - `peer` (feature `cluster`): a peer that speaks the wire protocol by hand, to send a node
+//!   what a misbehaving member could;
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
 //! - `sim` (feature `sim`): the deterministic simulation harness shared by
 //!   the agent simulations, the model checker and the leader simulations: the in-memory
@@ -23,6 +25,8 @@
 pub mod certs;
 #[cfg(feature = "cluster")]
 pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod peer;
 #[cfg(feature = "metrics")]
 pub mod recorded;
 pub mod seeded;

@@ -23,12 +23,14 @@ use examples::node_cli::config::{Overrides, metrics_addr, node_config};
 use examples::node_cli::events::print_events;
 use examples::node_cli::metrics::serve as serve_metrics;
 use examples::node_cli::print::{print_table, report_granted, status_word};
+use examples::node_cli::stdin::{Line, Lines};
 use examples::node_cli::{HELP, out};
 use examples::say;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::{Key, LockId, Mode, NodeId};
 use locks_leader::GroupOptions;
 use locks_server::NodeEvent;
+use locks_server::introspect::graph::key_from_slash;
 use locks_server::{Node, NodeConfig};
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -36,7 +38,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 
 /// Runs one locks node.
 #[derive(Debug, Parser)]
@@ -235,16 +237,19 @@ async fn main() {
     };
     let txns: Txns = Arc::default();
     let dicts: Dicts = Arc::default();
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = Lines::new(BufReader::new(tokio::io::stdin()));
     // Made once, before anything waits: from here on SIGTERM is only delivered to it.
     let mut stop = StopSignals::new();
     loop {
         let line = tokio::select! {
-            line = lines.next_line() => line,
+            line = lines.next() => line,
             () = stop.recv() => break,
         };
         match line {
-            Ok(Some(line)) => {
+            Ok(bad @ (Line::TooLong(_) | Line::NotUtf8)) => {
+                say!("{}", bad.error().unwrap_or_default())
+            }
+            Ok(Line::Text(line)) => {
                 if dict_command(&node, &dicts, line.trim()).await {
                     continue;
                 }
@@ -252,8 +257,8 @@ async fn main() {
                     break;
                 }
             }
-            Ok(None) | Err(_) if args.exit_on_eof => break,
-            Ok(None) | Err(_) => {
+            Ok(Line::End) | Err(_) if args.exit_on_eof => break,
+            Ok(Line::End) | Err(_) => {
                 // Stdin is closed (run in the background): serve until a signal.
                 stop.recv().await;
                 break;
@@ -509,7 +514,8 @@ fn parse_lock(node: &Node, path: &str, rest: &[&str]) -> Result<LockRequest, Str
         }
         _ => (rest, None),
     };
-    let lock = LockId::new(path.split('/').map(Key::from)).map_err(|e| e.to_string())?;
+    let keys = path.split('/').map(key_from_slash);
+    let lock = LockId::new(keys.collect::<Result<Vec<Key>, _>>()?).map_err(|e| e.to_string())?;
     let mode = match rest.first() {
         Some(m) => m.parse::<Mode>().map_err(|e| e.to_string())?,
         None => Mode::X,

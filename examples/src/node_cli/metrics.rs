@@ -7,19 +7,21 @@
 //! the address it is given and cannot say which port it got, and `--metrics 127.0.0.1:0` must
 //! report the port it bound (the caller prints it). Each connection gets one response and is
 //! closed; a request must arrive within [`REQUEST_TIMEOUT`] and fit in [`MAX_REQUEST`] bytes,
-//! and at most [`MAX_CONNECTIONS`] are served at once (the rest are closed at once), so a
-//! stuck or hostile client costs a bounded amount. A task runs the recorder's upkeep every
+//! and at most [`MAX_CONNECTIONS`] are served at once: a newcomer beyond that closes the oldest
+//! connection that has not sent its request yet (`Conns`), so idle sockets held open cannot
+//! keep a scraper out, and a stuck or hostile client costs a bounded amount. A task runs the recorder's upkeep every
 //! [`UPKEEP_INTERVAL`], which drains the histograms' buckets even when nobody scrapes.
 
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
 
-/// How long a client has to send its request.
+/// How long a client has to send its request (and to read the answer).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest request head read.
 pub const MAX_REQUEST: usize = 8 * 1024;
@@ -71,27 +73,105 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
 }
 
 async fn accept(listener: TcpListener, handle: PrometheusHandle) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let conns = Arc::new(Mutex::new(Conns::default()));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             // A failed accept (out of descriptors...) is not the endpoint's end; do not spin.
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            continue; // dropped: closed at once
+        let Some(id) = lock(&conns).admit() else {
+            continue; // every slot is answering: closed at once
         };
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(REQUEST_TIMEOUT, respond(stream, &handle)).await;
-            drop(slot);
+        let (handle, task_conns) = (handle.clone(), conns.clone());
+        let task = tokio::spawn(async move {
+            let _done = Done(task_conns.clone(), id);
+            let _ = tokio::time::timeout(
+                REQUEST_TIMEOUT,
+                respond(stream, &handle, || lock(&task_conns).answering(id)),
+            )
+            .await;
         });
+        lock(&conns).started(id, task.abort_handle());
+    }
+}
+
+fn lock(conns: &Mutex<Conns>) -> std::sync::MutexGuard<'_, Conns> {
+    conns
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Forgets a connection when its task ends, however it ends.
+struct Done(Arc<Mutex<Conns>>, u64);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        lock(&self.0).done(self.1);
+    }
+}
+
+/// The connections being served, oldest first, and whether each still waits for its request.
+#[derive(Debug, Default)]
+struct Conns {
+    next: u64,
+    live: VecDeque<Conn>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    id: u64,
+    task: Option<AbortHandle>,
+    reading: bool,
+}
+
+impl Conns {
+    /// A new connection's id, after closing the oldest one still waiting for its request if
+    /// [`MAX_CONNECTIONS`] are served; `None` if all of those are answering already.
+    fn admit(&mut self) -> Option<u64> {
+        if self.live.len() >= MAX_CONNECTIONS {
+            let oldest = self.live.iter().position(|c| c.reading)?;
+            if let Some(task) = self.live.remove(oldest).and_then(|c| c.task) {
+                task.abort();
+            }
+        }
+        let id = self.next;
+        self.next += 1;
+        self.live.push_back(Conn {
+            id,
+            task: None,
+            reading: true,
+        });
+        Some(id)
+    }
+
+    /// The task serving `id` runs.
+    fn started(&mut self, id: u64, task: AbortHandle) {
+        if let Some(c) = self.live.iter_mut().find(|c| c.id == id) {
+            c.task = Some(task);
+        }
+    }
+
+    /// `id` has its request: it is answered, not evicted.
+    fn answering(&mut self, id: u64) {
+        if let Some(c) = self.live.iter_mut().find(|c| c.id == id) {
+            c.reading = false;
+        }
+    }
+
+    /// `id` is closed.
+    fn done(&mut self, id: u64) {
+        self.live.retain(|c| c.id != id);
     }
 }
 
 /// Reads one request head and answers it: the metrics for `GET /metrics`, 404 for another
 /// path, 405 for another method, 400 for something that is not a request.
-async fn respond(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::Result<()> {
+async fn respond(
+    mut stream: TcpStream,
+    handle: &PrometheusHandle,
+    answering: impl FnOnce(),
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST {
@@ -101,6 +181,7 @@ async fn respond(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::R
         }
         head.extend_from_slice(&buf[..n]);
     }
+    answering();
     let line = head
         .split(|&b| b == b'\r' || b == b'\n')
         .next()
@@ -120,4 +201,29 @@ async fn respond(mut stream: TcpStream, handle: &PrometheusHandle) -> std::io::R
     );
     stream.write_all(response.as_bytes()).await?;
     stream.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newcomer_closes_the_oldest_connection_still_waiting_for_its_request() {
+        let mut conns = Conns::default();
+        let ids: Vec<u64> = (0..MAX_CONNECTIONS)
+            .map(|_| conns.admit().unwrap())
+            .collect();
+        conns.answering(ids[0]);
+        // Full: the oldest still reading (ids[1]) goes.
+        let late = conns.admit().unwrap();
+        assert!(conns.live.iter().all(|c| c.id != ids[1]));
+        assert_eq!(conns.live.len(), MAX_CONNECTIONS);
+        // When every one is answering, a newcomer is refused.
+        for c in conns.live.iter_mut() {
+            c.reading = false;
+        }
+        assert_eq!(conns.admit(), None);
+        conns.done(late);
+        assert!(conns.admit().is_some());
+    }
 }

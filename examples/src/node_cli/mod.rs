@@ -2,8 +2,8 @@
 //! file and flags ([`config`]), the test certificates of `--gen-certs` ([`certs`]), how a line
 //! is written to stdout ([`out`]), how tables, grants and statuses are printed
 //! ([`print`](mod@print)), how the cluster's tables and wait-for graph are printed
-//! ([`cluster`]), the transaction events it prints unasked ([`events`]), and its Prometheus
-//! endpoint ([`metrics`]). The binary owns the commands; this module owns the text.
+//! ([`cluster`]), the transaction events it prints unasked ([`events`]), its Prometheus
+//! endpoint ([`metrics`]), and how it reads its command lines ([`stdin`]). The binary owns the commands; this module owns the text.
 
 pub mod certs;
 pub mod cluster;
@@ -12,6 +12,7 @@ pub mod events;
 pub mod metrics;
 pub mod out;
 pub mod print;
+pub mod stdin;
 
 /// The commands the node reads on stdin, one per line, as `help` prints them.
 pub const HELP: &[&str] = &[

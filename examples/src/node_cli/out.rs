@@ -34,8 +34,21 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// Writes one line to stdout (with the time first under `--mono`). A closed stdout is ignored:
-/// the node keeps serving its peers.
+/// the node keeps serving its peers. Whatever the line holds, it stays one line: a line feed,
+/// carriage return or other control or invisible character in it is written escaped
+/// (`locks_core::escape`), though everything printed is escaped before it gets here (lock
+/// paths by `slash`, names by their character set).
 pub fn emit(line: &str) {
+    let escaped;
+    let line = if line
+        .chars()
+        .any(|c| c != '\\' && locks_core::escape::needs_escape(c))
+    {
+        escaped = locks_core::escape::Escaped::new(line).to_string();
+        escaped.as_str()
+    } else {
+        line
+    };
     let mut out = std::io::stdout().lock();
     let _ = if MONO.load(Ordering::Relaxed) {
         writeln!(out, "{} {line}", monotonic_ns())

@@ -375,7 +375,7 @@ impl Cluster {
             Ok(registered) => registered,
             Err(reason) => {
                 drop(state);
-                tracing::info!(node = %self.node, %peer, %reason, "connection not kept; closed");
+                crate::limited!(self.net.warnings, "connection not kept", info, node = %self.node, %peer, %reason, "connection not kept; closed");
                 let error = ConnectError::NotKept {
                     peer: peer.clone(),
                     reason,
@@ -410,7 +410,7 @@ impl Cluster {
         self.router.broadcast_node_event(&peer, true);
         state.emit(NodeEvent::Up(peer.clone()));
         drop(state);
-        tracing::info!(node = %self.node, %peer, role = ?registered.role, "node up");
+        crate::limited!(self.net.warnings, "node up", info, node = %self.node, %peer, role = ?registered.role, "node up");
         self.changed.notify_waiters();
         Ok(peer)
     }
@@ -458,7 +458,7 @@ impl Cluster {
         let waiters = state.down_waiters.remove(&link).unwrap_or_default();
         drop(state);
         if was_current {
-            tracing::info!(node = %self.node, %peer, reason, "node down");
+            crate::limited!(self.net.warnings, "node down", info, node = %self.node, %peer, reason, "node down");
         }
         for waiter in waiters {
             let _ = waiter.send(());

@@ -13,8 +13,9 @@
 //! same; DOT ids and labels are always quoted and escaped, whatever the lock keys contain.
 
 use super::ClusterView;
+use locks_core::escape::Escaped;
 use locks_core::waits::view_edges;
-use locks_core::{AgentId, LockId, ModeTable, NodeId};
+use locks_core::{AgentId, Key, LockId, ModeTable, NodeId};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
 
@@ -158,13 +159,60 @@ fn cyclic_components<'a>(
         .collect()
 }
 
-/// A lock id as the node binary writes it: its keys joined by `/`.
+/// A lock id as the node binary writes it: its keys joined by `/`, each as [`slash_key`]
+/// writes it, so that a path is always one token of one line.
 pub fn slash(lock: &LockId) -> String {
-    lock.keys()
-        .iter()
-        .map(|k| k.to_string())
-        .collect::<Vec<_>>()
-        .join("/")
+    let mut out = String::new();
+    for (i, key) in lock.keys().iter().enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        slash_key(key, &mut out);
+    }
+    out
+}
+
+/// Writes one key of a slash path: an integer as its digits, bytes as `0x` and their hex, and
+/// a string with each byte of its UTF-8 that is `%`, `/`, `@`, `,` or not a visible ASCII
+/// character (space, control characters, anything beyond ASCII) as `%` and two upper-case hex
+/// digits. [`key_from_slash`] reads it back.
+pub fn slash_key(key: &Key, out: &mut String) {
+    match key {
+        Key::Str(s) => {
+            for b in s.bytes() {
+                if b.is_ascii_graphic() && !matches!(b, b'%' | b'/' | b'@' | b',') {
+                    out.push(char::from(b));
+                } else {
+                    let _ = write!(out, "%{b:02X}");
+                }
+            }
+        }
+        key => {
+            let _ = write!(out, "{key}");
+        }
+    }
+}
+
+/// The string key one segment of a slash path names: each `%` and two hex digits is that byte
+/// (see [`slash_key`]), and the bytes must be UTF-8.
+pub fn key_from_slash(segment: &str) -> Result<Key, String> {
+    let bad = || format!("bad %-escape in the key {}", Escaped::bounded(segment, 64));
+    let mut bytes = Vec::with_capacity(segment.len());
+    let mut rest = segment.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        if b == b'%' {
+            let hex = tail.get(..2).ok_or_else(bad)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
+            bytes.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(b);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes)
+        .map(Key::from)
+        .map_err(|_| format!("the key {} is not UTF-8", Escaped::bounded(segment, 64)))
 }
 
 /// `s` as a quoted DOT id: backslashes and quotes escaped, line breaks written `\n`.
@@ -187,8 +235,7 @@ fn quoted(s: &str) -> String {
 impl WaitForGraph {
     /// One line per edge, in the graph's order:
     /// `edge <waiter> <blocker> <lock>@<node>`, followed by ` cycle` when the edge lies on a
-    /// cycle. (Lock keys are joined by `/`; a key with spaces makes the line ambiguous, the
-    /// DOT rendering is not.)
+    /// cycle. (Lock ids as [`slash`] writes them.)
     pub fn text_lines(&self) -> Vec<String> {
         self.edges
             .iter()

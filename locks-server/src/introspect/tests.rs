@@ -297,7 +297,7 @@ fn lock_keys_cannot_break_out_of_their_dot_label() {
     let graph = view(vec![table("n1", vec![report])], &[]).wait_for_graph(&ModeTable::default());
     let dot = graph.to_dot();
     check_dot(&dot, 1);
-    assert!(dot.contains(r#"[label="a\"b\\/c\nd}/{@n1"]"#), "{dot}");
+    assert!(dot.contains(r#"[label="a\"b\\/c%0Ad}/{@n1"]"#), "{dot}");
 }
 
 #[test]
@@ -345,4 +345,39 @@ fn a_table_reports_its_first_locks_by_id_and_how_many_it_has() {
     for (reported, snap) in all.locks.iter().zip(&snapshot.locks) {
         assert_eq!((&reported.lock, &reported.view), (&snap.lock, &snap.view()));
     }
+}
+
+#[test]
+fn a_slash_path_is_one_token_whatever_its_keys_hold_and_reads_back() {
+    use super::graph::{key_from_slash, slash};
+    use locks_core::{Key, LockId};
+    let forged = "x\ngranted t9 db/x a@1\nend-table";
+    let keys = [
+        forged,
+        "caf\u{e9}",
+        "a/b@c,d%e",
+        "\u{202e}\u{200b}",
+        "\x1b[2J",
+    ];
+    let lock = LockId::new(keys.iter().map(|k| Key::from(*k))).unwrap();
+    let path = slash(&lock);
+    assert!(
+        path.bytes().all(|b| b.is_ascii_graphic()),
+        "{path:?} is not one token"
+    );
+    assert!(path.starts_with("x%0Agranted%20t9%20db%2Fx%20a%401%0Aend-table/caf%C3%A9/"));
+    let back: Vec<Key> = path
+        .split('/')
+        .map(|s| key_from_slash(s).unwrap())
+        .collect();
+    assert_eq!(back, lock.keys());
+    assert!(key_from_slash("a%2").is_err());
+    assert!(key_from_slash("a%zz").is_err());
+    assert!(key_from_slash("%ff").is_err());
+}
+
+#[test]
+fn a_lock_id_in_a_log_line_stays_on_it() {
+    let lock = locks_core::lock_id!["x\nERROR forged", "\x1b[2J"];
+    assert_eq!(lock.to_string(), "[x\\nERROR forged, \\u{1b}[2J]");
 }

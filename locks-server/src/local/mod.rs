@@ -74,7 +74,7 @@ use locks_core::{AgentId, LockId, Mode};
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use tracing::{debug, warn};
+use tracing::debug;
 
 /// How many shards a node's table has.
 pub const SHARDS: usize = 16;
@@ -260,7 +260,7 @@ impl LocalTable {
             // A remote node that is down: its agents are removed by the node-down handling,
             // not here, so a partition does not look like a death.
             Err(RouteError::NodeDown(node)) => {
-                warn!(node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
+                crate::limited!(self.router.warnings(), "notice to a disconnected node", warn, node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
                 Delivery::Sent
             }
             Err(RouteError::Unsendable { node, reason }) => {

@@ -19,6 +19,7 @@ use crate::net::frame::{
 };
 use crate::net::handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal, Role, Step};
 use crate::net::link::{self, Driver, Link};
+use crate::net::session::{SessionKey, TAG_LEN};
 use crate::net::stream::NodeStream;
 use crate::net::tls;
 use bytes::Bytes;
@@ -159,15 +160,20 @@ pub async fn establish(
     };
     match outcome {
         HandshakeOutcome::Established { peer } => {
+            let Some(session) = hs.session().cloned() else {
+                unreachable!("an established handshake has its session key")
+            };
             transport
                 .codec_mut()
-                .set_max_frame_length(config.effective_max_frame());
-            tracing::info!(
+                .set_max_frame_length(config.effective_max_frame() + TAG_LEN);
+            crate::limited!(
+                config.warnings, "connection established", info,
                 node = %config.node, %peer, peer_addr = ?peer_addr, ?role,
                 "node connection established"
             );
             Ok(Connection {
                 peer,
+                session,
                 role,
                 peer_addr,
                 transport,
@@ -267,6 +273,8 @@ async fn linger_close(transport: &mut Transport, deadline: Instant) {
 #[derive(Debug)]
 pub struct Connection {
     peer: NodeId,
+    /// Tags every frame after the handshake (`crate::net::session`).
+    session: SessionKey,
     role: Role,
     peer_addr: Option<SocketAddr>,
     transport: Transport,
@@ -296,6 +304,7 @@ impl Connection {
     pub fn split(self) -> (Link, Driver) {
         link::open(
             self.peer,
+            &self.session,
             self.role,
             self.peer_addr,
             self.transport,

@@ -81,6 +81,10 @@ pub enum Malformed {
     /// source.
     #[error("the peer echoed our nonce")]
     EchoedNonce,
+    /// A frame after the handshake without the tag of the connection's session (forged,
+    /// replayed, reordered, or from someone who relayed another node's handshake).
+    #[error("a frame without this connection's session tag")]
+    BadTag,
 }
 
 impl PartialEq for Malformed {
@@ -97,7 +101,7 @@ impl PartialEq for Malformed {
                 },
             ) => got == got2 && waiting == waiting2,
             (AfterHandshake { got }, AfterHandshake { got: got2 }) => got == got2,
-            (EchoedNonce, EchoedNonce) => true,
+            (EchoedNonce, EchoedNonce) | (BadTag, BadTag) => true,
             _ => false,
         }
     }

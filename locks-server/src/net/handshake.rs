@@ -18,6 +18,9 @@
 //! acceptor never computes a proof for a peer that has not proved anything (as in Erlang's
 //! distribution handshake).
 //!
+//! Once established, [`Handshake::session`] holds the key that tags every later frame of the
+//! connection ([`crate::net::session`]), binding them to this handshake.
+//!
 //! The machine does no I/O and reads no clock: it takes frames, decode failures, the closing
 //! of the connection and ticks with `now`, and returns a [`Step`]: the frames to send, then
 //! possibly the outcome. The outcome comes exactly once; after it every input is ignored. A
@@ -38,6 +41,7 @@
 use crate::net::Cookie;
 use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
+use crate::net::session::SessionKey;
 use crate::net::tls::TlsFailure;
 use hmac::{Hmac, KeyInit, Mac};
 use locks_core::NodeId;
@@ -195,6 +199,8 @@ pub struct Handshake {
     nonce: Nonce,
     deadline: Instant,
     state: State,
+    /// The session's key, once established (`crate::net::session`).
+    session: Option<SessionKey>,
 }
 
 impl Handshake {
@@ -215,6 +221,7 @@ impl Handshake {
             nonce,
             deadline,
             state: State::AwaitHello,
+            session: None,
         };
         let step = match role {
             Role::Initiator => Step {
@@ -234,6 +241,12 @@ impl Handshake {
     /// When the handshake times out: the caller ticks at this instant at the latest.
     pub fn deadline(&self) -> Instant {
         self.deadline
+    }
+
+    /// The key every frame after the handshake is tagged with (`crate::net::session`): set
+    /// once the handshake is established, `None` before and after a refusal.
+    pub fn session(&self) -> Option<&SessionKey> {
+        self.session.as_ref()
     }
 
     /// Whether the outcome has been reported.
@@ -414,6 +427,12 @@ impl Handshake {
                 None => return self.refuse(Refusal::WrongCookie),
             },
         };
+        let (me, them) = ((&self.node, &self.nonce), (&peer, &peer_nonce));
+        let (initiator, acceptor) = match self.role {
+            Role::Initiator => (me, them),
+            Role::Acceptor => (them, me),
+        };
+        self.session = Some(SessionKey::derive(&self.cookie, initiator, acceptor));
         self.state = State::Done;
         Step {
             send,

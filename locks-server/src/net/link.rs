@@ -36,6 +36,7 @@ use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{PeerFrame, Transport, decode_frame, encode_frame, encode_payload};
 use crate::net::handshake::Role;
 use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+use crate::net::session::{SessionKey, Tagger};
 use bytes::Bytes;
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
@@ -65,6 +66,7 @@ fn now() -> std::time::Instant {
 /// Builds the owner's [`Link`] and the [`Driver`] of an established connection.
 pub(crate) fn open(
     peer: NodeId,
+    session: &SessionKey,
     role: Role,
     peer_addr: Option<SocketAddr>,
     transport: Transport,
@@ -108,6 +110,9 @@ pub(crate) fn open(
         max_frame,
         lease,
         started,
+        warnings: config.warnings.clone(),
+        sealer: session.sealer(role),
+        opener: session.opener(role),
     };
     (link, driver)
 }
@@ -271,6 +276,11 @@ pub struct Driver {
     max_frame: usize,
     lease: Arc<LeaseCell>,
     started: std::time::Instant,
+    /// A peer that reconnects in a loop must not flood the log with its ends.
+    warnings: crate::log_limit::LogLimiter,
+    /// Tags the frames this side sends, and checks the peer's (`crate::net::session`).
+    sealer: Tagger,
+    opener: Tagger,
 }
 
 impl Driver {
@@ -290,6 +300,9 @@ impl Driver {
             max_frame,
             lease,
             started,
+            warnings,
+            sealer,
+            opener,
         } = self;
         let (sink, stream) = transport.split();
         let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
@@ -299,7 +312,7 @@ impl Driver {
         // The halves borrow the stream; the block ends them before a lingering close reads it.
         let reason = {
             let mut reader = std::pin::pin!(read_loop(
-                &mut stream,
+                (&mut stream, opener),
                 in_tx,
                 ctrl_tx,
                 detector,
@@ -308,7 +321,7 @@ impl Driver {
                 &m
             ));
             let writer = write_loop(
-                sink,
+                (sink, sealer),
                 out_rx,
                 ctrl_rx,
                 close,
@@ -346,10 +359,10 @@ impl Driver {
                 tracing::debug!(%node, %peer, peer_addr = ?peer_addr, "node connection closed")
             }
             DownReason::ClosedByPeer => {
-                tracing::info!(%node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
+                crate::limited!(warnings, "connection closed by peer", info, %node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
             }
             _ => {
-                tracing::warn!(%node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
+                crate::limited!(warnings, "connection down", warn, %node, %peer, peer_addr = ?peer_addr, reason = %reason, "node connection down")
             }
         }
         let _ = down_tx.send(reason.clone());
@@ -377,8 +390,9 @@ async fn linger_closed(stream: &mut SplitStream<Transport>, linger: Duration) {
     let _ = timeout(linger, drain).await;
 }
 
+/// `stream`'s frames are checked by `opener` (`crate::net::session`).
 async fn read_loop(
-    stream: &mut SplitStream<Transport>,
+    (stream, mut opener): (&mut SplitStream<Transport>, Tagger),
     in_tx: mpsc::Sender<Envelope>,
     ctrl_tx: mpsc::Sender<PeerFrame>,
     mut detector: Heartbeat,
@@ -404,7 +418,10 @@ async fn read_loop(
                 let at = now();
                 detector.on_frame(at);
                 m.received_bytes.increment(bytes.len() as u64);
-                match decode_frame(&bytes, max_frame) {
+                let Some(frame) = opener.open(&bytes) else {
+                    return DownReason::Malformed(Malformed::BadTag);
+                };
+                match decode_frame(frame, max_frame) {
                     Err(e) => return DownReason::Malformed(e.into()),
                     Ok(PeerFrame::Payload(envelope)) => {
                         m.received_messages.increment(1);
@@ -457,8 +474,9 @@ fn lease_expired(detector: &Heartbeat, now: std::time::Instant) -> DownReason {
     }
 }
 
+/// Every frame fed to `sink` is tagged by `sealer` (`crate::net::session`).
 async fn write_loop(
-    mut sink: SplitSink<Transport, Bytes>,
+    (mut sink, mut sealer): (SplitSink<Transport, Bytes>, Tagger),
     mut out_rx: mpsc::Receiver<Bytes>,
     mut ctrl_rx: mpsc::Receiver<PeerFrame>,
     close: CancellationToken,
@@ -474,7 +492,7 @@ async fn write_loop(
     loop {
         let first = tokio::select! {
             biased;
-            () = close.cancelled() => return close_gracefully(sink, out_rx, linger).await,
+            () = close.cancelled() => return close_gracefully(sink, sealer, out_rx, linger).await,
             Some(frame) = ctrl_rx.recv() => match encode_frame(&frame, max_frame) {
                 Ok(bytes) => { count(&bytes, false); bytes }
                 Err(e) => {
@@ -484,10 +502,10 @@ async fn write_loop(
             },
             bytes = out_rx.recv() => match bytes {
                 Some(bytes) => { count(&bytes, true); bytes }
-                None => return close_gracefully(sink, out_rx, linger).await,
+                None => return close_gracefully(sink, sealer, out_rx, linger).await,
             },
         };
-        if let Err(e) = sink.feed(first).await {
+        if let Err(e) = sink.feed(sealer.seal(first)).await {
             return DownReason::Io(e.into());
         }
         // Batch: feed everything already queued, then flush once.
@@ -506,7 +524,7 @@ async fn write_loop(
                 },
             };
             m.sent_bytes.increment(next.len() as u64);
-            if let Err(e) = sink.feed(next).await {
+            if let Err(e) = sink.feed(sealer.seal(next)).await {
                 return DownReason::Io(e.into());
             }
         }
@@ -519,13 +537,14 @@ async fn write_loop(
 /// Writes what is queued, then shuts down our direction; bounded by `linger`.
 async fn close_gracefully(
     mut sink: SplitSink<Transport, Bytes>,
+    mut sealer: Tagger,
     mut out_rx: mpsc::Receiver<Bytes>,
     linger: Duration,
 ) -> DownReason {
     out_rx.close();
     let drain = async {
         while let Some(bytes) = out_rx.recv().await {
-            sink.feed(bytes).await?;
+            sink.feed(sealer.seal(bytes)).await?;
         }
         sink.close().await
     };

@@ -34,8 +34,10 @@
 //!   randomness are inputs. Only [`conn`], [`link`] and [`listen`] do I/O.
 //!
 //! Security note: the handshake authenticates peers against a shared cookie, as Erlang's
-//! distribution does; on its own it neither encrypts nor protects a connection from an active
-//! man in the middle. With [`NetConfig::tls`] set, every connection is first a mutually
+//! distribution does, and every frame after it carries a tag made with a key derived from the
+//! cookie and the handshake ([`session`]), so a relay of someone else's handshake gains nothing
+//! and a frame cannot be forged, replayed or reordered on the wire; on its own it does not
+//! encrypt (anyone on the path reads every lock id and name). With [`NetConfig::tls`] set, every connection is first a mutually
 //! verified TLS session ([`tls`]) and the cookie handshake runs inside it; without it, run
 //! clusters on a trusted network only.
 //!
@@ -48,6 +50,7 @@
 //! [`listen`]: crate::net::listen
 //! [`pending`]: crate::net::pending
 //! [`tls`]: crate::net::tls
+//! [`session`]: crate::net::session
 //! [`stream`]: crate::net::stream
 //! [`NetConfig::tls`]: crate::net::NetConfig::tls
 //! [`Link`]: crate::net::Link
@@ -65,6 +68,7 @@ pub mod heartbeat;
 pub mod link;
 pub mod listen;
 pub mod pending;
+pub mod session;
 pub mod stream;
 pub mod tls;
 

@@ -85,14 +85,15 @@ pub enum RouteError {
         /// Why.
         reason: String,
     },
-    /// A peer sent a request to the lock server on behalf of an agent (or a message from a
-    /// member) that does not live on that peer: refused, since a node speaks only for its own.
-    #[error("node {from} cannot speak for {on_behalf_of}")]
-    NotItsOwn {
+    /// A peer sent a message that it may not send (it spoke for an agent, member or lock
+    /// server of another node, or carried a version no node can have issued): refused and
+    /// dropped (see `router/peer.rs`).
+    #[error("a message from node {from} refused: {fault}")]
+    Refused {
         /// The peer that sent it.
         from: NodeId,
-        /// The agent or member named.
-        on_behalf_of: String,
+        /// What was wrong with it.
+        fault: super::peer::PeerFault,
     },
 }
 

@@ -8,7 +8,8 @@ use locks_core::proto::Envelope;
 use locks_server::RouteError;
 use locks_server::internal::RemoteLink;
 use locks_server::internal::net::frame::{decode_frame, encode_frame, length_codec};
-use locks_server::internal::net::{Cookie, Handshake, HandshakeOutcome, Role};
+use locks_server::internal::net::session::Tagger;
+use locks_server::internal::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, Role};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -50,7 +51,7 @@ pub async fn raw_handshake(
     cookie: &str,
     nonce: [u8; 32],
     deadline: Instant,
-) -> Framed<TcpStream, LengthDelimitedCodec> {
+) -> RawLink {
     let mut framed = Framed::new(stream, length_codec(MAX_FRAME));
     let (mut hs, mut step) = Handshake::new(role, id(name), Cookie::from(cookie), nonce, deadline);
     loop {
@@ -65,10 +66,45 @@ pub async fn raw_handshake(
                 matches!(outcome, HandshakeOutcome::Established { .. }),
                 "{outcome:?}"
             );
-            return framed;
+            let session = hs.session().expect("established").clone();
+            return RawLink {
+                framed,
+                sealer: session.sealer(role),
+                opener: session.opener(role),
+            };
         }
         let bytes = framed.next().await.unwrap().unwrap();
         step = hs.on_frame(decode_frame(&bytes, MAX_FRAME).unwrap(), |_: &NodeId| false);
+    }
+}
+
+/// The connection of [`raw_handshake`], tagging what it sends and checking what it reads as
+/// the session of its handshake requires.
+pub struct RawLink {
+    /// The framed stream (frames written here directly are untagged).
+    pub framed: Framed<TcpStream, LengthDelimitedCodec>,
+    sealer: Tagger,
+    opener: Tagger,
+}
+
+#[allow(dead_code)]
+impl RawLink {
+    /// Sends `frame`, tagged.
+    pub async fn send(&mut self, frame: &PeerFrame) -> std::io::Result<()> {
+        let bytes = encode_frame(frame, MAX_FRAME).unwrap();
+        self.framed.send(self.sealer.seal(bytes)).await
+    }
+
+    /// The next frame, its tag checked; `None` once the connection ends.
+    pub async fn next(&mut self) -> Option<PeerFrame> {
+        let bytes = self.framed.next().await?.ok()?;
+        let frame = self.opener.open(&bytes).expect("a tagged frame");
+        Some(decode_frame(frame, MAX_FRAME).unwrap())
+    }
+
+    /// The stream.
+    pub fn into_inner(self) -> TcpStream {
+        self.framed.into_inner()
     }
 }
 
@@ -98,4 +134,13 @@ impl actix::Handler<locks_server::internal::Deliver> for ChannelAgent {
             let _ = self.0.send(m);
         }
     }
+}
+
+/// Waits (within 20 s) until `events` reports `event`, skipping the others.
+#[allow(dead_code)]
+pub async fn expect_event(events: &mut locks_server::NodeEvents, event: locks_server::NodeEvent) {
+    within(std::time::Duration::from_secs(20), "a node event", async {
+        while events.recv().await != Some(event.clone()) {}
+    })
+    .await;
 }

@@ -82,8 +82,10 @@ impl Fleet {
         tx: Sender<Line>,
     ) -> Result<(), String> {
         let mut cmd = Command::new(exe);
+        // No data directory: the scale nodes are throwaway, and a default one under $HOME would
+        // be shared by every run's nodes of the same name.
         cmd.args(["--name", name, "--listen", "127.0.0.1:0", "--exit-on-eof"])
-            .args(["--cookie", COOKIE]);
+            .args(["--cookie", COOKIE, "--no-data-dir"]);
         for p in peers {
             cmd.args(["--peer", &p.to_string()]);
         }

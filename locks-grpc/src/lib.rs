@@ -48,3 +48,5 @@ pub mod pb {
 
 pub use limits::{GrpcConfig, Limits};
 pub use server::{GrpcServer, ServeError, serve};
+/// The gRPC crate the API is built on, for its `Code` and `Status` in client code.
+pub use tonic;

@@ -395,6 +395,14 @@ struct FileConfig {
     /// binary itself and accepted here so that one file configures both.
     #[serde(default, rename = "metrics")]
     _metrics: Option<String>,
+    /// The `node` binary's client API settings (`--client-listen`, `--client-token`,
+    /// `--client-keepalive-ms`), read by the binary itself, as `metrics`.
+    #[serde(default, rename = "client_listen")]
+    _client_listen: Option<String>,
+    #[serde(default, rename = "client_token")]
+    _client_token: Option<String>,
+    #[serde(default, rename = "client_keepalive_ms")]
+    _client_keepalive_ms: Option<u64>,
     listen: Option<String>,
     #[serde(default)]
     peers: Vec<String>,

@@ -2,10 +2,12 @@
 //! file and flags ([`config`]), the test certificates of `--gen-certs` ([`certs`]), how a line
 //! is written to stdout ([`out`]), how tables, grants and statuses are printed
 //! ([`print`](mod@print)), how the cluster's tables and wait-for graph are printed
-//! ([`cluster`]), the transaction events it prints unasked ([`events`]), and its Prometheus
-//! endpoint ([`metrics`]). The binary owns the commands; this module owns the text.
+//! ([`cluster`]), the transaction events it prints unasked ([`events`]), its Prometheus
+//! endpoint ([`metrics`]) and the settings of its client API ([`client`]). The binary owns the
+//! commands; this module owns the text.
 
 pub mod certs;
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod events;

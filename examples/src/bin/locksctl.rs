@@ -1,0 +1,243 @@
+//! `locksctl`: a command-line client of a node's gRPC API (`locks.v1`, docs/grpc.md).
+//!
+//! ```sh
+//! locksctl --node 127.0.0.1:7100 lock db/x --mode X --wait 5s -- ./migrate.sh
+//! locksctl --node 127.0.0.1:7100 lock db/x --nodes a,b,c --majority -- ./job
+//! locksctl --node 127.0.0.1:7100 status
+//! ```
+//!
+//! `lock` takes the lock, runs the command while it is held with the fencing tokens in
+//! `LOCKS_TOKENS` (`a@123,b@456`: node and version per granting node) and the lock in
+//! `LOCKS_LOCK`, and ends the session when the command exits, with the command's exit code. If
+//! the lock is lost (a node it depends on down or unreachable, the connection to the node gone),
+//! it stops the command with SIGTERM, then SIGKILL after `--grace`, and exits 1. Exit codes: the
+//! command's own; 1 lock lost; 2 bad usage, no connection or request refused; 3 not granted
+//! within `--wait`.
+//!
+//! The token comes from `--token` or the environment variable `LOCKS_TOKEN`.
+
+use clap::{Parser, Subcommand};
+use locks_grpc::client::{Client, ClientError, ClientOptions, LockSpec, tokens_text};
+use locks_grpc::pb::{self, session_event::Kind};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// A command-line client of a locks node.
+#[derive(Debug, Parser)]
+#[command(
+    name = "locksctl",
+    about = "Takes locks from a locks node (its gRPC client API)"
+)]
+struct Args {
+    /// The node's client address (its --client-listen), `host:port`.
+    #[arg(long, value_name = "ADDR")]
+    node: String,
+    /// The node's client token (default: the LOCKS_TOKEN environment variable).
+    #[arg(long)]
+    token: Option<String>,
+    /// Give the connection up as lost after this long without an answer from the node.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration)]
+    keepalive: Duration,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a command while holding a lock.
+    Lock {
+        /// The lock, as a path: `db/x`.
+        path: String,
+        /// The mode: IS, IX, S, SIX, U or X (or read, write).
+        #[arg(long, default_value = "X")]
+        mode: String,
+        /// The nodes that must grant it (default: the node talked to).
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<String>,
+        /// Held once a majority of the nodes grant it (default: all of them).
+        #[arg(long, conflicts_with = "any")]
+        majority: bool,
+        /// Held once any of the nodes grants it.
+        #[arg(long)]
+        any: bool,
+        /// Give up (exit 3) if not granted within this long (`500ms`, `5s`, `2m`).
+        #[arg(long, value_parser = duration)]
+        wait: Option<Duration>,
+        /// After SIGTERM, how long the command has before SIGKILL.
+        #[arg(long, default_value = "5s", value_parser = duration)]
+        grace: Duration,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// The node's name and the nodes it reaches.
+    Status,
+}
+
+/// `500ms`, `5s`, `2m`, or a number of seconds.
+fn duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("bad duration {text:?}: give 500ms, 5s or 2m"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n * 60)),
+        _ => Err(format!("bad duration {text:?}: give 500ms, 5s or 2m")),
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let options = ClientOptions {
+        token: args
+            .token
+            .clone()
+            .or_else(|| std::env::var("LOCKS_TOKEN").ok()),
+        keepalive: args.keepalive,
+        ..ClientOptions::default()
+    };
+    let mut client = match Client::connect(&args.node, options).await {
+        Ok(client) => client,
+        Err(e) => return fail(2, format_args!("cannot reach {}: {e}", args.node)),
+    };
+    match args.command {
+        Command::Status => match client.info().await {
+            Ok(info) => {
+                println!("node {}", info.node);
+                println!("nodes {}", info.nodes.join(" "));
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(2, e),
+        },
+        Command::Lock {
+            path,
+            mode,
+            nodes,
+            majority,
+            any,
+            wait,
+            grace,
+            command,
+        } => {
+            let mut spec = LockSpec::new(&path, &mode).nodes(nodes);
+            if majority {
+                spec = spec.requirement(pb::Requirement::Majority);
+            } else if any {
+                spec = spec.requirement(pb::Requirement::Any);
+            }
+            if let Some(wait) = wait {
+                spec = spec.wait(wait);
+            }
+            run_locked(&mut client, &path, spec, grace, &command).await
+        }
+    }
+}
+
+fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("locksctl: {e}");
+    ExitCode::from(code)
+}
+
+/// Takes the lock, runs `command` while it is held, and stops it if the lock is lost.
+async fn run_locked(
+    client: &mut Client,
+    path: &str,
+    spec: LockSpec,
+    grace: Duration,
+    command: &[String],
+) -> ExitCode {
+    let mut session = match client.session().await {
+        Ok(session) => session,
+        Err(e) => return fail(2, e),
+    };
+    let locked = match session.lock(spec).await {
+        Ok(locked) => locked,
+        Err(ClientError::Refused {
+            code: locks_grpc::tonic::Code::DeadlineExceeded,
+            message,
+        }) => return fail(3, message),
+        Err(e) => return fail(2, e),
+    };
+    let tokens = locked.grant.as_ref().map(tokens_text).unwrap_or_default();
+    let mut child = match tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("LOCKS_TOKENS", &tokens)
+        .env("LOCKS_LOCK", path)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return fail(2, format_args!("cannot run {}: {e}", command[0])),
+    };
+    let lost = loop {
+        tokio::select! {
+            status = child.wait() => {
+                let _ = session.end().await;
+                return match status {
+                    Ok(status) => ExitCode::from(exit_code(status)),
+                    Err(e) => fail(2, e),
+                };
+            }
+            event = session.next_event() => match event {
+                Some(Ok(pb::SessionEvent { kind: Some(Kind::Lost(l)), .. })) => {
+                    let cause = pb::LossCause::try_from(l.cause)
+                        .map(|c| c.as_str_name())
+                        .unwrap_or("unknown");
+                    break format!("lock {path} lost on {} ({cause})", l.nodes.join(","));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(status)) => break format!("connection to the node lost: {}", status.message()),
+                None => break "the session ended".to_owned(),
+            }
+        }
+    };
+    eprintln!("locksctl: {lost}; stopping the command");
+    stop(&mut child, grace).await;
+    ExitCode::from(1)
+}
+
+/// SIGTERM, then SIGKILL after `grace`; waits for the command to exit.
+async fn stop(child: &mut tokio::process::Child, grace: Duration) {
+    if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
+        // SAFETY: kill(2) with a pid of a child not yet waited for (so not reused) and a valid
+        // signal number; it touches no memory of this process.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
+            return;
+        }
+    }
+    let _ = child.kill().await;
+}
+
+/// The exit code of a command: its own, or 128 + the signal that ended it.
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => u8::try_from(code).unwrap_or(1),
+        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
+        (None, None) => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_with_their_unit() {
+        assert_eq!(duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(duration("7"), Ok(Duration::from_secs(7)));
+        assert!(duration("5h").is_err());
+        assert!(duration("x").is_err());
+    }
+}

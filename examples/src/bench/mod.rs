@@ -14,6 +14,7 @@
 //! granted within a few seconds (the lock table or the agent core is still a stand-in), they are
 //! reported as failed at once instead of each waiting for its own time limit.
 
+pub mod client;
 pub mod cluster;
 pub mod contended;
 pub mod election;
@@ -64,6 +65,8 @@ pub enum Workload {
     Graph,
     /// The Redis mutex (with `--redis` only).
     Redis,
+    /// CLIENT: lock+unlock through the gRPC API, to node processes.
+    Client,
     /// W1-metrics: W1 without and then with the Prometheus recorder (last in a full run: the
     /// recorder stays installed).
     #[value(name = "w1-metrics")]
@@ -72,7 +75,7 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload in the order of a full run.
-    pub const ALL: [Workload; 13] = [
+    pub const ALL: [Workload; 14] = [
         Workload::Floors,
         Workload::W1,
         Workload::W2,
@@ -85,6 +88,7 @@ impl Workload {
         Workload::Word,
         Workload::Graph,
         Workload::Redis,
+        Workload::Client,
         Workload::W1Metrics,
     ];
 }
@@ -378,6 +382,9 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Graph) {
         plan.push(("GRAPH wait-for graph of a hot queue", graph::run));
+    }
+    if sel(Workload::Client) {
+        plan.push(("CLIENT lock+unlock through the gRPC API", client::run));
     }
     // Last: the recorder it installs stays for the rest of the process.
     if sel(Workload::W1Metrics) {

@@ -139,3 +139,23 @@ def test_a_majority_lock_over_three_nodes(nodes):
     with client.lock("db/x", nodes=["a", "b", "c"], requirement="majority", wait=10) as grant:
         assert len(grant.tokens) >= 2, grant
         assert set(grant.tokens) <= {"a", "b", "c"}
+
+
+def test_a_paused_client_loses_its_lock_within_the_keepalive_bound(nodes):
+    a = nodes("a")  # --client-keepalive-ms 1000
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, os.path.join(HERE, ".."), a.client_addr, TOKEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = int(holder.stdout.readline())
+        os.kill(holder.pid, signal.SIGSTOP)
+        with Client(a.client_addr, token=TOKEN).session() as waiting:
+            # The paused client answers no ping: the node drops its connection and its lock.
+            grant = waiting.lock("jobs/1", wait=BOUND)
+            assert grant.tokens["a"] > first
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=BOUND)

@@ -159,3 +159,58 @@ fn a_paused_node_makes_locksctl_stop_the_command_and_exit_non_zero() {
     assert!(!alive, "the command {pid} still runs");
     drop(node);
 }
+
+#[test]
+fn over_tls_with_client_certificates_locksctl_gets_in_only_with_its_certificate() {
+    let deadline = Deadline::after(BOUND);
+    let dir = std::env::temp_dir().join(format!("locksctl-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new(env!("CARGO_BIN_EXE_node"))
+        .arg("--gen-certs")
+        .arg(&dir)
+        .args(["--names", "c3,client"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let mut node = Proc::start_with(
+        "c3",
+        &[],
+        "cookie",
+        "warn",
+        deadline,
+        &[
+            "--start-delay-ms".to_owned(),
+            "0".to_owned(),
+            "--client-listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--client-tls-cert".to_owned(),
+            file("c3.pem"),
+            "--client-tls-key".to_owned(),
+            file("c3.key"),
+            "--client-tls-ca".to_owned(),
+            file("ca.pem"),
+        ],
+    );
+    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
+    let addr = line.trim_start_matches("client-listening ").to_owned();
+    let run = |extra: &[String]| {
+        let mut cmd = locksctl(&addr, &["--ca", &file("ca.pem")]);
+        cmd.args(extra)
+            .args(["lock", "tls/x", "--", "true"])
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let status = wait_exit(&mut child, &deadline);
+        status.code()
+    };
+    let with_cert = run(&[
+        "--cert".to_owned(),
+        file("client.pem"),
+        "--key".to_owned(),
+        file("client.key"),
+    ]);
+    let without = run(&[]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(with_cert, Some(0));
+    assert_eq!(without, Some(2));
+}

@@ -57,6 +57,28 @@ pub struct ClientOptions {
     pub keepalive: Duration,
     /// How long connecting may take.
     pub connect_timeout: Duration,
+    /// TLS to the node; `None` speaks plain HTTP/2.
+    pub tls: Option<ClientTls>,
+}
+
+/// The client's TLS settings, PEM-encoded.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA the node's certificate must chain to.
+    pub ca: Vec<u8>,
+    /// The name the node's certificate must carry.
+    pub server_name: String,
+    /// The client's certificate chain and key, for a node that asks for client certificates.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("server_name", &self.server_name)
+            .field("identity", &self.identity.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for ClientOptions {
@@ -65,6 +87,7 @@ impl Default for ClientOptions {
             token: None,
             keepalive: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -98,13 +121,29 @@ pub struct Client {
 impl Client {
     /// Connects to the node serving `addr` (`host:port`, or a `http://` URI).
     pub async fn connect(addr: &str, options: ClientOptions) -> Result<Client, ClientError> {
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let uri = if addr.contains("://") {
             addr.to_owned()
         } else {
-            format!("http://{addr}")
+            format!("{scheme}://{addr}")
         };
         let half = options.keepalive / 2;
-        let channel = Endpoint::from_shared(uri)?
+        let mut endpoint = Endpoint::from_shared(uri)?;
+        if let Some(tls) = &options.tls {
+            use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+            let mut settings = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca))
+                .domain_name(tls.server_name.clone());
+            if let Some((cert, key)) = &tls.identity {
+                settings = settings.identity(Identity::from_pem(cert, key));
+            }
+            endpoint = endpoint.tls_config(settings)?;
+        }
+        let channel = endpoint
             .connect_timeout(options.connect_timeout)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(half)

@@ -62,16 +62,39 @@ pub struct GrpcConfig {
     pub keepalive: Duration,
     /// What one client may hold.
     pub limits: Limits,
+    /// TLS for the clients' connections; `None` serves plain HTTP/2.
+    pub tls: Option<ServerTls>,
+}
+
+/// The server's TLS settings, PEM-encoded.
+#[derive(Clone)]
+pub struct ServerTls {
+    /// The server's certificate chain.
+    pub cert: Vec<u8>,
+    /// Its private key.
+    pub key: Vec<u8>,
+    /// With a CA, every client must present a certificate that chains to it.
+    pub client_ca: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("client_ca", &self.client_ca.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GrpcConfig {
-    /// A server on `listen` with no token, a keepalive bound of 10 s and the default limits.
+    /// A server on `listen` with no token and no TLS, a keepalive bound of 10 s and the default
+    /// limits.
     pub fn new(listen: SocketAddr) -> GrpcConfig {
         GrpcConfig {
             listen,
             token: None,
             keepalive: Duration::from_secs(10),
             limits: Limits::default(),
+            tls: None,
         }
     }
 }

@@ -55,6 +55,9 @@ impl Drop for GrpcServer {
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The TLS settings were refused.
+    #[error("bad TLS settings for the client API: {0}")]
+    Tls(String),
     /// The address could not be bound.
     #[error("cannot listen for clients on {addr}: {source}")]
     Bind {
@@ -110,6 +113,17 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
     let svc = LocksServer::new(service).max_decoding_message_size(max);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, auth);
     let half = config.keepalive / 2;
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+        if let Some(ca) = &tls.client_ca {
+            settings = settings.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(settings)
+            .map_err(|e| ServeError::Tls(e.to_string()))?;
+    }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let learning = async move {
@@ -120,7 +134,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
             }
             std::future::pending::<()>().await;
         };
-        let server = tonic::transport::Server::builder()
+        let server = builder
             .http2_keepalive_interval(Some(half))
             .http2_keepalive_timeout(Some(half))
             .add_service(svc)

@@ -271,3 +271,46 @@ async fn a_deadlock_between_a_session_and_an_in_process_transaction_is_resolved(
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_tls_with_client_certificates_only_a_client_of_the_ca_gets_in() {
+    use locks_grpc::ServerTls;
+    use locks_grpc::client::ClientTls;
+    use locks_testing::certs::{SERVER_NAME, TestCa};
+    let ca = TestCa::new("client-api-ca");
+    let server_cert = ca.node("g8");
+    let (_node, server) = node_and_server("g8", |c| {
+        c.tls = Some(ServerTls {
+            cert: server_cert.cert.clone().into_bytes(),
+            key: server_cert.key.clone().into_bytes(),
+            client_ca: Some(ca.cert.clone().into_bytes()),
+        });
+    })
+    .await;
+    let addr = server.local_addr().to_string();
+    let tls = |identity: Option<(Vec<u8>, Vec<u8>)>| ClientOptions {
+        tls: Some(ClientTls {
+            ca: ca.cert.clone().into_bytes(),
+            server_name: SERVER_NAME.to_owned(),
+            identity,
+        }),
+        ..ClientOptions::default()
+    };
+    let me = ca.node("client");
+    let mut client = Client::connect(
+        &addr,
+        tls(Some((me.cert.into_bytes(), me.key.into_bytes()))),
+    )
+    .await
+    .unwrap();
+    let mut s = client.session().await.unwrap();
+    s.lock(LockSpec::new("tls/x", "X")).await.unwrap();
+    s.end().await.unwrap();
+    // Without a client certificate, or in plain text, no session.
+    let refused = async |options: ClientOptions| match Client::connect(&addr, options).await {
+        Ok(mut client) => client.session().await.is_err(),
+        Err(_) => true,
+    };
+    assert!(within(BOUND, "no certificate", refused(tls(None))).await);
+    assert!(within(BOUND, "plain text", refused(ClientOptions::default())).await);
+}

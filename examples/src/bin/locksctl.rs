@@ -14,11 +14,14 @@
 //! command's own; 1 lock lost; 2 bad usage, no connection or request refused; 3 not granted
 //! within `--wait`.
 //!
-//! The token comes from `--token` or the environment variable `LOCKS_TOKEN`.
+//! The token comes from `--token` or the environment variable `LOCKS_TOKEN`. For a node that
+//! serves the API over TLS: `--ca` (and `--server-name`, default `locks`), and `--cert` /
+//! `--key` when it asks for client certificates.
 
 use clap::{Parser, Subcommand};
-use locks_grpc::client::{Client, ClientError, ClientOptions, LockSpec, tokens_text};
+use locks_grpc::client::{Client, ClientError, ClientOptions, ClientTls, LockSpec, tokens_text};
 use locks_grpc::pb::{self, session_event::Kind};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -38,6 +41,18 @@ struct Args {
     /// Give the connection up as lost after this long without an answer from the node.
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = duration)]
     keepalive: Duration,
+    /// TLS: the CA the node's certificate must chain to (PEM); without it, plain HTTP/2.
+    #[arg(long, value_name = "PATH")]
+    ca: Option<PathBuf>,
+    /// TLS: the name the node's certificate must carry.
+    #[arg(long, default_value = "locks", requires = "ca")]
+    server_name: String,
+    /// TLS: this client's certificate chain (PEM), for a node that asks for one.
+    #[arg(long, value_name = "PATH", requires_all = ["ca", "key"])]
+    cert: Option<PathBuf>,
+    /// TLS: this client's private key (PEM).
+    #[arg(long, value_name = "PATH", requires = "cert")]
+    key: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -94,12 +109,17 @@ fn duration(text: &str) -> Result<Duration, String> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    let tls = match client_tls(&args) {
+        Ok(tls) => tls,
+        Err(e) => return fail(2, e),
+    };
     let options = ClientOptions {
         token: args
             .token
             .clone()
             .or_else(|| std::env::var("LOCKS_TOKEN").ok()),
         keepalive: args.keepalive,
+        tls,
         ..ClientOptions::default()
     };
     let mut client = match Client::connect(&args.node, options).await {
@@ -137,6 +157,25 @@ async fn main() -> ExitCode {
             run_locked(&mut client, &path, spec, grace, &command).await
         }
     }
+}
+
+/// The TLS settings of the flags, with their files read.
+fn client_tls(args: &Args) -> Result<Option<ClientTls>, String> {
+    let read = |path: &PathBuf| {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    let Some(ca) = &args.ca else {
+        return Ok(None);
+    };
+    let identity = match (&args.cert, &args.key) {
+        (Some(cert), Some(key)) => Some((read(cert)?, read(key)?)),
+        _ => None,
+    };
+    Ok(Some(ClientTls {
+        ca: read(ca)?,
+        server_name: args.server_name.clone(),
+        identity,
+    }))
 }
 
 fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {

@@ -129,6 +129,17 @@ struct Args {
     /// Also the TOML key `client_keepalive_ms`.
     #[arg(long, value_name = "MS")]
     client_keepalive_ms: Option<u64>,
+    /// TLS for the client API: the server's certificate chain (PEM), with --client-tls-key.
+    /// Also the TOML key `client_tls_cert`.
+    #[arg(long, value_name = "PATH")]
+    client_tls_cert: Option<PathBuf>,
+    /// TLS for the client API: the server's private key (PEM). Also `client_tls_key`.
+    #[arg(long, value_name = "PATH")]
+    client_tls_key: Option<PathBuf>,
+    /// TLS for the client API: every client must present a certificate that chains to this CA
+    /// (PEM). Also `client_tls_ca`.
+    #[arg(long, value_name = "PATH")]
+    client_tls_ca: Option<PathBuf>,
 }
 
 fn config(args: &Args) -> Result<NodeConfig, String> {
@@ -286,6 +297,9 @@ fn serve_clients(args: &Args, node: &Node) -> Result<Option<locks_grpc::GrpcServ
         listen: args.client_listen.clone(),
         token: args.client_token.clone(),
         keepalive_ms: args.client_keepalive_ms,
+        tls_cert: args.client_tls_cert.clone(),
+        tls_key: args.client_tls_key.clone(),
+        tls_ca: args.client_tls_ca.clone(),
     };
     let Some(config) = client_config(args.config.as_deref(), &flags)? else {
         return Ok(None);

@@ -1,9 +1,10 @@
 //! The node's client API (`locks-grpc`): its settings from the TOML file (`client_listen`,
-//! `client_token`, `client_keepalive_ms`) and the flags that override them.
+//! `client_token`, `client_keepalive_ms`, `client_tls_cert`, `client_tls_key`,
+//! `client_tls_ca`) and the flags that override them.
 
-use locks_grpc::GrpcConfig;
+use locks_grpc::{GrpcConfig, ServerTls};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The client API flags; each overrides the file's key.
@@ -15,6 +16,12 @@ pub struct ClientFlags {
     pub token: Option<String>,
     /// `--client-keepalive-ms`
     pub keepalive_ms: Option<u64>,
+    /// `--client-tls-cert`
+    pub tls_cert: Option<PathBuf>,
+    /// `--client-tls-key`
+    pub tls_key: Option<PathBuf>,
+    /// `--client-tls-ca`
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// The client API's configuration, or `None` when neither the flags nor the file ask for it.
@@ -28,6 +35,9 @@ pub fn client_config(
         client_listen: Option<String>,
         client_token: Option<String>,
         client_keepalive_ms: Option<u64>,
+        client_tls_cert: Option<PathBuf>,
+        client_tls_key: Option<PathBuf>,
+        client_tls_ca: Option<PathBuf>,
     }
     let keys: Keys = match file {
         None => Keys::default(),
@@ -54,6 +64,21 @@ pub fn client_config(
         }
         config.keepalive = Duration::from_millis(ms);
     }
+    let read = |path: &PathBuf| {
+        std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    let cert = flags.tls_cert.clone().or(keys.client_tls_cert);
+    let key = flags.tls_key.clone().or(keys.client_tls_key);
+    let ca = flags.tls_ca.clone().or(keys.client_tls_ca);
+    config.tls = match (cert, key) {
+        (None, None) if ca.is_none() => None,
+        (Some(cert), Some(key)) => Some(ServerTls {
+            cert: read(&cert)?,
+            key: read(&key)?,
+            client_ca: ca.as_ref().map(read).transpose()?,
+        }),
+        _ => return Err("the client API's TLS needs both a certificate and a key".to_owned()),
+    };
     Ok(Some(config))
 }
 
@@ -80,7 +105,7 @@ mod tests {
         let flags = ClientFlags {
             listen: Some("127.0.0.1:0".to_owned()),
             token: Some("u".to_owned()),
-            keepalive_ms: None,
+            ..ClientFlags::default()
         };
         let from_flags = client_config(Some(&path), &flags).unwrap().unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

@@ -1,6 +1,7 @@
 //! A Rust client of the `locks.v1` API: [`Client::connect`] to a node, [`Client::session`] for
 //! a transaction, and on it [`Session::lock`], [`Session::unlock`], [`Session::status`],
-//! [`Session::end`] and the pushed events ([`Session::next_event`]).
+//! [`Session::end`] and the pushed events ([`Session::next_event`]); [`Client::campaign`] and
+//! [`Client::observe`] for leader election.
 //!
 //! A session runs a reader task that routes each answer to the call waiting for it (by request
 //! id) and queues the pushed events (grants, losses, deadlocks, status changes) for
@@ -166,6 +167,34 @@ impl Client {
     /// The node's name and the nodes it reaches.
     pub async fn info(&mut self) -> Result<pb::InfoReply, ClientError> {
         Ok(self.inner.info(pb::InfoRequest {}).await?.into_inner())
+    }
+
+    /// Campaigns for the leadership of `group` (over `nodes`, or the nodes its members learn
+    /// of): every change of leader, the first saying who leads now. Dropping the stream
+    /// resigns.
+    pub async fn campaign(
+        &mut self,
+        group: &str,
+        nodes: &[String],
+    ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
+        let request = pb::ElectionRequest {
+            group: group.to_owned(),
+            nodes: nodes.to_vec(),
+        };
+        Ok(self.inner.campaign(request).await?.into_inner())
+    }
+
+    /// Observes the leader of `group` without competing: every change of leader.
+    pub async fn observe(
+        &mut self,
+        group: &str,
+        nodes: &[String],
+    ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
+        let request = pb::ElectionRequest {
+            group: group.to_owned(),
+            nodes: nodes.to_vec(),
+        };
+        Ok(self.inner.observe(request).await?.into_inner())
     }
 
     /// Opens a session: a transaction on the node, until [`Session::end`] or the session is

@@ -10,6 +10,11 @@
 //! HTTP/2 keepalive drops a silent connection within [`GrpcConfig::keepalive`]); nothing else
 //! ends it.
 //!
+//! Leader election for services outside the process: `Campaign` runs a candidate member of a
+//! `locks_leader` group for the client and streams every change of leader, with its term (a
+//! fencing token), until the client cancels (resigns); `Observe` streams them without
+//! competing.
+//!
 //! [`serve`] runs the service for a node; [`client`] is the Rust client. Requests are checked
 //! (`convert`) and bounded per client ([`Limits`]); refusals are logged at DEBUG, with at most
 //! one INFO or WARN line per reason per interval, so a client cannot flood the log. The `.proto`
@@ -36,6 +41,7 @@
 
 pub mod client;
 pub mod convert;
+mod election;
 mod limits;
 mod server;
 mod session;

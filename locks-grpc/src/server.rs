@@ -1,13 +1,15 @@
 //! The `locks.v1.Locks` service on a node: [`serve`] binds the address, checks each call's
-//! bearer token, counts sessions per client, and runs each session (`session.rs`) as a task of
-//! the runtime it is called on.
+//! bearer token, counts sessions (and campaigns) per client, and runs each session
+//! (`session.rs`) and campaign (`election.rs`) as a task of the runtime it is called on.
 
-use crate::limits::{GrpcConfig, Sessions};
+use crate::election::{self, LeaderStream};
+use crate::limits::{GrpcConfig, SessionPermit, Sessions};
 use crate::pb;
 use crate::pb::locks_server::{Locks, LocksServer};
 use crate::session::{self, Known, Shared};
 use futures::Stream;
 use futures::channel::mpsc;
+use locks_leader::Role;
 use locks_server::Node;
 use locks_server::internal::{LogLimiter, Verdict};
 use std::net::SocketAddr;
@@ -202,6 +204,24 @@ struct Service {
     sessions: Sessions,
 }
 
+impl Service {
+    /// Counts one more session (or campaign) of the request's client, within the limits.
+    fn permit<T>(&self, request: &Request<T>) -> Result<SessionPermit, Status> {
+        let client = request
+            .remote_addr()
+            .map(|a| a.ip())
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        self.sessions
+            .open(client, &self.shared.limits)
+            .map_err(|why| {
+                if let Verdict::Warn { suppressed } = self.shared.log.event("grpc-session-limit") {
+                    tracing::warn!(suppressed, %client, "a session was refused: {why}");
+                }
+                Status::resource_exhausted(why)
+            })
+    }
+}
+
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::SessionEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -212,19 +232,7 @@ impl Locks for Service {
         &self,
         request: Request<Streaming<pb::SessionRequest>>,
     ) -> Result<Response<EventStream>, Status> {
-        let client = request
-            .remote_addr()
-            .map(|a| a.ip())
-            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
-        let permit = match self.sessions.open(client, &self.shared.limits) {
-            Ok(permit) => permit,
-            Err(why) => {
-                if let Verdict::Warn { suppressed } = self.shared.log.event("grpc-session-limit") {
-                    tracing::warn!(suppressed, %client, "a session was refused: {why}");
-                }
-                return Err(Status::resource_exhausted(why));
-            }
-        };
+        let permit = self.permit(&request)?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         tokio::spawn(session::run(
             self.shared.clone(),
@@ -233,6 +241,34 @@ impl Locks for Service {
             permit,
         ));
         Ok(Response::new(Box::pin(rx)))
+    }
+
+    type CampaignStream = LeaderStream;
+    type ObserveStream = LeaderStream;
+
+    async fn campaign(
+        &self,
+        request: Request<pb::ElectionRequest>,
+    ) -> Result<Response<LeaderStream>, Status> {
+        let permit = self.permit(&request)?;
+        let stream = election::run(
+            &self.shared.node,
+            request.get_ref(),
+            Role::Candidate,
+            permit,
+        )
+        .await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn observe(
+        &self,
+        request: Request<pb::ElectionRequest>,
+    ) -> Result<Response<LeaderStream>, Status> {
+        let permit = self.permit(&request)?;
+        let stream =
+            election::run(&self.shared.node, request.get_ref(), Role::Worker, permit).await?;
+        Ok(Response::new(stream))
     }
 
     async fn info(

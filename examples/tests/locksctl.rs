@@ -214,3 +214,58 @@ fn over_tls_with_client_certificates_locksctl_gets_in_only_with_its_certificate(
     assert_eq!(with_cert, Some(0));
     assert_eq!(without, Some(2));
 }
+
+/// Reads a child's stdout lines on a thread.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    lines
+}
+
+#[test]
+fn two_campaigners_elect_one_leader_and_the_other_takes_over_when_it_is_killed() {
+    let deadline = Deadline::after(BOUND);
+    let (_node, addr) = node("c4", deadline);
+    let mut guard = Guard {
+        children: vec![],
+        pids: vec![],
+    };
+    let script = "echo $$ $LOCKS_TERM; exec sleep 60";
+    let mut campaigner = || {
+        let mut child = locksctl(&addr, &["campaign", "jobs", "--grace", "1s"])
+            .args(["--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = lines_of(&mut child);
+        guard.children.push(child);
+        lines
+    };
+    let first = campaigner();
+    let line = first
+        .recv_timeout(deadline.left())
+        .expect("the first leads");
+    let (pid, term) = line.split_once(' ').unwrap();
+    let (pid, term): (i32, u64) = (pid.parse().unwrap(), term.parse().unwrap());
+    let second = campaigner();
+    guard.pids.push(pid);
+    let out = locksctl(&addr, &["leader", "jobs"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("leader ") && text.trim_end().ends_with(&format!(" c4 {term}")),
+        "{text}"
+    );
+    // The leader's client dies: the other campaigner leads, with a larger term.
+    guard.children[0].kill().unwrap();
+    let line = second
+        .recv_timeout(deadline.left())
+        .expect("the second leads");
+    let (pid, next) = line.split_once(' ').unwrap();
+    guard.pids.push(pid.parse().unwrap());
+    assert!(next.parse::<u64>().unwrap() > term, "{next} after {term}");
+}

@@ -4,6 +4,8 @@
 //! locksctl --node 127.0.0.1:7100 lock db/x --mode X --wait 5s -- ./migrate.sh
 //! locksctl --node 127.0.0.1:7100 lock db/x --nodes a,b,c --majority -- ./job
 //! locksctl --node 127.0.0.1:7100 status
+//! locksctl --node 127.0.0.1:7100 campaign jobs -- ./scheduler
+//! locksctl --node 127.0.0.1:7100 leader jobs
 //! ```
 //!
 //! `lock` takes the lock, runs the command while it is held with the fencing tokens in
@@ -13,6 +15,10 @@
 //! it stops the command with SIGTERM, then SIGKILL after `--grace`, and exits 1. Exit codes: the
 //! command's own; 1 lock lost; 2 bad usage, no connection or request refused; 3 not granted
 //! within `--wait`.
+//!
+//! `campaign` runs the command while this client leads the group, with the term (a fencing
+//! token) in `LOCKS_TERM`, and stops it the same way (exit 1) when the leadership is lost;
+//! `leader` prints `leader <member> <node> <term>`.
 //!
 //! The token comes from `--token` or the environment variable `LOCKS_TOKEN`. For a node that
 //! serves the API over TLS: `--ca` (and `--server-name`, default `locks`), and `--cert` /
@@ -87,6 +93,28 @@ enum Command {
     },
     /// The node's name and the nodes it reaches.
     Status,
+    /// Who leads GROUP now (waits up to --wait for an election to end).
+    Leader {
+        /// The group.
+        group: String,
+        /// How long to wait for a leader.
+        #[arg(long, default_value = "5s", value_parser = duration)]
+        wait: Duration,
+    },
+    /// Campaign for the leadership of GROUP and run a command while leading.
+    Campaign {
+        /// The group.
+        group: String,
+        /// The group's nodes (default: those its members learn of).
+        #[arg(long, value_delimiter = ',')]
+        nodes: Vec<String>,
+        /// After SIGTERM, how long the command has before SIGKILL.
+        #[arg(long, default_value = "5s", value_parser = duration)]
+        grace: Duration,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 /// `500ms`, `5s`, `2m`, or a number of seconds.
@@ -135,6 +163,13 @@ async fn main() -> ExitCode {
             }
             Err(e) => fail(2, e),
         },
+        Command::Leader { group, wait } => leader(&mut client, &group, wait).await,
+        Command::Campaign {
+            group,
+            nodes,
+            grace,
+            command,
+        } => campaign(&mut client, &group, &nodes, grace, &command).await,
         Command::Lock {
             path,
             mode,
@@ -236,6 +271,86 @@ async fn run_locked(
         }
     };
     eprintln!("locksctl: {lost}; stopping the command");
+    stop(&mut child, grace).await;
+    ExitCode::from(1)
+}
+
+/// Prints who leads `group`: `leader <member> <node> <term>`, or exits 3 if no leader
+/// shows within `wait`.
+async fn leader(client: &mut Client, group: &str, wait: Duration) -> ExitCode {
+    let mut stream = match client.observe(group, &[]).await {
+        Ok(stream) => stream,
+        Err(e) => return fail(2, e),
+    };
+    let found = tokio::time::timeout(wait, async {
+        loop {
+            match stream.message().await {
+                Ok(Some(event)) if event.has_leader => return Ok(event),
+                Ok(Some(_)) => {}
+                Ok(None) => return Err("the node ended the stream".to_owned()),
+                Err(status) => return Err(status.message().to_owned()),
+            }
+        }
+    })
+    .await;
+    match found {
+        Ok(Ok(e)) => {
+            println!("leader {} {} {}", e.leader, e.leader_node, e.term);
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => fail(2, e),
+        Err(_) => fail(3, format_args!("no leader of {group} within {wait:?}")),
+    }
+}
+
+/// Campaigns for `group`; once leading, runs `command` with the term in `LOCKS_TERM`, and
+/// stops it (exit 1) if the leadership is lost.
+async fn campaign(
+    client: &mut Client,
+    group: &str,
+    nodes: &[String],
+    grace: Duration,
+    command: &[String],
+) -> ExitCode {
+    let mut stream = match client.campaign(group, nodes).await {
+        Ok(stream) => stream,
+        Err(e) => return fail(2, e),
+    };
+    let term = loop {
+        match stream.message().await {
+            Ok(Some(e)) if e.is_this_campaign => break e.term,
+            Ok(Some(_)) => {}
+            Ok(None) => return fail(2, "the node ended the campaign"),
+            Err(status) => return fail(2, status.message()),
+        }
+    };
+    let mut child = match tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("LOCKS_TERM", term.to_string())
+        .env("LOCKS_GROUP", group)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => return fail(2, format_args!("cannot run {}: {e}", command[0])),
+    };
+    let lost = loop {
+        tokio::select! {
+            status = child.wait() => {
+                return match status {
+                    Ok(status) => ExitCode::from(exit_code(status)),
+                    Err(e) => fail(2, e),
+                };
+            }
+            event = stream.message() => match event {
+                Ok(Some(e)) if e.is_this_campaign && e.term == term => {}
+                Ok(Some(e)) if e.has_leader => break format!("{} leads {group} now (term {})", e.leader, e.term),
+                Ok(Some(_)) => break format!("no leader of {group} now"),
+                Ok(None) => break "the node ended the campaign".to_owned(),
+                Err(status) => break format!("connection to the node lost: {}", status.message()),
+            }
+        }
+    };
+    eprintln!("locksctl: leadership lost: {lost}; stopping the command");
     stop(&mut child, grace).await;
     ExitCode::from(1)
 }

@@ -9,6 +9,7 @@ sets :attr:`Session.lost`.
 import contextlib
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -244,6 +245,55 @@ class Session:
         return False
 
 
+@dataclass
+class Leader:
+    """A change of a group's leader: ``term`` is the fencing token of the leader's writes;
+    ``is_me`` says whether this campaign leads."""
+
+    has_leader: bool
+    leader: str
+    node: str
+    term: int
+    is_me: bool
+
+
+class Campaign:
+    """A campaign (or an observation) of a group's leadership: iterate over the changes of
+    leader; :meth:`resign` (or closing it) ends it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __iter__(self):
+        try:
+            for e in self._stream:
+                yield Leader(e.has_leader, e.leader, e.leader_node, e.term, e.is_this_campaign)
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED:
+                raise LocksError(e.code(), e.details()) from None
+
+    def wait_leading(self, timeout=None):
+        """Waits until this campaign leads; returns the :class:`Leader` with its term."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for change in self:
+            if change.is_me:
+                return change
+            if deadline is not None and time.monotonic() > deadline:
+                break
+        raise LocksError(grpc.StatusCode.DEADLINE_EXCEEDED, "not leading")
+
+    def resign(self):
+        """Ends the campaign: another campaigner takes over."""
+        self._stream.cancel()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.resign()
+        return False
+
+
 class Client:
     """A channel to one node's client API (``host:port``), with its token if it has one.
     ``keepalive`` (seconds): how long the node may stay silent before the connection counts
@@ -267,6 +317,16 @@ class Client:
         """The node's name and the nodes it reaches: ``(node, [nodes])``."""
         reply = self._stub.Info(pb.InfoRequest(), metadata=self._metadata, timeout=10)
         return reply.node, list(reply.nodes)
+
+    def campaign(self, group, nodes=()):
+        """Campaigns for the leadership of ``group``: a :class:`Campaign`."""
+        request = pb.ElectionRequest(group=group, nodes=list(nodes))
+        return Campaign(self._stub.Campaign(request, metadata=self._metadata))
+
+    def observe(self, group, nodes=()):
+        """Observes the leader of ``group`` without competing: a :class:`Campaign`."""
+        request = pb.ElectionRequest(group=group, nodes=list(nodes))
+        return Campaign(self._stub.Observe(request, metadata=self._metadata))
 
     def session(self):
         """A new :class:`Session` (one transaction)."""

@@ -159,3 +159,38 @@ def test_a_paused_client_loses_its_lock_within_the_keepalive_bound(nodes):
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(timeout=BOUND)
+
+
+CAMPAIGNER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from locks_client import Client
+campaign = Client(sys.argv[2], token=sys.argv[3]).campaign("jobs")
+print(campaign.wait_leading(timeout=30).term, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_two_campaigners_elect_one_leader_and_fail_over_when_it_dies(nodes):
+    a = nodes("a")
+    first = subprocess.Popen(
+        [sys.executable, "-c", CAMPAIGNER, os.path.join(HERE, ".."), a.client_addr, TOKEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        term = int(first.stdout.readline())
+        client = Client(a.client_addr, token=TOKEN)
+        with client.campaign("jobs") as second:
+            changes = iter(second)
+            now = next(changes)
+            assert now.has_leader and not now.is_me and now.term == term, now
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait(timeout=BOUND)
+            leading = second.wait_leading(timeout=BOUND)
+            assert leading.term > term
+    finally:
+        if first.poll() is None:
+            os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=BOUND)

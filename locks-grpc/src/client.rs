@@ -177,10 +177,7 @@ impl Client {
         group: &str,
         nodes: &[String],
     ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
-        let request = pb::ElectionRequest {
-            group: group.to_owned(),
-            nodes: nodes.to_vec(),
-        };
+        let request = election_request(group, nodes);
         Ok(self.inner.campaign(request).await?.into_inner())
     }
 
@@ -190,11 +187,11 @@ impl Client {
         group: &str,
         nodes: &[String],
     ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
-        let request = pb::ElectionRequest {
-            group: group.to_owned(),
-            nodes: nodes.to_vec(),
-        };
-        Ok(self.inner.observe(request).await?.into_inner())
+        Ok(self
+            .inner
+            .observe(election_request(group, nodes))
+            .await?
+            .into_inner())
     }
 
     /// Opens a session: a transaction on the node, until [`Session::end`] or the session is
@@ -395,6 +392,13 @@ impl Session {
     /// `None` once it has ended.
     pub async fn next_event(&mut self) -> Option<Result<pb::SessionEvent, tonic::Status>> {
         self.events.next().await
+    }
+}
+
+fn election_request(group: &str, nodes: &[String]) -> pb::ElectionRequest {
+    pb::ElectionRequest {
+        group: group.to_owned(),
+        nodes: nodes.to_vec(),
     }
 }
 

@@ -2,6 +2,7 @@
 between two clients that both finish, a client killed with SIGKILL that loses its lock, a
 majority lock over three nodes, and bad input refused with its gRPC code."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -91,6 +92,24 @@ def test_two_clients_in_a_deadlock_cycle_both_finish(nodes):
     assert sorted(told) == [False, True], told
 
 
+@contextlib.contextmanager
+def client_process(script, node):
+    """Runs ``script`` in a Python process of its own against ``node``; yields the process and
+    the number it prints first. The process is killed by pid at the end, whatever happened."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, os.path.join(HERE, ".."), node.client_addr, TOKEN],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc, int(proc.stdout.readline())
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=BOUND)
+
+
 HOLDER = """
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -105,14 +124,7 @@ sys.stdin.read()
 
 def test_a_client_killed_with_sigkill_loses_its_lock(nodes):
     a = nodes("a")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, os.path.join(HERE, ".."), a.client_addr, TOKEN],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        first = int(holder.stdout.readline())
+    with client_process(HOLDER, a) as (holder, first):
         client = Client(a.client_addr, token=TOKEN)
         with client.session() as waiting:
             waiting.lock_nowait("jobs/1")
@@ -121,10 +133,6 @@ def test_a_client_killed_with_sigkill_loses_its_lock(nodes):
             holder.wait(timeout=BOUND)
             grant = waiting.lock("jobs/1", wait=BOUND)
             assert grant.tokens["a"] > first
-    finally:
-        if holder.poll() is None:
-            os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=BOUND)
 
 
 def test_a_majority_lock_over_three_nodes(nodes):
@@ -143,22 +151,12 @@ def test_a_majority_lock_over_three_nodes(nodes):
 
 def test_a_paused_client_loses_its_lock_within_the_keepalive_bound(nodes):
     a = nodes("a")  # --client-keepalive-ms 1000
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, os.path.join(HERE, ".."), a.client_addr, TOKEN],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        first = int(holder.stdout.readline())
+    with client_process(HOLDER, a) as (holder, first):
         os.kill(holder.pid, signal.SIGSTOP)
         with Client(a.client_addr, token=TOKEN).session() as waiting:
             # The paused client answers no ping: the node drops its connection and its lock.
             grant = waiting.lock("jobs/1", wait=BOUND)
             assert grant.tokens["a"] > first
-    finally:
-        os.kill(holder.pid, signal.SIGKILL)
-        holder.wait(timeout=BOUND)
 
 
 CAMPAIGNER = """
@@ -173,14 +171,7 @@ sys.stdin.read()
 
 def test_two_campaigners_elect_one_leader_and_fail_over_when_it_dies(nodes):
     a = nodes("a")
-    first = subprocess.Popen(
-        [sys.executable, "-c", CAMPAIGNER, os.path.join(HERE, ".."), a.client_addr, TOKEN],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        term = int(first.stdout.readline())
+    with client_process(CAMPAIGNER, a) as (first, term):
         client = Client(a.client_addr, token=TOKEN)
         with client.campaign("jobs") as second:
             changes = iter(second)
@@ -190,7 +181,3 @@ def test_two_campaigners_elect_one_leader_and_fail_over_when_it_dies(nodes):
             first.wait(timeout=BOUND)
             leading = second.wait_leading(timeout=BOUND)
             assert leading.term > term
-    finally:
-        if first.poll() is None:
-            os.kill(first.pid, signal.SIGKILL)
-        first.wait(timeout=BOUND)

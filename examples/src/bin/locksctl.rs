@@ -239,14 +239,9 @@ async fn run_locked(
         Err(e) => return fail(2, e),
     };
     let tokens = locked.grant.as_ref().map(tokens_text).unwrap_or_default();
-    let mut child = match tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("LOCKS_TOKENS", &tokens)
-        .env("LOCKS_LOCK", path)
-        .spawn()
-    {
+    let mut child = match spawn(command, &[("LOCKS_TOKENS", &tokens), ("LOCKS_LOCK", path)]) {
         Ok(child) => child,
-        Err(e) => return fail(2, format_args!("cannot run {}: {e}", command[0])),
+        Err(code) => return code,
     };
     let lost = loop {
         tokio::select! {
@@ -324,14 +319,13 @@ async fn campaign(
             Err(status) => return fail(2, status.message()),
         }
     };
-    let mut child = match tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .env("LOCKS_TERM", term.to_string())
-        .env("LOCKS_GROUP", group)
-        .spawn()
-    {
+    let term_text = term.to_string();
+    let mut child = match spawn(
+        command,
+        &[("LOCKS_TERM", &term_text), ("LOCKS_GROUP", group)],
+    ) {
         Ok(child) => child,
-        Err(e) => return fail(2, format_args!("cannot run {}: {e}", command[0])),
+        Err(code) => return code,
     };
     let lost = loop {
         tokio::select! {
@@ -353,6 +347,15 @@ async fn campaign(
     eprintln!("locksctl: leadership lost: {lost}; stopping the command");
     stop(&mut child, grace).await;
     ExitCode::from(1)
+}
+
+/// Starts `command` with `env` added, or says why not (exit 2).
+fn spawn(command: &[String], env: &[(&str, &str)]) -> Result<tokio::process::Child, ExitCode> {
+    tokio::process::Command::new(&command[0])
+        .args(&command[1..])
+        .envs(env.iter().copied())
+        .spawn()
+        .map_err(|e| fail(2, format_args!("cannot run {}: {e}", command[0])))
 }
 
 /// SIGTERM, then SIGKILL after `grace`; waits for the command to exit.

@@ -72,10 +72,12 @@ async fn main() {
     b.connect(a.local_addr().unwrap()).await.unwrap();
     c.connect(a.local_addr().unwrap()).await.unwrap();
     c.connect(b.local_addr().unwrap()).await.unwrap();
-    for n in [&a, &b, &c] {
-        sees(n, &["a", "b", "c"]).await;
-    }
     let all: Vec<NodeId> = ["a", "b", "c"].map(|n| NodeId::new(n).unwrap()).to_vec();
+    for n in [&a, &b, &c] {
+        n.wait_for_nodes(&all, Duration::from_secs(10))
+            .await
+            .expect("the cluster connects");
+    }
     let lock = lock_id!["register"];
     let mut register = Register {
         fence: Fence::new(),

@@ -1,5 +1,6 @@
-//! The node binary's `--mono` stamps, its `help` answer, its `leader` query and its plain logs
-//! in a pipe, on a node with no peers; and the `lost` line it prints unasked when a peer holding part of a lock dies.
+//! The node binary's `--mono` stamps, its `help` answer, its `leader` query, its `lock ...
+//! wait=MS` and its plain logs in a pipe, on a node with no peers; and the `lost` line it
+//! prints unasked when a peer holding part of a lock dies.
 
 mod common;
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 /// at the end of its stdin); fails after 20 s.
 fn run(args: &[&str], input: &str) -> Vec<String> {
     let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
-        .args(["--name", "n1", "--exit-on-eof"])
+        .args(["--name", "n1", "--exit-on-eof", "--no-data-dir"])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -81,7 +82,7 @@ fn mono_stamps_every_line_in_order_and_help_lists_the_commands() {
 /// `2> node.log` would, until the end of its stdin, and returns what it logged; fails after 20 s.
 fn logs_of_a_node_in_a_pipe() -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_node"))
-        .args(["--name", "n1", "--exit-on-eof"])
+        .args(["--name", "n1", "--exit-on-eof", "--no-data-dir"])
         .env("RUST_LOG", "info")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -134,6 +135,28 @@ fn leader_answers_whom_the_replica_follows() {
     node.expect_line("leader e none");
     node.send("gdict f n1 extra");
     node.expect_line("error f too many arguments");
+}
+
+#[test]
+fn a_lock_with_a_bounded_wait_gives_up_and_is_withdrawn() {
+    let deadline = Deadline::after(Duration::from_secs(20));
+    let mut node = Proc::start("n1", &[], "node-cli-wait", "warn", deadline);
+    node.send("lock t1 db/x");
+    node.expect("t1 holds db/x", |l| l.starts_with("granted t1 db/x "));
+    node.send("lock t2 db/x X wait=50");
+    let gave_up = node.expect("t2 gives up", |l| l.starts_with("error t2 "));
+    // The lock, the copy not granted, and the transaction it waited for (t1's agent).
+    assert!(
+        gave_up.starts_with("error t2 gave up waiting for ")
+            && gave_up.contains("@n1; waiting for <n1."),
+        "{gave_up}"
+    );
+    // Withdrawn: once t1 ends, t3 gets the lock, not t2.
+    node.send("end t1");
+    node.send("lock t3 db/x X n1 all wait=5000");
+    node.expect("t3 holds db/x", |l| l.starts_with("granted t3 db/x "));
+    node.send("lock t4 db/y X wait=x");
+    node.expect("a bad wait", |l| l.starts_with("error t4 wait=MS"));
 }
 
 #[test]

@@ -68,14 +68,18 @@ enum Caller {
 /// The blocked callers by the id the core knows them by.
 #[derive(Default)]
 struct Callers {
-    next: u64,
     waiting: HashMap<CallId, Caller>,
 }
 
+/// A new id for a blocked call. Made by the handle, so that a call's future can name it in
+/// [`Withdraw`] when dropped; unique in the process, so unique per agent.
+pub(crate) fn next_call() -> CallId {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    CallId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
 impl Callers {
-    fn add(&mut self, caller: Caller) -> CallId {
-        self.next += 1;
-        let call = CallId(self.next);
+    fn add(&mut self, call: CallId, caller: Caller) -> CallId {
         self.waiting.insert(call, caller);
         call
     }
@@ -349,7 +353,7 @@ impl Handler<Deliver> for Agent {
     }
 }
 
-/// A lock request from the client; `reply` is set for a blocking `lock`.
+/// A lock request from the client; `reply` is set for a blocking `lock`, with the call's id.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct LockCall {
@@ -358,7 +362,12 @@ pub(crate) struct LockCall {
     /// Inline for one node, the common case: a burst of requests is one allocation fewer each.
     pub nodes: SmallVec<[NodeId; 1]>,
     pub req: Req,
-    pub reply: Option<LockReply>,
+    pub reply: Option<(CallId, LockReply)>,
+    /// Set when the node's fast path queued the request just before this agent took over:
+    /// the mode its entry held before (`AgentCore::lock_and_wait_queued`).
+    pub queued: Option<Option<Mode>>,
+    /// How long a `lock` call waits before it gives up (`AgentCore::time_out`).
+    pub wait: Option<std::time::Duration>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -367,17 +376,25 @@ impl Handler<LockCall> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
-        let call = msg.reply.map(|reply| self.callers.add(Caller::Lock(reply)));
-        let requested = match call {
-            Some(call) => self
+        let call = msg
+            .reply
+            .map(|(call, reply)| self.callers.add(call, Caller::Lock(reply)));
+        let requested = match (call, msg.queued) {
+            (Some(call), Some(held)) => self
+                .core
+                .lock_and_wait_queued(call, msg.lock, msg.mode, &msg.nodes, held),
+            (Some(call), None) => self
                 .core
                 .lock_and_wait(call, msg.lock, msg.mode, &msg.nodes, msg.req),
-            None => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
+            (None, _) => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
         };
         match requested {
             Ok(effects) => {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Ok(()));
+                }
+                if let (Some(call), Some(wait)) = (call, msg.wait) {
+                    ctx.run_later(wait, move |agent, ctx| agent.time_out(call, ctx));
                 }
                 self.execute(effects, ctx);
                 self.schedule_settle(ctx);
@@ -396,19 +413,58 @@ impl Handler<LockCall> for Agent {
     }
 }
 
+impl Agent {
+    /// The bounded wait of `call` ran out: settled first, so that a grant that came in time is
+    /// answered as one; then the core withdraws the call and fails it (`core/agent/time_out.rs`).
+    fn time_out(&mut self, call: CallId, ctx: &mut Context<Self>) {
+        if ctx.state() != ActorState::Running {
+            return;
+        }
+        self.settle(ctx);
+        let effects = self.core.time_out(call);
+        if !effects.is_empty() {
+            self.execute(effects, ctx);
+            self.schedule_settle(ctx);
+        }
+    }
+}
+
 /// Wait until every request is granted.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(crate) struct AwaitAll(pub Reply);
+pub(crate) struct AwaitAll(pub CallId, pub Reply);
 
 impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        let call = self.callers.add(Caller::All(msg.0));
+        let call = self.callers.add(msg.0, Caller::All(msg.1));
         let effects = self.core.await_all(call);
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
+    }
+}
+
+/// The client dropped the future of a blocked call before its answer: forget the caller and
+/// undo what it asked for (`AgentCore::withdraw`). Sent by the future's drop, after the call's
+/// own message on the same mailbox.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Withdraw(pub CallId);
+
+impl Handler<Withdraw> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, msg: Withdraw, ctx: &mut Self::Context) {
+        self.callers.waiting.remove(&msg.0);
+        let (removed, effects) = self.core.withdraw(msg.0);
+        if let Some(lock) = removed {
+            self.events.forget(&lock);
+        }
+        if !effects.is_empty() {
+            self.execute(effects, ctx);
+            self.schedule_settle(ctx);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The error type of `locks-agent`.
 
 use crate::core::{CallFailure, RequestError};
-use locks_core::{LockId, NodeId};
+use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 
 /// Why a transaction call failed. Errors are `Clone` so that one outcome can answer every
@@ -18,7 +18,11 @@ pub enum Error {
         node: NodeId,
     },
     /// Some requests can no longer be met because nodes they need are down (or refused them).
-    #[error("cannot serve the requests on {locks:?}: nodes {nodes:?} are down or refused them")]
+    #[error(
+        "cannot serve the requests on {}: nodes {} are down, not connected or refused them",
+        comma_list(locks),
+        comma_list(nodes)
+    )]
     CannotServe {
         /// The locks whose requests cannot be met.
         locks: Vec<LockId>,
@@ -33,6 +37,20 @@ pub enum Error {
     Cancelled {
         /// The lock.
         lock: LockId,
+    },
+    /// A bounded wait ([`Transaction::lock_timeout`](crate::Transaction::lock_timeout) and the
+    /// other `*_timeout` calls) ran out: what the call asked for was withdrawn, as if its future
+    /// had been dropped, and the transaction goes on.
+    #[error("gave up waiting for {lock}: {}", show_wait(waited_on, holders))]
+    TimedOut {
+        /// The lock the call asked for.
+        lock: LockId,
+        /// The copies (lock, node) of the transaction's requests that were not held when it
+        /// gave up: the call waited for all of them. Empty when the last grant came just then.
+        waited_on: Vec<(LockId, NodeId)>,
+        /// The transactions it was waiting for on those copies, as far as it knew (a node that
+        /// has not answered yet, or is down, shows none).
+        holders: Vec<AgentId>,
     },
     /// The transaction has ended (by `end`, by dropping its handle, or with its node).
     #[error("the transaction has ended")]
@@ -56,6 +74,57 @@ impl From<CallFailure> for Error {
             CallFailure::Cancelled { lock } => Error::Cancelled { lock },
             CallFailure::Deadlock { lock, node } => Error::Deadlock { lock, node },
             CallFailure::Ended => Error::Ended,
+            CallFailure::TimedOut {
+                lock,
+                waited_on,
+                holders,
+            } => Error::TimedOut {
+                lock,
+                waited_on,
+                holders,
+            },
         }
+    }
+}
+
+/// What a timed-out call waited for, for its message: `not granted: [a]@n1, [b]@n2; waiting
+/// for <n1.1.4>`.
+fn show_wait(waited_on: &[(LockId, NodeId)], holders: &[AgentId]) -> String {
+    if waited_on.is_empty() {
+        return "granted only as it gave up (withdrawn)".into();
+    }
+    let copies: Vec<String> = waited_on.iter().map(|(l, n)| format!("{l}@{n}")).collect();
+    let mut s = format!("not granted: {}", comma_list(&copies));
+    if !holders.is_empty() {
+        s.push_str("; waiting for ");
+        s.push_str(&comma_list(holders));
+    }
+    s
+}
+
+/// `a, b, c`, each as it displays (error messages name ids without Debug's quotes).
+pub(crate) fn comma_list<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::lock_id;
+
+    #[test]
+    fn messages_name_ids_without_debug_quotes() {
+        let zz = NodeId::new("zz").unwrap();
+        let e = Error::CannotServe {
+            locks: vec![lock_id!["s7"]],
+            nodes: vec![zz.clone()],
+        };
+        let shown = e.to_string();
+        assert!(!shown.contains('"'), "{shown}");
+        assert!(shown.contains(&format!("nodes {zz} are down")), "{shown}");
     }
 }

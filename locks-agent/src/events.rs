@@ -37,6 +37,14 @@ pub struct Locked {
 }
 
 impl Locked {
+    /// The grant's fencing tokens, to send with every write to the resource the lock guards:
+    /// they display as `a@1042,b@977` and parse back
+    /// ([`Tokens`](locks_core::fence::Tokens)), and a
+    /// [`Fence`](locks_core::fence::Fence) in front of the resource admits or refuses them.
+    pub fn tokens(&self) -> locks_core::fence::Tokens {
+        self.granted.tokens()
+    }
+
     /// The fencing version of `node`'s grant, if that node grants the lock.
     pub fn version_on(&self, node: &NodeId) -> Option<u64> {
         self.granted
@@ -125,6 +133,8 @@ impl Transaction {
     /// # async fn example(txn: Transaction) -> Result<(), locks_agent::Error> {
     /// let locked = txn.lock(lock_id!["jobs", 7], Mode::WRITE).await?;
     /// tokio::select! {
+    ///     // Polled first: after a pause both may be ready, and the loss must win.
+    ///     biased;
     ///     lost = txn.lost() => eprintln!("stop: {}", lost?),
     ///     () = work() => {}
     /// }

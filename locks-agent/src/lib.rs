@@ -31,7 +31,11 @@
 //! wait, a lock on other nodes, events, watches), and then the actor takes it over with
 //! everything it holds (the fast path: `transaction/fast.rs`, and `ARCHITECTURE.md` for why it
 //! keeps every guarantee). Synchronous callers use [`begin_transaction_blocking`] and the
-//! `blocking_*` methods.
+//! `blocking_*` methods, with no async runtime of their own.
+//!
+//! Lock waits can be bounded ([`Transaction::lock_timeout`], [`Error::TimedOut`]) and are
+//! cancel-safe: dropping the future of [`Transaction::lock`] (a timeout, a `select!` branch
+//! that lost) withdraws what the call asked for (see its documentation).
 //!
 //! The agent actor is a thin shell around the agent core, the pure state machine that holds
 //! the requests and multi-node claims, the versioned knowledge of lock copies, the petgraph

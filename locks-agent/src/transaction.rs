@@ -5,34 +5,38 @@
 //! table (the fast path, `crate::fast`). The first request that has to wait, names another
 //! node, or needs the agent's services (events, watches, deadlock resolution) starts the agent
 //! actor, which takes the transaction over; from then on every call is a message to it and the
-//! answer comes back on a oneshot channel. Requests are sent with `do_send`, so once a call has
-//! been made the request is queued for good: dropping the future of [`Transaction::lock`]
-//! before it completes leaves the request queued, exactly as [`Transaction::lock_nowait`]
-//! would.
+//! answer comes back on a oneshot channel. Requests are sent with `do_send`, so a request is
+//! made when the call is made; the future of a call that waits (`lock`, `lock_on`,
+//! `await_all_locks`) withdraws what the call asked for when it is dropped before its answer
+//! (`transaction/pending.rs`), so that nobody waits behind a request nobody awaits.
 //!
 //! Dropping the handle ends the transaction and releases its locks (also when the task that owns
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::agent::{
     Agent, AwaitAll, Convert, Dot, GetStatus, LockCall, Outcome, SetOptions, SurrenderTo, Unlock,
-    outcome_error,
+    next_call, outcome_error,
 };
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
 use crate::events::Locked;
 use crate::options::{Options, Req};
 use actix::prelude::*;
-use fast::Fast;
+use fast::{Fast, Queued};
 use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
 use locks_server::internal::{NodeInternals, Presence, Touched};
+use pending::Pending;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
+mod calls;
 pub(crate) mod fast;
+mod pending;
 mod wait_time;
 mod watching;
 
@@ -187,7 +191,7 @@ impl Transaction {
     /// The agent actor, started now if the transaction has none yet.
     pub(crate) fn addr(&self) -> Addr<Agent> {
         let mut agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
-        self.start_agent(&mut agent, None)
+        self.start_agent(&mut agent, None).0
     }
 
     pub(crate) fn outcome(&self) -> &Outcome {
@@ -230,7 +234,6 @@ impl Transaction {
         mode: Mode,
         nodes: SmallVec<[NodeId; 1]>,
         req: Req,
-        reply: Option<crate::agent::LockReply>,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
         addr.do_send(LockCall {
@@ -238,7 +241,9 @@ impl Transaction {
             mode,
             nodes,
             req,
-            reply,
+            reply: None,
+            queued: None,
+            wait: None,
             accepted,
         });
     }
@@ -265,24 +270,35 @@ impl Transaction {
     /// # }
     /// ```
     ///
-    /// The request is made when `lock` is called, not when the future is first polled: dropping
-    /// the future (or never awaiting it) leaves the request queued, as
-    /// [`Transaction::lock_nowait`] would, and a later call or [`Transaction::await_all_locks`]
-    /// waits for it too. Use [`Transaction::unlock`] to withdraw it.
+    /// # Cancellation
+    ///
+    /// The request is made when `lock` is called, not when the future is first polled.
+    /// Dropping the future before it returns (`tokio::time::timeout`, a `select!` branch that
+    /// lost, an aborted task, or never awaiting it) withdraws what the call asked for, on every
+    /// node, as [`Transaction::unlock`] of a waiting request would (other waiters are served,
+    /// the deadlock detection forgets the wait): a request the call made is withdrawn, a mode
+    /// it raised (an upgrade of a lock held in a weaker mode) goes back to the mode held before.
+    /// Only what this call asked for is undone: a mode held before stays, and so does a request
+    /// another call made on the same lock since. A grant that comes before the withdrawal is
+    /// withdrawn with it; a grant already answered when the future is dropped stays held, and
+    /// is reported as any grant ([`Transaction::lock_state`] says `Held`, and
+    /// [`Transaction::events`] carried it). Calls that add nodes or a stronger requirement to
+    /// a request already made keep them. Use [`Transaction::lock_nowait`] to queue a request
+    /// that stays without anybody waiting for it.
     pub fn lock(
         &self,
         lock: impl Into<LockId>,
         mode: Mode,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let first = self.touched.none();
-        let (addr, lock) = match self.try_fast(lock.into(), mode) {
+        let (addr, lock, queued) = match self.try_fast(lock.into(), mode) {
             Fast::Done(result) if first => {
                 return Either::Left(Either::Left(at_once(result)));
             }
             Fast::Done(result) => return Either::Left(Either::Right(cooperative(result))),
-            Fast::Agent(addr, lock) => (addr, lock),
+            Fast::Agent(addr, lock, queued) => (addr, lock, queued),
         };
-        Either::Right(self.lock_by_agent(addr, lock, mode))
+        Either::Right(self.lock_by_agent(addr, lock, mode, queued, None))
     }
 
     /// Sends `lock` in `mode` on this node to the agent, and returns the wait for its answer.
@@ -291,15 +307,16 @@ impl Transaction {
         addr: Addr<Agent>,
         lock: LockId,
         mode: Mode,
+        queued: Queued,
+        wait: Option<Duration>,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
-        let (tx, rx) = oneshot::channel();
-        Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx), None);
-        wait_time::timed(&self.node, self.wait(rx))
+        self.call_lock(addr, lock, mode, self.local(), Req::All, queued, wait)
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
     /// [`Transaction::lock`] does.
-    /// Like `lock`, the request is made at the call.
+    /// Like `lock`, the request is made at the call, and dropping the future before it returns
+    /// withdraws it on every node it names (see the cancellation rule of [`Transaction::lock`]).
     ///
     /// Two nodes on loopback, and a write lock held on both (a service would use
     /// [`Req::Majority`] over three or more nodes, so that one node's loss does not stop it):
@@ -331,19 +348,7 @@ impl Transaction {
         nodes: &[NodeId],
         req: Req,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
-        let lock = lock.into();
-        let (addr, lock) = if self.is_local(nodes, req) {
-            match self.try_fast(lock, mode) {
-                Fast::Done(result) => return Either::Left(cooperative(result)),
-                Fast::Agent(addr, lock) => (addr, lock),
-            }
-        } else {
-            (self.addr(), lock)
-        };
-        let (tx, rx) = oneshot::channel();
-        let nodes = nodes.iter().cloned().collect();
-        Self::send_request(&addr, lock, mode, nodes, req, Some(tx), None);
-        Either::Right(wait_time::timed(&self.node, self.wait(rx)))
+        self.lock_on_within(lock.into(), mode, nodes, req, None)
     }
 
     /// Queues a lock request on this node without waiting for the grant; returns once the agent
@@ -351,10 +356,10 @@ impl Transaction {
     pub async fn lock_nowait(&self, lock: impl Into<LockId>, mode: Mode) -> Result<(), Error> {
         let (addr, lock) = match self.try_fast(lock.into(), mode) {
             Fast::Done(result) => return cooperative(result).await.map(|_| ()),
-            Fast::Agent(addr, lock) => (addr, lock),
+            Fast::Agent(addr, lock, _) => (addr, lock),
         };
         let (tx, rx) = oneshot::channel();
-        Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
+        Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx));
         self.wait(rx).await
     }
 
@@ -370,14 +375,14 @@ impl Transaction {
         let (addr, lock) = if self.is_local(nodes, req) {
             match self.try_fast(lock, mode) {
                 Fast::Done(result) => return cooperative(result).await.map(|_| ()),
-                Fast::Agent(addr, lock) => (addr, lock),
+                Fast::Agent(addr, lock, _) => (addr, lock),
             }
         } else {
             (self.addr(), lock)
         };
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
-        Self::send_request(&addr, lock, mode, nodes, req, None, Some(tx));
+        Self::send_request(&addr, lock, mode, nodes, req, Some(tx));
         self.wait(rx).await
     }
 
@@ -404,10 +409,10 @@ impl Transaction {
             match self.try_fast(lock, mode) {
                 Fast::Done(Ok(_)) => tokio::task::coop::consume_budget().await,
                 Fast::Done(Err(err)) => return Err(err),
-                Fast::Agent(addr, lock) => {
+                Fast::Agent(addr, lock, _) => {
                     let (tx, rx) = oneshot::channel();
                     let last = objects.peek().is_none();
-                    Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
+                    Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx));
                     let accepted = self.wait(rx).await;
                     if last {
                         return accepted;
@@ -422,7 +427,7 @@ impl Transaction {
             let last = objects.peek().is_none();
             if last || sent % LOCK_OBJECTS_SLICE == 0 {
                 let (tx, rx) = oneshot::channel();
-                Self::send_request(&addr, lock, mode, self.local(), Req::All, None, Some(tx));
+                Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx));
                 let accepted = self.wait(rx).await;
                 // Only the very last request's outcome is the caller's answer, as when every
                 // request went out at once: a slice's acceptance only paces the sending.
@@ -430,7 +435,7 @@ impl Transaction {
                     return accepted;
                 }
             } else {
-                Self::send_request(&addr, lock, mode, self.local(), Req::All, None, None);
+                Self::send_request(&addr, lock, mode, self.local(), Req::All, None);
             }
         }
         Ok(())
@@ -438,13 +443,18 @@ impl Transaction {
 
     /// Waits until every request of the transaction is granted; returns the deadlocks resolved
     /// so far. With no requests at all it waits until one is made and granted.
+    ///
+    /// Dropping the future before it returns withdraws nothing: `await_all_locks` asks for
+    /// nothing itself, and the requests made with [`Transaction::lock_nowait`] stay queued
+    /// (withdraw them with [`Transaction::unlock`], or end the transaction).
     pub async fn await_all_locks(&self) -> Result<LockResult, Error> {
         if let Some(result) = self.fast_result() {
             return Ok(result);
         }
         let (tx, rx) = oneshot::channel();
-        self.addr().do_send(AwaitAll(tx));
-        self.wait(rx).await
+        let (addr, call) = (self.addr(), next_call());
+        addr.do_send(AwaitAll(call, tx));
+        Pending::new(rx, self.outcome().clone(), addr, call).await
     }
 
     /// The transaction's status now.

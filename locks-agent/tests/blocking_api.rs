@@ -1,11 +1,12 @@
 //! The blocking API from plain OS threads: a lock granted at once is answered on the calling
-//! thread, a lock that has to wait parks the thread until the agent answers, and a blocking call
-//! made inside an async runtime panics instead of stalling it.
+//! thread, a lock that has to wait parks the thread until the agent answers, bounded waits give
+//! up, the calls work inside `spawn_blocking` and fail (without a panic) on the node's own
+//! thread, and a program with no async runtime starts two nodes, locks across them and stops.
 //!
 //! Every wait is bounded ([`BOUND`]): a channel receive with a timeout, or a poll of the node's
 //! table through `locks_testing::wait`.
 
-use locks_agent::{Error, Options, begin_transaction_blocking};
+use locks_agent::{Error, Options, Req, begin_transaction_blocking};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, lock_id};
 use locks_server::{Node, NodeConfig};
@@ -134,32 +135,134 @@ fn blocking_unlock_releases_for_the_next_thread() {
     first.blocking_end().unwrap();
 }
 
-/// A blocking call made on a thread that runs an async runtime panics with what to use
-/// instead, for every call that is answered without an executor too.
+/// Inside `spawn_blocking` every blocking call works, bounded waits included.
 #[test]
-fn blocking_calls_inside_a_runtime_panic() {
+fn blocking_calls_work_inside_spawn_blocking() {
     let (rt, node) = node("blocking-in-rt");
-    let message = |panic: Box<dyn std::any::Any + Send>| {
-        panic.downcast_ref::<String>().cloned().unwrap_or_default()
+    let holder = begin_transaction_blocking(&node, Options::default()).unwrap();
+    holder.blocking_lock(lock_id!["a"], Mode::WRITE).unwrap();
+    let inside = node.clone();
+    let outcome = rt.block_on(async move {
+        let task = tokio::task::spawn_blocking(move || {
+            let txn = begin_transaction_blocking(&inside, Options::default()).unwrap();
+            txn.blocking_lock(lock_id!["b"], Mode::WRITE).unwrap();
+            let waited =
+                txn.blocking_lock_timeout(lock_id!["a"], Mode::WRITE, Duration::from_millis(20));
+            let status = txn.blocking_status().unwrap();
+            // The queries, in blocking form.
+            assert!(matches!(
+                txn.blocking_lock_state(lock_id!["b"]).unwrap(),
+                locks_agent::LockState::Held(_)
+            ));
+            assert_eq!(
+                txn.blocking_lock_state(lock_id!["a"]).unwrap(),
+                locks_agent::LockState::NotRequested
+            );
+            assert!(!txn.blocking_options().unwrap().abort_on_deadlock);
+            assert!(txn.blocking_watchers(lock_id!["b"]).unwrap().is_empty());
+            assert!(txn.blocking_wait_for_graph().unwrap().contains("digraph"));
+            txn.blocking_end().unwrap();
+            (waited, status)
+        });
+        within(BOUND, "the blocking task", task).await
+    });
+    let (waited, status) = outcome.expect("no panic");
+    assert!(matches!(waited, Err(Error::TimedOut { .. })), "{waited:?}");
+    assert!(
+        status.have_all_locks(),
+        "only [b] is asked for now: {status:?}"
+    );
+    holder.blocking_end().unwrap();
+}
+
+/// On the node's own thread a blocking call that would wait is an error, not a hang or a
+/// panic: that thread must compute the answer. Its request is withdrawn.
+#[test]
+fn a_blocking_wait_on_the_node_thread_is_an_error() {
+    let (rt, node) = node("blocking-on-node");
+    let holder = begin_transaction_blocking(&node, Options::default()).unwrap();
+    holder.blocking_lock(lock_id!["a"], Mode::WRITE).unwrap();
+    let inside = node.clone();
+    let (id, result) = rt
+        .block_on(within(
+            BOUND,
+            "the node's task",
+            node.spawn(async move {
+                let txn = begin_transaction_blocking(&inside, Options::default()).unwrap();
+                let result = txn.blocking_lock(lock_id!["a"], Mode::WRITE);
+                (txn.id().clone(), result)
+            }),
+        ))
+        .expect("the node runs it");
+    match result {
+        Err(Error::Node(e)) => assert!(
+            matches!(*e, locks_server::Error::OnNodeThread { .. }),
+            "{e}"
+        ),
+        other => panic!("refused on the node's thread: {other:?}"),
+    }
+    holder.blocking_end().unwrap();
+    wait_table(
+        &rt,
+        &node,
+        "nothing left of the refused call",
+        |s| s == EntryState::Absent,
+        &id,
+        &lock_id!["a"],
+    );
+}
+
+/// A program on plain threads, with no async runtime of its own: two nodes on loopback start,
+/// wait for each other, a lock is taken on both with a bounded wait (which gives up while
+/// another thread holds it, then succeeds), and the nodes stop.
+#[test]
+fn a_program_on_plain_threads_locks_across_two_nodes() {
+    let loopback: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let config = |name: &str| {
+        NodeConfig::new(name)
+            .listen(loopback)
+            .cookie("plain-threads")
     };
-    let begin = rt.block_on(async {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            begin_transaction_blocking(&node, Options::default())
-        }))
+    let a = Node::start_blocking(config("pa")).unwrap();
+    let b = Node::start_blocking(config("pb").peer(a.local_addr().unwrap())).unwrap();
+    let both = [a.id().clone(), b.id().clone()];
+    a.wait_for_nodes_blocking(&both, BOUND).unwrap();
+    b.wait_for_nodes_blocking(&both, BOUND).unwrap();
+    let nobody = locks_core::NodeId::new("nobody").unwrap();
+    match a.wait_for_nodes_blocking(std::slice::from_ref(&nobody), Duration::from_millis(20)) {
+        Err(locks_server::Error::NodesNotUp { missing }) => assert_eq!(missing, [nobody]),
+        other => panic!("nobody never connects: {other:?}"),
+    }
+    let job = lock_id!["jobs", 1];
+    let holder = begin_transaction_blocking(&b, Options::default()).unwrap();
+    holder
+        .blocking_lock_on_timeout(job.clone(), Mode::WRITE, &both, Req::All, BOUND)
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let (worker_node, worker_job, worker_both) = (a.clone(), job.clone(), both.clone());
+    let worker = std::thread::spawn(move || {
+        let txn = begin_transaction_blocking(&worker_node, Options::default()).unwrap();
+        let short = Duration::from_millis(30);
+        let first = txn.blocking_lock_on_timeout(
+            worker_job.clone(),
+            Mode::WRITE,
+            &worker_both,
+            Req::All,
+            short,
+        );
+        tx.send(()).unwrap();
+        let second =
+            txn.blocking_lock_on_timeout(worker_job, Mode::WRITE, &worker_both, Req::All, BOUND);
+        txn.blocking_end().unwrap();
+        (first, second)
     });
-    assert!(
-        message(begin.unwrap_err()).contains("begin_transaction_blocking called from within"),
-        "begin"
-    );
-    let txn = begin_transaction_blocking(&node, Options::default()).unwrap();
-    let lock = rt.block_on(async {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            txn.blocking_lock(lock_id!["a"], Mode::WRITE)
-        }))
-    });
-    assert!(
-        message(lock.unwrap_err()).contains("Transaction::blocking_lock called from within"),
-        "lock"
-    );
-    txn.blocking_end().unwrap();
+    rx.recv_timeout(BOUND).expect("the first wait gives up");
+    holder.blocking_end().unwrap();
+    let (first, second) = worker.join().expect("no panic");
+    assert!(matches!(first, Err(Error::TimedOut { .. })), "{first:?}");
+    let second = second.unwrap();
+    assert!(second.version_on(a.id()).is_some() && second.version_on(b.id()).is_some());
+    b.shutdown_blocking().unwrap();
+    a.shutdown_blocking().unwrap();
+    assert!(!a.is_running() && !b.is_running());
 }

@@ -171,6 +171,11 @@ fn classic_shapes() {
     check(configs::classics(), false, false);
 }
 
+#[test]
+fn dropped_lock_calls() {
+    check(configs::drops(), false, false);
+}
+
 /// The generated configurations of one test: `default` seeds (or `MODEL_CHECK_SEEDS`), plus
 /// any `free-<seed>` or `calm-<seed>` (as `size.calm` says) named in `MODEL_CHECK_CONFIG`.
 fn generated(size: Size, default: u64) -> Vec<Config> {

@@ -107,10 +107,26 @@ fn permutations(k: usize) -> Vec<Vec<u64>> {
 
 #[test]
 fn random_multi_node_transactions_all_finish() {
+    let (surrenders, _) = random_multi_node(false);
+    eprintln!("random multi-node transactions: {surrenders} surrenders in 30 runs");
+}
+
+#[test]
+fn random_multi_node_transactions_dropping_calls_all_finish() {
+    // Calls dropped at every point of a request's life, on one to three nodes each.
+    let (surrenders, drops) = random_multi_node(true);
+    eprintln!("random multi-node transactions: {drops} calls dropped, {surrenders} surrenders");
+    assert!(drops > 0);
+}
+
+/// Twelve agents, each with up to three requests on random sets of nodes; with `drops`, the
+/// clients drop some of their calls (`sim/drops.rs`). Returns the surrenders and the drops.
+fn random_multi_node(drops: bool) -> (u64, u64) {
     let reqs = [Req::All, Req::Majority, Req::Any, Req::AllAlive];
-    let mut surrenders = 0;
+    let (mut surrenders, mut dropped) = (0, 0);
     for seed in sim::seeds(30) {
         let mut sim = network(seed);
+        sim.drops = drops;
         for serial in 1..=12 {
             let steps = 1 + sim.rng().below(3);
             let mut script = Vec::new();
@@ -148,8 +164,9 @@ fn random_multi_node_transactions_all_finish() {
             sim.dump()
         );
         surrenders += sim.stats.surrenders;
+        dropped += sim.stats.drops;
     }
-    eprintln!("random multi-node transactions: {surrenders} surrenders in 30 runs");
+    (surrenders, dropped)
 }
 
 /// Four agents want `[m]` for writing on all three nodes with `req`, one after the other.

@@ -42,18 +42,22 @@ async fn a_panicking_client_task_releases_its_locks() {
 }
 
 #[tokio::test]
-async fn a_dropped_lock_future_leaves_the_request_queued() {
+async fn a_dropped_lock_future_withdraws_its_request() {
     let h = Harness::new("dropfut").await;
     let c1 = h.client().await;
     let c2 = h.client().await;
     c1.lock(lock_id!["a"], Mode::WRITE).await;
-    // Never polled, dropped at once: the request was made at the call.
+    // Never polled, dropped at once: the request made at the call is withdrawn.
     drop(c2.txn().lock(lock_id!["a"], Mode::WRITE));
-    h.wait_blocked(&c2.id(), &lock_id!["a"]).await;
+    h.wait_released(&c2.id()).await;
     assert_eq!(
         bounded(c2.txn().status()).await.unwrap(),
-        TransactionStatus::Waiting
+        TransactionStatus::NoLocks
     );
+    // A request made with `lock_nowait` stays without anybody waiting for it.
+    bounded(c2.txn().lock_nowait(lock_id!["a"], Mode::WRITE))
+        .await
+        .unwrap();
     c1.kill();
     c2.await_all_locks().await;
     h.wait_granted(&c2.id(), &lock_id!["a"]).await;

@@ -17,19 +17,19 @@
 //!
 //! # Why this is right for `Majority` locks
 //!
-//! A node's table versions grow strictly with every change to its queues, and keep growing
-//! across restarts (the base is derived from the node's incarnation), so on one node a later
-//! grant of the same lock has a larger version than an earlier one. An exclusive `Majority`
-//! grant is held on a majority of the lock's nodes; any two majorities of the same node set
-//! intersect. So if holder `A` was granted the lock and holder `B` was granted it later (after
-//! `A` lost it on at least the nodes `B` needed), some node `n` granted it to both, `A` at
-//! version `a_n` and `B` at `b_n > a_n`. Once the fence has seen a write from `B`, its highest
-//! for (lock, `n`) is at least `b_n`, and every later write from `A` carries `a_n < b_n` for
-//! `n` and is refused, whichever other nodes it lists. A write from `B` is never refused on
-//! `A`'s account: on every node both list, `B`'s token is the later one. The same holds for
-//! `All` locks (every node is in both sets) and fails only for requirements whose node sets
-//! need not intersect (`Any`, `*_alive` after a split), where the fence can merely refuse what
-//! it can compare.
+//! A node's table versions grow strictly with every change to its queues, and keep growing across
+//! restarts (with a data directory, above the ceiling the previous incarnation kept on disk;
+//! without one, from the start time, which a clock stepped back defeats), so on one node a later
+//! grant of the same lock has a larger version than an earlier one. An exclusive `Majority` grant
+//! is held on a majority of the lock's nodes; any two majorities of the same node set intersect. So
+//! if holder `A` was granted the lock and holder `B` was granted it later (after `A` lost it on at
+//! least the nodes `B` needed), some node `n` granted it to both, `A` at version `a_n` and `B` at
+//! `b_n > a_n`. Once the fence has seen a write from `B`, its highest for (lock, `n`) is at least
+//! `b_n`, and every later write from `A` carries `a_n < b_n` for `n` and is refused, whichever
+//! other nodes it lists. A write from `B` is never refused on `A`'s account: on every node both
+//! list, `B`'s token is the later one. The same holds for `All` locks (every node is in both sets)
+//! and fails only for requirements whose node sets need not intersect (`Any`, `*_alive` after a
+//! split), where the fence can merely refuse what it can compare.
 //!
 //! The fence decides by the tokens alone: it does not know which grant is current, only which
 //! ones have been superseded on a node it has heard from. A stale holder whose every token is on
@@ -37,7 +37,11 @@
 //! for `Majority` and `All`.
 
 use crate::{LockId, NodeId};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+mod tokens;
+pub use tokens::{Tokens, TokensError};
 
 /// Why a [`Fence`] refused a write.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,7 +63,30 @@ pub enum FenceError {
 }
 
 /// The highest fencing token accepted per (lock, node); see the [module docs](self).
-#[derive(Debug, Clone, Default)]
+///
+/// A resource that restarts must not forget what its fence has seen (or a stale holder's
+/// write would pass once): save it with serde (it serializes as a list of
+/// `(lock, node, highest)` entries, JSON included) or read [`Fence::entries`] into storage of
+/// your own, and restore it with serde or with [`Fence::seed`], without replaying the writes.
+///
+/// ```
+/// use locks_core::fence::{Fence, Tokens};
+/// use locks_core::lock_id;
+/// let lock = lock_id!["register"];
+/// let mut fence = Fence::new();
+/// let tokens: Tokens = "a@1042,b@977".parse().unwrap();
+/// fence.admit(&lock, tokens.as_slice()).unwrap();
+/// // Saved, then restored after a restart: the older grant is still refused.
+/// let saved: Vec<_> = fence.entries().collect();
+/// let mut restored = Fence::new();
+/// for (lock, node, highest) in &saved {
+///     restored.seed(lock, node, *highest);
+/// }
+/// let stale: Tokens = "a@1000,b@977".parse().unwrap();
+/// assert!(restored.admit(&lock, stale.as_slice()).is_err());
+/// ```
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(from = "tokens::Saved", into = "tokens::Saved")]
 pub struct Fence {
     highest: HashMap<LockId, HashMap<NodeId, u64>>,
 }
@@ -98,10 +125,8 @@ impl Fence {
     /// A token equal to the highest seen is accepted: the same holder writes again.
     pub fn admit(&mut self, lock: &LockId, tokens: &[(NodeId, u64)]) -> Result<(), FenceError> {
         self.check(lock, tokens)?;
-        let seen = self.highest.entry(lock.clone()).or_default();
         for (node, token) in tokens {
-            let highest = seen.entry(node.clone()).or_insert(*token);
-            *highest = (*highest).max(*token);
+            self.seed(lock, node, *token);
         }
         Ok(())
     }
@@ -109,6 +134,24 @@ impl Fence {
     /// The highest token accepted for `lock` on `node`, if any.
     pub fn highest(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
         self.highest.get(lock)?.get(node).copied()
+    }
+
+    /// Raises the highest token of `lock` on `node` to at least `token`, as if a write
+    /// carrying it had been accepted: restores a saved fence, or starts one from the tokens a
+    /// resource stored beside its data. Never lowers what was seen.
+    pub fn seed(&mut self, lock: &LockId, node: &NodeId, token: u64) {
+        let seen = self.highest.entry(lock.clone()).or_default();
+        let highest = seen.entry(node.clone()).or_insert(token);
+        *highest = (*highest).max(token);
+    }
+
+    /// Every (lock, node, highest token) the fence holds, in no particular order: what to
+    /// save ([`Fence::seed`] restores it).
+    pub fn entries(&self) -> impl Iterator<Item = (LockId, NodeId, u64)> + '_ {
+        self.highest.iter().flat_map(|(lock, seen)| {
+            seen.iter()
+                .map(move |(node, token)| (lock.clone(), node.clone(), *token))
+        })
     }
 }
 

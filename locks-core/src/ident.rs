@@ -2,7 +2,8 @@
 //!
 //! A [`NodeId`] is a node's name, unique in its cluster. An [`AgentId`] names one transaction
 //! agent: the node it lives on, the node's incarnation (taken from the clock when the node
-//! starts, so ids are never reused across a restart) and a serial number, unique on that
+//! starts, and with a data directory above every earlier one whatever the clock, so ids are
+//! never reused across a restart) and a serial number, unique on that
 //! incarnation, that grows with every agent one thread of the node's process creates (threads
 //! take serials in blocks, so ids made on different threads order by block, not by time).
 //!

@@ -231,6 +231,7 @@ pub fn agent_error(e: &AgentError) -> Refusal {
         AgentError::CannotServe { .. } => Code::FailedPrecondition,
         AgentError::Request(_) => Code::InvalidArgument,
         AgentError::Cancelled { .. } => Code::Cancelled,
+        AgentError::TimedOut { .. } => Code::DeadlineExceeded,
         AgentError::Ended | AgentError::Node(_) => Code::Unavailable,
     };
     Refusal::new(code, e.to_string())

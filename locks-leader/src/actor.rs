@@ -24,6 +24,7 @@ use crate::error::{CallError, Error};
 use crate::info::MemberInfo;
 use crate::lease::SharedProof;
 use crate::lease::lease_valid;
+use crate::remembered::TermRecord;
 use crate::term::Term;
 use actix::prelude::*;
 use futures::channel::oneshot;
@@ -107,6 +108,8 @@ pub(crate) struct MemberActor<C: Callbacks> {
     ready: Option<oneshot::Sender<Result<(), Error>>>,
     stop_waiters: Vec<oneshot::Sender<()>>,
     released: bool,
+    /// The group's term record in the node's data directory, if it has one.
+    record: Option<TermRecord>,
 }
 
 impl<C: Callbacks> MemberActor<C> {
@@ -135,6 +138,31 @@ impl<C: Callbacks> MemberActor<C> {
             ready: Some(ready),
             stop_waiters: Vec::new(),
             released: false,
+            record: None,
+        }
+    }
+
+    /// Keeps the largest accepted term in `record` (see `crate::remembered`).
+    pub(crate) fn with_record(mut self, record: Option<TermRecord>) -> MemberActor<C> {
+        self.record = record;
+        self
+    }
+
+    /// Records the core's accepted term if it grew, before any effect of the step that
+    /// accepted it is carried out. A member that cannot record it stops: acknowledging a term
+    /// it would forget could let a later leader take a lower one.
+    fn keep_accepted(&mut self, ctx: &mut Context<Self>) -> bool {
+        let (Some(record), Some(term)) = (&mut self.record, self.core.accepted()) else {
+            return true;
+        };
+        match record.keep(term) {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::error!(member = %self.core.me(), %err, "cannot record the accepted term; stopping");
+                self.release();
+                ctx.stop();
+                false
+            }
         }
     }
 
@@ -169,7 +197,10 @@ impl<C: Callbacks> MemberActor<C> {
 
     fn execute_effects(&mut self, effects: Vec<Effect<C>>, ctx: &mut Context<Self>) {
         let mut queue = std::collections::VecDeque::from(effects);
-        while let Some(effect) = queue.pop_front() {
+        // Checked before each effect: a delivery failure fed back may make the core accept.
+        while self.keep_accepted(ctx)
+            && let Some(effect) = queue.pop_front()
+        {
             let now = self.now();
             match effect {
                 Effect::StartSync { attempt, nodes } => self.start_sync(attempt, nodes, ctx),

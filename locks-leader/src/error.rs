@@ -14,6 +14,10 @@ pub enum Error {
     /// The member has stopped.
     #[error("the member has stopped")]
     Stopped,
+    /// The group's term record in the node's data directory could not be read (damaged, or
+    /// not this group's); the message names the file.
+    #[error("{0}")]
+    DataDir(String),
 }
 
 /// Why a call did not get a reply.

@@ -15,6 +15,7 @@ use crate::error::{CallError, Error};
 use crate::info::MemberInfo;
 use crate::lease::{SharedProof, lease_valid};
 use crate::options::{ElectionMode, GroupOptions};
+use crate::remembered::TermRecord;
 use crate::term::{Role, Term};
 use actix::prelude::*;
 use futures::channel::oneshot;
@@ -125,7 +126,8 @@ pub async fn start_with<C: Callbacks>(
     let id = MemberId::of_agent(&agent_id);
     let (leader_tx, leader_rx) = watch::channel(None);
     let (ready_tx, ready_rx) = oneshot::channel();
-    let core = MemberCore::with_options(
+    let record = TermRecord::open(node, &group).map_err(|e| Error::DataDir(e.to_string()))?;
+    let mut core = MemberCore::with_options(
         agent_id,
         role,
         lock,
@@ -133,12 +135,16 @@ pub async fn start_with<C: Callbacks>(
         callbacks,
         &options,
     );
+    if let Some(term) = record.as_ref().and_then(TermRecord::recalled) {
+        core.recall(term.clone());
+    }
     let actor_node = node.clone();
     let sync = sync_lock(&group);
     let proof: SharedProof = Arc::new(RwLock::new(None));
     let actor_proof = proof.clone();
     let addr = MemberActor::start_in_arbiter(node.arbiter(), move |_ctx| {
         MemberActor::new(core, actor_node, sync, leader_tx, actor_proof, ready_tx)
+            .with_record(record)
     });
     ready_rx.await.map_err(|_| Error::NodeStopped)??;
     Ok(Member {

@@ -40,17 +40,20 @@
 //! island without a majority has no leader at all.
 //!
 //! - *The group's nodes*, which a majority is counted over: the nodes given with
-//!   [`GroupOptions::nodes`], and the home node of every candidate the member ever learnt of
-//!   (listed in a view of the election lock, or the sender of a message), and every node
+//!   [`GroupOptions::nodes`], and the home node of every member, candidate or worker, the
+//!   member ever learnt of (listed in a view of the election lock, or the sender of a message;
+//!   a worker's lock server holds the election lock like any other), and every node
 //!   another member names in a message (every envelope carries its sender's set). A node
 //!   that goes down or is cut off stays in the set: the set never shrinks, so an island cannot
 //!   count a majority of "the nodes up now". Two majorities of one set share a node, and the
 //!   election lock on that node has one holder at a time.
 //! - *Who leads*: a candidate that holds the election lock on every node it considers up (as in
 //!   islands mode) **and** on a majority of the group's nodes, has the sync lock, and has polled
-//!   every candidate known on those nodes for the largest term it accepted. It answers as
-//!   leader ([`Member::is_leader`], leader calls, casts) only once candidates on a majority of
-//!   the group's nodes (its own included) accepted its term; until then calls wait.
+//!   every member known on those nodes for the largest term it accepted. It answers as
+//!   leader ([`Member::is_leader`], leader calls, casts) only once members on a majority of
+//!   the group's nodes (its own included) accepted its term; until then calls wait. So two
+//!   candidates and a worker on three nodes fail over when the leader's node goes: the other
+//!   candidate holds the lock on its node and the worker's.
 //! - *Stepping down*: a leader that no longer holds the lock on a majority of the group's nodes
 //!   among those it considers up (a node went down or was cut off, a surrender) steps down at
 //!   once: `LeaderChanged(None)`, the [`Callbacks::stepped_down`] callback, `Uncertain` to every
@@ -68,6 +71,18 @@
 //!   The margin (lock delay − lease) must cover the time the old leader's node takes to handle
 //!   the node-down event; a node whose thread stalls longer than that can overlap, as with any
 //!   lease (see `locks_server::lease` for the node layer's side of the argument).
+//! - *A leader that stays put*: a node that comes up while a member leads (a new node, a
+//!   restarted one, one whose members resume after a pause) is watched but not asked for the
+//!   election lock, so nothing that joins can make the leader wait for it or lose the lock in
+//!   a deadlock resolution: leadership moves only when the leader loses its majority, stops,
+//!   or its node goes down. What a service sees: on a *join* or a *rejoin* the new members
+//!   get `AmLeader` from the current leader (`elected` runs for them on the leader, with the
+//!   same term) and follow it; on a *resume* the paused member's own leases have lapsed, so
+//!   it steps down (`stepped_down`) before it answers as leader, and follows whoever leads
+//!   now. The cost: the leader holds the lock only on nodes that were up when it took the
+//!   lead, so after rejoins it may hold a bare majority, and a join that grows the group or
+//!   the loss of one more of its nodes then makes it step down and the election run over
+//!   every node up (module `core::tenure` has the argument).
 //! - *Refusals*: a member that sees fewer than a majority of the group's nodes answers leader
 //!   calls with [`CallError::NoMajority`] at once, and fails the ones it held.
 //! - *Limits*: with no nodes configured, a member started alone counts a majority of the nodes
@@ -91,25 +106,48 @@
 //! and have that resource refuse a term below the largest it has seen: a deposed leader that
 //! still writes is then refused. For that a new leader's term must exceed every term a leader
 //! before it wrote with, even after the node with the highest lock versions is gone and clocks
-//! stepped back (lock versions start at the node's start time, so a restarted node with a slow
-//! clock hands out lower ones). In majority mode:
+//! stepped back. In majority mode:
 //!
-//! 1. A leader writes (answers a leader call) only once candidates on a majority `Q` of the
+//! 1. A leader writes (answers a leader call) only once members on a majority `Q` of the
 //!    group's nodes accepted its term `T`, and only while it holds the election lock on a
 //!    majority `M1`; a member's accepted term only grows.
 //! 2. The next leader starts its poll only once it holds the election lock on a majority `M`
 //!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
 //!    granted to it only after the old leader lost it, so after the old leader's last write.
-//!    It polls every candidate known on `M` (every live candidate is queued for the lock on
-//!    its own node, and it waits for views of `M` newer than its grants, so it knows them), and
-//!    its epoch exceeds every term they answer with (every message carries the largest term
-//!    its sender accepted).
-//! 3. `Q` and `M` share a node; a candidate there accepted `T` before the old leader's first
+//!    It polls every member known on `M` (every live candidate is queued for the lock on
+//!    its own node, and it waits for views of `M` newer than its grants, so it knows them; a
+//!    worker says `Hello` to every candidate it sees in a view), and its epoch exceeds every
+//!    term they answer with (every message carries the largest term its sender accepted).
+//! 3. `Q` and `M` share a node; a member there accepted `T` before the old leader's first
 //!    write, and answers the poll after its last: with a term at least `T`. So the new term
 //!    exceeds `T`, whatever the clocks and lock versions say.
 //!
-//! This rests on the members that accepted a term living on: a group whose members on a
-//! majority of its nodes all restarted forgets the terms (nothing is written to disk). In
+//! Step 3 needs the next leader to know the workers of `M` when it polls: a worker that
+//! accepted `T` is known to a candidate from its `Hello`, sent when it first sees the candidate
+//! in a view, so a candidate that queued on the worker's node after the worker accepted `T`,
+//! and whose poll ends before that `Hello` arrives, may miss it (its epoch still exceeds its
+//! grant's version there, above the old leader's). Candidates on a majority of the nodes close
+//! that gap. It also needs the member that accepted `T` to live on. When members restart, what they
+//! accepted lives on in their nodes' **data directories** (`NodeConfig::data_dir`): a member
+//! writes the largest term it accepted (crash-safely: temporary file, fsync, rename, fsync) and
+//! raises its node's lock versions above that term's epoch (the node's version ceiling on disk
+//! moves with them) *before* it carries out anything of the step that accepted it, so before its
+//! `Accepted` and, for the leader itself, before its first answer; a member that cannot write
+//! it stops. Then, with `n` a node of `Q ∩ M`:
+//!
+//! 4. If a member on `n` answers the new leader's poll, it is the one that accepted `T`, or
+//!    a later one started on `n`, which started from the recorded term (it counts as accepted):
+//!    either way it answers with a term at least `T`, and step 3 holds.
+//! 5. Otherwise `n` restarted, or its member stopped, after accepting `T`. When `n`
+//!    restarted, every version it hands out is above every version it handed out before and
+//!    above the raised floor, so above `T`'s epoch; the new leader's grant on `n` comes from
+//!    the new incarnation (a restart empties the table), and a new term is at least the
+//!    largest of its grant versions (`next_term`): above `T`, whatever the clocks say.
+//!
+//! So a group whose members all restart (killed, with clocks behind) elects a leader with a
+//! term above every term a leader before it wrote with, as long as every node has a data
+//! directory. Left uncovered: a node that lives on while its member stops, and nodes without
+//! a data directory (their terms, like their versions, then derive from the clock). In
 //! islands mode terms grow the same way within a connected group, and an island's leader has
 //! a term above every term its members accepted; across islands two leaders can hold terms
 //! at the same time, and after a heal the remaining leader takes a term above both.
@@ -181,8 +219,9 @@
 //! # Contracts
 //!
 //! - In a connected group of nodes (every node connected to every other) that stays unchanged,
-//!   exactly one candidate ends up leading, holding the election lock on every node, and every
-//!   member follows it; its term is at least every term a member there has accepted.
+//!   exactly one candidate ends up leading, holding the election lock on every node (in
+//!   majority mode: on every node that was up when it took the lead), and every member
+//!   follows it; its term is at least every term a member there has accepted.
 //! - Majority mode: at most one member at a time answers as leader (under the lease
 //!   assumptions above); an island with a majority of the group's nodes elects one leader, the
 //!   others none. Islands mode: each island of a netsplit elects its own leader; after a heal
@@ -220,6 +259,7 @@ mod info;
 pub mod internal;
 mod lease;
 mod options;
+mod remembered;
 mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};

@@ -11,7 +11,8 @@
 //! In majority mode a candidate also polls the candidates on the nodes of its majority before
 //! it takes a term, and answers as leader only once a majority accepted it, so a new leader's
 //! term exceeds every term a leader before it answered with (the argument is in the crate
-//! documentation, "Terms as fencing tokens").
+//! documentation, "Terms as fencing tokens"); with a data directory on every node, also after
+//! every member restarted (`remembered.rs`).
 
 use locks_core::MemberId;
 use serde::{Deserialize, Serialize};

@@ -5,11 +5,12 @@
 
 mod common;
 
-use common::dict::{Rep, Req};
+use common::dict::{Dict, Rep, Req};
 use common::{
     agreed, bounded, cluster_node, dict, eventually_finds, heal, island_dict, leaders_where, mesh,
     split,
 };
+use locks_leader::{Role, start};
 use locks_server::Node;
 
 async fn nodes(prefix: &str, n: usize) -> Vec<Node> {
@@ -225,4 +226,41 @@ async fn leader_node_shutdown_elects_a_new_leader_with_a_larger_term() {
         .collect();
     shutdown(&alive).await;
     let _ = bounded(async {}).await;
+}
+
+/// Majority mode over two candidates and a worker on three nodes: the worker's node counts
+/// among the group's nodes (its lock server holds the election lock like any other), so when
+/// the leader's node goes, the other candidate holds a majority and the worker follows it.
+#[tokio::test]
+async fn a_workers_node_counts_towards_the_majority() {
+    let ns = nodes("worker-", 3).await;
+    mesh(&ns.iter().collect::<Vec<_>>()).await;
+    let candidates = [
+        dict(&ns[0], "with_worker").await,
+        dict(&ns[1], "with_worker").await,
+    ];
+    let worker = bounded(start(&ns[2], "with_worker", Dict::default(), Role::Worker))
+        .await
+        .unwrap();
+    let first = agreed(&[&candidates[0], &candidates[1], &worker], None).await;
+    assert_eq!(
+        worker.leader_call(Req::Store("k".into(), 1)).await,
+        Ok(Rep::Ok)
+    );
+    let dead = candidates
+        .iter()
+        .position(|d| d.id() == &first.leader)
+        .expect("a candidate leads");
+    let other = &candidates[1 - dead];
+    ns[dead].shutdown().await;
+    let second = agreed(&[other, &worker], Some(&first)).await;
+    assert_eq!(&second.leader, other.id());
+    assert!(second > first, "{second} > {first}");
+    eventually_finds(&worker, "k", Some(1)).await;
+    assert_eq!(
+        worker.leader_call(Req::Store("after".into(), 2)).await,
+        Ok(Rep::Ok)
+    );
+    ns[1 - dead].shutdown().await;
+    ns[2].shutdown().await;
 }

@@ -43,6 +43,21 @@ fn store_through_any_member(sim: &mut Sim, rng: &mut Rng, stores: &mut i64) {
     *stores += 1;
 }
 
+/// A new node joins, connected to `peers`, with a candidate (or, one time in three, a worker).
+fn join(sim: &mut Sim, rng: &mut Rng, nodes: &mut Vec<NodeId>, peers: &[NodeId]) {
+    let n = sim.add_node(&format!("n{}", nodes.len()));
+    for p in peers {
+        sim.connect(&n, p);
+    }
+    let role = if rng.chance(3) {
+        Role::Worker
+    } else {
+        Role::Candidate
+    };
+    sim.add_member(&n, role);
+    nodes.push(n);
+}
+
 /// `count` connected nodes with a candidate each, in majority mode over those nodes (checked
 /// after every step for two leaders), run until quiet.
 fn majority_group(seed: u64, group: &str, count: usize) -> (Sim, Vec<NodeId>) {
@@ -167,18 +182,9 @@ fn sim_islands_mode_random_netsplits_over_five_nodes() {
                 2 if nodes.len() < 7 => {
                     // A new node joins the island of a random node, with a candidate (or a
                     // worker) on it.
-                    let n = sim.add_node(&format!("n{}", nodes.len()));
                     let buddy = nodes[rng.below(nodes.len())].clone();
-                    for p in sim.peers(&buddy) {
-                        sim.connect(&n, &p);
-                    }
-                    let role = if rng.chance(3) {
-                        Role::Worker
-                    } else {
-                        Role::Candidate
-                    };
-                    sim.add_member(&n, role);
-                    nodes.push(n);
+                    let peers = sim.peers(&buddy);
+                    join(&mut sim, &mut rng, &mut nodes, &peers);
                 }
                 _ => store_through_any_member(&mut sim, &mut rng, &mut stores),
             }
@@ -273,6 +279,169 @@ fn sim_majority_mode_cut_off_leader_steps_down_and_the_majority_elects() {
             "seed {seed}: {:?}",
             sim.replies
         );
+    }
+}
+
+/// The term of the member that leads, if one does.
+fn leading(sim: &Sim) -> Option<locks_leader::Term> {
+    sim.members
+        .values()
+        .find(|sm| sm.core.is_leader())
+        .and_then(|sm| sm.core.leader().cloned())
+}
+
+/// Whether the leader of `term` would still hold the lock on a majority of its group's nodes
+/// with `lost` gone and `joining` more nodes in the group.
+fn keeps_majority(
+    sim: &Sim,
+    term: &locks_leader::Term,
+    lost: Option<&NodeId>,
+    joining: usize,
+) -> bool {
+    let core = &sim.members[&term.leader].core;
+    let locks_leader::internal::State::Leader { grants, .. } = core.state() else {
+        return false;
+    };
+    let held = grants.iter().filter(|(n, _)| Some(n) != lost).count();
+    held > (core.group_nodes().len() + joining) / 2
+}
+
+/// Majority mode: a leader that holds its majority stays put while nodes join, crash and
+/// come back, and are cut off and heal; a cut-off leader is replaced, and when its node heals
+/// the new leader stays. Checked after every step for two leaders; after each event that
+/// leaves the leader the majority it holds, the leadership (its term) is unchanged. (A leader
+/// does not ask for the lock on nodes that came up while it leads, so it may hold a bare
+/// majority, and then the loss of one of its nodes, or a join, makes it step down.)
+#[test]
+fn sim_majority_mode_a_leader_stays_put_through_joins_rejoins_and_heals() {
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x57a7);
+        let (mut sim, mut nodes) = majority_group(seed, "stay", 3 + 2 * (seed as usize % 2));
+        for step in 0..8 {
+            let before = leading(&sim).expect("a leader");
+            let leader_node = before.leader.node().clone();
+            let others: Vec<_> = nodes
+                .iter()
+                .filter(|n| **n != leader_node)
+                .cloned()
+                .collect();
+            let other = others[rng.below(others.len())].clone();
+            let event = rng.below(4);
+            let stays = match event {
+                0 => {
+                    let stays = keeps_majority(&sim, &before, Some(&other), 0);
+                    sim.crash(&other);
+                    quiet(&mut sim, seed, &format!("step {step}: crash {other}"));
+                    sim.restart(&other, Role::Candidate);
+                    stays
+                }
+                1 => {
+                    let stays = keeps_majority(&sim, &before, Some(&other), 0);
+                    sim.islands(&[
+                        vec![other.clone()],
+                        sim.nodes().into_iter().filter(|n| n != &other).collect(),
+                    ]);
+                    quiet(&mut sim, seed, &format!("step {step}: cut off {other}"));
+                    sim.full_mesh();
+                    stays
+                }
+                2 if nodes.len() < 7 => {
+                    // A join grows the group: the leader stays if the nodes it holds are a
+                    // majority of the grown group too (it does not ask for the new node).
+                    let stays = keeps_majority(&sim, &before, None, 1);
+                    let peers = sim.nodes();
+                    join(&mut sim, &mut rng, &mut nodes, &peers);
+                    stays
+                }
+                _ => {
+                    // The leader's node cut off (as a pause would): another leads, and keeps
+                    // leading when the old one's node heals.
+                    let rest: Vec<_> = sim
+                        .nodes()
+                        .into_iter()
+                        .filter(|n| n != &leader_node)
+                        .collect();
+                    sim.islands(&[vec![leader_node.clone()], rest]);
+                    quiet(&mut sim, seed, &format!("step {step}: cut off the leader"));
+                    let next = leading(&sim).expect("a leader in the majority");
+                    assert_ne!(next.leader, before.leader, "seed {seed} step {step}");
+                    sim.full_mesh();
+                    quiet(&mut sim, seed, &format!("step {step}: heal the old leader"));
+                    assert_eq!(
+                        leading(&sim),
+                        Some(next),
+                        "seed {seed} step {step}: the new leader moved"
+                    );
+                    false
+                }
+            };
+            quiet(&mut sim, seed, &format!("step {step}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+            if stays {
+                assert_eq!(
+                    leading(&sim),
+                    Some(before),
+                    "seed {seed} step {step} (event {event}, {other}): the leader moved\n{}",
+                    sim.describe()
+                );
+            }
+        }
+    }
+}
+
+/// Majority mode over a mix of candidates and workers, one member per node and no configured
+/// nodes: every member's node counts, so when the leader's node crashes the remaining nodes
+/// (a majority) elect another candidate and every member there, workers included, follows
+/// it; checked after every step for two leaders. The node comes back with its role.
+#[test]
+fn sim_majority_mode_workers_nodes_count_and_a_crashed_leader_is_replaced() {
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x3012);
+        let count = 3 + seed as usize % 3;
+        let mut sim = Sim::new(seed, "mix");
+        let nodes: Vec<_> = (0..count).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.check_single_leader = true;
+        sim.full_mesh();
+        // Two candidates at least (one to lead, one to take over), the rest at random.
+        let roles: Vec<Role> = (0..count)
+            .map(|i| {
+                if i < 2 || rng.chance(2) {
+                    Role::Candidate
+                } else {
+                    Role::Worker
+                }
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..count).collect();
+        for i in (1..count).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        for &i in &order {
+            sim.add_member(&nodes[i], roles[i]);
+        }
+        quiet(&mut sim, seed, "start");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for round in 0..3 {
+            let before = sim.proven_terms.last().cloned().expect("a leader");
+            let victim = before.leader.node().clone();
+            let role = roles[nodes.iter().position(|n| n == &victim).expect("a node")];
+            sim.crash(&victim);
+            quiet(&mut sim, seed, &format!("crash {round} of {victim}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
+            let after = sim.proven_terms.last().cloned().expect("a leader");
+            assert_ne!(after.leader.node(), &victim, "seed {seed} round {round}");
+            assert!(
+                after > before,
+                "seed {seed} round {round}: {after} > {before}"
+            );
+            sim.restart(&victim, role);
+            quiet(&mut sim, seed, &format!("restart {round} of {victim}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} round {round}: {e}"));
+        }
     }
 }
 

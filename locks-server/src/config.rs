@@ -183,11 +183,15 @@ impl ClusterConfig {
 /// server_name = "locks"   # optional: the DNS name every node certificate carries
 /// node_names = true       # optional (default true): a peer's certificate must carry its node name
 /// ```
+///
+/// A `data_dir = "/var/lib/locks/a"` line (relative to the file) keeps the node's data
+/// directory there ([`NodeConfig::data_dir`]).
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     name: String,
     modes: ModeTable,
     cluster: ClusterConfig,
+    data_dir: Option<PathBuf>,
 }
 
 impl NodeConfig {
@@ -198,7 +202,29 @@ impl NodeConfig {
             name: name.into(),
             modes: ModeTable::standard(),
             cluster: ClusterConfig::default(),
+            data_dir: None,
         }
+    }
+
+    /// Keeps the node's data directory at `path` (created if missing; see
+    /// [`crate::data_dir`]): a restarted node's lock versions (fencing tokens), agent ids and
+    /// its leader members' terms then start above every one an earlier run handed out,
+    /// whatever the clock says. Without one (the default of an in-process node) they derive
+    /// from the start time, so a restart with the clock behind hands out lower ones.
+    pub fn data_dir(mut self, path: impl Into<PathBuf>) -> NodeConfig {
+        self.data_dir = Some(path.into());
+        self
+    }
+
+    /// No data directory (the default): versions, agent ids and terms derive from the clock.
+    pub fn without_data_dir(mut self) -> NodeConfig {
+        self.data_dir = None;
+        self
+    }
+
+    /// The data directory, if one is configured.
+    pub fn data_dir_path(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
     }
 
     /// Installs a custom mode table (every node of a cluster must use the same one).
@@ -381,6 +407,9 @@ impl NodeConfig {
             }
             config = config.tls(settings);
         }
+        if let Some(dir) = file.data_dir {
+            config = config.data_dir(relative(dir));
+        }
         config.cluster.validate()?;
         Ok(config)
     }
@@ -425,6 +454,7 @@ struct FileConfig {
     lock_delay_ms: Option<u64>,
     start_delay_ms: Option<u64>,
     tls: Option<FileTls>,
+    data_dir: Option<PathBuf>,
 }
 
 /// The `[tls]` table of the TOML form.

@@ -37,4 +37,32 @@ pub enum Error {
     /// A message could not be routed.
     #[error(transparent)]
     Route(#[from] RouteError),
+    /// A blocking call was made on the node's own thread, which must do the work it would wait
+    /// for (it would never return): use the async method there.
+    #[error(
+        "{call} would block the node's own thread, which must answer it; use the async method there"
+    )]
+    OnNodeThread {
+        /// The call.
+        call: &'static str,
+    },
+    /// [`Node::wait_for_nodes`](crate::Node::wait_for_nodes) gave up: these nodes were not
+    /// connected in time.
+    #[error("nodes not connected in time: {}", show_nodes(missing))]
+    NodesNotUp {
+        /// The nodes still missing.
+        missing: Vec<locks_core::NodeId>,
+    },
+    /// The data directory could not be read or written (see [`crate::data_dir`]).
+    #[error(transparent)]
+    DataDir(#[from] crate::data_dir::DataDirError),
+}
+
+/// `a, b, c`.
+fn show_nodes(nodes: &[locks_core::NodeId]) -> String {
+    nodes
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -50,6 +50,7 @@
 mod agent_ids;
 mod cluster;
 mod config;
+pub mod data_dir;
 mod error;
 #[doc(hidden)]
 pub mod internal;
@@ -67,6 +68,7 @@ mod table;
 pub use cluster::membership::{LinkRejection, NameRefusal};
 pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEvents};
 pub use config::{ClusterConfig, ConfigError, NodeConfig};
+pub use data_dir::{DataDir, DataDirError};
 pub use error::Error;
 pub use introspect::{ClusterQuery, ClusterView, WaitEdge, WaitForGraph};
 pub use lease::{LeaseConfig, LeaseError, Leases};

@@ -14,6 +14,7 @@
 use crate::agent_ids::AgentIds;
 use crate::cluster::{Cluster, HandshakeRefusals, LinkInfo, NodeEvents};
 pub use crate::config::NodeConfig;
+use crate::data_dir::{DataDir, VersionReserve};
 use crate::error::Error;
 use crate::introspect::{self, ClusterQuery, ClusterView};
 use crate::local::LocalTable;
@@ -30,6 +31,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
+
+mod blocking;
 
 /// A running node. Cheap to clone; the node stops when the last clone is dropped or on
 /// [`Node::shutdown`].
@@ -61,6 +64,7 @@ struct NodeInner {
     cluster: Option<Arc<Cluster>>,
     /// The largest frame the node's links carry (introspection answers must fit it).
     max_frame: usize,
+    data_dir: Option<DataDir>,
 }
 
 impl std::fmt::Debug for Node {
@@ -87,7 +91,19 @@ impl Node {
             tls.check_own_name(config.name())
                 .map_err(crate::ConfigError::from)?;
         }
-        let incarnation = incarnation_now();
+        let (incarnation, base, reserve, data_dir) = match config.data_dir_path() {
+            Some(path) => {
+                let dir = DataDir::open(path, config.name())?;
+                let kept = dir.clone();
+                let claim = dir.claim(incarnation_now())?;
+                let (i, b, r) = (claim.incarnation, claim.version_base, claim.reserve);
+                (i, b, r, Some(kept))
+            }
+            None => {
+                let i = incarnation_now();
+                (i, version_base(i), VersionReserve::none(), None)
+            }
+        };
         let router = Arc::new(Router::new(id.clone()));
         let (ready_tx, ready_rx) = oneshot::channel();
         let (stopped_tx, stopped_rx) = oneshot::channel::<()>();
@@ -104,11 +120,14 @@ impl Node {
             (Some(_), Ok(leases)) => (leases.lock_delay, leases.start_delay),
             _ => (Duration::ZERO, Duration::ZERO),
         };
-        let table = Arc::new(LocalTable::new(
-            router.clone(),
-            || LockTable::new(id.clone(), modes.clone(), version_base(incarnation)),
-            !delays.1.is_zero(),
-        ));
+        let table = Arc::new(
+            LocalTable::new(
+                router.clone(),
+                || LockTable::new(id.clone(), modes.clone(), base),
+                !delays.1.is_zero(),
+            )
+            .with_reserve(reserve),
+        );
         let max_frame = config.cluster().max_frame.clamp(
             crate::net::frame::HANDSHAKE_MAX_FRAME,
             locks_core::codec::HARD_MAX_FRAME,
@@ -176,6 +195,7 @@ impl Node {
                 stopped: futures::FutureExt::shared(stopped_rx),
                 cluster,
                 max_frame,
+                data_dir,
             }),
         })
     }
@@ -190,10 +210,16 @@ impl Node {
         &self.inner.id
     }
 
-    /// The node's incarnation: its start time in microseconds since the epoch. Agent ids and
-    /// lock versions include it, so they keep growing across a restart.
+    /// The node's incarnation: its start time in microseconds since the epoch, or with a data
+    /// directory above every earlier incarnation's if the clock is behind. Agent ids and lock
+    /// versions include it, so they keep growing across a restart.
     pub fn incarnation(&self) -> u64 {
         self.inner.incarnation
+    }
+
+    /// The node's data directory, if it has one ([`NodeConfig::data_dir`]).
+    pub fn data_dir(&self) -> Option<&DataDir> {
+        self.inner.data_dir.as_ref()
     }
 
     /// The mode table of this node's lock server.
@@ -457,9 +483,10 @@ fn incarnation_now() -> u64 {
         .unwrap_or(1)
 }
 
-/// Versions of a node incarnation start at its start time in microseconds times 1024: a later
-/// incarnation starts above every version the earlier one could have handed out, unless that
-/// one ran more than 1024 operations per microsecond.
+/// Without a data directory, versions of a node incarnation start at its start time in
+/// microseconds times 1024: a later incarnation starts above every version the earlier one
+/// could have handed out, unless that one ran more than 1024 operations per microsecond or the
+/// clock went back.
 fn version_base(incarnation: u64) -> u64 {
     incarnation.saturating_mul(1024)
 }

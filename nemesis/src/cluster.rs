@@ -52,7 +52,7 @@ impl<'a> Cluster<'a> {
             spec,
         };
         for i in 0..n {
-            let p = NodeProc::start(&c.spec, &c.net.nodes[i], i, 0, c.tx.clone())?;
+            let p = NodeProc::start(&c.spec, &c.net.nodes[i], i, 0, false, c.tx.clone())?;
             c.procs.push(Some(p));
         }
         Ok(c)
@@ -139,12 +139,18 @@ impl<'a> Cluster<'a> {
 
     /// Starts node `i` again (a new generation: lines of the old process are dropped).
     pub fn restart(&mut self, i: usize) -> Result<(), String> {
+        self.restart_with(i, false)
+    }
+
+    /// Starts node `i` again, with its wall clock an hour behind when `behind`.
+    pub fn restart_with(&mut self, i: usize, behind: bool) -> Result<(), String> {
         self.generations[i] += 1;
         let p = NodeProc::start(
             &self.spec,
             &self.net.nodes[i],
             i,
             self.generations[i],
+            behind,
             self.tx.clone(),
         )?;
         self.procs[i] = Some(p);

@@ -249,19 +249,50 @@ impl<'a> Driver<'a> {
                 let actions = self.clients[target].resume(now());
                 self.act(target, actions);
             }
-            Fault::Kill => {
+            Fault::Kill | Fault::ClockBack => {
                 self.record(now(), What::Halted { client: target });
                 fault(self, holder_txn);
-                self.cluster.signal(target, libc::SIGKILL)?;
-                self.cluster.kill(target);
-                self.clients[target].killed();
+                self.kill(target)?;
                 self.pump_for(profile.fault);
-                self.cluster.restart(target)?;
-                self.clients[target].restarted(now());
+                self.restart(target, kind == Fault::ClockBack)?;
+            }
+            Fault::RestartAll => {
+                fault(self, holder_txn);
+                for i in 0..n {
+                    self.record(now(), What::Halted { client: i });
+                    self.kill(i)?;
+                }
+                for i in 0..n {
+                    self.restart(i, true)?;
+                }
+                // Killed again and again in its first milliseconds, when a start writes its
+                // data directory (before anything else), then started once more: whichever
+                // write a kill cut short, the next start reads a whole record.
+                for delay in [0, 2, 4, 7, 11, 16] {
+                    std::thread::sleep(std::time::Duration::from_millis(delay));
+                    self.kill(0)?;
+                    self.restart(0, true)?;
+                }
             }
         }
         self.record(now(), What::Healed);
         self.pump_for(profile.recover);
+        Ok(())
+    }
+
+    /// Kills node `i`'s process with SIGKILL.
+    fn kill(&mut self, i: usize) -> Result<(), String> {
+        self.cluster.signal(i, libc::SIGKILL)?;
+        self.cluster.kill(i);
+        self.clients[i].killed();
+        Ok(())
+    }
+
+    /// Starts node `i` again (its wall clock an hour behind when `behind`).
+    fn restart(&mut self, i: usize, behind: bool) -> Result<(), String> {
+        self.cluster.restart_with(i, behind)?;
+        self.record(now(), What::Restarted { node: i });
+        self.clients[i].restarted(now());
         Ok(())
     }
 

@@ -78,6 +78,12 @@ pub enum What {
     },
     /// Every fault was healed (links back, routes gone, processes running).
     Healed,
+    /// The process of `node` was started again (a new incarnation: its tokens from here on
+    /// must be above every token it handed out before).
+    Restarted {
+        /// The node.
+        node: usize,
+    },
 }
 
 /// One recorded event of a leader experiment (gdict replicas electing a leader).
@@ -135,6 +141,16 @@ pub enum LeaderWhat {
     },
     /// Every fault was healed.
     Healed,
+    /// The node's replica said it leads with a term of this epoch.
+    Leads {
+        /// The node.
+        node: usize,
+        /// The term's epoch.
+        epoch: u64,
+    },
+    /// Every node's process was killed and started again: every term from here on is a new
+    /// leadership, whose epoch must be above every epoch before.
+    RestartedAll,
 }
 
 /// A line of a node with `--mono`: the time, then the line.

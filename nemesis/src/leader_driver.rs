@@ -105,6 +105,17 @@ impl<'a> LeaderDriver<'a> {
         match line {
             NodeLine::Joined => self.joined[node] = true,
             NodeLine::Leader { term, leading } => {
+                if let Some((n, epoch)) = &term
+                    && index(n) == Some(node)
+                {
+                    self.record(
+                        t,
+                        LeaderWhat::Leads {
+                            node,
+                            epoch: *epoch,
+                        },
+                    );
+                }
                 let mut leader = term.and_then(|(n, _)| index(&n));
                 // Its own term, but it may not act on it now (its leases ran out): it does not
                 // lead.
@@ -219,6 +230,30 @@ impl<'a> LeaderDriver<'a> {
                 self.cluster.send(target, &cmd);
             }
             // Two-way, and the rest: cut the leader off.
+            Fault::RestartAll => {
+                fault(self);
+                let n = self.follows.len();
+                for i in 0..n {
+                    self.record(now(), LeaderWhat::Halted { node: i });
+                    self.cluster.signal(i, libc::SIGKILL)?;
+                    self.cluster.kill(i);
+                    self.joined[i] = false;
+                    self.follows[i] = None;
+                }
+                self.record(now(), LeaderWhat::RestartedAll);
+                // The replicas keep their data in memory: what was confirmed is gone with them.
+                self.confirmed.clear();
+                self.pending.clear();
+                for i in 0..n {
+                    self.cluster.restart_with(i, true)?;
+                }
+                // Every process up again before a replica starts: each joins the whole group.
+                self.pump_until(WAIT, |d| d.cluster.formed());
+                for i in 0..n {
+                    let cmd = self.gdict_command();
+                    self.cluster.send(i, &cmd);
+                }
+            }
             _ => {
                 fault(self);
                 net.isolate(target)?;

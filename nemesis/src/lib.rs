@@ -4,7 +4,9 @@
 //! The drivers build a private network of Linux namespaces ([`net`]: a bridge namespace and one
 //! per node, joined by veth pairs), run a `node --mono` process in each node namespace
 //! ([`procs`], [`cluster`]) and inject faults against whoever holds the lock or leads
-//! ([`scenario`]): partitions (two-way and one-way), flapping links, pauses and kills.
+//! ([`scenario`]): partitions (two-way and one-way), flapping links, pauses and kills, and
+//! restarts with the wall clock an hour behind (libfaketime) of one node or the whole cluster,
+//! each node keeping its data directory.
 //!
 //! - [`driver`] runs one [`client`] per node that repeatedly takes an exclusive `Majority` lock
 //!   on all nodes and writes to a register guarded by a [`Fence`](locks_core::fence::Fence);

@@ -123,6 +123,7 @@ fn run() -> Result<bool, String> {
             lock_delay_ms: profile.lock_delay / 1_000_000,
             cookie: format!("nemesis-{pid}"),
             log_dir: log_dir.join(kind.name()),
+            data_dir: log_dir.join(kind.name()).join("data"),
         };
         net.heal_all()?;
         let mut driver = Driver::start(&net, spec)?;
@@ -160,6 +161,7 @@ fn run() -> Result<bool, String> {
             lock_delay_ms: profile.lock_delay / 1_000_000,
             cookie: format!("nemesis-{pid}"),
             log_dir: log_dir.join(format!("leader-{}", kind.name())),
+            data_dir: log_dir.join(format!("leader-{}", kind.name())).join("data"),
         };
         net.heal_all()?;
         let mut driver = LeaderDriver::start(&net, spec)?;

@@ -41,6 +41,19 @@ pub struct NodeSpec {
     pub cookie: String,
     /// Where each node's stderr goes (`<dir>/n<i>.log`, appended across restarts).
     pub log_dir: PathBuf,
+    /// Each node's data directory is `<dir>/n<i>`, kept across its restarts.
+    pub data_dir: PathBuf,
+}
+
+/// Where libfaketime is: `NEMESIS_LIBFAKETIME`, or where Debian's `faketime` package puts it.
+pub fn libfaketime() -> Option<PathBuf> {
+    let env = std::env::var_os("NEMESIS_LIBFAKETIME").map(PathBuf::from);
+    let known = ["x86_64-linux-gnu", "aarch64-linux-gnu", ""].map(|arch| {
+        Path::new("/usr/lib")
+            .join(arch)
+            .join("faketime/libfaketime.so.1")
+    });
+    env.into_iter().chain(known).find(|p| p.is_file())
 }
 
 /// The name of node `i` (0-based): `n1`, `n2`, ...
@@ -59,12 +72,15 @@ pub struct NodeProc {
 
 impl NodeProc {
     /// Starts node `i` in namespace `ns`; it dials every node before it (which dial it again
-    /// after losing it), and its lines go to `lines`.
+    /// after losing it), and its lines go to `lines`. With `behind`, its wall clock is an hour
+    /// behind (libfaketime preloaded; `CLOCK_MONOTONIC`, which its `--mono` stamps, leases and
+    /// heartbeats use, is left alone).
     pub fn start(
         spec: &NodeSpec,
         ns: &str,
         i: usize,
         generation: u32,
+        behind: bool,
         lines: Sender<Line>,
     ) -> Result<NodeProc, String> {
         let log = log_file(&spec.log_dir, i)?;
@@ -80,12 +96,22 @@ impl NodeProc {
                 &spec.lock_delay_ms.to_string(),
             ])
             .arg("--exit-on-eof")
+            .arg("--data-dir")
+            .arg(spec.data_dir.join(name(i)))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log);
         for j in 0..i {
             cmd.args(["--peer", &format!("{}:{PORT}", addr(j))]);
+        }
+        if behind {
+            let lib = libfaketime().ok_or(
+                "libfaketime not found (apt-get install faketime, or set NEMESIS_LIBFAKETIME)",
+            )?;
+            cmd.env("LD_PRELOAD", lib)
+                .env("FAKETIME", "-1h")
+                .env("DONT_FAKE_MONOTONIC", "1");
         }
         let mut child = cmd
             .spawn()

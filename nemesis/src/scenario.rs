@@ -27,21 +27,36 @@ pub enum Fault {
     Pause,
     /// The holder's process is killed (SIGKILL), then started again.
     Kill,
+    /// The holder's process is killed (SIGKILL), then started again with its wall clock an
+    /// hour behind (libfaketime): its fencing tokens must still grow.
+    ClockBack,
+    /// Every process is killed (SIGKILL) and started again with its wall clock an hour behind;
+    /// one of them is killed again while it writes its data directory (at once after its
+    /// start) and started once more. Tokens (and leader terms) must still grow.
+    RestartAll,
 }
 
 impl Fault {
     /// Every kind, in the order a profile runs them.
-    pub const ALL: [Fault; 6] = [
+    pub const ALL: [Fault; 8] = [
         Fault::OneWay,
         Fault::Isolate,
         Fault::IsolateOther,
         Fault::Flap,
         Fault::Pause,
         Fault::Kill,
+        Fault::ClockBack,
+        Fault::RestartAll,
     ];
 
     /// The kinds run against the leader of gdict replicas (a leader scenario).
-    pub const LEADER: [Fault; 4] = [Fault::Isolate, Fault::OneWay, Fault::Pause, Fault::Kill];
+    pub const LEADER: [Fault; 5] = [
+        Fault::Isolate,
+        Fault::OneWay,
+        Fault::Pause,
+        Fault::Kill,
+        Fault::RestartAll,
+    ];
 
     /// Its name in reports.
     pub fn name(self) -> &'static str {
@@ -52,15 +67,18 @@ impl Fault {
             Fault::Flap => "flap",
             Fault::Pause => "pause",
             Fault::Kill => "kill",
+            Fault::ClockBack => "clock-back",
+            Fault::RestartAll => "restart-all",
         }
     }
 
     /// Whether it keeps the holder from the others for longer than the detection delays, so
-    /// that the lock must move to another client within them.
+    /// that the lock must move to another client within them. (Not a whole-cluster restart:
+    /// nobody is left to take the lock over.)
     pub fn removes_holder(self) -> bool {
         matches!(
             self,
-            Fault::OneWay | Fault::Isolate | Fault::Pause | Fault::Kill
+            Fault::OneWay | Fault::Isolate | Fault::Pause | Fault::Kill | Fault::ClockBack
         )
     }
 }

@@ -35,6 +35,7 @@ class Node:
             "--client-listen", "127.0.0.1:0",
             "--client-token", TOKEN,
             "--client-keepalive-ms", "1000",
+            "--no-data-dir",
             "--exit-on-eof",
         ]
         for peer in peers:

@@ -133,6 +133,7 @@ impl NodeProcess {
         }
         let mut child = Command::new(&exe)
             .args(["--name", name, "--listen", "127.0.0.1:0", "--exit-on-eof"])
+            .arg("--no-data-dir")
             .args(["--cookie", super::rig::COOKIE])
             .args(args)
             .env("RUST_LOG", "warn")
@@ -178,15 +179,19 @@ impl Drop for NodeProcess {
     fn drop(&mut self) {
         // Closing stdin stops a node started with --exit-on-eof.
         drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Our own child, by its handle.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        stop_child(&mut self.child, Instant::now() + Duration::from_secs(5));
     }
+}
+
+/// Waits until `child` (whose stdin is closed) exits, or kills it (our own child, by its
+/// handle) at `deadline`.
+pub(super) fn stop_child(child: &mut Child, deadline: Instant) {
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -26,6 +26,7 @@ pub mod redis;
 pub mod report;
 pub mod rig;
 pub mod row;
+pub mod scale;
 pub mod stats;
 pub mod threads;
 pub mod uncontended;
@@ -67,6 +68,8 @@ pub enum Workload {
     Redis,
     /// CLIENT: lock+unlock through the gRPC API, to node processes.
     Client,
+    /// SCALE: 8 to 64 `node` processes (only when named: it starts up to 64 processes).
+    Scale,
     /// W1-metrics: W1 without and then with the Prometheus recorder (last in a full run: the
     /// recorder stays installed).
     #[value(name = "w1-metrics")]
@@ -113,6 +116,8 @@ pub struct Config {
     pub redis: Option<String>,
     /// The workloads to run (empty: all).
     pub workloads: Vec<Workload>,
+    /// Where the rig's nodes keep their data directories (`<dir>/<name>`), if anywhere.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -127,6 +132,7 @@ impl Config {
             processes: false,
             redis: None,
             workloads: Vec::new(),
+            data_dir: None,
         }
     }
 
@@ -137,7 +143,7 @@ impl Config {
 
     /// Whether `w` is selected.
     pub fn selected(&self, w: Workload) -> bool {
-        self.workloads.is_empty() || self.workloads.contains(&w)
+        (self.workloads.is_empty() && w != Workload::Scale) || self.workloads.contains(&w)
     }
 }
 
@@ -385,6 +391,9 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Client) {
         plan.push(("CLIENT lock+unlock through the gRPC API", client::run));
+    }
+    if sel(Workload::Scale) {
+        plan.push(("SCALE 8 to 64 node processes", scale::run));
     }
     // Last: the recorder it installs stays for the rest of the process.
     if sel(Workload::W1Metrics) {

@@ -37,7 +37,10 @@ impl Rig {
     fn start_unchecked(ctx: &Ctx, name: &str, limit: Duration) -> Result<Rig, String> {
         let node = ctx
             .rt
-            .block_on(Node::start(NodeConfig::new(name)))
+            .block_on(Node::start(with_data_dir(
+                NodeConfig::new(name),
+                ctx.cfg.data_dir.as_deref(),
+            )))
             .map_err(|e| format!("node start: {e}"))?;
         Ok(Rig {
             node,
@@ -72,10 +75,14 @@ impl Rig {
             .then(|| crate::node_cli::certs::TestCerts::new(&names))
             .transpose()?;
         let peers = peers.to_vec();
+        let data_dir = ctx.cfg.data_dir.clone();
         let nodes = ctx.rt.block_on(async move {
-            tokio::time::timeout(Duration::from_secs(10), connect_all(names, peers, certs))
-                .await
-                .map_err(|_| "the cluster did not connect within 10 s".to_string())?
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                connect_all(names, peers, certs, data_dir),
+            )
+            .await
+            .map_err(|_| "the cluster did not connect within 10 s".to_string())?
         })?;
         let mut nodes = nodes.into_iter();
         let node = nodes.next().ok_or("no nodes")?;
@@ -150,10 +157,22 @@ pub fn lock_path(ctx: &mut Ctx) -> Result<(), String> {
     ctx.lock_path.clone().unwrap_or(Ok(()))
 }
 
+/// `config` with its data directory under `dir`, if given.
+fn with_data_dir(config: NodeConfig, dir: Option<&std::path::Path>) -> NodeConfig {
+    match dir {
+        Some(dir) => {
+            let path = dir.join(config.name());
+            config.data_dir(path)
+        }
+        None => config,
+    }
+}
+
 async fn connect_all(
     names: Vec<String>,
     peers: Vec<SocketAddr>,
     certs: Option<crate::node_cli::certs::TestCerts>,
+    data_dir: Option<std::path::PathBuf>,
 ) -> Result<Vec<Node>, String> {
     let mut nodes: Vec<Node> = Vec::new();
     for (i, name) in names.iter().enumerate() {
@@ -165,6 +184,7 @@ async fn connect_all(
         if let Some(certs) = &certs {
             config = config.tls(certs.tls(i)?);
         }
+        config = with_data_dir(config, data_dir.as_deref());
         let node = Node::start(config)
             .await
             .map_err(|e| format!("node start: {e}"))?;

@@ -19,7 +19,8 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(about, long_about = None)]
 struct Args {
-    /// Workloads to run (default: all). The floors always run.
+    /// Workloads to run (default: all but `scale`, which starts up to 64 processes). The floors
+    /// always run.
     #[arg(value_enum)]
     workloads: Vec<Workload>,
     /// A smoke run: small sizes, one round, no warm-up.
@@ -41,6 +42,10 @@ struct Args {
     /// Seconds one round of a lock workload may take before it is reported as failed.
     #[arg(long, value_name = "SECS")]
     round_limit: Option<u64>,
+    /// Give every in-process node a data directory under DIR (`DIR/<node name>`), to measure
+    /// what keeping one costs.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
     mem_child: Option<u64>,
@@ -66,6 +71,7 @@ fn main() -> ExitCode {
     }
     cfg.redis = args.redis;
     cfg.processes = args.processes;
+    cfg.data_dir = args.data_dir;
     cfg.workloads = args.workloads;
     if cfg.redis.is_none() && cfg.workloads == [Workload::Redis] {
         eprintln!("the redis workload needs --redis ADDR");

@@ -140,6 +140,15 @@ struct Args {
     /// (PEM). Also `client_tls_ca`.
     #[arg(long, value_name = "PATH")]
     client_tls_ca: Option<PathBuf>,
+    /// Keep the node's data directory here, so that a restart hands out larger fencing tokens
+    /// and terms whatever the clock says (default: the file's `data_dir`, else
+    /// $XDG_STATE_HOME/locks/NAME, else $HOME/.local/state/locks/NAME).
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Run without a data directory: a restart with the clock behind then hands out lower
+    /// fencing tokens and terms.
+    #[arg(long, conflicts_with = "data_dir")]
+    no_data_dir: bool,
 }
 
 fn config(args: &Args) -> Result<NodeConfig, String> {
@@ -155,6 +164,8 @@ fn config(args: &Args) -> Result<NodeConfig, String> {
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
         tls_ca: args.tls_ca.clone(),
+        data_dir: args.data_dir.clone(),
+        no_data_dir: args.no_data_dir,
     };
     node_config(args.config.as_deref(), &overrides)
 }
@@ -514,8 +525,12 @@ async fn command(node: &Node, txns: &Txns, options: &Options, line: &str) -> boo
             };
             let (txn, path) = ((*txn).to_owned(), (*path).to_owned());
             tokio::spawn(async move {
-                let (lock, mode, nodes, req) = request;
-                match t.lock_on(lock, mode, &nodes, req).await {
+                let (lock, mode, nodes, req, wait) = request;
+                let locked = match wait {
+                    Some(wait) => t.lock_on_timeout(lock, mode, &nodes, req, wait).await,
+                    None => t.lock_on(lock, mode, &nodes, req).await,
+                };
+                match locked {
                     Ok(_) => report_granted(&t, &txn, &path).await,
                     Err(e) => say!("error {txn} {e}"),
                 }
@@ -530,9 +545,20 @@ fn get(txns: &Txns, name: &str) -> Option<Arc<Transaction>> {
     txns.lock().ok().and_then(|t| t.get(name).cloned())
 }
 
-type LockRequest = (LockId, Mode, Vec<NodeId>, Req);
+/// A `lock` command: the lock, mode, nodes, requirement and bounded wait (`wait=MS`).
+type LockRequest = (LockId, Mode, Vec<NodeId>, Req, Option<Duration>);
 
 fn parse_lock(node: &Node, path: &str, rest: &[&str]) -> Result<LockRequest, String> {
+    // `wait=MS`, last: give up after that many milliseconds (the request is withdrawn).
+    let (rest, wait) = match rest.split_last() {
+        Some((last, before)) if last.starts_with("wait=") => {
+            let ms = last["wait=".len()..]
+                .parse::<u64>()
+                .map_err(|e| format!("wait=MS: {e}"))?;
+            (before, Some(Duration::from_millis(ms)))
+        }
+        _ => (rest, None),
+    };
     let lock = LockId::new(path.split('/').map(Key::from)).map_err(|e| e.to_string())?;
     let mode = match rest.first() {
         Some(m) => m.parse::<Mode>().map_err(|e| e.to_string())?,
@@ -554,5 +580,5 @@ fn parse_lock(node: &Node, path: &str, rest: &[&str]) -> Result<LockRequest, Str
     if rest.len() > 3 {
         return Err("too many arguments".to_owned());
     }
-    Ok((lock, mode, nodes, req))
+    Ok((lock, mode, nodes, req, wait))
 }

@@ -31,6 +31,26 @@ pub struct Overrides {
     pub tls_key: Option<PathBuf>,
     /// `--tls-ca`
     pub tls_ca: Option<PathBuf>,
+    /// `--data-dir` (overrides the file's `data_dir`)
+    pub data_dir: Option<PathBuf>,
+    /// `--no-data-dir`: no data directory at all
+    pub no_data_dir: bool,
+}
+
+/// The node binary's data directory when neither `--data-dir` nor the file's `data_dir` names
+/// one: `$XDG_STATE_HOME/locks/NAME`, else `$HOME/.local/state/locks/NAME`.
+pub fn default_data_dir(name: &str) -> Result<PathBuf, String> {
+    let state = match (std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME")) {
+        (Some(state), _) if !state.is_empty() => PathBuf::from(state),
+        (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".local/state"),
+        _ => {
+            return Err(
+                "no default data directory (neither XDG_STATE_HOME nor HOME is set): give --data-dir DIR or --no-data-dir"
+                    .to_owned(),
+            );
+        }
+    };
+    Ok(state.join("locks").join(name))
 }
 
 /// The metrics address: `flag` (`--metrics`) if given, else the file's `metrics` key, else
@@ -65,6 +85,7 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
     {
         // A flag overrides the file; rebuild with the cluster settings kept.
         let cluster = config.cluster().clone();
+        let data_dir = config.data_dir_path().map(Path::to_owned);
         config = NodeConfig::new(name.clone())
             .heartbeat(cluster.heartbeat.interval, cluster.heartbeat.timeout)
             .connect_timeout(cluster.connect_timeout)
@@ -91,6 +112,9 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
         }
         if let Some(delay) = cluster.lease.start_delay {
             config = config.start_delay(delay);
+        }
+        if let Some(dir) = data_dir {
+            config = config.data_dir(dir);
         }
     }
     if let Some(listen) = args.listen {
@@ -131,6 +155,16 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
         }
         _ => return Err("give all of --tls-cert, --tls-key and --tls-ca, or none".to_owned()),
     }
+    config = match (&args.data_dir, args.no_data_dir) {
+        (Some(_), true) => return Err("give --data-dir or --no-data-dir, not both".to_owned()),
+        (_, true) => config.without_data_dir(),
+        (Some(dir), false) => config.data_dir(dir),
+        (None, false) if config.data_dir_path().is_none() => {
+            let dir = default_data_dir(config.name())?;
+            config.data_dir(dir)
+        }
+        (None, false) => config,
+    };
     Ok(config)
 }
 

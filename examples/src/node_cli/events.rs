@@ -30,8 +30,7 @@ pub async fn print_events(txn: String, mut events: TransactionEvents) {
                 lost.insert(l.lock);
             }
             TransactionEvent::Granted(g) if lost.remove(&g.lock) => {
-                let tokens: Vec<String> = g.nodes.iter().map(|(n, v)| format!("{n}@{v}")).collect();
-                say!("granted {txn} {} {}", slash(&g.lock), tokens.join(","));
+                say!("granted {txn} {} {}", slash(&g.lock), g.tokens());
             }
             _ => {}
         }

@@ -17,7 +17,7 @@ pub mod print;
 
 /// The commands the node reads on stdin, one per line, as `help` prints them.
 pub const HELP: &[&str] = &[
-    "lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive|majority_alive]",
+    "lock <txn> <a/b/c> [mode] [node,node,...] [all|any|majority|all_alive|majority_alive] [wait=MS]",
     "status <txn>",
     "end <txn>",
     "nodes",

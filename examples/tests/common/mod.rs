@@ -71,6 +71,16 @@ impl Proc {
         for peer in peers {
             cmd.args(["--peer", peer]);
         }
+        // A test's nodes keep nothing on disk unless the test gives them a data directory.
+        if !flags.iter().any(|f| f.as_ref() == "--data-dir") {
+            cmd.arg("--no-data-dir");
+        }
+        Proc::spawn(name, cmd, deadline)
+    }
+
+    /// Runs `cmd` (a node binary, or a wrapper around one) with piped stdin and stdout.
+    pub fn spawn(name: &str, mut cmd: Command, deadline: Deadline) -> Proc {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         let mut child = cmd.spawn().expect("the node binary starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -174,5 +184,43 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A fresh directory under the system's temporary directory, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("locks-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("a temporary directory");
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether libfaketime's `faketime` can run a program here.
+pub fn faketime() -> bool {
+    Command::new("faketime")
+        .args(["-f", "-1h", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The `node` binary, under `faketime -f -1h` (its wall clock an hour behind) when `behind`.
+pub fn node_command(behind: bool) -> Command {
+    let node = env!("CARGO_BIN_EXE_node");
+    if behind {
+        let mut cmd = Command::new("faketime");
+        cmd.args(["-f", "-1h", node]);
+        cmd
+    } else {
+        Command::new(node)
     }
 }

@@ -314,6 +314,7 @@ impl AgentCore {
                 all.sort();
                 all.dedup();
                 if new_req == old.req && new_mode == old.mode && all == old.nodes {
+                    self.asked_again(&lock);
                     return Ok(out);
                 }
                 let targets = if new_mode != old.mode {
@@ -344,7 +345,9 @@ impl AgentCore {
                 nodes,
             });
         }
-        if !self.requests.contains_key(&lock) {
+        if self.requests.contains_key(&lock) {
+            self.asked_again(&lock);
+        } else {
             self.rejected.retain(|(l, _)| *l != lock);
         }
         // New, or a claimed one made stronger or wider: the client is told of the grant (again)
@@ -550,6 +553,7 @@ mod resolve;
 mod surrender_to;
 #[cfg(test)]
 mod tests;
+mod time_out;
 mod watch;
 
 pub use callers::{Answer, CallFailure, CallId};

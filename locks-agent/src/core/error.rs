@@ -27,7 +27,10 @@ pub enum RequestError {
 
     /// Nodes the request needs are already known to be down, so its requirement cannot be met
     /// (and the transaction does not wait for nodes).
-    #[error("cannot lock {lock} ({req}): nodes down: {nodes:?}")]
+    #[error(
+        "cannot lock {lock} ({req}): nodes down or not connected: {}",
+        crate::error::comma_list(nodes)
+    )]
     NodesDown {
         /// The lock.
         lock: LockId,

@@ -106,6 +106,14 @@ pub struct GrantedLock {
     pub nodes: GrantNodes,
 }
 
+impl GrantedLock {
+    /// The grant's fencing tokens ([`GrantedLock::nodes`]), which display as `a@1042,b@977`
+    /// and parse back ([`locks_core::fence::Tokens`]).
+    pub fn tokens(&self) -> locks_core::fence::Tokens {
+        locks_core::fence::Tokens::from(&self.nodes[..])
+    }
+}
+
 /// The nodes that grant a lock, each with its fencing version ([`GrantedLock::nodes`]). Inline
 /// for one node, the common case: a lock granted on the fast path allocates nothing for it
 /// (the allocation and its free were a twentieth of an uncontended transaction). It

@@ -46,9 +46,15 @@ use std::sync::PoisonError;
 pub(crate) enum Fast {
     /// Decided on the caller's thread: granted, or refused.
     Done(Result<Locked, Error>),
-    /// The agent takes it from here: send it the request (the lock, given back).
-    Agent(Addr<Agent>, LockId),
+    /// The agent takes it from here: send it the request (the lock, given back), and, when
+    /// the table queued it just now, the mode its entry held before ([`Queued`]).
+    Agent(Addr<Agent>, LockId, Queued),
 }
+
+/// Whether the fast path queued a request before handing it to the agent, and if so the mode
+/// the transaction's entry on the lock held before (`None`: it held nothing there). A `lock`
+/// call's withdrawal goes back to that (`AgentCore::lock_and_wait_queued`).
+pub(crate) type Queued = Option<Option<Mode>>;
 
 impl Transaction {
     /// Tries `lock` in `mode` on this node on the caller's thread, if the transaction has no
@@ -58,7 +64,7 @@ impl Transaction {
     pub(crate) fn try_fast(&self, lock: LockId, mode: Mode) -> Fast {
         let mut agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(addr) = &*agent {
-            return Fast::Agent(addr.clone(), lock);
+            return Fast::Agent(addr.clone(), lock, None);
         }
         if !self.node.modes().contains(mode) {
             return Fast::Done(Err(RequestError::ModeNotInTable(mode).into()));
@@ -86,20 +92,25 @@ impl Transaction {
             }
             .into())),
             FastLock::Stopped => Fast::Done(Err(Error::Ended)),
-            FastLock::Queued => Fast::Agent(self.start_agent(&mut agent, Some(&lock)), lock),
-            FastLock::NotNow => Fast::Agent(self.start_agent(&mut agent, None), lock),
+            FastLock::Queued => {
+                let (addr, held) = self.start_agent(&mut agent, Some(&lock));
+                Fast::Agent(addr, lock, Some(held))
+            }
+            FastLock::NotNow => Fast::Agent(self.start_agent(&mut agent, None).0, lock, None),
         }
     }
 
     /// Starts the agent actor if the transaction has none yet (see the module documentation).
-    /// `pending` is a lock just queued by the fast path, which the client was not told it holds.
+    /// `pending` is a lock just queued by the fast path, which the client was not told it holds;
+    /// returned with the agent is the mode the transaction's entry there holds while it waits
+    /// (what it held before the request).
     pub(crate) fn start_agent(
         &self,
         agent: &mut Option<Addr<Agent>>,
         pending: Option<&LockId>,
-    ) -> Addr<Agent> {
+    ) -> (Addr<Agent>, Option<Mode>) {
         if let Some(addr) = &*agent {
-            return addr.clone();
+            return (addr.clone(), None);
         }
         let here = self.node.id().clone();
         let state = self
@@ -109,11 +120,14 @@ impl Transaction {
         let mut locks = Vec::new();
         let mut claimed = Vec::new();
         let mut notices = Vec::with_capacity(state.len());
+        let mut held_before = None;
         for (notice, direct) in state {
             if let Some(mode) = direct {
                 locks.push((notice.lock.clone(), mode));
                 if Some(&notice.lock) != pending {
                     claimed.push(notice.lock.clone());
+                } else {
+                    held_before = notice.state.held();
                 }
             }
             notices.push(notice);
@@ -153,7 +167,7 @@ impl Transaction {
         // After the adoption: the messages kept for the transaction follow it in the mailbox.
         router.attach_agent(self.id(), addr.clone().recipient());
         *agent = Some(addr.clone());
-        addr
+        (addr, held_before)
     }
 
     /// The transaction's locks as `await_all_locks` reports them, if it has no agent and has

@@ -395,3 +395,80 @@ pub fn generated(seed: u64, size: Size) -> Config {
         calm: size.calm,
     }
 }
+
+/// Dropped `lock` calls (`Op::Drop`, at any moment of the call's life): the waiter that drops
+/// behind a holder, the waiter of a two-agent cycle whose drop races the deadlock resolution, an
+/// upgrade dropped behind another reader, and a waiter on two nodes. At quiescence the tables
+/// must keep nothing of a withdrawn request (agents and tables agree) and nobody waits on
+/// nothing.
+pub fn drops() -> Vec<Config> {
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    let on = |lock: LockId, mode: Mode, nodes: Vec<usize>| Op::Lock {
+        lock,
+        mode,
+        nodes,
+        req: Req::All,
+        wait: true,
+    };
+    // Calls in any order (`calm`: only in quiescent states, to keep the larger ones small);
+    // a drop may come at any moment either way.
+    let config = |name: &str, nodes: usize, calm: bool, agents: Vec<AgentSpec>| Config {
+        name: name.into(),
+        nodes,
+        agents,
+        order: None,
+        calm,
+    };
+    vec![
+        config(
+            "drop-waiter",
+            1,
+            false,
+            vec![
+                agent("A", 0, vec![lock(l.clone(), Mode::X), Op::End]),
+                agent("B", 0, vec![lock(l.clone(), Mode::X), Op::Drop]),
+                agent("C", 0, vec![lock(l.clone(), Mode::X)]),
+            ],
+        ),
+        config(
+            "drop-in-cycle",
+            1,
+            false,
+            vec![
+                agent(
+                    "A",
+                    0,
+                    vec![lock(l.clone(), Mode::X), lock(k.clone(), Mode::X)],
+                ),
+                agent(
+                    "B",
+                    0,
+                    vec![lock(k.clone(), Mode::X), lock(l.clone(), Mode::X), Op::Drop],
+                ),
+            ],
+        ),
+        config(
+            "drop-upgrade",
+            1,
+            true,
+            vec![
+                agent("A", 0, vec![lock(l.clone(), Mode::S), Op::End]),
+                agent(
+                    "B",
+                    0,
+                    vec![lock(l.clone(), Mode::S), lock(l.clone(), Mode::X), Op::Drop],
+                ),
+                agent("C", 0, vec![lock(l.clone(), Mode::S)]),
+            ],
+        ),
+        config(
+            "drop-two-nodes",
+            2,
+            true,
+            vec![
+                agent("A", 1, vec![on(l.clone(), Mode::X, vec![0, 1]), Op::End]),
+                agent("B", 0, vec![on(l.clone(), Mode::X, vec![0, 1]), Op::Drop]),
+            ],
+        ),
+    ]
+}

@@ -39,6 +39,7 @@ pub fn show_op(m: &Model, op: &Op) -> String {
         Op::Unlock(lock) => format!("unlock {lock}"),
         Op::Convert(lock, mode) => format!("convert {lock} to {mode}"),
         Op::End => "end".into(),
+        Op::Drop => "drop the lock call".into(),
     }
 }
 

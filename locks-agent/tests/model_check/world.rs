@@ -23,7 +23,7 @@
 //! actions replays to the same states (the explorer stores paths, not states, for its traces).
 
 use super::show::{show_msg, show_op, show_request, show_status};
-use locks_agent::internal::{AgentCore, Effect};
+use locks_agent::internal::{AgentCore, CallId, Effect};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -54,6 +54,10 @@ pub enum Op {
     Convert(LockId, Mode),
     /// `end`.
     End,
+    /// The client drops the future of its last blocking `lock` (a timeout, a lost `select!`
+    /// branch): possible at any moment while the call waits, and after it returned too (then
+    /// it withdraws nothing).
+    Drop,
 }
 
 /// One agent of a configuration.
@@ -153,6 +157,7 @@ impl Model {
                     core: AgentCore::new(id.clone(), self.modes.clone(), spec.options.clone()),
                     pc: 0,
                     blocked: false,
+                    call: None,
                     unsettled: false,
                     stop: None,
                     decisions: 0,
@@ -194,6 +199,9 @@ pub struct Client {
     pub pc: usize,
     /// Waiting for the answer of a blocking `lock`.
     pub blocked: bool,
+    /// The last blocking `lock` call, which an [`Op::Drop`] withdraws, with its lock and the
+    /// mode of the request on it before the call.
+    pub call: Option<(CallId, LockId, Option<Mode>)>,
     /// A settle round is scheduled.
     pub unsettled: bool,
     pub stop: Option<Stop>,
@@ -252,12 +260,10 @@ impl World {
         });
         for (i, c) in self.clients.iter().enumerate() {
             let my_turn = turn.is_none_or(|t| t == Some(i));
-            if calm
-                && my_turn
-                && c.stop.is_none()
-                && !c.blocked
-                && c.pc < m.config.agents[i].script.len()
-            {
+            let next = m.config.agents[i].script.get(c.pc);
+            // A drop comes while the call waits, in any state.
+            let dropping = c.blocked && matches!(next, Some(Op::Drop));
+            if (dropping || calm && my_turn && !c.blocked) && c.stop.is_none() && next.is_some() {
                 out.push(Action::Call(i));
             }
             if c.stop.is_none() && c.unsettled {
@@ -338,6 +344,7 @@ impl World {
         line: &mut String,
         verbose: bool,
     ) {
+        let pc = self.clients[i].pc;
         let core = &mut self.clients[i].core;
         let result = match op {
             Op::Lock {
@@ -348,11 +355,37 @@ impl World {
                 wait,
             } => {
                 let nodes: Vec<NodeId> = nodes.iter().map(|&n| m.node_ids[n].clone()).collect();
-                let r = core.request(lock, mode, &nodes, req);
-                if r.is_ok() && wait {
-                    self.clients[i].blocked = true;
+                if wait {
+                    let call = CallId(pc as u64);
+                    let before = core.request_on(&lock).map(|r| r.mode);
+                    let r = core.lock_and_wait(call, lock.clone(), mode, &nodes, req);
+                    if r.is_ok() {
+                        self.clients[i].blocked = true;
+                        self.clients[i].call = Some((call, lock, before));
+                    }
+                    r
+                } else {
+                    core.request(lock, mode, &nodes, req)
                 }
-                r
+            }
+            Op::Drop => {
+                let c = &mut self.clients[i];
+                let waited = std::mem::take(&mut c.blocked);
+                match c.call.take() {
+                    Some((call, lock, before)) => {
+                        let effects = c.core.withdraw(call).1;
+                        // Dropped while it waited: the request is as it was before the call
+                        // (the agreement oracle checks the tables at quiescence).
+                        let now = c.core.request_on(&lock).map(|r| r.mode);
+                        assert!(
+                            !waited || now == before,
+                            "{}: a dropped call on {lock} left {now:?}, not {before:?}",
+                            m.config.name
+                        );
+                        Ok(effects)
+                    }
+                    None => Ok(Vec::new()),
+                }
             }
             Op::Unlock(lock) => core.unlock(&lock),
             Op::Convert(lock, mode) => core.convert(&lock, mode),

@@ -72,6 +72,8 @@ pub struct Client {
     pub paused: bool,
     /// The current phase has had its pause (or was chosen to go on at once).
     pub held_once: bool,
+    /// The `lock` calls of the current phase that may still be dropped (`drops.rs`).
+    pub calls: Vec<locks_agent::internal::CallId>,
 }
 
 impl Sim {
@@ -102,6 +104,7 @@ impl Sim {
                 idle,
                 paused: false,
                 held_once: false,
+                calls: Vec::new(),
             },
         );
     }
@@ -149,9 +152,12 @@ impl Sim {
     /// weaker).
     pub fn convert(&mut self, id: &AgentId, lock: &LockId, mode: Mode) {
         self.adopt(id, None);
-        self.with_core(id, |c| {
-            c.convert(lock, mode)
-                .unwrap_or_else(|e| panic!("{id}: convert {lock} to {mode}: {e}"))
+        let drops = self.drops;
+        self.with_core(id, |c| match c.convert(lock, mode) {
+            Ok(effects) => effects,
+            // A dropped call withdrew the request, or lowered it below what the script meant.
+            Err(_) if drops => Vec::new(),
+            Err(e) => panic!("{id}: convert {lock} to {mode}: {e}"),
         });
     }
 
@@ -197,6 +203,9 @@ impl Sim {
             return Ok(());
         }
         self.adopt(id, None);
+        if self.drops {
+            return self.lock_call(id, ask);
+        }
         let client = self.clients.get_mut(id).expect("a client");
         let effects = client
             .core
@@ -229,7 +238,13 @@ impl Sim {
                     let have_all = match &c.idle {
                         // Every request of an idle client was granted at once.
                         Some(_) => c.in_phase || self.idle_status(id).have_all_locks(),
-                        None => c.core.is_running() && c.core.status().have_all_locks(),
+                        // With drops, a phase whose requests were all withdrawn is complete.
+                        None => {
+                            c.core.is_running()
+                                && (c.core.status().have_all_locks()
+                                    || (self.drops
+                                        && c.core.status() == TransactionStatus::NoLocks))
+                        }
                     };
                     !c.done
                         && !c.paused
@@ -259,6 +274,7 @@ impl Sim {
                 }
                 let idle_result = self.is_idle(&id).then(|| self.idle_result(&id));
                 let c = self.clients.get_mut(&id).expect("a client");
+                c.calls.clear();
                 if c.in_phase {
                     c.in_phase = false;
                     if let Some(r) = idle_result.or_else(|| c.core.lock_result()) {

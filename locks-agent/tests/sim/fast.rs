@@ -83,7 +83,17 @@ impl Sim {
             idle.told.push(lock.clone());
         } else {
             idle.waits = true;
+            // What the entry holds while it waits: what it held before the request.
+            let held = self
+                .world
+                .tables
+                .get(&node)
+                .and_then(|t| t.agent_state(id).into_iter().find(|(n, _)| n.lock == *lock))
+                .and_then(|(n, _)| n.state.held());
             self.adopt(id, Some(lock));
+            if self.drops {
+                self.queued_call(id, lock, mode, &node, held);
+            }
         }
         true
     }

@@ -17,6 +17,7 @@
 
 mod audit;
 mod client;
+mod drops;
 mod fast;
 mod oracles;
 pub use audit::Audit;
@@ -27,7 +28,7 @@ pub use locks_testing::Rng;
 use locks_agent::internal::{AgentCore, Effect};
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
-use locks_testing::sim::{Route, Step, World};
+use locks_testing::sim::{Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The seeds of a randomized test: `default` of them, or as many as `AGENT_SIM_SEEDS` says.
@@ -71,6 +72,8 @@ pub struct Stats {
     pub agreements: u64,
     /// Requests applied on the fast path (`fast.rs`).
     pub fast: u64,
+    /// Calls dropped (`drops.rs`).
+    pub drops: u64,
 }
 
 /// The simulated network.
@@ -95,6 +98,12 @@ pub struct Sim {
     audit: Audit,
     /// Clients with an odd serial take their first locks on the fast path (`fast.rs`).
     pub fast_path: bool,
+    /// Clients ask as `lock` calls, and a step may drop one (`drops.rs`).
+    pub drops: bool,
+    /// The last call id handed out (`drops.rs`).
+    next_call: u64,
+    /// Every message sent and the rounds of the run (see [`Sim::counts`]).
+    rounds: Rounds<End>,
 }
 
 impl Sim {
@@ -121,6 +130,9 @@ impl Sim {
             subject: None,
             audit: Audit::default(),
             fast_path: false,
+            drops: false,
+            next_call: 0,
+            rounds: Rounds::default(),
         }
     }
 
@@ -153,9 +165,9 @@ impl Sim {
     pub fn crash_server(&mut self, node: &NodeId, version_base: u64) {
         self.world.trace.push(format!("{node} crashes"));
         let end = End::Server(node.clone());
-        self.world
-            .net
-            .drop_channels(|from, to| *from == end || *to == end);
+        let lost = |from: &End, to: &End| *from == end || *to == end;
+        self.world.net.drop_channels(lost);
+        self.rounds.dropped(lost);
         self.truth.remove(node);
         self.world
             .tables
@@ -195,6 +207,7 @@ impl Sim {
     /// Carries out an agent's effects, as the actor does (the one place effects are read).
     fn route(&mut self, from: &AgentId, effects: Vec<Effect>) {
         let mut end_now = false;
+        self.rounds.acting(&End::Agent(from.clone()));
         for e in effects {
             match e {
                 Effect::ToServer { node, request } => {
@@ -203,6 +216,7 @@ impl Sim {
                         self.stats.surrenders += 1;
                     }
                     let (from, to) = (End::Agent(from.clone()), End::Server(node));
+                    self.rounds.sent(&from, &to);
                     self.world.send(from, to, Payload::Server(request));
                 }
                 Effect::ToAgent { to, msg } => {
@@ -213,6 +227,7 @@ impl Sim {
                         _ => {}
                     }
                     let (from, to) = (End::Agent(from.clone()), End::Agent(to));
+                    self.rounds.sent(&from, &to);
                     self.world.send(from, to, Payload::Agent(msg));
                 }
                 Effect::StatusChanged(s) => {
@@ -238,8 +253,12 @@ impl Sim {
                 Effect::SurrenderAnswered { node, lock, .. } => {
                     panic!("{from}: no simulated client surrenders {lock} on {node} to a waiter");
                 }
+                // A dropped call's answer goes nowhere; an answered one may still be dropped.
                 Effect::Reply { call, .. } => {
-                    panic!("{from}: a reply to {call:?}, which no simulated client waits as");
+                    assert!(
+                        self.drops,
+                        "{from}: a reply to {call:?}, but no call was made"
+                    );
                 }
             }
         }
@@ -258,13 +277,20 @@ impl Sim {
     pub fn step(&mut self) -> Result<bool, String> {
         let converting = self.converting();
         let paused = self.paused();
-        let Some(step) = self.world.next(converting.len() + paused.len()) else {
+        let droppable = self.droppable();
+        // One choice drops a call, of a client picked at random; offered one step in eight, so
+        // that calls also live long enough to deadlock.
+        let drop = usize::from(!droppable.is_empty() && self.world.rng.chance(8));
+        let Some(step) = self.world.next(converting.len() + paused.len() + drop) else {
             return Ok(false);
         };
         self.stats.steps += 1;
         self.subject = None;
         match step {
-            Step::Deliver { to, msg, .. } => self.deliver(to, msg)?,
+            Step::Deliver { from, to, msg } => {
+                self.rounds.delivered(&from, &to);
+                self.deliver(to, msg)?
+            }
             Step::Settle(id) => {
                 if let Some(c) = self.clients.get_mut(&id) {
                     let effects = c.core.settle();
@@ -273,6 +299,10 @@ impl Sim {
                 self.subject = Some(id);
             }
             Step::Extra(i) if i < converting.len() => self.convert_deferred(&converting[i]),
+            Step::Extra(i) if i == converting.len() + paused.len() => {
+                let who = self.world.rng.below(droppable.len());
+                self.drop_call(&droppable[who]);
+            }
             Step::Extra(i) => {
                 let id = &paused[i - converting.len()];
                 self.world.trace.push(format!("{id} goes on"));
@@ -366,6 +396,7 @@ impl Sim {
         // surrendered lock (the audit's test).
         let (mut any_surrendered, mut applied) = (false, false);
         let (truth, touched, net) = (&mut self.truth, &mut self.touched, &mut self.world.net);
+        let rounds = &mut self.rounds;
         let server = End::Server(node.clone());
         let served = self.world.tables.serve(&node, [req], |agent, msg| {
             if let AgentMessage::Notice(n) = &msg {
@@ -386,7 +417,9 @@ impl Sim {
                 }
             }
             if own != Some(&agent) {
-                net.send(server.clone(), End::Agent(agent), Payload::Agent(msg));
+                let to = End::Agent(agent);
+                rounds.sent(&server, &to);
+                net.send(server.clone(), to, Payload::Agent(msg));
             }
             Route::Sent
         });
@@ -398,6 +431,12 @@ impl Sim {
             self.record_surrender(applied, on_cycle);
         }
         Ok(())
+    }
+
+    /// The messages sent (agents' and servers') and the rounds (the longest chain of messages
+    /// each sent in answer to the one before) so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.rounds.messages, self.rounds.rounds)
     }
 
     /// The last deliveries, oldest first.

@@ -3,16 +3,17 @@
 //!
 //! This module owns the group's node set, the checks of a majority against it, the poll a
 //! candidate makes before it takes a term, the acceptance of a leader's term by the other
-//! candidates, the leases check, and what the member publishes as its leader.
+//! members, the leases check, and what the member publishes as its leader.
 //!
 //! Invariants:
-//! - `group` only grows: the configured nodes, this member's node if it is a candidate, and
-//!   the home node of every candidate ever learnt of (from a view of the lock or a message).
+//! - `group` only grows: the configured nodes, this member's node, and the home node of every
+//!   member (candidate or worker) ever learnt of (from a view of the lock or a message): every
+//!   node with a member has a lock server that holds the election lock.
 //!   A node going down never removes it, so an island never counts a majority of fewer nodes
 //!   than the group had.
 //! - In majority mode a member enters `Syncing` only while it holds the election lock on a
-//!   majority of `group`, becomes `Leader` only once every candidate known on those nodes has
-//!   answered its poll, and counts as leader ([`Inner::established`]) only once candidates on
+//!   majority of `group`, becomes `Leader` only once every member known on those nodes has
+//!   answered its poll, and counts as leader ([`Inner::established`]) only once members on
 //!   a majority of `group` (its own node included) accepted its term.
 //! - A leader that no longer holds the lock on a majority of `group` among the nodes it
 //!   considers up, or whose leases on them do not prove a majority, steps down before its
@@ -22,7 +23,7 @@ use super::{Effect, Inner, MemberCore, PeerMsg, Pending, Poll, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::options::ElectionMode;
-use crate::term::{Role, Term};
+use crate::term::Term;
 use locks_core::{MemberId, NodeId};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -68,7 +69,7 @@ impl<C: Callbacks> Inner<C> {
     }
 
     /// Whether this member leads and may answer as leader: in islands mode whenever it is in
-    /// the `Leader` state; in majority mode once candidates on a majority of the group's nodes
+    /// the `Leader` state; in majority mode once members on a majority of the group's nodes
     /// accepted its term.
     pub(crate) fn established(&self) -> bool {
         if !self.is_leader() {
@@ -94,9 +95,10 @@ impl<C: Callbacks> Inner<C> {
         !self.majority_mode() || self.group.is_empty() || self.is_majority(self.alive.iter())
     }
 
-    /// Notes the home node of a candidate in the group's nodes.
-    pub(crate) fn note_candidate(&mut self, m: &MemberId, role: Role) {
-        if role == Role::Candidate && self.group.insert(m.node().clone()) {
+    /// Notes the home node of a member (candidate or worker) in the group's nodes: its lock
+    /// server holds the election lock like any other.
+    pub(crate) fn note_member(&mut self, m: &MemberId) {
+        if self.group.insert(m.node().clone()) {
             debug!(member = %self.me, node = %m.node(), size = self.group.len(), "group node learnt");
         }
     }
@@ -195,7 +197,7 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
-    /// Starts (or extends) the poll of the current sync attempt: asks every candidate known on
+    /// Starts (or extends) the poll of the current sync attempt: asks every member known on
     /// the nodes where the election lock is held for the largest term it accepted.
     pub(super) fn extend_poll(&mut self) {
         let State::Syncing { attempt, .. } = self.s.state else {
@@ -218,11 +220,9 @@ impl<C: Callbacks> MemberCore<C> {
         let ask: Vec<MemberId> = self
             .s
             .members
-            .iter()
-            .filter(|(m, k)| {
-                k.role == Role::Candidate && nodes.contains(m.node()) && !poll.asked.contains(*m)
-            })
-            .map(|(m, _)| m.clone())
+            .keys()
+            .filter(|m| nodes.contains(m.node()) && !poll.asked.contains(*m))
+            .cloned()
             .collect();
         for m in ask {
             if let Some(p) = &mut self.s.poll {
@@ -232,7 +232,7 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
-    /// Whether the poll of the current attempt is complete: every candidate asked answered (or
+    /// Whether the poll of the current attempt is complete: every member asked answered (or
     /// is gone), and a view at least as new as the grant came from every node where the lock
     /// is held (so every candidate queued there at the grant is known and asked).
     pub(super) fn poll_done(&self) -> bool {
@@ -285,15 +285,12 @@ impl<C: Callbacks> MemberCore<C> {
         self.try_finish_sync();
     }
 
-    /// A candidate accepted this leader's term: its node counts towards establishing it.
+    /// A member (candidate or worker) accepted this leader's term: its node counts towards
+    /// establishing it.
     pub(super) fn on_accepted(&mut self, from: &MemberId, term: &Term) {
         if let State::Leader { term: mine, .. } = &self.s.state
             && mine == term
-            && self
-                .s
-                .members
-                .get(from)
-                .is_some_and(|k| k.role == Role::Candidate)
+            && self.s.members.contains_key(from)
         {
             self.s.acks.insert(from.node().clone());
         }

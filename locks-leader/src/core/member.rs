@@ -57,9 +57,7 @@ impl<C: Callbacks> MemberCore<C> {
         });
         let me = MemberId::of_agent(&agent_id);
         let mut group = options.configured_nodes().clone();
-        if role == Role::Candidate {
-            group.insert(me.node().clone());
-        }
+        group.insert(me.node().clone());
         MemberCore {
             cb: callbacks,
             s: Inner {
@@ -86,6 +84,7 @@ impl<C: Callbacks> MemberCore<C> {
                 sync_held: None,
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
+                deferred: BTreeSet::new(),
                 confirm: Default::default(),
                 published: None,
                 stopped: false,
@@ -95,7 +94,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Starts the member on a node that sees `nodes` up: runs `init`, then a candidate asks
-    /// for the election lock on every node and the member watches the lock on every node.
+    /// for the election lock on the gate (module `gate`) and the member watches the lock on
+    /// every node.
     /// An `init` error is returned, and the member is stopped.
     pub fn start(&mut self, nodes: &[NodeId], now: Duration) -> Result<Vec<Effect<C>>, String> {
         let _ = now;
@@ -107,10 +107,11 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.alive = nodes.iter().cloned().collect();
         self.s.alive.insert(self.s.me.node().clone());
         let alive: Vec<NodeId> = self.s.alive.iter().cloned().collect();
-        // The request first: the member's own lock server lists a candidate before it answers
-        // any of the member's watches, so members learn of it from its home node first.
+        let gate: Vec<NodeId> = self.gate().into_iter().collect();
+        // The request first: the gate's lock server lists a candidate before it answers any
+        // of the member's watches, so members learn of it from the gate first.
         if let Some(agent) = &mut self.s.agent {
-            match agent.request(self.s.lock.clone(), Mode::WRITE, &alive, Req::AllAlive) {
+            match agent.request(self.s.lock.clone(), Mode::WRITE, &gate, Req::AllAlive) {
                 Ok(effects) => self.agent_effects(effects),
                 Err(e) => return Err(format!("cannot request the election lock: {e}")),
             }
@@ -159,9 +160,9 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// The lock server of `node` is reachable (again, or for the first time): watch the lock
     /// there and (a candidate) extend the request to it. A leader whose request grows steps
-    /// down until it holds the lock there too.
+    /// down until it holds the lock there too; in majority mode a leader defers the node
+    /// instead (module `tenure`).
     pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
-        let _ = now;
         if self.s.stopped {
             return Vec::new();
         }
@@ -169,21 +170,12 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.alive.insert(node.clone()) {
             self.watch(node.clone());
         }
-        if let Some(agent) = &mut self.s.agent {
-            let mut effects = agent.node_up(node);
-            match agent.request(
-                self.s.lock.clone(),
-                Mode::WRITE,
-                std::slice::from_ref(node),
-                Req::AllAlive,
-            ) {
-                Ok(more) => effects.extend(more),
-                Err(e) => {
-                    debug!(member = %self.s.me, %node, %e, "cannot extend the election request")
-                }
-            }
-            self.agent_effects(effects);
+        if self.s.agent.is_some() && self.defers_nodes() {
+            self.s.deferred.insert(node.clone());
+        } else if self.asks_at_once(node) {
+            self.extend_request(node);
         }
+        self.retry_stash(now);
         self.take()
     }
 
@@ -195,7 +187,11 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.alive.remove(node);
         self.s.unleased.remove(node);
         self.s.views.remove(node);
-        if let Some(agent) = &mut self.s.agent {
+        // A deferred node's agent still knows it as it was before it came up.
+        let deferred = self.s.deferred.remove(node);
+        if let Some(agent) = &mut self.s.agent
+            && !deferred
+        {
             let effects = agent.node_down(node);
             self.agent_effects(effects);
         }
@@ -231,6 +227,7 @@ impl<C: Callbacks> MemberCore<C> {
         let _ = now;
         if let Some(agent) = &mut self.s.agent
             && !self.s.stopped
+            && !self.s.deferred.contains(node)
         {
             let effects = agent.unreachable(node);
             self.agent_effects(effects);
@@ -430,11 +427,14 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
+    /// Whether the agent holds the lock on every node the member considers up (its request
+    /// covers them all, and it holds every node it asked).
     pub(super) fn have_all(&self) -> bool {
         self.s
             .agent
             .as_ref()
             .is_some_and(|a| a.status().have_all_locks())
+            && self.covers_alive()
     }
 }
 

@@ -24,9 +24,11 @@
 //!   forgotten when it says `Goodbye`, when its node goes down, or (a candidate) when the view
 //!   of its own node's lock no longer lists it.
 //! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every
-//!   node it considers up, with `Req::AllAlive` and `await_nodes`; a node that comes up extends
-//!   the request. The agents' deadlock resolution decides, without back-off: in a connected
-//!   group exactly one candidate ends up holding the lock everywhere.
+//!   node it considers up, with `Req::AllAlive` and `await_nodes`, the smallest node (the gate)
+//!   first and the others once it holds the gate (module `gate`); a node that comes up extends
+//!   the request (but not a leader's in majority mode, which defers the node until it steps
+//!   down: module `tenure`). The agents' deadlock resolution decides, without back-off: in a
+//!   connected group exactly one candidate ends up holding the lock everywhere.
 //! - *Merge*: the candidate that has all its locks takes the sync lock (through the shell, a
 //!   separate transaction with `abort_on_deadlock`; the member never waits for it) and only then
 //!   becomes leader, so two take-overs never overlap.
@@ -35,7 +37,7 @@
 //!   a request extended to a new node) steps down at once and says `Uncertain`.
 //! - *Majority mode* (module `majority`): `Syncing` also needs the lock on a majority of the
 //!   group's nodes and a poll of the candidates there before the term is taken; a `Leader`
-//!   answers as leader only once candidates on a majority accepted its term (`Accepted`), and
+//!   answers as leader only once members on a majority accepted its term (`Accepted`), and
 //!   steps down when it loses the majority or its leases no longer prove it
 //!   ([`MemberCore::check_leases`]).
 //!
@@ -56,10 +58,12 @@
 mod calls;
 mod confirm;
 mod election;
+mod gate;
 mod majority;
 mod member;
 mod peer;
 mod society;
+mod tenure;
 
 pub use majority::LeaseProof;
 pub(crate) use member::note_agent_effect;
@@ -272,6 +276,9 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) unleased: BTreeSet<NodeId>,
     /// The home nodes of the candidates that accepted this leader's current term.
     pub(crate) acks: BTreeSet<NodeId>,
+    /// The nodes that came up while this member led in majority mode, kept from its agent
+    /// until it steps down (module `tenure`).
+    pub(crate) deferred: BTreeSet<NodeId>,
     /// The replies waiting for a majority to apply their broadcast (majority mode).
     pub(crate) confirm: confirm::Confirmations<C>,
     /// The leader last published with `Effect::LeaderChanged`.
@@ -481,6 +488,15 @@ impl<C: Callbacks> MemberCore<C> {
     /// The largest term this member has accepted or taken.
     pub fn accepted(&self) -> Option<&Term> {
         self.s.accepted.as_ref()
+    }
+
+    /// Starts from `term`, which a member of this group on this node accepted before (kept in
+    /// the node's data directory): it counts as accepted, so every message carries it and
+    /// every term this member takes is above it. Call before [`MemberCore::start`].
+    pub fn recall(&mut self, term: Term) {
+        if self.s.accepted.as_ref().is_none_or(|a| &term > a) {
+            self.s.accepted = Some(term);
+        }
     }
 
     /// How many leader-call replies wait for a majority to apply their broadcast (majority

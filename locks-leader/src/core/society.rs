@@ -40,7 +40,7 @@ impl<C: Callbacks> MemberCore<C> {
         if m == &self.s.me || (!from_message && !self.s.alive.contains(m.node())) {
             return false;
         }
-        self.s.note_candidate(m, role);
+        self.s.note_member(m);
         if let Some(k) = self.s.members.get_mut(m) {
             k.role = role;
             return false;
@@ -161,9 +161,12 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         }
         if !self.s.sees_majority() {
-            // Majority mode: no leader can be on this member's side of a partition.
-            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight ignored");
-            return;
+            // Majority mode: no leader can be on this member's side of a partition, as far as
+            // it knows; the sender's message may have come before the node-up events of a
+            // heal, and a leader that stays put does not announce itself again: keep it until
+            // a majority is in sight (see `retry_stash`).
+            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight; kept aside");
+            return self.stash(from, term, grants, msg);
         }
         if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
             debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
@@ -175,13 +178,7 @@ impl<C: Callbacks> MemberCore<C> {
             // or that node is already down for it and not yet for this member. Keep it until
             // the views no longer contradict it (see `retry_stash`).
             debug!(member = %self.s.me, %from, %term, "am_leader contradicted by a view; kept aside");
-            self.s.stash = Some(Stashed {
-                from: from.clone(),
-                term,
-                grants,
-                msg,
-            });
-            return;
+            return self.stash(from, term, grants, msg);
         }
         self.s.stash = None;
         let previous = self.s.term().map(|t| t.leader.clone());
@@ -204,6 +201,22 @@ impl<C: Callbacks> MemberCore<C> {
         let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
         self.handled(h);
         self.flush_pending();
+    }
+
+    /// Keeps an announcement aside (see `retry_stash`).
+    fn stash(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        grants: Vec<(NodeId, u64)>,
+        msg: C::Broadcast,
+    ) {
+        self.s.stash = Some(Stashed {
+            from: from.clone(),
+            term,
+            grants,
+            msg,
+        });
     }
 
     pub(super) fn on_from_leader(
@@ -263,7 +276,8 @@ impl<C: Callbacks> MemberCore<C> {
         })
     }
 
-    /// Accepts the announcement kept aside if the views no longer contradict it.
+    /// Accepts the announcement kept aside if the views no longer contradict it and a majority
+    /// is in sight.
     pub(super) fn retry_stash(&mut self, now: Duration) {
         let Some(st) = self.s.stash.take() else {
             return;
@@ -273,7 +287,7 @@ impl<C: Callbacks> MemberCore<C> {
         {
             return;
         }
-        if self.contradicted(&st.from, &st.grants) {
+        if self.contradicted(&st.from, &st.grants) || !self.s.sees_majority() {
             self.s.stash = Some(st);
             return;
         }

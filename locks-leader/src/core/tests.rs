@@ -167,8 +167,9 @@ fn serve(
 }
 
 #[test]
-fn a_candidate_asks_for_the_lock_everywhere_then_watches_it() {
-    let mut c = member("a", 1, Role::Candidate);
+fn a_candidate_asks_the_gate_first_then_every_node_once_it_holds_it() {
+    // `b` is the gate (the smallest node up); the candidate lives on `c`.
+    let mut c = member("c", 1, Role::Candidate);
     let effects = c.start(&[n("b")], T0).unwrap();
     let agent = c.agent_id().clone();
     let lock_req = ServerRequest::Lock {
@@ -177,19 +178,27 @@ fn a_candidate_asks_for_the_lock_everywhere_then_watches_it() {
         mode: Mode::WRITE,
     };
     let watch = ServerRequest::Watch {
-        watcher: agent,
+        watcher: agent.clone(),
         lock: lock(),
     };
     assert_eq!(
         requests(&effects),
         vec![
-            (n("a"), lock_req.clone()),
-            (n("b"), lock_req),
-            (n("a"), watch.clone()),
-            (n("b"), watch),
+            (n("b"), lock_req.clone()),
+            (n("b"), watch.clone()),
+            (n("c"), watch),
         ]
     );
-    assert_eq!(effects.len(), 4);
+    // Granted on the gate: the request covers every node up.
+    let mut table = LockTable::new(n("b"), ModeTable::standard(), 1);
+    let mut more = Vec::new();
+    for (to, msg) in table.handle(lock_req.clone()) {
+        if to == agent {
+            more.extend(c.deliver(msg, T0));
+        }
+    }
+    more.extend(c.settle(T0));
+    assert!(requests(&more).contains(&(n("c"), lock_req)), "{more:?}");
 }
 
 #[test]
@@ -582,4 +591,16 @@ fn stopping_says_goodbye_releases_everything_and_fails_waiting_calls() {
     assert_eq!(removes, vec![n("a"), n("b")]);
     assert!(matches!(effects.last(), Some(Effect::Stopped { .. })));
     assert!(w.stop("again").is_empty());
+}
+
+#[test]
+fn a_candidate_that_recalls_a_term_leads_with_a_larger_one_whatever_the_lock_versions() {
+    let mut c = member("a", 1, Role::Candidate);
+    let old = term(1 << 40, &MemberId::new(n("b"), 1, 2));
+    c.recall(old.clone());
+    let mut table = LockTable::new(n("a"), ModeTable::standard(), 1000);
+    let start = c.start(&[], T0).unwrap();
+    serve(&mut c, &mut table, start);
+    c.sync_result(1, true, T0);
+    assert!(c.leader().is_some_and(|t| t > &old && t.epoch > old.epoch));
 }

@@ -40,6 +40,14 @@ fn serve(
     out
 }
 
+/// The lock tables of nodes `b` and `c`, whose versions start far below [`old_term`].
+fn tables_b_c() -> BTreeMap<NodeId, LockTable> {
+    let mut tables = BTreeMap::new();
+    tables.insert(n("b"), LockTable::new(n("b"), ModeTable::standard(), 1000));
+    tables.insert(n("c"), LockTable::new(n("c"), ModeTable::standard(), 2000));
+    tables
+}
+
 /// The term of a leader on node `a`, long gone, whose node's clock was far ahead: every
 /// version the remaining nodes hand out is below it.
 fn old_term() -> Term {
@@ -61,9 +69,7 @@ fn elect_b() -> Elected {
     let options = GroupOptions::majority().nodes([n("a"), n("b"), n("c")]);
     let mut b = member_with("b", 1, Role::Candidate, &options);
     // Clocks stepped back: both remaining tables version far below the old term.
-    let mut tables = BTreeMap::new();
-    tables.insert(n("b"), LockTable::new(n("b"), ModeTable::standard(), 1000));
-    tables.insert(n("c"), LockTable::new(n("c"), ModeTable::standard(), 2000));
+    let mut tables = tables_b_c();
     let start = b.start(&[n("c")], T0).unwrap();
     let effects = serve(&mut b, &mut tables, start);
     assert!(
@@ -420,9 +426,109 @@ fn a_follower_acknowledges_a_numbered_broadcast_after_applying_it() {
 fn members_learn_the_group_nodes_from_every_envelope() {
     let mut w = member_with("b", 1, Role::Worker, &GroupOptions::majority());
     w.start(&[], T0).unwrap();
-    assert!(w.group_nodes().is_empty());
+    // A worker's own node is one of the group's: its lock server holds the election lock.
+    assert_eq!(w.group_nodes(), vec![n("b")]);
     let mut hello = env(Role::Candidate, None, PeerMsg::Hello { leader: None });
     hello.group = vec![n("a"), n("c")];
     w.peer(&MemberId::new(n("a"), 1, 1), hello, T0);
-    assert_eq!(w.group_nodes(), vec![n("a"), n("c")]);
+    assert_eq!(w.group_nodes(), vec![n("a"), n("b"), n("c")]);
+}
+
+#[test]
+fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
+    // The group knows `a` (a candidate's node, now down) and `b`; the worker on `c` makes it
+    // three, and the lock on `b` and `c` is then a majority.
+    let options = GroupOptions::majority().nodes([n("a")]);
+    let mut b = member_with("b", 1, Role::Candidate, &options);
+    let mut tables = tables_b_c();
+    let start = b.start(&[n("c")], T0).unwrap();
+    let effects = serve(&mut b, &mut tables, start);
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::StartSync { .. })),
+        "one of two group nodes is no majority: {effects:?}"
+    );
+    let worker = MemberId::new(n("c"), 1, 5);
+    let hello = env(Role::Worker, None, PeerMsg::Hello { leader: None });
+    let effects = b.peer(&worker, hello, T0);
+    let effects = serve(&mut b, &mut tables, effects);
+    assert_eq!(b.group_nodes(), vec![n("a"), n("b"), n("c")]);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::StartSync { attempt: 1, .. })),
+        "{effects:?}"
+    );
+    assert!(
+        to_members(&effects)
+            .iter()
+            .any(|(to, e)| to == &worker && e.msg == PeerMsg::Poll { attempt: 1 }),
+        "the worker on a node where the lock is held is polled: {effects:?}"
+    );
+    assert!(b.sync_result(1, true, T0).is_empty());
+    let polled = env(
+        Role::Worker,
+        Some(old_term()),
+        PeerMsg::Polled { attempt: 1 },
+    );
+    b.peer(&worker, polled, T0);
+    let State::Leader { term, .. } = b.state().clone() else {
+        panic!("not leading: {:?}", b.state());
+    };
+    assert!(
+        term > old_term(),
+        "{term} above the worker's {}",
+        old_term()
+    );
+    assert!(!b.is_leader());
+    let accepted = env(
+        Role::Worker,
+        Some(term.clone()),
+        PeerMsg::Accepted { term: term.clone() },
+    );
+    let effects = b.peer(&worker, accepted, T0);
+    assert!(
+        b.is_leader(),
+        "the worker's acceptance establishes the term"
+    );
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::LeaderChanged(Some(t)) if t == &term)),
+        "{effects:?}"
+    );
+}
+
+/// Whether `effects` ask the lock server of `node` for the election lock.
+fn asks_lock_on(effects: &[Effect<Rec>], node: &NodeId) -> bool {
+    effects.iter().any(|e| {
+        matches!(e, Effect::Agent(AgentEffect::ToServer { node: x, request: ServerRequest::Lock { .. } }) if x == node)
+    })
+}
+
+#[test]
+fn a_leader_defers_a_node_that_comes_up_until_it_steps_down() {
+    let mut e = elect_b();
+    accept(&mut e);
+    assert!(e.b.is_leader());
+    // A node comes up: watched, but the leader does not queue there, and stays.
+    let effects = e.b.node_up(&n("d"), T0);
+    assert!(!asks_lock_on(&effects, &n("d")), "{effects:?}");
+    assert!(
+        effects.iter().any(|x| matches!(x, Effect::ToServer { node, request: ServerRequest::Watch { .. } } if node == &n("d"))),
+        "{effects:?}"
+    );
+    let effects = e.b.settle(T0);
+    assert!(e.b.is_leader(), "{effects:?}");
+    // Nor on one that becomes the smallest node up (the gate).
+    let mut effects = e.b.node_up(&n("a"), T0);
+    effects.extend(e.b.settle(T0));
+    assert!(!asks_lock_on(&effects, &n("a")), "{effects:?}");
+    assert!(e.b.is_leader(), "{effects:?}");
+    // It loses its majority: it steps down, and now asks for the lock on the deferred node.
+    let effects = e.b.node_down(&n("c"), T0);
+    assert!(!e.b.is_leader());
+    assert!(asks_lock_on(&effects, &n("d")), "{effects:?}");
+    assert!(asks_lock_on(&effects, &n("a")), "{effects:?}");
 }

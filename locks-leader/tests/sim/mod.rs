@@ -21,12 +21,13 @@ use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
 use locks_leader::internal::{Effect, MemberCore, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
-use locks_testing::sim::{Net, Route, Step, World};
+use locks_testing::sim::{Net, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 mod leases;
 mod oracle;
+#[allow(unused_imports)]
 pub use locks_testing::{Rng, seeds_from_env};
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,6 +86,8 @@ pub struct Sim {
     pub proven_terms: Vec<Term>,
     /// Check after every step that at most one member's leases prove it leads (majority mode).
     pub check_single_leader: bool,
+    /// The messages and rounds of the run (see [`Sim::counts`]).
+    rounds: Rounds<End>,
 }
 
 fn pair(a: &NodeId, b: &NodeId) -> (NodeId, NodeId) {
@@ -124,6 +127,7 @@ impl Sim {
             options: GroupOptions::default(),
             proven_terms: Vec::new(),
             check_single_leader: false,
+            rounds: Rounds::default(),
         }
     }
 
@@ -199,16 +203,21 @@ impl Sim {
             return;
         }
         // What was in flight between the two nodes is lost with the connection.
-        self.world.net.drop_channels(|from, to| {
+        let cut = |from: &End, to: &End| {
             (from.node() == a && to.node() == b) || (from.node() == b && to.node() == a)
-        });
+        };
+        self.world.net.drop_channels(cut);
+        self.rounds.dropped(cut);
         for (x, y) in [(a, b), (b, a)] {
             let members = &self.members;
             let links = &self.links;
             let net = &mut self.world.net;
+            let rounds = &mut self.rounds;
             self.world
                 .tables
-                .release_node(x, y, |agent, msg| route(links, members, net, x, agent, msg))
+                .release_node(x, y, |agent, msg| {
+                    route(links, members, net, rounds, x, agent, msg)
+                })
                 .expect("a table per node");
             for m in self.members_on(x) {
                 self.push(
@@ -278,9 +287,9 @@ impl Sim {
         for other in self.nodes() {
             self.disconnect(n, &other);
         }
-        self.world
-            .net
-            .drop_channels(|from, to| from.node() == n || to.node() == n);
+        let lost = |from: &End, to: &End| from.node() == n || to.node() == n;
+        self.world.net.drop_channels(lost);
+        self.rounds.dropped(lost);
         for m in self.members_on(n) {
             self.members.remove(&m);
             self.world.unsettled.remove(&m);
@@ -340,21 +349,36 @@ impl Sim {
     }
 
     fn push(&mut self, from: End, to: End, msg: Msg) {
+        self.rounds.sent(&from, &to);
         self.world.send(from, to, msg);
+    }
+
+    /// The messages sent and the rounds (the longest chain of messages each sent in answer to
+    /// the one before) since the last [`Sim::reset_counts`] or the start.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.rounds.messages, self.rounds.rounds)
+    }
+
+    /// Starts counting messages and rounds afresh.
+    pub fn reset_counts(&mut self) {
+        self.rounds.reset();
     }
 
     /// Applies a request to a node's table and sends the notices (see [`route`]).
     fn serve(&mut self, n: &NodeId, request: ServerRequest) {
         let (members, links, net) = (&self.members, &self.links, &mut self.world.net);
+        let rounds = &mut self.rounds;
         self.world
             .tables
             .serve(n, [request], |agent, msg| {
-                route(links, members, net, n, agent, msg)
+                route(links, members, net, rounds, n, agent, msg)
             })
             .expect("a table per node");
     }
 
     fn execute(&mut self, m: &MemberId, effects: Vec<Effect<Dict>>) {
+        // What the member sends now answers everything it has received.
+        self.rounds.acting(&End::Member(m.clone()));
         let mut queue: VecDeque<Effect<Dict>> = effects.into();
         let here = m.node().clone();
         while let Some(effect) = queue.pop_front() {
@@ -529,7 +553,10 @@ impl Sim {
         self.tick_due();
         match self.world.next(0) {
             None => return false,
-            Some(Step::Deliver { from, to, msg }) => self.deliver(from, to, msg),
+            Some(Step::Deliver { from, to, msg }) => {
+                self.rounds.delivered(&from, &to);
+                self.deliver(from, to, msg)
+            }
             Some(Step::Settle(m)) => self.settle_one(&m),
             Some(Step::Extra(_)) => unreachable!("no extra choice offered"),
         }
@@ -571,6 +598,7 @@ fn route(
     links: &BTreeSet<(NodeId, NodeId)>,
     members: &BTreeMap<MemberId, SimMember>,
     net: &mut Net<End, Msg>,
+    rounds: &mut Rounds<End>,
     n: &NodeId,
     agent: AgentId,
     msg: AgentMessage,
@@ -582,7 +610,9 @@ fn route(
     if !members.contains_key(&member) {
         return Route::RemoveAgent;
     }
-    net.send(End::Server(n.clone()), End::Member(member), Msg::Agent(msg));
+    let (from, to) = (End::Server(n.clone()), End::Member(member));
+    rounds.sent(&from, &to);
+    net.send(from, to, Msg::Agent(msg));
     Route::Sent
 }
 

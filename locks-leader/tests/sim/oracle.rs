@@ -49,11 +49,19 @@ impl Sim {
                 continue;
             }
             if self.options.mode() == ElectionMode::Majority {
-                let group: BTreeSet<&NodeId> = self
+                // The group's nodes: configured, and every member's (workers' too), as any
+                // member ever knew them (the set only grows).
+                let known: Vec<NodeId> = self
                     .members
+                    .values()
+                    .flat_map(|sm| sm.core.group_nodes())
+                    .collect();
+                let group: BTreeSet<&NodeId> = self
+                    .options
+                    .configured_nodes()
                     .iter()
-                    .filter(|(_, sm)| sm.core.role() == Role::Candidate)
-                    .map(|(m, _)| m.node())
+                    .chain(self.members.keys().map(|m| m.node()))
+                    .chain(known.iter())
                     .collect();
                 let inside = comp.iter().filter(|n| group.contains(n)).count();
                 if inside * 2 <= group.len() {
@@ -101,17 +109,31 @@ impl Sim {
                 }
             }
             let agent = leader.agent();
-            for n in &comp {
-                let holds = self
-                    .world
-                    .tables
-                    .get(n)
-                    .expect("a table per node")
-                    .view(&self.lock)
-                    .is_some_and(|v| v.holds(&agent));
-                if !holds {
-                    return Err(format!("leader {leader} does not hold the lock on {n}"));
+            let held: Vec<&NodeId> = comp
+                .iter()
+                .filter(|n| {
+                    self.world
+                        .tables
+                        .get(n)
+                        .expect("a table per node")
+                        .view(&self.lock)
+                        .is_some_and(|v| v.holds(&agent))
+                })
+                .collect();
+            if self.options.mode() == ElectionMode::Majority {
+                // A leader stays put on the majority it holds: nodes that came up since are
+                // not asked for (the member core's `tenure` rule).
+                let group = self.members[leader].core.group_nodes();
+                let inside = held.iter().filter(|n| group.contains(n)).count();
+                if inside * 2 <= group.len() {
+                    return Err(format!(
+                        "leader {leader} holds the lock on {held:?}, no majority of {group:?}"
+                    ));
                 }
+            } else if held.len() < comp.len() {
+                return Err(format!(
+                    "leader {leader} holds the lock on {held:?}, not on all of {comp:?}"
+                ));
             }
         }
         Ok(())

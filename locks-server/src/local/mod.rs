@@ -66,11 +66,12 @@ mod sharding;
 
 pub use sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
+use crate::data_dir::VersionReserve;
 use crate::router::{RouteError, Router};
 use crate::table::{LockTable, TableEffect, TableInput};
 use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tracing::{debug, warn};
@@ -117,6 +118,38 @@ pub enum FastLock {
     Stopped,
 }
 
+/// The shards' tables, and what keeps their versions below the ceiling on disk: every path
+/// that may change a table takes it through [`Shards::lock`].
+struct Shards {
+    tables: Box<[Mutex<LockTable>]>,
+    reserve: VersionReserve,
+}
+
+impl Shards {
+    /// Shard `i`'s table, to change it: the ceiling on disk is moved first if the shard's
+    /// version nears it (once per half a reserve; nothing per grant).
+    fn lock(&self, i: usize) -> MutexGuard<'_, LockTable> {
+        let table = self.tables[i].lock();
+        self.reserve.ensure(table.version());
+        table
+    }
+}
+
+/// Shards behind a mutex each, locked in the order asked for.
+impl ShardAccess for &Shards {
+    fn with_shards<T>(&mut self, ids: &[usize], f: impl FnOnce(&mut [&mut LockTable]) -> T) -> T {
+        let mut guards: smallvec::SmallVec<[MutexGuard<'_, LockTable>; 2]> =
+            ids.iter().map(|&i| self.lock(i)).collect();
+        let mut tables: smallvec::SmallVec<[&mut LockTable; 2]> =
+            guards.iter_mut().map(|g| &mut **g).collect();
+        f(&mut tables)
+    }
+
+    fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T {
+        f(&self.tables[id].lock())
+    }
+}
+
 /// The shards one transaction has put requests in, so that its release visits only those. A
 /// set of bits, updated by the transaction's own calls, which its own lock serializes (so
 /// relaxed loads and stores suffice).
@@ -151,7 +184,7 @@ impl Touched {
 /// The node's lock table in shards, and the shell that applies inputs to them (see the
 /// module documentation).
 pub struct LocalTable {
-    shards: Box<[Mutex<LockTable>]>,
+    shards: Shards,
     sharding: Sharding,
     /// The requests kept during the start-delay (`None` once it has passed).
     held_back: Mutex<Option<Vec<ServerRequest>>>,
@@ -166,7 +199,7 @@ impl std::fmt::Debug for LocalTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalTable")
             .field("node", self.router.node())
-            .field("shards", &self.shards.len())
+            .field("shards", &self.shards.tables.len())
             .finish_non_exhaustive()
     }
 }
@@ -181,13 +214,33 @@ impl LocalTable {
         start_delay: bool,
     ) -> LocalTable {
         LocalTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(make())).collect(),
+            shards: Shards {
+                tables: (0..SHARDS).map(|_| Mutex::new(make())).collect(),
+                reserve: VersionReserve::none(),
+            },
             sharding: Sharding::new(SHARDS),
             held_back: Mutex::new(start_delay.then(Vec::new)),
             serving: AtomicBool::new(!start_delay),
             stopped: AtomicBool::new(false),
             router,
         }
+    }
+
+    /// Keeps the versions below a ceiling in the node's data directory (see
+    /// [`crate::data_dir`]).
+    pub(crate) fn with_reserve(mut self, reserve: VersionReserve) -> LocalTable {
+        self.shards.reserve = reserve;
+        self
+    }
+
+    /// Every shard hands out versions above `floor` from now on, and with a data directory
+    /// also after a restart: the ceiling on disk is above `floor` when this returns. (A leader
+    /// member on this node raises them to a term it accepts: see `locks-leader`.)
+    pub fn raise_versions(&self, floor: u64) {
+        for i in 0..self.shards.tables.len() {
+            self.shards.lock(i).raise_version(floor);
+        }
+        self.shards.reserve.ensure(floor);
     }
 
     /// The router the table's messages go through.
@@ -224,7 +277,7 @@ impl LocalTable {
     /// Applies `input` and delivers what the table says; returns the ghosts to release once
     /// the lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
     pub fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
-        let mut shards = &*self.shards;
+        let mut shards = &self.shards;
         self.sharding
             .apply(&mut shards, input, &mut |to, msg| self.send(to, msg))
     }
@@ -286,13 +339,13 @@ impl LocalTable {
         let mut send = |to: &AgentId, msg| self.send(to, msg);
         let mut after = After::default();
         let out = {
-            let mut table = self.shards[i].lock();
+            let mut table = self.shards.lock(i);
             let (effects, out) = step(&mut table);
             self.sharding
                 .deliver(i, &mut table, effects, &mut after, &mut send);
             out
         };
-        let mut shards = &*self.shards;
+        let mut shards = &self.shards;
         self.sharding.finish(&mut shards, after, &mut send);
         out
     }
@@ -369,12 +422,12 @@ impl LocalTable {
         let mut send = |to: &AgentId, msg| self.send(to, msg);
         let mut after = After::default();
         for i in self.sharding.members(bits) {
-            let mut table = self.shards[i].lock();
+            let mut table = self.shards.lock(i);
             let effects = table.step_remove_agent(agent);
             self.sharding
                 .deliver(i, &mut table, effects, &mut after, &mut send);
         }
-        let mut shards = &*self.shards;
+        let mut shards = &self.shards;
         self.sharding.finish(&mut shards, after, &mut send);
     }
 

@@ -103,12 +103,12 @@ impl Sharding {
 impl LocalTable {
     /// Reads the shard that holds `lock` (for state about that lock and its hierarchy).
     pub fn read_lock<T>(&self, lock: &LockId, f: impl FnOnce(&LockTable) -> T) -> T {
-        f(&self.shards[self.sharding.shard_of(lock)].lock())
+        f(&self.shards.tables[self.sharding.shard_of(lock)].lock())
     }
 
     /// `agent`'s direct mode on `lock` and the lock's version, if it holds it.
     pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
-        self.sharding.holds(&&*self.shards, agent, lock)
+        self.sharding.holds(&&self.shards, agent, lock)
     }
 
     /// Who watches `lock`, in id order.
@@ -118,13 +118,13 @@ impl LocalTable {
 
     /// Whether `agent` has an entry or a watch in a shard of `touched`.
     pub fn knows(&self, agent: &AgentId, touched: &Touched) -> bool {
-        self.sharding.knows(&&*self.shards, agent, touched.bits())
+        self.sharding.knows(&&self.shards, agent, touched.bits())
     }
 
     /// `agent`'s direct locks in the shards of `touched`, in lock id order.
     pub fn direct_locks_of(&self, agent: &AgentId, touched: &Touched) -> Vec<(LockId, Mode, u64)> {
         self.sharding
-            .direct_locks_of(&&*self.shards, agent, touched.bits())
+            .direct_locks_of(&&self.shards, agent, touched.bits())
     }
 
     /// What `agent` has in the shards of `touched`, in lock id order.
@@ -134,17 +134,17 @@ impl LocalTable {
         touched: &Touched,
     ) -> Vec<(LockNotice, Option<Mode>)> {
         self.sharding
-            .agent_state(&&*self.shards, agent, touched.bits())
+            .agent_state(&&self.shards, agent, touched.bits())
     }
 
     /// A copy of the whole table (see [`Sharding::snapshot`]).
     pub fn snapshot(&self) -> TableSnapshot {
-        self.sharding.snapshot(&&*self.shards)
+        self.sharding.snapshot(&&self.shards)
     }
 
     /// The first `max_locks` locks by id, with the total count (see [`Sharding::report`]).
     pub fn report(&self, max_locks: usize) -> TableReport {
-        self.sharding.report(&&*self.shards, max_locks)
+        self.sharding.report(&&self.shards, max_locks)
     }
 
     /// Adds one slice of the census to `census`, starting at `cursor` (`(0, 0)` first);
@@ -155,10 +155,15 @@ impl LocalTable {
         census: &mut Census,
         (shard, from): (usize, usize),
     ) -> Option<(usize, usize)> {
-        let next = self.shards.get(shard)?.lock().census_slice(census, from);
+        let next = self
+            .shards
+            .tables
+            .get(shard)?
+            .lock()
+            .census_slice(census, from);
         match next {
             Some(from) => Some((shard, from)),
-            None => (shard + 1 < self.shards.len()).then_some((shard + 1, 0)),
+            None => (shard + 1 < self.shards.tables.len()).then_some((shard + 1, 0)),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! How a node's table is split into shards, and the one function that applies an input to
 //! them: [`Sharding::apply`]. Pure and synchronous over the shards' tables; who holds them
-//! (a mutex per shard in [`super::LocalTable`], plain tables in the simulations) is the
+//! (a mutex per shard in [`super::LocalTable`], which keeps their versions below the data
+//! directory's ceiling, plain tables in the simulations) is the
 //! [`ShardAccess`] the caller passes, and who carries the messages is its `send`.
 //!
 //! **Rules** (the argument is in [`super`]'s documentation):
@@ -24,7 +25,7 @@
 use crate::table::{LockTable, TableEffect, TableInput, Undelivered, closes_cycle};
 use locks_core::proto::{AgentMessage, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 use smallvec::SmallVec;
 use std::collections::{HashMap, HashSet};
 
@@ -39,21 +40,6 @@ pub trait ShardAccess {
 
     /// Runs `f` on shard `id`'s table, to read it.
     fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T;
-}
-
-/// Shards behind a mutex each: locked in the order asked for.
-impl ShardAccess for &[Mutex<LockTable>] {
-    fn with_shards<T>(&mut self, ids: &[usize], f: impl FnOnce(&mut [&mut LockTable]) -> T) -> T {
-        let mut guards: SmallVec<[MutexGuard<'_, LockTable>; 2]> =
-            ids.iter().map(|&i| self[i].lock()).collect();
-        let mut tables: SmallVec<[&mut LockTable; 2]> =
-            guards.iter_mut().map(|g| &mut **g).collect();
-        f(&mut tables)
-    }
-
-    fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T {
-        f(&self[id].lock())
-    }
 }
 
 /// Plain tables (a simulation's node).

@@ -254,6 +254,12 @@ impl LockTable {
         self.version
     }
 
+    /// Moves the counter up to `floor` if it is below: every version handed out from now on is
+    /// above `floor` (versions only grow; nothing else changes).
+    pub fn raise_version(&mut self, floor: u64) {
+        self.version = self.version.max(floor);
+    }
+
     /// How many lock records exist (locks with entries, or watched).
     pub fn lock_count(&self) -> usize {
         self.locks.len()

@@ -14,10 +14,12 @@
 //! simulation through [`World::rng`]), so the same seed and the same calls give the same run.
 
 mod net;
+mod rounds;
 mod tables;
 mod trace;
 
 pub use net::Net;
+pub use rounds::{Rounds, assert_at_most, assert_at_most_quadratic, largest_over_seeds};
 pub use tables::{NodeTable, Route, SIM_SHARDS, Tables};
 pub use trace::Trace;
 

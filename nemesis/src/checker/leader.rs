@@ -10,6 +10,9 @@
 //! 2. **No confirmed write lost**: every write the driver saw confirmed (`stored`) is read back
 //!    with its value from every replica at the end.
 //! 3. **Agreement after heal**: at the end every replica follows the same leader.
+//! 4. **Terms grow across restarts**: after every process was killed and started again, every
+//!    leader's epoch is above every epoch a leader had before (the replicas keep their data in
+//!    memory, so the writes confirmed before such a restart are not asked for after it).
 //!
 //! and measures the time from a fault against the leader to another node believing it leads.
 
@@ -95,6 +98,7 @@ pub fn check_leader(history: &[LeaderEvent], nodes: usize) -> LeaderVerdict {
             LeaderWhat::Confirmed { key, value } => {
                 confirmed.insert(key, *value);
             }
+            LeaderWhat::RestartedAll => confirmed.clear(),
             LeaderWhat::Read { node, key, value } => {
                 read.insert((*node, key), *value);
             }
@@ -126,6 +130,7 @@ pub fn check_leader(history: &[LeaderEvent], nodes: usize) -> LeaderVerdict {
             ));
         }
     }
+    terms_grow(&events, &mut v);
     let mut last: BTreeMap<usize, Option<usize>> = BTreeMap::new();
     for e in &events {
         if let LeaderWhat::Follows { node, leader } = &e.what {
@@ -143,6 +148,27 @@ pub fn check_leader(history: &[LeaderEvent], nodes: usize) -> LeaderVerdict {
     v
 }
 
+/// Assertion 4: every epoch a leader announces after a whole restart is above every epoch
+/// announced before it.
+fn terms_grow(events: &[LeaderEvent], v: &mut LeaderVerdict) {
+    let mut before: Option<u64> = None;
+    let mut floor: Option<u64> = None;
+    for e in events {
+        match &e.what {
+            LeaderWhat::RestartedAll => floor = before.max(floor),
+            LeaderWhat::Leads { node, epoch } => {
+                if let Some(f) = floor.filter(|f| epoch <= f) {
+                    v.violations.push(format!(
+                        "n{} leads with epoch {epoch} after a restart of every node, not above {f}",
+                        node + 1
+                    ));
+                }
+                before = before.max(Some(*epoch));
+            }
+            _ => {}
+        }
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +326,31 @@ mod tests {
         let v = check_leader(&h, 3);
         assert_eq!(v.violations.len(), 1);
         assert!(v.violations[0].contains("one leader at the end"), "{v:?}");
+    }
+
+    #[test]
+    fn a_term_not_above_every_earlier_one_after_a_whole_restart_is_a_violation() {
+        let leads = |t, node, epoch| at(t, LeaderWhat::Leads { node, epoch });
+        let run = |after: u64| {
+            let h = vec![
+                follows(10, 0, 0),
+                follows(10, 1, 0),
+                follows(10, 2, 0),
+                leads(10, 0, 50),
+                at(20, LeaderWhat::RestartedAll),
+                leads(30, 1, after),
+                follows(30, 0, 1),
+                follows(30, 1, 1),
+                follows(30, 2, 1),
+            ];
+            check_leader(&h, 3)
+        };
+        assert!(run(51).violations.is_empty(), "{:?}", run(51));
+        let v = run(50);
+        assert_eq!(v.violations.len(), 1, "{v:?}");
+        assert!(
+            v.violations[0].contains("epoch 50 after a restart"),
+            "{v:?}"
+        );
     }
 }

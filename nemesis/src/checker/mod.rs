@@ -12,6 +12,9 @@
 //! 3. **Availability**: after a fault that takes the holder away, another client is granted
 //!    the lock within the bound (heartbeat timeout + lock delay + slack).
 //! 4. **Service after heal**: every client is granted the lock after the last heal.
+//! 5. **Tokens grow across restarts**: every token a restarted node hands out (in a grant
+//!    reported [`RESTART_SETTLE`] after its restart, so no grant of its earlier process still
+//!    on its way) is above every token it handed out before the restart, whatever its clock.
 //!
 //! and measures the time from a fault to its holder being told (`lost`), and how long the lock
 //! stays unavailable after a fault removed its holder. [`leader`] checks leader experiments.
@@ -144,7 +147,47 @@ pub fn check(history: &[Event], bounds: Bounds) -> Verdict {
     writes(&events, &beliefs, &mut v);
     faults(&events, bounds, &mut v);
     served(&events, bounds, &mut v);
+    restarts(&events, &mut v);
     v
+}
+
+/// How long after a node's restart a grant reported elsewhere may still carry a token of its
+/// earlier process (one sent just before the kill): the new process grants nothing for its
+/// start-delay anyway.
+pub const RESTART_SETTLE: Ns = 200 * crate::clock::MS;
+
+fn restarts(events: &[Event], v: &mut Verdict) {
+    let tokens_of = |node: &str, from: Ns, to: Ns| {
+        events
+            .iter()
+            .filter(move |e| e.t >= from && e.t < to)
+            .filter_map(|e| match &e.what {
+                What::Granted { tokens, .. } => Some(tokens),
+                _ => None,
+            })
+            .flatten()
+            .filter(move |(n, _)| n.as_str() == node)
+            .map(|(_, version)| *version)
+            .collect::<Vec<u64>>()
+    };
+    for e in events {
+        let What::Restarted { node } = &e.what else {
+            continue;
+        };
+        let name = crate::procs::name(*node);
+        let Some(&top) = tokens_of(&name, 0, e.t).iter().max() else {
+            continue;
+        };
+        if let Some(low) = tokens_of(&name, e.t + RESTART_SETTLE, Ns::MAX)
+            .into_iter()
+            .filter(|&t| t <= top)
+            .min()
+        {
+            v.violations.push(format!(
+                "{name} restarted and granted at version {low}, not above the {top} it granted                  before"
+            ));
+        }
+    }
 }
 
 fn overlaps(beliefs: &[Belief], v: &mut Verdict) {

@@ -243,3 +243,31 @@ fn a_grant_that_crosses_the_end_opens_no_belief() {
     h.push(end(735, "a2"));
     assert!(check(&h, BOUNDS).passed());
 }
+
+#[test]
+fn a_restarted_node_granting_at_or_below_its_earlier_tokens_is_a_violation() {
+    let restarted = at(100, What::Restarted { node: 0 });
+    let before = granted(10, 0, "t1", &[("n1", 500), ("n2", 7)]);
+    let grown = vec![
+        before.clone(),
+        end(50, "t1"),
+        restarted.clone(),
+        granted(400, 1, "t2", &[("n1", 900), ("n2", 8)]),
+    ];
+    assert!(check(&grown, BOUNDS).violations.is_empty());
+    // Within the settle time a grant may still carry the earlier process's token.
+    let settling = granted(150, 1, "t2", &[("n1", 500), ("n2", 8)]);
+    let mut late = vec![before.clone(), end(50, "t1"), restarted.clone(), settling];
+    late.push(end(200, "t2"));
+    late.push(granted(400, 0, "t3", &[("n1", 900), ("n2", 9)]));
+    assert!(check(&late, BOUNDS).violations.is_empty());
+    let lower = vec![
+        before,
+        end(50, "t1"),
+        restarted,
+        granted(400, 1, "t2", &[("n1", 499), ("n2", 8)]),
+    ];
+    let v = check(&lower, BOUNDS);
+    assert_eq!(v.violations.len(), 1, "{v:?}");
+    assert!(v.violations[0].contains("n1 restarted and granted at version 499"));
+}

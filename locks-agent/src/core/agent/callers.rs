@@ -7,6 +7,11 @@
 //!   caller with its lock as granted, an `await_all_locks` caller with the [`LockResult`]), or
 //!   fails them all when it cannot be served;
 //! - a `lock` caller whose request is withdrawn ([`AgentCore::unlock`]) is cancelled at once;
+//! - a caller that goes away ([`AgentCore::withdraw`]: the client dropped the call's future)
+//!   is forgotten, and a `lock` caller's request goes back to what it was before the call: a
+//!   request the call made is withdrawn as by `unlock`, a mode the call raised is lowered again
+//!   as by `convert`. Whatever another call asked for on the same lock since stays: such a
+//!   call withdraws nothing;
 //! - an abort fails every caller with the deadlock, and [`AgentCore::end`] with
 //!   [`CallFailure::Ended`]; a caller that comes after either is failed at once.
 //!
@@ -18,7 +23,7 @@ use crate::core::knowledge::Knowledge;
 use crate::core::status::{Deadlock, GrantNodes, GrantedLock, LockResult, TransactionStatus};
 use crate::options::Req;
 use locks_core::proto::ServerRequest;
-use locks_core::{LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode, NodeId};
 
 /// A blocked caller, named by the actor (the core only hands it back in [`Effect::Reply`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -63,13 +68,35 @@ pub enum CallFailure {
     },
     /// The transaction ended.
     Ended,
+    /// The call's bounded wait ran out ([`AgentCore::time_out`]): what it asked for was
+    /// withdrawn.
+    TimedOut {
+        /// The lock the call asked for.
+        lock: LockId,
+        /// The copies of the transaction's requests not held when it gave up (lock and node).
+        waited_on: Vec<(LockId, NodeId)>,
+        /// The agents it was waiting for there, as far as it knew.
+        holders: Vec<AgentId>,
+    },
 }
 
 /// What a caller waits for.
 #[derive(Clone, Debug)]
 enum Waiting {
-    Lock(LockId),
+    /// A `lock` call, and what withdrawing it undoes.
+    Lock(LockId, Undo),
     All,
+}
+
+/// What withdrawing a `lock` caller undoes of its request ([`AgentCore::withdraw`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Undo {
+    /// Nothing: the call asked for nothing new, or a later call asked for the lock too.
+    Nothing,
+    /// The call made the request: withdraw it (`unlock`).
+    Remove,
+    /// The call raised the request's mode from this one: lower it back (`convert`).
+    Lower(Mode),
 }
 
 /// The waiting callers, in arrival order, and the abort that fails late ones.
@@ -77,6 +104,16 @@ enum Waiting {
 pub(super) struct Callers {
     waiting: Vec<(CallId, Waiting)>,
     aborted: Option<(LockId, NodeId)>,
+}
+
+impl Callers {
+    /// The lock `lock` caller `call` waits for, if it waits.
+    pub(super) fn waiting_lock(&self, call: CallId) -> Option<&LockId> {
+        self.waiting.iter().find_map(|(c, w)| match w {
+            Waiting::Lock(lock, _) if *c == call => Some(lock),
+            _ => None,
+        })
+    }
 }
 
 impl AgentCore {
@@ -90,9 +127,81 @@ impl AgentCore {
         nodes: &[NodeId],
         req: Req,
     ) -> Result<Vec<Effect>, RequestError> {
+        let before = self
+            .requests
+            .get(&lock)
+            .map(|r| (r.mode, r.nodes.clone(), r.req));
         let out = self.request(lock.clone(), mode, nodes, req)?;
-        self.callers.waiting.push((call, Waiting::Lock(lock)));
+        let after = &self.requests[&lock];
+        let undo = match before {
+            None => Undo::Remove,
+            Some((m, n, q)) if m != after.mode && n == after.nodes && q == after.req => {
+                Undo::Lower(m)
+            }
+            // Nothing new, or more nodes or a stronger requirement: those stay.
+            Some(_) => Undo::Nothing,
+        };
+        self.callers.waiting.push((call, Waiting::Lock(lock, undo)));
         Ok(out)
+    }
+
+    /// [`AgentCore::lock_and_wait`] for a request the node's fast path queued just before this
+    /// agent took the transaction over (`AgentCore::adopt` has it already): `held` is the mode
+    /// its entry on the lock held before (the table's `Converting` state), `None` if it waited
+    /// for a new grant. Withdrawing the call lowers the request back to `held`, or withdraws
+    /// it. (`held` may include the intention modes of requests on descendants, which the entry
+    /// held anyway.)
+    pub fn lock_and_wait_queued(
+        &mut self,
+        call: CallId,
+        lock: LockId,
+        mode: Mode,
+        nodes: &[NodeId],
+        held: Option<Mode>,
+    ) -> Result<Vec<Effect>, RequestError> {
+        let out = self.request(lock.clone(), mode, nodes, Req::All)?;
+        let undo = match held {
+            None => Undo::Remove,
+            Some(held) if self.requests[&lock].mode != held => Undo::Lower(held),
+            Some(_) => Undo::Nothing,
+        };
+        self.callers.waiting.push((call, Waiting::Lock(lock, undo)));
+        Ok(out)
+    }
+
+    /// The caller `call` went away (the client dropped the call's future) without its answer:
+    /// it is forgotten, and what it asked for is undone (module documentation), with the effects
+    /// of `unlock` or `convert`: the lock servers are told, and the deadlock detection forgets
+    /// the wait. A caller already answered (or never recorded) changes nothing: a grant that
+    /// came first stays, claimed and reported. Returns the lock whose request was withdrawn
+    /// whole, if one was.
+    pub fn withdraw(&mut self, call: CallId) -> (Option<LockId>, Vec<Effect>) {
+        let Some(i) = self.callers.waiting.iter().position(|(c, _)| *c == call) else {
+            return (None, Vec::new());
+        };
+        let (_, waiting) = self.callers.waiting.remove(i);
+        match waiting {
+            Waiting::Lock(lock, Undo::Remove) => {
+                let out = self.unlock(&lock).unwrap_or_default();
+                (Some(lock), out)
+            }
+            Waiting::Lock(lock, Undo::Lower(mode)) => {
+                (None, self.convert(&lock, mode).unwrap_or_default())
+            }
+            Waiting::Lock(_, Undo::Nothing) | Waiting::All => (None, Vec::new()),
+        }
+    }
+
+    /// Another request on `lock` was made: the `lock` callers waiting for it no longer undo
+    /// anything when withdrawn (what they asked for is asked again).
+    pub(super) fn asked_again(&mut self, lock: &LockId) {
+        for (_, waiting) in &mut self.callers.waiting {
+            if let Waiting::Lock(l, undo) = waiting
+                && l == lock
+            {
+                *undo = Undo::Nothing;
+            }
+        }
     }
 
     /// Records an `await_all_locks` caller, answered at a later [`AgentCore::settle`] (or
@@ -150,7 +259,7 @@ impl AgentCore {
         self.callers
             .waiting
             .retain(|(call, waiting)| match waiting {
-                Waiting::Lock(l) if l == lock => {
+                Waiting::Lock(l, _) if l == lock => {
                     out.push(Effect::Reply {
                         call: *call,
                         result: Err(CallFailure::Cancelled { lock: lock.clone() }),
@@ -178,7 +287,7 @@ impl AgentCore {
                 let mut all = None;
                 for (i, (call, waiting)) in waiting.into_iter().enumerate() {
                     let answer = match waiting {
-                        Waiting::Lock(lock) => Answer::Locked {
+                        Waiting::Lock(lock, _) => Answer::Locked {
                             granted: self.granted_or_requested(lock),
                             deadlocks: locks.clone(),
                         },

@@ -223,3 +223,77 @@ fn an_abort_fails_the_callers_with_the_deadlock_before_it_is_reported() {
     assert_eq!(c.await_all(CallId(2)), vec![failed(2, deadlock)]);
     assert_eq!(c.end(), vec![remove_agent(2)]);
 }
+
+#[test]
+fn a_withdrawn_caller_undoes_only_what_it_asked_for() {
+    let mut c = core(1, Options::default());
+    let (a, b) = (lock_id!["a"], lock_id!["b"]);
+    // A new request: withdrawn whole, as `unlock` would.
+    c.lock_and_wait(CallId(1), a.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    let (removed, fx) = c.withdraw(CallId(1));
+    assert_eq!(removed, Some(a.clone()));
+    assert!(fx.contains(&Effect::ToServer {
+        node: n1(),
+        request: ServerRequest::Unlock {
+            agent: agent(1),
+            lock: a.clone(),
+        },
+    }));
+    assert!(c.request_on(&a).is_none());
+    // An upgrade: lowered back to the mode asked before.
+    c.lock_and_wait(CallId(2), b.clone(), S, &[n1()], Req::All)
+        .unwrap();
+    c.receive(notice(&n1(), &b, 4, EntryState::Granted(S)));
+    c.settle();
+    c.lock_and_wait(CallId(3), b.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    let (removed, fx) = c.withdraw(CallId(3));
+    assert_eq!(removed, None);
+    assert!(fx.contains(&Effect::ToServer {
+        node: n1(),
+        request: ServerRequest::Convert {
+            agent: agent(1),
+            lock: b.clone(),
+            mode: S,
+        },
+    }));
+    assert_eq!(c.request_on(&b).map(|r| r.mode), Some(S));
+    // Answered already (call 2), or never recorded: nothing.
+    assert_eq!(c.withdraw(CallId(2)), (None, Vec::new()));
+    assert_eq!(c.withdraw(CallId(99)), (None, Vec::new()));
+}
+
+#[test]
+fn a_later_call_on_the_lock_keeps_the_request_of_an_earlier_one() {
+    let mut c = core(1, Options::default());
+    let a = lock_id!["a"];
+    c.lock_and_wait(CallId(1), a.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    c.lock_and_wait(CallId(2), a.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    assert_eq!(c.withdraw(CallId(1)), (None, Vec::new()));
+    assert!(c.request_on(&a).is_some(), "call 2 still waits for it");
+}
+
+#[test]
+fn a_timed_out_caller_is_withdrawn_and_told_what_it_waited_for() {
+    let mut c = core(1, Options::default());
+    let a = lock_id!["a"];
+    c.lock_and_wait(CallId(1), a.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    let fx = c.time_out(CallId(1));
+    assert_eq!(
+        fx.last(),
+        Some(&failed(
+            1,
+            CallFailure::TimedOut {
+                lock: a.clone(),
+                waited_on: vec![(a.clone(), n1())],
+                holders: Vec::new(),
+            }
+        ))
+    );
+    assert!(c.request_on(&a).is_none());
+    assert!(c.time_out(CallId(1)).is_empty(), "answered once");
+}

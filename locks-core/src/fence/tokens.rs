@@ -1,0 +1,177 @@
+//! The fencing tokens of one grant as text (`a@1042,b@977`), to carry with a write over any
+//! protocol, and the saved state of a [`Fence`].
+
+use super::Fence;
+use crate::{LockId, NodeId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// The fencing tokens of one grant: each granting node with the lock's version there. Displays
+/// and parses as `node@version` pairs joined by commas (`a@1042,b@977`), the form the `node`
+/// binary prints, so a client can send them in a header or a field and the resource parse
+/// them back.
+///
+/// ```
+/// use locks_core::fence::Tokens;
+/// let tokens: Tokens = "a@1042,b@977".parse().unwrap();
+/// assert_eq!(tokens.to_string(), "a@1042,b@977");
+/// assert_eq!(tokens.as_slice()[1].1, 977);
+/// assert!("a@x".parse::<Tokens>().is_err());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tokens(pub Vec<(NodeId, u64)>);
+
+impl Tokens {
+    /// The pairs, for [`Fence::admit`].
+    pub fn as_slice(&self) -> &[(NodeId, u64)] {
+        &self.0
+    }
+}
+
+impl From<&[(NodeId, u64)]> for Tokens {
+    fn from(pairs: &[(NodeId, u64)]) -> Tokens {
+        Tokens(pairs.to_vec())
+    }
+}
+
+impl fmt::Display for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (node, version)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            write!(f, "{sep}{node}@{version}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a text is not a list of fencing tokens.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokensError {
+    /// The text is empty.
+    #[error("no fencing tokens")]
+    Empty,
+    /// A pair is not `node@version`.
+    #[error("not a fencing token (node@version): {0:?}")]
+    Malformed(String),
+    /// A node name is not valid.
+    #[error("bad node name in fencing token {pair:?}: {why}")]
+    BadNode {
+        /// The pair.
+        pair: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl FromStr for Tokens {
+    type Err = TokensError;
+
+    fn from_str(text: &str) -> Result<Tokens, TokensError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(TokensError::Empty);
+        }
+        let mut pairs = Vec::new();
+        for pair in text.split(',') {
+            let pair = pair.trim();
+            let (node, version) = pair
+                .rsplit_once('@')
+                .ok_or_else(|| TokensError::Malformed(pair.to_owned()))?;
+            let version = version
+                .parse::<u64>()
+                .map_err(|_| TokensError::Malformed(pair.to_owned()))?;
+            let node = NodeId::new(node).map_err(|e| TokensError::BadNode {
+                pair: pair.to_owned(),
+                why: e.to_string(),
+            })?;
+            pairs.push((node, version));
+        }
+        Ok(Tokens(pairs))
+    }
+}
+
+/// What a [`Fence`] saves: every (lock, node, highest token), in order (a list, so that any
+/// serde format can hold it, JSON included).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Saved {
+    highest: Vec<(LockId, NodeId, u64)>,
+}
+
+impl From<Fence> for Saved {
+    fn from(fence: Fence) -> Saved {
+        let mut highest: Vec<(LockId, NodeId, u64)> = fence.entries().collect();
+        highest.sort();
+        Saved { highest }
+    }
+}
+
+impl From<Saved> for Fence {
+    fn from(saved: Saved) -> Fence {
+        let mut fence = Fence::new();
+        for (lock, node, token) in saved.highest {
+            fence.seed(&lock, &node, token);
+        }
+        fence
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn node_name() -> impl Strategy<Value = String> {
+        "[a-z][a-z0-9_]{0,6}"
+    }
+
+    proptest! {
+        /// Every list of tokens displays to a text that parses back to it.
+        #[test]
+        fn tokens_round_trip(pairs in prop::collection::vec((node_name(), any::<u64>()), 1..5)) {
+            let tokens = Tokens(
+                pairs.iter().map(|(n, v)| (NodeId::new(n).unwrap(), *v)).collect(),
+            );
+            prop_assert_eq!(tokens.to_string().parse::<Tokens>(), Ok(tokens));
+        }
+    }
+
+    #[test]
+    fn bad_tokens_say_why() {
+        assert_eq!("".parse::<Tokens>(), Err(TokensError::Empty));
+        assert_eq!(
+            "a@1,b".parse::<Tokens>(),
+            Err(TokensError::Malformed("b".into()))
+        );
+        assert_eq!(
+            "a@-1".parse::<Tokens>(),
+            Err(TokensError::Malformed("a@-1".into()))
+        );
+        assert!(matches!(
+            "@5".parse::<Tokens>(),
+            Err(TokensError::BadNode { .. })
+        ));
+    }
+
+    #[test]
+    fn a_saved_fence_refuses_what_the_original_refused() {
+        let lock = crate::lock_id!["register"];
+        let mut fence = Fence::new();
+        fence
+            .admit(&lock, "a@10,b@20".parse::<Tokens>().unwrap().as_slice())
+            .unwrap();
+        let bytes = bincode::serde::encode_to_vec(&fence, bincode::config::standard()).unwrap();
+        let (restored, _): (Fence, usize) =
+            bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
+        let stale: Tokens = "a@9,b@20".parse().unwrap();
+        assert!(restored.check(&lock, stale.as_slice()).is_err());
+        assert_eq!(
+            restored.highest(&lock, &NodeId::new("b").unwrap()),
+            Some(20)
+        );
+        // Seeding never lowers what was seen.
+        let mut seeded = restored.clone();
+        seeded.seed(&lock, &NodeId::new("a").unwrap(), 3);
+        assert_eq!(seeded.highest(&lock, &NodeId::new("a").unwrap()), Some(10));
+    }
+}

@@ -424,6 +424,20 @@ struct FileConfig {
     /// binary itself and accepted here so that one file configures both.
     #[serde(default, rename = "metrics")]
     _metrics: Option<String>,
+    /// The `node` binary's client API settings (`--client-listen`, `--client-token`,
+    /// `--client-keepalive-ms`, `--client-tls-*`), read by the binary itself, as `metrics`.
+    #[serde(default, rename = "client_listen")]
+    _client_listen: Option<String>,
+    #[serde(default, rename = "client_token")]
+    _client_token: Option<String>,
+    #[serde(default, rename = "client_keepalive_ms")]
+    _client_keepalive_ms: Option<u64>,
+    #[serde(default, rename = "client_tls_cert")]
+    _client_tls_cert: Option<PathBuf>,
+    #[serde(default, rename = "client_tls_key")]
+    _client_tls_key: Option<PathBuf>,
+    #[serde(default, rename = "client_tls_ca")]
+    _client_tls_ca: Option<PathBuf>,
     listen: Option<String>,
     #[serde(default)]
     peers: Vec<String>,

@@ -108,13 +108,22 @@ pub fn w6(ctx: &mut Ctx) -> Vec<Row> {
 }
 
 /// A node in a process of its own, stopped when dropped.
-struct NodeProcess {
+pub(super) struct NodeProcess {
     child: Child,
-    addr: SocketAddr,
+    /// Where it listens for peers.
+    pub(super) addr: SocketAddr,
+    /// Where it serves clients, when started with `--client-listen`.
+    pub(super) client_addr: Option<String>,
 }
 
 impl NodeProcess {
     fn start(name: &str) -> Result<NodeProcess, String> {
+        NodeProcess::start_with(name, &[])
+    }
+
+    /// A node process with `args` added to its flags (its client address, when they ask for
+    /// one, is read from its `client-listening` line before this returns).
+    pub(super) fn start_with(name: &str, args: &[String]) -> Result<NodeProcess, String> {
         let exe = std::env::current_exe().map_err(err)?.with_file_name("node");
         if !exe.exists() {
             return Err(format!(
@@ -126,6 +135,7 @@ impl NodeProcess {
             .args(["--name", name, "--listen", "127.0.0.1:0", "--exit-on-eof"])
             .arg("--no-data-dir")
             .args(["--cookie", super::rig::COOKIE])
+            .args(args)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -134,26 +144,34 @@ impl NodeProcess {
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;
         let (tx, rx) = std::sync::mpsc::channel();
-        // Reads the address, then drains the node's event lines so it never blocks on them.
+        let (client_tx, client_rx) = std::sync::mpsc::channel();
+        // Reads the addresses, then drains the node's event lines so it never blocks on them.
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
                 if let Some(addr) = line.strip_prefix("listening ") {
                     let _ = tx.send(addr.trim().parse::<SocketAddr>());
+                } else if let Some(addr) = line.strip_prefix("client-listening ") {
+                    let _ = client_tx.send(addr.trim().to_owned());
                 }
             }
         });
         let mut process = NodeProcess {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            client_addr: None,
         };
         match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(Ok(addr)) => {
-                process.addr = addr;
-                Ok(process)
-            }
-            Ok(Err(e)) => Err(format!("node {name} printed a bad address: {e}")),
-            Err(_) => Err(format!("node {name} did not say where it listens")),
+            Ok(Ok(addr)) => process.addr = addr,
+            Ok(Err(e)) => return Err(format!("node {name} printed a bad address: {e}")),
+            Err(_) => return Err(format!("node {name} did not say where it listens")),
         }
+        if args.iter().any(|a| a == "--client-listen") {
+            match client_rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(addr) => process.client_addr = Some(addr),
+                Err(_) => return Err(format!("node {name} did not say where it serves clients")),
+            }
+        }
+        Ok(process)
     }
 }
 

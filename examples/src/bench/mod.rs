@@ -14,6 +14,7 @@
 //! granted within a few seconds (the lock table or the agent core is still a stand-in), they are
 //! reported as failed at once instead of each waiting for its own time limit.
 
+pub mod client;
 pub mod cluster;
 pub mod contended;
 pub mod election;
@@ -65,6 +66,8 @@ pub enum Workload {
     Graph,
     /// The Redis mutex (with `--redis` only).
     Redis,
+    /// CLIENT: lock+unlock through the gRPC API, to node processes.
+    Client,
     /// SCALE: 8 to 64 `node` processes (only when named: it starts up to 64 processes).
     Scale,
     /// W1-metrics: W1 without and then with the Prometheus recorder (last in a full run: the
@@ -75,7 +78,7 @@ pub enum Workload {
 
 impl Workload {
     /// Every workload in the order of a full run.
-    pub const ALL: [Workload; 13] = [
+    pub const ALL: [Workload; 14] = [
         Workload::Floors,
         Workload::W1,
         Workload::W2,
@@ -88,6 +91,7 @@ impl Workload {
         Workload::Word,
         Workload::Graph,
         Workload::Redis,
+        Workload::Client,
         Workload::W1Metrics,
     ];
 }
@@ -384,6 +388,9 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Graph) {
         plan.push(("GRAPH wait-for graph of a hot queue", graph::run));
+    }
+    if sel(Workload::Client) {
+        plan.push(("CLIENT lock+unlock through the gRPC API", client::run));
     }
     if sel(Workload::Scale) {
         plan.push(("SCALE 8 to 64 node processes", scale::run));

@@ -16,6 +16,7 @@
 use clap::Parser;
 use examples::gdict::Gdict;
 use examples::node_cli::certs::gen_certs;
+use examples::node_cli::client::{ClientFlags, client_config};
 use examples::node_cli::cluster::{
     graph_query, print_cluster_graph, print_cluster_table, table_query,
 };
@@ -118,6 +119,29 @@ struct Args {
     /// `metrics`; the flag overrides it.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Serve the gRPC client API (`locks.v1`, docs/grpc.md) on ADDR (`ip:port`; port 0 picks
+    /// one; the line `client-listening <addr>` says which). Also the TOML key `client_listen`.
+    #[arg(long, value_name = "ADDR")]
+    client_listen: Option<String>,
+    /// The bearer token every client call must carry (`authorization: Bearer <token>`). Also
+    /// the TOML key `client_token` (which keeps it out of the process list).
+    #[arg(long, value_name = "TOKEN")]
+    client_token: Option<String>,
+    /// A client whose connection is silent this long loses its sessions (default 10000).
+    /// Also the TOML key `client_keepalive_ms`.
+    #[arg(long, value_name = "MS")]
+    client_keepalive_ms: Option<u64>,
+    /// TLS for the client API: the server's certificate chain (PEM), with --client-tls-key.
+    /// Also the TOML key `client_tls_cert`.
+    #[arg(long, value_name = "PATH")]
+    client_tls_cert: Option<PathBuf>,
+    /// TLS for the client API: the server's private key (PEM). Also `client_tls_key`.
+    #[arg(long, value_name = "PATH")]
+    client_tls_key: Option<PathBuf>,
+    /// TLS for the client API: every client must present a certificate that chains to this CA
+    /// (PEM). Also `client_tls_ca`.
+    #[arg(long, value_name = "PATH")]
+    client_tls_ca: Option<PathBuf>,
     /// Keep the node's data directory here, so that a restart hands out larger fencing tokens
     /// and terms whatever the clock says (default: the file's `data_dir`, else
     /// $XDG_STATE_HOME/locks/NAME, else $HOME/.local/state/locks/NAME).
@@ -212,6 +236,14 @@ async fn main() {
     if let Some(addr) = node.local_addr() {
         say!("listening {addr}");
     }
+    // Kept until the process exits: dropping it stops the client API.
+    let _client_api = match serve_clients(&args, &node) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("node: {e}");
+            std::process::exit(2);
+        }
+    };
     let mut events = node.subscribe_nodes();
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
@@ -273,6 +305,24 @@ async fn main() {
     // way out, until the next line or the end of stdin.
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(0);
+}
+
+/// Starts the client API if the flags or the file ask for it.
+fn serve_clients(args: &Args, node: &Node) -> Result<Option<locks_grpc::GrpcServer>, String> {
+    let flags = ClientFlags {
+        listen: args.client_listen.clone(),
+        token: args.client_token.clone(),
+        keepalive_ms: args.client_keepalive_ms,
+        tls_cert: args.client_tls_cert.clone(),
+        tls_key: args.client_tls_key.clone(),
+        tls_ca: args.client_tls_ca.clone(),
+    };
+    let Some(config) = client_config(args.config.as_deref(), &flags)? else {
+        return Ok(None);
+    };
+    let server = locks_grpc::serve(node, config).map_err(|e| e.to_string())?;
+    say!("client-listening {}", server.local_addr());
+    Ok(Some(server))
 }
 
 /// The signals that stop the node cleanly (its peers are told to release its agents' locks

@@ -3,9 +3,11 @@
 //! is written to stdout ([`out`]), how tables, grants and statuses are printed
 //! ([`print`](mod@print)), how the cluster's tables and wait-for graph are printed
 //! ([`cluster`]), the transaction events it prints unasked ([`events`]), its Prometheus
-//! endpoint ([`metrics`]), and how it reads its command lines ([`stdin`]). The binary owns the commands; this module owns the text.
+//! endpoint ([`metrics`]), how it reads its command lines ([`stdin`]) and the settings of its
+//! client API ([`client`]). The binary owns the commands; this module owns the text.
 
 pub mod certs;
+pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod events;

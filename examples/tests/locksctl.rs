@@ -1,0 +1,271 @@
+//! `locksctl` against a real `node` process on loopback: the command runs with the fencing
+//! tokens while the lock is held, and is stopped (and `locksctl` exits non-zero) when the node
+//! it talks to is paused. Every process is killed by pid when the test ends, also on failure.
+
+mod common;
+
+use common::Proc;
+use locks_testing::wait::Deadline;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const BOUND: Duration = Duration::from_secs(30);
+
+/// A node serving clients on an ephemeral port, with a client token; and that port.
+fn node(name: &str, deadline: Deadline) -> (Proc, String) {
+    let mut node = Proc::start_with(
+        name,
+        &[],
+        "cookie",
+        "warn",
+        deadline,
+        &[
+            "--start-delay-ms",
+            "0",
+            "--client-listen",
+            "127.0.0.1:0",
+            "--client-token",
+            "tk",
+            "--client-keepalive-ms",
+            "1000",
+        ],
+    );
+    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
+    let addr = line.trim_start_matches("client-listening ").to_owned();
+    (node, addr)
+}
+
+fn locksctl(addr: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_locksctl"));
+    cmd.args(["--node", addr, "--keepalive", "1s"])
+        .args(args)
+        .env("LOCKS_TOKEN", "tk");
+    cmd
+}
+
+/// Kills the processes it holds when dropped (the test's own children and pids they printed).
+struct Guard {
+    children: Vec<Child>,
+    pids: Vec<i32>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for pid in &self.pids {
+            // SAFETY: kill(2) touches no memory of this process; a pid that is gone fails.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Waits for `child` to exit, within the deadline.
+fn wait_exit(child: &mut Child, deadline: &Deadline) -> std::process::ExitStatus {
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        deadline.check(|| "locksctl exits".to_owned());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn token_of(stdout: &[u8], node: &str) -> u64 {
+    let text = String::from_utf8_lossy(stdout);
+    let tokens = text.lines().next().expect("the command printed its tokens");
+    tokens
+        .strip_prefix(&format!("{node}@"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("tokens {tokens:?}"))
+}
+
+#[test]
+fn the_command_runs_with_the_fencing_tokens_and_its_exit_code_is_returned() {
+    let deadline = Deadline::after(BOUND);
+    let (_node, addr) = node("c1", deadline);
+    let run = |code: &str| {
+        let script = format!("echo \"$LOCKS_TOKENS\"; test \"$LOCKS_LOCK\" = db/x && exit {code}");
+        let mut child = locksctl(&addr, &["lock", "db/x", "--mode", "X", "--wait", "10s"])
+            .args(["--", "sh", "-c", &script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_exit(&mut child, &deadline);
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+        (status.code(), token_of(&out, "c1"))
+    };
+    let (code, first) = run("7");
+    assert_eq!(code, Some(7));
+    let (code, second) = run("0");
+    assert_eq!(code, Some(0));
+    assert!(second > first, "{second} after {first}");
+    // A bad request: exit 2, saying why.
+    let out = locksctl(&addr, &["lock", "db/x", "--mode", "Q", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode"));
+}
+
+#[test]
+fn a_paused_node_makes_locksctl_stop_the_command_and_exit_non_zero() {
+    let deadline = Deadline::after(BOUND);
+    let (node, addr) = node("c2", deadline);
+    let node_pid = i32::try_from(node.child.id()).unwrap();
+    let mut guard = Guard {
+        children: vec![],
+        pids: vec![],
+    };
+    let child = locksctl(&addr, &["lock", "job", "--grace", "1s"])
+        .args(["--", "sh", "-c", "echo pid $$; exec sleep 60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    guard.children.push(child);
+    let stdout = guard.children[0].stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = lines
+        .recv_timeout(deadline.left())
+        .expect("the command runs");
+    let pid: i32 = line.trim_start_matches("pid ").parse().unwrap();
+    guard.pids.push(pid);
+    // The node stops answering: locksctl's keepalive gives the connection up.
+    // SAFETY: kill(2) touches no memory of this process.
+    unsafe {
+        libc::kill(node_pid, libc::SIGSTOP);
+    }
+    let status = wait_exit(&mut guard.children[0], &deadline);
+    assert_eq!(status.code(), Some(1), "{status:?}");
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut guard.children[0].stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("lost"), "{err}");
+    // The command was stopped (and reaped by locksctl).
+    // SAFETY: signal 0 only checks that the pid exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    assert!(!alive, "the command {pid} still runs");
+    drop(node);
+}
+
+#[test]
+fn over_tls_with_client_certificates_locksctl_gets_in_only_with_its_certificate() {
+    let deadline = Deadline::after(BOUND);
+    let dir = std::env::temp_dir().join(format!("locksctl-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let made = Command::new(env!("CARGO_BIN_EXE_node"))
+        .arg("--gen-certs")
+        .arg(&dir)
+        .args(["--names", "c3,client"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let file = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let mut node = Proc::start_with(
+        "c3",
+        &[],
+        "cookie",
+        "warn",
+        deadline,
+        &[
+            "--start-delay-ms".to_owned(),
+            "0".to_owned(),
+            "--client-listen".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--client-tls-cert".to_owned(),
+            file("c3.pem"),
+            "--client-tls-key".to_owned(),
+            file("c3.key"),
+            "--client-tls-ca".to_owned(),
+            file("ca.pem"),
+        ],
+    );
+    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
+    let addr = line.trim_start_matches("client-listening ").to_owned();
+    let run = |extra: &[String]| {
+        let mut cmd = locksctl(&addr, &["--ca", &file("ca.pem")]);
+        cmd.args(extra)
+            .args(["lock", "tls/x", "--", "true"])
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let status = wait_exit(&mut child, &deadline);
+        status.code()
+    };
+    let with_cert = run(&[
+        "--cert".to_owned(),
+        file("client.pem"),
+        "--key".to_owned(),
+        file("client.key"),
+    ]);
+    let without = run(&[]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(with_cert, Some(0));
+    assert_eq!(without, Some(2));
+}
+
+/// Reads a child's stdout lines on a thread.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    lines
+}
+
+#[test]
+fn two_campaigners_elect_one_leader_and_the_other_takes_over_when_it_is_killed() {
+    let deadline = Deadline::after(BOUND);
+    let (_node, addr) = node("c4", deadline);
+    let mut guard = Guard {
+        children: vec![],
+        pids: vec![],
+    };
+    let script = "echo $$ $LOCKS_TERM; exec sleep 60";
+    let mut campaigner = || {
+        let mut child = locksctl(&addr, &["campaign", "jobs", "--grace", "1s"])
+            .args(["--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = lines_of(&mut child);
+        guard.children.push(child);
+        lines
+    };
+    let first = campaigner();
+    let line = first
+        .recv_timeout(deadline.left())
+        .expect("the first leads");
+    let (pid, term) = line.split_once(' ').unwrap();
+    let (pid, term): (i32, u64) = (pid.parse().unwrap(), term.parse().unwrap());
+    let second = campaigner();
+    guard.pids.push(pid);
+    let out = locksctl(&addr, &["leader", "jobs"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("leader ") && text.trim_end().ends_with(&format!(" c4 {term}")),
+        "{text}"
+    );
+    // The leader's client dies: the other campaigner leads, with a larger term.
+    guard.children[0].kill().unwrap();
+    let line = second
+        .recv_timeout(deadline.left())
+        .expect("the second leads");
+    let (pid, next) = line.split_once(' ').unwrap();
+    guard.pids.push(pid.parse().unwrap());
+    assert!(next.parse::<u64>().unwrap() > term, "{next} after {term}");
+}

@@ -1,0 +1,420 @@
+//! A Rust client of the `locks.v1` API: [`Client::connect`] to a node, [`Client::session`] for
+//! a transaction, and on it [`Session::lock`], [`Session::unlock`], [`Session::status`],
+//! [`Session::end`] and the pushed events ([`Session::next_event`]); [`Client::campaign`] and
+//! [`Client::observe`] for leader election.
+//!
+//! A session runs a reader task that routes each answer to the call waiting for it (by request
+//! id) and queues the pushed events (grants, losses, deadlocks, status changes) for
+//! [`Session::next_event`]; when the stream ends, or the connection is gone (the client pings
+//! the node and gives up after its keepalive bound), waiting calls fail with
+//! [`ClientError::Closed`] and `next_event` returns the end.
+
+use crate::pb;
+use crate::pb::session_event::Kind;
+use futures::channel::{mpsc, oneshot};
+use futures::{SinkExt, StreamExt};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Endpoint};
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The node could not be reached.
+    #[error("cannot connect: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    /// The call failed (bad token, too many sessions, the node stopping...).
+    #[error("{}: {}", .0.code(), .0.message())]
+    Status(#[from] tonic::Status),
+    /// The node refused the request (an `Error` event: bad input, a limit, a wait bound).
+    #[error("{code:?}: {message}")]
+    Refused {
+        /// The gRPC code of the refusal.
+        code: tonic::Code,
+        /// What was wrong.
+        message: String,
+    },
+    /// The token is not valid in a header.
+    #[error("the token cannot be sent as a header")]
+    BadToken,
+    /// The session ended (or its connection is gone) before the answer came.
+    #[error("the session has ended")]
+    Closed,
+    /// The node answered with an event of another kind than the request's.
+    #[error("unexpected answer: {0:?}")]
+    Unexpected(Box<pb::SessionEvent>),
+}
+
+/// How a client connects.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// The node's client token, if it has one.
+    pub token: Option<String>,
+    /// How long the node may stay silent before the connection counts as gone (the client pings
+    /// every half of it).
+    pub keepalive: Duration,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+    /// TLS to the node; `None` speaks plain HTTP/2.
+    pub tls: Option<ClientTls>,
+}
+
+/// The client's TLS settings, PEM-encoded.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// The CA the node's certificate must chain to.
+    pub ca: Vec<u8>,
+    /// The name the node's certificate must carry.
+    pub server_name: String,
+    /// The client's certificate chain and key, for a node that asks for client certificates.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("server_name", &self.server_name)
+            .field("identity", &self.identity.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            token: None,
+            keepalive: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(5),
+            tls: None,
+        }
+    }
+}
+
+/// Adds the bearer token to every call.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<tonic::metadata::Ascii>>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+type Inner = pb::locks_client::LocksClient<InterceptedService<Channel, Bearer>>;
+
+/// A connection to one node.
+#[derive(Clone)]
+pub struct Client {
+    inner: Inner,
+}
+
+impl Client {
+    /// Connects to the node serving `addr` (`host:port`, or a `http://` URI).
+    pub async fn connect(addr: &str, options: ClientOptions) -> Result<Client, ClientError> {
+        let scheme = if options.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let uri = if addr.contains("://") {
+            addr.to_owned()
+        } else {
+            format!("{scheme}://{addr}")
+        };
+        let half = options.keepalive / 2;
+        let mut endpoint = Endpoint::from_shared(uri)?;
+        if let Some(tls) = &options.tls {
+            use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+            let mut settings = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&tls.ca))
+                .domain_name(tls.server_name.clone());
+            if let Some((cert, key)) = &tls.identity {
+                settings = settings.identity(Identity::from_pem(cert, key));
+            }
+            endpoint = endpoint.tls_config(settings)?;
+        }
+        let channel = endpoint
+            .connect_timeout(options.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(half)
+            .keep_alive_timeout(half)
+            .keep_alive_while_idle(true)
+            .connect()
+            .await?;
+        let token = match options.token {
+            Some(t) => Some(
+                MetadataValue::try_from(format!("Bearer {t}"))
+                    .map_err(|_| ClientError::BadToken)?,
+            ),
+            None => None,
+        };
+        Ok(Client {
+            inner: pb::locks_client::LocksClient::with_interceptor(channel, Bearer(token)),
+        })
+    }
+
+    /// The node's name and the nodes it reaches.
+    pub async fn info(&mut self) -> Result<pb::InfoReply, ClientError> {
+        Ok(self.inner.info(pb::InfoRequest {}).await?.into_inner())
+    }
+
+    /// Campaigns for the leadership of `group` (over `nodes`, or the nodes its members learn
+    /// of): every change of leader, the first saying who leads now. Dropping the stream
+    /// resigns.
+    pub async fn campaign(
+        &mut self,
+        group: &str,
+        nodes: &[String],
+    ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
+        let request = election_request(group, nodes);
+        Ok(self.inner.campaign(request).await?.into_inner())
+    }
+
+    /// Observes the leader of `group` without competing: every change of leader.
+    pub async fn observe(
+        &mut self,
+        group: &str,
+        nodes: &[String],
+    ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
+        Ok(self
+            .inner
+            .observe(election_request(group, nodes))
+            .await?
+            .into_inner())
+    }
+
+    /// Opens a session: a transaction on the node, until [`Session::end`] or the session is
+    /// dropped.
+    pub async fn session(&mut self) -> Result<Session, ClientError> {
+        let (tx, rx) = mpsc::channel::<pb::SessionRequest>(64);
+        let mut stream = self.inner.session(rx).await?.into_inner();
+        let started = match stream.message().await? {
+            Some(pb::SessionEvent {
+                kind: Some(Kind::Started(s)),
+                ..
+            }) => s,
+            Some(other) => return Err(ClientError::Unexpected(Box::new(other))),
+            None => return Err(ClientError::Closed),
+        };
+        let waiting: Waiting = Arc::default();
+        let (events_tx, events) = mpsc::unbounded();
+        let routes = waiting.clone();
+        let reader = tokio::spawn(async move {
+            loop {
+                match stream.message().await {
+                    Ok(Some(event)) if event.request_id != 0 => {
+                        let waiter = routes
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .remove(&event.request_id);
+                        if let Some(waiter) = waiter {
+                            let _ = waiter.send(event);
+                        }
+                    }
+                    Ok(Some(event)) => {
+                        let _ = events_tx.unbounded_send(Ok(event));
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        let _ = events_tx.unbounded_send(Err(status));
+                        break;
+                    }
+                }
+            }
+            // Every call still waiting fails with `Closed`.
+            routes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        });
+        Ok(Session {
+            tx,
+            next_id: 1,
+            waiting,
+            events,
+            started,
+            reader,
+        })
+    }
+}
+
+type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<pb::SessionEvent>>>>;
+
+/// One session (one transaction on the node). Dropping it ends the stream, and so the
+/// transaction.
+pub struct Session {
+    tx: mpsc::Sender<pb::SessionRequest>,
+    next_id: u64,
+    waiting: Waiting,
+    events: mpsc::UnboundedReceiver<Result<pb::SessionEvent, tonic::Status>>,
+    started: pb::Started,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// A lock request: the lock id, the mode, and optionally nodes, requirement and wait bound.
+#[derive(Clone, Debug)]
+pub struct LockSpec(pub pb::Lock);
+
+impl LockSpec {
+    /// A request for `path` (`a/b/c`, split on `/`) in `mode` on the session's node.
+    pub fn new(path: &str, mode: &str) -> LockSpec {
+        LockSpec(pb::Lock {
+            id: path.split('/').map(str::to_owned).collect(),
+            mode: mode.to_owned(),
+            nodes: vec![],
+            requirement: pb::Requirement::All as i32,
+            wait_ms: None,
+        })
+    }
+
+    /// On these nodes.
+    pub fn nodes<S: Into<String>>(mut self, nodes: impl IntoIterator<Item = S>) -> LockSpec {
+        self.0.nodes = nodes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Held when `req` of the nodes grant it.
+    pub fn requirement(mut self, req: pb::Requirement) -> LockSpec {
+        self.0.requirement = req as i32;
+        self
+    }
+
+    /// Give up after `wait` (for [`Session::lock`]).
+    pub fn wait(mut self, wait: Duration) -> LockSpec {
+        self.0.wait_ms = Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        self
+    }
+}
+
+impl Session {
+    /// The transaction's agent id and node.
+    pub fn started(&self) -> &pb::Started {
+        &self.started
+    }
+
+    async fn call(&mut self, kind: pb::session_request::Kind) -> Result<Kind, ClientError> {
+        let request_id = self.next_id;
+        self.next_id += 1;
+        let (tx, rx) = oneshot::channel();
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(request_id, tx);
+        let request = pb::SessionRequest {
+            request_id,
+            kind: Some(kind),
+        };
+        if self.tx.send(request).await.is_err() {
+            return Err(ClientError::Closed);
+        }
+        let event = rx.await.map_err(|_| ClientError::Closed)?;
+        match event.kind {
+            Some(Kind::Error(e)) => Err(ClientError::Refused {
+                code: tonic::Code::from_i32(e.code),
+                message: e.message,
+            }),
+            Some(kind) => Ok(kind),
+            None => Err(ClientError::Unexpected(Box::new(event))),
+        }
+    }
+
+    /// Locks and waits for the grant (with its fencing tokens).
+    pub async fn lock(&mut self, spec: LockSpec) -> Result<pb::Locked, ClientError> {
+        match self.call(pb::session_request::Kind::Lock(spec.0)).await? {
+            Kind::Locked(locked) => Ok(locked),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Queues a lock request without waiting for the grant (it comes as a pushed `Grant`).
+    pub async fn lock_nowait(&mut self, spec: LockSpec) -> Result<(), ClientError> {
+        match self
+            .call(pb::session_request::Kind::LockNowait(spec.0))
+            .await?
+        {
+            Kind::Accepted(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Releases `path` (or withdraws its request).
+    pub async fn unlock(&mut self, path: &str) -> Result<(), ClientError> {
+        let id = path.split('/').map(str::to_owned).collect();
+        match self
+            .call(pb::session_request::Kind::Unlock(pb::Unlock { id }))
+            .await?
+        {
+            Kind::Accepted(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The transaction's status.
+    pub async fn status(&mut self) -> Result<pb::Status, ClientError> {
+        match self
+            .call(pb::session_request::Kind::Status(pb::StatusRequest {}))
+            .await?
+        {
+            Kind::Status(s) => Ok(s),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Ends the transaction (every lock released) and waits until the node says so.
+    pub async fn end(mut self) -> Result<(), ClientError> {
+        match self
+            .call(pb::session_request::Kind::End(pb::End {}))
+            .await?
+        {
+            Kind::Ended(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The next pushed event; `Some(Err(_))` when the stream failed (the connection is gone),
+    /// `None` once it has ended.
+    pub async fn next_event(&mut self) -> Option<Result<pb::SessionEvent, tonic::Status>> {
+        self.events.next().await
+    }
+}
+
+fn election_request(group: &str, nodes: &[String]) -> pb::ElectionRequest {
+    pb::ElectionRequest {
+        group: group.to_owned(),
+        nodes: nodes.to_vec(),
+    }
+}
+
+fn unexpected(kind: Kind) -> ClientError {
+    ClientError::Unexpected(Box::new(pb::SessionEvent {
+        request_id: 0,
+        kind: Some(kind),
+    }))
+}
+
+/// `a@1,b@2`: the tokens of a grant, as `locksctl` hands them to its command.
+pub fn tokens_text(grant: &pb::Grant) -> String {
+    grant
+        .tokens
+        .iter()
+        .map(|t| format!("{}@{}", t.node, t.version))
+        .collect::<Vec<_>>()
+        .join(",")
+}

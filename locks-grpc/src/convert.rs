@@ -1,0 +1,324 @@
+//! Between the wire and the agent: a request's fields checked and parsed into what
+//! `locks_agent::Transaction` takes, and what a transaction reports written as `locks.v1`
+//! messages. Pure functions; every refusal says what was wrong and carries the gRPC code the
+//! session answers with.
+
+use crate::limits::Limits;
+use crate::pb;
+use locks_agent::{
+    Deadlock, Error as AgentError, GrantedLock, LossCause, LostLock, Req, TransactionStatus,
+};
+use locks_core::{Key, LockId, Mode, NodeId};
+use tonic::Code;
+
+/// A request refused: the code of its `Error` event and what was wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The gRPC code.
+    pub code: Code,
+    /// For a person.
+    pub message: String,
+}
+
+impl Refusal {
+    /// A refusal with `code` and `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> Refusal {
+        Refusal::new(Code::InvalidArgument, message)
+    }
+
+    /// The `Error` event of this refusal, answering request `request_id`.
+    pub fn event(&self, request_id: u64) -> pb::SessionEvent {
+        event(
+            request_id,
+            pb::session_event::Kind::Error(pb::Error {
+                code: self.code as i32,
+                message: self.message.clone(),
+            }),
+        )
+    }
+}
+
+/// A lock request parsed: what `Transaction::lock_on` takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockCall {
+    /// The lock.
+    pub lock: LockId,
+    /// The mode.
+    pub mode: Mode,
+    /// The nodes (the session's node when the request named none).
+    pub nodes: Vec<NodeId>,
+    /// The requirement.
+    pub req: Req,
+    /// The wait bound in milliseconds, if any.
+    pub wait_ms: Option<u64>,
+}
+
+/// Parses a lock id: at least one key, within the limits' key count and total length.
+pub fn lock_id(keys: &[String], limits: &Limits) -> Result<LockId, Refusal> {
+    if keys.is_empty() {
+        return Err(Refusal::invalid("malformed lock id: it has no keys"));
+    }
+    if keys.len() > limits.max_id_keys {
+        return Err(Refusal::invalid(format!(
+            "malformed lock id: {} keys, at most {} allowed",
+            keys.len(),
+            limits.max_id_keys
+        )));
+    }
+    let bytes: usize = keys.iter().map(String::len).sum();
+    if bytes > limits.max_id_bytes {
+        return Err(Refusal::invalid(format!(
+            "malformed lock id: {bytes} bytes of keys, at most {} allowed",
+            limits.max_id_bytes
+        )));
+    }
+    if keys.iter().any(String::is_empty) {
+        return Err(Refusal::invalid("malformed lock id: an empty key"));
+    }
+    LockId::new(keys.iter().map(|k| Key::from(k.as_str())))
+        .map_err(|e| Refusal::invalid(format!("malformed lock id: {e}")))
+}
+
+/// Parses a lock request. `me` is the session's node; `known` says whether a node name is one
+/// the node knows (a node it reaches or has reached).
+pub fn lock_call(
+    lock: &pb::Lock,
+    me: &NodeId,
+    known: impl Fn(&NodeId) -> bool,
+    limits: &Limits,
+) -> Result<LockCall, Refusal> {
+    let id = lock_id(&lock.id, limits)?;
+    let mode = lock
+        .mode
+        .parse::<Mode>()
+        .map_err(|_| Refusal::invalid(format!("unknown mode {:?}", lock.mode)))?;
+    if lock.nodes.len() > limits.max_nodes {
+        return Err(Refusal::invalid(format!(
+            "{} nodes named, at most {} allowed",
+            lock.nodes.len(),
+            limits.max_nodes
+        )));
+    }
+    let mut nodes = Vec::with_capacity(lock.nodes.len().max(1));
+    for name in &lock.nodes {
+        let node = NodeId::new(name.as_str())
+            .map_err(|e| Refusal::invalid(format!("bad node name {name:?}: {e}")))?;
+        if node != *me && !known(&node) {
+            return Err(Refusal::new(
+                Code::NotFound,
+                format!("unknown node {name:?}: node {me} has never reached it"),
+            ));
+        }
+        if !nodes.contains(&node) {
+            nodes.push(node);
+        }
+    }
+    if nodes.is_empty() {
+        nodes.push(me.clone());
+    }
+    let req = match pb::Requirement::try_from(lock.requirement) {
+        Ok(pb::Requirement::All) => Req::All,
+        Ok(pb::Requirement::Any) => Req::Any,
+        Ok(pb::Requirement::Majority) => Req::Majority,
+        Ok(pb::Requirement::AllAlive) => Req::AllAlive,
+        Ok(pb::Requirement::MajorityAlive) => Req::MajorityAlive,
+        Err(_) => {
+            return Err(Refusal::invalid(format!(
+                "unknown requirement {}",
+                lock.requirement
+            )));
+        }
+    };
+    Ok(LockCall {
+        lock: id,
+        mode,
+        nodes,
+        req,
+        wait_ms: lock.wait_ms,
+    })
+}
+
+/// The keys of `lock` as strings.
+pub fn keys(lock: &LockId) -> Vec<String> {
+    lock.keys().iter().map(Key::to_string).collect()
+}
+
+/// A session event.
+pub fn event(request_id: u64, kind: pb::session_event::Kind) -> pb::SessionEvent {
+    pb::SessionEvent {
+        request_id,
+        kind: Some(kind),
+    }
+}
+
+/// A grant on the wire.
+pub fn grant(g: &GrantedLock) -> pb::Grant {
+    pb::Grant {
+        id: keys(&g.lock),
+        mode: g.mode.to_string(),
+        tokens: g
+            .nodes
+            .iter()
+            .map(|(node, version)| pb::Token {
+                node: node.to_string(),
+                version: *version,
+            })
+            .collect(),
+    }
+}
+
+/// A loss on the wire.
+pub fn loss(l: &LostLock) -> pb::Loss {
+    let cause = match l.cause {
+        LossCause::NodeDown => pb::LossCause::NodeDown,
+        LossCause::LeaseExpired => pb::LossCause::LeaseExpired,
+        LossCause::Surrendered => pb::LossCause::Surrendered,
+        LossCause::Aborted => pb::LossCause::Aborted,
+        LossCause::Revoked => pb::LossCause::Revoked,
+    };
+    pb::Loss {
+        id: keys(&l.lock),
+        mode: l.mode.to_string(),
+        nodes: l.nodes.iter().map(NodeId::to_string).collect(),
+        cause: cause as i32,
+    }
+}
+
+/// A status on the wire; `deadlocks` counts the deadlocks the session has heard of.
+pub fn status(s: &TransactionStatus, deadlocks: usize) -> pb::Status {
+    let (status, cannot_serve, cannot_serve_nodes) = match s {
+        TransactionStatus::NoLocks => (pb::TransactionStatus::NoLocks, vec![], vec![]),
+        TransactionStatus::Waiting => (pb::TransactionStatus::Waiting, vec![], vec![]),
+        TransactionStatus::HaveAllLocks { .. } => {
+            (pb::TransactionStatus::HaveAllLocks, vec![], vec![])
+        }
+        TransactionStatus::CannotServe { locks, nodes } => (
+            pb::TransactionStatus::CannotServe,
+            locks.iter().map(|l| pb::LockId { id: keys(l) }).collect(),
+            nodes.iter().map(NodeId::to_string).collect(),
+        ),
+    };
+    pb::Status {
+        status: status as i32,
+        cannot_serve,
+        cannot_serve_nodes,
+        deadlocks: u32::try_from(deadlocks).unwrap_or(u32::MAX),
+    }
+}
+
+/// A deadlock resolved, on the wire, as seen by the agent named `me`.
+pub fn deadlock(d: &Deadlock, me: &str) -> pb::DeadlockResolved {
+    let victim = d.victim.to_string();
+    pb::DeadlockResolved {
+        surrendered_by_this_session: victim == me,
+        victim,
+        id: keys(&d.lock),
+        node: d.node.to_string(),
+    }
+}
+
+/// The refusal for a failed transaction call.
+pub fn agent_error(e: &AgentError) -> Refusal {
+    let code = match e {
+        AgentError::Deadlock { .. } => Code::Aborted,
+        AgentError::CannotServe { .. } => Code::FailedPrecondition,
+        AgentError::Request(_) => Code::InvalidArgument,
+        AgentError::Cancelled { .. } => Code::Cancelled,
+        AgentError::TimedOut { .. } => Code::DeadlineExceeded,
+        AgentError::Ended | AgentError::Node(_) => Code::Unavailable,
+    };
+    Refusal::new(code, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::lock_id;
+
+    fn me() -> NodeId {
+        NodeId::new("a").unwrap()
+    }
+
+    fn request(id: &[&str], mode: &str, nodes: &[&str], requirement: i32) -> pb::Lock {
+        pb::Lock {
+            id: id.iter().map(|s| s.to_string()).collect(),
+            mode: mode.to_owned(),
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            requirement,
+            wait_ms: None,
+        }
+    }
+
+    fn known(n: &NodeId) -> bool {
+        n.as_str() == "b" || n.as_str() == "c"
+    }
+
+    #[test]
+    fn a_good_request_parses_with_the_sessions_node_by_default() {
+        let limits = Limits::default();
+        let call = lock_call(&request(&["db", "x"], "x", &[], 0), &me(), known, &limits).unwrap();
+        assert_eq!(call.lock, lock_id!["db", "x"]);
+        assert_eq!(call.mode, Mode::X);
+        assert_eq!(call.nodes, vec![me()]);
+        assert_eq!(call.req, Req::All);
+        let majority = request(&["db"], "read", &["a", "b", "c", "b"], 2);
+        let call = lock_call(&majority, &me(), known, &limits).unwrap();
+        assert_eq!(call.mode, Mode::S);
+        assert_eq!(call.nodes.len(), 3, "a node named twice counts once");
+        assert_eq!(call.req, Req::Majority);
+    }
+
+    #[test]
+    fn bad_requests_are_refused_saying_what_was_wrong() {
+        let limits = Limits::default();
+        let refuse = |r: pb::Lock| lock_call(&r, &me(), known, &limits).unwrap_err();
+        let e = refuse(request(&["db"], "Q", &[], 0));
+        assert_eq!(e.code, Code::InvalidArgument);
+        assert!(e.message.contains("unknown mode \"Q\""), "{}", e.message);
+        let e = refuse(request(&[], "X", &[], 0));
+        assert!(e.message.contains("no keys"), "{}", e.message);
+        let e = refuse(request(&["db", ""], "X", &[], 0));
+        assert!(e.message.contains("empty key"), "{}", e.message);
+        let e = refuse(request(&["db"], "X", &["z"], 0));
+        assert_eq!(e.code, Code::NotFound);
+        assert!(e.message.contains("unknown node \"z\""), "{}", e.message);
+        let e = refuse(request(&["db"], "X", &["bad name!"], 0));
+        assert_eq!(e.code, Code::InvalidArgument);
+        let e = refuse(request(&["db"], "X", &[], 9));
+        assert!(e.message.contains("unknown requirement 9"), "{}", e.message);
+        let long: Vec<String> = (0..limits.max_id_keys + 1).map(|i| i.to_string()).collect();
+        let long: Vec<&str> = long.iter().map(String::as_str).collect();
+        let e = refuse(request(&long, "X", &[], 0));
+        assert!(e.message.contains("keys, at most"), "{}", e.message);
+        let big = "k".repeat(limits.max_id_bytes + 1);
+        let e = refuse(request(&[&big], "X", &[], 0));
+        assert!(e.message.contains("bytes of keys"), "{}", e.message);
+    }
+
+    #[test]
+    fn grants_and_losses_carry_their_nodes() {
+        let g = GrantedLock {
+            lock: lock_id!["db", "x"],
+            mode: Mode::X,
+            nodes: [(me(), 7u64)].into_iter().collect(),
+        };
+        let wire = grant(&g);
+        assert_eq!(wire.id, vec!["db", "x"]);
+        assert_eq!(wire.mode, "X");
+        assert_eq!(wire.tokens[0].version, 7);
+        let l = LostLock {
+            lock: lock_id!["db", "x"],
+            mode: Mode::X,
+            nodes: vec![me()],
+            cause: LossCause::Surrendered,
+        };
+        assert_eq!(loss(&l).cause, pb::LossCause::Surrendered as i32);
+    }
+}

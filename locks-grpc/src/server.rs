@@ -1,0 +1,295 @@
+//! The `locks.v1.Locks` service on a node: [`serve`] binds the address, checks each call's
+//! bearer token, counts sessions (and campaigns) per client, and runs each session
+//! (`session.rs`) and campaign (`election.rs`) as a task of the runtime it is called on.
+
+use crate::election::{self, LeaderStream};
+use crate::limits::{GrpcConfig, SessionPermit, Sessions};
+use crate::pb;
+use crate::pb::locks_server::{Locks, LocksServer};
+use crate::session::{self, Known, Shared};
+use futures::Stream;
+use futures::channel::mpsc;
+use locks_leader::Role;
+use locks_server::Node;
+use locks_server::internal::{LogLimiter, Verdict};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use tonic::transport::server::TcpIncoming;
+use tonic::{Request, Response, Status, Streaming};
+
+/// How many events a session buffers for a client that reads slowly; past it the session waits
+/// for the client (and reads no further requests meanwhile).
+const EVENT_BUFFER: usize = 64;
+
+/// A running gRPC server. It stops when dropped, or with [`GrpcServer::stop`].
+#[derive(Debug)]
+pub struct GrpcServer {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl GrpcServer {
+    /// The address it listens on (with the port picked, when configured as 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting calls and waits until the open connections are closed.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The TLS settings were refused.
+    #[error("bad TLS settings for the client API: {0}")]
+    Tls(String),
+    /// The address could not be bound.
+    #[error("cannot listen for clients on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Serves the `locks.v1.Locks` API of `node` on `config.listen`, on the current tokio runtime.
+///
+/// ```
+/// use locks_grpc::{GrpcConfig, serve};
+/// use locks_server::{Node, NodeConfig};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+/// let server = serve(&node, GrpcConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+/// assert_ne!(server.local_addr().port(), 0);
+/// server.stop().await;
+/// # }
+/// ```
+pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> {
+    let bind = |source| ServeError::Bind {
+        addr: config.listen,
+        source,
+    };
+    let incoming = TcpIncoming::bind(config.listen)
+        .map_err(bind)?
+        .with_nodelay(Some(true));
+    let addr = incoming.local_addr().map_err(bind)?;
+    let known = Known::default();
+    for n in node.nodes() {
+        known.add(n);
+    }
+    let mut node_events = node.subscribe_nodes();
+    let learn = known.clone();
+    let service = Service {
+        shared: Shared {
+            node: node.clone(),
+            known,
+            limits: config.limits.clone(),
+            log: LogLimiter::default(),
+        },
+        sessions: Sessions::default(),
+    };
+    let max = config.limits.max_message_bytes;
+    let auth = Auth {
+        token: config.token.clone(),
+        log: service.shared.log.clone(),
+    };
+    let svc = LocksServer::new(service).max_decoding_message_size(max);
+    let svc = tonic::service::interceptor::InterceptedService::new(svc, auth);
+    let half = config.keepalive / 2;
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+        let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+        if let Some(ca) = &tls.client_ca {
+            settings = settings.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(settings)
+            .map_err(|e| ServeError::Tls(e.to_string()))?;
+    }
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let learning = async move {
+            while let Some(event) = node_events.recv().await {
+                if let locks_server::NodeEvent::Up(n) = event {
+                    learn.add(n);
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        let server = builder
+            .http2_keepalive_interval(Some(half))
+            .http2_keepalive_timeout(Some(half))
+            .add_service(svc)
+            .serve_with_incoming_shutdown(incoming, async {
+                let _ = stop_rx.await;
+            });
+        tokio::select! {
+            result = server => {
+                if let Err(e) = result {
+                    tracing::warn!("the gRPC server stopped: {e}");
+                }
+            }
+            () = learning => {}
+        }
+    });
+    Ok(GrpcServer {
+        addr,
+        stop: Some(stop_tx),
+        task: Some(task),
+    })
+}
+
+/// The bearer-token check on every call.
+#[derive(Clone)]
+struct Auth {
+    token: Option<String>,
+    log: LogLimiter,
+}
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(token) = &self.token else {
+            return Ok(request);
+        };
+        let given = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match given {
+            Some(given) if same(given.as_bytes(), token.as_bytes()) => Ok(request),
+            _ => {
+                if let Verdict::Warn { suppressed } = self.log.event("grpc-bad-token") {
+                    tracing::warn!(
+                        suppressed,
+                        peer = ?request.remote_addr(),
+                        "a client call without the client token was refused"
+                    );
+                }
+                Err(Status::unauthenticated(
+                    "this node wants `authorization: Bearer <token>` with its client token",
+                ))
+            }
+        }
+    }
+}
+
+/// Compares two byte strings in a time that does not depend on where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+struct Service {
+    shared: Shared,
+    sessions: Sessions,
+}
+
+impl Service {
+    /// Counts one more session (or campaign) of the request's client, within the limits.
+    fn permit<T>(&self, request: &Request<T>) -> Result<SessionPermit, Status> {
+        let client = request
+            .remote_addr()
+            .map(|a| a.ip())
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+        self.sessions
+            .open(client, &self.shared.limits)
+            .map_err(|why| {
+                if let Verdict::Warn { suppressed } = self.shared.log.event("grpc-session-limit") {
+                    tracing::warn!(suppressed, %client, "a session was refused: {why}");
+                }
+                Status::resource_exhausted(why)
+            })
+    }
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::SessionEvent, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Locks for Service {
+    type SessionStream = EventStream;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<pb::SessionRequest>>,
+    ) -> Result<Response<EventStream>, Status> {
+        let permit = self.permit(&request)?;
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        tokio::spawn(session::run(
+            self.shared.clone(),
+            request.into_inner(),
+            tx,
+            permit,
+        ));
+        Ok(Response::new(Box::pin(rx)))
+    }
+
+    type CampaignStream = LeaderStream;
+    type ObserveStream = LeaderStream;
+
+    async fn campaign(
+        &self,
+        request: Request<pb::ElectionRequest>,
+    ) -> Result<Response<LeaderStream>, Status> {
+        let permit = self.permit(&request)?;
+        let stream = election::run(
+            &self.shared.node,
+            request.get_ref(),
+            Role::Candidate,
+            permit,
+        )
+        .await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn observe(
+        &self,
+        request: Request<pb::ElectionRequest>,
+    ) -> Result<Response<LeaderStream>, Status> {
+        let permit = self.permit(&request)?;
+        let stream =
+            election::run(&self.shared.node, request.get_ref(), Role::Worker, permit).await?;
+        Ok(Response::new(stream))
+    }
+
+    async fn info(
+        &self,
+        _request: Request<pb::InfoRequest>,
+    ) -> Result<Response<pb::InfoReply>, Status> {
+        let node = &self.shared.node;
+        Ok(Response::new(pb::InfoReply {
+            node: node.id().to_string(),
+            nodes: node.nodes().iter().map(|n| n.to_string()).collect(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(super::same(b"secret", b"secret"));
+        assert!(!super::same(b"secret", b"secreT"));
+        assert!(!super::same(b"secret", b"secret2"));
+        assert!(!super::same(b"", b"x"));
+    }
+}

@@ -1,0 +1,326 @@
+//! One session: a client's stream of requests served by one transaction on the node.
+//!
+//! The session owns its transaction. It reads requests, starts each `lock` call at once (so
+//! requests reach the agent in the order sent) and waits for the calls' answers, the
+//! transaction's events and the next request together. It ends, dropping the transaction
+//! and so releasing every lock, when the client sends `End`, closes its side of the stream, or
+//! its connection is gone (the server's keepalive drops a silent connection), and when the
+//! client stops reading its events for good (the outbound channel is closed). Nothing else
+//! ends it: a failed request is answered with an `Error` event and the session goes on.
+
+use crate::convert::{self, LockCall, Refusal};
+use crate::limits::{Limits, SessionPermit};
+use crate::pb;
+use crate::pb::session_event::Kind;
+use futures::channel::mpsc;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, SinkExt, StreamExt};
+use locks_agent::{Locked, Options, Transaction, TransactionEvent, TransactionStatus};
+use locks_core::{LockId, NodeId};
+use locks_server::Node;
+use locks_server::internal::{LogLimiter, Verdict};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tonic::{Code, Status, Streaming};
+
+/// The nodes this node has reached since it started: a request may name only these (and the
+/// node itself). Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Known(Arc<Mutex<HashSet<NodeId>>>);
+
+impl Known {
+    pub(crate) fn add(&self, node: NodeId) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node);
+    }
+
+    fn contains(&self, node: &NodeId) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(node)
+    }
+}
+
+/// What every session of a server shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) node: Node,
+    pub(crate) known: Known,
+    pub(crate) limits: Limits,
+    pub(crate) log: LogLimiter,
+}
+
+type Out = mpsc::Sender<Result<pb::SessionEvent, Status>>;
+
+/// What a waiting `lock` call ends with.
+enum Answer {
+    Done(Result<Locked, locks_agent::Error>),
+    /// Its wait bound ran out.
+    TimedOut(LockId, u64),
+}
+
+/// Serves one session until it ends (see the module documentation).
+pub(crate) async fn run(
+    shared: Shared,
+    mut inbound: Streaming<pb::SessionRequest>,
+    mut out: Out,
+    permit: SessionPermit,
+) {
+    let txn = match locks_agent::begin_transaction(&shared.node, Options::default()).await {
+        Ok(txn) => txn,
+        Err(e) => {
+            let _ = out.send(Err(Status::unavailable(e.to_string()))).await;
+            return;
+        }
+    };
+    let me = txn.id().to_string();
+    let started = Kind::Started(pb::Started {
+        agent: me.clone(),
+        node: shared.node.id().to_string(),
+    });
+    if out.send(Ok(convert::event(0, started))).await.is_err() {
+        return;
+    }
+    let mut session = Session {
+        shared,
+        txn,
+        me,
+        requested: HashSet::new(),
+        deadlocks: 0,
+    };
+    let mut events = session.txn.events();
+    let mut pending: FuturesUnordered<BoxFuture<'static, (u64, Answer)>> = FuturesUnordered::new();
+    let ended = loop {
+        let sent = tokio::select! {
+            request = inbound.message() => match request {
+                Ok(Some(request)) => {
+                    let (replies, end) = session.request(request, &mut pending).await;
+                    if end {
+                        break Some(replies);
+                    }
+                    replies
+                }
+                // The client closed its side, or its connection is gone.
+                Ok(None) | Err(_) => break None,
+            },
+            Some(event) = events.next() => session.pushed(event),
+            Some((id, answer)) = pending.next(), if !pending.is_empty() => {
+                vec![session.answer(id, answer).await]
+            }
+        };
+        if send_all(&mut out, sent).await.is_err() {
+            break None;
+        }
+    };
+    drop(pending);
+    let Session { txn, .. } = session;
+    let _ = txn.end().await;
+    if let Some(replies) = ended {
+        let _ = send_all(&mut out, replies).await;
+    }
+    drop(permit);
+}
+
+async fn send_all(out: &mut Out, events: Vec<pb::SessionEvent>) -> Result<(), mpsc::SendError> {
+    for event in events {
+        out.send(Ok(event)).await?;
+    }
+    Ok(())
+}
+
+struct Session {
+    shared: Shared,
+    txn: Transaction,
+    /// The transaction's agent id, as written in deadlock reports.
+    me: String,
+    /// The locks requested and not unlocked, bounded by `Limits::max_locks`.
+    requested: HashSet<LockId>,
+    /// The deadlocks reported so far.
+    deadlocks: usize,
+}
+
+impl Session {
+    /// Handles one request: the events it answers with now, and whether the session ends.
+    async fn request(
+        &mut self,
+        request: pb::SessionRequest,
+        pending: &mut FuturesUnordered<BoxFuture<'static, (u64, Answer)>>,
+    ) -> (Vec<pb::SessionEvent>, bool) {
+        let id = request.request_id;
+        let reply = match request.kind {
+            None => Err(Refusal::new(
+                Code::InvalidArgument,
+                "a request with no kind (lock, lock_nowait, unlock, status or end)",
+            )),
+            Some(pb::session_request::Kind::End(_)) => {
+                return (vec![convert::event(id, Kind::Ended(pb::Ended {}))], true);
+            }
+            Some(pb::session_request::Kind::Lock(lock)) => {
+                match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
+                    Ok(call) => {
+                        pending.push(lock_call(&self.txn, id, call));
+                        return (vec![], false);
+                    }
+                    Err(refusal) => Err(refusal),
+                }
+            }
+            Some(pb::session_request::Kind::LockNowait(lock)) => {
+                match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
+                    Ok(call) => self
+                        .txn
+                        .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
+                        .await
+                        .map(|()| Kind::Accepted(pb::Accepted {}))
+                        .map_err(|e| convert::agent_error(&e)),
+                    Err(refusal) => Err(refusal),
+                }
+            }
+            Some(pb::session_request::Kind::Unlock(unlock)) => {
+                match convert::lock_id(&unlock.id, &self.shared.limits) {
+                    Ok(lock) => {
+                        self.requested.remove(&lock);
+                        self.txn
+                            .unlock(lock)
+                            .await
+                            .map(|()| Kind::Accepted(pb::Accepted {}))
+                            .map_err(|e| convert::agent_error(&e))
+                    }
+                    Err(refusal) => Err(refusal),
+                }
+            }
+            Some(pb::session_request::Kind::Status(_)) => self
+                .txn
+                .status()
+                .await
+                .map(|s| Kind::Status(convert::status(&s, self.deadlocks)))
+                .map_err(|e| convert::agent_error(&e)),
+        };
+        let event = match reply {
+            Ok(kind) => convert::event(id, kind),
+            Err(refusal) => self.refused(id, &refusal),
+        };
+        (vec![event], false)
+    }
+
+    fn parse(&self, lock: &pb::Lock) -> Result<LockCall, Refusal> {
+        let known = &self.shared.known;
+        convert::lock_call(
+            lock,
+            self.shared.node.id(),
+            |n| known.contains(n),
+            &self.shared.limits,
+        )
+    }
+
+    /// Checks the session's limits for one more request.
+    fn admit(
+        &mut self,
+        call: LockCall,
+        pending: &FuturesUnordered<BoxFuture<'static, (u64, Answer)>>,
+    ) -> Result<LockCall, Refusal> {
+        let limits = &self.shared.limits;
+        if pending.len() >= limits.max_pending {
+            return Err(Refusal::new(
+                Code::ResourceExhausted,
+                format!("{} lock calls already wait in this session", pending.len()),
+            ));
+        }
+        if !self.requested.contains(&call.lock) {
+            if self.requested.len() >= limits.max_locks {
+                return Err(Refusal::new(
+                    Code::ResourceExhausted,
+                    format!("this session has requested {} locks", self.requested.len()),
+                ));
+            }
+            self.requested.insert(call.lock.clone());
+        }
+        Ok(call)
+    }
+
+    /// The `Error` event for a refused request, logged at DEBUG (a client sending bad requests
+    /// in a loop must not fill the log), with one rate-limited INFO line per interval.
+    fn refused(&self, id: u64, refusal: &Refusal) -> pb::SessionEvent {
+        tracing::debug!(agent = %self.me, code = ?refusal.code, "request refused: {}", refusal.message);
+        if let Verdict::Warn { suppressed } = self.shared.log.event("grpc-request-refused") {
+            tracing::info!(
+                suppressed,
+                "a client request was refused: {} (further refusals at DEBUG)",
+                refusal.message
+            );
+        }
+        refusal.event(id)
+    }
+
+    /// The answer to a `lock` call that ended.
+    async fn answer(&mut self, id: u64, answer: Answer) -> pb::SessionEvent {
+        match answer {
+            Answer::Done(Ok(locked)) => convert::event(
+                id,
+                Kind::Locked(pb::Locked {
+                    grant: Some(convert::grant(&locked.granted)),
+                    deadlocks: locked
+                        .deadlocks
+                        .iter()
+                        .map(|l| pb::LockId {
+                            id: convert::keys(l),
+                        })
+                        .collect(),
+                }),
+            ),
+            Answer::Done(Err(e)) => self.refused(id, &convert::agent_error(&e)),
+            Answer::TimedOut(lock, ms) => {
+                self.requested.remove(&lock);
+                let _ = self.txn.unlock(lock.clone()).await;
+                let refusal = Refusal::new(
+                    Code::DeadlineExceeded,
+                    format!("{lock} not granted within {ms} ms; the request was withdrawn"),
+                );
+                self.refused(id, &refusal)
+            }
+        }
+    }
+
+    /// The events pushed for one transaction event.
+    fn pushed(&mut self, event: TransactionEvent) -> Vec<pb::SessionEvent> {
+        match event {
+            TransactionEvent::Granted(g) => {
+                vec![convert::event(0, Kind::Granted(convert::grant(&g)))]
+            }
+            TransactionEvent::Lost(l) => vec![convert::event(0, Kind::Lost(convert::loss(&l)))],
+            TransactionEvent::Status(s) => {
+                let mut sent = Vec::new();
+                if let TransactionStatus::HaveAllLocks { deadlocks } = &s {
+                    for d in deadlocks.iter().skip(self.deadlocks) {
+                        let d = convert::deadlock(d, &self.me);
+                        sent.push(convert::event(0, Kind::Deadlock(d)));
+                    }
+                    self.deadlocks = self.deadlocks.max(deadlocks.len());
+                }
+                let status = convert::status(&s, self.deadlocks);
+                sent.push(convert::event(0, Kind::Status(status)));
+                sent
+            }
+        }
+    }
+}
+
+/// Starts one `lock` call: the request reaches the agent now; the future waits for its answer
+/// (within its wait bound, if any).
+fn lock_call(txn: &Transaction, id: u64, call: LockCall) -> BoxFuture<'static, (u64, Answer)> {
+    let wait = txn.lock_on(call.lock.clone(), call.mode, &call.nodes, call.req);
+    match call.wait_ms {
+        None => wait.map(move |r| (id, Answer::Done(r))).boxed(),
+        Some(ms) => async move {
+            match tokio::time::timeout(Duration::from_millis(ms), wait).await {
+                Ok(r) => (id, Answer::Done(r)),
+                Err(_) => (id, Answer::TimedOut(call.lock, ms)),
+            }
+        }
+        .boxed(),
+    }
+}

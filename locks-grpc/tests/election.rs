@@ -1,0 +1,59 @@
+//! Leader election through the API, in process: two campaigners of one group elect one leader,
+//! an observer sees the same one, and when the leader's client resigns (drops its stream) the
+//! other takes over with a larger term.
+
+use locks_grpc::client::{Client, ClientOptions};
+use locks_grpc::{GrpcConfig, pb, serve};
+use locks_server::{Node, NodeConfig};
+use locks_testing::wait::within;
+use std::time::Duration;
+use tonic::Streaming;
+
+const BOUND: Duration = Duration::from_secs(30);
+
+/// The next event naming a leader.
+async fn leader(stream: &mut Streaming<pb::LeaderEvent>) -> pb::LeaderEvent {
+    within(BOUND, "a leader", async {
+        loop {
+            let event = stream.message().await.unwrap().expect("the stream goes on");
+            if event.has_leader {
+                return event;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn two_campaigners_elect_one_leader_and_the_other_takes_over_when_it_resigns() {
+    let node = Node::start(NodeConfig::new("e1")).await.unwrap();
+    let server = serve(&node, GrpcConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let addr = server.local_addr().to_string();
+    let mut client = Client::connect(&addr, ClientOptions::default())
+        .await
+        .unwrap();
+    let mut first = client.campaign("jobs", &[]).await.unwrap();
+    let won = leader(&mut first).await;
+    assert!(won.is_this_campaign, "{won:?}");
+    assert_eq!(won.leader_node, "e1");
+    let mut second = client.campaign("jobs", &[]).await.unwrap();
+    let seen = leader(&mut second).await;
+    assert_eq!(seen.leader, won.leader);
+    assert!(!seen.is_this_campaign);
+    let mut observer = client.observe("jobs", &[]).await.unwrap();
+    assert_eq!(leader(&mut observer).await.leader, won.leader);
+    // The leader resigns: the second campaigner leads, with a larger term.
+    drop(first);
+    let next = within(BOUND, "the second leads", async {
+        loop {
+            let event = leader(&mut second).await;
+            if event.is_this_campaign {
+                return event;
+            }
+        }
+    })
+    .await;
+    assert!(next.term > won.term, "{next:?} after {won:?}");
+    let bad = client.campaign("", &[]).await.map(|_| ()).unwrap_err();
+    assert!(bad.to_string().contains("group name"), "{bad}");
+}

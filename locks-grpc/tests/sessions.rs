@@ -1,0 +1,316 @@
+//! The gRPC API end to end, in process: a node, its server on loopback and the Rust client.
+//! Grants with tokens, bad input, the bearer token, limits, wait bounds, a session that
+//! vanishes, and a deadlock between a gRPC session and an in-process transaction.
+
+use locks_agent::{Options, begin_transaction};
+use locks_core::{Mode, lock_id};
+use locks_grpc::client::{Client, ClientError, ClientOptions, LockSpec, Session};
+use locks_grpc::pb::session_event::Kind;
+use locks_grpc::{GrpcConfig, GrpcServer, Limits, pb, serve};
+use locks_server::{Node, NodeConfig};
+use locks_testing::wait::within;
+use std::time::Duration;
+use tonic::Code;
+
+const BOUND: Duration = Duration::from_secs(20);
+
+async fn node_and_server(name: &str, config: impl FnOnce(&mut GrpcConfig)) -> (Node, GrpcServer) {
+    let node = Node::start(NodeConfig::new(name)).await.unwrap();
+    let mut grpc = GrpcConfig::new("127.0.0.1:0".parse().unwrap());
+    config(&mut grpc);
+    let server = serve(&node, grpc).unwrap();
+    (node, server)
+}
+
+async fn session(server: &GrpcServer, token: Option<&str>) -> Result<Session, ClientError> {
+    let options = ClientOptions {
+        token: token.map(str::to_owned),
+        ..ClientOptions::default()
+    };
+    let mut client = Client::connect(&server.local_addr().to_string(), options).await?;
+    client.session().await
+}
+
+fn version(locked: &pb::Locked) -> u64 {
+    locked.grant.as_ref().unwrap().tokens[0].version
+}
+
+/// The next pushed event that `pick` selects, skipping the others.
+async fn pushed<T>(session: &mut Session, mut pick: impl FnMut(Kind) -> Option<T>) -> T {
+    within(BOUND, "a pushed event", async {
+        loop {
+            let event = session.next_event().await.expect("the session goes on");
+            if let Some(t) = pick(event.unwrap().kind.unwrap()) {
+                return t;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_lock_is_granted_with_tokens_and_the_next_holder_gets_larger_ones() {
+    let (_node, server) = node_and_server("g1", |_| {}).await;
+    let mut first = session(&server, None).await.unwrap();
+    assert_eq!(first.started().node, "g1");
+    let a = within(BOUND, "lock", first.lock(LockSpec::new("db/x", "X")))
+        .await
+        .unwrap();
+    let grant = a.grant.clone().unwrap();
+    assert_eq!(grant.id, vec!["db", "x"]);
+    assert_eq!(grant.mode, "X");
+    assert_eq!(grant.tokens[0].node, "g1");
+    let status = first.status().await.unwrap();
+    assert_eq!(status.status, pb::TransactionStatus::HaveAllLocks as i32);
+    first.unlock("db/x").await.unwrap();
+    let mut second = session(&server, None).await.unwrap();
+    let b = within(BOUND, "lock", second.lock(LockSpec::new("db/x", "write")))
+        .await
+        .unwrap();
+    assert!(version(&b) > version(&a), "{b:?} after {a:?}");
+    second.end().await.unwrap();
+    first.end().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn bad_requests_get_errors_that_say_what_was_wrong_and_the_session_goes_on() {
+    let (_node, server) = node_and_server("g2", |_| {}).await;
+    let mut s = session(&server, None).await.unwrap();
+    let refused = |r: Result<pb::Locked, ClientError>| match r {
+        Err(ClientError::Refused { code, message }) => (code, message),
+        other => panic!("not refused: {other:?}"),
+    };
+    let (code, message) = refused(s.lock(LockSpec::new("db/x", "Z")).await);
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("unknown mode"), "{message}");
+    let (code, message) = refused(s.lock(LockSpec::new("db//x", "X")).await);
+    assert_eq!(code, Code::InvalidArgument);
+    assert!(message.contains("malformed lock id"), "{message}");
+    let (code, message) = refused(s.lock(LockSpec::new("db/x", "X").nodes(["nowhere"])).await);
+    assert_eq!(code, Code::NotFound);
+    assert!(message.contains("unknown node"), "{message}");
+    // Still serving.
+    s.lock(LockSpec::new("db/x", "S")).await.unwrap();
+    s.end().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_node_with_a_token_refuses_calls_without_it() {
+    let (_node, server) = node_and_server("g3", |c| c.token = Some("s3cret".to_owned())).await;
+    match session(&server, None).await {
+        Err(ClientError::Status(s)) => assert_eq!(s.code(), Code::Unauthenticated),
+        Err(e) => panic!("refused otherwise: {e}"),
+        Ok(_) => panic!("a session without the token"),
+    }
+    match session(&server, Some("wrong")).await {
+        Err(ClientError::Status(s)) => assert_eq!(s.code(), Code::Unauthenticated),
+        Err(e) => panic!("refused otherwise: {e}"),
+        Ok(_) => panic!("a session with a wrong token"),
+    }
+    let mut s = session(&server, Some("s3cret")).await.unwrap();
+    s.lock(LockSpec::new("a", "X")).await.unwrap();
+    s.end().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sessions_per_client_are_bounded_and_freed_when_one_ends() {
+    let limits = Limits {
+        max_sessions_per_client: 1,
+        ..Limits::default()
+    };
+    let (_node, server) = node_and_server("g4", |c| c.limits = limits).await;
+    let one = session(&server, None).await.unwrap();
+    match session(&server, None).await {
+        Err(ClientError::Status(s)) => assert_eq!(s.code(), Code::ResourceExhausted),
+        Err(e) => panic!("refused otherwise: {e}"),
+        Ok(_) => panic!("a second session"),
+    }
+    one.end().await.unwrap();
+    within(BOUND, "a session again", async {
+        loop {
+            if let Ok(s) = session(&server, None).await {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .end()
+    .await
+    .unwrap();
+}
+
+/// Requests on the raw stream, to send several without waiting for answers.
+async fn raw_session(
+    server: &GrpcServer,
+) -> (
+    futures::channel::mpsc::Sender<pb::SessionRequest>,
+    tonic::Streaming<pb::SessionEvent>,
+) {
+    let uri = format!("http://{}", server.local_addr());
+    let mut client = pb::locks_client::LocksClient::connect(uri).await.unwrap();
+    let (tx, rx) = futures::channel::mpsc::channel(16);
+    let events = client.session(rx).await.unwrap().into_inner();
+    (tx, events)
+}
+
+fn lock_request(request_id: u64, path: &str, wait_ms: Option<u64>) -> pb::SessionRequest {
+    let mut spec = LockSpec::new(path, "X").0;
+    spec.wait_ms = wait_ms;
+    pb::SessionRequest {
+        request_id,
+        kind: Some(pb::session_request::Kind::Lock(spec)),
+    }
+}
+
+/// The next event answering a request (pushed events skipped).
+async fn answer(events: &mut tonic::Streaming<pb::SessionEvent>) -> pb::SessionEvent {
+    within(BOUND, "an answer", async {
+        loop {
+            let event = events.message().await.unwrap().expect("the stream goes on");
+            if event.request_id != 0 {
+                return event;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn waiting_calls_are_bounded_and_a_wait_bound_withdraws_the_request() {
+    use futures::SinkExt;
+    let limits = Limits {
+        max_pending: 1,
+        ..Limits::default()
+    };
+    let (node, server) = node_and_server("g5", |c| c.limits = limits).await;
+    let holder = begin_transaction(&node, Options::default()).await.unwrap();
+    holder.lock(lock_id!["busy"], Mode::X).await.unwrap();
+    let (mut tx, mut events) = raw_session(&server).await;
+    tx.send(lock_request(1, "busy", Some(300))).await.unwrap();
+    tx.send(lock_request(2, "busy/row", None)).await.unwrap();
+    let second = answer(&mut events).await;
+    assert_eq!(second.request_id, 2);
+    match second.kind {
+        Some(Kind::Error(e)) => assert_eq!(e.code, Code::ResourceExhausted as i32, "{e:?}"),
+        other => panic!("not refused: {other:?}"),
+    }
+    let first = answer(&mut events).await;
+    assert_eq!(first.request_id, 1);
+    match first.kind {
+        Some(Kind::Error(e)) => {
+            assert_eq!(e.code, Code::DeadlineExceeded as i32, "{e:?}");
+            assert!(e.message.contains("withdrawn"), "{}", e.message);
+        }
+        other => panic!("not timed out: {other:?}"),
+    }
+    // Withdrawn: the holder's release leaves the lock free for another transaction.
+    holder.end().await.unwrap();
+    let next = begin_transaction(&node, Options::default()).await.unwrap();
+    within(
+        BOUND,
+        "the lock is free",
+        next.lock(lock_id!["busy"], Mode::X),
+    )
+    .await
+    .unwrap();
+    assert!(next.status().await.unwrap().have_all_locks());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_session_that_vanishes_releases_its_locks() {
+    let (node, server) = node_and_server("g6", |_| {}).await;
+    let mut s = session(&server, None).await.unwrap();
+    s.lock(LockSpec::new("job", "X")).await.unwrap();
+    let waiter = begin_transaction(&node, Options::default()).await.unwrap();
+    let wait = waiter.lock(lock_id!["job"], Mode::X);
+    drop(s);
+    within(BOUND, "the lock passes on", wait).await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_deadlock_between_a_session_and_an_in_process_transaction_is_resolved() {
+    let (node, server) = node_and_server("g7", |_| {}).await;
+    let mut s = session(&server, None).await.unwrap();
+    let local = begin_transaction(&node, Options::default()).await.unwrap();
+    s.lock(LockSpec::new("a", "X")).await.unwrap();
+    local.lock(lock_id!["b"], Mode::X).await.unwrap();
+    let local_id = local.id().to_string();
+    let local_wait = local.lock(lock_id!["a"], Mode::X);
+    // The local transaction ends as soon as it has both locks, so whichever side surrenders,
+    // the other can finish.
+    let local_task = tokio::spawn(async move {
+        let got = local_wait.await;
+        local.end().await.unwrap();
+        got
+    });
+    within(BOUND, "the session's lock", s.lock(LockSpec::new("b", "X")))
+        .await
+        .unwrap();
+    // The session heard of the deadlock; if it was the victim, of its loss first.
+    let mut seen = Vec::new();
+    let d = pushed(&mut s, |k| match k {
+        Kind::Deadlock(d) => Some(d),
+        other => {
+            seen.push(other);
+            None
+        }
+    })
+    .await;
+    assert!(
+        d.surrendered_by_this_session != (d.victim == local_id),
+        "{d:?}, local agent {local_id}"
+    );
+    let surrendered = seen
+        .iter()
+        .any(|k| matches!(k, Kind::Lost(l) if l.cause == pb::LossCause::Surrendered as i32));
+    assert_eq!(surrendered, d.surrendered_by_this_session, "{seen:?}");
+    s.end().await.unwrap();
+    within(BOUND, "the local transaction", local_task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn over_tls_with_client_certificates_only_a_client_of_the_ca_gets_in() {
+    use locks_grpc::ServerTls;
+    use locks_grpc::client::ClientTls;
+    use locks_testing::certs::{SERVER_NAME, TestCa};
+    let ca = TestCa::new("client-api-ca");
+    let server_cert = ca.node("g8");
+    let (_node, server) = node_and_server("g8", |c| {
+        c.tls = Some(ServerTls {
+            cert: server_cert.cert.clone().into_bytes(),
+            key: server_cert.key.clone().into_bytes(),
+            client_ca: Some(ca.cert.clone().into_bytes()),
+        });
+    })
+    .await;
+    let addr = server.local_addr().to_string();
+    let tls = |identity: Option<(Vec<u8>, Vec<u8>)>| ClientOptions {
+        tls: Some(ClientTls {
+            ca: ca.cert.clone().into_bytes(),
+            server_name: SERVER_NAME.to_owned(),
+            identity,
+        }),
+        ..ClientOptions::default()
+    };
+    let me = ca.node("client");
+    let mut client = Client::connect(
+        &addr,
+        tls(Some((me.cert.into_bytes(), me.key.into_bytes()))),
+    )
+    .await
+    .unwrap();
+    let mut s = client.session().await.unwrap();
+    s.lock(LockSpec::new("tls/x", "X")).await.unwrap();
+    s.end().await.unwrap();
+    // Without a client certificate, or in plain text, no session.
+    let refused = async |options: ClientOptions| match Client::connect(&addr, options).await {
+        Ok(mut client) => client.session().await.is_err(),
+        Err(_) => true,
+    };
+    assert!(within(BOUND, "no certificate", refused(tls(None))).await);
+    assert!(within(BOUND, "plain text", refused(ClientOptions::default())).await);
+}

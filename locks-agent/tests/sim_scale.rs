@@ -50,9 +50,6 @@ fn herd(seed: u64, count: usize) -> (u64, u64) {
         "seed {seed}, {count} nodes: not every transaction was served\n{}",
         sim.dump()
     );
-    if std::env::var_os("HERD_STATS").is_some() {
-        println!("{count}: {:?}", sim.stats);
-    }
     sim.counts()
 }
 

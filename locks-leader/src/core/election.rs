@@ -17,7 +17,6 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.stopped {
             return;
         }
-        self.widen();
         let have_all = self.have_all() && self.holds_majority();
         match self.s.state.clone() {
             State::Candidate | State::Following { .. }

@@ -94,8 +94,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Starts the member on a node that sees `nodes` up: runs `init`, then a candidate asks
-    /// for the election lock on the gate (module `gate`) and the member watches the lock on
-    /// every node.
+    /// for the election lock on every node and the member watches the lock on every node.
     /// An `init` error is returned, and the member is stopped.
     pub fn start(&mut self, nodes: &[NodeId], now: Duration) -> Result<Vec<Effect<C>>, String> {
         let _ = now;
@@ -107,11 +106,10 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.alive = nodes.iter().cloned().collect();
         self.s.alive.insert(self.s.me.node().clone());
         let alive: Vec<NodeId> = self.s.alive.iter().cloned().collect();
-        let gate: Vec<NodeId> = self.gate().into_iter().collect();
-        // The request first: the gate's lock server lists a candidate before it answers any
-        // of the member's watches, so members learn of it from the gate first.
+        // The request first: the member's own lock server lists a candidate before it answers
+        // any of the member's watches, so members learn of it from its home node first.
         if let Some(agent) = &mut self.s.agent {
-            match agent.request(self.s.lock.clone(), Mode::WRITE, &gate, Req::AllAlive) {
+            match agent.request(self.s.lock.clone(), Mode::WRITE, &alive, Req::AllAlive) {
                 Ok(effects) => self.agent_effects(effects),
                 Err(e) => return Err(format!("cannot request the election lock: {e}")),
             }
@@ -172,7 +170,7 @@ impl<C: Callbacks> MemberCore<C> {
         }
         if self.s.agent.is_some() && self.defers_nodes() {
             self.s.deferred.insert(node.clone());
-        } else if self.asks_at_once(node) {
+        } else {
             self.extend_request(node);
         }
         self.retry_stash(now);
@@ -427,14 +425,11 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
-    /// Whether the agent holds the lock on every node the member considers up (its request
-    /// covers them all, and it holds every node it asked).
     pub(super) fn have_all(&self) -> bool {
         self.s
             .agent
             .as_ref()
             .is_some_and(|a| a.status().have_all_locks())
-            && self.covers_alive()
     }
 }
 

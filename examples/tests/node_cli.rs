@@ -185,9 +185,9 @@ fn a_lock_lost_with_its_node_is_printed_unasked() {
 
 #[test]
 fn a_bad_stdin_line_is_an_error_for_that_line_and_lock_paths_are_escaped_tokens() {
-    let mut input = b"lock t1 caf%C3%A9/a%0Ab%2Fc\n\xff\xfe status t1\n".to_vec();
+    let mut input = b"\xff\xfe status t1\n".to_vec();
     input.extend(std::iter::repeat_n(b'x', 70_000));
-    input.extend_from_slice(b"\nlock t2 bad%zz\ntable\nstatus t1\n");
+    input.extend_from_slice(b"\nlock t2 bad%zz\nstatus t1\n");
     let lines = run_bytes(&[], &input);
     assert!(
         lines.contains(&"error - line is not UTF-8; ignored".to_owned()),
@@ -201,14 +201,21 @@ fn a_bad_stdin_line_is_an_error_for_that_line_and_lock_paths_are_escaped_tokens(
         lines.iter().any(|l| l.starts_with("error t2 bad %-escape")),
         "{lines:?}"
     );
+    // The lines after the bad ones are still read.
     assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("lock caf%C3%A9/a%0Ab%2Fc v")),
+        lines.contains(&"error t1 no such transaction".to_owned()),
         "{lines:?}"
     );
-    assert!(
-        lines.contains(&"status t1 have_all_locks".to_owned()),
-        "{lines:?}"
-    );
+    // A key with a newline, a slash and a non-ASCII letter is one escaped token in the table,
+    // read once the lock is granted (the grant is printed when the lock call returns).
+    let deadline = Deadline::after(Duration::from_secs(20));
+    let mut node = Proc::start("n1", &[], "node-cli-escape", "warn", deadline);
+    node.send("lock t1 caf%C3%A9/a%0Ab%2Fc");
+    node.expect("t1 holds it", |l| {
+        l.starts_with("granted t1 caf%C3%A9/a%0Ab%2Fc ")
+    });
+    node.send("table");
+    node.expect("the escaped lock in the table", |l| {
+        l.starts_with("lock caf%C3%A9/a%0Ab%2Fc v")
+    });
 }

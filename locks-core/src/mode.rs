@@ -261,7 +261,7 @@ impl fmt::Debug for ModeTable {
 const T: bool = true;
 const F: bool = false;
 
-/// Seed 000, "Lock Mode Compatibility": rows are the requested mode, columns the held mode.
+/// StickyLocking, "Lock Mode Compatibility": rows are the requested mode, columns the held mode.
 const STANDARD_COMPAT: [[bool; 6]; 6] = [
     //IS IX S  SIX U  X
     [T, T, T, T, T, F], // IS
@@ -272,7 +272,7 @@ const STANDARD_COMPAT: [[bool; 6]; 6] = [
     [F, F, F, F, F, F], // X
 ];
 
-/// Seed 000, "Lock Group Mode": rows are the requested mode, columns the current group mode.
+/// StickyLocking, "Lock Group Mode": rows are the requested mode, columns the current group mode.
 const STANDARD_GROUP: [[Mode; 6]; 6] = {
     use Mode::*;
     [
@@ -287,7 +287,7 @@ const STANDARD_GROUP: [[Mode; 6]; 6] = {
 };
 
 impl ModeTable {
-    /// Seed 000's table: the six standard modes with its compatibility and group matrices, cell
+    /// StickyLocking's table: the six standard modes with its compatibility and group matrices, cell
     /// for cell, and the intention modes `IS` (for `IS`, `S`) and `IX` (for the rest).
     pub fn standard() -> ModeTable {
         let mut group = [[None; 6]; 6];

@@ -19,7 +19,7 @@ const SEED000_COMPATIBILITY: &str = "
 |  **X**    |   ✘    |   ✘    |   ✘    |   ✘    |   ✘    |   ✘    |
 ";
 
-/// Seed 000, "Lock Group Mode" (rows: requested mode, columns: current group mode).
+/// StickyLocking, "Lock Group Mode" (rows: requested mode, columns: current group mode).
 const SEED000_GROUP: &str = "
 | Requested |   IS   |   IX   |   S    |   SIX  |    U   |    X   |
 |:---------:|:------:|:------:|:------:|:------:|:------:|:------:|

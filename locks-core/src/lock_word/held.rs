@@ -1,7 +1,7 @@
 //! Releases and downgrades for callers that *know* they hold the lock: [`crate::RwuLock`]'s
 //! guards, whose existence proves it.
 //!
-//! Seed 004 releases with a checked compare-and-swap (read, check, CAS, retry), which is what
+//! Chronicle Map's lock word releases with a checked compare-and-swap (read, check, CAS, retry), which is what
 //! [`LockWord::release_read`] and its siblings do, because a caller of the bare word may release
 //! what it does not hold and must get an error. A guard cannot: while it lives, the bit or count
 //! it stands for is set, so the new value is the old one minus a constant, with no borrow into

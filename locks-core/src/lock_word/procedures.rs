@@ -35,7 +35,7 @@ impl Miss {
 }
 
 impl<W: WordStorage> LockWord<W> {
-    /// Seed 004 "Try acquire read lock": one attempt to take a read lock.
+    /// Chronicle Map's "Try acquire read lock": one attempt to take a read lock.
     ///
     /// Fails with [`LockWordError::WouldBlock`] when the write lock is held, a writer is
     /// registered as waiting, or the CAS lost a race (Chronicle Map's does not retry; see the module
@@ -66,7 +66,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Release read lock": gives back one read lock.
+    /// Chronicle Map's "Release read lock": gives back one read lock.
     ///
     /// Fails with [`LockWordError::NotHeld`] when the read count is zero (step 2); the word is
     /// then unchanged.
@@ -87,7 +87,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Try acquire update lock": one attempt to take the update lock.
+    /// Chronicle Map's "Try acquire update lock": one attempt to take the update lock.
     ///
     /// Fails with [`LockWordError::WouldBlock`] when the update or write lock is held, a writer
     /// is registered as waiting, or the CAS lost a race.
@@ -113,7 +113,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Release update lock": gives back the update lock.
+    /// Chronicle Map's "Release update lock": gives back the update lock.
     ///
     /// Fails with [`LockWordError::NotHeld`] when the update flag is not set (step 2).
     #[inline]
@@ -133,7 +133,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Try acquire write lock": takes the write lock if the count word is zero (no
+    /// Chronicle Map's "Try acquire write lock": takes the write lock if the count word is zero (no
     /// reader, no update or write holder). Registered waiters do not stop it.
     ///
     /// This is Chronicle Map's variant without the optional steps 1–2, for a lock that is most likely
@@ -186,7 +186,7 @@ impl<W: WordStorage> LockWord<W> {
                 .is_ok()
     }
 
-    /// Seed 004 "Release write lock": count word `0x80000000` -> `0`.
+    /// Chronicle Map's "Release write lock": count word `0x80000000` -> `0`.
     ///
     /// Fails with [`LockWordError::NotHeld`] when the count word is not exactly the write flag.
     #[inline]
@@ -195,7 +195,7 @@ impl<W: WordStorage> LockWord<W> {
             .map_err(|_| LockWordError::NotHeld(Access::Write))
     }
 
-    /// Seed 004 "Write to update lock downgrade": count word `0x80000000` -> `0x40000000`. The
+    /// Chronicle Map's "Write to update lock downgrade": count word `0x80000000` -> `0x40000000`. The
     /// holder keeps the update lock, readers may come in (unless writers are waiting).
     ///
     /// Fails with [`LockWordError::NotHeld`] when the write lock is not held.
@@ -205,7 +205,7 @@ impl<W: WordStorage> LockWord<W> {
             .map_err(|_| LockWordError::NotHeld(Access::Write))
     }
 
-    /// Seed 004 "Write to read lock downgrade": count word `0x80000000` -> `1`. The holder keeps
+    /// Chronicle Map's "Write to read lock downgrade": count word `0x80000000` -> `1`. The holder keeps
     /// one read lock.
     ///
     /// Fails with [`LockWordError::NotHeld`] when the write lock is not held.
@@ -215,7 +215,7 @@ impl<W: WordStorage> LockWord<W> {
             .map_err(|_| LockWordError::NotHeld(Access::Write))
     }
 
-    /// Seed 004 "Try upgrade to write lock": count word `0x40000000` -> `0x80000000`, i.e. the
+    /// Chronicle Map's "Try upgrade to write lock": count word `0x40000000` -> `0x80000000`, i.e. the
     /// update holder becomes the writer once no reader is left. Registered waiters do not stop
     /// it.
     ///
@@ -268,7 +268,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Register wait": adds one to the wait count, which keeps new readers and update
+    /// Chronicle Map's "Register wait": adds one to the wait count, which keeps new readers and update
     /// holders out until the waiter deregisters or takes the write lock (step 6 of the
     /// time-limited write acquisition). The time-limited procedures call this themselves; it is
     /// public for callers that build their own waiting loop.
@@ -291,7 +291,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Deregister wait": takes one off the wait count.
+    /// Chronicle Map's "Deregister wait": takes one off the wait count.
     ///
     /// Fails with [`LockWordError::WaitCountUnderflow`] when the wait count is zero (step 2).
     pub fn deregister_wait(&self) -> Result<(), LockWordError> {

@@ -25,7 +25,7 @@ pub const READ_COUNT_MASK: u64 = (1 << 30) - 1;
 /// One read lock: the unit of the read count.
 pub const READ_ONE: u64 = 1;
 
-/// The largest read count, `2^30 - 1`. Seed 004 "Try acquire read lock", step 2: a read
+/// The largest read count, `2^30 - 1`. Chronicle Map's "Try acquire read lock", step 2: a read
 /// acquisition fails when the count is already this large (read count overflow).
 pub const MAX_READ_COUNT: u32 = (1 << 30) - 1;
 
@@ -49,7 +49,7 @@ pub const WAIT_ONE: u64 = 1 << 32;
 /// waiting. Invariant: while it is non-zero no new read or update lock is granted.
 pub const WAIT_COUNT_MASK: u64 = !COUNT_WORD_MASK;
 
-/// The largest wait count, `2^31 - 1`. Seed 004 "Register wait", step 2: registering one more
+/// The largest wait count, `2^31 - 1`. Chronicle Map's "Register wait", step 2: registering one more
 /// waiter fails (wait count overflow). Bit 63 therefore stays clear.
 pub const MAX_WAIT_COUNT: u32 = (1 << 31) - 1;
 

@@ -144,7 +144,7 @@ impl Backoff {
 const QUICK_RETRIES: u32 = 8;
 
 impl<W: WordStorage> LockWord<W> {
-    /// Seed 004 "Time-limited read or update lock acquisition", for a read lock, limited to
+    /// Chronicle Map's "Time-limited read or update lock acquisition", for a read lock, limited to
     /// `timeout` of wall-clock time.
     ///
     /// Fails with [`LockWordError::TimedOut`] when the time is up, and at once with
@@ -166,7 +166,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Time-limited read or update lock acquisition", for the update lock, limited to
+    /// Chronicle Map's "Time-limited read or update lock acquisition", for the update lock, limited to
     /// `timeout`. Fails with [`LockWordError::TimedOut`].
     #[inline]
     pub fn update_timeout(&self, timeout: Duration) -> Result<(), LockWordError> {
@@ -227,7 +227,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Time-limited write lock acquisition", limited to `timeout`.
+    /// Chronicle Map's "Time-limited write lock acquisition", limited to `timeout`.
     ///
     /// After a failed first attempt the writer registers as waiting, which keeps new readers
     /// and update holders out until it gets the lock or gives up (no writer starvation). Fails
@@ -251,7 +251,7 @@ impl<W: WordStorage> LockWord<W> {
         }
     }
 
-    /// Seed 004 "Time-limited update to write upgrade", limited to `timeout`: the update holder
+    /// Chronicle Map's "Time-limited update to write upgrade", limited to `timeout`: the update holder
     /// waits for the readers to leave, keeping new ones out meanwhile.
     ///
     /// On [`LockWordError::TimedOut`] the caller still holds the update lock. Fails at once with

@@ -415,7 +415,7 @@ impl LockRecord {
         ch.entry(agent);
     }
 
-    /// Seed 000's grant processing: conversions first, in FIFO order, each granted when
+    /// StickyLocking's grant processing: conversions first, in FIFO order, each granted when
     /// compatible with the group of the other holders; then, only if no conversion waits, new
     /// requests in FIFO order while compatible with the group. Both stop at the first request
     /// that cannot be granted.

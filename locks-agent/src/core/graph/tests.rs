@@ -58,7 +58,7 @@ fn edges(g: &WaitForGraph, a: u64) -> Vec<AgentId> {
 
 #[test]
 fn waiting_for_ones_own_upgrade_is_not_a_deadlock() {
-    // Seed 000: T1 holds S alone and converts to X: granted at once in the table, but even a
+    // StickyLocking: T1 holds S alone and converts to X: granted at once in the table, but even a
     // view caught mid-way must not make T1 wait for itself.
     let g = graph(&[(lock_id!["l"], view(3, &[(1, S)], &[(1, S, X)], &[]))]);
     assert!(edges(&g, 1).is_empty());

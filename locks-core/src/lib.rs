@@ -25,7 +25,7 @@
 //! # Public surface
 //!
 //! At the root: [`Mode`], [`ModeTable`], [`LockId`], [`Key`], [`NodeId`], [`AgentId`],
-//! [`MemberId`], [`LockWord`], [`LockWordRef`], [`LockState`], [`RwuLock`] and its guards, and
+//! [`MemberId`], [`LockWord`], [`LockWordRef`], [`WordState`], [`RwuLock`] and its guards, and
 //! the errors of each ([`LockIdError`], [`NodeNameError`], [`ModeTableError`],
 //! [`LockWordError`]); the modules [`proto`], [`codec`], [`fence`] and [`waits`] for the wire
 //! messages, their encoding, fencing and the wait-for edges, and [`lock_word`] for the lock
@@ -49,6 +49,6 @@ pub mod waits;
 
 pub use id::{Key, LockId, LockIdError};
 pub use ident::{AgentId, MemberId, NodeId, NodeNameError};
-pub use lock_word::{LockState, LockWord, LockWordError, LockWordRef};
+pub use lock_word::{LockWord, LockWordError, LockWordRef, WordState};
 pub use mode::{Mode, ModeTable, ModeTableError};
 pub use rwu::{ReadGuard, RwuLock, UpdateGuard, WriteGuard};

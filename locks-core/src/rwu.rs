@@ -29,7 +29,7 @@
 //! waits) deadlocks, as with any lock of this kind.
 
 use crate::lock_word::state::UPDATE_FLAG;
-use crate::lock_word::{Backoff, LockState, LockWord, LockWordError, Unbounded};
+use crate::lock_word::{Backoff, LockWord, LockWordError, Unbounded, WordState};
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::mem::ManuallyDrop;
@@ -240,7 +240,7 @@ impl<T: ?Sized> RwuLock<T> {
     }
 
     /// The lock word's current state, for diagnostics.
-    pub fn state(&self) -> LockState {
+    pub fn state(&self) -> WordState {
         self.word.state()
     }
 }

@@ -9,12 +9,12 @@ use locks_core::lock_word::state::{
     WAIT_ONE, WRITE_FLAG,
 };
 use locks_core::lock_word::{Access, Attempts, Deadline, WaitLimit};
-use locks_core::{LockState, LockWord, LockWordError, LockWordRef};
+use locks_core::{LockWord, LockWordError, LockWordRef, WordState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 fn word(bits: u64) -> LockWord {
-    LockWord::from_state(LockState::from_bits(bits))
+    LockWord::from_state(WordState::from_bits(bits))
 }
 
 fn bits(word: &LockWord) -> u64 {
@@ -24,7 +24,7 @@ fn bits(word: &LockWord) -> u64 {
 fn would_block(access: Access, observed: u64) -> LockWordError {
     LockWordError::WouldBlock {
         access,
-        observed: LockState::from_bits(observed),
+        observed: WordState::from_bits(observed),
     }
 }
 
@@ -55,7 +55,7 @@ fn seed004_lock_structure_layout() {
 
 #[test]
 fn seed004_state_decodes_every_field() {
-    let s = LockState::from_bits((5 * WAIT_ONE) | UPDATE_FLAG | 3);
+    let s = WordState::from_bits((5 * WAIT_ONE) | UPDATE_FLAG | 3);
     assert_eq!(
         (
             s.read_count(),
@@ -67,15 +67,15 @@ fn seed004_state_decodes_every_field() {
     );
     assert_eq!(s.count_word(), 0x4000_0003);
     assert!(!s.is_free());
-    let w = LockState::from_bits(WRITE_FLAG | u64::from(MAX_WAIT_COUNT) << 32);
+    let w = WordState::from_bits(WRITE_FLAG | u64::from(MAX_WAIT_COUNT) << 32);
     assert!(w.write_held() && !w.update_held());
     assert_eq!((w.read_count(), w.wait_count()), (0, MAX_WAIT_COUNT));
-    assert!(LockState::FREE.is_free());
+    assert!(WordState::FREE.is_free());
     assert_eq!(
         format!("{s}"),
         "readers=3 update=true write=false waiting=5"
     );
-    assert_eq!(LockWord::new().state(), LockState::FREE);
+    assert_eq!(LockWord::new().state(), WordState::FREE);
 }
 
 #[test]
@@ -511,6 +511,6 @@ fn errors_read_well_and_convert_into_the_crate_error() {
     );
     assert_eq!(
         format!("{:?}", word(WRITE_FLAG)),
-        "LockWord(LockState { read_count: 0, update: false, write: true, wait_count: 0 })"
+        "LockWord(WordState { read_count: 0, update: false, write: true, wait_count: 0 })"
     );
 }

@@ -177,7 +177,7 @@ fn debug_shows_the_value_or_that_it_is_locked() {
     let lock = RwuLock::new(7);
     assert_eq!(
         format!("{lock:?}"),
-        "RwuLock { value: 7, state: LockState { read_count: 0, update: false, write: false, wait_count: 0 } }"
+        "RwuLock { value: 7, state: WordState { read_count: 0, update: false, write: false, wait_count: 0 } }"
     );
     let w = lock.write();
     assert!(format!("{lock:?}").starts_with("RwuLock { value: <locked>"));

@@ -1,6 +1,6 @@
 //! How a lock-word procedure fails: Chronicle Map's "the procedure fails", with the reason.
 
-use super::state::{LockState, MAX_READ_COUNT, MAX_WAIT_COUNT};
+use super::state::{MAX_READ_COUNT, MAX_WAIT_COUNT, WordState};
 use std::fmt;
 
 /// The three kinds of lock a lock word grants.
@@ -37,7 +37,7 @@ pub enum LockWordError {
         /// What was being acquired.
         access: Access,
         /// The lock word as the attempt saw it last.
-        observed: LockState,
+        observed: WordState,
     },
     /// A time-limited acquisition ran out of time (or of attempts) and gave up.
     #[error("timed out acquiring the {0} lock")]

@@ -13,7 +13,7 @@
 // is checked by loom itself (that is the point of the model).
 #![allow(unsafe_code)]
 
-use super::{Access, Attempts, LockState, LockWord, LockWordError};
+use super::{Access, Attempts, LockWord, LockWordError, WordState};
 use loom::cell::UnsafeCell;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -79,7 +79,7 @@ fn loom_read_write_exclusion() {
         let wrote = writer.join().unwrap();
         assert_eq!(g.get(), u64::from(wrote));
         // No lock and no waiter left behind, whichever way it went.
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -102,7 +102,7 @@ fn loom_update_write_exclusion() {
             g.word.release_update().unwrap();
         }
         writer.join().unwrap();
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -126,7 +126,7 @@ fn loom_update_holders_exclude_each_other() {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(word.state(), LockState::FREE);
+        assert_eq!(word.state(), WordState::FREE);
     });
 }
 
@@ -156,7 +156,7 @@ fn loom_upgrade_excludes_readers() {
             g.word.release_read().unwrap();
         }
         updater.join().unwrap();
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -181,7 +181,7 @@ fn loom_downgrade_to_read_keeps_writers_out() {
             g.word.release_write().unwrap();
         }
         first.join().unwrap();
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -211,7 +211,7 @@ fn loom_downgrade_to_update_admits_readers_only() {
             g.word.release_read().unwrap();
         }
         first.join().unwrap();
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -235,7 +235,7 @@ fn loom_writers_exclude_each_other_and_keep_waits() {
         let wrote: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(g.get(), wrote);
         // Releases carried every waiter's registration over, and every waiter took it back off.
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -268,7 +268,7 @@ fn loom_registered_wait_keeps_readers_out() {
         waiter.join().unwrap();
         assert_eq!(word.state().wait_count(), 1);
         word.deregister_wait().unwrap();
-        assert_eq!(word.state(), LockState::FREE);
+        assert_eq!(word.state(), WordState::FREE);
     });
 }
 
@@ -312,7 +312,7 @@ fn loom_waiting_writer_keeps_new_readers_out() {
         if let Err(e) = result {
             assert_eq!(e, LockWordError::TimedOut(Access::Write));
         }
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -350,7 +350,7 @@ fn loom_held_releases_publish_writes() {
         }
         first.join().unwrap();
         second.join().unwrap();
-        assert_eq!(g.word.state(), LockState::FREE);
+        assert_eq!(g.word.state(), WordState::FREE);
     });
 }
 
@@ -387,7 +387,7 @@ fn loom_rwu_blocking_write_and_upgrade() {
             }
             writer.join().unwrap();
             assert_eq!(*lock.read(), 1);
-            assert_eq!(lock.state(), LockState::FREE);
+            assert_eq!(lock.state(), WordState::FREE);
         });
     }
 }

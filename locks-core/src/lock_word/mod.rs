@@ -92,7 +92,7 @@ mod timed;
 mod loom_tests;
 
 pub use error::{Access, LockWordError};
-pub use state::LockState;
+pub use state::WordState;
 pub use timed::{Attempts, Deadline, WaitLimit};
 pub(crate) use timed::{Backoff, Unbounded};
 
@@ -161,7 +161,7 @@ impl LockWord<AtomicU64> {
     /// A lock word starting from the given state (for tests and for restoring a word).
     #[cfg(not(loom))]
     #[inline]
-    pub const fn from_state(state: LockState) -> Self {
+    pub const fn from_state(state: WordState) -> Self {
         Self {
             word: AtomicU64::new(state.bits()),
         }
@@ -169,7 +169,7 @@ impl LockWord<AtomicU64> {
 
     /// A lock word starting from the given state (for tests and for restoring a word).
     #[cfg(loom)]
-    pub fn from_state(state: LockState) -> Self {
+    pub fn from_state(state: WordState) -> Self {
         Self {
             word: AtomicU64::new(state.bits()),
         }
@@ -202,8 +202,8 @@ impl<W: WordStorage> LockWord<W> {
     /// Decodes the current value of the word. The snapshot may be stale as soon as it is
     /// returned unless no other thread touches the word.
     #[inline]
-    pub fn state(&self) -> LockState {
-        LockState::from_bits(self.load(Ordering::Acquire))
+    pub fn state(&self) -> WordState {
+        WordState::from_bits(self.load(Ordering::Acquire))
     }
 
     #[inline]

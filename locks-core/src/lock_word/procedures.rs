@@ -4,8 +4,8 @@
 
 use super::error::{Access, LockWordError};
 use super::state::{
-    COUNT_WORD_MASK, LockState, MAX_READ_COUNT, MAX_WAIT_COUNT, READ_COUNT_MASK, READ_ONE,
-    UPDATE_FLAG, WAIT_COUNT_MASK, WAIT_ONE, WRITE_FLAG,
+    COUNT_WORD_MASK, MAX_READ_COUNT, MAX_WAIT_COUNT, READ_COUNT_MASK, READ_ONE, UPDATE_FLAG,
+    WAIT_COUNT_MASK, WAIT_ONE, WRITE_FLAG, WordState,
 };
 use super::{LockWord, WordStorage};
 use crate::sync::Ordering::{Acquire, Relaxed, Release};
@@ -27,7 +27,7 @@ impl Miss {
         match self {
             Miss::Blocked(bits) | Miss::Raced(bits) => LockWordError::WouldBlock {
                 access,
-                observed: LockState::from_bits(bits),
+                observed: WordState::from_bits(bits),
             },
             Miss::ReadOverflow => LockWordError::ReadCountOverflow,
         }
@@ -53,7 +53,7 @@ impl<W: WordStorage> LockWord<W> {
     #[inline]
     pub(super) fn read_attempt(&self, bits: u64) -> Result<(), Miss> {
         // Step 2: fail on a writer, a waiting writer, or a full read count.
-        if !LockState::from_bits(bits).admits_reader() {
+        if !WordState::from_bits(bits).admits_reader() {
             return Err(Miss::Blocked(bits));
         }
         if bits & READ_COUNT_MASK == u64::from(MAX_READ_COUNT) {
@@ -280,7 +280,7 @@ impl<W: WordStorage> LockWord<W> {
         let mut bits = self.load(Relaxed);
         loop {
             // Step 2.
-            if LockState::from_bits(bits).wait_count() >= MAX_WAIT_COUNT {
+            if WordState::from_bits(bits).wait_count() >= MAX_WAIT_COUNT {
                 return Err(LockWordError::WaitCountOverflow);
             }
             // Step 3; on failure start again from step 2 with the state the CAS read.
@@ -317,7 +317,7 @@ pub(super) fn upgrade_error(bits: u64) -> LockWordError {
     if bits & COUNT_WORD_MASK & !READ_COUNT_MASK == UPDATE_FLAG {
         LockWordError::WouldBlock {
             access: Access::Write,
-            observed: LockState::from_bits(bits),
+            observed: WordState::from_bits(bits),
         }
     } else {
         LockWordError::NotHeld(Access::Update)

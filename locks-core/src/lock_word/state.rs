@@ -62,13 +62,13 @@ const WAIT_SHIFT: u32 = 32;
 /// It keeps the raw 64 bits, so any bit pattern (for instance a word in shared memory written
 /// by another implementation) decodes without loss.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct LockState {
+pub struct WordState {
     bits: u64,
 }
 
-impl LockState {
+impl WordState {
     /// The free lock: no holder, no waiter.
-    pub const FREE: LockState = LockState { bits: 0 };
+    pub const FREE: WordState = WordState { bits: 0 };
 
     /// Decodes raw lock-word bits.
     #[inline]
@@ -126,9 +126,9 @@ impl LockState {
     }
 }
 
-impl fmt::Debug for LockState {
+impl fmt::Debug for WordState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockState")
+        f.debug_struct("WordState")
             .field("read_count", &self.read_count())
             .field("update", &self.update_held())
             .field("write", &self.write_held())
@@ -137,7 +137,7 @@ impl fmt::Debug for LockState {
     }
 }
 
-impl fmt::Display for LockState {
+impl fmt::Display for WordState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,

@@ -15,7 +15,7 @@
 use super::error::{Access, LockWordError};
 use super::procedures::{Miss, upgrade_error};
 use super::state::{
-    COUNT_WORD_MASK, LockState, UPDATE_FLAG, WAIT_COUNT_MASK, WAIT_ONE, WRITE_FLAG,
+    COUNT_WORD_MASK, UPDATE_FLAG, WAIT_COUNT_MASK, WAIT_ONE, WRITE_FLAG, WordState,
 };
 use super::{LockWord, WordStorage};
 use crate::sync::{self, Ordering::Acquire, Ordering::Relaxed};
@@ -334,7 +334,7 @@ impl<W: WordStorage> LockWord<W> {
 /// Whether the word `bits` admits a new lock of this (shared) kind.
 #[inline]
 fn admits(access: Access, bits: u64) -> bool {
-    let state = LockState::from_bits(bits);
+    let state = WordState::from_bits(bits);
     match access {
         Access::Read => state.admits_reader(),
         _ => bits & (UPDATE_FLAG | WRITE_FLAG | WAIT_COUNT_MASK) == 0,

@@ -16,7 +16,7 @@
 //!
 //! Run: `cargo run --release -p examples --example shared_word [N]` (N defaults to 200000).
 
-use locks_core::LockWordRef;
+use locks_core::lock_word::LockWordRef;
 use memmap2::MmapMut;
 use std::error::Error;
 use std::fs::{self, OpenOptions};

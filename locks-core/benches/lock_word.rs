@@ -11,7 +11,8 @@
 //! BENCHMARKS.md.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use locks_core::{LockWord, RwuLock};
+use locks_core::RwuLock;
+use locks_core::lock_word::LockWord;
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};

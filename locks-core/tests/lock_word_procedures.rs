@@ -9,7 +9,7 @@ use locks_core::lock_word::state::{
     WAIT_ONE, WRITE_FLAG,
 };
 use locks_core::lock_word::{Access, Attempts, Deadline, WaitLimit};
-use locks_core::{LockWord, LockWordError, LockWordRef, WordState};
+use locks_core::lock_word::{LockWord, LockWordError, LockWordRef, WordState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 

@@ -7,8 +7,8 @@
 // Under `--cfg loom` the lock word is built on loom's atomics, which only work inside a model.
 #![cfg(not(loom))]
 
-use locks_core::LockWord;
 use locks_core::lock_word::Attempts;
+use locks_core::lock_word::LockWord;
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::thread;

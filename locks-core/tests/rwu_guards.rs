@@ -5,7 +5,8 @@
 #![cfg(not(loom))]
 
 use locks_core::lock_word::Access;
-use locks_core::{LockWordError, ReadGuard, RwuLock, UpdateGuard, WriteGuard};
+use locks_core::lock_word::LockWordError;
+use locks_core::{ReadGuard, RwuLock, UpdateGuard, WriteGuard};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;

@@ -16,7 +16,8 @@
 
 use super::stats::{RankBy, Sample};
 use super::{Ctx, Row, Spec};
-use locks_core::{LockWord, RwuLock};
+use locks_core::RwuLock;
+use locks_core::lock_word::LockWord;
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -17,7 +17,9 @@ pub use crate::router::{
     Deliver, DownCause, MemberDelivery, Presence, RemoteLink, Router, ToServer,
 };
 pub use crate::server::{LockServer, Snapshot, Watchers};
-pub use crate::table::LockTable;
+pub use crate::table::{
+    DEFAULT_MAX_DEPTH, Effects, LockTable, TableEffect, TableInput, Undelivered,
+};
 
 /// Test-only settings of a [`LockTable`].
 pub trait TableInternals {

@@ -1,6 +1,6 @@
 //! `locks-server`: the node-local half of the lock manager.
 //!
-//! It owns the lock table (pure, synchronous: [`LockTable`]), the lock server actor that wraps
+//! It owns the lock table (pure, synchronous: [`internal::LockTable`]), the lock server actor that wraps
 //! it, the router that carries messages between agents and lock servers, local or remote, the
 //! [`Node`] a program starts and its configuration ([`NodeConfig`]), the node-to-node
 //! transport (framing, handshake, heartbeats and TCP connections) and the cluster layer on top
@@ -23,26 +23,29 @@
 //! transactions of this node, which take and release uncontended locks on their own thread
 //! (transactions on disjoint hierarchies on different threads share no mutex); both apply
 //! inputs with
-//! [`LockTable::step`] ([`TableInput`] in, [`TableEffect`] out), the fast path with its quiet
-//! form ([`LockTable::step_quiet`]), which builds nothing for the requester.
+//! [`LockTable::step`](internal::LockTable::step) ([`TableInput`](internal::TableInput) in,
+//! [`TableEffect`](internal::TableEffect) out), the fast path with its quiet form
+//! ([`LockTable::step_quiet`](internal::LockTable::step_quiet)), which builds nothing for the
+//! requester.
 //!
 //! # Public surface
 //!
 //! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
-//! [`Leases`], [`HeartbeatConfig`], [`Cookie`]); what a node reports ([`NodeEvent`],
-//! [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`], [`TableSnapshot`], [`LockSnapshot`],
-//! [`EntrySnapshot`]) and what the cluster reports ([`ClusterQuery`], [`ClusterView`],
-//! [`WaitForGraph`], [`WaitEdge`], with their bounds in the [`introspect`] module); the pure [`LockTable`] with its inputs and effects ([`TableInput`], [`TableEffect`],
-//! [`Undelivered`], [`Effects`]) and [`DEFAULT_MAX_DEPTH`];
-//! the errors and what they carry ([`Error`], [`ConfigError`], [`ConnectError`],
-//! [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`], [`LinkRejection`],
-//! [`RouteError`], [`LeaseError`]); the [`lease`] module, whose docs are the argument for
-//! the leases and lock-delay; and the [`metrics`] module, what a node records through the
-//! `metrics` facade (install a recorder before starting nodes). The seam between the crates of this workspace (the router and the
-//! actor messages it carries, a node's router, thread and agent ids, the lock server actor, the
-//! transport and the cluster link, used by `locks-agent`, `locks-leader` and the workspace's
-//! tests) is the `#[doc(hidden)]` module `locks_server::internal`, with no stability promise;
-//! everything else is private to the crate.
+//! [`Leases`], [`HeartbeatConfig`], [`Cookie`], [`TlsConfig`], [`DataDir`]); what a node
+//! reports ([`NodeEvent`], [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`],
+//! [`TableSnapshot`], [`LockSnapshot`], [`EntrySnapshot`]) and what the cluster reports
+//! ([`ClusterQuery`], [`ClusterView`], [`WaitForGraph`], [`WaitEdge`], with their bounds in the
+//! [`introspect`] module); the errors and what they carry ([`Error`], [`ConfigError`],
+//! [`ConnectError`], [`DialError`], [`Refusal`], [`RefusalCode`], [`NameRefusal`],
+//! [`LinkRejection`], [`RouteError`], [`LeaseError`], [`PeerFault`], ...); the [`lease`]
+//! module, whose docs are the argument for the leases and lock-delay; the [`tls`] module; and
+//! the [`metrics`] module, what a node records through the `metrics` facade (install a
+//! recorder before starting nodes).
+//!
+//! **Internal seam**: [`internal`], what the other crates of this workspace (`locks-agent`,
+//! `locks-leader`) need of a node beyond this surface, and the pure lock table
+//! ([`internal::LockTable`] with its inputs and effects) the simulations run. It carries no
+//! stability promise; everything else is private to the crate.
 
 // Every type a public item mentions is nameable from the root or from `internal`.
 #![warn(unnameable_types)]
@@ -52,7 +55,6 @@ mod cluster;
 mod config;
 pub mod data_dir;
 mod error;
-#[doc(hidden)]
 pub mod internal;
 pub mod introspect;
 pub mod lease;
@@ -78,7 +80,4 @@ pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
 pub use router::RouteError;
 pub use router::peer::{MAX_CLOCK_AHEAD, PeerFault};
-pub use table::{
-    DEFAULT_MAX_DEPTH, Effects, EntrySnapshot, LockSnapshot, LockTable, TableEffect, TableInput,
-    TableSnapshot, Undelivered,
-};
+pub use table::{EntrySnapshot, LockSnapshot, TableSnapshot};

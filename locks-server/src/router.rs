@@ -139,7 +139,7 @@ impl Router {
     }
 
     /// The node's limit on log lines that peers can cause, one per reason per interval (see
-    /// [`crate::log_limit`]).
+    /// `crate::log_limit`).
     pub fn warnings(&self) -> &crate::log_limit::LogLimiter {
         &self.warnings
     }
@@ -524,7 +524,7 @@ impl Router {
     /// as well.
     ///
     /// A peer speaks only for itself: every envelope is checked against `from` first
-    /// ([`peer::check`], whose documentation states the rules), and one that fails is dropped,
+    /// (`peer::check`, whose documentation states the rules), and one that fails is dropped,
     /// counted and warned about (at most once per fault per interval), and refused with
     /// [`RouteError::Refused`].
     pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {

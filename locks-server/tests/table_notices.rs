@@ -6,8 +6,8 @@ mod common;
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{LockId, Mode, ModeTable, lock_id};
-use locks_server::LockTable;
 use locks_server::TableSnapshot;
+use locks_server::internal::LockTable;
 
 /// The hot root: 10,000 agents hold IS on a shared root and one of them takes
 /// and releases a child lock. Exactly the agent itself is told, about the two locks its entry
@@ -302,10 +302,12 @@ fn a_removed_agent_s_notices_come_in_lock_id_order() {
     let mut tb = table();
     let (a, b) = (lock_id!["a"], lock_id!["b"]);
     let (a1, b1) = (a.child(1), b.child(1));
-    tb.step(locks_server::TableInput::Request(ServerRequest::Watch {
-        watcher: t(3),
-        lock: a1.clone(),
-    }));
+    tb.step(locks_server::internal::TableInput::Request(
+        ServerRequest::Watch {
+            watcher: t(3),
+            lock: a1.clone(),
+        },
+    ));
     lock(&mut tb, 1, &b1, Mode::X);
     lock(&mut tb, 1, &b, Mode::S);
     lock(&mut tb, 1, &a1, Mode::X);

@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use locks_core::proto::{EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
-use locks_server::{Effects, LockTable};
+use locks_server::internal::{Effects, LockTable};
 
 /// The agents told anything by `fx`, in order.
 fn told(fx: &Effects) -> Vec<String> {

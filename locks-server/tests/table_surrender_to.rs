@@ -7,9 +7,14 @@ mod common;
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Note, Rejection, ServerRequest};
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::Effects;
+use locks_server::internal::Effects;
 
-fn surrender_to(tb: &mut locks_server::LockTable, n: u64, lock: &LockId, to: u64) -> Effects {
+fn surrender_to(
+    tb: &mut locks_server::internal::LockTable,
+    n: u64,
+    lock: &LockId,
+    to: u64,
+) -> Effects {
     tb.handle(ServerRequest::SurrenderTo {
         agent: t(n),
         lock: lock.clone(),

@@ -1,6 +1,6 @@
 //! One state of the modelled system and the steps that lead out of it.
 //!
-//! A [`World`] is every lock table (the real `locks_server::LockTable`, one per node, on the
+//! A [`World`] is every lock table (the real `locks_server::internal::LockTable`, one per node, on the
 //! shared harness's `Tables`), every
 //! agent (the real `AgentCore`, wrapped as [`Client`] with the position of its client in its
 //! script) and every message in flight. Messages travel on the FIFO channel of their

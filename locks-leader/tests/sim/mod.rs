@@ -1,7 +1,7 @@
 //! A deterministic in-memory cluster of member cores and lock tables, on the shared harness
 //! (`locks_testing::sim`: the seeded network, the real lock tables, the choice of each step).
 //!
-//! Each node has a real `locks_server::LockTable`; each member is a pure
+//! Each node has a real `locks_server::internal::LockTable`; each member is a pure
 //! [`MemberCore`] with the test dictionary as its callbacks. Every message travels on the FIFO
 //! channel of its (sender, receiver) pair, as over an actix mailbox or a TCP connection; which
 //! channel delivers next, and when a member settles after a burst, is chosen by the seeded

@@ -11,8 +11,9 @@ pub mod net;
 use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest, Wait};
 use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::LockTable;
-use locks_server::{Effects, TableEffect, TableSnapshot};
+use locks_server::TableSnapshot;
+use locks_server::internal::LockTable;
+use locks_server::internal::{Effects, TableEffect};
 
 pub fn node() -> NodeId {
     NodeId::new("n1").expect("valid node name")

@@ -1,11 +1,11 @@
-//! The real lock tables (`locks_server::LockTable`) of the simulated nodes, in shards as a
+//! The real lock tables (`locks_server::internal::LockTable`) of the simulated nodes, in shards as a
 //! node's are.
 //!
 //! [`Tables::serve`] is the one place the simulations apply requests to a table, and
 //! [`Tables::release_node`] the one place they release the agents of a node that went down:
 //! both go through the same function as the node's shells
 //! ([`Sharding::apply`](locks_server::internal::Sharding::apply), which steps each shard with
-//! [`LockTable::step`](locks_server::LockTable::step)), so the simulations run the server
+//! [`LockTable::step`](locks_server::internal::LockTable::step)), so the simulations run the server
 //! protocol, and what spans a node's shards (removal, a surrender whose cycle crosses
 //! shards, an agent found gone), exactly as the lock server actor and the fast path do. A
 //! simulated node has [`SIM_SHARDS`] shards, few enough that the simulations' lock ids fall
@@ -13,8 +13,9 @@
 
 use locks_core::proto::{AgentMessage, LockNotice, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
+use locks_server::TableSnapshot;
 use locks_server::internal::{Delivery, Sharding};
-use locks_server::{LockTable, TableInput, TableSnapshot};
+use locks_server::internal::{LockTable, TableInput};
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -17,7 +17,7 @@
 //! resource from a holder that has not heard yet.
 
 use crate::agent::{AwaitLost, GetLockState, Subscribe, outcome_error};
-use crate::core::{GrantedLock, LostLock, TransactionEvent};
+use crate::core::{Deadlock, GrantedLock, LostLock, TransactionEvent};
 use crate::error::Error;
 use crate::transaction::Transaction;
 use futures::channel::{mpsc, oneshot};
@@ -32,11 +32,20 @@ pub struct Locked {
     /// The lock, the mode held and each granting node's version: a fencing token that grows
     /// with every new holder on that node.
     pub granted: GrantedLock,
-    /// The locks of the deadlocks resolved so far (sorted, each once; empty when none).
-    pub deadlocks: Vec<LockId>,
+    /// The deadlocks resolved so far, as in [`LockResult::deadlocks`](crate::LockResult)
+    /// (empty when none).
+    pub deadlocks: Vec<Deadlock>,
 }
 
 impl Locked {
+    /// The locks of [`Locked::deadlocks`], sorted, each once.
+    pub fn deadlock_locks(&self) -> Vec<LockId> {
+        let mut locks: Vec<LockId> = self.deadlocks.iter().map(|d| d.lock.clone()).collect();
+        locks.sort();
+        locks.dedup();
+        locks
+    }
+
     /// The grant's fencing tokens, to send with every write to the resource the lock guards:
     /// they display as `a@1042,b@977` and parse back
     /// ([`Tokens`](locks_core::fence::Tokens)), and a

@@ -72,7 +72,7 @@ async fn a_satisfied_agent_queued_ahead_does_not_hide_a_deadlock() {
     assert!(!pending.is_finished(), "t waits for m, which holds K");
     m.kill();
     f.kill();
-    assert_eq!(pending.result().await.unwrap().deadlocks, vec![l]);
+    assert_eq!(pending.result().await.unwrap().deadlock_locks(), vec![l]);
 }
 
 /// X holds R, Y holds K, M holds Q and P; X waits for K and Q (its views of them reach Y and
@@ -178,7 +178,10 @@ async fn abort_on_deadlock_surrenders_a_queued_copy_the_requirement_can_spare() 
         node: n("n3"),
     };
     holder.kill();
-    assert_eq!(a_on_n3.result().await.unwrap().deadlocks, vec![l.clone()]);
+    assert_eq!(
+        a_on_n3.result().await.unwrap().deadlock_locks(),
+        vec![l.clone()]
+    );
     a.kill();
     let result = v.await_all_locks().await;
     assert_eq!(result.deadlocks, vec![expected]);
@@ -218,5 +221,5 @@ async fn a_cycle_of_holders_that_took_their_locks_on_the_fast_path_is_resolved()
     b.kill();
     a.await_all_locks().await;
     a.kill();
-    assert_eq!(c_waits.result().await.unwrap().deadlocks, vec![z]);
+    assert_eq!(c_waits.result().await.unwrap().deadlock_locks(), vec![z]);
 }

@@ -120,13 +120,13 @@ async fn erlang_9_3_19_d_lock_surrender() {
         let nodes = [n("a"), n("b"), n("c")];
         t.lock_on(ya, Mode::WRITE, &nodes, Req::All)
             .await
-            .map(|l| l.deadlocks)
+            .map(|l| l.deadlock_locks())
     });
     let p2 = c2.call(move |t| async move {
         let nodes = [n("a"), n("b"), n("c")];
         t.lock_on(xa, Mode::WRITE, &nodes, Req::All)
             .await
-            .map(|l| l.deadlocks)
+            .map(|l| l.deadlock_locks())
     });
     // Agent 2 (the larger id) surrenders Y; agent 1 gets everything.
     let r1 = p1.result().await.unwrap();
@@ -187,7 +187,7 @@ async fn erlang_9_3_20_d_lock_node_dies_await_nodes() {
         let all = [n("a"), n("b"), n("c")];
         t.lock_on(l("B"), Mode::WRITE, &all, Req::All)
             .await
-            .map(|l| l.deadlocks)
+            .map(|l| l.deadlock_locks())
     });
     hs[0].wait_granted(txn.id(), &l("B")).await;
     hs[1].wait_granted(txn.id(), &l("B")).await;
@@ -283,14 +283,14 @@ async fn cross_node_deadlock_of_two_agents_resolves() {
     let p1 = c1.call(move |t| async move {
         t.lock_on(lb2, Mode::WRITE, &[n("b")], Req::All)
             .await
-            .map(|l| l.deadlocks)
+            .map(|l| l.deadlock_locks())
     });
     hs[1].wait_blocked(&c1.id(), &lb).await;
     let la2 = la.clone();
     let p2 = c2.call(move |t| async move {
         t.lock_on(la2, Mode::WRITE, &[n("a")], Req::All)
             .await
-            .map(|l| l.deadlocks)
+            .map(|l| l.deadlock_locks())
     });
     let r1 = p1.result().await.unwrap();
     assert!(!r1.is_empty(), "client 1 got both after the deadlock");
@@ -324,7 +324,7 @@ async fn cross_node_deadlock_of_three_agents_on_three_nodes_resolves() {
         pending.push(c.call(move |t| async move {
             t.lock_on(l(next), Mode::WRITE, &[n(next)], Req::All)
                 .await
-                .map(|l| l.deadlocks)
+                .map(|l| l.deadlock_locks())
         }));
     }
     // Whoever completes first is not the victim; kill clients as they complete until all have.
@@ -383,7 +383,7 @@ async fn refused_handshakes_lose_nothing_the_cluster_holds() {
         let both = [n("a"), n("b")];
         t.lock_on(l("held"), Mode::WRITE, &both, Req::All)
             .await
-            .map(|l| l.deadlocks)
+            .map(|l| l.deadlock_locks())
     });
     hs[1].wait_blocked(&c2.id(), &l("held")).await;
     c1.kill();

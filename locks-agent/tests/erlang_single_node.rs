@@ -214,9 +214,9 @@ async fn erlang_9_2_11_two_clients_direct_deadlock() {
     let a2 = a.clone();
     let p2 = c2.call(move |t| async move { t.lock(a2, Mode::WRITE).await });
     // Agent 2 (the larger) surrenders b, where 1 waits for it; both report that one lock.
-    assert_eq!(p1.result().await.unwrap().deadlocks, vec![b.clone()]);
+    assert_eq!(p1.result().await.unwrap().deadlock_locks(), vec![b.clone()]);
     c1.kill();
-    assert_eq!(p2.result().await.unwrap().deadlocks, vec![b]);
+    assert_eq!(p2.result().await.unwrap().deadlock_locks(), vec![b]);
 }
 
 #[tokio::test]

@@ -264,7 +264,7 @@ impl Session {
                 Kind::Locked(pb::Locked {
                     grant: Some(convert::grant(&locked.granted)),
                     deadlocks: locked
-                        .deadlocks
+                        .deadlock_locks()
                         .iter()
                         .map(|l| pb::LockId {
                             id: convert::keys(l),

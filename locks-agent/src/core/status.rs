@@ -117,8 +117,76 @@ impl GrantedLock {
 /// The nodes that grant a lock, each with its fencing version ([`GrantedLock::nodes`]). Inline
 /// for one node, the common case: a lock granted on the fast path allocates nothing for it
 /// (the allocation and its free were a twentieth of an uncontended transaction). It
-/// dereferences to a slice; `smallvec::smallvec!` or `collect` build one.
-pub type GrantNodes = SmallVec<[(NodeId, u64); 1]>;
+/// dereferences to a slice of `(node, version)`; [`GrantNodes::one`] or `collect` build one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GrantNodes(SmallVec<[(NodeId, u64); 1]>);
+
+impl GrantNodes {
+    /// No node yet.
+    pub fn new() -> GrantNodes {
+        GrantNodes(SmallVec::new())
+    }
+
+    /// One granting node with its version (no allocation).
+    pub fn one(node: NodeId, version: u64) -> GrantNodes {
+        let mut nodes = SmallVec::new();
+        nodes.push((node, version));
+        GrantNodes(nodes)
+    }
+
+    /// Room for `n` nodes.
+    pub fn with_capacity(n: usize) -> GrantNodes {
+        GrantNodes(SmallVec::with_capacity(n))
+    }
+
+    /// The nodes as a vector (no copy when they were already on the heap).
+    pub fn into_vec(self) -> Vec<(NodeId, u64)> {
+        self.0.into_vec()
+    }
+
+    /// Adds a granting node with its version.
+    pub fn push(&mut self, node: NodeId, version: u64) {
+        self.0.push((node, version));
+    }
+}
+
+impl std::ops::Deref for GrantNodes {
+    type Target = [(NodeId, u64)];
+
+    fn deref(&self) -> &[(NodeId, u64)] {
+        &self.0
+    }
+}
+
+impl Extend<(NodeId, u64)> for GrantNodes {
+    fn extend<I: IntoIterator<Item = (NodeId, u64)>>(&mut self, iter: I) {
+        self.0.extend(iter);
+    }
+}
+
+impl FromIterator<(NodeId, u64)> for GrantNodes {
+    fn from_iter<I: IntoIterator<Item = (NodeId, u64)>>(iter: I) -> GrantNodes {
+        GrantNodes(iter.into_iter().collect())
+    }
+}
+
+impl<'a> IntoIterator for &'a GrantNodes {
+    type Item = &'a (NodeId, u64);
+    type IntoIter = std::slice::Iter<'a, (NodeId, u64)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for GrantNodes {
+    type Item = (NodeId, u64);
+    type IntoIter = smallvec::IntoIter<[(NodeId, u64); 1]>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
 
 /// For logs and messages: `[db, x] X on a@1042, b@977`, each granting node with its fencing
 /// version.
@@ -242,7 +310,7 @@ mod tests {
         let granted = GrantedLock {
             lock: lock_id!["db", "x"],
             mode: Mode::X,
-            nodes: smallvec::smallvec![(node("a"), 1042), (node("b"), 977)],
+            nodes: [(node("a"), 1042), (node("b"), 977)].into_iter().collect(),
         };
         assert_eq!(granted.to_string(), "[db, x] X on a@1042, b@977");
     }

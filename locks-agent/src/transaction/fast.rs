@@ -33,13 +33,12 @@
 
 use super::Transaction;
 use crate::agent::{Adopt, Agent};
-use crate::core::{GrantedLock, LockResult, RequestError, TransactionStatus};
+use crate::core::{GrantNodes, GrantedLock, LockResult, RequestError, TransactionStatus};
 use crate::error::Error;
 use crate::events::{LockState, Locked};
 use actix::prelude::*;
 use locks_core::{LockId, Mode};
 use locks_server::internal::{FastLock, NodeInternals};
-use smallvec::smallvec;
 use std::sync::PoisonError;
 
 /// What the fast path did with a lock request.
@@ -81,7 +80,7 @@ impl Transaction {
                 granted: GrantedLock {
                     lock,
                     mode,
-                    nodes: smallvec![(here.clone(), version)],
+                    nodes: GrantNodes::one(here.clone(), version),
                 },
                 deadlocks: Vec::new(),
             })),
@@ -186,7 +185,7 @@ impl Transaction {
             .map(|(lock, mode, version)| GrantedLock {
                 lock,
                 mode,
-                nodes: smallvec![(here.clone(), version)],
+                nodes: GrantNodes::one(here.clone(), version),
             })
             .collect();
         (!locks.is_empty()).then(|| LockResult {
@@ -237,7 +236,7 @@ impl Transaction {
             Some((mode, version)) => LockState::Held(GrantedLock {
                 lock: lock.clone(),
                 mode,
-                nodes: smallvec![(self.node.id().clone(), version)],
+                nodes: GrantNodes::one(self.node.id().clone(), version),
             }),
             None => LockState::NotRequested,
         })

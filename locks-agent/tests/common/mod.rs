@@ -139,7 +139,7 @@ impl Client {
         bounded(self.txn().lock(lock, mode))
             .await
             .unwrap()
-            .deadlocks
+            .deadlock_locks()
     }
 
     /// `lock_nowait` awaited in place (within [`BOUND`], failing the test on an error).

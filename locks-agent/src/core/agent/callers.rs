@@ -32,13 +32,12 @@ pub struct CallId(pub u64);
 /// What a waiting caller is answered when it succeeds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// To a `lock` caller: the lock as granted, and the locks of the deadlocks resolved so far
-    /// (sorted, each once).
+    /// To a `lock` caller: the lock as granted, and the deadlocks resolved so far.
     Locked {
         /// The lock, its mode and each granting node's version.
         granted: GrantedLock,
-        /// The locks of the deadlocks resolved so far.
-        deadlocks: Vec<LockId>,
+        /// The deadlocks resolved so far (as in [`LockResult::deadlocks`]).
+        deadlocks: Vec<Deadlock>,
     },
     /// To an `await_all_locks` caller: every request as held, and the deadlocks.
     AllLocks(LockResult),
@@ -280,7 +279,6 @@ impl AgentCore {
         match &self.status {
             TransactionStatus::HaveAllLocks { deadlocks } => {
                 let waiting = std::mem::take(&mut self.callers.waiting);
-                let locks = deadlock_locks(deadlocks);
                 // One entry per request: built once, and moved to the last caller rather than
                 // copied (a transaction of a million locks would hold it twice).
                 let last_all = waiting.iter().rposition(|(_, w)| matches!(w, Waiting::All));
@@ -289,7 +287,7 @@ impl AgentCore {
                     let answer = match waiting {
                         Waiting::Lock(lock, _) => Answer::Locked {
                             granted: self.granted_or_requested(lock),
-                            deadlocks: locks.clone(),
+                            deadlocks: deadlocks.clone(),
                         },
                         Waiting::All => {
                             let result = all.get_or_insert_with(|| {
@@ -353,12 +351,4 @@ impl AgentCore {
             None => CallFailure::Ended,
         }
     }
-}
-
-/// The locks named in `deadlocks`, sorted, each once: what a `lock` caller is told.
-fn deadlock_locks(deadlocks: &[Deadlock]) -> Vec<LockId> {
-    let mut locks: Vec<LockId> = deadlocks.iter().map(|d| d.lock.clone()).collect();
-    locks.sort();
-    locks.dedup();
-    locks
 }

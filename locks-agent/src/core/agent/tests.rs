@@ -1,4 +1,5 @@
 use super::*;
+use crate::core::status::GrantNodes;
 use locks_core::Mode::{IX, S, X};
 use locks_core::lock_id;
 use locks_core::proto::{EntryState, LockNotice, LockView, Note, QueueEntry, Wait};
@@ -153,7 +154,7 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
     let granted = GrantedLock {
         lock: l.clone(),
         mode: X,
-        nodes: smallvec::smallvec![(n1(), 7)],
+        nodes: GrantNodes::one(n1(), 7),
     };
     assert_eq!(
         fx,
@@ -169,7 +170,7 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
         vec![GrantedLock {
             lock: l,
             mode: X,
-            nodes: smallvec::smallvec![(n1(), 7)]
+            nodes: GrantNodes::one(n1(), 7)
         }]
     );
 }

@@ -3,17 +3,18 @@
 
 use super::*;
 use crate::core::agent::{Answer, CallFailure, CallId};
+use crate::core::status::GrantNodes;
 use crate::core::status::LockResult;
 
 fn granted(lock: &LockId, mode: Mode, version: u64) -> GrantedLock {
     GrantedLock {
         lock: lock.clone(),
         mode,
-        nodes: smallvec::smallvec![(n1(), version)],
+        nodes: GrantNodes::one(n1(), version),
     }
 }
 
-fn locked(call: u64, granted: GrantedLock, deadlocks: Vec<LockId>) -> Effect {
+fn locked(call: u64, granted: GrantedLock, deadlocks: Vec<Deadlock>) -> Effect {
     Effect::Reply {
         call: CallId(call),
         result: Ok(Answer::Locked { granted, deadlocks }),

@@ -45,16 +45,19 @@
 //!
 //! # Public surface
 //!
-//! At the root: [`Transaction`] with [`begin_transaction`] and [`begin_transaction_with`];
-//! its [`Options`] and [`Req`] (with [`UnknownReq`] for a requirement name not known); what
-//! it reports ([`Locked`], [`LockResult`], [`GrantedLock`] (with [`GrantNodes`]), [`LockState`],
-//! [`TransactionStatus`], [`TransactionEvent`], [`TransactionEvents`], [`LostLock`],
-//! [`LossCause`], [`Deadlock`], [`LockWatch`], [`WatchItem`]); and its errors ([`Error`],
-//! [`RequestError`], [`SurrenderRefusal`]). The seam between the crates of this workspace (the
-//! agent core `AgentCore` and its `Effect`s, which `locks-leader` runs its election agent on,
-//! the `LockRequest` records, the `WaitForGraph`, used by the leader, the simulations and the
-//! benches) is the `#[doc(hidden)]` module `locks_agent::internal`, with no stability promise;
-//! everything else is private to the crate.
+//! At the root: [`Transaction`] with [`begin_transaction`], [`begin_transaction_with`] and
+//! [`begin_transaction_blocking`]; its [`Options`] and [`Req`] (with [`UnknownReq`] for a
+//! requirement name not known); what it reports ([`Locked`], [`LockResult`], [`GrantedLock`]
+//! (with [`GrantNodes`]), [`LockState`], [`TransactionStatus`], [`TransactionEvent`],
+//! [`TransactionEvents`], [`LostLock`], [`LossCause`], [`Deadlock`], [`LockWatch`],
+//! [`WatchItem`]); and its errors ([`Error`], [`RequestError`], [`SurrenderRefusal`]). No
+//! third-party type appears in these signatures but the `futures` `Stream` trait, which
+//! [`TransactionEvents`] and [`LockWatch`] implement so that any runtime can consume them.
+//!
+//! **Internal seam**: [`internal`], the agent core `AgentCore` and its `Effect`s, which
+//! `locks-leader` runs its election agent on, the `LockRequest` records and the
+//! `WaitForGraph`, used by the leader, the simulations and the benches. It carries no stability
+//! promise; everything else is private to the crate.
 
 #![forbid(unsafe_code)]
 // Every type a public item mentions is nameable from the root or from `internal`.
@@ -66,7 +69,6 @@ mod core;
 mod error;
 mod events;
 mod executor;
-#[doc(hidden)]
 pub mod internal;
 mod options;
 mod transaction;

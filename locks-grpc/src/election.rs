@@ -109,7 +109,7 @@ pub(crate) async fn run(
         let me = (role == Role::Candidate).then(|| member.id().clone());
         let mut changes = member.changes();
         loop {
-            let current = event(changes.borrow_and_update().as_ref(), me.as_ref());
+            let current = event(changes.current().as_ref(), me.as_ref());
             if tx.send(Ok(current)).await.is_err() {
                 break;
             }

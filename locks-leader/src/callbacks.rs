@@ -29,8 +29,10 @@ use locks_core::{MemberId, NodeId};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::fmt;
 
-/// What the messages of a group must be: they travel between nodes (encoded with
-/// `locks_core::codec`, bincode) and are copied to several members.
+/// What the messages of a group must be: they travel between nodes (encoded with bincode
+/// through serde) and are copied to several members. Derive `Serialize` and `Deserialize` with
+/// the re-exported [`serde`](crate::serde) (`#[serde(crate = "locks_leader::serde")]`) if the
+/// program does not depend on serde itself.
 /// (`Unpin` because the member's actor keeps them.)
 pub trait Payload:
     Serialize + DeserializeOwned + fmt::Debug + Clone + Send + Unpin + 'static

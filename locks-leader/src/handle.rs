@@ -160,6 +160,39 @@ pub async fn start_with<C: Callbacks>(
     })
 }
 
+/// A watch of the leader one member believes in ([`Member::changes`]): the latest value, and
+/// a wait for the next. Runtime-agnostic, and every wait is cancel-safe (dropping it loses no
+/// change: the next wait sees it).
+#[derive(Clone, Debug)]
+pub struct LeaderChanges(watch::Receiver<Option<Term>>);
+
+impl LeaderChanges {
+    /// The term of the leader the member believes in now (`None`: no leader), marked as seen.
+    pub fn current(&mut self) -> Option<Term> {
+        self.0.borrow_and_update().clone()
+    }
+
+    /// Waits for a value not yet seen (at once if one came since the last
+    /// [`current`](LeaderChanges::current) or wait); [`Error::Stopped`] once the member has
+    /// stopped. Not bounded: wrap it in a timeout.
+    pub async fn changed(&mut self) -> Result<(), Error> {
+        self.0.changed().await.map_err(|_| Error::Stopped)
+    }
+
+    /// Waits until the leader's term satisfies `f` (at once if it does now) and returns it,
+    /// marked as seen; [`Error::Stopped`] if the member stops first. Not bounded: wrap it in a
+    /// timeout.
+    pub async fn wait_for(
+        &mut self,
+        f: impl FnMut(&Option<Term>) -> bool,
+    ) -> Result<Option<Term>, Error> {
+        match self.0.wait_for(f).await {
+            Ok(term) => Ok(term.clone()),
+            Err(_) => Err(Error::Stopped),
+        }
+    }
+}
+
 struct Inner<C: Callbacks> {
     id: MemberId,
     group: Key,
@@ -240,22 +273,17 @@ impl<C: Callbacks> Member<C> {
         })
     }
 
-    /// A watch of the leader this member believes in: `changed().await` wakes on every change
-    /// (every value [`Member::leader`] takes: a new leader or term, or `None` when it has
-    /// none). The stream of leader changes a node's console prints.
-    pub fn changes(&self) -> watch::Receiver<Option<Term>> {
-        self.inner.leader.clone()
+    /// A watch of the leader this member believes in: [`LeaderChanges::changed`] wakes on every
+    /// change (every value [`Member::leader`] takes: a new leader or term, or `None` when it
+    /// has none). The stream of leader changes a node's console prints.
+    pub fn changes(&self) -> LeaderChanges {
+        LeaderChanges(self.inner.leader.clone())
     }
 
     /// Waits until this member believes in some leader (at once if it does) and returns its
     /// term. Fails if the member stops first. Not bounded: wrap it in a timeout.
     pub async fn wait_for_leader(&self) -> Result<Term, Error> {
-        let mut rx = self.changes();
-        let found = rx
-            .wait_for(|t| t.is_some())
-            .await
-            .map_err(|_| Error::Stopped)?
-            .clone();
+        let found = self.changes().wait_for(|t| t.is_some()).await?;
         found.ok_or(Error::Stopped)
     }
 

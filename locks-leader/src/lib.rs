@@ -23,15 +23,34 @@
 //! # Public surface
 //!
 //! At the root: [`start`] and [`start_with`] with [`GroupOptions`] and [`ElectionMode`], the
-//! [`Member`] handle they return (with [`MemberInfo`], [`DEFAULT_CALL_TIMEOUT`]) and the names
-//! of a group's locks ([`election_lock`], [`sync_lock`]); the [`Callbacks`] a member runs,
-//! their [`Ctx`] and what they return ([`Elected`], [`Handled`], [`CallReturn`], [`Caller`],
-//! [`CallId`], [`Payload`]); [`Role`], [`Term`] and [`MemberId`]; and the errors ([`Error`],
-//! [`CallError`]). The pure member state machine (`MemberCore`, its `State` and `Effect`s, the
-//! messages between members, `Peer`, and the `LeaseProof`), used by the workspace's
-//! simulations, is reached through the `#[doc(hidden)]` module `locks_leader::internal`, the
-//! seam between the crates of this workspace, with no stability promise; everything else is
-//! private to the crate.
+//! [`Member`] handle they return (with [`MemberInfo`], [`LeaderChanges`],
+//! [`DEFAULT_CALL_TIMEOUT`]) and the names of a group's locks ([`election_lock`],
+//! [`sync_lock`]); the [`Callbacks`] a member runs, their [`Ctx`] and what they return
+//! ([`Elected`], [`Handled`], [`CallReturn`], [`Caller`], [`CallId`], [`Payload`]); [`Role`],
+//! [`Term`] and [`MemberId`]; the errors ([`Error`], [`CallError`]); and [`serde`], re-exported
+//! so that a program can make its messages [`Payload`]s with no dependency of its own:
+//!
+//! ```
+//! use locks_leader::serde::{Deserialize, Serialize};
+//!
+//! #[derive(Clone, Debug, Serialize, Deserialize)]
+//! #[serde(crate = "locks_leader::serde")]
+//! struct Put {
+//!     key: String,
+//!     value: u64,
+//! }
+//!
+//! fn is_payload<P: locks_leader::Payload>() {}
+//! is_payload::<Put>();
+//! ```
+//!
+//! `serde` is the one third-party crate in this crate's signatures, deliberately: what a
+//! group's members send each other is encoded with it.
+//!
+//! **Internal seam**: [`internal`], the pure member state machine (`MemberCore`, its `State`
+//! and `Effect`s, the messages between members, `Peer`, and the `LeaseProof`) that the
+//! workspace's simulations drive. It carries no stability promise; everything else is private
+//! to the crate.
 //!
 //! # Majority and islands
 //!
@@ -255,7 +274,6 @@ mod core;
 mod error;
 mod handle;
 mod info;
-#[doc(hidden)]
 pub mod internal;
 mod lease;
 mod options;
@@ -264,8 +282,13 @@ mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};
 pub use error::{CallError, Error};
-pub use handle::{DEFAULT_CALL_TIMEOUT, Member, election_lock, start, start_with, sync_lock};
+pub use handle::{
+    DEFAULT_CALL_TIMEOUT, LeaderChanges, Member, election_lock, start, start_with, sync_lock,
+};
 pub use info::MemberInfo;
 pub use locks_core::MemberId;
 pub use options::{ElectionMode, GroupOptions};
+/// The serialization framework [`Payload`]s are made with, re-exported so that a program needs
+/// no dependency of its own (derive with `#[serde(crate = "locks_leader::serde")]`).
+pub use serde;
 pub use term::{Role, Term};

@@ -32,10 +32,7 @@ async fn same_new_leader(
     bounded(async {
         loop {
             let mut rxs: Vec<_> = members.iter().map(|m| m.changes()).collect();
-            let terms: Vec<_> = rxs
-                .iter_mut()
-                .map(|rx| rx.borrow_and_update().clone())
-                .collect();
+            let terms: Vec<_> = rxs.iter_mut().map(|rx| rx.current()).collect();
             if let Some(Some(first)) = terms.first()
                 && Some(first) != old
                 && terms.iter().all(|t| t.as_ref() == Some(first))

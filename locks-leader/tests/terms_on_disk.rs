@@ -37,7 +37,7 @@ async fn leader_of(member: &Member<Dict>) -> Term {
     bounded(async {
         let mut rx = member.changes();
         loop {
-            if let Some(t) = rx.borrow_and_update().clone() {
+            if let Some(t) = rx.current() {
                 return t;
             }
             rx.changed().await.unwrap();

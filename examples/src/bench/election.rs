@@ -117,10 +117,7 @@ async fn agreed(members: &[&Member<Plain>], not: Option<&MemberId>) -> Option<Te
     let wait = async {
         loop {
             let mut rxs: Vec<_> = members.iter().map(|m| m.changes()).collect();
-            let terms: Vec<Option<Term>> = rxs
-                .iter_mut()
-                .map(|rx| rx.borrow_and_update().clone())
-                .collect();
+            let terms: Vec<Option<Term>> = rxs.iter_mut().map(|rx| rx.current()).collect();
             if let Some(Some(t)) = terms.first()
                 && Some(&t.leader) != not
                 && ids.contains(&t.leader)

@@ -377,7 +377,7 @@ async fn dict_command(node: &Node, dicts: &Dicts, line: &str) -> bool {
                     let name = (*name).to_owned();
                     tokio::spawn(async move {
                         loop {
-                            let term = changes.borrow_and_update().clone();
+                            let term = changes.current();
                             say!("{}", leader_line(&name, term));
                             if changes.changed().await.is_err() {
                                 break;

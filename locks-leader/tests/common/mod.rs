@@ -121,10 +121,7 @@ pub async fn leaders_where(
     bounded(async {
         loop {
             let mut rxs: Vec<_> = members.iter().map(|m| m.changes()).collect();
-            let terms: Vec<Option<Term>> = rxs
-                .iter_mut()
-                .map(|rx| rx.borrow_and_update().clone())
-                .collect();
+            let terms: Vec<Option<Term>> = rxs.iter_mut().map(|rx| rx.current()).collect();
             if pred(&terms) {
                 return terms;
             }

@@ -27,7 +27,7 @@ impl Knowledge {
     }
 
     /// The oldest conversion of `(lock, node)` still unanswered has been answered (a notice
-    /// with [`Note::Converted`], or a refusal). Returns whether there was one.
+    /// with [`Note::Converted`](locks_core::proto::Note::Converted), or a refusal). Returns whether there was one.
     pub fn conversion_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {
         self.uncap(lock, node);
         let key = (lock.clone(), node.clone());
@@ -57,7 +57,7 @@ impl Knowledge {
     }
 
     /// Records that this agent sent an `Unlock` of `(lock, node)`: the copy counts as held by
-    /// nothing until the server's answer ([`Note::Unlocked`], or a refusal) arrives.
+    /// nothing until the server's answer ([`Note::Unlocked`](locks_core::proto::Note::Unlocked), or a refusal) arrives.
     pub fn unlock_sent(&mut self, lock: &LockId, node: &NodeId) {
         *self
             .unlocking

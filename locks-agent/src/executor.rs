@@ -23,7 +23,7 @@ use crate::core::{AgentCore, Effect};
 use locks_core::NodeId;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_server::RouteError;
-use locks_server::internal::Router;
+use locks_server::internal::Port;
 use locks_server::metrics::NodeMetrics;
 use std::ops::ControlFlow;
 use tracing::{debug, trace, warn};
@@ -42,7 +42,7 @@ pub struct Executed {
 /// over `router`, tells the core of lock servers found unreachable, and hands everything else
 /// to `rest`.
 pub fn execute(
-    router: &Router,
+    router: &Port,
     core: &mut AgentCore,
     effects: Vec<Effect>,
     rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
@@ -128,7 +128,7 @@ fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &Effect) {
 /// Ends `core` and carries out its release: its waiting callers' replies go to `rest`, and
 /// every lock server it used is asked to drop its entries. Nothing is done for a core that has
 /// ended already.
-pub fn end(router: &Router, core: &mut AgentCore, rest: &mut dyn FnMut(Effect) -> ControlFlow<()>) {
+pub fn end(router: &Port, core: &mut AgentCore, rest: &mut dyn FnMut(Effect) -> ControlFlow<()>) {
     let effects = core.end();
     let _ = execute(router, core, effects, rest);
 }

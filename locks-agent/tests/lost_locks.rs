@@ -11,7 +11,8 @@ use locks_agent::{
 };
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::Node;
-use locks_server::internal::{LeaseCell, NodeInternals};
+use locks_server::internal::LeaseCell;
+use locks_server::internal::sim;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -224,8 +225,7 @@ async fn status_consults_the_lease_first() {
         .unwrap();
     assert!(bounded(holder.status()).await.unwrap().have_all_locks());
     // What a pause past the lease looks like to the holder: the lease is over.
-    a.router()
-        .set_lease(n("lb"), Arc::new(LeaseCell::new(Instant::now())));
+    sim::router(&a).set_lease(n("lb"), Arc::new(LeaseCell::new(Instant::now())));
     assert!(!bounded(holder.status()).await.unwrap().have_all_locks());
     let lost = bounded(holder.lost()).await.unwrap();
     assert_eq!(lost.cause, LossCause::LeaseExpired);

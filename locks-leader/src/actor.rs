@@ -32,11 +32,11 @@ use locks_agent::internal;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::codec;
 use locks_core::{LockId, MemberId, Mode, NodeId};
-use locks_server::internal::{Deliver, MemberDelivery, NodeInternals, Router};
+use locks_server::internal::{Deliver, FreshAgent, MemberDelivery, NodeInternals, Port};
 use locks_server::{Node, RouteError};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::{Arc, PoisonError};
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::{debug, trace, warn};
@@ -95,7 +95,9 @@ struct Tick;
 pub(crate) struct MemberActor<C: Callbacks> {
     core: MemberCore<C>,
     node: Node,
-    router: Arc<Router>,
+    router: Port,
+    /// The agent id the core was made with, until `started` registers the mailboxes.
+    fresh: Option<FreshAgent>,
     sync_lock: LockId,
     epoch: Instant,
     calls: HashMap<CallId, (ReplyTx<C>, Duration)>,
@@ -115,6 +117,7 @@ pub(crate) struct MemberActor<C: Callbacks> {
 impl<C: Callbacks> MemberActor<C> {
     pub(crate) fn new(
         core: MemberCore<C>,
+        fresh: FreshAgent,
         node: Node,
         sync_lock: LockId,
         leader_tx: watch::Sender<Option<Term>>,
@@ -126,6 +129,7 @@ impl<C: Callbacks> MemberActor<C> {
             core,
             node,
             router,
+            fresh: Some(fresh),
             sync_lock,
             epoch: Instant::now(),
             calls: HashMap::new(),
@@ -414,10 +418,11 @@ impl<C: Callbacks> Actor for MemberActor<C> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        self.router
-            .register_agent(self.core.agent_id().clone(), ctx.address().recipient());
-        self.router
-            .register_member(self.core.me().clone(), ctx.address().recipient());
+        if let Some(fresh) = self.fresh.take() {
+            let member = ctx.address().recipient();
+            self.router
+                .register_agent(fresh, ctx.address().recipient(), Some(member));
+        }
         // Registered first, then the nodes read: a node that comes up in between is reported
         // by an event too, and a second report changes nothing.
         let nodes = self.node.nodes();

@@ -21,7 +21,7 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{Key, LockId, MemberId};
 use locks_server::Node;
-use locks_server::internal::{NodeInternals, Router};
+use locks_server::internal::{NodeInternals, Port};
 use std::future::Future;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
@@ -122,8 +122,9 @@ pub async fn start_with<C: Callbacks>(
     }
     let group = group.into();
     let lock = election_lock(&group);
-    let agent_id = node.next_agent_id();
-    let id = MemberId::of_agent(&agent_id);
+    let fresh = node.next_agent_id();
+    let agent_id = fresh.id().clone();
+    let id = fresh.member();
     let (leader_tx, leader_rx) = watch::channel(None);
     let (ready_tx, ready_rx) = oneshot::channel();
     let record = TermRecord::open(node, &group).map_err(|e| Error::DataDir(e.to_string()))?;
@@ -143,8 +144,16 @@ pub async fn start_with<C: Callbacks>(
     let proof: SharedProof = Arc::new(RwLock::new(None));
     let actor_proof = proof.clone();
     let addr = MemberActor::start_in_arbiter(node.arbiter(), move |_ctx| {
-        MemberActor::new(core, actor_node, sync, leader_tx, actor_proof, ready_tx)
-            .with_record(record)
+        MemberActor::new(
+            core,
+            fresh,
+            actor_node,
+            sync,
+            leader_tx,
+            actor_proof,
+            ready_tx,
+        )
+        .with_record(record)
     });
     ready_rx.await.map_err(|_| Error::NodeStopped)??;
     Ok(Member {
@@ -200,7 +209,7 @@ struct Inner<C: Callbacks> {
     addr: Addr<MemberActor<C>>,
     leader: watch::Receiver<Option<Term>>,
     proof: SharedProof,
-    router: Arc<Router>,
+    router: Port,
 }
 
 impl<C: Callbacks> Drop for Inner<C> {

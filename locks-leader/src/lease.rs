@@ -10,7 +10,7 @@
 
 use crate::core::LeaseProof;
 use locks_core::NodeId;
-use locks_server::internal::Router;
+use locks_server::internal::Port;
 use std::sync::{Arc, RwLock};
 
 /// What a leader's claim rests on, shared by the member's actor (which writes it after every
@@ -19,6 +19,6 @@ pub(crate) type SharedProof = Arc<RwLock<Option<LeaseProof>>>;
 
 /// Whether this node's lease on `node` is valid now (true for the node itself; false when not
 /// connected).
-pub(crate) fn lease_valid(router: &Router, node: &NodeId) -> bool {
+pub(crate) fn lease_valid(router: &Port, node: &NodeId) -> bool {
     router.lease_valid(node)
 }

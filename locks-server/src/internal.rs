@@ -1,11 +1,77 @@
-//! The seam between the crates of this workspace: what `locks-agent` and `locks-leader` (and
-//! the workspace's own tests, benches and tools) need of `locks-server` beyond its public
-//! surface — the [`Router`] and the actor messages it carries, a [`Node`](crate::Node)'s
-//! router, thread and agent ids ([`NodeInternals`]), the node-to-node transport ([`net`]) and
-//! the cluster's link ([`cluster`]).
+//! **Internal seam, not covered by semver**: what `locks-agent` and `locks-leader` (and the
+//! workspace's own tests, benches and tools) need of `locks-server` beyond its public surface —
+//! a node's [`Port`] (its router as an agent or a group member of the node may use it), fresh
+//! agent ids ([`NodeInternals`]), the pure lock table ([`LockTable`]) and the router's pieces
+//! for routers of the caller's own ([`Router`]), the node-to-node transport ([`net`]) and the
+//! cluster's link ([`cluster`]). Anything here may change with any release, in step with the
+//! crates of this workspace. Programs use the names at the crate's root.
 //!
-//! It carries no stability promise: anything here may change with any release, in step with
-//! the crates of this workspace. Programs use the names at the crate's root.
+//! # What it cannot do
+//!
+//! A process that embeds a node may run code it does not fully trust with the node handle (a
+//! library, a plugin), so the seam is sealed by construction rather than by convention: a live
+//! node hands out its router only as a [`Port`], whose methods send as a local agent or member,
+//! register the mailbox of an agent id the node just handed out ([`FreshAgent`], consumed) or
+//! of a transaction the caller began ([`Presence`], which only `begin_agent` makes), and read
+//! leases and metrics. The forging operations stay private to the crate: delivering a message
+//! as if a peer sent it (only the cluster link, which authenticated the peer, does), telling
+//! the lock table a node went down, and giving an existing agent id another mailbox.
+//!
+//! Why private rather than behind a feature alone: a cargo feature is unified across a build,
+//! so any crate of a program could switch it on for all. The workspace's tests that must forge
+//! on a live node (expire a lease, deliver as a peer) use `sim`, compiled only with the
+//! `__sim` feature, which only dev-dependencies enable and which is no API.
+//!
+//! None of these compiles from outside the crate. Dropping a live node's locks:
+//!
+//! ```compile_fail
+//! use locks_core::NodeId;
+//! use locks_server::Node;
+//! use locks_server::internal::{NodeInternals, TableInput};
+//!
+//! fn drop_node(node: &Node, peer: NodeId) {
+//!     node.local_table().apply(TableInput::NodeDown { node: peer, lock_delay: false });
+//! }
+//! ```
+//!
+//! Delivering a message as if `peer` had sent it:
+//!
+//! ```compile_fail
+//! use locks_core::NodeId;
+//! use locks_core::proto::Envelope;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn as_peer(node: &Node, peer: NodeId, envelope: Envelope) {
+//!     let _ = node.router().deliver_from(&peer, envelope);
+//! }
+//! ```
+//!
+//! Taking over another transaction's mailbox, by attaching to it or by registering its id:
+//!
+//! ```compile_fail
+//! use locks_core::AgentId;
+//! use locks_server::Node;
+//! use locks_server::internal::{Deliver, NodeInternals};
+//!
+//! fn take_mailbox(node: &Node, victim: AgentId, mine: actix::Recipient<Deliver>) {
+//!     node.router().attach_agent(&victim, mine);
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use locks_core::AgentId;
+//! use locks_server::Node;
+//! use locks_server::internal::{Deliver, NodeInternals};
+//!
+//! fn take_mailbox(node: &Node, victim: AgentId, mine: actix::Recipient<Deliver>) {
+//!     node.router().register_agent(victim, mine, None);
+//! }
+//! ```
+//!
+//! What remains possible through a [`Port`]: sending a request that names another local
+//! agent's id to a lock server ([`Port::send_server`]) — the node-to-node check
+//! (`router::peer`) refuses it from other nodes, not from this process.
 
 pub use crate::lease::{Expired, LeaseCell};
 pub use crate::local::{
@@ -14,7 +80,7 @@ pub use crate::local::{
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
 pub use crate::router::{
-    Deliver, DownCause, MemberDelivery, Presence, RemoteLink, Router, ToServer,
+    Deliver, DownCause, FreshAgent, MemberDelivery, Port, Presence, RemoteLink, Router, ToServer,
 };
 pub use crate::server::{LockServer, Snapshot, Watchers};
 pub use crate::table::{
@@ -42,4 +108,37 @@ pub mod net {
 /// The cluster layer's pieces the tests drive directly.
 pub mod cluster {
     pub use crate::cluster::remote::ClusterLink;
+}
+
+/// **Only with the `__sim` feature, which only the workspace's own tests enable; not covered
+/// by semver.** The forging capabilities the tests of the workspace need on a live node: its
+/// raw [`Router`] (deliver as a peer, register any mailbox, set leases) and the lock table
+/// entry points that act for any agent or node.
+#[cfg(feature = "__sim")]
+pub mod sim {
+    use super::{LocalTable, Router, TableInput};
+    use crate::Node;
+    use locks_core::AgentId;
+    use locks_core::proto::ServerRequest;
+    use std::sync::Arc;
+
+    /// The node's router with every capability.
+    pub fn router(node: &Node) -> &Arc<Router> {
+        node.raw_router()
+    }
+
+    /// A fresh agent id of `node`, as a bare id.
+    pub fn next_agent_id(node: &Node) -> AgentId {
+        super::NodeInternals::next_agent_id(node).into_id()
+    }
+
+    /// Serves `request` on `table` as if its agent sent it.
+    pub fn serve(table: &LocalTable, request: ServerRequest) {
+        table.serve(request);
+    }
+
+    /// Applies `input` to `table` (any input: a node down, a timer, a request).
+    pub fn apply(table: &LocalTable, input: TableInput) -> Vec<Vec<AgentId>> {
+        table.apply(input)
+    }
 }

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::introspect::{self, ClusterQuery, ClusterView};
 use crate::local::LocalTable;
 use crate::router::Presence;
-use crate::router::Router;
+use crate::router::{FreshAgent, Port, Router};
 use crate::server::{LockServer, Snapshot, Watchers};
 use crate::table::{LockTable, TableSnapshot};
 use actix::prelude::*;
@@ -50,6 +50,8 @@ struct NodeInner {
     incarnation: u64,
     modes: ModeTable,
     router: Arc<Router>,
+    /// What agents and members of this node get of the router.
+    port: Port,
     /// The node's lock table, shared by the lock server actor and the fast path.
     table: Arc<LocalTable>,
     /// The lock server actor (snapshots and watchers go through its mailbox, behind the
@@ -185,6 +187,7 @@ impl Node {
                 id,
                 incarnation,
                 modes: config.modes().clone(),
+                port: Port::new(router.clone()),
                 router,
                 table,
                 server,
@@ -492,37 +495,47 @@ fn version_base(incarnation: u64) -> u64 {
 }
 
 /// What the other crates of this workspace need of a [`Node`] to run actors on it (agents,
-/// group members): its router, its thread and fresh agent ids. Not part of the public surface:
-/// reached through [`crate::internal`].
+/// group members): its router's [`Port`], its thread and fresh agent ids. Not part of the
+/// public surface: reached through [`crate::internal`]. Nothing here lets a caller act as a
+/// peer, tell the node a node went down, or take over a mailbox it was not given (see the
+/// `internal` module).
 pub trait NodeInternals {
-    /// The router of this node (for agents and the cluster layer).
-    fn router(&self) -> &Arc<Router>;
+    /// What agents and members of this node get of its router.
+    fn router(&self) -> &Port;
     /// The arbiter (thread) the node's actors run on.
     fn arbiter(&self) -> &ArbiterHandle;
-    /// A fresh agent id, for an agent that registers its mailbox with the router itself: on
-    /// one thread, later calls give larger ids (see `crate::agent_ids`).
-    fn next_agent_id(&self) -> AgentId;
+    /// A fresh agent id, for an agent that registers its mailbox with the router itself
+    /// ([`Port::register_agent`]): on one thread, later calls give larger ids (see
+    /// `crate::agent_ids`).
+    fn next_agent_id(&self) -> FreshAgent;
     /// A fresh agent id for a transaction that begins now: live for the router, which makes
-    /// its mailbox when the first message for it comes, until
-    /// [`Router::end_transaction`](crate::internal::Router::end_transaction) with the
-    /// returned presence. Ids of both kinds grow together on one thread.
+    /// its mailbox when the first message for it comes, until [`Port::end_transaction`] with
+    /// the returned presence. Ids of both kinds grow together on one thread.
     fn begin_agent(&self) -> Presence;
     /// The node's lock table, for the fast path of the transactions of this node (see
     /// `crate::local`).
     fn local_table(&self) -> &Arc<LocalTable>;
 }
 
-impl NodeInternals for Node {
-    fn router(&self) -> &Arc<Router> {
+impl Node {
+    /// The node's router with every capability (the cluster layer's, and the simulations').
+    #[cfg_attr(not(feature = "__sim"), allow(dead_code))]
+    pub(crate) fn raw_router(&self) -> &Arc<Router> {
         &self.inner.router
+    }
+}
+
+impl NodeInternals for Node {
+    fn router(&self) -> &Port {
+        &self.inner.port
     }
 
     fn arbiter(&self) -> &ArbiterHandle {
         &self.inner.arbiter
     }
 
-    fn next_agent_id(&self) -> AgentId {
-        self.inner.agent_ids.next()
+    fn next_agent_id(&self) -> FreshAgent {
+        FreshAgent::new(self.inner.agent_ids.next())
     }
 
     fn begin_agent(&self) -> Presence {

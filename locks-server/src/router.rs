@@ -23,10 +23,12 @@
 pub(crate) mod agents;
 mod messages;
 pub mod peer;
+mod port;
 pub use agents::Presence;
 use agents::{Agents, Mailbox};
 pub(crate) use messages::NodeDown;
 pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
+pub use port::{FreshAgent, Port};
 
 use crate::introspect::{self, Introspection};
 use crate::lease::LeaseCell;

@@ -71,9 +71,10 @@ struct StandIn {
 fn stand_in(node: &Node) -> StandIn {
     let (tx, inbox) = mpsc::unbounded_channel();
     let addr = Recorder::start_in_arbiter(node.arbiter(), move |_| Recorder(tx));
-    let id = node.next_agent_id();
+    let fresh = node.next_agent_id();
+    let id = fresh.id().clone();
     node.router()
-        .register_agent(id.clone(), addr.clone().recipient());
+        .register_agent(fresh, addr.clone().recipient(), None);
     StandIn {
         id,
         inbox,
@@ -227,7 +228,7 @@ async fn a_message_for_an_agent_the_peer_does_not_know_releases_that_agent() {
     // An agent id of b that no agent on b answers to: it died without saying goodbye. Its
     // request queues behind the holder, and a tells it so; b answers that it does not know the
     // agent, and a releases it. Without that answer its entry would stay forever.
-    let ghost = b.next_agent_id();
+    let ghost = b.next_agent_id().id().clone();
     let before = a.snapshot().await.unwrap().version;
     b.router().send_server(&id("a"), lock(&ghost, &l)).unwrap();
     // Two changes of the table: the ghost queued, then removed.

@@ -7,6 +7,7 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
+use locks_server::internal::sim;
 use locks_server::internal::{FastLock, NodeInternals, Presence, Touched};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
@@ -16,8 +17,8 @@ const BOUND: Duration = Duration::from_secs(10);
 /// A new agent id of `node`, registered as a transaction without an actor (so that notices to
 /// it are kept, not taken as its death).
 fn agent(node: &Node) -> locks_core::AgentId {
-    let id = node.next_agent_id();
-    node.router().register_idle_agent(id.clone());
+    let id = sim::next_agent_id(node);
+    sim::router(node).register_idle_agent(id.clone());
     id
 }
 
@@ -89,7 +90,7 @@ async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
 async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     let node = Node::start(NodeConfig::new("fast3")).await.unwrap();
     let table = node.local_table();
-    let a = node.next_agent_id();
+    let a = sim::next_agent_id(&node);
     let deep = locks_core::LockId::new((0..100).map(|i| i.to_string())).unwrap();
     let before = table.snapshot();
     assert!(matches!(
@@ -136,10 +137,10 @@ async fn messages_for_a_transaction_begun_without_a_mailbox_are_kept_and_handed_
 
 async fn kept_and_handed_over(name: &str, lazy: bool) {
     let node = Node::start(NodeConfig::new(name)).await.unwrap();
-    let router = node.router().clone();
+    let router = sim::router(&node).clone();
     let (idle, _presence) = idle_transaction(&node, lazy);
     let lock = lock_id!["k"];
-    let holder = node.next_agent_id();
+    let holder = sim::next_agent_id(&node);
     // Messages another agent sends it while it has no actor.
     for version in [1, 2, 3] {
         let msg = AgentMessage::Surrendered {
@@ -208,9 +209,9 @@ async fn a_probe_through_a_transaction_begun_without_a_mailbox_is_refuted_at_onc
 
 async fn refuted_at_once(name: &str, lazy: bool) {
     let node = Node::start(NodeConfig::new(name)).await.unwrap();
-    let router = node.router().clone();
+    let router = sim::router(&node).clone();
     let (idle, _presence) = idle_transaction(&node, lazy);
-    let victim = node.next_agent_id();
+    let victim = sim::next_agent_id(&node);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let (r, v) = (router.clone(), victim.clone());
     node.spawn(async move { r.register_agent(v, ChannelAgent(tx).start().recipient()) })
@@ -224,7 +225,7 @@ async fn refuted_at_once(name: &str, lazy: bool) {
         other => panic!("the probe back, got {other:?}"),
     }
     // Once the table queued one of its requests, a probe is kept for its actor instead.
-    let holder = node.next_agent_id();
+    let holder = sim::next_agent_id(&node);
     let table = node.local_table();
     assert!(matches!(
         table.try_lock(&holder, &lock_id!["p"], Mode::X, &Touched::default()),
@@ -252,7 +253,7 @@ async fn refuted_at_once(name: &str, lazy: bool) {
 #[tokio::test]
 async fn a_transaction_begun_without_a_mailbox_is_gone_for_the_router_after_its_end() {
     let node = Node::start(NodeConfig::new("fast6")).await.unwrap();
-    let router = node.router().clone();
+    let router = sim::router(&node).clone();
     let before = router.agent_count();
     let (quiet, told) = (node.begin_agent(), node.begin_agent());
     assert!(router.has_agent(quiet.id()) && router.has_agent(told.id()));

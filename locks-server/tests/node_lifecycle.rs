@@ -7,7 +7,7 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::NodeInternals;
+use locks_server::internal::sim;
 use locks_server::{Error, Node, NodeConfig};
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ const BOUND: Duration = Duration::from_secs(10);
 async fn a_request_through_the_router_is_answered_with_a_notice() {
     let node = Node::start(NodeConfig::new("life1")).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let agent = node.next_agent_id();
-    let (router, id) = (node.router().clone(), agent.clone());
+    let agent = sim::next_agent_id(&node);
+    let (router, id) = (sim::router(&node).clone(), agent.clone());
     node.spawn(async move {
         let addr = ChannelAgent(tx).start();
         router.register_agent(id, addr.recipient());
@@ -26,7 +26,7 @@ async fn a_request_through_the_router_is_answered_with_a_notice() {
     .await
     .unwrap();
     let lock = lock_id!["a"];
-    node.router()
+    sim::router(&node)
         .send_server(
             node.id(),
             ServerRequest::Lock {
@@ -56,10 +56,10 @@ async fn a_request_through_the_router_is_answered_with_a_notice() {
 #[tokio::test]
 async fn an_agent_that_vanishes_loses_its_locks() {
     let node = Node::start(NodeConfig::new("life2")).await.unwrap();
-    let holder = node.next_agent_id();
-    let waiter = node.next_agent_id();
+    let holder = sim::next_agent_id(&node);
+    let waiter = sim::next_agent_id(&node);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (router, w) = (node.router().clone(), waiter.clone());
+    let (router, w) = (sim::router(&node).clone(), waiter.clone());
     node.spawn(async move {
         router.register_agent(w, ChannelAgent(tx).start().recipient());
     })
@@ -69,7 +69,7 @@ async fn an_agent_that_vanishes_loses_its_locks() {
     // takes that as its death.
     let lock = lock_id!["a"];
     let send = |agent: &locks_core::AgentId| {
-        node.router()
+        sim::router(&node)
             .send_server(
                 node.id(),
                 ServerRequest::Lock {
@@ -113,7 +113,7 @@ async fn shutdown_stops_the_node_and_later_calls_fail() {
 #[tokio::test]
 async fn dropping_the_last_handle_stops_the_node() {
     let node = Node::start(NodeConfig::new("life4")).await.unwrap();
-    let router = node.router().clone();
+    let router = sim::router(&node).clone();
     assert_eq!(node.spawn(async { 41 + 1 }).await.unwrap(), 42);
     assert!(router.server_running());
     // Dropping joins the node's thread, so the system has stopped when `drop` returns.

@@ -8,6 +8,7 @@ use actix::prelude::*;
 use common::net::{loopback, within};
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode};
+use locks_server::internal::sim;
 use locks_server::internal::{Deliver, NodeInternals};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
@@ -30,10 +31,9 @@ impl Handler<Deliver> for Sink {
 
 /// A lock request of a new stand-in agent registered on `node`.
 fn lock_request(node: &Node, lock: &LockId) -> ServerRequest {
-    let agent = node.next_agent_id();
+    let agent = sim::next_agent_id(node);
     let addr = Sink::start_in_arbiter(node.arbiter(), |_| Sink);
-    node.router()
-        .register_agent(agent.clone(), addr.recipient());
+    sim::router(node).register_agent(agent.clone(), addr.recipient());
     ServerRequest::Lock {
         agent,
         lock: lock.clone(),
@@ -50,7 +50,7 @@ async fn a_clustered_node_holds_requests_back_for_its_start_delay() {
         .start_delay(Duration::from_secs(600));
     let node = within(BOUND, "start", Node::start(config)).await.unwrap();
     let l = LockId::from(["l"]);
-    node.router()
+    sim::router(&node)
         .send_server(node.id(), lock_request(&node, &l))
         .unwrap();
     // The snapshot is answered after the request was handled (one mailbox, in order).
@@ -65,8 +65,7 @@ async fn a_clustered_node_holds_requests_back_for_its_start_delay() {
         .cookie("start-delay")
         .start_delay(Duration::ZERO);
     let other = within(BOUND, "start", Node::start(config)).await.unwrap();
-    other
-        .router()
+    sim::router(&other)
         .send_server(other.id(), lock_request(&other, &l))
         .unwrap();
     let snap = within(BOUND, "snapshot", other.snapshot()).await.unwrap();
@@ -88,8 +87,8 @@ async fn requests_held_back_are_served_in_order_once_the_delay_has_passed() {
         unreachable!()
     };
     let (a1, a2) = (a1.clone(), a2.clone());
-    node.router().send_server(node.id(), first).unwrap();
-    node.router().send_server(node.id(), second).unwrap();
+    sim::router(&node).send_server(node.id(), first).unwrap();
+    sim::router(&node).send_server(node.id(), second).unwrap();
     within(BOUND, "served", async {
         loop {
             let snap = node.snapshot().await.unwrap();
@@ -111,7 +110,7 @@ async fn a_local_only_node_serves_at_once() {
         .await
         .unwrap();
     let l = LockId::from(["l"]);
-    node.router()
+    sim::router(&node)
         .send_server(node.id(), lock_request(&node, &l))
         .unwrap();
     let snap = within(BOUND, "snapshot", node.snapshot()).await.unwrap();

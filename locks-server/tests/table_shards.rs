@@ -4,14 +4,15 @@
 
 use locks_core::proto::{EntryState, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, Mode, lock_id};
+use locks_server::internal::sim;
 use locks_server::internal::{FastLock, LocalTable, NodeInternals, Touched};
 use locks_server::{Node, NodeConfig};
 
 /// A new agent id of `node`, registered as a transaction without an actor (so that notices to
 /// it are kept, not taken as its death).
 fn agent(node: &Node) -> AgentId {
-    let id = node.next_agent_id();
-    node.router().register_idle_agent(id.clone());
+    let id = sim::next_agent_id(node);
+    sim::router(node).register_idle_agent(id.clone());
     id
 }
 
@@ -54,23 +55,26 @@ fn surrender_at(
     r2: &LockId,
     version: u64,
 ) {
-    table.serve(ServerRequest::Surrender {
-        agent: a.clone(),
-        lock: r1.clone(),
-        version,
-        waits: vec![
-            Wait {
-                waiter: a.clone(),
-                blocker: b.clone(),
-                lock: r2.clone(),
-            },
-            Wait {
-                waiter: b.clone(),
-                blocker: a.clone(),
-                lock: r1.clone(),
-            },
-        ],
-    });
+    sim::serve(
+        table,
+        ServerRequest::Surrender {
+            agent: a.clone(),
+            lock: r1.clone(),
+            version,
+            waits: vec![
+                Wait {
+                    waiter: a.clone(),
+                    blocker: b.clone(),
+                    lock: r2.clone(),
+                },
+                Wait {
+                    waiter: b.clone(),
+                    blocker: a.clone(),
+                    lock: r1.clone(),
+                },
+            ],
+        },
+    );
 }
 
 /// A node whose agents `a` and `b` are in a cycle across two shards (see [`cycle`]).
@@ -139,7 +143,7 @@ async fn removing_an_agent_releases_it_in_every_shard() {
     let touched = Touched::default();
     granted(table.try_lock(&z, &r1, Mode::X, &touched));
     granted(table.try_lock(&z, &r2, Mode::X, &touched));
-    table.serve(ServerRequest::RemoveAgent { agent: z.clone() });
+    sim::serve(table, ServerRequest::RemoveAgent { agent: z.clone() });
     assert!(table.snapshot().locks.is_empty(), "{:?}", table.snapshot());
     assert!(!table.knows(&z, &Touched::all()));
 }
@@ -151,7 +155,7 @@ async fn an_agent_found_gone_in_one_shard_is_forgotten_in_the_others() {
     let (r1, r2) = two_shards(table);
     // x is not registered with the router: the first message to it fails, as to an agent
     // that ended.
-    let (x, y) = (node.next_agent_id(), agent(&node));
+    let (x, y) = (sim::next_agent_id(&node), agent(&node));
     let (tx, ty) = (Touched::default(), Touched::default());
     granted(table.try_lock(&y, &r1, Mode::X, &ty));
     granted(table.try_lock(&x, &r2, Mode::X, &tx));

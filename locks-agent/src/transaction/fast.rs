@@ -164,7 +164,7 @@ impl Transaction {
             });
         }
         // After the adoption: the messages kept for the transaction follow it in the mailbox.
-        router.attach_agent(self.id(), addr.clone().recipient());
+        router.attach_agent(&self.presence, addr.clone().recipient());
         *agent = Some(addr.clone());
         (addr, held_before)
     }

@@ -207,7 +207,7 @@ impl std::fmt::Debug for LocalTable {
 impl LocalTable {
     /// The table of the router's node, one `make()` per shard (every one with the same node,
     /// modes and version base). With `start_delay`, requests are kept until
-    /// [`LocalTable::end_start_delay`].
+    /// `LocalTable::end_start_delay`.
     pub fn new(
         router: Arc<Router>,
         mut make: impl FnMut() -> LockTable,
@@ -244,7 +244,7 @@ impl LocalTable {
     }
 
     /// The router the table's messages go through.
-    pub fn router(&self) -> &Arc<Router> {
+    pub(crate) fn router(&self) -> &Arc<Router> {
         &self.router
     }
 
@@ -276,7 +276,7 @@ impl LocalTable {
 
     /// Applies `input` and delivers what the table says; returns the ghosts to release once
     /// the lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
-    pub fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
+    pub(crate) fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
         let mut shards = &self.shards;
         self.sharding
             .apply(&mut shards, input, &mut |to, msg| self.send(to, msg))
@@ -287,7 +287,7 @@ impl LocalTable {
     /// agents, and that node's down has been handled already, or it never connected; checked
     /// when it is applied, so a request on its way when its node went down is covered whatever
     /// the order of the two), applied otherwise.
-    pub fn serve(&self, request: ServerRequest) {
+    pub(crate) fn serve(&self, request: ServerRequest) {
         // Set once the kept requests are applied; only this shell's thread serves, so the
         // list cannot fill up again behind the check.
         if self.serving.load(Ordering::Acquire) {
@@ -318,7 +318,7 @@ impl LocalTable {
 
     /// The start-delay is over: applies the requests kept meanwhile, in order, and serves
     /// everything from now on.
-    pub fn end_start_delay(&self) {
+    pub(crate) fn end_start_delay(&self) {
         let mut held_back = self.held_back.lock();
         let held = held_back.take().unwrap_or_default();
         debug!(node = %self.router.node(), requests = held.len(), "start-delay over; serving");
@@ -438,7 +438,7 @@ impl LocalTable {
     }
 
     /// The node's lock server stopped: the fast path grants nothing from now on.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
     }
 }

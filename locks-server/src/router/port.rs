@@ -1,0 +1,156 @@
+//! [`Port`]: a node's router as the other crates of the workspace reach it, with only the
+//! capabilities an agent or a group member of this node needs.
+//!
+//! What it leaves out is what would let code in the process forge: delivering a message as if
+//! a peer sent it (only the cluster link, which authenticated the peer, may), registering a
+//! mailbox under an agent id this node did not just hand out (taking over another
+//! transaction's messages), or telling the server a node went down. The [`Router`] behind it
+//! stays private to the node; a test builds a router of its own ([`Router::new`]), which no
+//! live node uses.
+
+use super::{Deliver, MemberDelivery, Presence, RouteError, Router};
+use crate::log_limit::LogLimiter;
+use crate::metrics::NodeMetrics;
+use actix::Recipient;
+use locks_core::proto::{AgentMessage, ServerRequest};
+use locks_core::{AgentId, MemberId, NodeId};
+use std::sync::Arc;
+
+/// A node's router, as the agents and members of that node use it: send as a local agent or
+/// member, give a mailbox to an agent id the node just handed out ([`FreshAgent`],
+/// [`Presence`]), read leases, metrics and the warning limiter. Made only by the node.
+#[derive(Clone)]
+pub struct Port(Arc<Router>);
+
+/// An agent id this node has just handed out and nobody has registered a mailbox for:
+/// [`Port::register_agent`] consumes it, so each id gets one mailbox, by whoever asked for it.
+#[derive(Debug)]
+pub struct FreshAgent(AgentId);
+
+impl FreshAgent {
+    pub(crate) fn new(id: AgentId) -> FreshAgent {
+        FreshAgent(id)
+    }
+
+    /// The agent id.
+    pub fn id(&self) -> &AgentId {
+        &self.0
+    }
+
+    /// The id, given up with the right to register it.
+    pub fn into_id(self) -> AgentId {
+        self.0
+    }
+
+    /// The group member id of this agent.
+    pub fn member(&self) -> MemberId {
+        MemberId::of_agent(&self.0)
+    }
+}
+
+impl Port {
+    pub(crate) fn new(router: Arc<Router>) -> Port {
+        Port(router)
+    }
+
+    /// The node.
+    pub fn node(&self) -> &NodeId {
+        self.0.node()
+    }
+
+    /// The node's metric handles.
+    pub fn metrics(&self) -> &NodeMetrics {
+        self.0.metrics()
+    }
+
+    /// The node's limiter of warnings that others can cause.
+    pub fn warnings(&self) -> &LogLimiter {
+        self.0.warnings()
+    }
+
+    /// Whether this node's lease on `node` is valid now ([`Router::lease_valid`]).
+    pub fn lease_valid(&self, node: &NodeId) -> bool {
+        self.0.lease_valid(node)
+    }
+
+    /// Whether the lease on `node` ran out, rather than the link going down
+    /// ([`Router::lease_ran_out`]).
+    pub fn lease_ran_out(&self, node: &NodeId) -> bool {
+        self.0.lease_ran_out(node)
+    }
+
+    /// Sends a request to the lock server of `node` ([`Router::send_server`]).
+    pub fn send_server(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
+        self.0.send_server(node, request)
+    }
+
+    /// Sends a message to an agent, wherever it lives ([`Router::send_agent`]).
+    pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
+        self.0.send_agent(to, msg)
+    }
+
+    /// Sends an encoded message from member `from` to member `to` ([`Router::send_member`]).
+    pub fn send_member(
+        &self,
+        to: &MemberId,
+        from: MemberId,
+        payload: Vec<u8>,
+    ) -> Result<(), RouteError> {
+        self.0.send_member(to, from, payload)
+    }
+
+    /// Registers the mailbox of an agent with the id the node handed out, and (for a group
+    /// member) the member's mailbox under that agent's member id.
+    pub fn register_agent(
+        &self,
+        agent: FreshAgent,
+        recipient: Recipient<Deliver>,
+        member: Option<Recipient<MemberDelivery>>,
+    ) {
+        if let Some(member) = member {
+            self.0.register_member(agent.member(), member);
+        }
+        self.0.register_agent(agent.0, recipient);
+    }
+
+    /// Gives the transaction of `presence`, which had no actor, its actor
+    /// ([`Router::attach_agent`]): only the one who began the transaction holds its presence.
+    pub fn attach_agent(&self, presence: &Presence, recipient: Recipient<Deliver>) {
+        self.0.attach_agent(presence.id(), recipient);
+    }
+
+    /// Forgets a local agent's mailbox (its actor stopped).
+    pub fn unregister_agent(&self, agent: &AgentId) {
+        self.0.unregister_agent(agent);
+    }
+
+    /// Forgets a local group member (it stopped).
+    pub fn unregister_member(&self, member: &MemberId) {
+        self.0.unregister_member(member);
+    }
+
+    /// Whether `agent` is a running agent of this node, or a live transaction without one.
+    pub fn has_agent(&self, agent: &AgentId) -> bool {
+        self.0.has_agent(agent)
+    }
+
+    /// How many agents run on this node, live transactions without an actor included.
+    pub fn agent_count(&self) -> usize {
+        self.0.agent_count()
+    }
+
+    /// Whether the node's lock server runs.
+    pub fn server_running(&self) -> bool {
+        self.0.server_running()
+    }
+
+    /// How many cluster queries wait for answers from other nodes.
+    pub fn introspections_waiting(&self) -> usize {
+        self.0.introspections_waiting()
+    }
+
+    /// The transaction of `presence` ended ([`Router::end_transaction`]).
+    pub fn end_transaction(&self, presence: &Presence) {
+        self.0.end_transaction(presence);
+    }
+}

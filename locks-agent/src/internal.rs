@@ -4,8 +4,15 @@
 //! on it), the client's [`LockRequest`] records, and the [`WaitForGraph`] deadlock detection
 //! runs on.
 //!
-//! It carries no stability promise: anything here may change with any release, in step with
-//! the crates of this workspace. Programs use the names at the crate's root.
+//! **Internal seam, not covered by semver**: anything here may change with any release, in step
+//! with the crates of this workspace. Programs use the names at the crate's root.
+//!
+//! What it can reach of a node is what `locks_server::internal::Port` offers, the one form in
+//! which a node hands out its router: [`execute`] sends a core's requests and messages through
+//! it, so a core, whatever id it was made with, cannot deliver as a peer, drop a node's locks or
+//! take over another transaction's mailbox (see `locks_server::internal` for the seal and its
+//! compile-fail tests). It can still send requests that name another local agent of the same
+//! process; the node-to-node check refuses that only across nodes.
 
 pub use crate::core::agent::{AgentCore, Effect};
 pub use crate::core::graph::{Cycle, WaitForGraph, WaitLabel};

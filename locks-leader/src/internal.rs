@@ -4,8 +4,10 @@
 //! ([`Peer`], [`PeerEnvelope`], [`PeerMessage`], [`PeerMsg`]) and the [`LeaseProof`] a
 //! majority-mode leader's claim rests on.
 //!
-//! It carries no stability promise: anything here may change with any release, in step with
-//! the crates of this workspace. Programs use the names at the crate's root.
+//! **Internal seam, not covered by semver**: anything here may change with any release, in step
+//! with the crates of this workspace. Programs use the names at the crate's root. It is pure:
+//! a [`MemberCore`] returns effects and sends nothing, so it grants no capability over a
+//! running node.
 
 pub use crate::core::{
     Effect, LeaseProof, MemberCore, Peer, PeerEnvelope, PeerMessage, PeerMsg, State,

@@ -93,8 +93,11 @@ impl Callers {
         }
     }
 
-    /// Passes the core's answer on.
-    fn answer(&mut self, call: CallId, result: Result<Answer, CallFailure>) {
+    /// Passes the core's answer on; a failure names the nodes this node never heard of as
+    /// unknown rather than down.
+    fn answer(&mut self, call: CallId, result: Result<Answer, CallFailure>, router: &Port) {
+        let explain =
+            |failure: CallFailure| Error::from(failure).naming_unknown(|n| router.has_heard_of(n));
         let Some(caller) = self.waiting.remove(&call) else {
             return;
         };
@@ -103,8 +106,8 @@ impl Callers {
                 drop(reply.send(Ok(Locked { granted, deadlocks })))
             }
             (Caller::All(reply), Ok(Answer::AllLocks(result))) => drop(reply.send(Ok(result))),
-            (Caller::Lock(reply), Err(failure)) => drop(reply.send(Err(failure.into()))),
-            (Caller::All(reply), Err(failure)) => drop(reply.send(Err(failure.into()))),
+            (Caller::Lock(reply), Err(failure)) => drop(reply.send(Err(explain(failure)))),
+            (Caller::All(reply), Err(failure)) => drop(reply.send(Err(explain(failure)))),
             // The core answers each kind of caller with its kind of answer; were it not so,
             // the caller would see the sender dropped, and the agent's outcome.
             (_, Ok(answer)) => warn!(?call, ?answer, "an answer of the wrong kind dropped"),
@@ -198,7 +201,7 @@ impl Agent {
         );
         let done = executor::execute(&self.guard.router, &mut self.core, effects, &mut |effect| {
             match effect {
-                Effect::Reply { call, result } => callers.answer(call, result),
+                Effect::Reply { call, result } => callers.answer(call, result, router),
                 Effect::StatusChanged(status) => {
                     trace!(agent = %id, ?status, "status changed");
                     events.publish(TransactionEvent::Status(status));
@@ -268,9 +271,10 @@ impl Agent {
     fn release(&mut self) {
         self.guard.router.unregister_agent(&self.guard.id);
         let callers = &mut self.callers;
-        executor::end(&self.guard.router, &mut self.core, &mut |effect| {
+        let router = &self.guard.router;
+        executor::end(router, &mut self.core, &mut |effect| {
             if let Effect::Reply { call, result } = effect {
-                callers.answer(call, result);
+                callers.answer(call, result, router);
             }
             ControlFlow::Continue(())
         });

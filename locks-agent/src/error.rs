@@ -17,17 +17,21 @@ pub enum Error {
         /// The node of that lock.
         node: NodeId,
     },
-    /// Some requests can no longer be met because nodes they need are down (or refused them).
+    /// Some requests can no longer be met because nodes they need are down (or refused them),
+    /// or were never heard of.
     #[error(
-        "cannot serve the requests on {}: nodes {} are down, not connected or refused them",
+        "cannot serve the requests on {}: {}",
         comma_list(locks),
-        comma_list(nodes)
+        unserved(nodes, unknown)
     )]
     CannotServe {
         /// The locks whose requests cannot be met.
         locks: Vec<LockId>,
-        /// The nodes that cannot grant them.
+        /// The nodes that cannot grant them: down, not connected now, or refusing.
         nodes: Vec<NodeId>,
+        /// The nodes that cannot grant them because this node was never connected to them (a
+        /// misspelt name, a node not started or not in the cluster).
+        unknown: Vec<NodeId>,
     },
     /// The request was refused by the agent (see the inner error).
     #[error(transparent)]
@@ -70,7 +74,11 @@ impl From<locks_server::Error> for Error {
 impl From<CallFailure> for Error {
     fn from(f: CallFailure) -> Self {
         match f {
-            CallFailure::CannotServe { locks, nodes } => Error::CannotServe { locks, nodes },
+            CallFailure::CannotServe { locks, nodes } => Error::CannotServe {
+                locks,
+                nodes,
+                unknown: Vec::new(),
+            },
             CallFailure::Cancelled { lock } => Error::Cancelled { lock },
             CallFailure::Deadlock { lock, node } => Error::Deadlock { lock, node },
             CallFailure::Ended => Error::Ended,
@@ -103,6 +111,50 @@ fn show_wait(waited_on: &[(LockId, NodeId)], holders: &[AgentId]) -> String {
 }
 
 /// `a, b, c`, each as it displays (error messages name ids without Debug's quotes).
+impl Error {
+    /// Moves the nodes `heard_of` denies from "down" to "unknown".
+    pub(crate) fn naming_unknown(self, heard_of: impl Fn(&NodeId) -> bool) -> Error {
+        match self {
+            Error::CannotServe {
+                locks,
+                nodes,
+                mut unknown,
+            } => {
+                let (down, never): (Vec<NodeId>, Vec<NodeId>) =
+                    nodes.into_iter().partition(|n| heard_of(n));
+                unknown.extend(never);
+                Error::CannotServe {
+                    locks,
+                    nodes: down,
+                    unknown,
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// Which nodes could not serve, and why.
+fn unserved(down: &[NodeId], unknown: &[NodeId]) -> String {
+    const DOWN: &str = "down, not connected or refused them";
+    const UNKNOWN: &str = "unknown to this node (never connected: misspelt, or not in the cluster)";
+    match (down.is_empty(), unknown.is_empty()) {
+        (_, true) => nodes_are(down, DOWN),
+        (true, false) => nodes_are(unknown, UNKNOWN),
+        (false, false) => format!("{}; {}", nodes_are(down, DOWN), nodes_are(unknown, UNKNOWN)),
+    }
+}
+
+/// `node a is ...` or `nodes a, b are ...`.
+fn nodes_are(nodes: &[NodeId], what: &str) -> String {
+    let (noun, verb) = if nodes.len() == 1 {
+        ("node", "is")
+    } else {
+        ("nodes", "are")
+    };
+    format!("{noun} {} {verb} {what}", comma_list(nodes))
+}
+
 pub(crate) fn comma_list<T: std::fmt::Display>(items: &[T]) -> String {
     items
         .iter()
@@ -122,9 +174,30 @@ mod tests {
         let e = Error::CannotServe {
             locks: vec![lock_id!["s7"]],
             nodes: vec![zz.clone()],
+            unknown: Vec::new(),
         };
         let shown = e.to_string();
         assert!(!shown.contains('"'), "{shown}");
-        assert!(shown.contains(&format!("nodes {zz} are down")), "{shown}");
+        assert!(shown.contains(&format!("node {zz} is down")), "{shown}");
+    }
+
+    #[test]
+    fn a_node_never_heard_of_is_unknown_not_down() {
+        let (a, zz) = (NodeId::new("a").unwrap(), NodeId::new("zz").unwrap());
+        let e = Error::CannotServe {
+            locks: vec![lock_id!["s7"]],
+            nodes: vec![a.clone(), zz.clone()],
+            unknown: Vec::new(),
+        }
+        .naming_unknown(|n| *n == a);
+        let Error::CannotServe { nodes, unknown, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!((nodes, unknown), (&vec![a.clone()], &vec![zz.clone()]));
+        assert_eq!(
+            e.to_string(),
+            "cannot serve the requests on [s7]: node a is down, not connected or refused them; \
+             node zz is unknown to this node (never connected: misspelt, or not in the cluster)"
+        );
     }
 }

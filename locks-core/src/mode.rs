@@ -218,7 +218,10 @@ pub enum ModeTableError {
         intention: Mode,
     },
     /// A mode name was not recognised.
-    #[error("unknown mode name {0:?} (expected IS, IX, S, SIX, U, X, read or write)")]
+    #[error(
+        "unknown mode name {} (expected IS, IX, S, SIX, U, X, read or write)",
+        crate::escape::Escaped::bounded(.0, 32)
+    )]
     UnknownModeName(String),
 }
 

@@ -40,7 +40,10 @@ pub enum ConfigError {
     #[error("invalid node configuration: {0}")]
     Toml(#[from] toml::de::Error),
     /// An address could not be parsed or resolved.
-    #[error("invalid address {address:?}: {error}")]
+    #[error(
+        "invalid address {}: {error}",
+        locks_core::escape::Escaped::bounded(address, 128)
+    )]
     Address {
         /// The address as written.
         address: String,
@@ -48,7 +51,10 @@ pub enum ConfigError {
         error: std::io::Error,
     },
     /// A host name resolved to no address.
-    #[error("invalid address {address:?}: the name resolves to no address")]
+    #[error(
+        "invalid address {}: the name resolves to no address",
+        locks_core::escape::Escaped::bounded(address, 128)
+    )]
     NoAddress {
         /// The address as written.
         address: String,

@@ -62,6 +62,9 @@ pub struct Router {
     agents: Arc<Agents>,
     members: Mutex<FastMap<MemberId, Recipient<MemberDelivery>>>,
     remotes: RwLock<FastMap<NodeId, Arc<dyn RemoteLink>>>,
+    /// Every peer ever connected (authenticated peers only, so bounded by the cluster): what
+    /// tells a node that is down from one never heard of in an error.
+    heard: RwLock<std::collections::HashSet<NodeId>>,
     /// The lease of each peer's link (see [`crate::lease`]).
     leases: RwLock<FastMap<NodeId, Arc<LeaseCell>>>,
     /// The node is leaving the cluster: no claim on a peer is valid any more.
@@ -92,6 +95,7 @@ impl Router {
             agents: Arc::default(),
             members: Mutex::new(FastMap::default()),
             remotes: RwLock::new(FastMap::default()),
+            heard: RwLock::default(),
             leases: RwLock::new(FastMap::default()),
             leaving: std::sync::atomic::AtomicBool::new(false),
             introspection: Introspection::default(),
@@ -285,10 +289,31 @@ impl Router {
 
     /// Adds (or replaces) the link to a connected peer.
     pub fn add_remote(&self, node: NodeId, link: Arc<dyn RemoteLink>) {
+        let heard = self
+            .heard
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&node);
+        if !heard {
+            self.heard
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(node.clone());
+        }
         self.remotes
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(node, link);
+    }
+
+    /// Whether `node` is this node or a peer it was ever connected to.
+    pub fn has_heard_of(&self, node: &NodeId) -> bool {
+        *node == self.node
+            || self
+                .heard
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(node)
     }
 
     /// Sets the lease of the link to a peer (the cluster layer does, with the link).

@@ -52,10 +52,13 @@ pub enum TokensError {
     #[error("no fencing tokens")]
     Empty,
     /// A pair is not `node@version`.
-    #[error("not a fencing token (node@version): {0:?}")]
+    #[error("not a fencing token (node@version): {}", crate::escape::Escaped::bounded(.0, 64))]
     Malformed(String),
     /// A node name is not valid.
-    #[error("bad node name in fencing token {pair:?}: {why}")]
+    #[error(
+        "bad node name in fencing token {}: {why}",
+        crate::escape::Escaped::bounded(pair, 64)
+    )]
     BadNode {
         /// The pair.
         pair: String,
@@ -118,6 +121,19 @@ impl From<Saved> for Fence {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_show_the_text_escaped_not_debug_quoted() {
+        let bad = "a@1,b\u{1b}[31m"
+            .parse::<super::Tokens>()
+            .unwrap_err()
+            .to_string();
+        assert!(!bad.contains('"'), "{bad}");
+        assert!(!bad.contains('\u{1b}'), "{bad}");
+        assert!(bad.contains("b\\u{1b}[31m"), "{bad}");
+        let mode = "wirte".parse::<crate::Mode>().unwrap_err().to_string();
+        assert!(mode.starts_with("unknown mode name wirte ("), "{mode}");
+    }
+
     use super::*;
     use proptest::prelude::*;
 

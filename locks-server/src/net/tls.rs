@@ -100,7 +100,10 @@ pub enum TlsConfigError {
     #[error("the TLS key does not match the certificate, or is not supported: {0}")]
     KeyMismatch(String),
     /// The server name is not a valid DNS name.
-    #[error("invalid TLS server name {0:?}: it must be a DNS name")]
+    #[error(
+        "invalid TLS server name {}: it must be a DNS name",
+        locks_core::escape::Escaped::bounded(.0, 128)
+    )]
     BadServerName(String),
     /// Node names are bound to certificates ([`TlsConfig::without_node_names`] was not called)
     /// and this node's certificate does not carry its own node name as a DNS name (or the name

@@ -149,6 +149,12 @@ impl Port {
         self.0.introspections_waiting()
     }
 
+    /// Whether `node` is this node or a peer it was ever connected to (a node not heard of is
+    /// unknown rather than down: a misspelt name, a node not started).
+    pub fn has_heard_of(&self, node: &NodeId) -> bool {
+        self.0.has_heard_of(node)
+    }
+
     /// The transaction of `presence` ended ([`Router::end_transaction`]).
     pub fn end_transaction(&self, presence: &Presence) {
         self.0.end_transaction(presence);

@@ -11,6 +11,13 @@
 //! calling thread, in an executor of its own, until the transaction's agent, on the node's
 //! thread, answers; a bounded wait's timer runs there too.
 //!
+//! Every wait has a bounded form: [`Transaction::blocking_lock_timeout`] and
+//! [`Transaction::blocking_lock_on_timeout`] (which withdraw the request when they give up),
+//! [`Transaction::blocking_await_all_locks_timeout`] and [`Transaction::blocking_lost_timeout`]
+//! (which ask for nothing, so leave everything queued). The queries (`blocking_status`,
+//! `blocking_lock_state`, `blocking_options`, `blocking_watchers`) wait for no lock: the agent
+//! answers them at once.
+//!
 //! Where they may be called: from any thread but the node's own, `spawn_blocking` included. On the
 //! node's own thread (a task of [`Node::spawn`]) a call that would wait fails with [`Error::Node`]
 //! holding [`locks_server::Error::OnNodeThread`]: that thread must compute the answer, so the call
@@ -188,6 +195,25 @@ impl Transaction {
         block_on(self.node(), "Transaction::blocking_await_all_locks", fut)
     }
 
+    /// [`Transaction::await_all_locks_timeout`], blocking: `Ok(None)` when the transaction did
+    /// not hold everything it asked for within `wait` (its requests stay queued).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Transaction::await_all_locks`], and `OnNodeThread` (see
+    /// [`Transaction::blocking_lock`]).
+    pub fn blocking_await_all_locks_timeout(
+        &self,
+        wait: Duration,
+    ) -> Result<Option<LockResult>, Error> {
+        let fut = self.await_all_locks_timeout(wait);
+        block_on(
+            self.node(),
+            "Transaction::blocking_await_all_locks_timeout",
+            fut,
+        )
+    }
+
     /// [`Transaction::unlock`], blocking.
     ///
     /// # Errors
@@ -241,6 +267,21 @@ impl Transaction {
     /// Those of [`Transaction::lost`], and `OnNodeThread` (see [`Transaction::blocking_lock`]).
     pub fn blocking_lost(&self) -> Result<LostLock, Error> {
         block_on(self.node(), "Transaction::blocking_lost", self.lost())
+    }
+
+    /// [`Transaction::lost_timeout`], blocking: `Ok(None)` when no lock the client was told it
+    /// holds was lost within `wait`. A worker thread can check between two pieces of work
+    /// with a short `wait`, or with [`Transaction::blocking_lock_state`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Transaction::lost`], and `OnNodeThread` (see [`Transaction::blocking_lock`]).
+    pub fn blocking_lost_timeout(&self, wait: Duration) -> Result<Option<LostLock>, Error> {
+        block_on(
+            self.node(),
+            "Transaction::blocking_lost_timeout",
+            self.lost_timeout(wait),
+        )
     }
 
     /// [`Transaction::set_options`], blocking.

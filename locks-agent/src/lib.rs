@@ -43,6 +43,19 @@
 //! on an in-memory network of cores and lock tables (`tests/sim`). [`Options`] holds the
 //! transaction's options and [`Req`] the multi-node requirements.
 //!
+//! # Blocking API
+//!
+//! Every call has a `blocking_*` form for threads without an async runtime (with
+//! `locks_server::Node::start_blocking` and `shutdown_blocking`, a program needs none at
+//! all). They may be called from any thread but the node's own, `spawn_blocking` included; on
+//! the node's thread (a task of `Node::spawn`) a call that would wait fails with
+//! [`Error::Node`] holding `locks_server::Error::OnNodeThread` rather than hang. Every wait
+//! has a bounded form, timed on the node's thread: [`Transaction::blocking_lock_timeout`] and
+//! [`Transaction::blocking_lock_on_timeout`] withdraw the request when they give up;
+//! [`Transaction::blocking_await_all_locks_timeout`] and [`Transaction::blocking_lost_timeout`]
+//! ask for nothing and answer `None`. The queries (`blocking_status`, `blocking_lock_state`)
+//! wait for no lock.
+//!
 //! # Public surface
 //!
 //! At the root: [`Transaction`] with [`begin_transaction`], [`begin_transaction_with`] and

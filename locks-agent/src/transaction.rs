@@ -34,6 +34,7 @@ use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+mod bounded;
 mod calls;
 pub(crate) mod fast;
 mod pending;

@@ -266,3 +266,42 @@ fn a_program_on_plain_threads_locks_across_two_nodes() {
     a.shutdown_blocking().unwrap();
     assert!(!a.is_running() && !b.is_running());
 }
+
+/// The bounded blocking waits that ask for nothing: `blocking_await_all_locks_timeout` gives up
+/// while a holder keeps the lock (the request stays queued, and is granted once the holder
+/// ends), and `blocking_lost_timeout` gives up while nothing is lost.
+#[test]
+fn bounded_blocking_waits_give_up_and_leave_the_requests_queued() {
+    let (rt, node) = node("blocking-bounded");
+    let row = lock_id!["row", 3];
+    let holder = begin_transaction_blocking(&node, Options::default()).unwrap();
+    holder.blocking_lock(row.clone(), Mode::WRITE).unwrap();
+    let waiter = begin_transaction_blocking(&node, Options::default()).unwrap();
+    waiter
+        .blocking_lock_nowait(row.clone(), Mode::WRITE)
+        .unwrap();
+    let short = Duration::from_millis(50);
+    assert!(
+        waiter
+            .blocking_await_all_locks_timeout(short)
+            .unwrap()
+            .is_none(),
+        "the holder still holds it"
+    );
+    assert!(holder.blocking_lost_timeout(short).unwrap().is_none());
+    wait_table(
+        &rt,
+        &node,
+        "the request stayed queued",
+        EntryState::is_waiting,
+        waiter.id(),
+        &row,
+    );
+    holder.blocking_end().unwrap();
+    let all = waiter
+        .blocking_await_all_locks_timeout(BOUND)
+        .unwrap()
+        .expect("granted once the holder ended");
+    assert_eq!(all.locks.len(), 1);
+    waiter.blocking_end().unwrap();
+}

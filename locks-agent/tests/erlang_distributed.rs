@@ -235,6 +235,10 @@ async fn a_request_to_a_node_known_to_be_down_fails_at_once() {
         .await
         .unwrap_err();
     assert!(names_node(&err, "gone"), "names the node: {err:?}");
+    assert!(
+        matches!(&err, locks_agent::Error::CannotServe { unknown, .. } if unknown == &[n("gone")]),
+        "a node never connected is unknown, not down: {err}"
+    );
     // Now the agent knows "gone" is down: a second request fails before anything is sent.
     let err = bounded(
         c1.txn()

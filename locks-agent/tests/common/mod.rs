@@ -232,7 +232,9 @@ pub async fn cluster_with(names: &[&str], config: impl Fn(&str) -> NodeConfig) -
 pub fn names_node(err: &locks_agent::Error, node: &str) -> bool {
     use locks_agent::{Error, RequestError};
     match err {
-        Error::CannotServe { nodes, .. } => nodes.iter().any(|n| n.as_str() == node),
+        Error::CannotServe { nodes, unknown, .. } => {
+            nodes.iter().chain(unknown).any(|n| n.as_str() == node)
+        }
         Error::Request(RequestError::NodesDown { nodes, .. }) => {
             nodes.iter().any(|n| n.as_str() == node)
         }

@@ -16,7 +16,7 @@ use futures::channel::mpsc;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, SinkExt, StreamExt};
-use locks_agent::{Locked, Options, Transaction, TransactionEvent, TransactionStatus};
+use locks_agent::{LockState, Locked, Options, Transaction, TransactionEvent, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use locks_server::Node;
 use locks_server::internal::{LogLimiter, Verdict};
@@ -93,7 +93,10 @@ pub(crate) async fn run(
         requested: HashSet::new(),
         deadlocks: 0,
     };
-    let mut events = session.txn.events();
+    // Subscribed without starting the agent: local locks granted at once stay on the node's
+    // fast path (answered by their calls), and the agent, once a request needs it, reports
+    // everything from its start (see `Transaction::events_once_started`).
+    let mut events = session.txn.events_once_started();
     let mut pending: FuturesUnordered<BoxFuture<'static, (u64, Answer)>> = FuturesUnordered::new();
     let ended = loop {
         let sent = tokio::select! {
@@ -163,7 +166,13 @@ impl Session {
             Some(pb::session_request::Kind::Lock(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
                     Ok(call) => {
-                        pending.push(lock_call(&self.txn, id, call));
+                        let mut wait = lock_call(&self.txn, id, call);
+                        // A lock granted at once (the fast path) is answered now, without a
+                        // turn of the session's loop.
+                        if let Some((id, answer)) = (&mut wait).now_or_never() {
+                            return (vec![self.answer(id, answer).await], false);
+                        }
+                        pending.push(wait);
                         return (vec![], false);
                     }
                     Err(refusal) => Err(refusal),
@@ -171,12 +180,7 @@ impl Session {
             }
             Some(pb::session_request::Kind::LockNowait(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
-                    Ok(call) => self
-                        .txn
-                        .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
-                        .await
-                        .map(|()| Kind::Accepted(pb::Accepted {}))
-                        .map_err(|e| convert::agent_error(&e)),
+                    Ok(call) => return self.lock_nowait(id, call).await,
                     Err(refusal) => Err(refusal),
                 }
             }
@@ -205,6 +209,27 @@ impl Session {
             Err(refusal) => self.refused(id, &refusal),
         };
         (vec![event], false)
+    }
+
+    /// Queues a request without waiting: `Accepted`, then the pushed `Grant`. The agent pushes
+    /// the grant of a request it serves; a request granted at once on the fast path (no agent
+    /// after the call) is pushed here, with what the node's table says is held.
+    async fn lock_nowait(&mut self, id: u64, call: LockCall) -> (Vec<pb::SessionEvent>, bool) {
+        let lock = call.lock.clone();
+        let queued = self
+            .txn
+            .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
+            .await;
+        if let Err(e) = queued {
+            return (vec![self.refused(id, &convert::agent_error(&e))], false);
+        }
+        let mut sent = vec![convert::event(id, Kind::Accepted(pb::Accepted {}))];
+        if !self.txn.has_agent()
+            && let Ok(LockState::Held(granted)) = self.txn.lock_state(lock).await
+        {
+            sent.push(convert::event(0, Kind::Granted(convert::grant(&granted))));
+        }
+        (sent, false)
     }
 
     fn parse(&self, lock: &pb::Lock) -> Result<LockCall, Refusal> {

@@ -314,3 +314,47 @@ async fn over_tls_with_client_certificates_only_a_client_of_the_ca_gets_in() {
     assert!(within(BOUND, "no certificate", refused(tls(None))).await);
     assert!(within(BOUND, "plain text", refused(ClientOptions::default())).await);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_local_lock_granted_at_once_is_answered_alone_and_a_nowait_grant_is_pushed() {
+    let (node, server) = node_and_server("g9", |_| {}).await;
+    let mut s = session(&server, None).await.unwrap();
+    // Granted at once on the node's fast path: the answer carries the grant, and nothing is
+    // pushed for it (no agent runs for the session yet).
+    let x = s.lock(LockSpec::new("x", "X")).await.unwrap();
+    s.unlock("x").await.unwrap();
+    // A queued request granted at once is answered `Accepted`, its grant pushed: the first
+    // pushed event of the session.
+    s.lock_nowait(LockSpec::new("y", "S")).await.unwrap();
+    let first = within(BOUND, "a pushed event", s.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    match first.kind.unwrap() {
+        Kind::Granted(g) => {
+            assert_eq!(g.id, vec!["y"]);
+            assert_eq!(g.mode, "S");
+            assert_eq!(g.tokens[0].node, "g9");
+        }
+        other => panic!("first pushed event: {other:?}"),
+    }
+    // A request that waits starts the agent: its grant, the status changes and a loss are
+    // pushed from then on.
+    let holder = begin_transaction(&node, Options::default()).await.unwrap();
+    holder.lock(lock_id!["z"], Mode::X).await.unwrap();
+    s.lock_nowait(LockSpec::new("z", "X")).await.unwrap();
+    pushed(&mut s, |k| {
+        matches!(k, Kind::Status(st) if st.status == pb::TransactionStatus::Waiting as i32)
+            .then_some(())
+    })
+    .await;
+    holder.end().await.unwrap();
+    let z = pushed(&mut s, |k| match k {
+        Kind::Granted(g) => Some(g),
+        _ => None,
+    })
+    .await;
+    assert_eq!(z.id, vec!["z"]);
+    assert!(version(&x) > 0);
+    s.end().await.unwrap();
+}

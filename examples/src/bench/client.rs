@@ -10,9 +10,13 @@
 //! - `C2 grpc Majority 3 procs`: three node processes, the client talks to one; each operation
 //!   is `lock([c2, i], X, [all three], Majority)`, then `unlock`.
 //!
+//! With `--etcd ADDR`, etcd's rows follow (`client_etcd`), and the goal of 10x etcd's
+//! lock+unlock rate is decided for one session and for 64.
+//!
 //! The ratio is the p50 over the TCP loopback floor's. The client runs on the harness's
 //! runtime; the nodes are stopped (stdin closed, killed by handle after 5 s) when done.
 
+use super::client_etcd;
 use super::cluster::NodeProcess;
 use super::floors::Floor;
 use super::rig::err;
@@ -211,5 +215,53 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
             drop(procs);
         }
     }
+    if let Some(addr) = ctx.cfg.etcd.clone() {
+        rows.extend(etcd_rows(ctx, &addr));
+        decide_etcd_goals(&mut rows);
+    }
     rows
+}
+
+/// The etcd rows (`client_etcd`), their goals decided against the locks rows measured above.
+fn etcd_rows(ctx: &mut Ctx, addr: &str) -> Vec<Row> {
+    let [one, many, elect] = client_etcd::specs();
+    let n = ctx.cfg.size(2_000, 300);
+    let run_for = Duration::from_millis(ctx.cfg.size(1_000, 200));
+    let mut rows = ctx.run_rounds(std::slice::from_ref(&one), |round| {
+        let addr = addr.to_owned();
+        Ok(vec![bounded(ctx, client_etcd::sequential(addr, round, n))?])
+    });
+    rows.extend(ctx.run_rounds(std::slice::from_ref(&many), |round| {
+        let addr = addr.to_owned();
+        let sample = client_etcd::concurrent(addr, round, SESSIONS, run_for);
+        Ok(vec![bounded(ctx, sample)?])
+    }));
+    rows.extend(ctx.run_rounds(std::slice::from_ref(&elect), |round| {
+        let addr = addr.to_owned();
+        Ok(vec![bounded(ctx, client_etcd::elections(addr, round, n))?])
+    }));
+    rows
+}
+
+/// Decides the etcd rows' goals: the locks row of each pair at least 10x the etcd row's rate.
+pub fn decide_etcd_goals(rows: &mut [Row]) {
+    let rate = |rows: &[Row], prefix: &str| {
+        rows.iter()
+            .find(|r| r.name.starts_with(prefix))
+            .and_then(|r| r.measured().map(|m| m.value))
+    };
+    let pairs = [
+        ("C1 grpc local lock+unlock", client_etcd::E1),
+        ("C1 grpc 64 sessions", client_etcd::E1_MANY),
+    ];
+    for (ours, theirs) in pairs {
+        let ratio = match (rate(rows, ours), rate(rows, theirs)) {
+            (Some(a), Some(b)) if b > 0.0 => a / b,
+            _ => continue,
+        };
+        if let Some(row) = rows.iter_mut().find(|r| r.name == theirs) {
+            row.decide_goal(ratio >= 10.0);
+            row.note(format!("locks/etcd={ratio:.1}x"));
+        }
+    }
 }

@@ -13,8 +13,10 @@
 //! With `--etcd ADDR`, etcd's rows follow (`client_etcd`), and the goal of 10x etcd's
 //! lock+unlock rate is decided for one session and for 64.
 //!
-//! The ratio is the p50 over the TCP loopback floor's. The client runs on the harness's
-//! runtime; the nodes are stopped (stdin closed, killed by handle after 5 s) when done.
+//! The ratio is the p50 over the TCP loopback floor's. A sequential client (C1 local and
+//! session+lock+end, C2, and etcd's E1 and E2) runs on a current-thread runtime of its own,
+//! as the TCP floor's client does; the 64 sessions run on the harness's runtime (2 workers).
+//! The nodes are stopped (stdin closed, killed by handle after 5 s) when done.
 
 use super::client_etcd;
 use super::cluster::NodeProcess;
@@ -158,6 +160,24 @@ fn bounded<T>(
     })
 }
 
+/// Runs `f` within the round limit on a current-thread runtime of its own, as the TCP floor's
+/// client runs: a sequential client's answers then wake it on its own thread.
+fn alone<T>(
+    ctx: &Ctx,
+    f: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let limit = ctx.cfg.round_limit;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    rt.block_on(async move {
+        tokio::time::timeout(limit, f)
+            .await
+            .map_err(|_| format!("not done within {} s", limit.as_secs()))?
+    })
+}
+
 /// The CLIENT rows.
 pub fn run(ctx: &mut Ctx) -> Vec<Row> {
     let local = vec![
@@ -187,7 +207,7 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
         Ok(node) => {
             let addr = node.client_addr.clone().unwrap_or_default();
             let n = ctx.cfg.size(5_000, 300);
-            rows.extend(ctx.run_rounds(&local, |_| bounded(ctx, sequential(addr.clone(), n))));
+            rows.extend(ctx.run_rounds(&local, |_| alone(ctx, sequential(addr.clone(), n))));
             let run_for = Duration::from_millis(ctx.cfg.size(1_000, 200));
             rows.extend(ctx.run_rounds(&many, |_| {
                 Ok(vec![bounded(ctx, concurrent(addr.clone(), run_for))?])
@@ -207,10 +227,7 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
             let nodes: Vec<String> = ["c2a", "c2b", "c2c"].map(str::to_owned).to_vec();
             let n = ctx.cfg.size(3_000, 300);
             rows.extend(ctx.run_rounds(&three, |_| {
-                Ok(vec![bounded(
-                    ctx,
-                    majority(addr.clone(), nodes.clone(), n),
-                )?])
+                Ok(vec![alone(ctx, majority(addr.clone(), nodes.clone(), n))?])
             }));
             drop(procs);
         }
@@ -229,7 +246,7 @@ fn etcd_rows(ctx: &mut Ctx, addr: &str) -> Vec<Row> {
     let run_for = Duration::from_millis(ctx.cfg.size(1_000, 200));
     let mut rows = ctx.run_rounds(std::slice::from_ref(&one), |round| {
         let addr = addr.to_owned();
-        Ok(vec![bounded(ctx, client_etcd::sequential(addr, round, n))?])
+        Ok(vec![alone(ctx, client_etcd::sequential(addr, round, n))?])
     });
     rows.extend(ctx.run_rounds(std::slice::from_ref(&many), |round| {
         let addr = addr.to_owned();
@@ -238,7 +255,7 @@ fn etcd_rows(ctx: &mut Ctx, addr: &str) -> Vec<Row> {
     }));
     rows.extend(ctx.run_rounds(std::slice::from_ref(&elect), |round| {
         let addr = addr.to_owned();
-        Ok(vec![bounded(ctx, client_etcd::elections(addr, round, n))?])
+        Ok(vec![alone(ctx, client_etcd::elections(addr, round, n))?])
     }));
     rows
 }

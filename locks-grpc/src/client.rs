@@ -1,7 +1,8 @@
 //! A Rust client of the `locks.v1` API: [`Client::connect`] to a node, [`Client::session`] for
 //! a transaction, and on it [`Session::lock`], [`Session::unlock`], [`Session::status`],
-//! [`Session::end`] and the pushed events ([`Session::next_event`]); [`Client::campaign`] and
-//! [`Client::observe`] for leader election.
+//! [`Session::convert`], [`Session::end`] and the pushed events ([`Session::next_event`]);
+//! [`Client::campaign`], [`Client::observe`] and [`Client::proclaim`] for leader election;
+//! [`Client::table`] and [`Client::graph`] to look at the cluster's locks.
 //!
 //! A session reads its stream on the caller's task: a call waits for the answer with its request
 //! id, keeping the pushed events (grants, losses, deadlocks, status changes) it reads meanwhile
@@ -176,8 +177,57 @@ impl Client {
         group: &str,
         nodes: &[String],
     ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
-        let request = election_request(group, nodes);
+        self.campaign_with_value(group, nodes, Vec::new()).await
+    }
+
+    /// [`Client::campaign`] with the value the campaign announces when it leads (every
+    /// member's stream carries the leader's value).
+    pub async fn campaign_with_value(
+        &mut self,
+        group: &str,
+        nodes: &[String],
+        value: Vec<u8>,
+    ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
+        let mut request = election_request(group, nodes);
+        request.value = value;
         Ok(self.inner.campaign(request).await?.into_inner())
+    }
+
+    /// The leader `leader` (a campaign on this node, leading `group` in `term`: the fields of
+    /// its [`pb::LeaderEvent`]) changes its value without a new election; returns once a
+    /// majority of the group's nodes have it.
+    pub async fn proclaim(
+        &mut self,
+        group: &str,
+        leader: &str,
+        term: u64,
+        value: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let request = pb::ProclaimRequest {
+            group: group.to_owned(),
+            leader: leader.to_owned(),
+            term,
+            value,
+        };
+        self.inner.proclaim(request).await?;
+        Ok(())
+    }
+
+    /// The lock tables of the node and of the nodes it reaches (see [`pb::TableRequest`] for
+    /// the bounds; zeros take the defaults).
+    pub async fn table(
+        &mut self,
+        request: pb::TableRequest,
+    ) -> Result<pb::TableReply, ClientError> {
+        Ok(self.inner.table(request).await?.into_inner())
+    }
+
+    /// The cluster's wait-for graph.
+    pub async fn graph(
+        &mut self,
+        request: pb::GraphRequest,
+    ) -> Result<pb::GraphReply, ClientError> {
+        Ok(self.inner.graph(request).await?.into_inner())
     }
 
     /// Observes the leader of `group` without competing: every change of leader.
@@ -362,6 +412,18 @@ impl Session {
         }
     }
 
+    /// Converts `path`, requested by this session, down to the weaker `mode`.
+    pub async fn convert(&mut self, path: &str, mode: &str) -> Result<(), ClientError> {
+        let c = pb::Convert {
+            id: path.split('/').map(str::to_owned).collect(),
+            mode: mode.to_owned(),
+        };
+        match self.call(pb::session_request::Kind::Convert(c)).await? {
+            Kind::Accepted(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The transaction's status.
     pub async fn status(&mut self) -> Result<pb::Status, ClientError> {
         match self
@@ -406,6 +468,7 @@ fn election_request(group: &str, nodes: &[String]) -> pb::ElectionRequest {
     pb::ElectionRequest {
         group: group.to_owned(),
         nodes: nodes.to_vec(),
+        value: Vec::new(),
     }
 }
 

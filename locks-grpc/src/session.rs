@@ -158,7 +158,7 @@ impl Session {
         let reply = match request.kind {
             None => Err(Refusal::new(
                 Code::InvalidArgument,
-                "a request with no kind (lock, lock_nowait, unlock, status or end)",
+                "a request with no kind (lock, lock_nowait, unlock, convert, status or end)",
             )),
             Some(pb::session_request::Kind::End(_)) => {
                 return (vec![convert::event(id, Kind::Ended(pb::Ended {}))], true);
@@ -197,6 +197,15 @@ impl Session {
                     Err(refusal) => Err(refusal),
                 }
             }
+            Some(pb::session_request::Kind::Convert(c)) => match self.conversion(&c) {
+                Ok((lock, mode)) => self
+                    .txn
+                    .convert(lock, mode)
+                    .await
+                    .map(|()| Kind::Accepted(pb::Accepted {}))
+                    .map_err(|e| convert::agent_error(&e)),
+                Err(refusal) => Err(refusal),
+            },
             Some(pb::session_request::Kind::Status(_)) => self
                 .txn
                 .status()
@@ -230,6 +239,15 @@ impl Session {
             sent.push(convert::event(0, Kind::Granted(convert::grant(&granted))));
         }
         (sent, false)
+    }
+
+    /// The lock and mode of a `convert` request, checked.
+    fn conversion(&self, c: &pb::Convert) -> Result<(LockId, locks_core::Mode), Refusal> {
+        let lock = convert::lock_id(&c.id, &self.shared.limits)?;
+        let mode = c.mode.parse().map_err(|_| {
+            Refusal::new(Code::InvalidArgument, format!("unknown mode {:?}", c.mode))
+        })?;
+        Ok((lock, mode))
     }
 
     fn parse(&self, lock: &pb::Lock) -> Result<LockCall, Refusal> {

@@ -358,3 +358,77 @@ async fn a_local_lock_granted_at_once_is_answered_alone_and_a_nowait_grant_is_pu
     assert!(version(&x) > 0);
     s.end().await.unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_session_converts_a_lock_down_and_the_tables_and_graph_show_the_queues() {
+    let (node, server) = node_and_server("g10", |_| {}).await;
+    let mut client = Client::connect(&server.local_addr().to_string(), ClientOptions::default())
+        .await
+        .unwrap();
+    let mut writer = client.session().await.unwrap();
+    let mut reader = client.session().await.unwrap();
+    writer.lock(LockSpec::new("db/x", "X")).await.unwrap();
+    reader
+        .lock_nowait(LockSpec::new("db/x", "S"))
+        .await
+        .unwrap();
+    // The table shows the holder and the waiter; the graph the wait.
+    let table = client.table(pb::TableRequest::default()).await.unwrap();
+    assert_eq!(table.nodes.len(), 1);
+    assert!(table.missing.is_empty());
+    let x = table.nodes[0]
+        .locks
+        .iter()
+        .find(|l| l.id == ["db", "x"])
+        .expect("db/x in the table");
+    assert_eq!(x.group, "X");
+    assert_eq!(x.granted[0].agent, writer.started().agent);
+    assert_eq!(x.waiting[0].agent, reader.started().agent);
+    assert_eq!(x.waiting[0].mode, "S");
+    let graph = client.graph(pb::GraphRequest::default()).await.unwrap();
+    let edge = &graph.edges[0];
+    assert_eq!(
+        (
+            edge.waiter.as_str(),
+            edge.blocker.as_str(),
+            edge.node.as_str()
+        ),
+        (
+            reader.started().agent.as_str(),
+            writer.started().agent.as_str(),
+            "g10"
+        )
+    );
+    assert!(!edge.in_cycle);
+    assert!(graph.dot.starts_with("digraph"), "{}", graph.dot);
+    // X down to S: the reader is served, both hold the lock.
+    writer.convert("db/x", "S").await.unwrap();
+    let granted = pushed(&mut reader, |k| match k {
+        Kind::Granted(g) => Some(g),
+        _ => None,
+    })
+    .await;
+    assert_eq!(granted.id, vec!["db", "x"]);
+    let table = client.table(pb::TableRequest::default()).await.unwrap();
+    let x = table.nodes[0]
+        .locks
+        .iter()
+        .find(|l| l.id == ["db", "x"])
+        .unwrap();
+    assert_eq!((x.group.as_str(), x.granted.len()), ("S", 2));
+    // Up is not a conversion; an unknown mode is refused.
+    match writer.convert("db/x", "X").await {
+        Err(ClientError::Refused { code, .. }) => assert_eq!(code, Code::InvalidArgument),
+        other => panic!("converted up: {other:?}"),
+    }
+    match writer.convert("db/x", "Q").await {
+        Err(ClientError::Refused { code, message }) => {
+            assert_eq!(code, Code::InvalidArgument);
+            assert!(message.contains("unknown mode"), "{message}");
+        }
+        other => panic!("converted to Q: {other:?}"),
+    }
+    writer.end().await.unwrap();
+    reader.end().await.unwrap();
+    drop(node);
+}

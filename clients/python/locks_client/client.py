@@ -363,7 +363,9 @@ class Client:
         """The leader (a :class:`Leader` of a campaign on this node that leads ``group``)
         changes its value without a new election; returns once a majority of the group's nodes
         have it."""
-        request = pb.ProclaimRequest(group=group, leader=leader.leader, term=leader.term, value=value)
+        request = pb.ProclaimRequest(
+            group=group, leader=leader.leader, term=leader.term, value=value
+        )
         try:
             self._stub.Proclaim(request, metadata=self._metadata, timeout=30)
         except grpc.RpcError as e:
@@ -372,7 +374,9 @@ class Client:
     def table(self, max_locks_per_node=0, timeout=0.0):
         """The lock tables of the node and of the nodes it reaches (a ``TableReply``: per node
         its locks' queues, and the nodes that did not answer within ``timeout`` seconds)."""
-        request = pb.TableRequest(max_locks_per_node=max_locks_per_node, timeout_ms=int(timeout * 1000))
+        request = pb.TableRequest(
+            max_locks_per_node=max_locks_per_node, timeout_ms=int(timeout * 1000)
+        )
         return self._stub.Table(request, metadata=self._metadata, timeout=30)
 
     def graph(self, timeout=0.0):

@@ -1,12 +1,17 @@
 //! One session: a client's stream of requests served by one transaction on the node.
 //!
 //! The session owns its transaction. It reads requests, starts each `lock` call at once (so
-//! requests reach the agent in the order sent) and waits for the calls' answers, the
-//! transaction's events and the next request together. It ends, dropping the transaction
-//! and so releasing every lock, when the client sends `End`, closes its side of the stream, or
-//! its connection is gone (the server's keepalive drops a silent connection), and when the
-//! client stops reading its events for good (the outbound channel is closed). Nothing else
-//! ends it: a failed request is answered with an `Error` event and the session goes on.
+//! requests reach the agent in the order sent; a lock granted at once on the node's fast path
+//! is answered then) and waits for the calls' answers, the transaction's events and the next
+//! request together. Its future is polled by the stream of its events (`server.rs`). It ends,
+//! dropping the transaction and so releasing every lock, when the client sends `End`, closes
+//! its side of the stream, or its connection is gone (the server's keepalive drops a silent
+//! connection, and with it the stream and the session). Nothing else ends it: a failed request
+//! is answered with an `Error` event and the session goes on.
+//!
+//! The transaction's agent starts only when a request needs it (see
+//! `Transaction::events_once_started`): until then nothing is pushed that the answers did not
+//! say, and the grant of a `lock_nowait` decided at once is pushed here.
 
 use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, SessionPermit};

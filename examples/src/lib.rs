@@ -1,6 +1,7 @@
 //! Shared helpers for the example programs: the benchmark harness ([`bench`](mod@bench)) and [`gdict`], the
 //! replicated dictionary on `locks-leader`; [`node_cli`], the `node` binary's configuration
-//! and line protocol; [`sees`], which the multi-node examples wait on.
+//! and line protocol; [`locksctl`], what the `locksctl` binary prints; [`sees`], which the
+//! multi-node examples wait on.
 //!
 //! # Public surface
 //!
@@ -10,6 +11,7 @@
 
 pub mod bench;
 pub mod gdict;
+pub mod locksctl;
 pub mod node_cli;
 
 use locks_server::Node;

@@ -1,6 +1,7 @@
 //! `locksctl` against a real `node` process on loopback: the command runs with the fencing
 //! tokens while the lock is held, and is stopped (and `locksctl` exits non-zero) when the node
-//! it talks to is paused. Every process is killed by pid when the test ends, also on failure.
+//! it talks to is paused; `table` and `graph` print what the node's own `cluster-table` and
+//! `cluster-graph` print. Every process is killed by pid when the test ends, also on failure.
 
 mod common;
 
@@ -268,4 +269,81 @@ fn two_campaigners_elect_one_leader_and_the_other_takes_over_when_it_is_killed()
     let (pid, next) = line.split_once(' ').unwrap();
     guard.pids.push(pid.parse().unwrap());
     assert!(next.parse::<u64>().unwrap() > term, "{next} after {term}");
+}
+
+/// The lines `command` prints on the node's stdin protocol, up to its end marker.
+fn node_lines(node: &mut Proc, command: &str, end: &str) -> Vec<String> {
+    node.send(command);
+    let mut lines = Vec::new();
+    loop {
+        let line = node.expect(command, |l| {
+            !l.starts_with("client-") && !l.starts_with("listening") && !l.starts_with("up ")
+        });
+        if line == end {
+            return lines;
+        }
+        lines.push(line);
+    }
+}
+
+fn stdout_lines(cmd: &mut Command) -> Vec<String> {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn table_and_graph_print_what_the_nodes_own_commands_print() {
+    let deadline = Deadline::after(BOUND);
+    let (mut node, addr) = node("c4", deadline);
+    let mut guard = Guard {
+        children: vec![],
+        pids: vec![],
+    };
+    let holder = locksctl(&addr, &["lock", "db/x"])
+        .args(["--", "sh", "-c", "echo held; exec sleep 60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    guard.children.push(holder);
+    let mut held = BufReader::new(guard.children[0].stdout.take().unwrap());
+    let mut line = String::new();
+    held.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "held");
+    let waiter = locksctl(&addr, &["lock", "db/x", "--mode", "S", "--wait", "30s"])
+        .args(["--", "true"])
+        .spawn()
+        .unwrap();
+    guard.children.push(waiter);
+    // The waiter's request reaches the table: the graph shows it waiting for the holder.
+    let edges = loop {
+        let lines = stdout_lines(&mut locksctl(&addr, &["graph"]));
+        if lines.iter().any(|l| l.starts_with("edge ")) {
+            break lines;
+        }
+        deadline.check(|| "the wait shows in the graph".to_owned());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(edges[0].ends_with(" db/x@c4"), "{edges:?}");
+    assert_eq!(
+        edges,
+        node_lines(&mut node, "cluster-graph", "end-cluster-graph")
+    );
+    let dot = stdout_lines(&mut locksctl(&addr, &["graph", "--dot"]));
+    assert_eq!(dot[0], "digraph waits {", "{dot:?}");
+    let table = stdout_lines(&mut locksctl(&addr, &["table"]));
+    assert!(
+        table
+            .iter()
+            .any(|l| l.starts_with("c4 lock db/x ") && l.contains("waiting=")),
+        "{table:?}"
+    );
+    assert_eq!(
+        table,
+        node_lines(&mut node, "cluster-table", "end-cluster-table")
+    );
+    drop(guard);
 }

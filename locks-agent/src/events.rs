@@ -131,6 +131,56 @@ impl Transaction {
         TransactionEvents { rx }
     }
 
+    /// A stream of the transaction's events from the moment its agent starts, without starting
+    /// it (as [`Transaction::events`] does): for a client that forwards the events and wants
+    /// its local locks taken on the fast path (see `transaction/fast.rs`). Before the agent
+    /// starts there is nothing to report that the calls did not answer: a lock granted at
+    /// once was returned by its call, and such a lock is lost only by the transaction's own
+    /// end. Once the agent starts (at the first request that waits, names another node, or
+    /// needs it) the stream carries what [`Transaction::events`] would from then on, the
+    /// losses of the locks granted before included.
+    ///
+    /// ```
+    /// use locks_agent::{Options, TransactionEvent, begin_transaction};
+    /// use locks_core::{Mode, lock_id};
+    /// # use locks_server::{Node, NodeConfig};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let node = Node::start(NodeConfig::new("doc")).await.unwrap();
+    /// let txn = begin_transaction(&node, Options::default()).await.unwrap();
+    /// let mut events = txn.events_once_started();
+    /// txn.lock(lock_id!["a"], Mode::WRITE).await.unwrap(); // granted at once: no agent
+    /// assert!(!txn.has_agent());
+    /// let other = begin_transaction(&node, Options::default()).await.unwrap();
+    /// other.lock(lock_id!["b"], Mode::WRITE).await.unwrap();
+    /// let waiting = txn.lock(lock_id!["b"], Mode::READ); // queued: the agent starts
+    /// assert!(txn.has_agent());
+    /// other.end().await.unwrap();
+    /// waiting.await.unwrap();
+    /// loop {
+    ///     if let Some(TransactionEvent::Granted(g)) = events.recv().await {
+    ///         assert_eq!(g.lock, lock_id!["b"]);
+    ///         break;
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn events_once_started(&self) -> TransactionEvents {
+        let (tx, rx) = mpsc::unbounded();
+        let agent = self.agent_slot();
+        match &*agent {
+            Some(addr) => addr.do_send(Subscribe(tx)),
+            None => self.defer_subscription(tx),
+        }
+        TransactionEvents { rx }
+    }
+
+    /// Whether the transaction's agent actor has started (see [`Transaction::events_once_started`]):
+    /// while it has not, every lock the transaction asked for was granted at once on its node.
+    pub fn has_agent(&self) -> bool {
+        self.agent_slot().is_some()
+    }
+
     /// Resolves when a lock the client was told it holds is no longer held, saying which lock,
     /// on which nodes and why — at once if one was lost already and not granted again since.
     /// Fails when the transaction ends first.

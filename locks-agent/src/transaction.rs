@@ -108,6 +108,7 @@ pub(crate) fn begin_now(node: &Node, options: Options) -> Result<Transaction, Er
         node: node.clone(),
         options,
         agent: Mutex::new(None),
+        deferred: Mutex::new(Vec::new()),
         touched: Touched::default(),
         outcome: OnceLock::new(),
         ended: false,
@@ -166,6 +167,9 @@ pub struct Transaction {
     options: Options,
     /// The agent actor, once the transaction needed one (see `crate::fast`).
     agent: Mutex<Option<Addr<Agent>>>,
+    /// Subscriptions made by [`Transaction::events_once_started`] while there was no agent:
+    /// handed to the agent when it starts, before anything else (locked after `agent`).
+    deferred: Mutex<Vec<futures::channel::mpsc::UnboundedSender<crate::core::TransactionEvent>>>,
     /// The shards of the node's table the fast path put requests in (what `end` releases
     /// while there is no agent).
     touched: Touched,
@@ -187,6 +191,23 @@ impl Transaction {
     /// The id of this transaction's agent.
     pub fn id(&self) -> &AgentId {
         self.presence.id()
+    }
+
+    /// The agent's slot, locked.
+    pub(crate) fn agent_slot(&self) -> std::sync::MutexGuard<'_, Option<Addr<Agent>>> {
+        self.agent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps a subscription for the agent to take when it starts (called with the agent's
+    /// slot locked and empty, so that `start_agent` cannot miss it).
+    pub(crate) fn defer_subscription(
+        &self,
+        tx: futures::channel::mpsc::UnboundedSender<crate::core::TransactionEvent>,
+    ) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tx);
     }
 
     /// The agent actor, started now if the transaction has none yet.

@@ -1,20 +1,20 @@
 //! A Rust client of the `locks.v1` API: [`Client::connect`] to a node, [`Client::session`] for
 //! a transaction, and on it [`Session::lock`], [`Session::unlock`], [`Session::status`],
-//! [`Session::end`] and the pushed events ([`Session::next_event`]); [`Client::campaign`] and
-//! [`Client::observe`] for leader election.
+//! [`Session::convert`], [`Session::end`] and the pushed events ([`Session::next_event`]);
+//! [`Client::campaign`], [`Client::observe`] and [`Client::proclaim`] for leader election;
+//! [`Client::table`] and [`Client::graph`] to look at the cluster's locks.
 //!
-//! A session runs a reader task that routes each answer to the call waiting for it (by request
-//! id) and queues the pushed events (grants, losses, deadlocks, status changes) for
-//! [`Session::next_event`]; when the stream ends, or the connection is gone (the client pings
-//! the node and gives up after its keepalive bound), waiting calls fail with
+//! A session reads its stream on the caller's task: a call waits for the answer with its request
+//! id, keeping the pushed events (grants, losses, deadlocks, status changes) it reads meanwhile
+//! for [`Session::next_event`]; when the stream ends, or the connection is gone (the client
+//! pings the node and gives up after its keepalive bound), a waiting call fails with
 //! [`ClientError::Closed`] and `next_event` returns the end.
 
 use crate::pb;
 use crate::pb::session_event::Kind;
-use futures::channel::{mpsc, oneshot};
-use futures::{SinkExt, StreamExt};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use futures::SinkExt;
+use futures::channel::mpsc;
+use std::collections::VecDeque;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::interceptor::InterceptedService;
@@ -177,8 +177,57 @@ impl Client {
         group: &str,
         nodes: &[String],
     ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
-        let request = election_request(group, nodes);
+        self.campaign_with_value(group, nodes, Vec::new()).await
+    }
+
+    /// [`Client::campaign`] with the value the campaign announces when it leads (every
+    /// member's stream carries the leader's value).
+    pub async fn campaign_with_value(
+        &mut self,
+        group: &str,
+        nodes: &[String],
+        value: Vec<u8>,
+    ) -> Result<tonic::Streaming<pb::LeaderEvent>, ClientError> {
+        let mut request = election_request(group, nodes);
+        request.value = value;
         Ok(self.inner.campaign(request).await?.into_inner())
+    }
+
+    /// The leader `leader` (a campaign on this node, leading `group` in `term`: the fields of
+    /// its [`pb::LeaderEvent`]) changes its value without a new election; returns once a
+    /// majority of the group's nodes have it.
+    pub async fn proclaim(
+        &mut self,
+        group: &str,
+        leader: &str,
+        term: u64,
+        value: Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let request = pb::ProclaimRequest {
+            group: group.to_owned(),
+            leader: leader.to_owned(),
+            term,
+            value,
+        };
+        self.inner.proclaim(request).await?;
+        Ok(())
+    }
+
+    /// The lock tables of the node and of the nodes it reaches (see [`pb::TableRequest`] for
+    /// the bounds; zeros take the defaults).
+    pub async fn table(
+        &mut self,
+        request: pb::TableRequest,
+    ) -> Result<pb::TableReply, ClientError> {
+        Ok(self.inner.table(request).await?.into_inner())
+    }
+
+    /// The cluster's wait-for graph.
+    pub async fn graph(
+        &mut self,
+        request: pb::GraphRequest,
+    ) -> Result<pb::GraphReply, ClientError> {
+        Ok(self.inner.graph(request).await?.into_inner())
     }
 
     /// Observes the leader of `group` without competing: every change of leader.
@@ -207,65 +256,40 @@ impl Client {
             Some(other) => return Err(ClientError::Unexpected(Box::new(other))),
             None => return Err(ClientError::Closed),
         };
-        let waiting: Waiting = Arc::default();
-        let (events_tx, events) = mpsc::unbounded();
-        let routes = waiting.clone();
-        let reader = tokio::spawn(async move {
-            loop {
-                match stream.message().await {
-                    Ok(Some(event)) if event.request_id != 0 => {
-                        let waiter = routes
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .remove(&event.request_id);
-                        if let Some(waiter) = waiter {
-                            let _ = waiter.send(event);
-                        }
-                    }
-                    Ok(Some(event)) => {
-                        let _ = events_tx.unbounded_send(Ok(event));
-                    }
-                    Ok(None) => break,
-                    Err(status) => {
-                        let _ = events_tx.unbounded_send(Err(status));
-                        break;
-                    }
-                }
-            }
-            // Every call still waiting fails with `Closed`.
-            routes
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
-        });
         Ok(Session {
             tx,
+            stream,
             next_id: 1,
-            waiting,
-            events,
+            pushed: VecDeque::new(),
+            ended: false,
             started,
-            reader,
         })
     }
 }
 
-type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<pb::SessionEvent>>>>;
-
 /// One session (one transaction on the node). Dropping it ends the stream, and so the
 /// transaction.
+///
+/// The session reads its stream on the caller's task, in [`Session::next_event`] and while a
+/// call waits for its answer (pushed events read meanwhile are kept for `next_event`): an
+/// answer reaches its call without a hop through another task.
 pub struct Session {
     tx: mpsc::Sender<pb::SessionRequest>,
+    stream: tonic::Streaming<pb::SessionEvent>,
     next_id: u64,
-    waiting: Waiting,
-    events: mpsc::UnboundedReceiver<Result<pb::SessionEvent, tonic::Status>>,
+    /// Pushed events read while a call waited, and the stream's failure, for `next_event`.
+    pushed: VecDeque<Result<pb::SessionEvent, tonic::Status>>,
+    /// The stream has ended or failed.
+    ended: bool,
     started: pb::Started,
-    reader: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Session {
-    fn drop(&mut self) {
-        self.reader.abort();
-    }
+/// What one read of the stream gave.
+enum Read {
+    /// The answer to request `id`, or a pushed event (id 0).
+    Event(pb::SessionEvent),
+    /// The stream ended (or failed: the failure is kept for `next_event`).
+    Ended,
 }
 
 /// A lock request: the lock id, the mode, and optionally nodes, requirement and wait bound.
@@ -309,22 +333,44 @@ impl Session {
         &self.started
     }
 
+    /// Reads the next event of the stream (cancel-safe: a read dropped midway loses nothing).
+    async fn read(&mut self) -> Read {
+        if self.ended {
+            return Read::Ended;
+        }
+        match self.stream.message().await {
+            Ok(Some(event)) => Read::Event(event),
+            Ok(None) => {
+                self.ended = true;
+                Read::Ended
+            }
+            Err(status) => {
+                self.ended = true;
+                self.pushed.push_back(Err(status));
+                Read::Ended
+            }
+        }
+    }
+
     async fn call(&mut self, kind: pb::session_request::Kind) -> Result<Kind, ClientError> {
         let request_id = self.next_id;
         self.next_id += 1;
-        let (tx, rx) = oneshot::channel();
-        self.waiting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(request_id, tx);
         let request = pb::SessionRequest {
             request_id,
             kind: Some(kind),
         };
-        if self.tx.send(request).await.is_err() {
+        if self.ended || self.tx.send(request).await.is_err() {
             return Err(ClientError::Closed);
         }
-        let event = rx.await.map_err(|_| ClientError::Closed)?;
+        let event = loop {
+            match self.read().await {
+                Read::Event(event) if event.request_id == request_id => break event,
+                Read::Event(event) if event.request_id == 0 => self.pushed.push_back(Ok(event)),
+                // The answer to a call that was dropped before it came.
+                Read::Event(_) => {}
+                Read::Ended => return Err(ClientError::Closed),
+            }
+        };
         match event.kind {
             Some(Kind::Error(e)) => Err(ClientError::Refused {
                 code: tonic::Code::from_i32(e.code),
@@ -366,6 +412,18 @@ impl Session {
         }
     }
 
+    /// Converts `path`, requested by this session, down to the weaker `mode`.
+    pub async fn convert(&mut self, path: &str, mode: &str) -> Result<(), ClientError> {
+        let c = pb::Convert {
+            id: path.split('/').map(str::to_owned).collect(),
+            mode: mode.to_owned(),
+        };
+        match self.call(pb::session_request::Kind::Convert(c)).await? {
+            Kind::Accepted(_) => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// The transaction's status.
     pub async fn status(&mut self) -> Result<pb::Status, ClientError> {
         match self
@@ -389,9 +447,20 @@ impl Session {
     }
 
     /// The next pushed event; `Some(Err(_))` when the stream failed (the connection is gone),
-    /// `None` once it has ended.
+    /// `None` once it has ended. Cancel-safe (for `select!`): an event is returned once, or
+    /// kept.
     pub async fn next_event(&mut self) -> Option<Result<pb::SessionEvent, tonic::Status>> {
-        self.events.next().await
+        loop {
+            if let Some(event) = self.pushed.pop_front() {
+                return Some(event);
+            }
+            match self.read().await {
+                Read::Event(event) if event.request_id == 0 => return Some(Ok(event)),
+                // The answer to a call that was dropped before it came.
+                Read::Event(_) => {}
+                Read::Ended => return self.pushed.pop_front(),
+            }
+        }
     }
 }
 
@@ -399,6 +468,7 @@ fn election_request(group: &str, nodes: &[String]) -> pb::ElectionRequest {
     pb::ElectionRequest {
         group: group.to_owned(),
         nodes: nodes.to_vec(),
+        value: Vec::new(),
     }
 }
 

@@ -12,8 +12,9 @@
 //!
 //! Leader election for services outside the process: `Campaign` runs a candidate member of a
 //! `locks_leader` group for the client and streams every change of leader, with its term (a
-//! fencing token), until the client cancels (resigns); `Observe` streams them without
-//! competing.
+//! fencing token) and value, until the client cancels (resigns); `Observe` streams them
+//! without competing; `Proclaim` changes the leader's value without a new election. `Table` and
+//! `Graph` read the lock tables of the cluster and its wait-for graph.
 //!
 //! [`serve`] runs the service for a node; [`client`] is the Rust client. Requests are checked
 //! (`convert`) and bounded per client ([`Limits`]); refusals are logged at DEBUG, with at most
@@ -42,6 +43,7 @@
 pub mod client;
 pub mod convert;
 mod election;
+mod introspect;
 mod limits;
 mod server;
 mod session;

@@ -1,19 +1,24 @@
 //! The `locks.v1.Locks` service on a node: [`serve`] binds the address, checks each call's
-//! bearer token, counts sessions (and campaigns) per client, and runs each session
-//! (`session.rs`) and campaign (`election.rs`) as a task of the runtime it is called on.
+//! bearer token, counts sessions (and campaigns, and table and graph reads while they run) per
+//! client, and runs each session (`session.rs`) in the task that sends its events, and each
+//! campaign (`election.rs`) as a task of the runtime it is called on; `Table` and `Graph` are
+//! answered by `introspect.rs`.
 
-use crate::election::{self, LeaderStream};
+use crate::election::{self, Campaigns, LeaderStream};
+use crate::introspect;
 use crate::limits::{GrpcConfig, SessionPermit, Sessions};
 use crate::pb;
 use crate::pb::locks_server::{Locks, LocksServer};
 use crate::session::{self, Known, Shared};
-use futures::Stream;
 use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
 use locks_leader::Role;
 use locks_server::Node;
 use locks_server::internal::{LogLimiter, Verdict};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -106,6 +111,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
             log: LogLimiter::default(),
         },
         sessions: Sessions::default(),
+        campaigns: Campaigns::default(),
     };
     let max = config.limits.max_message_bytes;
     let auth = Auth {
@@ -202,6 +208,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 struct Service {
     shared: Shared,
     sessions: Sessions,
+    /// The campaigns running here, for `Proclaim`.
+    campaigns: Campaigns,
 }
 
 impl Service {
@@ -224,6 +232,32 @@ impl Service {
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::SessionEvent, Status>> + Send>>;
 
+/// A session's events, with the session itself run in the stream's polls: the task that sends
+/// the events to the client (the HTTP/2 stream's) runs the session, so an answer goes out
+/// without a hop through another task. The session stops with the stream: when the client is
+/// gone the server drops the stream, and with it the session and its transaction, which
+/// releases its locks. A client that stops reading its events stops its session once the
+/// stream's flow-control window and [`EVENT_BUFFER`] are full, as a session of its own task
+/// would.
+struct Driven {
+    session: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    events: mpsc::Receiver<Result<pb::SessionEvent, Status>>,
+}
+
+impl Stream for Driven {
+    type Item = Result<pb::SessionEvent, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(session) = &mut self.session
+            && session.as_mut().poll(cx).is_ready()
+        {
+            // Its sender is dropped: the events end after those buffered.
+            self.session = None;
+        }
+        self.events.poll_next_unpin(cx)
+    }
+}
+
 #[tonic::async_trait]
 impl Locks for Service {
     type SessionStream = EventStream;
@@ -234,13 +268,11 @@ impl Locks for Service {
     ) -> Result<Response<EventStream>, Status> {
         let permit = self.permit(&request)?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-        tokio::spawn(session::run(
-            self.shared.clone(),
-            request.into_inner(),
-            tx,
-            permit,
-        ));
-        Ok(Response::new(Box::pin(rx)))
+        let session = session::run(self.shared.clone(), request.into_inner(), tx, permit);
+        Ok(Response::new(Box::pin(Driven {
+            session: Some(Box::pin(session)),
+            events: rx,
+        })))
     }
 
     type CampaignStream = LeaderStream;
@@ -256,6 +288,7 @@ impl Locks for Service {
             request.get_ref(),
             Role::Candidate,
             permit,
+            &self.campaigns,
         )
         .await?;
         Ok(Response::new(stream))
@@ -266,9 +299,42 @@ impl Locks for Service {
         request: Request<pb::ElectionRequest>,
     ) -> Result<Response<LeaderStream>, Status> {
         let permit = self.permit(&request)?;
-        let stream =
-            election::run(&self.shared.node, request.get_ref(), Role::Worker, permit).await?;
+        let stream = election::run(
+            &self.shared.node,
+            request.get_ref(),
+            Role::Worker,
+            permit,
+            &self.campaigns,
+        )
+        .await?;
         Ok(Response::new(stream))
+    }
+
+    async fn proclaim(
+        &self,
+        request: Request<pb::ProclaimRequest>,
+    ) -> Result<Response<pb::ProclaimReply>, Status> {
+        election::proclaim(&self.campaigns, request.into_inner()).await?;
+        Ok(Response::new(pb::ProclaimReply {}))
+    }
+
+    async fn table(
+        &self,
+        request: Request<pb::TableRequest>,
+    ) -> Result<Response<pb::TableReply>, Status> {
+        // Counted as a session while it runs: a client cannot ask without bound at once.
+        let _permit = self.permit(&request)?;
+        let reply = introspect::table(&self.shared.node, request.get_ref()).await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn graph(
+        &self,
+        request: Request<pb::GraphRequest>,
+    ) -> Result<Response<pb::GraphReply>, Status> {
+        let _permit = self.permit(&request)?;
+        let reply = introspect::graph(&self.shared.node, request.get_ref()).await?;
+        Ok(Response::new(reply))
     }
 
     async fn info(

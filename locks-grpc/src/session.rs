@@ -1,12 +1,17 @@
 //! One session: a client's stream of requests served by one transaction on the node.
 //!
 //! The session owns its transaction. It reads requests, starts each `lock` call at once (so
-//! requests reach the agent in the order sent) and waits for the calls' answers, the
-//! transaction's events and the next request together. It ends, dropping the transaction
-//! and so releasing every lock, when the client sends `End`, closes its side of the stream, or
-//! its connection is gone (the server's keepalive drops a silent connection), and when the
-//! client stops reading its events for good (the outbound channel is closed). Nothing else
-//! ends it: a failed request is answered with an `Error` event and the session goes on.
+//! requests reach the agent in the order sent; a lock granted at once on the node's fast path
+//! is answered then) and waits for the calls' answers, the transaction's events and the next
+//! request together. Its future is polled by the stream of its events (`server.rs`). It ends,
+//! dropping the transaction and so releasing every lock, when the client sends `End`, closes
+//! its side of the stream, or its connection is gone (the server's keepalive drops a silent
+//! connection, and with it the stream and the session). Nothing else ends it: a failed request
+//! is answered with an `Error` event and the session goes on.
+//!
+//! The transaction's agent starts only when a request needs it (see
+//! `Transaction::events_once_started`): until then nothing is pushed that the answers did not
+//! say, and the grant of a `lock_nowait` decided at once is pushed here.
 
 use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, SessionPermit};
@@ -16,7 +21,7 @@ use futures::channel::mpsc;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, SinkExt, StreamExt};
-use locks_agent::{Locked, Options, Transaction, TransactionEvent, TransactionStatus};
+use locks_agent::{LockState, Locked, Options, Transaction, TransactionEvent, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use locks_server::Node;
 use locks_server::internal::{LogLimiter, Verdict};
@@ -93,7 +98,10 @@ pub(crate) async fn run(
         requested: HashSet::new(),
         deadlocks: 0,
     };
-    let mut events = session.txn.events();
+    // Subscribed without starting the agent: local locks granted at once stay on the node's
+    // fast path (answered by their calls), and the agent, once a request needs it, reports
+    // everything from its start (see `Transaction::events_once_started`).
+    let mut events = session.txn.events_once_started();
     let mut pending: FuturesUnordered<BoxFuture<'static, (u64, Answer)>> = FuturesUnordered::new();
     let ended = loop {
         let sent = tokio::select! {
@@ -155,7 +163,7 @@ impl Session {
         let reply = match request.kind {
             None => Err(Refusal::new(
                 Code::InvalidArgument,
-                "a request with no kind (lock, lock_nowait, unlock, status or end)",
+                "a request with no kind (lock, lock_nowait, unlock, convert, status or end)",
             )),
             Some(pb::session_request::Kind::End(_)) => {
                 return (vec![convert::event(id, Kind::Ended(pb::Ended {}))], true);
@@ -163,7 +171,13 @@ impl Session {
             Some(pb::session_request::Kind::Lock(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
                     Ok(call) => {
-                        pending.push(lock_call(&self.txn, id, call));
+                        let mut wait = lock_call(&self.txn, id, call);
+                        // A lock granted at once (the fast path) is answered now, without a
+                        // turn of the session's loop.
+                        if let Some((id, answer)) = (&mut wait).now_or_never() {
+                            return (vec![self.answer(id, answer).await], false);
+                        }
+                        pending.push(wait);
                         return (vec![], false);
                     }
                     Err(refusal) => Err(refusal),
@@ -171,12 +185,7 @@ impl Session {
             }
             Some(pb::session_request::Kind::LockNowait(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
-                    Ok(call) => self
-                        .txn
-                        .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
-                        .await
-                        .map(|()| Kind::Accepted(pb::Accepted {}))
-                        .map_err(|e| convert::agent_error(&e)),
+                    Ok(call) => return self.lock_nowait(id, call).await,
                     Err(refusal) => Err(refusal),
                 }
             }
@@ -193,6 +202,15 @@ impl Session {
                     Err(refusal) => Err(refusal),
                 }
             }
+            Some(pb::session_request::Kind::Convert(c)) => match self.conversion(&c) {
+                Ok((lock, mode)) => self
+                    .txn
+                    .convert(lock, mode)
+                    .await
+                    .map(|()| Kind::Accepted(pb::Accepted {}))
+                    .map_err(|e| convert::agent_error(&e)),
+                Err(refusal) => Err(refusal),
+            },
             Some(pb::session_request::Kind::Status(_)) => self
                 .txn
                 .status()
@@ -205,6 +223,36 @@ impl Session {
             Err(refusal) => self.refused(id, &refusal),
         };
         (vec![event], false)
+    }
+
+    /// Queues a request without waiting: `Accepted`, then the pushed `Grant`. The agent pushes
+    /// the grant of a request it serves; a request granted at once on the fast path (no agent
+    /// after the call) is pushed here, with what the node's table says is held.
+    async fn lock_nowait(&mut self, id: u64, call: LockCall) -> (Vec<pb::SessionEvent>, bool) {
+        let lock = call.lock.clone();
+        let queued = self
+            .txn
+            .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
+            .await;
+        if let Err(e) = queued {
+            return (vec![self.refused(id, &convert::agent_error(&e))], false);
+        }
+        let mut sent = vec![convert::event(id, Kind::Accepted(pb::Accepted {}))];
+        if !self.txn.has_agent()
+            && let Ok(LockState::Held(granted)) = self.txn.lock_state(lock).await
+        {
+            sent.push(convert::event(0, Kind::Granted(convert::grant(&granted))));
+        }
+        (sent, false)
+    }
+
+    /// The lock and mode of a `convert` request, checked.
+    fn conversion(&self, c: &pb::Convert) -> Result<(LockId, locks_core::Mode), Refusal> {
+        let lock = convert::lock_id(&c.id, &self.shared.limits)?;
+        let mode = c.mode.parse().map_err(|_| {
+            Refusal::new(Code::InvalidArgument, format!("unknown mode {:?}", c.mode))
+        })?;
+        Ok((lock, mode))
     }
 
     fn parse(&self, lock: &pb::Lock) -> Result<LockCall, Refusal> {

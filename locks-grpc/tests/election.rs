@@ -1,6 +1,7 @@
 //! Leader election through the API, in process: two campaigners of one group elect one leader,
 //! an observer sees the same one, and when the leader's client resigns (drops its stream) the
-//! other takes over with a larger term.
+//! other takes over with a larger term; a leader proclaims a new value, which every member's
+//! stream carries, and nobody else may.
 
 use locks_grpc::client::{Client, ClientOptions};
 use locks_grpc::{GrpcConfig, pb, serve};
@@ -56,4 +57,80 @@ async fn two_campaigners_elect_one_leader_and_the_other_takes_over_when_it_resig
     assert!(next.term > won.term, "{next:?} after {won:?}");
     let bad = client.campaign("", &[]).await.map(|_| ()).unwrap_err();
     assert!(bad.to_string().contains("group name"), "{bad}");
+}
+
+/// The next event that `pick` accepts.
+async fn until(
+    stream: &mut Streaming<pb::LeaderEvent>,
+    what: &str,
+    pick: impl Fn(&pb::LeaderEvent) -> bool,
+) -> pb::LeaderEvent {
+    within(BOUND, what, async {
+        loop {
+            let event = stream.message().await.unwrap().expect("the stream goes on");
+            if pick(&event) {
+                return event;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_proclaims_a_new_value_without_a_new_election() {
+    let node = Node::start(NodeConfig::new("e2")).await.unwrap();
+    let server = serve(&node, GrpcConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let addr = server.local_addr().to_string();
+    let mut client = Client::connect(&addr, ClientOptions::default())
+        .await
+        .unwrap();
+    let mut first = client
+        .campaign_with_value("svc", &[], b"10.0.0.1:80".to_vec())
+        .await
+        .unwrap();
+    let won = until(&mut first, "first leads", |e| e.is_this_campaign).await;
+    assert_eq!(won.value, b"10.0.0.1:80");
+    let mut second = client
+        .campaign_with_value("svc", &[], b"10.0.0.2:80".to_vec())
+        .await
+        .unwrap();
+    let mut observer = client.observe("svc", &[]).await.unwrap();
+    let seen = until(&mut observer, "the leader's value", |e| {
+        e.has_leader && !e.value.is_empty()
+    })
+    .await;
+    assert_eq!(
+        (seen.leader.as_str(), seen.value.as_slice()),
+        (won.leader.as_str(), &b"10.0.0.1:80"[..])
+    );
+    client
+        .proclaim("svc", &won.leader, won.term, b"10.0.0.1:81".to_vec())
+        .await
+        .unwrap();
+    for stream in [&mut first, &mut second, &mut observer] {
+        let next = until(stream, "the new value", |e| e.value == b"10.0.0.1:81").await;
+        assert_eq!(
+            (next.leader.as_str(), next.term),
+            (won.leader.as_str(), won.term)
+        );
+    }
+    // Only the leader, in its term, may proclaim.
+    let stale = client
+        .proclaim("svc", &won.leader, won.term + 1, b"x".to_vec())
+        .await
+        .unwrap_err();
+    assert!(stale.to_string().contains("does not lead"), "{stale}");
+    let other = client
+        .proclaim("svc", "e2/nobody", won.term, b"x".to_vec())
+        .await
+        .unwrap_err();
+    assert!(other.to_string().contains("does not lead"), "{other}");
+    // The next leader announces its own value.
+    drop(first);
+    let next = until(&mut observer, "the second leads", |e| {
+        e.has_leader && e.leader != won.leader
+    })
+    .await;
+    assert_eq!(next.value, b"10.0.0.2:80");
+    drop(second);
 }

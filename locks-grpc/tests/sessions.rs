@@ -314,3 +314,121 @@ async fn over_tls_with_client_certificates_only_a_client_of_the_ca_gets_in() {
     assert!(within(BOUND, "no certificate", refused(tls(None))).await);
     assert!(within(BOUND, "plain text", refused(ClientOptions::default())).await);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_local_lock_granted_at_once_is_answered_alone_and_a_nowait_grant_is_pushed() {
+    let (node, server) = node_and_server("g9", |_| {}).await;
+    let mut s = session(&server, None).await.unwrap();
+    // Granted at once on the node's fast path: the answer carries the grant, and nothing is
+    // pushed for it (no agent runs for the session yet).
+    let x = s.lock(LockSpec::new("x", "X")).await.unwrap();
+    s.unlock("x").await.unwrap();
+    // A queued request granted at once is answered `Accepted`, its grant pushed: the first
+    // pushed event of the session.
+    s.lock_nowait(LockSpec::new("y", "S")).await.unwrap();
+    let first = within(BOUND, "a pushed event", s.next_event())
+        .await
+        .unwrap()
+        .unwrap();
+    match first.kind.unwrap() {
+        Kind::Granted(g) => {
+            assert_eq!(g.id, vec!["y"]);
+            assert_eq!(g.mode, "S");
+            assert_eq!(g.tokens[0].node, "g9");
+        }
+        other => panic!("first pushed event: {other:?}"),
+    }
+    // A request that waits starts the agent: its grant, the status changes and a loss are
+    // pushed from then on.
+    let holder = begin_transaction(&node, Options::default()).await.unwrap();
+    holder.lock(lock_id!["z"], Mode::X).await.unwrap();
+    s.lock_nowait(LockSpec::new("z", "X")).await.unwrap();
+    pushed(&mut s, |k| {
+        matches!(k, Kind::Status(st) if st.status == pb::TransactionStatus::Waiting as i32)
+            .then_some(())
+    })
+    .await;
+    holder.end().await.unwrap();
+    let z = pushed(&mut s, |k| match k {
+        Kind::Granted(g) => Some(g),
+        _ => None,
+    })
+    .await;
+    assert_eq!(z.id, vec!["z"]);
+    assert!(version(&x) > 0);
+    s.end().await.unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_session_converts_a_lock_down_and_the_tables_and_graph_show_the_queues() {
+    let (node, server) = node_and_server("g10", |_| {}).await;
+    let mut client = Client::connect(&server.local_addr().to_string(), ClientOptions::default())
+        .await
+        .unwrap();
+    let mut writer = client.session().await.unwrap();
+    let mut reader = client.session().await.unwrap();
+    writer.lock(LockSpec::new("db/x", "X")).await.unwrap();
+    reader
+        .lock_nowait(LockSpec::new("db/x", "S"))
+        .await
+        .unwrap();
+    // The table shows the holder and the waiter; the graph the wait.
+    let table = client.table(pb::TableRequest::default()).await.unwrap();
+    assert_eq!(table.nodes.len(), 1);
+    assert!(table.missing.is_empty());
+    let x = table.nodes[0]
+        .locks
+        .iter()
+        .find(|l| l.id == ["db", "x"])
+        .expect("db/x in the table");
+    assert_eq!(x.group, "X");
+    assert_eq!(x.granted[0].agent, writer.started().agent);
+    assert_eq!(x.waiting[0].agent, reader.started().agent);
+    assert_eq!(x.waiting[0].mode, "S");
+    let graph = client.graph(pb::GraphRequest::default()).await.unwrap();
+    let edge = &graph.edges[0];
+    assert_eq!(
+        (
+            edge.waiter.as_str(),
+            edge.blocker.as_str(),
+            edge.node.as_str()
+        ),
+        (
+            reader.started().agent.as_str(),
+            writer.started().agent.as_str(),
+            "g10"
+        )
+    );
+    assert!(!edge.in_cycle);
+    assert!(graph.dot.starts_with("digraph"), "{}", graph.dot);
+    // X down to S: the reader is served, both hold the lock.
+    writer.convert("db/x", "S").await.unwrap();
+    let granted = pushed(&mut reader, |k| match k {
+        Kind::Granted(g) => Some(g),
+        _ => None,
+    })
+    .await;
+    assert_eq!(granted.id, vec!["db", "x"]);
+    let table = client.table(pb::TableRequest::default()).await.unwrap();
+    let x = table.nodes[0]
+        .locks
+        .iter()
+        .find(|l| l.id == ["db", "x"])
+        .unwrap();
+    assert_eq!((x.group.as_str(), x.granted.len()), ("S", 2));
+    // Up is not a conversion; an unknown mode is refused.
+    match writer.convert("db/x", "X").await {
+        Err(ClientError::Refused { code, .. }) => assert_eq!(code, Code::InvalidArgument),
+        other => panic!("converted up: {other:?}"),
+    }
+    match writer.convert("db/x", "Q").await {
+        Err(ClientError::Refused { code, message }) => {
+            assert_eq!(code, Code::InvalidArgument);
+            assert!(message.contains("unknown mode"), "{message}");
+        }
+        other => panic!("converted to Q: {other:?}"),
+    }
+    writer.end().await.unwrap();
+    reader.end().await.unwrap();
+    drop(node);
+}

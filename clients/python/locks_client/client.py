@@ -212,6 +212,10 @@ class Session:
         """Releases ``lock`` (or withdraws its request)."""
         self._call(unlock=pb.Unlock(id=_path(lock)))
 
+    def convert(self, lock, mode):
+        """Converts ``lock``, held or requested, down to the weaker ``mode`` (``X`` to ``S``)."""
+        self._call(convert=pb.Convert(id=_path(lock), mode=mode))
+
     def status(self):
         """``no_locks``, ``waiting``, ``have_all_locks`` or ``cannot_serve``."""
         return _status_name(self._call(status=pb.StatusRequest()).status.status)
@@ -247,14 +251,16 @@ class Session:
 
 @dataclass
 class Leader:
-    """A change of a group's leader: ``term`` is the fencing token of the leader's writes;
-    ``is_me`` says whether this campaign leads."""
+    """A change of a group's leader, or of its value: ``term`` is the fencing token of the
+    leader's writes; ``is_me`` says whether this campaign leads; ``value`` is the leader's
+    (its campaign's, or the last it proclaimed)."""
 
     has_leader: bool
     leader: str
     node: str
     term: int
     is_me: bool
+    value: bytes = b""
 
 
 class Campaign:
@@ -267,7 +273,9 @@ class Campaign:
     def __iter__(self):
         try:
             for e in self._stream:
-                yield Leader(e.has_leader, e.leader, e.leader_node, e.term, e.is_this_campaign)
+                yield Leader(
+                    e.has_leader, e.leader, e.leader_node, e.term, e.is_this_campaign, e.value
+                )
         except grpc.RpcError as e:
             if e.code() != grpc.StatusCode.CANCELLED:
                 raise LocksError(e.code(), e.details()) from None
@@ -294,22 +302,49 @@ class Campaign:
         return False
 
 
+@dataclass
+class TLS:
+    """TLS to the node (its ``--client-tls-*`` flags): ``ca``, the PEM of the CA its certificate
+    must chain to; ``server_name``, the name it must carry; ``cert`` and ``key``, this client's
+    PEM certificate chain and key, for a node that asks for client certificates. Each is bytes
+    or a path to a file."""
+
+    ca: object
+    server_name: str = "locks"
+    cert: object = None
+    key: object = None
+
+
+def _pem(value):
+    if value is None or isinstance(value, bytes):
+        return value
+    with open(value, "rb") as f:
+        return f.read()
+
+
 class Client:
     """A channel to one node's client API (``host:port``), with its token if it has one.
     ``keepalive`` (seconds): how long the node may stay silent before the connection counts
-    as gone."""
+    as gone. ``tls``: a :class:`TLS` for a node that serves the API over TLS."""
 
-    def __init__(self, addr, token=None, keepalive=10.0):
+    def __init__(self, addr, token=None, keepalive=10.0, tls=None):
         half = max(1, int(keepalive * 500))
-        self._channel = grpc.insecure_channel(
-            addr,
-            options=[
-                ("grpc.keepalive_time_ms", half),
-                ("grpc.keepalive_timeout_ms", half),
-                ("grpc.keepalive_permit_without_calls", 1),
-                ("grpc.http2.max_pings_without_data", 0),
-            ],
-        )
+        options = [
+            ("grpc.keepalive_time_ms", half),
+            ("grpc.keepalive_timeout_ms", half),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+        if tls is None:
+            self._channel = grpc.insecure_channel(addr, options=options)
+        else:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_pem(tls.ca),
+                private_key=_pem(tls.key),
+                certificate_chain=_pem(tls.cert),
+            )
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+            self._channel = grpc.secure_channel(addr, credentials, options=options)
         self._stub = pb_grpc.LocksStub(self._channel)
         self._metadata = [("authorization", f"Bearer {token}")] if token else []
 
@@ -318,10 +353,36 @@ class Client:
         reply = self._stub.Info(pb.InfoRequest(), metadata=self._metadata, timeout=10)
         return reply.node, list(reply.nodes)
 
-    def campaign(self, group, nodes=()):
-        """Campaigns for the leadership of ``group``: a :class:`Campaign`."""
-        request = pb.ElectionRequest(group=group, nodes=list(nodes))
+    def campaign(self, group, nodes=(), value=b""):
+        """Campaigns for the leadership of ``group``, announcing ``value`` when leading: a
+        :class:`Campaign`."""
+        request = pb.ElectionRequest(group=group, nodes=list(nodes), value=value)
         return Campaign(self._stub.Campaign(request, metadata=self._metadata))
+
+    def proclaim(self, group, leader, value):
+        """The leader (a :class:`Leader` of a campaign on this node that leads ``group``)
+        changes its value without a new election; returns once a majority of the group's nodes
+        have it."""
+        request = pb.ProclaimRequest(
+            group=group, leader=leader.leader, term=leader.term, value=value
+        )
+        try:
+            self._stub.Proclaim(request, metadata=self._metadata, timeout=30)
+        except grpc.RpcError as e:
+            raise LocksError(e.code(), e.details()) from None
+
+    def table(self, max_locks_per_node=0, timeout=0.0):
+        """The lock tables of the node and of the nodes it reaches (a ``TableReply``: per node
+        its locks' queues, and the nodes that did not answer within ``timeout`` seconds)."""
+        request = pb.TableRequest(
+            max_locks_per_node=max_locks_per_node, timeout_ms=int(timeout * 1000)
+        )
+        return self._stub.Table(request, metadata=self._metadata, timeout=30)
+
+    def graph(self, timeout=0.0):
+        """The cluster's wait-for graph (a ``GraphReply``: edges, and the graph in DOT)."""
+        request = pb.GraphRequest(timeout_ms=int(timeout * 1000))
+        return self._stub.Graph(request, metadata=self._metadata, timeout=30)
 
     def observe(self, group, nodes=()):
         """Observes the leader of ``group`` without competing: a :class:`Campaign`."""

@@ -23,7 +23,7 @@ TOKEN = "py-token"
 class Node:
     """One node process and the lines it printed."""
 
-    def __init__(self, name, peers=()):
+    def __init__(self, name, peers=(), extra=()):
         self.name = name
         args = [
             NODE_BIN,
@@ -40,6 +40,7 @@ class Node:
         ]
         for peer in peers:
             args += ["--peer", peer]
+        args += list(extra)
         self.proc = subprocess.Popen(
             args,
             stdin=subprocess.PIPE,
@@ -78,11 +79,12 @@ class Node:
 
 @pytest.fixture
 def nodes():
-    """A function that starts a node (peers: listen addresses); every node is killed after."""
+    """A function that starts a node (peers: listen addresses; extra: more flags); every node
+    is killed after."""
     started = []
 
-    def start(name, peers=()):
-        node = Node(name, peers)
+    def start(name, peers=(), extra=()):
+        node = Node(name, peers, extra)
         started.append(node)
         return node
 

@@ -10,9 +10,15 @@
 //! - `C2 grpc Majority 3 procs`: three node processes, the client talks to one; each operation
 //!   is `lock([c2, i], X, [all three], Majority)`, then `unlock`.
 //!
-//! The ratio is the p50 over the TCP loopback floor's. The client runs on the harness's
-//! runtime; the nodes are stopped (stdin closed, killed by handle after 5 s) when done.
+//! With `--etcd ADDR`, etcd's rows follow (`client_etcd`), and the goal of 10x etcd's
+//! lock+unlock rate is decided for one session and for 64.
+//!
+//! The ratio is the p50 over the TCP loopback floor's. A sequential client (C1 local and
+//! session+lock+end, C2, and etcd's E1 and E2) runs on a current-thread runtime of its own,
+//! as the TCP floor's client does; the 64 sessions run on the harness's runtime (2 workers).
+//! The nodes are stopped (stdin closed, killed by handle after 5 s) when done.
 
+use super::client_etcd;
 use super::cluster::NodeProcess;
 use super::floors::Floor;
 use super::rig::err;
@@ -154,6 +160,24 @@ fn bounded<T>(
     })
 }
 
+/// Runs `f` within the round limit on a current-thread runtime of its own, as the TCP floor's
+/// client runs: a sequential client's answers then wake it on its own thread.
+fn alone<T>(
+    ctx: &Ctx,
+    f: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let limit = ctx.cfg.round_limit;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(err)?;
+    rt.block_on(async move {
+        tokio::time::timeout(limit, f)
+            .await
+            .map_err(|_| format!("not done within {} s", limit.as_secs()))?
+    })
+}
+
 /// The CLIENT rows.
 pub fn run(ctx: &mut Ctx) -> Vec<Row> {
     let local = vec![
@@ -183,7 +207,7 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
         Ok(node) => {
             let addr = node.client_addr.clone().unwrap_or_default();
             let n = ctx.cfg.size(5_000, 300);
-            rows.extend(ctx.run_rounds(&local, |_| bounded(ctx, sequential(addr.clone(), n))));
+            rows.extend(ctx.run_rounds(&local, |_| alone(ctx, sequential(addr.clone(), n))));
             let run_for = Duration::from_millis(ctx.cfg.size(1_000, 200));
             rows.extend(ctx.run_rounds(&many, |_| {
                 Ok(vec![bounded(ctx, concurrent(addr.clone(), run_for))?])
@@ -203,13 +227,58 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
             let nodes: Vec<String> = ["c2a", "c2b", "c2c"].map(str::to_owned).to_vec();
             let n = ctx.cfg.size(3_000, 300);
             rows.extend(ctx.run_rounds(&three, |_| {
-                Ok(vec![bounded(
-                    ctx,
-                    majority(addr.clone(), nodes.clone(), n),
-                )?])
+                Ok(vec![alone(ctx, majority(addr.clone(), nodes.clone(), n))?])
             }));
             drop(procs);
         }
     }
+    if let Some(addr) = ctx.cfg.etcd.clone() {
+        rows.extend(etcd_rows(ctx, &addr));
+        decide_etcd_goals(&mut rows);
+    }
     rows
+}
+
+/// The etcd rows (`client_etcd`), their goals decided against the locks rows measured above.
+fn etcd_rows(ctx: &mut Ctx, addr: &str) -> Vec<Row> {
+    let [one, many, elect] = client_etcd::specs();
+    let n = ctx.cfg.size(2_000, 300);
+    let run_for = Duration::from_millis(ctx.cfg.size(1_000, 200));
+    let mut rows = ctx.run_rounds(std::slice::from_ref(&one), |round| {
+        let addr = addr.to_owned();
+        Ok(vec![alone(ctx, client_etcd::sequential(addr, round, n))?])
+    });
+    rows.extend(ctx.run_rounds(std::slice::from_ref(&many), |round| {
+        let addr = addr.to_owned();
+        let sample = client_etcd::concurrent(addr, round, SESSIONS, run_for);
+        Ok(vec![bounded(ctx, sample)?])
+    }));
+    rows.extend(ctx.run_rounds(std::slice::from_ref(&elect), |round| {
+        let addr = addr.to_owned();
+        Ok(vec![alone(ctx, client_etcd::elections(addr, round, n))?])
+    }));
+    rows
+}
+
+/// Decides the etcd rows' goals: the locks row of each pair at least 10x the etcd row's rate.
+pub fn decide_etcd_goals(rows: &mut [Row]) {
+    let rate = |rows: &[Row], prefix: &str| {
+        rows.iter()
+            .find(|r| r.name.starts_with(prefix))
+            .and_then(|r| r.measured().map(|m| m.value))
+    };
+    let pairs = [
+        ("C1 grpc local lock+unlock", client_etcd::E1),
+        ("C1 grpc 64 sessions", client_etcd::E1_MANY),
+    ];
+    for (ours, theirs) in pairs {
+        let ratio = match (rate(rows, ours), rate(rows, theirs)) {
+            (Some(a), Some(b)) if b > 0.0 => a / b,
+            _ => continue,
+        };
+        if let Some(row) = rows.iter_mut().find(|r| r.name == theirs) {
+            row.decide_goal(ratio >= 10.0);
+            row.note(format!("locks/etcd={ratio:.1}x"));
+        }
+    }
 }

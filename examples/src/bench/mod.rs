@@ -15,6 +15,7 @@
 //! reported as failed at once instead of each waiting for its own time limit.
 
 pub mod client;
+pub mod client_etcd;
 pub mod cluster;
 pub mod contended;
 pub mod election;
@@ -114,6 +115,9 @@ pub struct Config {
     pub processes: bool,
     /// The address of a Redis server the user started, if any.
     pub redis: Option<String>,
+    /// The address of an etcd server the user started, if any (the CLIENT workload measures
+    /// its lock and election services beside the gRPC API's).
+    pub etcd: Option<String>,
     /// The workloads to run (empty: all).
     pub workloads: Vec<Workload>,
     /// Where the rig's nodes keep their data directories (`<dir>/<name>`), if anywhere.
@@ -131,6 +135,7 @@ impl Config {
             budget: Duration::from_secs(if quick { 10 } else { 40 }),
             processes: false,
             redis: None,
+            etcd: None,
             workloads: Vec::new(),
             data_dir: None,
         }

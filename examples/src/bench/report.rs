@@ -116,20 +116,35 @@ fn find<'a>(rows: &'a [Row], prefix: &str) -> Option<(&'a Row, &'a Measured)> {
 
 /// Our workloads beside the Redis mutex of the same run (empty without Redis rows).
 pub fn redis_comparison(rows: &[Row]) -> String {
-    let mut out = String::new();
     let pairs = [
         ("W1 node-rt txn", "R-SEQ"),
         ("W1 foreign-rt txn", "R-SEQ"),
         ("W3 hot lock", "R-HOT"),
     ];
-    for (ours, theirs) in pairs {
+    comparison(rows, "beside the Redis mutex of this run:\n", &pairs)
+}
+
+/// The gRPC API's rows beside etcd's of the same run (empty without etcd rows).
+pub fn etcd_comparison(rows: &[Row]) -> String {
+    let pairs = [
+        ("C1 grpc local lock+unlock", "E1 etcd lock+unlock"),
+        ("C1 grpc 64 sessions", "E1 etcd 64 sessions"),
+    ];
+    comparison(rows, "beside etcd in this run:\n", &pairs)
+}
+
+/// Each pair of rows (name prefixes, ours first) that both were measured: rates, their
+/// ratio and the p50s.
+fn comparison(rows: &[Row], title: &str, pairs: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for &(ours, theirs) in pairs {
         let (Some((our_row, our)), Some((their_row, their))) =
             (find(rows, ours), find(rows, theirs))
         else {
             continue;
         };
         if out.is_empty() {
-            out.push_str("beside the Redis mutex of this run:\n");
+            out.push_str(title);
         }
         let latency = match (our.p50_ns, their.p50_ns) {
             (Some(a), Some(b)) => format!(

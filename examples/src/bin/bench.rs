@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release -p examples --bin bench -- [workloads...] [--quick] [--json FILE] [--redis ADDR]
-//!     [--processes] [--rounds N] [--round-limit SECS]
+//!     [--etcd ADDR] [--processes] [--rounds N] [--round-limit SECS]
 //! ```
 //!
 //! Prints a progress line per workload on stderr, then the table, the comparison with Redis and
@@ -32,6 +32,10 @@ struct Args {
     /// Also run the Redis mutex against this server (one you started; nothing else is contacted).
     #[arg(long, value_name = "ADDR")]
     redis: Option<String>,
+    /// With the CLIENT workload, also measure etcd's Lock/Unlock and Campaign/Resign against
+    /// this server (one you started, `host:port`; nothing else is contacted).
+    #[arg(long, value_name = "ADDR")]
+    etcd: Option<String>,
     /// W6 also with two of its three nodes in processes of their own (needs the `node`
     /// program built beside this one).
     #[arg(long)]
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         cfg.round_limit = Duration::from_secs(secs.max(1));
     }
     cfg.redis = args.redis;
+    cfg.etcd = args.etcd;
     cfg.processes = args.processes;
     cfg.data_dir = args.data_dir;
     cfg.workloads = args.workloads;
@@ -97,7 +102,11 @@ fn main() -> ExitCode {
     };
     println!("\nmachine: {machine}");
     print!("{}", report::table(&rows));
-    for section in [report::redis_comparison(&rows), report::goals(&rows)] {
+    for section in [
+        report::redis_comparison(&rows),
+        report::etcd_comparison(&rows),
+        report::goals(&rows),
+    ] {
         if !section.is_empty() {
             println!();
             print!("{section}");

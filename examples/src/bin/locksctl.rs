@@ -6,6 +6,8 @@
 //! locksctl --node 127.0.0.1:7100 status
 //! locksctl --node 127.0.0.1:7100 campaign jobs -- ./scheduler
 //! locksctl --node 127.0.0.1:7100 leader jobs
+//! locksctl --node 127.0.0.1:7100 table
+//! locksctl --node 127.0.0.1:7100 graph --dot | dot -Tsvg > waits.svg
 //! ```
 //!
 //! `lock` takes the lock, runs the command while it is held with the fencing tokens in
@@ -20,11 +22,16 @@
 //! token) in `LOCKS_TERM`, and stops it the same way (exit 1) when the leadership is lost;
 //! `leader` prints `leader <member> <node> <term>`.
 //!
+//! `table` prints the lock tables of the node and of the nodes it reaches, `graph` the
+//! cluster's wait-for graph (or its DOT with `--dot`), in the lines of the node's own
+//! `cluster-table` and `cluster-graph` commands (`examples::locksctl`).
+//!
 //! The token comes from `--token` or the environment variable `LOCKS_TOKEN`. For a node that
 //! serves the API over TLS: `--ca` (and `--server-name`, default `locks`), and `--cert` /
 //! `--key` when it asks for client certificates.
 
 use clap::{Parser, Subcommand};
+use examples::locksctl::{graph_lines, table_lines};
 use locks_grpc::client::{Client, ClientError, ClientOptions, ClientTls, LockSpec, tokens_text};
 use locks_grpc::pb::{self, session_event::Kind};
 use std::path::PathBuf;
@@ -101,6 +108,24 @@ enum Command {
         #[arg(long, default_value = "5s", value_parser = duration)]
         wait: Duration,
     },
+    /// The lock tables of the node and of the nodes it reaches.
+    Table {
+        /// The most locks listed per node.
+        #[arg(long, default_value_t = 1000)]
+        max_locks: u32,
+        /// How long to wait for the other nodes' tables.
+        #[arg(long, default_value = "2s", value_parser = duration)]
+        wait: Duration,
+    },
+    /// The cluster's wait-for graph: who waits for whom, on which lock and node.
+    Graph {
+        /// Print Graphviz DOT instead of one line per edge.
+        #[arg(long)]
+        dot: bool,
+        /// How long to wait for the other nodes' tables.
+        #[arg(long, default_value = "2s", value_parser = duration)]
+        wait: Duration,
+    },
     /// Campaign for the leadership of GROUP and run a command while leading.
     Campaign {
         /// The group.
@@ -164,6 +189,19 @@ async fn main() -> ExitCode {
             Err(e) => fail(2, e),
         },
         Command::Leader { group, wait } => leader(&mut client, &group, wait).await,
+        Command::Table { max_locks, wait } => {
+            let request = pb::TableRequest {
+                max_locks_per_node: max_locks,
+                timeout_ms: millis(wait),
+            };
+            print_lines(client.table(request).await.map(|r| table_lines(&r)))
+        }
+        Command::Graph { dot, wait } => {
+            let request = pb::GraphRequest {
+                timeout_ms: millis(wait),
+            };
+            print_lines(client.graph(request).await.map(|r| graph_lines(&r, dot)))
+        }
         Command::Campaign {
             group,
             nodes,
@@ -211,6 +249,24 @@ fn client_tls(args: &Args) -> Result<Option<ClientTls>, String> {
         server_name: args.server_name.clone(),
         identity,
     }))
+}
+
+/// A wait in whole milliseconds (at least 1: 0 would ask for the default).
+fn millis(wait: Duration) -> u32 {
+    u32::try_from(wait.as_millis()).unwrap_or(u32::MAX).max(1)
+}
+
+/// Prints the lines of an answer, or fails with exit 2.
+fn print_lines(lines: Result<Vec<String>, ClientError>) -> ExitCode {
+    match lines {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(2, e),
+    }
 }
 
 fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {

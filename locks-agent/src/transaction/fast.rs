@@ -32,7 +32,7 @@
 //! nothing, and its locks are on its own node, so no node down or lease applies to them.
 
 use super::Transaction;
-use crate::agent::{Adopt, Agent};
+use crate::agent::{Adopt, Agent, Subscribe};
 use crate::core::{GrantNodes, GrantedLock, LockResult, RequestError, TransactionStatus};
 use crate::error::Error;
 use crate::events::{LockState, Locked};
@@ -155,6 +155,15 @@ impl Transaction {
         } else {
             Agent::start_in_arbiter(self.node.arbiter(), make)
         };
+        // First in the mailbox: the deferred subscribers hear everything the agent reports.
+        for tx in self
+            .deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+        {
+            addr.do_send(Subscribe(tx));
+        }
         if !locks.is_empty() {
             addr.do_send(Adopt {
                 node: here,

@@ -71,6 +71,9 @@ impl From<CallFailure> for Error {
     fn from(f: CallFailure) -> Self {
         match f {
             CallFailure::CannotServe { locks, nodes } => Error::CannotServe { locks, nodes },
+            CallFailure::Refused { lock, node, reason } => {
+                Error::Request(RequestError::Refused { lock, node, reason })
+            }
             CallFailure::Cancelled { lock } => Error::Cancelled { lock },
             CallFailure::Deadlock { lock, node } => Error::Deadlock { lock, node },
             CallFailure::Ended => Error::Ended,

@@ -28,7 +28,7 @@
 //!
 //! # Public surface
 //!
-//! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
+//! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`PeerQuotas`], [`LeaseConfig`],
 //! [`Leases`], [`HeartbeatConfig`], [`Cookie`]); what a node reports ([`NodeEvent`],
 //! [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`], [`TableSnapshot`], [`LockSnapshot`],
 //! [`EntrySnapshot`]) and what the cluster reports ([`ClusterQuery`], [`ClusterView`],
@@ -61,6 +61,7 @@ mod log_limit;
 pub mod metrics;
 mod net;
 mod node;
+mod quota;
 mod router;
 mod server;
 mod table;
@@ -76,6 +77,7 @@ pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
+pub use quota::PeerQuotas;
 pub use router::RouteError;
 pub use router::peer::{MAX_CLOCK_AHEAD, PeerFault};
 pub use table::{

@@ -65,9 +65,10 @@ async fn a_peer_past_its_lock_quota_is_refused_and_locks_again_once_it_released(
         over_quota(&err, &lock_id!["q", "2"], Quota::Locks, 2),
         "{err:?}"
     );
-    assert!(
-        err.to_string().contains("quota"),
-        "the error says why: {err}"
+    assert_eq!(
+        err.to_string(),
+        "node a refused the request on [q, 2]: this node's per-peer quota is used up: \
+         at most 2 locks (entries on lock ids) for one peer node"
     );
     let snap = bounded(a.node.snapshot()).await.unwrap();
     assert!(snap.locks.iter().all(|l| l.entry(t2.id()).is_none()));

@@ -57,9 +57,18 @@
 //! is the shell that holds the shards behind their mutexes, carries the messages through the
 //! router, keeps the start-delay, and runs the fast path.
 //!
+//! **Per-peer quotas.** A `Lock` of another node's agent that comes as a message is checked
+//! against the quota book ([`crate::quota`]) before the table sees it, and refused with
+//! `Rejection::QuotaExceeded` when it would take that node past a quota. The book follows
+//! what the table tells other nodes' agents about their entries (every notice to one passes
+//! through this shell's send, under the shard's lock), and forgets an agent removed or found
+//! gone and a node that went down. The node's own agents, and so the fast path, are not
+//! counted.
+//!
 //! Lock order: the start-delay's list, then shards in ascending index, then the router's
 //! registry (inside a delivery). Nothing takes a shard while holding a higher one; the `used`
-//! map of [`Sharding`] is never held together with a shard.
+//! map of [`Sharding`] is never held together with a shard. The quota book is taken last, and
+//! nothing is taken while it is held.
 
 mod reads;
 mod sharding;

@@ -126,3 +126,27 @@ async fn a_peer_past_its_queued_quota_is_refused_until_its_waiter_is_granted() {
     let t3 = txn(&b).await;
     lock_on_a(&t3, lock_id!["v"]).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_peer_that_went_down_starts_from_zero_when_it_is_back() {
+    let quotas = PeerQuotas {
+        locks: 1,
+        ..PeerQuotas::default()
+    };
+    let (a, b) = nodes(quotas).await;
+    let t1 = txn(&b).await;
+    lock_on_a(&t1, lock_id!["x"]).await.unwrap();
+    let t2 = txn(&b).await;
+    let err = lock_on_a(&t2, lock_id!["y"]).await.unwrap_err();
+    assert!(over_quota(&err, &lock_id!["y"], Quota::Locks, 1), "{err:?}");
+    // a sees b go down. b's transactions end meanwhile: their releases never reach a, so only
+    // the node down can have given b's quota back.
+    assert!(bounded(a.node.disconnect("b")).await.unwrap());
+    t1.end().await.unwrap();
+    t2.end().await.unwrap();
+    bounded(a.node.reconnect("b")).await.unwrap();
+    common::wait_connected(&a.node, &["b"]).await;
+    common::wait_connected(&b.node, &["a"]).await;
+    let t3 = txn(&b).await;
+    lock_on_a(&t3, lock_id!["y"]).await.unwrap();
+}

@@ -281,7 +281,7 @@ impl LocalTable {
 
     /// Sends a shard's message through the router, and says what became of it. What it tells
     /// an agent of another node about its own entry, or what its failure makes the table do
-    /// to that agent, goes into the quota book first (under the shard's lock, so in the order
+    /// to that agent, then goes into the quota book (under the shard's lock, so in the order
     /// the table decided).
     fn send(&self, to: &AgentId, msg: AgentMessage) -> Delivery {
         let told = match &msg {

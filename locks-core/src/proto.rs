@@ -29,7 +29,9 @@ use std::sync::Arc;
 /// 3: cluster introspection ([`Message::Introspect`], [`Message::TableReport`]), so that a node
 /// of version 2, which could not decode them, is refused at the handshake instead of dropping
 /// the connection on the first such frame.
-pub const PROTOCOL_VERSION: u16 = 3;
+///
+/// 4: [`Rejection::QuotaExceeded`], which a node of version 3 could not decode.
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// A request from an agent to the lock server of one node.
 ///

@@ -79,6 +79,9 @@ impl From<CallFailure> for Error {
                 nodes,
                 unknown: Vec::new(),
             },
+            CallFailure::Refused { lock, node, reason } => {
+                Error::Request(RequestError::Refused { lock, node, reason })
+            }
             CallFailure::Cancelled { lock } => Error::Cancelled { lock },
             CallFailure::Deadlock { lock, node } => Error::Deadlock { lock, node },
             CallFailure::Ended => Error::Ended,

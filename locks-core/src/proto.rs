@@ -21,6 +21,7 @@
 use crate::{AgentId, LockId, MemberId, Mode, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
 
 /// The version of the wire protocol. A peer speaking another version is refused.
@@ -28,7 +29,9 @@ use std::sync::Arc;
 /// 3: cluster introspection ([`Message::Introspect`], [`Message::TableReport`]), so that a node
 /// of version 2, which could not decode them, is refused at the handshake instead of dropping
 /// the connection on the first such frame.
-pub const PROTOCOL_VERSION: u16 = 3;
+///
+/// 4: [`Rejection::QuotaExceeded`], which a node of version 3 could not decode.
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -337,6 +340,49 @@ pub enum Rejection {
     /// there, and the server has withdrawn it (a watch, likewise, has been dropped).
     #[error("the lock's queue is too large to be sent to the agent's node")]
     QueueTooLarge,
+    /// A `Lock` from an agent of another node would take that node's agents past one of the
+    /// lock server's per-peer quotas (`NodeConfig::peer_quotas` in `locks-server`): nothing
+    /// changed. What the peer's agents hold is not touched; once they release enough, the same
+    /// request may succeed.
+    #[error("this node's per-peer quota is used up: at most {limit} {quota} for one peer node")]
+    QuotaExceeded {
+        /// Which quota.
+        quota: Quota,
+        /// Its limit on the lock server's node.
+        limit: u64,
+    },
+}
+
+/// A per-peer quota of a lock server (see [`Rejection::QuotaExceeded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Quota {
+    /// Entries on locks (a lock and each of its ancestors count once per agent), granted or not.
+    Locks,
+    /// Entries waiting or converting.
+    Queued,
+    /// Bytes of the lock ids of the entries (each entry counts its whole id's key payload).
+    Bytes,
+}
+
+impl Quota {
+    /// The quota's name, as metrics label it: `locks`, `queued` or `bytes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Quota::Locks => "locks",
+            Quota::Queued => "queued",
+            Quota::Bytes => "bytes",
+        }
+    }
+}
+
+impl fmt::Display for Quota {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Quota::Locks => "locks (entries on lock ids)",
+            Quota::Queued => "queued requests",
+            Quota::Bytes => "bytes of lock ids",
+        })
+    }
 }
 
 impl Rejection {
@@ -351,6 +397,7 @@ impl Rejection {
             Rejection::SurrenderNotHeld { .. } => "surrender not held",
             Rejection::NotWaiting { .. } => "not waiting",
             Rejection::QueueTooLarge => "queue too large",
+            Rejection::QuotaExceeded { .. } => "quota exceeded",
         }
     }
 }

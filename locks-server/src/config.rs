@@ -18,6 +18,7 @@
 
 use crate::lease::{LeaseConfig, LeaseError, Leases};
 use crate::net::{Cookie, HeartbeatConfig, TlsConfig, TlsConfigError};
+use crate::quota::PeerQuotas;
 use locks_core::ModeTable;
 use locks_core::codec::DEFAULT_MAX_FRAME;
 use serde::Deserialize;
@@ -105,6 +106,9 @@ pub struct ClusterConfig {
     pub lease: LeaseConfig,
     /// Mutual TLS with every peer (default `None`: clear text, and a warning at start).
     pub tls: Option<TlsConfig>,
+    /// How much of this node's lock table the agents of one peer node may take (see
+    /// [`PeerQuotas`]; defaults far above what programs take).
+    pub peer_quotas: PeerQuotas,
 }
 
 impl Default for ClusterConfig {
@@ -121,6 +125,7 @@ impl Default for ClusterConfig {
             max_frame: DEFAULT_MAX_FRAME,
             lease: LeaseConfig::default(),
             tls: None,
+            peer_quotas: PeerQuotas::default(),
         }
     }
 }
@@ -188,6 +193,11 @@ impl ClusterConfig {
 /// ca = "ca.pem"           # the CA every peer's certificate must chain to
 /// server_name = "locks"   # optional: the DNS name every node certificate carries
 /// node_names = true       # optional (default true): a peer's certificate must carry its node name
+///
+/// [peer_quotas]                                 # optional: what one peer's agents may take here
+/// locks = 65536           # entries on lock ids (a lock and each ancestor count once per agent)
+/// queued = 16384          # of those, entries waiting or converting
+/// bytes = 33554432        # bytes of the entries' lock ids (32 MiB)
 /// ```
 ///
 /// A `data_dir = "/var/lib/locks/a"` line (relative to the file) keeps the node's data
@@ -324,6 +334,16 @@ impl NodeConfig {
         self
     }
 
+    /// Limits what the agents of one peer node may take of this node's lock table: a `Lock`
+    /// request of theirs that would pass a limit is refused with
+    /// [`Rejection::QuotaExceeded`](locks_core::proto::Rejection::QuotaExceeded), which their
+    /// transaction's call returns. The node's own transactions are not limited. See
+    /// [`PeerQuotas`] for what counts and the defaults.
+    pub fn peer_quotas(mut self, quotas: PeerQuotas) -> NodeConfig {
+        self.cluster.peer_quotas = quotas;
+        self
+    }
+
     /// The node's name as configured.
     pub fn name(&self) -> &str {
         &self.name
@@ -416,6 +436,9 @@ impl NodeConfig {
         if let Some(dir) = file.data_dir {
             config = config.data_dir(relative(dir));
         }
+        if let Some(quotas) = file.peer_quotas {
+            config = config.peer_quotas(quotas);
+        }
         config.cluster.validate()?;
         Ok(config)
     }
@@ -461,6 +484,7 @@ struct FileConfig {
     start_delay_ms: Option<u64>,
     tls: Option<FileTls>,
     data_dir: Option<PathBuf>,
+    peer_quotas: Option<PeerQuotas>,
 }
 
 /// The `[tls]` table of the TOML form.

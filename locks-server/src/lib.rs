@@ -30,8 +30,9 @@
 //!
 //! # Public surface
 //!
-//! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`LeaseConfig`],
-//! [`Leases`], [`HeartbeatConfig`], [`Cookie`], [`TlsConfig`], [`DataDir`]); what a node
+//! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`PeerQuotas`],
+//! [`LeaseConfig`], [`Leases`], [`HeartbeatConfig`], [`Cookie`], [`TlsConfig`], [`DataDir`]);
+//! what a node
 //! reports ([`NodeEvent`], [`NodeEvents`], [`LinkInfo`], [`HandshakeRefusals`],
 //! [`TableSnapshot`], [`LockSnapshot`], [`EntrySnapshot`]) and what the cluster reports
 //! ([`ClusterQuery`], [`ClusterView`], [`WaitForGraph`], [`WaitEdge`], with their bounds in the
@@ -63,6 +64,7 @@ mod log_limit;
 pub mod metrics;
 mod net;
 mod node;
+mod quota;
 mod router;
 mod server;
 mod table;
@@ -78,6 +80,7 @@ pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
+pub use quota::PeerQuotas;
 pub use router::RouteError;
 pub use router::peer::{MAX_CLOCK_AHEAD, PeerFault};
 pub use table::{EntrySnapshot, LockSnapshot, TableSnapshot};

@@ -33,6 +33,7 @@ use crate::local::LocalTable;
 use crate::router::Router;
 use crate::router::peer::PeerFault;
 use crate::table::Census;
+use locks_core::proto::Quota;
 use locks_core::{Mode, NodeId};
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
@@ -89,6 +90,10 @@ pub const LINK_BYTES: &str = "locks_link_bytes_total";
 /// [`PeerFault`] name) (counter).
 pub const PEER_MESSAGES_REFUSED: &str = "locks_peer_messages_refused_total";
 
+/// `Lock` requests of peers' agents refused because they would pass a per-peer quota, by
+/// `quota` (`locks`, `queued` or `bytes`: see [`PeerQuotas`](crate::PeerQuotas)) (counter).
+pub const PEER_REQUESTS_REFUSED: &str = "locks_peer_requests_refused_total";
+
 /// The causes of [`LOST`], as `locks-agent` names its loss causes.
 pub const LOST_CAUSES: [&str; 5] = [
     "node-down",
@@ -115,6 +120,9 @@ pub const REFUSAL_REASONS: [&str; 13] = [
     "tls_node_name",
     "tls_other",
 ];
+
+/// The quotas of [`PEER_REQUESTS_REFUSED`], in label order.
+const QUOTAS: [Quota; 3] = [Quota::Locks, Quota::Queued, Quota::Bytes];
 
 /// Gives every metric of this module its help text and unit, on the recorder installed now.
 /// Nodes call it when they start; an application may call it earlier (describing twice is
@@ -172,6 +180,10 @@ pub fn describe() {
         PEER_MESSAGES_REFUSED,
         "Messages from peers refused because the peer may not send them (it spoke for another node, or carried an impossible version), by reason."
     );
+    describe_counter!(
+        PEER_REQUESTS_REFUSED,
+        "Lock requests of peers' agents refused because they would pass a per-peer quota, by quota."
+    );
     describe_histogram!(
         LINK_RTT_SECONDS,
         Unit::Seconds,
@@ -213,6 +225,7 @@ pub struct NodeMetrics {
     lost: [Counter; LOST_CAUSES.len()],
     refused: [Counter; REFUSAL_REASONS.len()],
     peer_refused: [Counter; PeerFault::ALL.len()],
+    quota_refused: [Counter; 3],
     peers_up: Gauge,
     held: [Gauge; Mode::COUNT],
     granted: [Gauge; Mode::COUNT],
@@ -244,6 +257,8 @@ impl NodeMetrics {
             peer_refused: PeerFault::ALL.map(
                 |f| counter!(PEER_MESSAGES_REFUSED, "node" => n.clone(), "reason" => f.name()),
             ),
+            quota_refused: QUOTAS
+                .map(|q| counter!(PEER_REQUESTS_REFUSED, "node" => n.clone(), "quota" => q.name())),
             peers_up: gauge!(PEERS_UP, "node" => n.clone()),
             held: per_mode(HELD),
             granted: per_mode(GRANTED),
@@ -274,6 +289,12 @@ impl NodeMetrics {
     /// Counts a message from a peer refused for `fault`.
     pub fn peer_refused(&self, fault: PeerFault) {
         self.peer_refused[fault.index()].increment(1);
+    }
+
+    /// Counts a peer's request refused for `quota`.
+    pub fn quota_refused(&self, quota: Quota) {
+        let i = QUOTAS.iter().position(|q| *q == quota).unwrap_or(0);
+        self.quota_refused[i].increment(1);
     }
 
     /// Sets the sampled gauges from a count of the table and the number of peers up.

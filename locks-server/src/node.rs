@@ -128,7 +128,8 @@ impl Node {
                 || LockTable::new(id.clone(), modes.clone(), base),
                 !delays.1.is_zero(),
             )
-            .with_reserve(reserve),
+            .with_reserve(reserve)
+            .with_quotas(config.cluster().peer_quotas),
         );
         let max_frame = config.cluster().max_frame.clamp(
             crate::net::frame::HANDSHAKE_MAX_FRAME,

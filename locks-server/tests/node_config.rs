@@ -1,6 +1,6 @@
 //! `NodeConfig` from builders and from TOML.
 
-use locks_server::{ConfigError, NodeConfig};
+use locks_server::{ConfigError, NodeConfig, PeerQuotas};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -26,6 +26,11 @@ fn a_full_toml_file_sets_every_field() {
         lease_ms = 500
         lock_delay_ms = 900
         start_delay_ms = 0
+
+        [peer_quotas]
+        locks = 10
+        queued = 5
+        bytes = 1000
         "#,
     )
     .unwrap();
@@ -47,6 +52,30 @@ fn a_full_toml_file_sets_every_field() {
     assert_eq!(leases.lease, Duration::from_millis(500));
     assert_eq!(leases.lock_delay, Duration::from_millis(900));
     assert_eq!(leases.start_delay, Duration::ZERO);
+    assert_eq!(
+        c.peer_quotas,
+        PeerQuotas {
+            locks: 10,
+            queued: 5,
+            bytes: 1000
+        }
+    );
+}
+
+#[test]
+fn peer_quotas_left_out_of_the_file_keep_their_defaults() {
+    let c = NodeConfig::from_toml_str("name = \"a\"\ncookie = \"c\"\n[peer_quotas]\nlocks = 7\n")
+        .unwrap();
+    let expected = PeerQuotas {
+        locks: 7,
+        ..PeerQuotas::default()
+    };
+    assert_eq!(c.cluster().peer_quotas, expected);
+    let err = NodeConfig::from_toml_str("name = \"a\"\n[peer_quotas]\nlock = 7\n").unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Toml(e) if e.to_string().contains("lock")),
+        "a typo is named: {err}"
+    );
 }
 
 #[test]
@@ -87,6 +116,7 @@ fn builders_and_toml_agree_on_defaults() {
     );
     assert_eq!(t.max_frame, b.max_frame);
     assert_eq!(t.cookie, b.cookie);
+    assert_eq!(t.peer_quotas, b.peer_quotas);
     // The default heartbeat declares a silent peer down within 2 s.
     assert!(t.heartbeat.timeout <= Duration::from_secs(2));
 }

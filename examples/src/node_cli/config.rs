@@ -91,7 +91,8 @@ pub fn node_config(file: Option<&Path>, args: &Overrides) -> Result<NodeConfig, 
             .connect_timeout(cluster.connect_timeout)
             .handshake_timeout(cluster.handshake_timeout)
             .reconnect_backoff(cluster.reconnect_min, cluster.reconnect_max)
-            .max_frame(cluster.max_frame);
+            .max_frame(cluster.max_frame)
+            .peer_quotas(cluster.peer_quotas);
         if let Some(tls) = cluster.tls {
             config = config.tls(tls);
         }
@@ -180,7 +181,8 @@ mod tests {
         std::fs::write(
             &path,
             "name = \"a\"\ncookie = \"c\"\nheartbeat_timeout_ms = 2000\n\
-             lease_ms = 900\nlock_delay_ms = 1700\nstart_delay_ms = 300\n",
+             lease_ms = 900\nlock_delay_ms = 1700\nstart_delay_ms = 300\n\
+             [peer_quotas]\nlocks = 12\n",
         )
         .unwrap();
         let from_file = node_config(Some(&path), &Overrides::default()).unwrap();
@@ -196,6 +198,7 @@ mod tests {
             config.cluster().lease.lock_delay,
             Some(Duration::from_millis(1700))
         );
+        assert_eq!(config.cluster().peer_quotas.locks, 12);
     }
 
     #[test]

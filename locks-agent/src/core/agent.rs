@@ -144,7 +144,8 @@ pub struct AgentCore {
     down_causes: BTreeMap<NodeId, LossCause>,
     /// Claimed requests found no longer held, to report at the end of this status refresh.
     losses: Vec<LockId>,
-    rejected: BTreeSet<(LockId, NodeId)>,
+    /// The copies of requests a lock server refused, and why (a waiting caller is told).
+    rejected: BTreeMap<(LockId, NodeId), Rejection>,
     contacted: BTreeSet<NodeId>,
     status: TransactionStatus,
     /// The requests not held, as of the last settling.
@@ -180,7 +181,7 @@ impl AgentCore {
             down: BTreeSet::new(),
             down_causes: BTreeMap::new(),
             losses: Vec::new(),
-            rejected: BTreeSet::new(),
+            rejected: BTreeMap::new(),
             contacted: BTreeSet::new(),
             status: TransactionStatus::NoLocks,
             pending: BTreeSet::new(),
@@ -348,7 +349,7 @@ impl AgentCore {
         if self.requests.contains_key(&lock) {
             self.asked_again(&lock);
         } else {
-            self.rejected.retain(|(l, _)| *l != lock);
+            self.rejected.retain(|(l, _), _| *l != lock);
         }
         // New, or a claimed one made stronger or wider: the client is told of the grant (again)
         // once it has all. (An unclaimed one is in the list already.)

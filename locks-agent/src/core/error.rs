@@ -13,8 +13,9 @@ pub enum RequestError {
         /// The lock.
         lock: LockId,
     },
-    /// The lock server of `node` refused the request on `lock` (on the fast path, where the
-    /// node's table answers the caller directly): nothing was queued.
+    /// The lock server of `node` refused the request on `lock`: nothing was queued there. On
+    /// the fast path the node's table answers the caller directly; otherwise the refusal
+    /// reaches the agent, which answers the caller waiting on the transaction with it.
     #[error("node {node} refused the request on {lock}: {reason}")]
     Refused {
         /// The lock.

@@ -3,7 +3,7 @@
 
 use locks_core::proto::{
     AgentMessage, Conversion, EntryState, Envelope, IntrospectRequest, LockNotice, LockReport,
-    LockView, Message, Note, QueueEntry, Rejection, ServerRequest, TableReport, Wait,
+    LockView, Message, Note, QueueEntry, Quota, Rejection, ServerRequest, TableReport, Wait,
 };
 use locks_core::{AgentId, Key, LockId, MemberId, Mode, NodeId};
 use proptest::prelude::*;
@@ -133,6 +133,12 @@ fn rejection() -> impl Strategy<Value = Rejection> {
         Just(Rejection::ShuttingDown),
         agent_id().prop_map(|to| Rejection::SurrenderNotHeld { to }),
         agent_id().prop_map(|to| Rejection::NotWaiting { to }),
+        Just(Rejection::QueueTooLarge),
+        (
+            prop_oneof![Just(Quota::Locks), Just(Quota::Queued), Just(Quota::Bytes)],
+            any::<u64>()
+        )
+            .prop_map(|(quota, limit)| Rejection::QuotaExceeded { quota, limit }),
     ]
 }
 

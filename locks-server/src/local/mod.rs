@@ -57,9 +57,18 @@
 //! is the shell that holds the shards behind their mutexes, carries the messages through the
 //! router, keeps the start-delay, and runs the fast path.
 //!
+//! **Per-peer quotas.** A `Lock` of another node's agent that comes as a message is checked
+//! against the quota book ([`crate::quota`]) before the table sees it, and refused with
+//! `Rejection::QuotaExceeded` when it would take that node past a quota. The book follows
+//! what the table tells other nodes' agents about their entries (every notice to one passes
+//! through this shell's send, under the shard's lock), and forgets an agent removed or found
+//! gone and a node that went down. The node's own agents, and so the fast path, are not
+//! counted.
+//!
 //! Lock order: the start-delay's list, then shards in ascending index, then the router's
 //! registry (inside a delivery). Nothing takes a shard while holding a higher one; the `used`
-//! map of [`Sharding`] is never held together with a shard.
+//! map of [`Sharding`] is never held together with a shard. The quota book is taken last, and
+//! nothing is taken while it is held.
 
 mod reads;
 mod sharding;
@@ -67,9 +76,10 @@ mod sharding;
 pub use sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
 use crate::data_dir::VersionReserve;
+use crate::quota::{PeerQuotas, QuotaBook};
 use crate::router::{RouteError, Router};
 use crate::table::{LockTable, TableEffect, TableInput};
-use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
+use locks_core::proto::{AgentMessage, Quota, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
@@ -116,6 +126,12 @@ pub enum FastLock {
     Rejected(Rejection),
     /// The node has stopped: nothing is granted any more.
     Stopped,
+}
+
+/// Whom the quota book forgets once an input is applied.
+enum Forget {
+    Node(locks_core::NodeId),
+    Agent(AgentId),
 }
 
 /// The shards' tables, and what keeps their versions below the ceiling on disk: every path
@@ -192,6 +208,9 @@ pub struct LocalTable {
     serving: AtomicBool,
     /// The node's lock server has stopped.
     stopped: AtomicBool,
+    /// What the agents of each peer node take of the table (`crate::quota`). Taken inside a
+    /// shard's lock (a notice is recorded as it is sent), never the other way round.
+    quotas: Mutex<QuotaBook>,
     router: Arc<Router>,
 }
 
@@ -222,8 +241,15 @@ impl LocalTable {
             held_back: Mutex::new(start_delay.then(Vec::new)),
             serving: AtomicBool::new(!start_delay),
             stopped: AtomicBool::new(false),
+            quotas: Mutex::new(QuotaBook::new(router.node().clone(), PeerQuotas::default())),
             router,
         }
+    }
+
+    /// Limits what the agents of one peer node may take of the table (see [`PeerQuotas`]).
+    pub(crate) fn with_quotas(self, limits: PeerQuotas) -> LocalTable {
+        *self.quotas.lock() = QuotaBook::new(self.router.node().clone(), limits);
+        self
     }
 
     /// Keeps the versions below a ceiling in the node's data directory (see
@@ -253,8 +279,33 @@ impl LocalTable {
         self.sharding.shard_of(lock)
     }
 
-    /// Sends a shard's message through the router, and says what became of it.
+    /// Sends a shard's message through the router, and says what became of it. What it tells
+    /// an agent of another node about its own entry, or what its failure makes the table do
+    /// to that agent, then goes into the quota book (under the shard's lock, so in the order
+    /// the table decided).
     fn send(&self, to: &AgentId, msg: AgentMessage) -> Delivery {
+        let told = match &msg {
+            AgentMessage::Notice(n) if to.node() != self.router.node() => {
+                Some((n.lock.clone(), n.state))
+            }
+            _ => None,
+        };
+        let delivery = self.deliver(to, msg);
+        if let Some((lock, state)) = told {
+            let mut quotas = self.quotas.lock();
+            match delivery {
+                Delivery::Sent => quotas.notice(to, &lock, state),
+                Delivery::TooLarge => quotas.withdrawn(to, &lock),
+                Delivery::Gone => quotas.remove_agent(to),
+            }
+        } else if delivery == Delivery::Gone && to.node() != self.router.node() {
+            self.quotas.lock().remove_agent(to);
+        }
+        delivery
+    }
+
+    /// [`Self::send`] without the quota book.
+    fn deliver(&self, to: &AgentId, msg: AgentMessage) -> Delivery {
         match self.router.send_agent(to, msg) {
             Ok(()) => Delivery::Sent,
             // A remote node that is down: its agents are removed by the node-down handling,
@@ -277,9 +328,24 @@ impl LocalTable {
     /// Applies `input` and delivers what the table says; returns the ghosts to release once
     /// the lock-delay has passed (feed them back as [`TableInput::DelayOver`]).
     pub(crate) fn apply(&self, input: TableInput) -> Vec<Vec<AgentId>> {
+        // After the table: from then on no entry of theirs is left to be told about.
+        let forget = match &input {
+            TableInput::NodeDown { node, .. } => Some(Forget::Node(node.clone())),
+            TableInput::Request(ServerRequest::RemoveAgent { agent }) => {
+                Some(Forget::Agent(agent.clone()))
+            }
+            _ => None,
+        };
         let mut shards = &self.shards;
-        self.sharding
-            .apply(&mut shards, input, &mut |to, msg| self.send(to, msg))
+        let ghosts = self
+            .sharding
+            .apply(&mut shards, input, &mut |to, msg| self.send(to, msg));
+        match forget {
+            Some(Forget::Node(node)) => self.quotas.lock().node_down(&node),
+            Some(Forget::Agent(agent)) => self.quotas.lock().remove_agent(&agent),
+            None => {}
+        }
+        ghosts
     }
 
     /// A request that came as a message: kept during the start-delay, ignored if it would add
@@ -313,7 +379,30 @@ impl LocalTable {
             debug!(node = %self.router.node(), agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
             return;
         }
+        if let ServerRequest::Lock { agent, lock, .. } = &request {
+            // Taken and let go before the table: only this shell adds a peer's entries, and
+            // whatever happens meanwhile on other threads only lowers the counts.
+            let admitted = self.quotas.lock().admit(agent, lock);
+            if let Err(quota) = admitted {
+                return self.refuse_over_quota(agent, lock, quota);
+            }
+        }
         self.apply(TableInput::Request(request));
+    }
+
+    /// Tells `agent` its `Lock` of `lock` is refused for `quota`, and counts it.
+    fn refuse_over_quota(&self, agent: &AgentId, lock: &LockId, quota: Quota) {
+        let limit = self.quotas.lock().limits().limit(quota);
+        self.router.metrics().quota_refused(quota);
+        crate::limited!(self.router.warnings(), "request over a peer quota", warn, node = %self.router.node(), peer = %agent.node(), %agent, quota = quota.name(), limit, "a peer's lock request refused: it would pass the per-peer quota");
+        let msg = AgentMessage::Rejected {
+            node: self.router.node().clone(),
+            lock: lock.clone(),
+            reason: Rejection::QuotaExceeded { quota, limit },
+        };
+        if let Err(err) = self.router.send_agent(agent, msg) {
+            debug!(node = %self.router.node(), %agent, %err, "a quota refusal cannot be sent");
+        }
     }
 
     /// The start-delay is over: applies the requests kept meanwhile, in order, and serves

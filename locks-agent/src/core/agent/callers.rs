@@ -53,6 +53,16 @@ pub enum CallFailure {
         /// The nodes.
         nodes: Vec<NodeId>,
     },
+    /// The lock server of `node` refused the request on `lock`, for `reason` (its requests
+    /// cannot be met, as for `CannotServe`).
+    Refused {
+        /// The lock.
+        lock: LockId,
+        /// The node.
+        node: NodeId,
+        /// Why.
+        reason: locks_core::proto::Rejection,
+    },
     /// The request the caller waited for was withdrawn with `unlock`.
     Cancelled {
         /// The lock.
@@ -310,10 +320,12 @@ impl AgentCore {
                 }
             }
             TransactionStatus::CannotServe { locks, nodes } => {
-                let failure = CallFailure::CannotServe {
-                    locks: locks.clone(),
-                    nodes: nodes.clone(),
-                };
+                let failure =
+                    self.refusal_among(locks, nodes)
+                        .unwrap_or_else(|| CallFailure::CannotServe {
+                            locks: locks.clone(),
+                            nodes: nodes.clone(),
+                        });
                 self.fail_callers(failure, out);
             }
             TransactionStatus::NoLocks | TransactionStatus::Waiting => {}
@@ -331,6 +343,19 @@ impl AgentCore {
                 nodes: GrantNodes::new(),
             },
         }
+    }
+
+    /// A lock server's refusal of one of `locks` at one of `nodes`, if that is why they cannot
+    /// be served: the callers are told the server's reason rather than only its name.
+    fn refusal_among(&self, locks: &[LockId], nodes: &[NodeId]) -> Option<CallFailure> {
+        self.rejected
+            .iter()
+            .find(|((lock, node), _)| locks.contains(lock) && nodes.contains(node))
+            .map(|((lock, node), reason)| CallFailure::Refused {
+                lock: lock.clone(),
+                node: node.clone(),
+                reason: reason.clone(),
+            })
     }
 
     fn fail_callers(&mut self, failure: CallFailure, out: &mut Vec<Effect>) {

@@ -55,7 +55,8 @@ impl AgentCore {
             .nodes
             .iter()
             .filter(|n| {
-                !self.down.contains(*n) && !self.rejected.contains(&(lock.clone(), (*n).clone()))
+                !self.down.contains(*n)
+                    && !self.rejected.contains_key(&(lock.clone(), (*n).clone()))
             })
             .cloned()
             .collect();
@@ -149,7 +150,10 @@ impl AgentCore {
                 reason,
                 Rejection::NotWeaker { .. } | Rejection::ModeNotInTable(_)
             );
-            if self.rejected.insert((lock.clone(), node.clone())) {
+            if let std::collections::btree_map::Entry::Vacant(e) =
+                self.rejected.entry((lock.clone(), node.clone()))
+            {
+                e.insert(reason.clone());
                 self.mark_request(&lock);
                 if release {
                     let msg = ServerRequest::Unlock {

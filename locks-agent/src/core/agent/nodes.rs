@@ -43,7 +43,7 @@ impl AgentCore {
         // Views of that node's locks are gone, and so is whatever was forwarded to agents
         // living there that had not arrived: forward it again once the node is back.
         self.knowledge.forget_sent_to(node);
-        self.rejected.retain(|(_, n)| n != node);
+        self.rejected.retain(|(_, n), _| n != node);
         self.dirty = true;
         self.mark_all();
         self.refresh_status(&mut out);

@@ -212,7 +212,7 @@ impl AgentCore {
             }
             let lost = |n: &NodeId| {
                 (!self.options.await_nodes && self.down.contains(n))
-                    || self.rejected.contains(&(r.lock.clone(), n.clone()))
+                    || self.rejected.contains_key(&(r.lock.clone(), n.clone()))
             };
             Some(r.unservable_by(&self.down, lost))
         });
@@ -271,7 +271,7 @@ impl AgentCore {
             pending = true;
             let lost = |n: &NodeId| {
                 (!self.options.await_nodes && self.down.contains(n))
-                    || self.rejected.contains(&(r.lock.clone(), n.clone()))
+                    || self.rejected.contains_key(&(r.lock.clone(), n.clone()))
             };
             if let Some(ns) = r.unservable_by(&self.down, lost) {
                 locks.push(r.lock.clone());

@@ -170,6 +170,34 @@ fn callers_fail_when_the_transaction_cannot_be_served() {
 }
 
 #[test]
+fn callers_of_a_refused_request_are_told_the_servers_reason() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.lock_and_wait(CallId(1), l.clone(), X, &[n1()], Req::All)
+        .unwrap();
+    c.await_all(CallId(2));
+    let reason = Rejection::QuotaExceeded {
+        quota: locks_core::proto::Quota::Locks,
+        limit: 2,
+    };
+    c.receive(AgentMessage::Rejected {
+        node: n1(),
+        lock: l.clone(),
+        reason: reason.clone(),
+    });
+    let failure = CallFailure::Refused {
+        lock: l,
+        node: n1(),
+        reason,
+    };
+    let fx = c.settle();
+    assert_eq!(
+        fx[fx.len() - 2..],
+        [failed(1, failure.clone()), failed(2, failure)]
+    );
+}
+
+#[test]
 fn end_fails_the_callers_then_releases_and_later_callers_fail_at_once() {
     let mut c = core(1, Options::default());
     c.lock_and_wait(CallId(1), lock_id!["a"], X, &[n1()], Req::All)

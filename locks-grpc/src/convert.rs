@@ -6,8 +6,10 @@
 use crate::limits::Limits;
 use crate::pb;
 use locks_agent::{
-    Deadlock, Error as AgentError, GrantedLock, LossCause, LostLock, Req, TransactionStatus,
+    Deadlock, Error as AgentError, GrantedLock, LossCause, LostLock, Req, RequestError,
+    TransactionStatus,
 };
+use locks_core::internal::proto::Rejection;
 use locks_core::{Key, LockId, Mode, NodeId};
 use tonic::Code;
 
@@ -229,6 +231,10 @@ pub fn agent_error(e: &AgentError) -> Refusal {
     let code = match e {
         AgentError::Deadlock { .. } => Code::Aborted,
         AgentError::CannotServe { .. } => Code::FailedPrecondition,
+        AgentError::Request(RequestError::Refused {
+            reason: Rejection::QuotaExceeded { .. },
+            ..
+        }) => Code::ResourceExhausted,
         AgentError::Request(_) => Code::InvalidArgument,
         AgentError::Cancelled { .. } => Code::Cancelled,
         AgentError::TimedOut { .. } => Code::DeadlineExceeded,

@@ -1,6 +1,7 @@
 //! Multi-node requests on the simulated network, with one real lock table per node: deadlocks
-//! across nodes, random transactions whose requests name several nodes with every requirement,
-//! and lock servers that crash and come back (as the Erlang original's agent
+//! across nodes (also through the copies of one lock, a request widened to another node while
+//! it holds the first), random transactions whose requests name several nodes with every
+//! requirement, and lock servers that crash and come back (as the Erlang original's agent
 //! handles them).
 
 mod sim;
@@ -72,6 +73,41 @@ fn cross_node_cycles_in_every_id_order() {
             for (i, &id) in ids.iter().enumerate() {
                 let j = (i + 1) % k;
                 let ask = Ask::on(&at(j), lock_id![root(j), j as i64], Mode::X);
+                sim.ask(&agent(id), ask).unwrap();
+                sim.clients.get_mut(&agent(id)).unwrap().in_phase = true;
+            }
+            sim.auto_end = true;
+            quiet(&mut sim);
+            assert!(
+                sim.unfinished().is_empty(),
+                "{ids:?}: {:?}\n{}",
+                sim.unfinished(),
+                sim.dump()
+            );
+            assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
+        }
+    }
+}
+
+#[test]
+fn requests_widened_while_held_resolve_their_cycles() {
+    // Agent at position i holds `[w]` on node i, then widens that same request to node i+1:
+    // the cycle runs through one lock's copies, each granted before the widening.
+    for k in 2..=3usize {
+        for (p, ids) in permutations(k).iter().enumerate() {
+            let mut sim = network((k * 1000 + p) as u64);
+            sim.auto_end = false;
+            let n = nodes();
+            for (i, &id) in ids.iter().enumerate() {
+                let first = Ask::on(&n[i], lock_id!["w"], Mode::X);
+                sim.add_client(agent(id), Options::default(), vec![vec![first]]);
+            }
+            for &id in ids {
+                sim.start_phase(&agent(id));
+            }
+            quiet(&mut sim);
+            for (i, &id) in ids.iter().enumerate() {
+                let ask = Ask::on(&n[(i + 1) % k], lock_id!["w"], Mode::X);
                 sim.ask(&agent(id), ask).unwrap();
                 sim.clients.get_mut(&agent(id)).unwrap().in_phase = true;
             }

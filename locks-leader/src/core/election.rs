@@ -17,6 +17,7 @@ impl<C: Callbacks> MemberCore<C> {
         if self.s.stopped {
             return;
         }
+        self.widen();
         let have_all = self.have_all() && self.holds_majority();
         match self.s.state.clone() {
             State::Candidate | State::Following { .. }

@@ -94,7 +94,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Starts the member on a node that sees `nodes` up: runs `init`, then a candidate asks
-    /// for the election lock on every node and the member watches the lock on every node.
+    /// for the election lock on the gate (module `gate`) and the member watches the lock on
+    /// every node.
     /// An `init` error is returned, and the member is stopped.
     pub fn start(&mut self, nodes: &[NodeId], now: Duration) -> Result<Vec<Effect<C>>, String> {
         let _ = now;
@@ -106,10 +107,11 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.alive = nodes.iter().cloned().collect();
         self.s.alive.insert(self.s.me.node().clone());
         let alive: Vec<NodeId> = self.s.alive.iter().cloned().collect();
-        // The request first: the member's own lock server lists a candidate before it answers
-        // any of the member's watches, so members learn of it from its home node first.
+        let gate: Vec<NodeId> = self.gate().into_iter().collect();
+        // The request first: the gate's lock server lists a candidate before it answers any
+        // of the member's watches, so members learn of it from the gate first.
         if let Some(agent) = &mut self.s.agent {
-            match agent.request(self.s.lock.clone(), Mode::WRITE, &alive, Req::AllAlive) {
+            match agent.request(self.s.lock.clone(), Mode::WRITE, &gate, Req::AllAlive) {
                 Ok(effects) => self.agent_effects(effects),
                 Err(e) => return Err(format!("cannot request the election lock: {e}")),
             }
@@ -157,7 +159,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// The lock server of `node` is reachable (again, or for the first time): watch the lock
-    /// there and (a candidate) extend the request to it. A leader whose request grows steps
+    /// there and (a candidate) extend the request to it, now or once it holds the gate (module
+    /// `gate`; its agent is told of the node at once either way). A leader whose request grows steps
     /// down until it holds the lock there too; in majority mode a leader defers the node
     /// instead (module `tenure`).
     pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
@@ -170,8 +173,10 @@ impl<C: Callbacks> MemberCore<C> {
         }
         if self.s.agent.is_some() && self.defers_nodes() {
             self.s.deferred.insert(node.clone());
-        } else {
+        } else if self.asks_at_once(node) {
             self.extend_request(node);
+        } else {
+            self.agent_sees_up(node);
         }
         self.retry_stash(now);
         self.take()
@@ -425,11 +430,14 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
+    /// Whether the agent holds the lock on every node the member considers up (its request
+    /// covers them all, and it holds every node it asked).
     pub(super) fn have_all(&self) -> bool {
         self.s
             .agent
             .as_ref()
             .is_some_and(|a| a.status().have_all_locks())
+            && self.covers_alive()
     }
 }
 

@@ -24,7 +24,8 @@
 //!   forgotten when it says `Goodbye`, when its node goes down, or (a candidate) when the view
 //!   of its own node's lock no longer lists it.
 //! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every
-//!   node it considers up, with `Req::AllAlive` and `await_nodes`; a node that comes up extends
+//!   node it considers up, with `Req::AllAlive` and `await_nodes`, the smallest node (the gate)
+//!   first and the others once it holds the gate (module `gate`); a node that comes up extends
 //!   the request (but not a leader's in majority mode, which defers the node until it steps
 //!   down: module `tenure`). The agents' deadlock resolution decides, without back-off: in a
 //!   connected group exactly one candidate ends up holding the lock everywhere.
@@ -57,6 +58,7 @@
 mod calls;
 mod confirm;
 mod election;
+mod gate;
 mod majority;
 mod member;
 mod peer;
@@ -560,5 +562,7 @@ impl<C: Callbacks> MemberCore<C> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_gate;
 #[cfg(test)]
 mod tests_majority;

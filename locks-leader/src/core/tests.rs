@@ -73,7 +73,7 @@ pub(super) fn lock() -> LockId {
     crate::handle::election_lock(&Key::from("g"))
 }
 
-fn member(node: &str, serial: u64, role: Role) -> MemberCore<Rec> {
+pub(super) fn member(node: &str, serial: u64, role: Role) -> MemberCore<Rec> {
     member_with(node, serial, role, &crate::GroupOptions::islands())
 }
 
@@ -113,7 +113,7 @@ pub(super) fn term(epoch: u64, leader: &MemberId) -> Term {
 pub(super) const T0: Duration = Duration::ZERO;
 
 /// The requests among `effects`, in order, with their nodes.
-fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
+pub(super) fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
     effects
         .iter()
         .filter_map(|e| match e {
@@ -164,32 +164,6 @@ fn serve(
         queue = next;
     }
     out
-}
-
-#[test]
-fn a_candidate_asks_for_the_lock_everywhere_then_watches_it() {
-    let mut c = member("a", 1, Role::Candidate);
-    let effects = c.start(&[n("b")], T0).unwrap();
-    let agent = c.agent_id().clone();
-    let lock_req = ServerRequest::Lock {
-        agent: agent.clone(),
-        lock: lock(),
-        mode: Mode::WRITE,
-    };
-    let watch = ServerRequest::Watch {
-        watcher: agent,
-        lock: lock(),
-    };
-    assert_eq!(
-        requests(&effects),
-        vec![
-            (n("a"), lock_req.clone()),
-            (n("b"), lock_req),
-            (n("a"), watch.clone()),
-            (n("b"), watch),
-        ]
-    );
-    assert_eq!(effects.len(), 4);
 }
 
 #[test]

@@ -521,8 +521,14 @@ fn a_leader_defers_a_node_that_comes_up_until_it_steps_down() {
     );
     let effects = e.b.settle(T0);
     assert!(e.b.is_leader(), "{effects:?}");
+    // Nor on one that becomes the smallest node up (the gate).
+    let mut effects = e.b.node_up(&n("a"), T0);
+    effects.extend(e.b.settle(T0));
+    assert!(!asks_lock_on(&effects, &n("a")), "{effects:?}");
+    assert!(e.b.is_leader(), "{effects:?}");
     // It loses its majority: it steps down, and now asks for the lock on the deferred node.
     let effects = e.b.node_down(&n("c"), T0);
     assert!(!e.b.is_leader());
     assert!(asks_lock_on(&effects, &n("d")), "{effects:?}");
+    assert!(asks_lock_on(&effects, &n("a")), "{effects:?}");
 }

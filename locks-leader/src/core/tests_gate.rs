@@ -5,7 +5,7 @@ use super::tests::{T0, lock, member, n, requests};
 use super::*;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{Mode, ModeTable};
-use locks_server::LockTable;
+use locks_server::internal::LockTable;
 
 #[test]
 fn a_candidate_asks_the_gate_first_then_every_node_once_it_holds_it() {

@@ -58,35 +58,42 @@ fn cross_node_cycles_in_every_id_order() {
             perms.extend(permutations(k));
         }
         for (p, ids) in perms.iter().enumerate() {
-            let mut sim = network((k * 100 + p) as u64);
-            sim.auto_end = false;
             let n = nodes();
             let at = |i: usize| n[i % 3].clone();
-            for (i, &id) in ids.iter().enumerate() {
-                let first = Ask::on(&at(i), lock_id![root(i), i as i64], Mode::X);
-                sim.add_client(agent(id), Options::default(), vec![vec![first]]);
-            }
-            for &id in ids {
-                sim.start_phase(&agent(id));
-            }
-            quiet(&mut sim);
-            for (i, &id) in ids.iter().enumerate() {
-                let j = (i + 1) % k;
-                let ask = Ask::on(&at(j), lock_id![root(j), j as i64], Mode::X);
-                sim.ask(&agent(id), ask).unwrap();
-                sim.clients.get_mut(&agent(id)).unwrap().in_phase = true;
-            }
-            sim.auto_end = true;
-            quiet(&mut sim);
-            assert!(
-                sim.unfinished().is_empty(),
-                "{ids:?}: {:?}\n{}",
-                sim.unfinished(),
-                sim.dump()
-            );
-            assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
+            one_cycle((k * 100 + p) as u64, ids, |i| {
+                Ask::on(&at(i), lock_id![root(i), i as i64], Mode::X)
+            });
         }
     }
+}
+
+/// Agent at position `i` of `ids` first gets `ask(i)` granted, then (all at once) asks for
+/// `ask(i + 1)`: a cycle through every agent, which must end with every transaction done
+/// after exactly one surrender.
+fn one_cycle(seed: u64, ids: &[u64], ask: impl Fn(usize) -> Ask) {
+    let k = ids.len();
+    let mut sim = network(seed);
+    sim.auto_end = false;
+    for (i, &id) in ids.iter().enumerate() {
+        sim.add_client(agent(id), Options::default(), vec![vec![ask(i)]]);
+    }
+    for &id in ids {
+        sim.start_phase(&agent(id));
+    }
+    quiet(&mut sim);
+    for (i, &id) in ids.iter().enumerate() {
+        sim.ask(&agent(id), ask((i + 1) % k)).unwrap();
+        sim.clients.get_mut(&agent(id)).unwrap().in_phase = true;
+    }
+    sim.auto_end = true;
+    quiet(&mut sim);
+    assert!(
+        sim.unfinished().is_empty(),
+        "{ids:?}: {:?}\n{}",
+        sim.unfinished(),
+        sim.dump()
+    );
+    assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
 }
 
 #[test]
@@ -95,31 +102,10 @@ fn requests_widened_while_held_resolve_their_cycles() {
     // the cycle runs through one lock's copies, each granted before the widening.
     for k in 2..=3usize {
         for (p, ids) in permutations(k).iter().enumerate() {
-            let mut sim = network((k * 1000 + p) as u64);
-            sim.auto_end = false;
             let n = nodes();
-            for (i, &id) in ids.iter().enumerate() {
-                let first = Ask::on(&n[i], lock_id!["w"], Mode::X);
-                sim.add_client(agent(id), Options::default(), vec![vec![first]]);
-            }
-            for &id in ids {
-                sim.start_phase(&agent(id));
-            }
-            quiet(&mut sim);
-            for (i, &id) in ids.iter().enumerate() {
-                let ask = Ask::on(&n[(i + 1) % k], lock_id!["w"], Mode::X);
-                sim.ask(&agent(id), ask).unwrap();
-                sim.clients.get_mut(&agent(id)).unwrap().in_phase = true;
-            }
-            sim.auto_end = true;
-            quiet(&mut sim);
-            assert!(
-                sim.unfinished().is_empty(),
-                "{ids:?}: {:?}\n{}",
-                sim.unfinished(),
-                sim.dump()
-            );
-            assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
+            one_cycle((k * 1000 + p) as u64, ids, |i| {
+                Ask::on(&n[i], lock_id!["w"], Mode::X)
+            });
         }
     }
 }

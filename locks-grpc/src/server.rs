@@ -271,6 +271,25 @@ impl Service {
                 Status::resource_exhausted(why)
             })
     }
+
+    /// Runs a member of the request's group in `role` for the client (`Campaign` and
+    /// `Observe`): its stream of leader changes.
+    async fn election(
+        &self,
+        request: &Request<pb::ElectionRequest>,
+        role: Role,
+    ) -> Result<Response<LeaderStream>, Status> {
+        let permit = self.permit(request)?;
+        let stream = election::run(
+            &self.shared.node,
+            request.get_ref(),
+            role,
+            permit,
+            &self.campaigns,
+        )
+        .await?;
+        Ok(Response::new(stream))
+    }
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::SessionEvent, Status>> + Send>>;
@@ -325,32 +344,14 @@ impl Locks for Service {
         &self,
         request: Request<pb::ElectionRequest>,
     ) -> Result<Response<LeaderStream>, Status> {
-        let permit = self.permit(&request)?;
-        let stream = election::run(
-            &self.shared.node,
-            request.get_ref(),
-            Role::Candidate,
-            permit,
-            &self.campaigns,
-        )
-        .await?;
-        Ok(Response::new(stream))
+        self.election(&request, Role::Candidate).await
     }
 
     async fn observe(
         &self,
         request: Request<pb::ElectionRequest>,
     ) -> Result<Response<LeaderStream>, Status> {
-        let permit = self.permit(&request)?;
-        let stream = election::run(
-            &self.shared.node,
-            request.get_ref(),
-            Role::Worker,
-            permit,
-            &self.campaigns,
-        )
-        .await?;
-        Ok(Response::new(stream))
+        self.election(&request, Role::Worker).await
     }
 
     async fn proclaim(

@@ -37,6 +37,9 @@ pub(crate) enum Stop {
     Now,
 }
 
+/// How long the server waits after a failed `accept` before it tries again.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
 type Svc = InterceptedService<LocksServer<Service>, Auth>;
 
 /// Spawns hyper's per-stream tasks on the node's thread, in its actix context.
@@ -106,7 +109,16 @@ pub(crate) fn serve(
                 how = &mut stop => break how.unwrap_or(Stop::Now),
                 () = &mut extra => {}
                 accepted = listener.accept() => {
-                    let Ok((tcp, _)) = accepted else { continue };
+                    let tcp = match accepted {
+                        Ok((tcp, _)) => tcp,
+                        Err(e) => {
+                            // Out of descriptors, say: an error returned at once on every
+                            // try would keep the node's thread busy.
+                            tracing::debug!("accepting a client connection failed: {e}");
+                            tokio::time::sleep(ACCEPT_BACKOFF).await;
+                            continue;
+                        }
+                    };
                     let _ = tcp.set_nodelay(true);
                     let info = tcp.connect_info();
                     let conn = http.serve_connection(TokioIo::new(tcp), Conn { svc: svc.clone(), info });

@@ -76,8 +76,8 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Conn {
     }
 }
 
-/// Starts serving `listener` on the node's thread; `extra` runs beside the accept loop. The
-/// returned future resolves when the server has stopped.
+/// Starts serving `listener` on the node's thread; `extra` runs beside the accept loop until the
+/// server stops. The returned future resolves when the server has stopped.
 pub(crate) fn serve(
     node: &Node,
     listener: std::net::TcpListener,
@@ -103,7 +103,7 @@ pub(crate) fn serve(
             .max_concurrent_streams(None);
         let (tell, told) = watch::channel(None::<Stop>);
         let mut stop = std::pin::pin!(stop);
-        let mut extra = std::pin::pin!(extra);
+        let mut extra = std::pin::pin!(extra.fuse());
         let how = loop {
             tokio::select! {
                 how = &mut stop => break how.unwrap_or(Stop::Now),

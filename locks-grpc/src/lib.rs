@@ -45,6 +45,7 @@ pub mod convert;
 mod election;
 mod introspect;
 mod limits;
+mod on_node;
 mod server;
 mod session;
 

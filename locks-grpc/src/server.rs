@@ -1,4 +1,5 @@
-//! The `locks.v1.Locks` service on a node: [`serve`] binds the address, checks each call's
+//! The `locks.v1.Locks` service on a node: [`serve`] binds the address (and serves plain
+//! connections on the node's thread, `on_node.rs`), checks each call's
 //! bearer token, counts sessions (and campaigns, and table and graph reads while they run) per
 //! client, and runs each session (`session.rs`) in the task that sends its events, and each
 //! campaign (`election.rs`) as a task of the runtime it is called on; `Table` and `Graph` are
@@ -7,6 +8,7 @@
 use crate::election::{self, Campaigns, LeaderStream};
 use crate::introspect;
 use crate::limits::{GrpcConfig, SessionPermit, Sessions};
+use crate::on_node::{self, Stop};
 use crate::pb;
 use crate::pb::locks_server::{Locks, LocksServer};
 use crate::session::{self, Known, Shared};
@@ -19,6 +21,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use tokio::sync::oneshot;
 use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -26,12 +29,28 @@ use tonic::{Request, Response, Status, Streaming};
 /// for the client (and reads no further requests meanwhile).
 const EVENT_BUFFER: usize = 64;
 
-/// A running gRPC server. It stops when dropped, or with [`GrpcServer::stop`].
-#[derive(Debug)]
+/// A running gRPC server. It stops when dropped (closing its connections at once), or with
+/// [`GrpcServer::stop`].
 pub struct GrpcServer {
     addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    stop: Option<oneshot::Sender<Stop>>,
+    running: Running,
+}
+
+/// Where the server runs.
+enum Running {
+    /// On the node's thread (`on_node.rs`): done when this resolves.
+    OnNode(Option<Pin<Box<dyn Future<Output = ()> + Send>>>),
+    /// Over TLS, as a task of the runtime `serve` was called on.
+    Task(Option<tokio::task::JoinHandle<()>>),
+}
+
+impl std::fmt::Debug for GrpcServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GrpcServer {
@@ -43,17 +62,29 @@ impl GrpcServer {
     /// Stops accepting calls and waits until the open connections are closed.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(Stop::Graceful);
         }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
+        match &mut self.running {
+            Running::OnNode(done) => {
+                if let Some(done) = done.take() {
+                    done.await;
+                }
+            }
+            Running::Task(task) => {
+                if let Some(task) = task.take() {
+                    let _ = task.await;
+                }
+            }
         }
     }
 }
 
 impl Drop for GrpcServer {
     fn drop(&mut self) {
-        if let Some(task) = &self.task {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(Stop::Now);
+        }
+        if let Running::Task(Some(task)) = &self.running {
             task.abort();
         }
     }
@@ -75,7 +106,9 @@ pub enum ServeError {
     },
 }
 
-/// Serves the `locks.v1.Locks` API of `node` on `config.listen`, on the current tokio runtime.
+/// Serves the `locks.v1.Locks` API of `node` on `config.listen`: plain HTTP/2 on the node's own
+/// thread (`on_node.rs`), so that a request and the transaction's work for it run on one
+/// thread; with TLS, on the current tokio runtime.
 ///
 /// ```
 /// use locks_grpc::{GrpcConfig, serve};
@@ -93,16 +126,21 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
         addr: config.listen,
         source,
     };
-    let incoming = TcpIncoming::bind(config.listen)
-        .map_err(bind)?
-        .with_nodelay(Some(true));
-    let addr = incoming.local_addr().map_err(bind)?;
     let known = Known::default();
     for n in node.nodes() {
         known.add(n);
     }
     let mut node_events = node.subscribe_nodes();
     let learn = known.clone();
+    // Learns the nodes requests may name; runs beside the server until it stops.
+    let learning = async move {
+        while let Some(event) = node_events.recv().await {
+            if let locks_server::NodeEvent::Up(n) = event {
+                learn.add(n);
+            }
+        }
+        std::future::pending::<()>().await;
+    };
     let service = Service {
         shared: Shared {
             node: node.clone(),
@@ -120,28 +158,32 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
     };
     let svc = LocksServer::new(service).max_decoding_message_size(max);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, auth);
+    let (stop_tx, stop_rx) = oneshot::channel::<Stop>();
+    let Some(tls) = &config.tls else {
+        let listener = std::net::TcpListener::bind(config.listen).map_err(bind)?;
+        listener.set_nonblocking(true).map_err(bind)?;
+        let addr = listener.local_addr().map_err(bind)?;
+        let done = on_node::serve(node, listener, svc, config.keepalive, stop_rx, learning);
+        return Ok(GrpcServer {
+            addr,
+            stop: Some(stop_tx),
+            running: Running::OnNode(Some(Box::pin(done))),
+        });
+    };
+    let incoming = TcpIncoming::bind(config.listen)
+        .map_err(bind)?
+        .with_nodelay(Some(true));
+    let addr = incoming.local_addr().map_err(bind)?;
     let half = config.keepalive / 2;
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &config.tls {
-        use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-        let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
-        if let Some(ca) = &tls.client_ca {
-            settings = settings.client_ca_root(Certificate::from_pem(ca));
-        }
-        builder = builder
-            .tls_config(settings)
-            .map_err(|e| ServeError::Tls(e.to_string()))?;
+    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+    let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
+    if let Some(ca) = &tls.client_ca {
+        settings = settings.client_ca_root(Certificate::from_pem(ca));
     }
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let builder = tonic::transport::Server::builder()
+        .tls_config(settings)
+        .map_err(|e| ServeError::Tls(e.to_string()))?;
     let task = tokio::spawn(async move {
-        let learning = async move {
-            while let Some(event) = node_events.recv().await {
-                if let locks_server::NodeEvent::Up(n) = event {
-                    learn.add(n);
-                }
-            }
-            std::future::pending::<()>().await;
-        };
         let server = builder
             .http2_keepalive_interval(Some(half))
             .http2_keepalive_timeout(Some(half))
@@ -161,13 +203,13 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
     Ok(GrpcServer {
         addr,
         stop: Some(stop_tx),
-        task: Some(task),
+        running: Running::Task(Some(task)),
     })
 }
 
 /// The bearer-token check on every call.
 #[derive(Clone)]
-struct Auth {
+pub(crate) struct Auth {
     token: Option<String>,
     log: LogLimiter,
 }
@@ -205,7 +247,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-struct Service {
+/// The `locks.v1.Locks` service.
+pub(crate) struct Service {
     shared: Shared,
     sessions: Sessions,
     /// The campaigns running here, for `Proclaim`.
@@ -227,6 +270,25 @@ impl Service {
                 }
                 Status::resource_exhausted(why)
             })
+    }
+
+    /// Runs a member of the request's group in `role` for the client (`Campaign` and
+    /// `Observe`): its stream of leader changes.
+    async fn election(
+        &self,
+        request: &Request<pb::ElectionRequest>,
+        role: Role,
+    ) -> Result<Response<LeaderStream>, Status> {
+        let permit = self.permit(request)?;
+        let stream = election::run(
+            &self.shared.node,
+            request.get_ref(),
+            role,
+            permit,
+            &self.campaigns,
+        )
+        .await?;
+        Ok(Response::new(stream))
     }
 }
 
@@ -282,32 +344,14 @@ impl Locks for Service {
         &self,
         request: Request<pb::ElectionRequest>,
     ) -> Result<Response<LeaderStream>, Status> {
-        let permit = self.permit(&request)?;
-        let stream = election::run(
-            &self.shared.node,
-            request.get_ref(),
-            Role::Candidate,
-            permit,
-            &self.campaigns,
-        )
-        .await?;
-        Ok(Response::new(stream))
+        self.election(&request, Role::Candidate).await
     }
 
     async fn observe(
         &self,
         request: Request<pb::ElectionRequest>,
     ) -> Result<Response<LeaderStream>, Status> {
-        let permit = self.permit(&request)?;
-        let stream = election::run(
-            &self.shared.node,
-            request.get_ref(),
-            Role::Worker,
-            permit,
-            &self.campaigns,
-        )
-        .await?;
-        Ok(Response::new(stream))
+        self.election(&request, Role::Worker).await
     }
 
     async fn proclaim(

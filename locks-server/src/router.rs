@@ -28,7 +28,7 @@ pub use agents::Presence;
 use agents::{Agents, Mailbox};
 pub(crate) use messages::NodeDown;
 pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
-pub use port::{FreshAgent, Port};
+pub use port::{AgentPort, FreshAgent, Port};
 
 use crate::introspect::{self, Introspection};
 use crate::lease::LeaseCell;

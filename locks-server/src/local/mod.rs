@@ -77,7 +77,7 @@ pub use sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
 use crate::data_dir::VersionReserve;
 use crate::quota::{PeerQuotas, QuotaBook};
-use crate::router::{RouteError, Router};
+use crate::router::{Presence, RouteError, Router};
 use crate::table::{LockTable, TableEffect, TableInput};
 use locks_core::proto::{AgentMessage, Quota, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
@@ -198,7 +198,8 @@ impl Touched {
 }
 
 /// The node's lock table in shards, and the shell that applies inputs to them (see the
-/// module documentation).
+/// module documentation). What changes the table from outside the crate acts only for the
+/// transaction whose [`Presence`] the caller holds.
 pub struct LocalTable {
     shards: Shards,
     sharding: Sharding,
@@ -444,6 +445,17 @@ impl LocalTable {
     /// in `touched`. Everybody else is told what the table says, as for any request.
     pub fn try_lock(
         &self,
+        presence: &Presence,
+        lock: &LockId,
+        mode: Mode,
+        touched: &Touched,
+    ) -> FastLock {
+        self.try_lock_as(presence.id(), lock, mode, touched)
+    }
+
+    /// [`Self::try_lock`] for any agent id (the simulations' and the crate's own).
+    pub(crate) fn try_lock_as(
+        &self,
         agent: &AgentId,
         lock: &LockId,
         mode: Mode,
@@ -476,9 +488,14 @@ impl LocalTable {
         })
     }
 
-    /// The fast path of `Unlock`: releases `agent`'s direct lock on `lock` (or withdraws its
-    /// request) now. Refused when it has no direct lock there.
-    pub fn unlock(&self, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
+    /// The fast path of `Unlock`: releases the direct lock of the transaction of `presence` on
+    /// `lock` (or withdraws its request) now. Refused when it has no direct lock there.
+    pub fn unlock(&self, presence: &Presence, lock: &LockId) -> Result<(), Rejection> {
+        self.unlock_as(presence.id(), lock)
+    }
+
+    /// [`Self::unlock`] for any agent id.
+    pub(crate) fn unlock_as(&self, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
         let request = ServerRequest::Unlock {
             agent: agent.clone(),
             lock: lock.clone(),
@@ -494,16 +511,23 @@ impl LocalTable {
         }
     }
 
-    /// The fast path of `RemoveAgent`: releases everything `agent` has in the shards of
-    /// `touched`, now.
-    pub fn release(&self, agent: &AgentId, touched: &Touched) {
+    /// The fast path of `RemoveAgent`: releases everything the transaction of `presence` has
+    /// in the shards of `touched`, now.
+    pub fn release(&self, presence: &Presence, touched: &Touched) {
+        self.release_as(presence.id(), touched);
+    }
+
+    /// [`Self::release`] for any agent id.
+    pub(crate) fn release_as(&self, agent: &AgentId, touched: &Touched) {
         self.release_in(agent, touched.bits());
     }
 
-    /// Releases everything `agent`, whose actor runs, has in the shards of `touched` and in
-    /// those its messages used so far, now, on the caller's thread (the agent's own
-    /// `RemoveAgent`, which follows whatever it sent, covers requests still on their way).
-    pub fn release_started(&self, agent: &AgentId, touched: &Touched) {
+    /// Releases everything the transaction of `presence`, whose actor runs, has in the shards
+    /// of `touched` and in those its messages used so far, now, on the caller's thread (the
+    /// agent's own `RemoveAgent`, which follows whatever it sent, covers requests still on
+    /// their way).
+    pub fn release_started(&self, presence: &Presence, touched: &Touched) {
+        let agent = presence.id();
         self.release_in(agent, touched.bits() | self.sharding.used_by(agent));
     }
 
@@ -522,8 +546,8 @@ impl LocalTable {
 
     /// A transaction's agent actor starts: its removal must also reach the shards its fast
     /// path used, since its requests come as messages from now on.
-    pub fn agent_started(&self, agent: &AgentId, touched: &Touched) {
-        self.sharding.agent_started(agent, touched.bits());
+    pub fn agent_started(&self, presence: &Presence, touched: &Touched) {
+        self.sharding.agent_started(presence.id(), touched.bits());
     }
 
     /// The node's lock server stopped: the fast path grants nothing from now on.

@@ -95,6 +95,15 @@ pub enum RouteError {
         /// What was wrong with it.
         fault: super::peer::PeerFault,
     },
+    /// A request was handed to the port of one agent ([`super::AgentPort`]) in the name of
+    /// another: refused and not sent (an agent's port speaks for that agent only).
+    #[error("a request naming agent {named} refused: this port sends for agent {port} only")]
+    NotThisAgent {
+        /// The agent the port speaks for.
+        port: AgentId,
+        /// The agent the request named.
+        named: AgentId,
+    },
 }
 
 /// A connection to another node, as the router sees it: somewhere to put envelopes.

@@ -22,7 +22,7 @@
 
 pub(crate) mod agents;
 mod messages;
-pub mod peer;
+pub(crate) use crate::node_core::peer;
 mod port;
 pub use agents::Presence;
 use agents::{Agents, Mailbox};

@@ -174,7 +174,7 @@ impl Port {
 /// requests to lock servers in that agent's name only. Made only from what the agent's owner
 /// was handed ([`Port::for_transaction`], [`Port::for_agent`]), so code that holds one agent's
 /// port cannot speak for another agent of the process, as the node-to-node check
-/// (`router::peer`) keeps a peer from speaking for an agent of another node.
+/// (`node_core::peer`) keeps a peer from speaking for an agent of another node.
 #[derive(Clone)]
 pub struct AgentPort {
     port: Port,

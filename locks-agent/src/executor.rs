@@ -71,7 +71,7 @@ pub fn execute(
                     Err(err) => {
                         // A node known down, or a release at a stop (the node may be
                         // stopping too), is no surprise.
-                        if matches!(err, RouteError::NodeDown(_)) || !core.is_running() {
+                        if matches!(err, RouteError::NotConnected(_)) || !core.is_running() {
                             debug!(agent = %core.id(), %node, %err, "lock server unreachable");
                         } else {
                             warn!(agent = %core.id(), %node, %err, "lock server unreachable");

@@ -33,7 +33,7 @@
 //! use locks_server::internal::{NodeInternals, TableInput};
 //!
 //! fn drop_node(node: &Node, peer: NodeId) {
-//!     node.local_table().apply(TableInput::NodeDown { node: peer, lock_delay: false });
+//!     node.local_table().apply(TableInput::NodeDown { node: peer, ghosts: false });
 //! }
 //! ```
 //!

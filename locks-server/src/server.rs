@@ -4,7 +4,7 @@
 //! Messages it handles:
 //! - [`ToServer`]: a request from an agent actor (local, or remote through the [`Router`]),
 //!   given to the core as [`NodeInput::Request`];
-//! - `NodeDown` (crate-private: only the node's cluster layer can say a peer is down): given
+//! - `LinkDown` (crate-private: only the node's cluster layer can say a link ended): given
 //!   to the core as [`NodeInput::LinkDown`];
 //! - [`Snapshot`]: a copy of the table for tools and tests;
 //! - [`Watchers`]: who watches one lock.
@@ -23,7 +23,7 @@
 
 use crate::local::LocalTable;
 use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers};
-use crate::router::{NodeDown, Router, ToServer};
+use crate::router::{LinkDown, Router, ToServer};
 use crate::table::TableSnapshot;
 use actix::prelude::*;
 use locks_core::{AgentId, LockId, NodeId};
@@ -118,10 +118,10 @@ impl Handler<ToServer> for LockServer {
     }
 }
 
-impl Handler<NodeDown> for LockServer {
+impl Handler<LinkDown> for LockServer {
     type Result = ();
 
-    fn handle(&mut self, msg: NodeDown, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: LinkDown, ctx: &mut Self::Context) {
         self.step(NodeInput::LinkDown(msg.0), ctx);
     }
 }

@@ -310,7 +310,7 @@ impl LocalTable {
             Ok(()) => Delivery::Sent,
             // A remote node that is down: its agents are removed by the node-down handling,
             // not here, so a partition does not look like a death.
-            Err(RouteError::NodeDown(node)) => {
+            Err(RouteError::NotConnected(node)) => {
                 crate::limited!(self.router.warnings(), "notice to a disconnected node", warn, node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
                 Delivery::Sent
             }

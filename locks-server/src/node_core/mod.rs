@@ -155,7 +155,7 @@ impl NodeCore {
             NodeInput::LinkDown(node) if node == self.node => Vec::new(),
             NodeInput::LinkDown(node) => vec![NodeEffect::Table(TableInput::NodeDown {
                 node,
-                lock_delay: !self.lock_delay.is_zero(),
+                ghosts: !self.lock_delay.is_zero(),
             })],
             NodeInput::Ghosts(ghosts) if ghosts.is_empty() => Vec::new(),
             NodeInput::Ghosts(ghosts) => vec![NodeEffect::Schedule {

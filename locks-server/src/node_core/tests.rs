@@ -161,7 +161,7 @@ fn a_node_down_with_a_lock_delay_gives_its_locks_to_ghosts_until_the_delay_has_p
         core.step(NodeInput::LinkDown(node("b")), &peers),
         vec![NodeEffect::Table(TableInput::NodeDown {
             node: node("b"),
-            lock_delay: true,
+            ghosts: true,
         })]
     );
     let ghosts = vec![AgentId::ghost(node("b"), 1), AgentId::ghost(node("b"), 2)];
@@ -191,7 +191,7 @@ fn a_node_down_without_a_lock_delay_releases_at_once() {
         core.step(NodeInput::LinkDown(node("b")), &peers),
         vec![NodeEffect::Table(TableInput::NodeDown {
             node: node("b"),
-            lock_delay: false,
+            ghosts: false,
         })]
     );
 }

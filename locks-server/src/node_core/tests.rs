@@ -53,6 +53,19 @@ impl Peers for Connected {
     }
 }
 
+/// Asserts that `core` serves `request` now.
+fn serves(core: &mut NodeCore, request: ServerRequest, peers: &Connected) {
+    assert_eq!(
+        core.step(NodeInput::Request(request.clone()), peers),
+        vec![NodeEffect::Serve(request)]
+    );
+}
+
+/// Asserts that `core` does nothing now with `request` (keeps it, or ignores it).
+fn holds_or_ignores(core: &mut NodeCore, request: ServerRequest, peers: &Connected) {
+    assert_eq!(core.step(NodeInput::Request(request), peers), vec![]);
+}
+
 fn clustered() -> NodeCore {
     NodeCore::new(node("a"), LOCK_DELAY, START_DELAY)
 }
@@ -67,11 +80,7 @@ fn a_node_without_delays_serves_at_once_and_schedules_nothing() {
     let peers = Connected::of(&["a"]);
     assert_eq!(core.step(NodeInput::Started, &peers), vec![]);
     assert!(!core.in_start_delay());
-    let request = lock(&agent("a", 1), "l");
-    assert_eq!(
-        core.step(NodeInput::Request(request.clone()), &peers),
-        vec![NodeEffect::Serve(request)]
-    );
+    serves(&mut core, lock(&agent("a", 1), "l"), &peers);
 }
 
 #[test]
@@ -101,11 +110,7 @@ fn requests_during_the_start_delay_are_kept_and_served_in_order_before_the_fast_
         ]
     );
     assert!(!core.in_start_delay());
-    let later = lock(&agent("a", 3), "l");
-    assert_eq!(
-        core.step(NodeInput::Request(later.clone()), &peers),
-        vec![NodeEffect::Serve(later)]
-    );
+    serves(&mut core, lock(&agent("a", 3), "l"), &peers);
     // A second firing changes nothing.
     assert_eq!(
         core.step(NodeInput::Timer(Timer::StartDelayOver), &peers),
@@ -118,24 +123,10 @@ fn a_lock_or_watch_of_a_disconnected_nodes_agent_is_ignored_but_its_releases_are
     let mut core = alone();
     let peers = Connected::of(&["a"]);
     let gone = agent("c", 1);
-    assert_eq!(
-        core.step(NodeInput::Request(lock(&gone, "l")), &peers),
-        vec![]
-    );
-    assert_eq!(
-        core.step(NodeInput::Request(watch(&gone, "l")), &peers),
-        vec![]
-    );
-    let release = unlock(&gone, "l");
-    assert_eq!(
-        core.step(NodeInput::Request(release.clone()), &peers),
-        vec![NodeEffect::Serve(release)]
-    );
-    let own = lock(&agent("a", 1), "l");
-    assert_eq!(
-        core.step(NodeInput::Request(own.clone()), &peers),
-        vec![NodeEffect::Serve(own)]
-    );
+    holds_or_ignores(&mut core, lock(&gone, "l"), &peers);
+    holds_or_ignores(&mut core, watch(&gone, "l"), &peers);
+    serves(&mut core, unlock(&gone, "l"), &peers);
+    serves(&mut core, lock(&agent("a", 1), "l"), &peers);
 }
 
 #[test]
@@ -143,8 +134,7 @@ fn a_request_kept_during_the_start_delay_is_checked_when_served() {
     let mut core = clustered();
     let before = Connected::of(&["a", "b"]);
     let _ = core.step(NodeInput::Started, &before);
-    let of_b = lock(&agent("b", 1), "l");
-    assert_eq!(core.step(NodeInput::Request(of_b), &before), vec![]);
+    holds_or_ignores(&mut core, lock(&agent("b", 1), "l"), &before);
     // b went down before the start-delay ended.
     let after = Connected::of(&["a"]);
     assert_eq!(

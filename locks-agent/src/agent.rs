@@ -42,7 +42,7 @@ use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::internal::{Deliver, DownCause, Port};
+use locks_server::internal::{AgentPort, Deliver, DownCause, Port};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -131,7 +131,7 @@ pub(crate) fn outcome_error(outcome: &Outcome) -> Error {
 /// panic alike).
 struct AgentGuard {
     id: AgentId,
-    router: Port,
+    router: AgentPort,
 }
 
 impl Drop for AgentGuard {
@@ -161,7 +161,7 @@ pub(crate) struct Agent {
 impl Agent {
     pub(crate) fn new(
         id: AgentId,
-        router: Port,
+        router: AgentPort,
         modes: ModeTable,
         options: Options,
         outcome: Outcome,

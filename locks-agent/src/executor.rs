@@ -3,7 +3,9 @@
 //!
 //! It owns what goes over the [`Router`] and the rule for a lock server found unreachable:
 //! - [`Effect::ToServer`] and [`Effect::ToAgent`] are sent; a message to an agent that is gone
-//!   is dropped (the deadlock detection does not count on it arriving);
+//!   is dropped (the deadlock detection does not count on it arriving); the requests go
+//!   through the port of the core's own agent ([`AgentPort`]), which sends nothing in the name
+//!   of another;
 //! - a request that cannot be sent to a lock server is fed back to the core as
 //!   [`AgentCore::unreachable`], once per node and call, after the effects given; what that
 //!   produces is carried out in turn, in order;
@@ -23,7 +25,7 @@ use crate::core::{AgentCore, Effect};
 use locks_core::NodeId;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_server::RouteError;
-use locks_server::internal::Port;
+use locks_server::internal::AgentPort;
 use locks_server::metrics::NodeMetrics;
 use std::ops::ControlFlow;
 use tracing::{debug, trace, warn};
@@ -42,7 +44,7 @@ pub struct Executed {
 /// over `router`, tells the core of lock servers found unreachable, and hands everything else
 /// to `rest`.
 pub fn execute(
-    router: &Port,
+    router: &AgentPort,
     core: &mut AgentCore,
     effects: Vec<Effect>,
     rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
@@ -61,10 +63,15 @@ pub fn execute(
             match effect {
                 Effect::ToServer { node, request } => match router.send_server(&node, request) {
                     Ok(()) => {}
+                    // A core made with another id than its port's: nothing was sent, and the
+                    // server is no less reachable.
+                    Err(err @ RouteError::NotThisAgent { .. }) => {
+                        warn!(agent = %core.id(), %node, %err, "request not sent");
+                    }
                     Err(err) => {
                         // A node known down, or a release at a stop (the node may be
                         // stopping too), is no surprise.
-                        if matches!(err, RouteError::NodeDown(_)) || !core.is_running() {
+                        if matches!(err, RouteError::NotConnected(_)) || !core.is_running() {
                             debug!(agent = %core.id(), %node, %err, "lock server unreachable");
                         } else {
                             warn!(agent = %core.id(), %node, %err, "lock server unreachable");
@@ -128,7 +135,11 @@ fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &Effect) {
 /// Ends `core` and carries out its release: its waiting callers' replies go to `rest`, and
 /// every lock server it used is asked to drop its entries. Nothing is done for a core that has
 /// ended already.
-pub fn end(router: &Port, core: &mut AgentCore, rest: &mut dyn FnMut(Effect) -> ControlFlow<()>) {
+pub fn end(
+    router: &AgentPort,
+    core: &mut AgentCore,
+    rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
+) {
     let effects = core.end();
     let _ = execute(router, core, effects, rest);
 }

@@ -7,12 +7,12 @@
 //! **Internal seam, not covered by semver**: anything here may change with any release, in step
 //! with the crates of this workspace. Programs use the names at the crate's root.
 //!
-//! What it can reach of a node is what `locks_server::internal::Port` offers, the one form in
-//! which a node hands out its router: [`execute`] sends a core's requests and messages through
-//! it, so a core, whatever id it was made with, cannot deliver as a peer, drop a node's locks or
-//! take over another transaction's mailbox (see `locks_server::internal` for the seal and its
-//! compile-fail tests). It can still send requests that name another local agent of the same
-//! process; the node-to-node check refuses that only across nodes.
+//! What it can reach of a node is what `locks_server::internal::AgentPort` offers, the port of
+//! one agent of the node: [`execute`] sends a core's requests and messages through it, so a
+//! core, whatever id it was made with, cannot deliver as a peer, drop a node's locks, take over
+//! another transaction's mailbox, or send a lock server a request in the name of an agent other
+//! than the port's (refused as `RouteError::NotThisAgent`; see `locks_server::internal` for the
+//! seal and its compile-fail tests).
 
 pub use crate::core::agent::{AgentCore, Effect};
 pub use crate::core::graph::{Cycle, WaitForGraph, WaitLabel};

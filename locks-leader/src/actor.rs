@@ -32,7 +32,7 @@ use locks_agent::internal;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::codec;
 use locks_core::{LockId, MemberId, Mode, NodeId};
-use locks_server::internal::{Deliver, FreshAgent, MemberDelivery, NodeInternals, Port};
+use locks_server::internal::{AgentPort, Deliver, FreshAgent, MemberDelivery, NodeInternals};
 use locks_server::{Node, RouteError};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -95,7 +95,8 @@ struct Tick;
 pub(crate) struct MemberActor<C: Callbacks> {
     core: MemberCore<C>,
     node: Node,
-    router: Port,
+    /// The port of the member's agent: its requests go in that agent's name only.
+    router: AgentPort,
     /// The agent id the core was made with, until `started` registers the mailboxes.
     fresh: Option<FreshAgent>,
     sync_lock: LockId,
@@ -124,7 +125,7 @@ impl<C: Callbacks> MemberActor<C> {
         proof: SharedProof,
         ready: oneshot::Sender<Result<(), Error>>,
     ) -> MemberActor<C> {
-        let router = node.router().clone();
+        let router = node.router().for_agent(&fresh);
         MemberActor {
             core,
             node,

@@ -10,12 +10,15 @@
 //!
 //! A process that embeds a node may run code it does not fully trust with the node handle (a
 //! library, a plugin), so the seam is sealed by construction rather than by convention: a live
-//! node hands out its router only as a [`Port`], whose methods send as a local agent or member,
+//! node hands out its router only as a [`Port`], whose methods send to agents and members,
 //! register the mailbox of an agent id the node just handed out ([`FreshAgent`], consumed) or
-//! of a transaction the caller began ([`Presence`], which only `begin_agent` makes), and read
-//! leases and metrics. The forging operations stay private to the crate: delivering a message
-//! as if a peer sent it (only the cluster link, which authenticated the peer, does), telling
-//! the lock table a node went down, and giving an existing agent id another mailbox.
+//! of a transaction the caller began ([`Presence`], which only `begin_agent` makes), make the
+//! [`AgentPort`] through which such an agent sends requests to lock servers in its own name
+//! only, and read leases and metrics. Its table changes the entries of the transaction whose
+//! [`Presence`] the caller holds, and of no other. The forging operations stay private to the
+//! crate: delivering a message as if a peer sent it (only the cluster link, which
+//! authenticated the peer, does), telling the lock table a node went down, giving an existing
+//! agent id another mailbox, and acting for an agent id the caller was not handed.
 //!
 //! Why private rather than behind a feature alone: a cargo feature is unified across a build,
 //! so any crate of a program could switch it on for all. The workspace's tests that must forge
@@ -30,7 +33,7 @@
 //! use locks_server::internal::{NodeInternals, TableInput};
 //!
 //! fn drop_node(node: &Node, peer: NodeId) {
-//!     node.local_table().apply(TableInput::NodeDown { node: peer, lock_delay: false });
+//!     node.local_table().apply(TableInput::NodeDown { node: peer, ghosts: false });
 //! }
 //! ```
 //!
@@ -69,9 +72,62 @@
 //! }
 //! ```
 //!
-//! What remains possible through a [`Port`]: sending a request that names another local
-//! agent's id to a lock server ([`Port::send_server`]) — the node-to-node check
-//! (`router::peer`) refuses it from other nodes, not from this process.
+//! Acting for another transaction of this node on its table (the fast path changes the table
+//! only for the transaction whose [`Presence`] the caller holds, and a presence is made only
+//! by `begin_agent`, with a fresh id):
+//!
+//! ```compile_fail
+//! use locks_core::{AgentId, LockId, Mode};
+//! use locks_server::Node;
+//! use locks_server::internal::{NodeInternals, Touched};
+//!
+//! fn release_theirs(node: &Node, victim: &AgentId, lock: &LockId) {
+//!     let _ = node.local_table().unlock(victim, lock);
+//!     node.local_table().release(victim, &Touched::all());
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use locks_core::AgentId;
+//! use locks_server::internal::Presence;
+//!
+//! fn their_presence(victim: AgentId) -> Presence {
+//!     Presence { id: victim, block: None }
+//! }
+//! ```
+//!
+//! Sending a lock server a request in another agent's name: the node's [`Port`] sends no
+//! request, only the [`AgentPort`] of one agent does, and it refuses a request that names
+//! another (`RouteError::NotThisAgent`):
+//!
+//! ```compile_fail
+//! use locks_core::{AgentId, proto::ServerRequest};
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn release_theirs(node: &Node, victim: AgentId) {
+//!     let _ = node.router().send_server(node.id(), ServerRequest::RemoveAgent { agent: victim });
+//! }
+//! ```
+//!
+//! What the owner of a transaction does compiles:
+//!
+//! ```no_run
+//! use locks_core::{LockId, Mode, proto::ServerRequest};
+//! use locks_server::Node;
+//! use locks_server::internal::{NodeInternals, Touched};
+//!
+//! fn mine(node: &Node, lock: &LockId) {
+//!     let presence = node.begin_agent();
+//!     let touched = Touched::default();
+//!     let _ = node.local_table().try_lock(&presence, lock, Mode::X, &touched);
+//!     let port = node.router().for_transaction(&presence);
+//!     let request = ServerRequest::RemoveAgent { agent: presence.id().clone() };
+//!     let _ = port.send_server(node.id(), request);
+//!     node.local_table().release(&presence, &touched);
+//!     node.router().end_transaction(&presence);
+//! }
+//! ```
 
 pub use crate::lease::{Expired, LeaseCell};
 pub use crate::local::{
@@ -80,7 +136,8 @@ pub use crate::local::{
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
 pub use crate::router::{
-    Deliver, DownCause, FreshAgent, MemberDelivery, Port, Presence, RemoteLink, Router, ToServer,
+    AgentPort, Deliver, DownCause, FreshAgent, MemberDelivery, Port, Presence, RemoteLink, Router,
+    ToServer,
 };
 pub use crate::server::{LockServer, Snapshot, Watchers};
 pub use crate::table::{
@@ -116,10 +173,10 @@ pub mod cluster {
 /// entry points that act for any agent or node.
 #[cfg(feature = "__sim")]
 pub mod sim {
-    use super::{LocalTable, Router, TableInput};
+    use super::{FastLock, LocalTable, Router, TableInput, Touched};
     use crate::Node;
-    use locks_core::AgentId;
-    use locks_core::proto::ServerRequest;
+    use locks_core::proto::{Rejection, ServerRequest};
+    use locks_core::{AgentId, LockId, Mode};
     use std::sync::Arc;
 
     /// The node's router with every capability.
@@ -140,5 +197,26 @@ pub mod sim {
     /// Applies `input` to `table` (any input: a node down, a timer, a request).
     pub fn apply(table: &LocalTable, input: TableInput) -> Vec<Vec<AgentId>> {
         table.apply(input)
+    }
+
+    /// [`LocalTable::try_lock`] for any agent id.
+    pub fn try_lock(
+        table: &LocalTable,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+        touched: &Touched,
+    ) -> FastLock {
+        table.try_lock_as(agent, lock, mode, touched)
+    }
+
+    /// [`LocalTable::unlock`] for any agent id.
+    pub fn unlock(table: &LocalTable, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
+        table.unlock_as(agent, lock)
+    }
+
+    /// [`LocalTable::release`] for any agent id.
+    pub fn release(table: &LocalTable, agent: &AgentId, touched: &Touched) {
+        table.release_as(agent, touched);
     }
 }

@@ -28,6 +28,10 @@
 //! ([`LockTable::step_quiet`](internal::LockTable::step_quiet)), which builds nothing for the
 //! requester.
 //!
+//! What the node decides around its table (the start-delay, a node down and its lock-delay,
+//! which requests of disconnected nodes' agents are ignored, what a peer may say) is one pure
+//! state machine, `NodeCore` (`node_core/`), which the lock server actor runs.
+//!
 //! # Public surface
 //!
 //! At the root: [`Node`] and its setup ([`NodeConfig`], [`ClusterConfig`], [`PeerQuotas`],
@@ -64,6 +68,7 @@ mod log_limit;
 pub mod metrics;
 mod net;
 mod node;
+mod node_core;
 mod quota;
 mod router;
 mod server;
@@ -80,7 +85,7 @@ pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
+pub use node_core::peer::{MAX_CLOCK_AHEAD, PeerFault};
 pub use quota::PeerQuotas;
 pub use router::RouteError;
-pub use router::peer::{MAX_CLOCK_AHEAD, PeerFault};
 pub use table::{EntrySnapshot, LockSnapshot, TableSnapshot};

@@ -30,8 +30,8 @@
 //! labelled by a lock id or an agent id.
 
 use crate::local::LocalTable;
+use crate::node_core::peer::PeerFault;
 use crate::router::Router;
-use crate::router::peer::PeerFault;
 use crate::table::Census;
 use locks_core::proto::Quota;
 use locks_core::{Mode, NodeId};

@@ -22,13 +22,13 @@
 
 pub(crate) mod agents;
 mod messages;
-pub mod peer;
+pub(crate) use crate::node_core::peer;
 mod port;
 pub use agents::Presence;
 use agents::{Agents, Mailbox};
-pub(crate) use messages::NodeDown;
+pub(crate) use messages::LinkDown;
 pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
-pub use port::{FreshAgent, Port};
+pub use port::{AgentPort, FreshAgent, Port};
 
 use crate::introspect::{self, Introspection};
 use crate::lease::LeaseCell;
@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 /// type, so that the server can use the router without a circle).
 struct ServerMailbox {
     requests: Recipient<ToServer>,
-    node_down: Recipient<NodeDown>,
+    link_down: Recipient<LinkDown>,
 }
 
 /// Routes messages to the local lock server, local agents and remote nodes.
@@ -151,10 +151,10 @@ impl Router {
     }
 
     /// Sets the local lock server's mailbox; done once when the node starts.
-    pub(crate) fn set_server(&self, requests: Recipient<ToServer>, node_down: Recipient<NodeDown>) {
+    pub(crate) fn set_server(&self, requests: Recipient<ToServer>, link_down: Recipient<LinkDown>) {
         let _ = self.server.set(ServerMailbox {
             requests,
-            node_down,
+            link_down,
         });
     }
 
@@ -163,10 +163,10 @@ impl Router {
         self.server.get().is_some_and(|s| s.requests.connected())
     }
 
-    /// Tells the local lock server that `peer` went down (the cluster layer does).
-    pub(crate) fn server_node_down(&self, peer: NodeId) {
+    /// Tells the local lock server that the link to `peer` ended (the cluster layer does).
+    pub(crate) fn server_link_down(&self, peer: NodeId) {
         if let Some(server) = self.server.get() {
-            server.node_down.do_send(NodeDown(peer));
+            server.link_down.do_send(LinkDown(peer));
         }
     }
 
@@ -425,7 +425,7 @@ impl Router {
             .unwrap_or_else(PoisonError::into_inner)
             .get(node)
             .cloned()
-            .ok_or_else(|| RouteError::NodeDown(node.clone()))
+            .ok_or_else(|| RouteError::NotConnected(node.clone()))
     }
 
     /// Sends a request to the lock server of `node`.

@@ -1,41 +1,47 @@
-//! The lock server actor: the shell that serves the node's [`LocalTable`] to messages.
+//! The lock server actor: the shell around the node's core ([`NodeCore`]) and its
+//! [`LocalTable`].
 //!
 //! Messages it handles:
 //! - [`ToServer`]: a request from an agent actor (local, or remote through the [`Router`]),
-//!   applied by [`LocalTable::serve`] (which also keeps requests during the start-delay and
-//!   ignores a `Lock` or `Watch` of an agent whose node is not connected);
-//! - `NodeDown` (crate-private: only the node's cluster layer can say a peer is down): the
-//!   table hands that node's agents' entries to ghosts and this actor feeds
-//!   [`TableInput::DelayOver`] back once the lock-delay has passed (see
-//!   [`crate::table::TableInput`] and [`crate::lease`]);
+//!   given to the core as [`NodeInput::Request`];
+//! - `LinkDown` (crate-private: only the node's cluster layer can say a link ended): given
+//!   to the core as [`NodeInput::LinkDown`];
 //! - [`Snapshot`]: a copy of the table for tools and tests;
 //! - [`Watchers`]: who watches one lock.
 //!
-//! What the table decides is in [`LockTable::step`](crate::table::LockTable::step); this actor
-//! owns only the timers (start-delay, lock-delays). Transactions on this node take and release
-//! their uncontended locks through the same [`LocalTable`] on their own thread (the fast
-//! path), without a message to this actor.
+//! It carries the core's effects out: a request served or an input applied on the table
+//! ([`LocalTable::serve`], [`LocalTable::apply`], whose ghosts go back to the core), a timer
+//! (`run_later`), the fast path let in. What the core decides (start-delay, liveness filter,
+//! node down and lock-delay) is in `crate::node_core`; what the table decides, in
+//! [`LockTable::step`](crate::table::LockTable::step). Transactions on this node take and
+//! release their uncontended locks through the same [`LocalTable`] on their own thread (the
+//! fast path), without a message to this actor.
 //!
 //! Who holds its address: the node's [`Router`] (and through it every agent). It stops when the
 //! node's actix system stops; requests still in its mailbox are dropped with it, which is safe
 //! because the whole node (and every agent on it) stops at the same time.
 
 use crate::local::LocalTable;
-use crate::router::{NodeDown, Router, ToServer};
-use crate::table::{TableInput, TableSnapshot};
+use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers};
+use crate::router::{LinkDown, Router, ToServer};
+use crate::table::TableSnapshot;
 use actix::prelude::*;
 use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{debug, info};
+use tracing::debug;
 
 /// The actor that serves the node's lock table to messages.
 pub struct LockServer {
     table: Arc<LocalTable>,
-    /// How long a downed node's agents' locks stay with their ghosts.
-    lock_delay: Duration,
-    /// How long to grant nothing after the start.
-    start_delay: Duration,
+    core: NodeCore,
+}
+
+/// The router says which peers are connected.
+impl Peers for Router {
+    fn connected(&self, node: &NodeId) -> bool {
+        self.is_reachable(node)
+    }
 }
 
 impl LockServer {
@@ -43,18 +49,18 @@ impl LockServer {
     /// see [`LockServer::with_delays`]. The table must have been made with a start-delay
     /// exactly when `with_delays` is given a non-zero one.
     pub fn new(table: Arc<LocalTable>) -> LockServer {
-        LockServer {
-            table,
-            lock_delay: Duration::ZERO,
-            start_delay: Duration::ZERO,
-        }
+        let core = NodeCore::new(
+            table.router().node().clone(),
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        LockServer { table, core }
     }
 
     /// Sets the lock-delay (how long a downed node's agents' locks stay held by nobody) and
     /// the start-delay (how long to grant nothing after the start); see [`crate::lease`].
     pub fn with_delays(mut self, lock_delay: Duration, start_delay: Duration) -> LockServer {
-        self.lock_delay = lock_delay;
-        self.start_delay = start_delay;
+        self.core = NodeCore::new(self.node().clone(), lock_delay, start_delay);
         self
     }
 
@@ -67,12 +73,24 @@ impl LockServer {
         self.table.router()
     }
 
-    /// Applies `input` and starts the lock-delay of the ghosts it made.
-    fn apply(&mut self, input: TableInput, ctx: &mut Context<Self>) {
-        for ghosts in self.table.apply(input) {
-            ctx.run_later(self.lock_delay, |server, ctx| {
-                server.apply(TableInput::DelayOver(ghosts), ctx);
-            });
+    /// Gives `input` to the core and carries out what it says, in order.
+    fn step(&mut self, input: NodeInput, ctx: &mut Context<Self>) {
+        let effects = self.core.step(input, &**self.table.router());
+        for effect in effects {
+            match effect {
+                NodeEffect::Serve(request) => self.table.serve(request),
+                NodeEffect::Table(input) => {
+                    for ghosts in self.table.apply(input) {
+                        self.step(NodeInput::Ghosts(ghosts), ctx);
+                    }
+                }
+                NodeEffect::Schedule { after, timer } => {
+                    ctx.run_later(after, |server, ctx| {
+                        server.step(NodeInput::Timer(timer), ctx);
+                    });
+                }
+                NodeEffect::OpenFastPath => self.table.open_fast_path(),
+            }
         }
     }
 }
@@ -84,12 +102,7 @@ impl Actor for LockServer {
         // Agents send with `do_send`, so the capacity only bounds `send` from tools.
         ctx.set_mailbox_capacity(1024);
         debug!(node = %self.node(), "lock server started");
-        if !self.start_delay.is_zero() {
-            info!(node = %self.node(), delay = ?self.start_delay, "granting nothing until the start-delay has passed");
-            ctx.run_later(self.start_delay, |server, _ctx| {
-                server.table.end_start_delay();
-            });
-        }
+        self.step(NodeInput::Started, ctx);
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
@@ -100,20 +113,16 @@ impl Actor for LockServer {
 impl Handler<ToServer> for LockServer {
     type Result = ();
 
-    fn handle(&mut self, msg: ToServer, _ctx: &mut Self::Context) {
-        self.table.serve(msg.0);
+    fn handle(&mut self, msg: ToServer, ctx: &mut Self::Context) {
+        self.step(NodeInput::Request(msg.0), ctx);
     }
 }
 
-impl Handler<NodeDown> for LockServer {
+impl Handler<LinkDown> for LockServer {
     type Result = ();
 
-    fn handle(&mut self, msg: NodeDown, ctx: &mut Self::Context) {
-        let input = TableInput::NodeDown {
-            node: msg.0,
-            lock_delay: !self.lock_delay.is_zero(),
-        };
-        self.apply(input, ctx);
+    fn handle(&mut self, msg: LinkDown, ctx: &mut Self::Context) {
+        self.step(NodeInput::LinkDown(msg.0), ctx);
     }
 }
 

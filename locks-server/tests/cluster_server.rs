@@ -10,7 +10,7 @@ use common::net::{id, init_tracing, loopback, within};
 use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::NodeEvent;
-use locks_server::internal::{Deliver, NodeInternals};
+use locks_server::internal::{Deliver, NodeInternals, sim};
 use locks_server::{Node, NodeConfig, TableSnapshot};
 use locks_testing::wait::poll;
 use std::future::Future;
@@ -144,11 +144,11 @@ async fn a_node_going_down_releases_its_agents_locks_on_the_others() {
     let l = LockId::from(["cluster", "l"]);
     let mut remote = stand_in(&b);
     let mut local = stand_in(&a);
-    b.router()
+    sim::router(&b)
         .send_server(&id("a"), lock(&remote.id, &l))
         .unwrap();
     remote.granted("a", &l).await;
-    a.router()
+    sim::router(&a)
         .send_server(&id("a"), lock(&local.id, &l))
         .unwrap();
     wait_table(&a, "local waits", |s| s.state(&local.id, &l).is_waiting()).await;
@@ -179,10 +179,10 @@ async fn a_partition_releases_the_other_sides_agents_on_both_nodes() {
     let (la, lb) = (LockId::from(["on-a"]), LockId::from(["on-b"]));
     let mut of_b = stand_in(&b);
     let mut of_a = stand_in(&a);
-    b.router()
+    sim::router(&b)
         .send_server(&id("a"), lock(&of_b.id, &la))
         .unwrap();
-    a.router()
+    sim::router(&a)
         .send_server(&id("b"), lock(&of_a.id, &lb))
         .unwrap();
     of_b.granted("a", &la).await;
@@ -209,7 +209,7 @@ async fn a_partition_releases_the_other_sides_agents_on_both_nodes() {
     wait_table(&b, "a's agent released on b", |s| s.lock(&lb).is_none()).await;
     // Requests to a node that is down fail at once.
     assert!(
-        b.router()
+        sim::router(&b)
             .send_server(&id("a"), lock(&of_b.id, &la))
             .is_err()
     );
@@ -221,7 +221,7 @@ async fn a_message_for_an_agent_the_peer_does_not_know_releases_that_agent() {
     let (a, b) = pair().await;
     let l = LockId::from(["gone"]);
     let mut holder = stand_in(&a);
-    a.router()
+    sim::router(&a)
         .send_server(&id("a"), lock(&holder.id, &l))
         .unwrap();
     holder.granted("a", &l).await;
@@ -230,7 +230,9 @@ async fn a_message_for_an_agent_the_peer_does_not_know_releases_that_agent() {
     // agent, and a releases it. Without that answer its entry would stay forever.
     let ghost = b.next_agent_id().id().clone();
     let before = a.snapshot().await.unwrap().version;
-    b.router().send_server(&id("a"), lock(&ghost, &l)).unwrap();
+    sim::router(&b)
+        .send_server(&id("a"), lock(&ghost, &l))
+        .unwrap();
     // Two changes of the table: the ghost queued, then removed.
     wait_table(&a, "the ghost queued and released", |s| {
         s.version >= before + 2 && s.state(&ghost, &l) == EntryState::Absent
@@ -261,7 +263,7 @@ async fn a_notice_too_large_for_a_frame_is_refused_to_its_agent_and_the_link_sta
     );
     let l = LockId::from(["big"]);
     let mut holder = stand_in(&b);
-    b.router()
+    sim::router(&b)
         .send_server(&id("a"), lock(&holder.id, &l))
         .unwrap();
     holder.granted("a", &l).await;
@@ -269,7 +271,9 @@ async fn a_notice_too_large_for_a_frame_is_refused_to_its_agent_and_the_link_sta
     // not fit in a frame.
     let mut waiters: Vec<StandIn> = (0..100).map(|_| stand_in(&b)).collect();
     for w in &waiters {
-        b.router().send_server(&id("a"), lock(&w.id, &l)).unwrap();
+        sim::router(&b)
+            .send_server(&id("a"), lock(&w.id, &l))
+            .unwrap();
     }
     let last = waiters.last_mut().unwrap();
     last.wait("refused, or the link down", |m| {
@@ -292,7 +296,7 @@ async fn a_notice_too_large_for_a_frame_is_refused_to_its_agent_and_the_link_sta
     assert_eq!(events.try_recv(), None);
     assert_eq!(a.nodes().len(), 2);
     let other = LockId::from(["small"]);
-    b.router()
+    sim::router(&b)
         .send_server(&id("a"), lock(&holder.id, &other))
         .unwrap();
     holder.granted("a", &other).await;
@@ -312,8 +316,10 @@ async fn no_entry_is_created_for_an_agent_of_a_node_that_is_not_connected() {
     // must not leave an entry that no node down will ever remove.
     let never = AgentId::new(id("z"), 1, 1);
     for agent in [&of_b.id, &never] {
-        a.router().send_server(&id("a"), lock(agent, &l)).unwrap();
-        a.router()
+        sim::router(&a)
+            .send_server(&id("a"), lock(agent, &l))
+            .unwrap();
+        sim::router(&a)
             .send_server(
                 &id("a"),
                 ServerRequest::Watch {
@@ -326,7 +332,7 @@ async fn no_entry_is_created_for_an_agent_of_a_node_that_is_not_connected() {
     // A local agent's request after them: once it is granted, they were handled.
     let mut local = stand_in(&a);
     let after = LockId::from(["after"]);
-    a.router()
+    sim::router(&a)
         .send_server(&id("a"), lock(&local.id, &after))
         .unwrap();
     local.granted("a", &after).await;
@@ -342,7 +348,7 @@ async fn no_entry_is_created_for_an_agent_of_a_node_that_is_not_connected() {
         .await
         .unwrap();
     let mut of_b = of_b;
-    b.router()
+    sim::router(&b)
         .send_server(&id("a"), lock(&of_b.id, &l))
         .unwrap();
     of_b.granted("a", &l).await;

@@ -36,21 +36,22 @@ async fn a_fast_grant_carries_a_growing_version_and_never_overtakes_a_waiter() {
     let (a, b, c) = (agent(&node), agent(&node), agent(&node));
     let lock = lock_id!["t", 1];
     let a_touched = Touched::default();
-    let FastLock::Granted { mode, version: v1 } = table.try_lock(&a, &lock, Mode::X, &a_touched)
+    let FastLock::Granted { mode, version: v1 } =
+        sim::try_lock(table, &a, &lock, Mode::X, &a_touched)
     else {
         panic!("a free lock is granted at once");
     };
     assert_eq!(mode, Mode::X);
     // b must wait: it is queued in the table as a message would have queued it.
     assert_eq!(
-        table.try_lock(&b, &lock, Mode::S, &Touched::default()),
+        sim::try_lock(table, &b, &lock, Mode::S, &Touched::default()),
         FastLock::Queued
     );
-    table.release(&a, &a_touched);
+    sim::release(table, &a, &a_touched);
     assert!(table.holds(&b, &lock).is_some(), "b granted on release");
     // c asks for a mode compatible with b's, and nobody waits: granted, at a later version.
     let FastLock::Granted { version: v2, .. } =
-        table.try_lock(&c, &lock, Mode::S, &Touched::default())
+        sim::try_lock(table, &c, &lock, Mode::S, &Touched::default())
     else {
         panic!("compatible with the holder and nobody waits");
     };
@@ -58,11 +59,11 @@ async fn a_fast_grant_carries_a_growing_version_and_never_overtakes_a_waiter() {
     // A writer queues behind the readers; a new reader must not overtake it (FIFO).
     let (d, e) = (agent(&node), agent(&node));
     assert_eq!(
-        table.try_lock(&d, &lock, Mode::X, &Touched::default()),
+        sim::try_lock(table, &d, &lock, Mode::X, &Touched::default()),
         FastLock::Queued
     );
     assert_eq!(
-        table.try_lock(&e, &lock, Mode::S, &Touched::default()),
+        sim::try_lock(table, &e, &lock, Mode::S, &Touched::default()),
         FastLock::Queued
     );
 }
@@ -73,7 +74,13 @@ async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
     let table = node.local_table();
     let (w, r) = (agent(&node), agent(&node));
     assert!(matches!(
-        table.try_lock(&w, &lock_id!["db", "rows", 7], Mode::X, &Touched::default()),
+        sim::try_lock(
+            table,
+            &w,
+            &lock_id!["db", "rows", 7],
+            Mode::X,
+            &Touched::default()
+        ),
         FastLock::Granted { .. }
     ));
     assert_eq!(
@@ -81,7 +88,7 @@ async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
         EntryState::Granted(Mode::IX)
     );
     assert_eq!(
-        table.try_lock(&r, &lock_id!["db"], Mode::S, &Touched::default()),
+        sim::try_lock(table, &r, &lock_id!["db"], Mode::S, &Touched::default()),
         FastLock::Queued
     );
 }
@@ -94,11 +101,11 @@ async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     let deep = locks_core::LockId::new((0..100).map(|i| i.to_string())).unwrap();
     let before = table.snapshot();
     assert!(matches!(
-        table.try_lock(&a, &deep, Mode::S, &Touched::default()),
+        sim::try_lock(table, &a, &deep, Mode::S, &Touched::default()),
         FastLock::Rejected(locks_core::proto::Rejection::LockIdTooLarge(_))
     ));
     assert!(
-        table.unlock(&a, &lock_id!["x"]).is_err(),
+        sim::unlock(table, &a, &lock_id!["x"]).is_err(),
         "nothing to unlock"
     );
     assert_eq!(
@@ -108,7 +115,7 @@ async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     );
     node.shutdown().await;
     assert_eq!(
-        table.try_lock(&a, &lock_id!["x"], Mode::S, &Touched::default()),
+        sim::try_lock(table, &a, &lock_id!["x"], Mode::S, &Touched::default()),
         FastLock::Stopped
     );
 }
@@ -228,11 +235,11 @@ async fn refuted_at_once(name: &str, lazy: bool) {
     let holder = sim::next_agent_id(&node);
     let table = node.local_table();
     assert!(matches!(
-        table.try_lock(&holder, &lock_id!["p"], Mode::X, &Touched::default()),
+        sim::try_lock(table, &holder, &lock_id!["p"], Mode::X, &Touched::default()),
         FastLock::Granted { .. }
     ));
     assert_eq!(
-        table.try_lock(&idle, &lock_id!["p"], Mode::X, &Touched::default()),
+        sim::try_lock(table, &idle, &lock_id!["p"], Mode::X, &Touched::default()),
         FastLock::Queued
     );
     router

@@ -63,7 +63,7 @@ fn a_remote_member_is_reached_through_the_peer_link() {
     );
     assert_eq!(
         router.send_member(&member("c", 2), member("a", 1), vec![]),
-        Err(RouteError::NodeDown(id("c")))
+        Err(RouteError::NotConnected(id("c")))
     );
 }
 

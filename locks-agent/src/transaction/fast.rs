@@ -74,7 +74,7 @@ impl Transaction {
         match self
             .node
             .local_table()
-            .try_lock(self.id(), &lock, mode, &self.touched)
+            .try_lock(&self.presence, &lock, mode, &self.touched)
         {
             FastLock::Granted { mode, version } => Fast::Done(Ok(Locked {
                 granted: GrantedLock {
@@ -134,15 +134,15 @@ impl Transaction {
         // Before the agent can send anything: its removal reaches the fast path's shards too.
         self.node
             .local_table()
-            .agent_started(self.id(), &self.touched);
+            .agent_started(&self.presence, &self.touched);
         let router = self.node.router().clone();
+        let agent_router = router.for_transaction(&self.presence);
         let (id, modes, options, outcome) = (
             self.id().clone(),
             self.node.modes().clone(),
             self.options.clone(),
             self.outcome().clone(),
         );
-        let agent_router = router.clone();
         let make =
             move |_: &mut Context<Agent>| Agent::new(id, agent_router, modes, options, outcome);
         // An agent started because the fast path queued a request (`pending`) on the node's
@@ -229,7 +229,7 @@ impl Transaction {
         Some(
             self.node
                 .local_table()
-                .unlock(self.id(), lock)
+                .unlock(&self.presence, lock)
                 .map_err(|_| RequestError::NoSuchRequest(lock.clone()).into()),
         )
     }
@@ -266,7 +266,9 @@ impl Transaction {
                 // Ended for the router first: the release tells the transaction nothing it
                 // needs.
                 self.node.router().end_transaction(&self.presence);
-                self.node.local_table().release(self.id(), &self.touched);
+                self.node
+                    .local_table()
+                    .release(&self.presence, &self.touched);
             }
             // The agent releases everything its core contacted (this node's table included:
             // `AgentCore::adopt` counts it) when it stops; unregistered first, so that messages
@@ -280,7 +282,7 @@ impl Transaction {
                 self.node.router().end_transaction(&self.presence);
                 self.node
                     .local_table()
-                    .release_started(self.id(), &self.touched);
+                    .release_started(&self.presence, &self.touched);
                 addr.do_send(crate::agent::End);
             }
         }

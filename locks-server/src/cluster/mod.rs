@@ -5,7 +5,7 @@
 //!   dialer (per peer address) ────┴─▶ Membership (pure) ───┤   pump: incoming ─▶ Router
 //!     ▲ redials with backoff            one link per peer  │   Up: agents, subscribers
 //!     └──── link down ◀── pump ends ◀── connection ends ───┴─▶ Down: Router::remove_remote,
-//!                                                               LockServer NodeDown, agents,
+//!                                                               LockServer LinkDown, agents,
 //!                                                               subscribers
 //! ```
 //!
@@ -24,11 +24,12 @@
 //! - **Node down.** When a peer's connection ends (closed by either side, heartbeat timeout,
 //!   lease expired, malformed frame, I/O error), after every envelope it delivered has been
 //!   handed on: the router forgets the peer and its lease (sends to it fail at once with
-//!   [`RouteError::NodeDown`]), the local lock server hands every lock and watch of the agents
-//!   living on that node to ghosts and releases them after the lock-delay
-//!   ([`crate::server::NodeDown`], [`crate::lease`]), every local agent is told, with the cause
-//!   ([`Router::broadcast_node_event`]), and subscribers get [`NodeEvent::Down`]. The peer sees
-//!   its side of the same connection end and does the same.
+//!   [`RouteError::NotConnected`]), the local lock server hands every lock and watch of the
+//!   agents living on that node to ghosts and releases them after the lock-delay (`LinkDown`
+//!   to the node's core, `crate::node_core`; [`crate::lease`]), every local agent is told,
+//!   with the cause ([`Router::broadcast_node_event`]), and subscribers get
+//!   [`NodeEvent::Down`]. The peer sees its side of the same connection end and does the
+//!   same.
 //! - **Node up.** A registered connection is added to the router, then every local agent and
 //!   subscriber is told ([`NodeEvent::Up`]).
 //! - **Kept apart.** [`Node::disconnect`](crate::Node::disconnect) closes the connection and
@@ -49,7 +50,7 @@
 //!   peer's lock server, so that a dead agent's locks there cannot leak
 //!   ([`Router::deliver_from`]).
 //!
-//! [`RouteError::NodeDown`]: crate::router::RouteError::NodeDown
+//! [`RouteError::NotConnected`]: crate::router::RouteError::NotConnected
 
 mod backoff;
 pub(crate) mod membership;

@@ -134,24 +134,24 @@ impl ClusterLink {
 impl RemoteLink for ClusterLink {
     fn send(&self, envelope: Envelope) -> Result<(), RouteError> {
         if self.lock().closed {
-            return Err(RouteError::NodeDown(self.peer.clone()));
+            return Err(RouteError::NotConnected(self.peer.clone()));
         }
         let frame = match self.sender.encode(&envelope) {
             Ok(frame) => frame,
             Err(SendError::Closed | SendError::Full) => {
-                return Err(RouteError::NodeDown(self.peer.clone()));
+                return Err(RouteError::NotConnected(self.peer.clone()));
             }
             Err(SendError::Encode(e)) => return Err(self.unsendable(&envelope, &e)),
         };
         let mut o = self.lock();
         if o.closed {
-            return Err(RouteError::NodeDown(self.peer.clone()));
+            return Err(RouteError::NotConnected(self.peer.clone()));
         }
         if !o.queue.is_empty() || o.flushing {
             if o.queue.len() >= MAX_OVERFLOW {
                 drop(o);
                 self.fail("the peer is more than MAX_OVERFLOW envelopes behind");
-                return Err(RouteError::NodeDown(self.peer.clone()));
+                return Err(RouteError::NotConnected(self.peer.clone()));
             }
             o.queue.push_back(frame);
             return Ok(());
@@ -166,7 +166,7 @@ impl RemoteLink for ClusterLink {
             }
             Err(SendError::Closed) => {
                 o.closed = true;
-                Err(RouteError::NodeDown(self.peer.clone()))
+                Err(RouteError::NotConnected(self.peer.clone()))
             }
             // Not produced for an encoded envelope.
             Err(SendError::Encode(e)) => {

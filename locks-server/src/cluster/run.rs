@@ -451,7 +451,7 @@ impl Cluster {
         let was_current = state.membership.link_down(peer, link);
         if was_current {
             self.router.remove_remote(peer);
-            self.router.server_node_down(peer.clone());
+            self.router.server_link_down(peer.clone());
             self.router.broadcast_node_down(peer, cause);
             state.emit(NodeEvent::Down(peer.clone()));
         }

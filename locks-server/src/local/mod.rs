@@ -35,7 +35,8 @@
 //!
 //! Two shells call it:
 //! - the [`crate::LockServer`] actor, for requests that come as messages (from agent actors
-//!   and from other nodes), node down, and the end of lock-delays, whose timers it owns;
+//!   and from other nodes), node down, and the end of lock-delays, as its core
+//!   (`crate::node_core`) decides;
 //! - the **fast path** ([`LocalTable::try_lock`], [`LocalTable::release`],
 //!   [`LocalTable::unlock`]), called by a transaction on the caller's own thread, with no actor
 //!   hop and no wake-up of another thread. It applies the very same `Lock`, `Unlock` and
@@ -49,13 +50,14 @@
 //!   the messages a request sent as a message would have caused.
 //!
 //! During the start-delay of a clustered node nothing is granted: the requests that come as
-//! messages are kept in order and applied when it ends, and the fast path answers
-//! [`FastLock::NotNow`] so that its caller sends the request as a message behind them.
+//! messages are kept in order by the node's core (`crate::node_core`) and served when it ends,
+//! and until then the fast path answers [`FastLock::NotNow`] so that its caller sends the
+//! request as a message behind them (`LocalTable::open_fast_path` lets it in).
 //!
 //! Which shard an input goes to and how what spans shards is done is decided in one place,
 //! [`Sharding`] (`sharding.rs`), which the simulations run over plain tables too; this module
 //! is the shell that holds the shards behind their mutexes, carries the messages through the
-//! router, keeps the start-delay, and runs the fast path.
+//! router, and runs the fast path.
 //!
 //! **Per-peer quotas.** A `Lock` of another node's agent that comes as a message is checked
 //! against the quota book ([`crate::quota`]) before the table sees it, and refused with
@@ -65,7 +67,7 @@
 //! gone and a node that went down. The node's own agents, and so the fast path, are not
 //! counted.
 //!
-//! Lock order: the start-delay's list, then shards in ascending index, then the router's
+//! Lock order: shards in ascending index, then the router's
 //! registry (inside a delivery). Nothing takes a shard while holding a higher one; the `used`
 //! map of [`Sharding`] is never held together with a shard. The quota book is taken last, and
 //! nothing is taken while it is held.
@@ -77,7 +79,7 @@ pub use sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
 use crate::data_dir::VersionReserve;
 use crate::quota::{PeerQuotas, QuotaBook};
-use crate::router::{RouteError, Router};
+use crate::router::{Presence, RouteError, Router};
 use crate::table::{LockTable, TableEffect, TableInput};
 use locks_core::proto::{AgentMessage, Quota, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
@@ -198,12 +200,11 @@ impl Touched {
 }
 
 /// The node's lock table in shards, and the shell that applies inputs to them (see the
-/// module documentation).
+/// module documentation). What changes the table from outside the crate acts only for the
+/// transaction whose [`Presence`] the caller holds.
 pub struct LocalTable {
     shards: Shards,
     sharding: Sharding,
-    /// The requests kept during the start-delay (`None` once it has passed).
-    held_back: Mutex<Option<Vec<ServerRequest>>>,
     /// The start-delay has passed and the kept requests are applied: the fast path may try.
     serving: AtomicBool,
     /// The node's lock server has stopped.
@@ -225,8 +226,8 @@ impl std::fmt::Debug for LocalTable {
 
 impl LocalTable {
     /// The table of the router's node, one `make()` per shard (every one with the same node,
-    /// modes and version base). With `start_delay`, requests are kept until
-    /// `LocalTable::end_start_delay`.
+    /// modes and version base). With `start_delay`, the fast path grants nothing until
+    /// `LocalTable::open_fast_path`.
     pub fn new(
         router: Arc<Router>,
         mut make: impl FnMut() -> LockTable,
@@ -238,7 +239,6 @@ impl LocalTable {
                 reserve: VersionReserve::none(),
             },
             sharding: Sharding::new(SHARDS),
-            held_back: Mutex::new(start_delay.then(Vec::new)),
             serving: AtomicBool::new(!start_delay),
             stopped: AtomicBool::new(false),
             quotas: Mutex::new(QuotaBook::new(router.node().clone(), PeerQuotas::default())),
@@ -310,7 +310,7 @@ impl LocalTable {
             Ok(()) => Delivery::Sent,
             // A remote node that is down: its agents are removed by the node-down handling,
             // not here, so a partition does not look like a death.
-            Err(RouteError::NodeDown(node)) => {
+            Err(RouteError::NotConnected(node)) => {
                 crate::limited!(self.router.warnings(), "notice to a disconnected node", warn, node = %self.router.node(), peer = %node, agent = %to, "notice to an agent on a disconnected node dropped");
                 Delivery::Sent
             }
@@ -348,37 +348,9 @@ impl LocalTable {
         ghosts
     }
 
-    /// A request that came as a message: kept during the start-delay, ignored if it would add
-    /// an agent of a node that is not connected (only a node down removes a remote node's
-    /// agents, and that node's down has been handled already, or it never connected; checked
-    /// when it is applied, so a request on its way when its node went down is covered whatever
-    /// the order of the two), applied otherwise.
+    /// A request that came as a message (and that the node's core let through: see
+    /// `crate::node_core`), applied unless it would take a peer past a quota.
     pub(crate) fn serve(&self, request: ServerRequest) {
-        // Set once the kept requests are applied; only this shell's thread serves, so the
-        // list cannot fill up again behind the check.
-        if self.serving.load(Ordering::Acquire) {
-            return self.serve_now(request);
-        }
-        let mut held = self.held_back.lock();
-        if let Some(held) = &mut *held {
-            held.push(request);
-            return;
-        }
-        drop(held);
-        self.serve_now(request);
-    }
-
-    fn serve_now(&self, request: ServerRequest) {
-        let newcomer = match &request {
-            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
-                Some(agent.node())
-            }
-            _ => None,
-        };
-        if let Some(node) = newcomer.filter(|n| !self.router.is_reachable(n)) {
-            debug!(node = %self.router.node(), agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
-            return;
-        }
         if let ServerRequest::Lock { agent, lock, .. } = &request {
             // Taken and let go before the table: only this shell adds a peer's entries, and
             // whatever happens meanwhile on other threads only lowers the counts.
@@ -405,16 +377,9 @@ impl LocalTable {
         }
     }
 
-    /// The start-delay is over: applies the requests kept meanwhile, in order, and serves
-    /// everything from now on.
-    pub(crate) fn end_start_delay(&self) {
-        let mut held_back = self.held_back.lock();
-        let held = held_back.take().unwrap_or_default();
-        debug!(node = %self.router.node(), requests = held.len(), "start-delay over; serving");
-        for request in held {
-            self.serve_now(request);
-        }
-        // Only now: a fast-path request comes after every kept one.
+    /// The start-delay is over and the requests kept meanwhile are served: the fast path may
+    /// grant from now on.
+    pub(crate) fn open_fast_path(&self) {
         self.serving.store(true, Ordering::Release);
     }
 
@@ -443,6 +408,17 @@ impl LocalTable {
     /// caller's thread, and says whether it holds the lock (see [`FastLock`]); marks the shard
     /// in `touched`. Everybody else is told what the table says, as for any request.
     pub fn try_lock(
+        &self,
+        presence: &Presence,
+        lock: &LockId,
+        mode: Mode,
+        touched: &Touched,
+    ) -> FastLock {
+        self.try_lock_as(presence.id(), lock, mode, touched)
+    }
+
+    /// [`Self::try_lock`] for any agent id (the simulations' and the crate's own).
+    pub(crate) fn try_lock_as(
         &self,
         agent: &AgentId,
         lock: &LockId,
@@ -476,9 +452,14 @@ impl LocalTable {
         })
     }
 
-    /// The fast path of `Unlock`: releases `agent`'s direct lock on `lock` (or withdraws its
-    /// request) now. Refused when it has no direct lock there.
-    pub fn unlock(&self, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
+    /// The fast path of `Unlock`: releases the direct lock of the transaction of `presence` on
+    /// `lock` (or withdraws its request) now. Refused when it has no direct lock there.
+    pub fn unlock(&self, presence: &Presence, lock: &LockId) -> Result<(), Rejection> {
+        self.unlock_as(presence.id(), lock)
+    }
+
+    /// [`Self::unlock`] for any agent id.
+    pub(crate) fn unlock_as(&self, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
         let request = ServerRequest::Unlock {
             agent: agent.clone(),
             lock: lock.clone(),
@@ -494,16 +475,23 @@ impl LocalTable {
         }
     }
 
-    /// The fast path of `RemoveAgent`: releases everything `agent` has in the shards of
-    /// `touched`, now.
-    pub fn release(&self, agent: &AgentId, touched: &Touched) {
+    /// The fast path of `RemoveAgent`: releases everything the transaction of `presence` has
+    /// in the shards of `touched`, now.
+    pub fn release(&self, presence: &Presence, touched: &Touched) {
+        self.release_as(presence.id(), touched);
+    }
+
+    /// [`Self::release`] for any agent id.
+    pub(crate) fn release_as(&self, agent: &AgentId, touched: &Touched) {
         self.release_in(agent, touched.bits());
     }
 
-    /// Releases everything `agent`, whose actor runs, has in the shards of `touched` and in
-    /// those its messages used so far, now, on the caller's thread (the agent's own
-    /// `RemoveAgent`, which follows whatever it sent, covers requests still on their way).
-    pub fn release_started(&self, agent: &AgentId, touched: &Touched) {
+    /// Releases everything the transaction of `presence`, whose actor runs, has in the shards
+    /// of `touched` and in those its messages used so far, now, on the caller's thread (the
+    /// agent's own `RemoveAgent`, which follows whatever it sent, covers requests still on
+    /// their way).
+    pub fn release_started(&self, presence: &Presence, touched: &Touched) {
+        let agent = presence.id();
         self.release_in(agent, touched.bits() | self.sharding.used_by(agent));
     }
 
@@ -522,8 +510,8 @@ impl LocalTable {
 
     /// A transaction's agent actor starts: its removal must also reach the shards its fast
     /// path used, since its requests come as messages from now on.
-    pub fn agent_started(&self, agent: &AgentId, touched: &Touched) {
-        self.sharding.agent_started(agent, touched.bits());
+    pub fn agent_started(&self, presence: &Presence, touched: &Touched) {
+        self.sharding.agent_started(presence.id(), touched.bits());
     }
 
     /// The node's lock server stopped: the fast path grants nothing from now on.

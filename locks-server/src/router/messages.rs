@@ -49,12 +49,13 @@ pub struct MemberDelivery {
     pub payload: Vec<u8>,
 }
 
-/// A peer node went down: the lock server releases every lock and watch of the agents that
-/// live on it, after the lock-delay. Crate-private: only the cluster layer, which saw the link
-/// end, may say so (through [`Router::server_node_down`]).
+/// The link to a peer node ended: the lock server's core decides what becomes of the locks
+/// and watches of the agents that live on it (`crate::node_core`). Crate-private: only the
+/// cluster layer, which saw the link end, may say so (through
+/// [`Router::server_link_down`](super::Router::server_link_down)).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub(crate) struct NodeDown(pub NodeId);
+pub(crate) struct LinkDown(pub NodeId);
 
 /// An actix message that hands a [`ServerRequest`] to the local lock server.
 #[derive(Debug, Message)]
@@ -66,7 +67,7 @@ pub struct ToServer(pub ServerRequest);
 pub enum RouteError {
     /// The destination node is not connected (down, never seen, or kept apart).
     #[error("node {0} is not connected")]
-    NodeDown(NodeId),
+    NotConnected(NodeId),
     /// No agent with this id lives on this node (it ended or never existed).
     #[error("agent {0} is not running on this node")]
     UnknownAgent(AgentId),
@@ -87,13 +88,22 @@ pub enum RouteError {
     },
     /// A peer sent a message that it may not send (it spoke for an agent, member or lock
     /// server of another node, or carried a version no node can have issued): refused and
-    /// dropped (see `router/peer.rs`).
+    /// dropped (see `node_core/peer.rs`).
     #[error("a message from node {from} refused: {fault}")]
     Refused {
         /// The peer that sent it.
         from: NodeId,
         /// What was wrong with it.
-        fault: super::peer::PeerFault,
+        fault: crate::node_core::peer::PeerFault,
+    },
+    /// A request was handed to the port of one agent ([`super::AgentPort`]) in the name of
+    /// another: refused and not sent (an agent's port speaks for that agent only).
+    #[error("a request naming agent {named} refused: this port sends for agent {port} only")]
+    NotThisAgent {
+        /// The agent the port speaks for.
+        port: AgentId,
+        /// The agent the request named.
+        named: AgentId,
     },
 }
 

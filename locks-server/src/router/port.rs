@@ -1,11 +1,15 @@
 //! [`Port`]: a node's router as the other crates of the workspace reach it, with only the
-//! capabilities an agent or a group member of this node needs.
+//! capabilities an agent or a group member of this node needs; [`AgentPort`]: the same for one
+//! agent, which sends requests to lock servers only in that agent's name.
 //!
 //! What it leaves out is what would let code in the process forge: delivering a message as if
 //! a peer sent it (only the cluster link, which authenticated the peer, may), registering a
 //! mailbox under an agent id this node did not just hand out (taking over another
-//! transaction's messages), or telling the server a node went down. The [`Router`] behind it
-//! stays private to the node; a test builds a router of its own ([`Router::new`]), which no
+//! transaction's messages), telling the server a node went down, or sending a lock server a
+//! request in the name of another agent (a request is sent only through the [`AgentPort`] of
+//! the agent it names, made from the [`Presence`] or [`FreshAgent`] its owner was handed; one
+//! naming any other agent is refused with [`RouteError::NotThisAgent`]). The [`Router`] behind
+//! it stays private to the node; a test builds a router of its own ([`Router::new`]), which no
 //! live node uses.
 
 use super::{Deliver, MemberDelivery, Presence, RouteError, Router};
@@ -16,8 +20,8 @@ use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, MemberId, NodeId};
 use std::sync::Arc;
 
-/// A node's router, as the agents and members of that node use it: send as a local agent or
-/// member, give a mailbox to an agent id the node just handed out ([`FreshAgent`],
+/// A node's router, as the agents and members of that node use it: send to agents and
+/// members, make the [`AgentPort`] of an agent id it was handed, give a mailbox to an agent id the node just handed out ([`FreshAgent`],
 /// [`Presence`]), read leases, metrics and the warning limiter. Made only by the node.
 #[derive(Clone)]
 pub struct Port(Arc<Router>);
@@ -79,9 +83,14 @@ impl Port {
         self.0.lease_ran_out(node)
     }
 
-    /// Sends a request to the lock server of `node` ([`Router::send_server`]).
-    pub fn send_server(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
-        self.0.send_server(node, request)
+    /// The port of the transaction of `presence`, which sends requests in its name only.
+    pub fn for_transaction(&self, presence: &Presence) -> AgentPort {
+        AgentPort::new(self.clone(), presence.id().clone())
+    }
+
+    /// The port of the agent id `fresh`, which sends requests in its name only.
+    pub fn for_agent(&self, fresh: &FreshAgent) -> AgentPort {
+        AgentPort::new(self.clone(), fresh.id().clone())
     }
 
     /// Sends a message to an agent, wherever it lives ([`Router::send_agent`]).
@@ -158,5 +167,93 @@ impl Port {
     /// The transaction of `presence` ended ([`Router::end_transaction`]).
     pub fn end_transaction(&self, presence: &Presence) {
         self.0.end_transaction(presence);
+    }
+}
+
+/// The [`Port`] of one agent of this node (it dereferences to the node's port): it sends
+/// requests to lock servers in that agent's name only. Made only from what the agent's owner
+/// was handed ([`Port::for_transaction`], [`Port::for_agent`]), so code that holds one agent's
+/// port cannot speak for another agent of the process, as the node-to-node check
+/// (`node_core::peer`) keeps a peer from speaking for an agent of another node.
+#[derive(Clone)]
+pub struct AgentPort {
+    port: Port,
+    agent: AgentId,
+}
+
+impl AgentPort {
+    fn new(port: Port, agent: AgentId) -> AgentPort {
+        AgentPort { port, agent }
+    }
+
+    /// The agent this port speaks for.
+    pub fn agent(&self) -> &AgentId {
+        &self.agent
+    }
+
+    /// Sends a request to the lock server of `node` ([`Router::send_server`]), if it names
+    /// this port's agent; a request about any other agent is refused
+    /// ([`RouteError::NotThisAgent`]) and not sent.
+    pub fn send_server(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
+        if request.agent() != &self.agent {
+            return Err(RouteError::NotThisAgent {
+                port: self.agent.clone(),
+                named: request.agent().clone(),
+            });
+        }
+        self.port.0.send_server(node, request)
+    }
+}
+
+impl std::ops::Deref for AgentPort {
+    type Target = Port;
+
+    fn deref(&self) -> &Port {
+        &self.port
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use locks_core::LockId;
+    use locks_core::proto::ServerRequest;
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    /// A request is sent only in the name of the agent the port was made for.
+    #[test]
+    fn an_agent_port_refuses_a_request_naming_another_agent() {
+        let here = node("a");
+        let port = Port::new(Arc::new(Router::new(here.clone())));
+        let mine = AgentId::new(here.clone(), 1, 1);
+        let other = AgentId::new(here.clone(), 1, 2);
+        let agent = port.for_agent(&FreshAgent::new(mine.clone()));
+        let about = |agent: &AgentId| ServerRequest::RemoveAgent {
+            agent: agent.clone(),
+        };
+        assert_eq!(
+            agent.send_server(&here, about(&other)),
+            Err(RouteError::NotThisAgent {
+                port: mine.clone(),
+                named: other.clone(),
+            })
+        );
+        // Its own request passes the check (and fails only because this router has no
+        // server).
+        assert_eq!(
+            agent.send_server(&here, about(&mine)),
+            Err(RouteError::ServerStopped)
+        );
+        let watch = ServerRequest::Watch {
+            watcher: other.clone(),
+            lock: LockId::new(["w"]).unwrap(),
+        };
+        assert!(matches!(
+            agent.send_server(&node("b"), watch),
+            Err(RouteError::NotThisAgent { .. })
+        ));
     }
 }

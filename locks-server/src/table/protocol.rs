@@ -31,13 +31,13 @@ use locks_core::{AgentId, LockId, Mode, NodeId};
 pub enum TableInput {
     /// A request of an agent.
     Request(ServerRequest),
-    /// The node `node` went down. With `lock_delay`, its agents' locks stay with ghosts until
-    /// [`TableInput::DelayOver`]; without, they are released at once.
+    /// The node `node` went down. With `ghosts` (the node has a lock-delay), its agents' locks
+    /// stay with ghosts until [`TableInput::DelayOver`]; without, they are released at once.
     NodeDown {
         /// The node.
         node: NodeId,
-        /// Whether a lock-delay applies.
-        lock_delay: bool,
+        /// Whether its agents' entries go to ghosts (rather than being released now).
+        ghosts: bool,
     },
     /// The lock-delay of these ghosts has passed: release what they hold.
     DelayOver(Vec<AgentId>),
@@ -80,11 +80,11 @@ impl LockTable {
     pub fn step(&mut self, input: TableInput) -> Vec<TableEffect> {
         let sends = match input {
             TableInput::Request(request) => self.handle(request),
-            TableInput::NodeDown { node, lock_delay } => {
+            TableInput::NodeDown { node, ghosts } => {
                 if node == self.node {
                     return Vec::new();
                 }
-                if lock_delay {
+                if ghosts {
                     let ghosts = self.ghost_agents_of(&node);
                     if ghosts.is_empty() {
                         return Vec::new();

@@ -179,7 +179,7 @@ impl Tables {
     ) -> Result<(), NoTable> {
         let input = TableInput::NodeDown {
             node: down.clone(),
-            lock_delay: false,
+            ghosts: false,
         };
         self.step(on, [input], route)
     }

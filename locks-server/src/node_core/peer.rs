@@ -59,7 +59,7 @@ pub enum PeerFault {
     ForeignEdge,
     /// A probe that is not one cycle.
     MalformedProbe,
-    /// A version larger than any node could have issued by now (see `router/peer.rs`).
+    /// A version larger than any node could have issued by now (see `node_core/peer.rs`).
     FutureVersion,
 }
 

@@ -1,0 +1,188 @@
+//! [`NodeCore`]: what the node layer decides around its lock table, as one pure, synchronous
+//! state machine: [`NodeInput`] in, [`NodeEffect`]s out, no clock (a delay is a value the
+//! effects carry) and no I/O. The lock server actor (`crate::server`) feeds it and carries its
+//! effects out; the table itself (`crate::table`, through `crate::local`) is what it acts on.
+//!
+//! **Rules** decided here and nowhere else:
+//!
+//! - **start-delay**: a clustered node that has just started grants nothing for its
+//!   start-delay, so that no lock it held before a crash is granted while the old holders may
+//!   still believe in it ([`crate::lease`]). The requests that come meanwhile are kept, in
+//!   order, and served when the delay ends ([`Timer::StartDelayOver`]); only then is the fast
+//!   path let in ([`NodeEffect::OpenFastPath`]), so a fast-path request comes after every kept
+//!   one;
+//! - **the liveness filter**: a `Lock` or a `Watch` of an agent whose node is not connected
+//!   is ignored: only a node down removes a remote node's agents, and that node's down has
+//!   been handled already, or it never connected. It is checked when the request is served
+//!   (after the start-delay for a kept one), so a request on its way when its node went down
+//!   is covered whatever the order of the two. Other requests (releases) are served: they only
+//!   take away;
+//! - **node down and lock-delay**: a peer whose link ended ([`NodeInput::LinkDown`], from the
+//!   cluster layer, which saw it end or its lease run out) has its agents' entries handed to
+//!   ghosts for the lock-delay when the node has one (released at once when it has none): the
+//!   table makes the ghosts ([`TableInput::NodeDown`]) and says which
+//!   ([`NodeInput::Ghosts`]); they are released when [`Timer::LockDelayOver`] fires. The
+//!   lock-delay is longer than the peer's lease on this node, so a cut-off holder is told
+//!   before anyone else is granted (the argument is in [`crate::lease`]). This node is never
+//!   down to itself.
+//!
+//! What a peer may say is checked, before anything acts on it, by [`peer`] (called by the
+//! router for every envelope of an authenticated link); what one peer's agents may take of the
+//! table, by the quota book (`crate::quota`, applied by `LocalTable::serve`).
+//!
+//! Invariant: every request given as [`NodeInput::Request`] is served exactly once or ignored
+//! by the liveness filter, in the order given.
+
+use crate::table::TableInput;
+use locks_core::proto::ServerRequest;
+use locks_core::{AgentId, NodeId};
+use std::time::Duration;
+
+pub mod peer;
+
+/// What the node knows of its peers when it decides: the router's view, passed in.
+pub trait Peers {
+    /// Whether `node` (this node, or a peer) is connected now.
+    fn connected(&self, node: &NodeId) -> bool;
+}
+
+/// An input of the node layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeInput {
+    /// The node's lock server started.
+    Started,
+    /// A request for this node's lock server, from a local agent or from a peer's (whose
+    /// envelope [`peer::check`] admitted).
+    Request(ServerRequest),
+    /// The link to `node` ended (closed, broken, or its lease ran out).
+    LinkDown(NodeId),
+    /// The table handed a downed node's agents' entries to these ghosts.
+    Ghosts(Vec<AgentId>),
+    /// A timer scheduled by [`NodeEffect::Schedule`] fired.
+    Timer(Timer),
+}
+
+/// A timer of the node layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Timer {
+    /// The start-delay has passed.
+    StartDelayOver,
+    /// The lock-delay of these ghosts has passed.
+    LockDelayOver(Vec<AgentId>),
+}
+
+/// What the node layer wants done, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeEffect {
+    /// Serve the request on the table (after the per-peer quotas: `LocalTable::serve`).
+    Serve(ServerRequest),
+    /// Apply this input to the table (`LocalTable::apply`); feed the ghosts it makes back as
+    /// [`NodeInput::Ghosts`].
+    Table(TableInput),
+    /// Feed [`NodeInput::Timer`] with `timer` back in after `after`.
+    Schedule {
+        /// How long from now.
+        after: Duration,
+        /// Which timer.
+        timer: Timer,
+    },
+    /// The start-delay is over: the fast path may grant from now on.
+    OpenFastPath,
+}
+
+/// The node layer's state machine (see the module documentation).
+#[derive(Debug)]
+pub struct NodeCore {
+    node: NodeId,
+    /// How long a downed node's agents' locks stay with their ghosts (zero: released at once).
+    lock_delay: Duration,
+    /// How long to grant nothing after the start (zero: none).
+    start_delay: Duration,
+    /// The requests kept during the start-delay (`None` once it has passed).
+    held_back: Option<Vec<ServerRequest>>,
+}
+
+impl NodeCore {
+    /// The core of node `node` with these delays (both zero for a node outside a cluster).
+    pub fn new(node: NodeId, lock_delay: Duration, start_delay: Duration) -> NodeCore {
+        NodeCore {
+            node,
+            lock_delay,
+            start_delay,
+            held_back: (!start_delay.is_zero()).then(Vec::new),
+        }
+    }
+
+    /// Whether the node is in its start-delay (granting nothing).
+    #[cfg(test)]
+    fn in_start_delay(&self) -> bool {
+        self.held_back.is_some()
+    }
+
+    /// Applies one input and returns what to do, in order; `peers` says which nodes are
+    /// connected now.
+    pub fn step(&mut self, input: NodeInput, peers: &impl Peers) -> Vec<NodeEffect> {
+        match input {
+            NodeInput::Started => match self.held_back {
+                Some(_) => {
+                    tracing::info!(node = %self.node, delay = ?self.start_delay, "granting nothing until the start-delay has passed");
+                    vec![NodeEffect::Schedule {
+                        after: self.start_delay,
+                        timer: Timer::StartDelayOver,
+                    }]
+                }
+                None => Vec::new(),
+            },
+            NodeInput::Request(request) => match &mut self.held_back {
+                Some(held) => {
+                    held.push(request);
+                    Vec::new()
+                }
+                None => self.serve(request, peers).into_iter().collect(),
+            },
+            NodeInput::Timer(Timer::StartDelayOver) => {
+                let Some(held) = self.held_back.take() else {
+                    return Vec::new();
+                };
+                tracing::debug!(node = %self.node, requests = held.len(), "start-delay over; serving");
+                let mut out: Vec<NodeEffect> = held
+                    .into_iter()
+                    .filter_map(|request| self.serve(request, peers))
+                    .collect();
+                out.push(NodeEffect::OpenFastPath);
+                out
+            }
+            NodeInput::LinkDown(node) if node == self.node => Vec::new(),
+            NodeInput::LinkDown(node) => vec![NodeEffect::Table(TableInput::NodeDown {
+                node,
+                ghosts: !self.lock_delay.is_zero(),
+            })],
+            NodeInput::Ghosts(ghosts) if ghosts.is_empty() => Vec::new(),
+            NodeInput::Ghosts(ghosts) => vec![NodeEffect::Schedule {
+                after: self.lock_delay,
+                timer: Timer::LockDelayOver(ghosts),
+            }],
+            NodeInput::Timer(Timer::LockDelayOver(ghosts)) => {
+                vec![NodeEffect::Table(TableInput::DelayOver(ghosts))]
+            }
+        }
+    }
+
+    /// A request to serve now, unless the liveness filter ignores it.
+    fn serve(&self, request: ServerRequest, peers: &impl Peers) -> Option<NodeEffect> {
+        let newcomer = match &request {
+            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
+                Some(agent.node())
+            }
+            _ => None,
+        };
+        if let Some(node) = newcomer.filter(|n| !peers.connected(n)) {
+            tracing::debug!(node = %self.node, agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
+            return None;
+        }
+        Some(NodeEffect::Serve(request))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -60,7 +60,7 @@ fn cross_node_cycles_in_every_id_order() {
         for (p, ids) in perms.iter().enumerate() {
             let n = nodes();
             let at = |i: usize| n[i % 3].clone();
-            one_cycle((k * 100 + p) as u64, ids, |i| {
+            one_cycle((k * 100 + p) as u64, ids, 1..=1, |i| {
                 Ask::on(&at(i), lock_id![root(i), i as i64], Mode::X)
             });
         }
@@ -69,8 +69,13 @@ fn cross_node_cycles_in_every_id_order() {
 
 /// Agent at position `i` of `ids` first gets `ask(i)` granted, then (all at once) asks for
 /// `ask(i + 1)`: a cycle through every agent, which must end with every transaction done
-/// after exactly one surrender.
-fn one_cycle(seed: u64, ids: &[u64], ask: impl Fn(usize) -> Ask) {
+/// after as many surrenders as `surrenders` allows.
+fn one_cycle(
+    seed: u64,
+    ids: &[u64],
+    surrenders: std::ops::RangeInclusive<u64>,
+    ask: impl Fn(usize) -> Ask,
+) {
     let k = ids.len();
     let mut sim = network(seed);
     sim.auto_end = false;
@@ -93,17 +98,24 @@ fn one_cycle(seed: u64, ids: &[u64], ask: impl Fn(usize) -> Ask) {
         sim.unfinished(),
         sim.dump()
     );
-    assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
+    assert!(
+        surrenders.contains(&sim.stats.surrenders),
+        "{ids:?}: {} surrenders",
+        sim.stats.surrenders
+    );
 }
 
 #[test]
 fn requests_widened_while_held_resolve_their_cycles() {
     // Agent at position i holds `[w]` on node i, then widens that same request to node i+1:
-    // the cycle runs through one lock's copies, each granted before the widening.
+    // the cycle runs through one lock's copies, each granted before the widening. The widened
+    // request is no longer held (the client is told it lost it), and the agent whose first
+    // node (its gate) another holds leaves its other copy (`core/agent/gate.rs`), which may
+    // break the cycle before a surrender does.
     for k in 2..=3usize {
         for (p, ids) in permutations(k).iter().enumerate() {
             let n = nodes();
-            one_cycle((k * 1000 + p) as u64, ids, |i| {
+            one_cycle((k * 1000 + p) as u64, ids, 0..=1, |i| {
                 Ask::on(&n[i], lock_id!["w"], Mode::X)
             });
         }

@@ -50,7 +50,24 @@ fn herd(seed: u64, count: usize) -> (u64, u64) {
         "seed {seed}, {count} nodes: not every transaction was served\n{}",
         sim.dump()
     );
-    sim.counts()
+    let (messages, rounds) = sim.counts();
+    if std::env::var_os("HERD_STATS").is_some() {
+        let st = &sim.stats;
+        println!(
+            "  seed {seed}, {count} nodes: {messages} messages ({} to servers, of which {} \
+             surrenders ({} stale); {} server notices; {} forwards; {} probes; {} surrendered), \
+             {rounds} rounds, {} steps",
+            st.to_server,
+            st.surrenders,
+            st.stale_surrenders,
+            st.notices,
+            st.forwards,
+            st.probes,
+            st.surrendered_msgs,
+            st.steps,
+        );
+    }
+    (messages, rounds)
 }
 
 /// The largest counts over the seeds for each size.

@@ -530,6 +530,14 @@ impl Knowledge {
         c.entry.and_then(EntryState::held)
     }
 
+    /// Whether the agent's newest notice of `(lock, node)` says it waits there, holding
+    /// nothing of the lock (a plain wait, not a conversion).
+    pub fn waits_plainly(&self, lock: &LockId, node: &NodeId) -> bool {
+        self.copies
+            .get(KeyRef::of(lock, node).as_dyn())
+            .is_some_and(|c| matches!(c.entry, Some(EntryState::Waiting(_))))
+    }
+
     /// The version of the newest notice of `(lock, node)`: the fencing token of a grant.
     pub fn entry_version(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
         self.copies

@@ -404,12 +404,17 @@ impl AgentCore {
     }
 
     /// Whether a request that is not met waits on `(lock, node)`: its lock is `lock` or a
-    /// descendant (which needs the intention mode on `lock`) and it names `node`.
-    fn needs_copy(&self, lock: &LockId, node: &NodeId) -> bool {
+    /// descendant (which needs the intention mode on `lock`) and it names `node` (and did not
+    /// leave that copy in a retreat: `gate.rs`).
+    pub(super) fn needs_copy(&self, lock: &LockId, node: &NodeId) -> bool {
         self.pending
             .range::<LockId, _>((Bound::Included(lock), Bound::Unbounded))
             .take_while(|l| *l == lock || lock.is_ancestor_of(l))
-            .any(|l| self.requests.get(l).is_some_and(|r| r.nodes.contains(node)))
+            .any(|l| {
+                self.requests
+                    .get(l)
+                    .is_some_and(|r| r.nodes.contains(node) && !self.left_copy(l, node))
+            })
     }
 
     /// Every edge of `probe` is confirmed and this agent is its victim: give up the lock of the

@@ -1,8 +1,8 @@
 //! Multi-node requests on the simulated network, with one real lock table per node: deadlocks
 //! across nodes (also through the copies of one lock, a request widened to another node while
 //! it holds the first), random transactions whose requests name several nodes with every
-//! requirement, and lock servers that crash and come back (as the Erlang original's agent
-//! handles them).
+//! requirement, herds asking for one lock on every node at once with mixed requests, and lock
+//! servers that crash and come back (as the Erlang original's agent handles them).
 
 mod sim;
 
@@ -201,6 +201,68 @@ fn random_multi_node(drops: bool) -> (u64, u64) {
         dropped += sim.stats.drops;
     }
     (surrenders, dropped)
+}
+
+/// Herds: three to six agents, living on any node, ask for `[h]` on every node at once, most
+/// with `All` or `AllAlive` (which leave their other copies while they wait on the first node:
+/// `core/agent/gate.rs`), some with `Majority`, in `X` or `S`; some hold a lock first that
+/// keeps them from leaving (`[h, 1]`, under `[h]`) or that others may wait on (`[g]`), and
+/// some ask for `[h]` over two nodes only (another first node). Every transaction must finish.
+#[test]
+fn herds_with_mixed_requests_all_finish() {
+    let reqs = [Req::All, Req::All, Req::AllAlive, Req::Majority];
+    let (mut surrenders, mut real, mut needless) = (0, 0, 0);
+    for seed in sim::seeds(30) {
+        let mut sim = network(seed);
+        let count = 3 + sim.rng().below(4) as u64;
+        for serial in 1..=count {
+            let rng = sim.rng();
+            let home = nodes()[rng.below(3)].clone();
+            let req = reqs[rng.below(reqs.len())];
+            let mode = if rng.below(4) == 0 { Mode::S } else { Mode::X };
+            let mut script = Vec::new();
+            match rng.below(5) {
+                0 => script.push(vec![Ask::on(&home, lock_id!["h", 1], Mode::X)]),
+                1 => script.push(vec![Ask::on(&home, lock_id!["g"], Mode::X)]),
+                _ => {}
+            }
+            let mut ns = nodes();
+            if rng.below(4) == 0 {
+                ns.remove(rng.below(3));
+            }
+            let mut last = vec![Ask {
+                lock: lock_id!["h"],
+                mode,
+                nodes: ns,
+                req,
+            }];
+            if rng.below(3) == 0 {
+                last.push(Ask::on(&nodes()[rng.below(3)], lock_id!["g"], Mode::X));
+            }
+            script.push(last);
+            sim.add_client(AgentId::new(home, 1, serial), Options::default(), script);
+        }
+        let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
+        for id in &ids {
+            sim.start_phase(id);
+        }
+        if let Err(e) = sim.run(200_000) {
+            panic!("seed {seed}: {e}\n{}", sim.dump());
+        }
+        assert!(
+            sim.unfinished().is_empty(),
+            "seed {seed}: {:?}\n{}",
+            sim.unfinished(),
+            sim.dump()
+        );
+        surrenders += sim.stats.surrenders;
+        let audit = sim.audit();
+        (real, needless) = (real + audit.real, needless + audit.needless);
+    }
+    eprintln!(
+        "herds with mixed requests: {surrenders} surrenders, applied {real} on a real cycle, \
+         {needless} needless"
+    );
 }
 
 /// Four agents want `[m]` for writing on all three nodes with `req`, one after the other.

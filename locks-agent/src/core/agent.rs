@@ -290,8 +290,6 @@ impl AgentCore {
             return Err(RequestError::NoNodes { lock });
         }
         let mut out = Vec::new();
-        // A request that changes asks again where it retreated from first (`gate.rs`).
-        self.return_through_gate(&lock, &mut out);
         let (request, targets) = match self.requests.get(&lock) {
             None => {
                 let r = LockRequest {
@@ -354,6 +352,8 @@ impl AgentCore {
                 nodes,
             });
         }
+        // A request that changes asks again where it retreated from first (`gate.rs`).
+        self.return_through_gate(&lock, &mut out);
         if self.requests.contains_key(&lock) {
             self.asked_again(&lock);
         } else {

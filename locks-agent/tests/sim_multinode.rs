@@ -184,23 +184,29 @@ fn random_multi_node(drops: bool) -> (u64, u64) {
             }
             sim.add_client(agent(serial), Options::default(), script);
         }
-        let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
-        for id in &ids {
-            sim.start_phase(id);
-        }
-        if let Err(e) = sim.run(200_000) {
-            panic!("seed {seed}: {e}\n{}", sim.dump());
-        }
-        assert!(
-            sim.unfinished().is_empty(),
-            "seed {seed}: {:?}\n{}",
-            sim.unfinished(),
-            sim.dump()
-        );
+        run_to_the_end(seed, &mut sim);
         surrenders += sim.stats.surrenders;
         dropped += sim.stats.drops;
     }
     (surrenders, dropped)
+}
+
+/// Starts every client's first phase and runs until all is quiet: every transaction must have
+/// finished.
+fn run_to_the_end(seed: u64, sim: &mut Sim) {
+    let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
+    for id in &ids {
+        sim.start_phase(id);
+    }
+    if let Err(e) = sim.run(200_000) {
+        panic!("seed {seed}: {e}\n{}", sim.dump());
+    }
+    assert!(
+        sim.unfinished().is_empty(),
+        "seed {seed}: {:?}\n{}",
+        sim.unfinished(),
+        sim.dump()
+    );
 }
 
 /// Herds: three to six agents, living on any node, ask for `[h]` on every node at once, most
@@ -242,19 +248,7 @@ fn herds_with_mixed_requests_all_finish() {
             script.push(last);
             sim.add_client(AgentId::new(home, 1, serial), Options::default(), script);
         }
-        let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
-        for id in &ids {
-            sim.start_phase(id);
-        }
-        if let Err(e) = sim.run(200_000) {
-            panic!("seed {seed}: {e}\n{}", sim.dump());
-        }
-        assert!(
-            sim.unfinished().is_empty(),
-            "seed {seed}: {:?}\n{}",
-            sim.unfinished(),
-            sim.dump()
-        );
+        run_to_the_end(seed, &mut sim);
         surrenders += sim.stats.surrenders;
         let audit = sim.audit();
         (real, needless) = (real + audit.real, needless + audit.needless);

@@ -79,8 +79,10 @@ pub(super) struct Retreat {
 pub(super) type Retreats = BTreeMap<LockId, Retreat>;
 
 impl AgentCore {
-    /// Whether the request on `lock` left its copy on `node` (module documentation).
-    pub(super) fn left_copy(&self, lock: &LockId, node: &NodeId) -> bool {
+    /// Whether the request on `lock` left its copy on `node` while it waits on its gate, the
+    /// first of its nodes: that copy has no entry of this agent, and is asked for again once
+    /// the gate is held (`core/agent/gate.rs`).
+    pub fn left_copy(&self, lock: &LockId, node: &NodeId) -> bool {
         !self.retreats.is_empty()
             && self
                 .retreats

@@ -210,7 +210,7 @@ fn run_to_the_end(seed: u64, sim: &mut Sim) {
 }
 
 /// Herds: three to six agents, living on any node, ask for `[h]` on every node at once, most
-/// with `All` or `AllAlive` (which leave their other copies while they wait on the first node:
+/// with `All` (which leave their other copies while they wait on the first node:
 /// `core/agent/gate.rs`), some with `Majority`, in `X` or `S`; some hold a lock first that
 /// keeps them from leaving (`[h, 1]`, under `[h]`) or that others may wait on (`[g]`), and
 /// some ask for `[h]` over two nodes only (another first node). Every transaction must finish.

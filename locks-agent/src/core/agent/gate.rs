@@ -11,7 +11,7 @@
 //! wait: no cycle among them, and each grant costs the gate's hand-off (one notice per waiter
 //! there) and the holder's requests, grants and releases on the other nodes, O(N) messages.
 //!
-//! **The rule.** A request *retreats* when it is `All` or `AllAlive` over two or more nodes, the
+//! **The rule.** A request *retreats* when it is `All` over two or more nodes, the
 //! client was never told it holds it (it is not claimed), no other request of the agent is on
 //! an ancestor or a descendant of its lock, and the agent's entry on the gate is a plain wait
 //! (not a conversion): it sends `Unlock` to every other node it is on (each as a client's
@@ -53,6 +53,10 @@
 //! start are forwarded among the agents queued on the gate, O(N³) messages with a small
 //! constant (in the simulation, 16 nodes: 8.7k messages in all, 5.6k of them forwards). After
 //! it each grant costs O(N), and the rounds grow linearly (a few per grant).
+//!
+//! `AllAlive` requests never retreat: the leader election asks with them, through a gate of its
+//! own (`locks-leader`'s `core/gate.rs`), and counts on its candidates staying queued on every
+//! node they ask.
 //!
 //! **Progress.** The holder of a gate keeps it (it never retreats), so the gate is handed on
 //! only when its holder has been granted everything and ends, or gives the gate up as the
@@ -151,7 +155,7 @@ impl AgentCore {
     /// documentation).
     fn gate_of(&self, lock: &LockId) -> Option<NodeId> {
         let r = self.requests.get(lock)?;
-        if !matches!(r.req, Req::All | Req::AllAlive) || r.nodes.len() < 2 || r.claimed.is_some() {
+        if r.req != Req::All || r.nodes.len() < 2 || r.claimed.is_some() {
             return None;
         }
         let gate = r.nodes.iter().find(|n| !self.down.contains(*n))?;

@@ -1,8 +1,8 @@
 //! Multi-node requests on the simulated network, with one real lock table per node: deadlocks
 //! across nodes (also through the copies of one lock, a request widened to another node while
 //! it holds the first), random transactions whose requests name several nodes with every
-//! requirement, and lock servers that crash and come back (as the Erlang original's agent
-//! handles them).
+//! requirement, herds asking for one lock on every node at once with mixed requests, and lock
+//! servers that crash and come back (as the Erlang original's agent handles them).
 
 mod sim;
 
@@ -60,7 +60,7 @@ fn cross_node_cycles_in_every_id_order() {
         for (p, ids) in perms.iter().enumerate() {
             let n = nodes();
             let at = |i: usize| n[i % 3].clone();
-            one_cycle((k * 100 + p) as u64, ids, |i| {
+            one_cycle((k * 100 + p) as u64, ids, 1..=1, |i| {
                 Ask::on(&at(i), lock_id![root(i), i as i64], Mode::X)
             });
         }
@@ -69,8 +69,13 @@ fn cross_node_cycles_in_every_id_order() {
 
 /// Agent at position `i` of `ids` first gets `ask(i)` granted, then (all at once) asks for
 /// `ask(i + 1)`: a cycle through every agent, which must end with every transaction done
-/// after exactly one surrender.
-fn one_cycle(seed: u64, ids: &[u64], ask: impl Fn(usize) -> Ask) {
+/// after as many surrenders as `surrenders` allows.
+fn one_cycle(
+    seed: u64,
+    ids: &[u64],
+    surrenders: std::ops::RangeInclusive<u64>,
+    ask: impl Fn(usize) -> Ask,
+) {
     let k = ids.len();
     let mut sim = network(seed);
     sim.auto_end = false;
@@ -93,17 +98,24 @@ fn one_cycle(seed: u64, ids: &[u64], ask: impl Fn(usize) -> Ask) {
         sim.unfinished(),
         sim.dump()
     );
-    assert_eq!(sim.stats.surrenders, 1, "{ids:?}");
+    assert!(
+        surrenders.contains(&sim.stats.surrenders),
+        "{ids:?}: {} surrenders",
+        sim.stats.surrenders
+    );
 }
 
 #[test]
 fn requests_widened_while_held_resolve_their_cycles() {
     // Agent at position i holds `[w]` on node i, then widens that same request to node i+1:
-    // the cycle runs through one lock's copies, each granted before the widening.
+    // the cycle runs through one lock's copies, each granted before the widening. The widened
+    // request is no longer held (the client is told it lost it), and the agent whose first
+    // node (its gate) another holds leaves its other copy (`core/agent/gate.rs`), which may
+    // break the cycle before a surrender does.
     for k in 2..=3usize {
         for (p, ids) in permutations(k).iter().enumerate() {
             let n = nodes();
-            one_cycle((k * 1000 + p) as u64, ids, |i| {
+            one_cycle((k * 1000 + p) as u64, ids, 0..=1, |i| {
                 Ask::on(&n[i], lock_id!["w"], Mode::X)
             });
         }
@@ -172,23 +184,79 @@ fn random_multi_node(drops: bool) -> (u64, u64) {
             }
             sim.add_client(agent(serial), Options::default(), script);
         }
-        let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
-        for id in &ids {
-            sim.start_phase(id);
-        }
-        if let Err(e) = sim.run(200_000) {
-            panic!("seed {seed}: {e}\n{}", sim.dump());
-        }
-        assert!(
-            sim.unfinished().is_empty(),
-            "seed {seed}: {:?}\n{}",
-            sim.unfinished(),
-            sim.dump()
-        );
+        run_to_the_end(seed, &mut sim);
         surrenders += sim.stats.surrenders;
         dropped += sim.stats.drops;
     }
     (surrenders, dropped)
+}
+
+/// Starts every client's first phase and runs until all is quiet: every transaction must have
+/// finished.
+fn run_to_the_end(seed: u64, sim: &mut Sim) {
+    let ids: Vec<AgentId> = sim.clients.keys().cloned().collect();
+    for id in &ids {
+        sim.start_phase(id);
+    }
+    if let Err(e) = sim.run(200_000) {
+        panic!("seed {seed}: {e}\n{}", sim.dump());
+    }
+    assert!(
+        sim.unfinished().is_empty(),
+        "seed {seed}: {:?}\n{}",
+        sim.unfinished(),
+        sim.dump()
+    );
+}
+
+/// Herds: three to six agents, living on any node, ask for `[h]` on every node at once, most
+/// with `All` (which leave their other copies while they wait on the first node:
+/// `core/agent/gate.rs`), some with `Majority`, in `X` or `S`; some hold a lock first that
+/// keeps them from leaving (`[h, 1]`, under `[h]`) or that others may wait on (`[g]`), and
+/// some ask for `[h]` over two nodes only (another first node). Every transaction must finish.
+#[test]
+fn herds_with_mixed_requests_all_finish() {
+    let reqs = [Req::All, Req::All, Req::AllAlive, Req::Majority];
+    let (mut surrenders, mut real, mut needless) = (0, 0, 0);
+    for seed in sim::seeds(30) {
+        let mut sim = network(seed);
+        let count = 3 + sim.rng().below(4) as u64;
+        for serial in 1..=count {
+            let rng = sim.rng();
+            let home = nodes()[rng.below(3)].clone();
+            let req = reqs[rng.below(reqs.len())];
+            let mode = if rng.below(4) == 0 { Mode::S } else { Mode::X };
+            let mut script = Vec::new();
+            match rng.below(5) {
+                0 => script.push(vec![Ask::on(&home, lock_id!["h", 1], Mode::X)]),
+                1 => script.push(vec![Ask::on(&home, lock_id!["g"], Mode::X)]),
+                _ => {}
+            }
+            let mut ns = nodes();
+            if rng.below(4) == 0 {
+                ns.remove(rng.below(3));
+            }
+            let mut last = vec![Ask {
+                lock: lock_id!["h"],
+                mode,
+                nodes: ns,
+                req,
+            }];
+            if rng.below(3) == 0 {
+                last.push(Ask::on(&nodes()[rng.below(3)], lock_id!["g"], Mode::X));
+            }
+            script.push(last);
+            sim.add_client(AgentId::new(home, 1, serial), Options::default(), script);
+        }
+        run_to_the_end(seed, &mut sim);
+        surrenders += sim.stats.surrenders;
+        let audit = sim.audit();
+        (real, needless) = (real + audit.real, needless + audit.needless);
+    }
+    eprintln!(
+        "herds with mixed requests: {surrenders} surrenders, applied {real} on a real cycle, \
+         {needless} needless"
+    );
 }
 
 /// Four agents want `[m]` for writing on all three nodes with `req`, one after the other.

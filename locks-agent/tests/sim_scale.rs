@@ -50,7 +50,24 @@ fn herd(seed: u64, count: usize) -> (u64, u64) {
         "seed {seed}, {count} nodes: not every transaction was served\n{}",
         sim.dump()
     );
-    sim.counts()
+    let (messages, rounds) = sim.counts();
+    if std::env::var_os("HERD_STATS").is_some() {
+        let st = &sim.stats;
+        println!(
+            "  seed {seed}, {count} nodes: {messages} messages ({} to servers, of which {} \
+             surrenders ({} stale); {} server notices; {} forwards; {} probes; {} surrendered), \
+             {rounds} rounds, {} steps",
+            st.to_server,
+            st.surrenders,
+            st.stale_surrenders,
+            st.notices,
+            st.forwards,
+            st.probes,
+            st.surrendered_msgs,
+            st.steps,
+        );
+    }
+    (messages, rounds)
 }
 
 /// The largest counts over the seeds for each size.
@@ -60,7 +77,7 @@ fn measure(sizes: &[usize]) -> Vec<(usize, u64, u64)> {
 
 /// The most the protocol may take for 3, 5 and 8 nodes, as measured: (nodes, messages,
 /// rounds). A change that needs more fails [`herd_costs_no_more_than_measured`].
-const MEASURED: [(usize, u64, u64); 3] = [(3, 110, 27), (5, 996, 135), (8, 6824, 402)];
+const MEASURED: [(usize, u64, u64); 3] = [(3, 66, 14), (5, 248, 26), (8, 891, 46)];
 
 #[test]
 fn herd_costs_no_more_than_measured() {
@@ -75,7 +92,6 @@ fn herd_counts_up_to_16_nodes() {
 }
 
 #[test]
-#[ignore = "fails: the counts grow faster than quadratically (MEASURED)"]
 fn herd_messages_and_rounds_grow_at_most_quadratically() {
     assert_at_most_quadratic(&measure(&[3, 5, 8]));
 }

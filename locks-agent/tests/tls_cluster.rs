@@ -57,7 +57,9 @@ async fn a_lock_on_every_node_over_tls() {
     let mut c2 = hs[1].client().await;
     let waiting =
         c2.call(move |t| async move { t.lock_on(l("A"), Mode::WRITE, &nodes, Req::All).await });
-    hs[1].wait_blocked(&c2.id(), &l("A")).await;
+    // Queued on the first node (its gate: it leaves its place on the others until it holds
+    // that one).
+    hs[0].wait_blocked(&c2.id(), &l("A")).await;
     c1.kill();
     waiting.result().await.unwrap();
     for h in &hs {

@@ -31,6 +31,9 @@
 //!   the ids and the order of messages (`agent/resolve.rs`). An agent whose requests are all met
 //!   but that is still queued on a copy (an `Any` request) forwards too: agents behind it count
 //!   on it. (The original forwards only to larger holders and misses cycles.)
+//! - a request that must be granted on several nodes and waits on the first of them (its gate)
+//!   leaves its other copies until it holds the gate, so that a herd over the same nodes
+//!   queues on one copy instead of deadlocking over all of them (`agent/gate.rs`);
 //! - at most one surrender is outstanding at a time: the next analysis waits for the server's
 //!   answer to it (applied, or refused as stale with a fresh view).
 
@@ -167,6 +170,8 @@ pub struct AgentCore {
     surrendering: surrender_to::Surrendering,
     /// The `lock` and `await_all_locks` callers waiting (`callers.rs`).
     callers: callers::Callers,
+    /// The requests that left their copies but the gate's (`gate.rs`).
+    retreats: gate::Retreats,
 }
 
 impl AgentCore {
@@ -194,6 +199,7 @@ impl AgentCore {
             watches: watch::Watches::default(),
             surrendering: surrender_to::Surrendering::default(),
             callers: callers::Callers::default(),
+            retreats: gate::Retreats::new(),
         }
     }
 
@@ -346,6 +352,8 @@ impl AgentCore {
                 nodes,
             });
         }
+        // A request that changes asks again where it retreated from first (`gate.rs`).
+        self.return_through_gate(&lock, &mut out);
         if self.requests.contains_key(&lock) {
             self.asked_again(&lock);
         } else {
@@ -386,33 +394,15 @@ impl AgentCore {
             .remove(lock)
             .ok_or_else(|| RequestError::NoSuchRequest(lock.clone()))?;
         let mut out = Vec::new();
+        // The copies a retreat left are unlocked already (`gate.rs`).
+        let left = self
+            .retreats
+            .remove(lock)
+            .map(|r| r.left)
+            .unwrap_or_default();
         for node in &r.nodes {
-            if !self.down.contains(node) {
-                let msg = ServerRequest::Unlock {
-                    agent: self.id.clone(),
-                    lock: lock.clone(),
-                };
-                self.send(&mut out, node.clone(), msg);
-            }
-            // Until the server answers the unlock, no grant of the copy counts: one sent before
-            // the unlock may still be on its way. (The answer always comes, after the notices
-            // of the lock's ancestors in the same operation.)
-            if !self.down.contains(node) {
-                self.knowledge.unlock_sent(lock, node);
-                // The entry stays while it is the ancestor of another request: the agent stays
-                // on the copy. (Descendants follow their ancestor in lock id order.)
-                let still_needed = self
-                    .requests
-                    .range::<LockId, _>((Bound::Excluded(lock), Bound::Unbounded))
-                    .map(|(_, o)| o)
-                    .take_while(|o| lock.is_ancestor_of(&o.lock))
-                    .any(|o| o.nodes.contains(node));
-                if !still_needed {
-                    self.knowledge.withdrew(&self.id, lock, node);
-                }
-                self.cap_ancestors(lock, node);
-                // Requests on descendants count this copy as their ancestor's entry.
-                self.mark_tree(lock);
+            if !self.down.contains(node) && !left.contains(node) {
+                self.unlock_copy(lock, node, &mut out);
             }
             self.rejected.remove(&(lock.clone(), node.clone()));
         }
@@ -421,6 +411,34 @@ impl AgentCore {
         self.cancel_callers(lock, &mut out);
         self.refresh_status(&mut out);
         Ok(out)
+    }
+
+    /// Sends `Unlock` of `lock` to `node` (up), and counts no grant of that copy, nor the
+    /// intention modes it gave the ancestors' copies, until the server's answer.
+    pub(super) fn unlock_copy(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<Effect>) {
+        let msg = ServerRequest::Unlock {
+            agent: self.id.clone(),
+            lock: lock.clone(),
+        };
+        self.send(out, node.clone(), msg);
+        // Until the server answers the unlock, no grant of the copy counts: one sent before
+        // the unlock may still be on its way. (The answer always comes, after the notices
+        // of the lock's ancestors in the same operation.)
+        self.knowledge.unlock_sent(lock, node);
+        // The entry stays while it is the ancestor of another request: the agent stays
+        // on the copy. (Descendants follow their ancestor in lock id order.)
+        let still_needed = self
+            .requests
+            .range::<LockId, _>((Bound::Excluded(lock), Bound::Unbounded))
+            .map(|(_, o)| o)
+            .take_while(|o| lock.is_ancestor_of(&o.lock))
+            .any(|o| o.nodes.contains(node));
+        if !still_needed {
+            self.knowledge.withdrew(&self.id, lock, node);
+        }
+        self.cap_ancestors(lock, node);
+        // Requests on descendants count this copy as their ancestor's entry.
+        self.mark_tree(lock);
     }
 
     /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
@@ -503,12 +521,16 @@ impl AgentCore {
             return out;
         }
         self.refresh_status(&mut out);
+        if self.move_through_gates(&mut out) {
+            self.refresh_status(&mut out);
+        }
         self.run_probes(&mut out);
         if self.phase != Phase::Running {
             return out;
         }
         if self.dirty
             && (!self.status.have_all_locks() || self.knowledge.pending_somewhere(&self.id))
+            && !self.gate_unanswered()
         {
             self.dirty = false;
             self.analyse_and_forward(&mut out);
@@ -547,6 +569,7 @@ impl AgentCore {
 mod callers;
 mod claims;
 mod convert;
+mod gate;
 mod nodes;
 mod pending;
 mod probe;

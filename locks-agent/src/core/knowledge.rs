@@ -230,7 +230,13 @@ impl Knowledge {
             Some(Suspension::Surrendered { version }) => copy.entry_version.max(*version),
             _ => copy.entry_version,
         };
-        if n.version <= floor {
+        // A notice that the entry is gone at the very version surrendered ends the surrender:
+        // the victim decided on another agent's view of the version its own unlock made, and
+        // the server ignores a surrender of a copy it has no entry of, without an answer.
+        let gone_at_surrender = absent
+            && n.version > copy.entry_version
+            && matches!(suspension, Some(Suspension::Surrendered { version }) if *version == n.version);
+        if n.version <= floor && !gone_at_surrender {
             // Only the answers above changed anything, and each may change what is held.
             return if changed { News::Entry } else { News::Nothing };
         }
@@ -528,6 +534,14 @@ impl Knowledge {
             return None;
         }
         c.entry.and_then(EntryState::held)
+    }
+
+    /// Whether the agent's newest notice of `(lock, node)` says it waits there, holding
+    /// nothing of the lock (a plain wait, not a conversion).
+    pub fn waits_plainly(&self, lock: &LockId, node: &NodeId) -> bool {
+        self.copies
+            .get(KeyRef::of(lock, node).as_dyn())
+            .is_some_and(|c| matches!(c.entry, Some(EntryState::Waiting(_))))
     }
 
     /// The version of the newest notice of `(lock, node)`: the fencing token of a grant.

@@ -15,6 +15,7 @@
 
 use super::{End, Sim};
 use locks_agent::TransactionStatus;
+use locks_agent::internal::LockRequest;
 use locks_core::proto::EntryState;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use std::collections::BTreeMap;
@@ -114,7 +115,10 @@ impl Sim {
             }
             // Per lock: the direct mode and the need the agent's requests make on this node.
             let mut expected: BTreeMap<LockId, (Option<Mode>, Option<Mode>)> = BTreeMap::new();
-            for r in c.core.requests().filter(|r| r.nodes.contains(node)) {
+            // A request waiting on its gate left its other copies (the agent's `gate.rs`).
+            let here =
+                |r: &&LockRequest| r.nodes.contains(node) && !c.core.left_copy(&r.lock, node);
+            for r in c.core.requests().filter(here) {
                 let e = expected.entry(r.lock.clone()).or_default();
                 e.0 = Some(r.mode);
                 let intention = self.modes.intention(r.mode);
@@ -161,7 +165,7 @@ impl Sim {
                 let asked: Vec<Mode> = c
                     .core
                     .requests()
-                    .filter(|r| r.nodes.contains(node))
+                    .filter(here)
                     .filter_map(|r| {
                         if r.lock == lock {
                             Some(r.mode)

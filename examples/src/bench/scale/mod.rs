@@ -10,6 +10,9 @@
 //! failover (the leader's node killed with SIGKILL, until every other node prints the same new
 //! leader). Each row's note `x2=` is its growth over the row of half as many nodes. Lines are
 //! stamped as they arrive from each process's stdout, so every time includes one pipe hop.
+//!
+//! To measure a part only: `SCALE_SIZES=8,16,32` chooses the sizes, and `SCALE_ONLY=herd` runs
+//! the `All` locks (the uncontended figure a herd compares with) and the herd alone.
 
 mod fleet;
 
@@ -34,18 +37,22 @@ struct Figures {
 
 /// SCALE (module documentation).
 pub fn run(ctx: &mut Ctx) -> Vec<Row> {
-    let sizes: &[usize] = if ctx.cfg.quick {
-        &[8, 16]
-    } else {
-        &[8, 16, 32, 64]
+    let sizes: Vec<usize> = match std::env::var("SCALE_SIZES") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect(),
+        Err(_) if ctx.cfg.quick => vec![8, 16],
+        Err(_) => vec![8, 16, 32, 64],
     };
+    let herd_only = std::env::var("SCALE_ONLY").is_ok_and(|v| v == "herd");
     let samples = ctx.cfg.size(200, 50) as usize;
     let limit = Duration::from_secs(if ctx.cfg.quick { 60 } else { 180 });
     let mut rows = Vec::new();
     let mut before: BTreeMap<&'static str, f64> = BTreeMap::new();
-    for &n in sizes {
+    for &n in &sizes {
         eprintln!("  SCALE {n} nodes ...");
-        match measure(n, samples, limit) {
+        match measure(n, samples, limit, herd_only) {
             Ok(f) => rows.extend(rows_of(n, &f, &mut before)),
             Err(e) => rows.push(Row::failed(format!("SCALE {n} nodes"), "ms", e)),
         }
@@ -53,7 +60,7 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
     rows
 }
 
-fn measure(n: usize, samples: usize, limit: Duration) -> Result<Figures, String> {
+fn measure(n: usize, samples: usize, limit: Duration, herd_only: bool) -> Result<Figures, String> {
     let mut fleet = Fleet::start(&format!("s{n}n"), n, limit)?;
     let mut f = Figures {
         mesh_ms: ms(fleet.meshed_in),
@@ -65,8 +72,13 @@ fn measure(n: usize, samples: usize, limit: Duration) -> Result<Figures, String>
         herd_ms: Err("not run".into()),
         failover_ms: Err("not run".into()),
     };
-    idle(&fleet, &mut f)?;
     let nodes = fleet.all_names();
+    if herd_only {
+        f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
+        f.herd_ms = herd(&mut fleet, &nodes, limit).map(ms);
+        return Ok(f);
+    }
+    idle(&fleet, &mut f)?;
     f.majority = locks(&mut fleet, &nodes, "majority", samples, limit)?;
     f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
     let elected = elect(&mut fleet, limit);

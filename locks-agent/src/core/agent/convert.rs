@@ -45,6 +45,14 @@ impl AgentCore {
                 requested: mode,
             });
         }
+        // A conversion of a request that retreated asks again where it left first (`gate.rs`).
+        let mut out = Vec::new();
+        if self.retreats.contains_key(lock) {
+            self.return_through_gate(lock, &mut out);
+        }
+        let Some(r) = self.requests.get_mut(lock) else {
+            return Ok(out);
+        };
         r.mode = mode;
         // The client asked for less: what it was told it holds is lowered too, not lost.
         if r.claimed.is_some() {
@@ -61,7 +69,6 @@ impl AgentCore {
             .cloned()
             .collect();
         self.mark_request(lock);
-        let mut out = Vec::new();
         for node in nodes {
             // Until the answer, what the agent last heard of this copy may overstate it, and so
             // may what it heard of the ancestors' copies.
@@ -89,7 +96,7 @@ impl AgentCore {
                 .requests
                 .range::<LockId, _>((Bound::Included(&ancestor), Bound::Unbounded))
                 .take_while(|(l, _)| **l == ancestor || ancestor.is_ancestor_of(l))
-                .filter(|(_, r)| r.nodes.contains(node));
+                .filter(|(l, r)| r.nodes.contains(node) && !self.left_copy(l, node));
             for (l, r) in under {
                 let need = if *l == ancestor {
                     r.mode

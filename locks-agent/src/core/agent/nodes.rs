@@ -51,7 +51,8 @@ impl AgentCore {
     }
 
     /// The server of `node` is up (again, or for the first time): every request naming it is
-    /// sent to it again. Views forwarded to agents living there before may never have arrived
+    /// sent to it again (but for the copies a retreat left, asked again on its return:
+    /// `gate.rs`). Views forwarded to agents living there before may never have arrived
     /// (there was no connection: an agent can learn of an agent on a node it is not connected
     /// to from a third node's queue), so the next settle analyses and forwards to them again.
     pub fn node_up(&mut self, node: &NodeId) -> Vec<Effect> {
@@ -71,7 +72,7 @@ impl AgentCore {
         let again: Vec<(LockId, Mode)> = self
             .requests
             .values()
-            .filter(|r| r.nodes.contains(node))
+            .filter(|r| r.nodes.contains(node) && !self.left_copy(&r.lock, node))
             .map(|r| (r.lock.clone(), r.mode))
             .collect();
         for (lock, mode) in again {

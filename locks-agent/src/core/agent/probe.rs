@@ -23,6 +23,11 @@
 //! - An edge that a waiter's view at least as new as the probe's does not show is gone: the
 //!   probe is dropped. A real deadlock never loses an edge, and its victim will see it again
 //!   with newer views (forwarding goes on as before), and probe again.
+//! - A probe with an edge into the agent that checks it, on a copy that agent left in a
+//!   retreat (`gate.rs`), is dropped: the agent's `Unlock` of that copy is on its way, and
+//!   removes the edge when the server applies it (or the node goes down, which removes it
+//!   too). The waiter of that edge waits behind this agent there, so the server tells it of
+//!   the removal, and its analysis runs again on the news.
 //! - An edge the waiter cannot judge yet (its view is older than the probe's, or missing while
 //!   a surrender of its awaits the server's answer) parks the probe until the waiter's next
 //!   notice (at most [`PARKED`] probes; the oldest go first).
@@ -292,6 +297,15 @@ impl AgentCore {
             if probe.refuted || probe.edges[next].waiter != self.id {
                 continue;
             }
+            // An edge into this agent on a copy it left in a retreat (`gate.rs`) ends with the
+            // unlock it sent there: the cycle breaks without anyone giving way.
+            if probe
+                .edges
+                .iter()
+                .any(|e| e.blocker == self.id && self.left_copy(&e.lock, &e.node))
+            {
+                continue;
+            }
             match self.check_edge(&probe.edges[next]) {
                 Check::Gone => self.refute(probe, out),
                 Check::Unknown => {
@@ -404,12 +418,17 @@ impl AgentCore {
     }
 
     /// Whether a request that is not met waits on `(lock, node)`: its lock is `lock` or a
-    /// descendant (which needs the intention mode on `lock`) and it names `node`.
-    fn needs_copy(&self, lock: &LockId, node: &NodeId) -> bool {
+    /// descendant (which needs the intention mode on `lock`) and it names `node` (and did not
+    /// leave that copy in a retreat: `gate.rs`).
+    pub(super) fn needs_copy(&self, lock: &LockId, node: &NodeId) -> bool {
         self.pending
             .range::<LockId, _>((Bound::Included(lock), Bound::Unbounded))
             .take_while(|l| *l == lock || lock.is_ancestor_of(l))
-            .any(|l| self.requests.get(l).is_some_and(|r| r.nodes.contains(node)))
+            .any(|l| {
+                self.requests
+                    .get(l)
+                    .is_some_and(|r| r.nodes.contains(node) && !self.left_copy(l, node))
+            })
     }
 
     /// Every edge of `probe` is confirmed and this agent is its victim: give up the lock of the

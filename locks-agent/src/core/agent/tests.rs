@@ -561,6 +561,7 @@ mod api;
 mod claims;
 mod convert;
 mod forwarding;
+mod gate;
 mod nodes;
 mod probe;
 

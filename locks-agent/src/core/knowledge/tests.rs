@@ -199,6 +199,21 @@ fn a_surrender_of_a_copy_the_agent_left_is_over_with_its_entry() {
 }
 
 #[test]
+fn a_surrender_at_the_version_that_removed_the_entry_is_over_with_that_notice() {
+    // The victim decided on another agent's view of the version its own unlock made (its
+    // entry gone), before the server's notice of that version came: the server ignores the
+    // surrender without an answer, and that notice is the end of it.
+    let a = lock_id!["a"];
+    let mut k = Knowledge::default();
+    k.on_notice(&me(), notice(&a, 2, EntryState::Waiting(X)));
+    k.surrendered(&a, &node(), 4);
+    k.on_notice(&me(), notice(&a, 4, EntryState::Absent));
+    assert!(!k.surrender_outstanding());
+    k.on_notice(&me(), notice(&a, 6, EntryState::Granted(X)));
+    assert_eq!(k.held(&a, &node()), Some(X));
+}
+
+#[test]
 fn deadlocks_are_recorded_once_and_a_surrendered_subtree_counts_once() {
     let mut k = Knowledge::default();
     let d = |l: LockId| Deadlock {

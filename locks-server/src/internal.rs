@@ -14,11 +14,12 @@
 //! register the mailbox of an agent id the node just handed out ([`FreshAgent`], consumed) or
 //! of a transaction the caller began ([`Presence`], which only `begin_agent` makes), make the
 //! [`AgentPort`] through which such an agent sends requests to lock servers in its own name
-//! only, and read leases and metrics. Its table changes the entries of the transaction whose
+//! only and drops its own mailbox, and read leases and metrics. Its table changes the entries of the transaction whose
 //! [`Presence`] the caller holds, and of no other. The forging operations stay private to the
 //! crate: delivering a message as if a peer sent it (only the cluster link, which
 //! authenticated the peer, does), telling the lock table a node went down, giving an existing
-//! agent id another mailbox, and acting for an agent id the caller was not handed.
+//! agent id another mailbox or dropping it, and acting for an agent id the caller was not
+//! handed.
 //!
 //! Why private rather than behind a feature alone: a cargo feature is unified across a build,
 //! so any crate of a program could switch it on for all. The workspace's tests that must forge
@@ -69,6 +70,29 @@
 //!
 //! fn take_mailbox(node: &Node, victim: AgentId, mine: actix::Recipient<Deliver>) {
 //!     node.router().register_agent(victim, mine, None);
+//! }
+//! ```
+//!
+//! Dropping another agent's mailbox or another group member (an agent's mailbox and its
+//! member are dropped only through that agent's [`AgentPort`], which names no other):
+//!
+//! ```compile_fail
+//! use locks_core::AgentId;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn drop_theirs(node: &Node, victim: AgentId) {
+//!     node.router().unregister_agent(&victim);
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use locks_core::MemberId;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn drop_theirs(node: &Node, victim: MemberId) {
+//!     node.router().unregister_member(&victim);
 //! }
 //! ```
 //!
@@ -126,6 +150,13 @@
 //!     let _ = port.send_server(node.id(), request);
 //!     node.local_table().release(&presence, &touched);
 //!     node.router().end_transaction(&presence);
+//! }
+//!
+//! fn stop_mine(node: &Node) {
+//!     let fresh = node.next_agent_id();
+//!     let port = node.router().for_agent(&fresh);
+//!     port.unregister_agent();
+//!     port.unregister_member();
 //! }
 //! ```
 

@@ -5,7 +5,8 @@
 //! What it leaves out is what would let code in the process forge: delivering a message as if
 //! a peer sent it (only the cluster link, which authenticated the peer, may), registering a
 //! mailbox under an agent id this node did not just hand out (taking over another
-//! transaction's messages), telling the server a node went down, or sending a lock server a
+//! transaction's messages), dropping the mailbox of an agent or member other than the
+//! port's own, telling the server a node went down, or sending a lock server a
 //! request in the name of another agent (a request is sent only through the [`AgentPort`] of
 //! the agent it names, made from the [`Presence`] or [`FreshAgent`] its owner was handed; one
 //! naming any other agent is refused with [`RouteError::NotThisAgent`]). The [`Router`] behind
@@ -128,16 +129,6 @@ impl Port {
         self.0.attach_agent(presence.id(), recipient);
     }
 
-    /// Forgets a local agent's mailbox (its actor stopped).
-    pub fn unregister_agent(&self, agent: &AgentId) {
-        self.0.unregister_agent(agent);
-    }
-
-    /// Forgets a local group member (it stopped).
-    pub fn unregister_member(&self, member: &MemberId) {
-        self.0.unregister_member(member);
-    }
-
     /// Whether `agent` is a running agent of this node, or a live transaction without one.
     pub fn has_agent(&self, agent: &AgentId) -> bool {
         self.0.has_agent(agent)
@@ -202,6 +193,18 @@ impl AgentPort {
             });
         }
         self.port.0.send_server(node, request)
+    }
+
+    /// Forgets this agent's mailbox (its actor stopped); no other agent's.
+    pub fn unregister_agent(&self) {
+        self.port.0.unregister_agent(&self.agent);
+    }
+
+    /// Forgets the group member of this agent (it stopped); no other member.
+    pub fn unregister_member(&self) {
+        self.port
+            .0
+            .unregister_member(&MemberId::of_agent(&self.agent));
     }
 }
 

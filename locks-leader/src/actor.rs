@@ -281,7 +281,7 @@ impl<C: Callbacks> MemberActor<C> {
                 return None;
             }
         };
-        match self.router.send_member(to, self.me(), payload) {
+        match self.router.send_member(to, payload) {
             Ok(()) => None,
             Err(RouteError::UnknownMember(m)) => Some(self.core.member_unreachable(&m, now)),
             Err(err) => {

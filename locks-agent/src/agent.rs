@@ -136,7 +136,7 @@ struct AgentGuard {
 
 impl Drop for AgentGuard {
     fn drop(&mut self) {
-        self.router.unregister_agent(&self.id);
+        self.router.unregister_agent();
     }
 }
 
@@ -269,7 +269,7 @@ impl Agent {
     /// server used is told to release. Done as soon as the agent decides to stop, and again
     /// (doing nothing then) when it is dropped.
     fn release(&mut self) {
-        self.guard.router.unregister_agent(&self.guard.id);
+        self.guard.router.unregister_agent();
         let callers = &mut self.callers;
         let router = &self.guard.router;
         executor::end(router, &mut self.core, &mut |effect| {

@@ -81,11 +81,18 @@ pub fn execute(
                         }
                     }
                 },
-                Effect::ToAgent { to, msg } => {
-                    if let Err(err) = router.send_agent(&to, msg) {
+                Effect::ToAgent { to, msg } => match router.send_agent(&to, msg) {
+                    Ok(()) => {}
+                    // A core made with another id than its port's: nothing was sent.
+                    Err(
+                        err @ (RouteError::NotThisAgent { .. } | RouteError::NoAgentSender { .. }),
+                    ) => {
+                        warn!(agent = %core.id(), %to, %err, "agent message not sent");
+                    }
+                    Err(err) => {
                         trace!(agent = %core.id(), %to, %err, "agent message not delivered");
                     }
-                }
+                },
                 other => {
                     if rest(other).is_break() {
                         done.stopped = true;

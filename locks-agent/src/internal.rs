@@ -10,9 +10,9 @@
 //! What it can reach of a node is what `locks_server::internal::AgentPort` offers, the port of
 //! one agent of the node: [`execute`] sends a core's requests and messages through it, so a
 //! core, whatever id it was made with, cannot deliver as a peer, drop a node's locks, take over
-//! another transaction's mailbox, or send a lock server a request in the name of an agent other
-//! than the port's (refused as `RouteError::NotThisAgent`; see `locks_server::internal` for the
-//! seal and its compile-fail tests).
+//! another transaction's mailbox, or send a lock server or another agent a message in the name
+//! of an agent other than the port's (refused as `RouteError::NotThisAgent`; see
+//! `locks_server::internal` for the seal and its compile-fail tests).
 
 pub use crate::core::agent::{AgentCore, Effect};
 pub use crate::core::graph::{Cycle, WaitForGraph, WaitLabel};

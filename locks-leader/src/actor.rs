@@ -281,7 +281,7 @@ impl<C: Callbacks> MemberActor<C> {
                 return None;
             }
         };
-        match self.router.send_member(to, self.me(), payload) {
+        match self.router.send_member(to, payload) {
             Ok(()) => None,
             Err(RouteError::UnknownMember(m)) => Some(self.core.member_unreachable(&m, now)),
             Err(err) => {
@@ -405,8 +405,8 @@ impl<C: Callbacks> MemberActor<C> {
         for (_, (reply, _)) in self.calls.drain() {
             let _ = reply.send(Err(CallError::Stopped("stopped".into())));
         }
-        self.router.unregister_agent(self.core.agent_id());
-        self.router.unregister_member(self.core.me());
+        self.router.unregister_agent();
+        self.router.unregister_member();
         self.leader_tx.send_replace(None);
         *self.proof.write().unwrap_or_else(PoisonError::into_inner) = None;
         for w in self.stop_waiters.drain(..) {
@@ -442,8 +442,8 @@ impl<C: Callbacks> Actor for MemberActor<C> {
                     let _ = ready.send(Err(Error::Init(reason)));
                 }
                 self.released = true;
-                self.router.unregister_agent(self.core.agent_id());
-                self.router.unregister_member(self.core.me());
+                self.router.unregister_agent();
+                self.router.unregister_member();
                 ctx.stop();
             }
         }

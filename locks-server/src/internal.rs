@@ -13,12 +13,14 @@
 //! node hands out its router only as a [`Port`], whose methods send to agents and members,
 //! register the mailbox of an agent id the node just handed out ([`FreshAgent`], consumed) or
 //! of a transaction the caller began ([`Presence`], which only `begin_agent` makes), make the
-//! [`AgentPort`] through which such an agent sends requests to lock servers in its own name
-//! only, and read leases and metrics. Its table changes the entries of the transaction whose
+//! [`AgentPort`] through which such an agent sends requests to lock servers, messages to
+//! agents and to group members in its own name only and drops its own mailbox, and read
+//! leases and metrics. Its table changes the entries of the transaction whose
 //! [`Presence`] the caller holds, and of no other. The forging operations stay private to the
 //! crate: delivering a message as if a peer sent it (only the cluster link, which
 //! authenticated the peer, does), telling the lock table a node went down, giving an existing
-//! agent id another mailbox, and acting for an agent id the caller was not handed.
+//! agent id another mailbox or dropping it, and acting for an agent id the caller was not
+//! handed.
 //!
 //! Why private rather than behind a feature alone: a cargo feature is unified across a build,
 //! so any crate of a program could switch it on for all. The workspace's tests that must forge
@@ -72,6 +74,29 @@
 //! }
 //! ```
 //!
+//! Dropping another agent's mailbox or another group member (an agent's mailbox and its
+//! member are dropped only through that agent's [`AgentPort`], which names no other):
+//!
+//! ```compile_fail
+//! use locks_core::AgentId;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn drop_theirs(node: &Node, victim: AgentId) {
+//!     node.router().unregister_agent(&victim);
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use locks_core::MemberId;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn drop_theirs(node: &Node, victim: MemberId) {
+//!     node.router().unregister_member(&victim);
+//! }
+//! ```
+//!
 //! Acting for another transaction of this node on its table (the fast path changes the table
 //! only for the transaction whose [`Presence`] the caller holds, and a presence is made only
 //! by `begin_agent`, with a fresh id):
@@ -110,6 +135,41 @@
 //! }
 //! ```
 //!
+//! Sending another agent or a group member a message as if from another: the node's
+//! [`Port`] sends none, an [`AgentPort`] refuses an agent message whose sender is not its
+//! agent (`RouteError::NotThisAgent`) and sends a member message from its own member only:
+//!
+//! ```compile_fail
+//! use locks_core::{AgentId, proto::AgentMessage};
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn as_them(node: &Node, to: AgentId, msg: AgentMessage) {
+//!     let _ = node.router().send_agent(&to, msg);
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use locks_core::MemberId;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn as_them(node: &Node, to: MemberId, victim: MemberId) {
+//!     let _ = node.router().send_member(&to, victim, Vec::new());
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! use locks_core::MemberId;
+//! use locks_server::Node;
+//! use locks_server::internal::NodeInternals;
+//!
+//! fn as_them(node: &Node, to: MemberId, victim: MemberId) {
+//!     let fresh = node.next_agent_id();
+//!     let _ = node.router().for_agent(&fresh).send_member(&to, victim, Vec::new());
+//! }
+//! ```
+//!
 //! What the owner of a transaction does compiles:
 //!
 //! ```no_run
@@ -126,6 +186,14 @@
 //!     let _ = port.send_server(node.id(), request);
 //!     node.local_table().release(&presence, &touched);
 //!     node.router().end_transaction(&presence);
+//! }
+//!
+//! fn stop_mine(node: &Node) {
+//!     let fresh = node.next_agent_id();
+//!     let port = node.router().for_agent(&fresh);
+//!     let _ = port.send_member(&fresh.member(), Vec::new());
+//!     port.unregister_agent();
+//!     port.unregister_member();
 //! }
 //! ```
 

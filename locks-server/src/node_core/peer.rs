@@ -185,21 +185,30 @@ pub fn check(
 
 /// The probe rows of the table in the module documentation.
 fn check_probe(from: &NodeId, to: &AgentId, probe: &Probe) -> Result<(), PeerFault> {
-    ensure(probe.is_cycle(), PeerFault::MalformedProbe)?;
+    let (sender, recipient) = probe_route(probe).ok_or(PeerFault::MalformedProbe)?;
+    ensure(
+        sender.node() == from && recipient == to,
+        PeerFault::ForeignEdge,
+    )
+}
+
+/// The agent that passes `probe` on and the agent it goes to, if it is a cycle: not refuted,
+/// the waiter of the edge before `next` (the victim's, for the first edge) sends it to the
+/// waiter of `next`; refuted, the waiter of `next` sends it back to the victim.
+pub(crate) fn probe_route(probe: &Probe) -> Option<(&AgentId, &AgentId)> {
+    if !probe.is_cycle() {
+        return None;
+    }
     let n = probe.edges.len();
     let next = probe.next as usize;
-    let (sender, recipient) = if probe.refuted {
+    Some(if probe.refuted {
         (&probe.edges[next].waiter, &probe.edges[n - 1].waiter)
     } else {
         (
             &probe.edges[(next + n - 1) % n].waiter,
             &probe.edges[next].waiter,
         )
-    };
-    ensure(
-        sender.node() == from && recipient == to,
-        PeerFault::ForeignEdge,
-    )
+    })
 }
 
 /// Every version a notice carries.

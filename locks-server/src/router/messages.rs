@@ -96,14 +96,26 @@ pub enum RouteError {
         /// What was wrong with it.
         fault: crate::node_core::peer::PeerFault,
     },
-    /// A request was handed to the port of one agent ([`super::AgentPort`]) in the name of
-    /// another: refused and not sent (an agent's port speaks for that agent only).
-    #[error("a request naming agent {named} refused: this port sends for agent {port} only")]
+    /// A request or message was handed to the port of one agent ([`super::AgentPort`]) in
+    /// the name of another: refused and not sent (an agent's port speaks for that agent only).
+    #[error("a message naming agent {named} refused: this port sends for agent {port} only")]
     NotThisAgent {
         /// The agent the port speaks for.
         port: AgentId,
         /// The agent the request named.
         named: AgentId,
+    },
+    /// A message handed to the port of one agent ([`super::AgentPort`]) to send to another
+    /// agent names no agent as its sender (only a lock server sends it, or it is a probe that
+    /// is not a cycle): refused and not sent.
+    #[error(
+        "a message to agent {to} refused: it names no sending agent, and this port sends for agent {port} only"
+    )]
+    NoAgentSender {
+        /// The agent the port speaks for.
+        port: AgentId,
+        /// The agent the message was for.
+        to: AgentId,
     },
 }
 

@@ -1,27 +1,30 @@
 //! [`Port`]: a node's router as the other crates of the workspace reach it, with only the
 //! capabilities an agent or a group member of this node needs; [`AgentPort`]: the same for one
-//! agent, which sends requests to lock servers only in that agent's name.
+//! agent, which sends requests to lock servers, messages to agents and to group members only in
+//! that agent's name.
 //!
 //! What it leaves out is what would let code in the process forge: delivering a message as if
 //! a peer sent it (only the cluster link, which authenticated the peer, may), registering a
 //! mailbox under an agent id this node did not just hand out (taking over another
-//! transaction's messages), telling the server a node went down, or sending a lock server a
-//! request in the name of another agent (a request is sent only through the [`AgentPort`] of
-//! the agent it names, made from the [`Presence`] or [`FreshAgent`] its owner was handed; one
-//! naming any other agent is refused with [`RouteError::NotThisAgent`]). The [`Router`] behind
-//! it stays private to the node; a test builds a router of its own ([`Router::new`]), which no
+//! transaction's messages), dropping the mailbox of an agent or member other than the
+//! port's own, telling the server a node went down, or sending a lock server, an agent or a
+//! group member a message in the name of another agent (a message is sent only through the
+//! [`AgentPort`] of the agent that sends it, made from the [`Presence`] or [`FreshAgent`] its
+//! owner was handed; one naming any other sender is refused with [`RouteError::NotThisAgent`],
+//! and a member's message is stamped with the port's own member). The [`Router`] behind it
+//! stays private to the node; a test builds a router of its own ([`Router::new`]), which no
 //! live node uses.
 
 use super::{Deliver, MemberDelivery, Presence, RouteError, Router};
 use crate::log_limit::LogLimiter;
 use crate::metrics::NodeMetrics;
+use crate::node_core::peer::probe_route;
 use actix::Recipient;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, MemberId, NodeId};
 use std::sync::Arc;
 
-/// A node's router, as the agents and members of that node use it: send to agents and
-/// members, make the [`AgentPort`] of an agent id it was handed, give a mailbox to an agent id the node just handed out ([`FreshAgent`],
+/// A node's router, as the agents and members of that node use it: make the [`AgentPort`] of an agent id it was handed, give a mailbox to an agent id the node just handed out ([`FreshAgent`],
 /// [`Presence`]), read leases, metrics and the warning limiter. Made only by the node.
 #[derive(Clone)]
 pub struct Port(Arc<Router>);
@@ -93,21 +96,6 @@ impl Port {
         AgentPort::new(self.clone(), fresh.id().clone())
     }
 
-    /// Sends a message to an agent, wherever it lives ([`Router::send_agent`]).
-    pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
-        self.0.send_agent(to, msg)
-    }
-
-    /// Sends an encoded message from member `from` to member `to` ([`Router::send_member`]).
-    pub fn send_member(
-        &self,
-        to: &MemberId,
-        from: MemberId,
-        payload: Vec<u8>,
-    ) -> Result<(), RouteError> {
-        self.0.send_member(to, from, payload)
-    }
-
     /// Registers the mailbox of an agent with the id the node handed out, and (for a group
     /// member) the member's mailbox under that agent's member id.
     pub fn register_agent(
@@ -126,16 +114,6 @@ impl Port {
     /// ([`Router::attach_agent`]): only the one who began the transaction holds its presence.
     pub fn attach_agent(&self, presence: &Presence, recipient: Recipient<Deliver>) {
         self.0.attach_agent(presence.id(), recipient);
-    }
-
-    /// Forgets a local agent's mailbox (its actor stopped).
-    pub fn unregister_agent(&self, agent: &AgentId) {
-        self.0.unregister_agent(agent);
-    }
-
-    /// Forgets a local group member (it stopped).
-    pub fn unregister_member(&self, member: &MemberId) {
-        self.0.unregister_member(member);
     }
 
     /// Whether `agent` is a running agent of this node, or a live transaction without one.
@@ -203,6 +181,54 @@ impl AgentPort {
         }
         self.port.0.send_server(node, request)
     }
+
+    /// Sends a message to an agent, wherever it lives ([`Router::send_agent`]), if this
+    /// port's agent is its sender, by the rule the node-to-node check applies to a peer
+    /// (`node_core::peer`): the forwarding agent of a `Forward`, the surrendering agent of a
+    /// `Surrendered`, the agent that passes a probe on. One naming another sender is refused
+    /// ([`RouteError::NotThisAgent`]), one naming none (a lock server's message, a probe that
+    /// is not a cycle) too ([`RouteError::NoAgentSender`]); neither is sent.
+    pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
+        let sender = match &msg {
+            AgentMessage::Forward { from, .. } => Some(from),
+            AgentMessage::Surrendered { by, .. } => Some(by),
+            AgentMessage::Probe(probe) => probe_route(probe).map(|(sender, _)| sender),
+            AgentMessage::Notice(_)
+            | AgentMessage::Watched { .. }
+            | AgentMessage::Rejected { .. } => None,
+        };
+        match sender {
+            Some(sender) if sender == &self.agent => self.port.0.send_agent(to, msg),
+            Some(sender) => Err(RouteError::NotThisAgent {
+                port: self.agent.clone(),
+                named: sender.clone(),
+            }),
+            None => Err(RouteError::NoAgentSender {
+                port: self.agent.clone(),
+                to: to.clone(),
+            }),
+        }
+    }
+
+    /// Sends an encoded message from the group member of this agent to member `to`
+    /// ([`Router::send_member`]).
+    pub fn send_member(&self, to: &MemberId, payload: Vec<u8>) -> Result<(), RouteError> {
+        self.port
+            .0
+            .send_member(to, MemberId::of_agent(&self.agent), payload)
+    }
+
+    /// Forgets this agent's mailbox (its actor stopped); no other agent's.
+    pub fn unregister_agent(&self) {
+        self.port.0.unregister_agent(&self.agent);
+    }
+
+    /// Forgets the group member of this agent (it stopped); no other member.
+    pub fn unregister_member(&self) {
+        self.port
+            .0
+            .unregister_member(&MemberId::of_agent(&self.agent));
+    }
 }
 
 impl std::ops::Deref for AgentPort {
@@ -217,7 +243,7 @@ impl std::ops::Deref for AgentPort {
 mod tests {
     use super::*;
     use locks_core::LockId;
-    use locks_core::proto::ServerRequest;
+    use locks_core::proto::{Probe, ProbeEdge, Rejection, ServerRequest};
 
     fn node(name: &str) -> NodeId {
         NodeId::new(name).unwrap()
@@ -255,5 +281,71 @@ mod tests {
             agent.send_server(&node("b"), watch),
             Err(RouteError::NotThisAgent { .. })
         ));
+    }
+
+    /// A message to an agent is sent only with the port's agent as its sender.
+    #[test]
+    fn an_agent_port_refuses_a_message_from_another_sender() {
+        let here = node("a");
+        let port = Port::new(Arc::new(Router::new(here.clone())));
+        let mine = AgentId::new(here.clone(), 1, 1);
+        let other = AgentId::new(here.clone(), 1, 2);
+        let to = AgentId::new(here.clone(), 1, 3);
+        let agent = port.for_agent(&FreshAgent::new(mine.clone()));
+        let lock = LockId::new(["l"]).unwrap();
+        let surrendered = |by: &AgentId| AgentMessage::Surrendered {
+            by: by.clone(),
+            node: here.clone(),
+            lock: lock.clone(),
+            version: 1,
+        };
+        let not_mine = Err(RouteError::NotThisAgent {
+            port: mine.clone(),
+            named: other.clone(),
+        });
+        assert_eq!(agent.send_agent(&to, surrendered(&other)), not_mine);
+        // Its own message passes the check (and fails only because `to` has no mailbox).
+        assert_eq!(
+            agent.send_agent(&to, surrendered(&mine)),
+            Err(RouteError::UnknownAgent(to.clone()))
+        );
+        // A probe is sent by the waiter of the edge before `next`, or, refuted, by the waiter
+        // of `next`.
+        let edge = |waiter: &AgentId, blocker: &AgentId| ProbeEdge {
+            waiter: waiter.clone(),
+            blocker: blocker.clone(),
+            lock: lock.clone(),
+            node: here.clone(),
+            version: 1,
+        };
+        let probe = |next: u32, refuted: bool| {
+            AgentMessage::Probe(Probe {
+                edges: vec![edge(&other, &mine), edge(&mine, &other)],
+                next,
+                epoch: 0,
+                refuted,
+            })
+        };
+        assert_eq!(agent.send_agent(&to, probe(1, false)), not_mine);
+        assert_eq!(agent.send_agent(&to, probe(0, true)), not_mine);
+        for own in [probe(0, false), probe(1, true)] {
+            assert_eq!(
+                agent.send_agent(&other, own),
+                Err(RouteError::UnknownAgent(other.clone()))
+            );
+        }
+        // What only a lock server sends names no agent sender.
+        let rejected = AgentMessage::Rejected {
+            node: here.clone(),
+            lock: lock.clone(),
+            reason: Rejection::NotHeld,
+        };
+        assert_eq!(
+            agent.send_agent(&to, rejected),
+            Err(RouteError::NoAgentSender {
+                port: mine.clone(),
+                to: to.clone(),
+            })
+        );
     }
 }

@@ -1,13 +1,14 @@
 //! A fleet of `node` processes on 127.0.0.1 for `bench scale`: started in a full mesh (each
 //! dials every earlier one), driven through their stdin, their stdout lines stamped as they
 //! arrive, their CPU time and resident memory read from `/proc`, stopped by closing stdin
-//! (killed by their handle if they do not stop), one killed with SIGKILL on purpose.
+//! (killed by their handle if they do not stop), one killed with SIGKILL on purpose; each
+//! serves its metrics on a port of its own, for the messages its links sent.
 
 use crate::bench::cluster::stop_child;
 use crate::bench::rig::{COOKIE, err};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
@@ -17,6 +18,8 @@ pub type Line = (usize, Instant, String);
 
 struct Proc {
     name: String,
+    /// Where it serves its metrics (`None` until it said).
+    metrics: Option<SocketAddr>,
     child: Child,
     stdin: Option<ChildStdin>,
 }
@@ -50,10 +53,14 @@ impl Fleet {
         let deadline = start + limit;
         let mut addrs: Vec<SocketAddr> = Vec::new();
         let mut ups: Vec<BTreeSet<String>> = vec![BTreeSet::new(); n];
+        let mut metrics: Vec<Option<SocketAddr>> = vec![None; n];
         for i in 0..n {
             let name = format!("{prefix}{i}");
             fleet.spawn(&exe, &name, &addrs, tx.clone())?;
             let addr = fleet.wait_for(deadline, |(who, _, line)| {
+                if let Some(a) = line.strip_prefix("metrics ") {
+                    metrics[*who] = a.trim().parse().ok();
+                }
                 if let Some(rest) = line.strip_prefix("up ") {
                     ups[*who].insert(rest.trim().to_owned());
                 }
@@ -71,6 +78,9 @@ impl Fleet {
             ups.iter().all(|u| u.len() + 1 >= n).then_some(())
         })?;
         fleet.meshed_in = start.elapsed();
+        for (p, m) in fleet.procs.iter_mut().zip(metrics) {
+            p.metrics = m;
+        }
         Ok(fleet)
     }
 
@@ -85,6 +95,7 @@ impl Fleet {
         // No data directory: the scale nodes are throwaway, and a default one under $HOME would
         // be shared by every run's nodes of the same name.
         cmd.args(["--name", name, "--listen", "127.0.0.1:0", "--exit-on-eof"])
+            .args(["--metrics", "127.0.0.1:0"])
             .args(["--cookie", COOKIE, "--no-data-dir"]);
         for p in peers {
             cmd.args(["--peer", &p.to_string()]);
@@ -108,6 +119,7 @@ impl Fleet {
         });
         self.procs.push(Proc {
             name: name.to_owned(),
+            metrics: None,
             child,
             stdin,
         });
@@ -128,6 +140,37 @@ impl Fleet {
     pub fn all_names(&self) -> String {
         let names: Vec<&str> = self.procs.iter().map(|p| p.name.as_str()).collect();
         names.join(",")
+    }
+
+    /// The envelopes every node's links have sent so far (`locks_link_messages_total` with
+    /// `direction="sent"`, summed over nodes and peers; heartbeats are not envelopes).
+    pub fn messages_sent(&self, deadline: Instant) -> Result<u64, String> {
+        let mut total = 0.0;
+        for p in &self.procs {
+            let addr = p
+                .metrics
+                .ok_or_else(|| format!("{} did not say where it serves metrics", p.name))?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut stream = TcpStream::connect_timeout(&addr, left).map_err(err)?;
+            stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .map_err(err)?;
+            write!(
+                stream,
+                "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+            )
+            .map_err(err)?;
+            let mut response = String::new();
+            stream.read_to_string(&mut response).map_err(err)?;
+            total += response
+                .lines()
+                .filter(|l| {
+                    l.starts_with("locks_link_messages_total{") && l.contains("direction=\"sent\"")
+                })
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+        Ok(total as u64)
     }
 
     /// Sends one command line to node `i`.

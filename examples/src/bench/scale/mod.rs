@@ -32,6 +32,8 @@ struct Figures {
     all: Vec<u64>,
     election_ms: Result<f64, String>,
     herd_ms: Result<f64, String>,
+    /// Envelopes sent between nodes during the herd, per grant.
+    herd_msgs_per_grant: Option<f64>,
     failover_ms: Result<f64, String>,
 }
 
@@ -70,12 +72,13 @@ fn measure(n: usize, samples: usize, limit: Duration, herd_only: bool) -> Result
         all: Vec::new(),
         election_ms: Err("not run".into()),
         herd_ms: Err("not run".into()),
+        herd_msgs_per_grant: None,
         failover_ms: Err("not run".into()),
     };
     let nodes = fleet.all_names();
     if herd_only {
         f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
-        f.herd_ms = herd(&mut fleet, &nodes, limit).map(ms);
+        (f.herd_ms, f.herd_msgs_per_grant) = counted_herd(&mut fleet, &nodes, limit);
         return Ok(f);
     }
     idle(&fleet, &mut f)?;
@@ -83,11 +86,28 @@ fn measure(n: usize, samples: usize, limit: Duration, herd_only: bool) -> Result
     f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
     let elected = elect(&mut fleet, limit);
     f.election_ms = elected.as_ref().map(|(_, d)| ms(*d)).map_err(Clone::clone);
-    f.herd_ms = herd(&mut fleet, &nodes, limit).map(ms);
+    (f.herd_ms, f.herd_msgs_per_grant) = counted_herd(&mut fleet, &nodes, limit);
     if let Ok((leader, _)) = &elected {
         f.failover_ms = failover(&mut fleet, leader, limit).map(ms);
     }
     Ok(f)
+}
+
+/// The herd, with the envelopes the nodes sent each other meanwhile, per grant (`None` when a
+/// count could not be read).
+fn counted_herd(
+    fleet: &mut Fleet,
+    nodes: &str,
+    limit: Duration,
+) -> (Result<f64, String>, Option<f64>) {
+    let before = fleet.messages_sent(Instant::now() + limit).ok();
+    let time = herd(fleet, nodes, limit).map(ms);
+    let after = fleet.messages_sent(Instant::now() + limit).ok();
+    let per_grant = match (&time, before, after) {
+        (Ok(_), Some(b), Some(a)) => Some(a.saturating_sub(b) as f64 / fleet.len() as f64),
+        _ => None,
+    };
+    (time, per_grant)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -286,7 +306,10 @@ fn rows_of(n: usize, f: &Figures, before: &mut BTreeMap<&'static str, f64>) -> V
     );
     add("All lock", "us p50", &p50(&f.all), Some(&f.all), none());
     add("election", "ms", &f.election_ms, None, none());
-    let note = "msgs/grant=not measured".to_string();
+    let note = match f.herd_msgs_per_grant {
+        Some(m) => format!("msgs/grant={m:.0}"),
+        None => "msgs/grant=not read".to_string(),
+    };
     add("herd", "ms", &f.herd_ms, None, note);
     add("failover SIGKILL", "ms", &f.failover_ms, None, none());
     rows

@@ -127,10 +127,9 @@ pub(crate) fn outcome_error(outcome: &Outcome) -> Error {
         .unwrap_or(Error::Ended)
 }
 
-/// The agent's id and router; unregisters the agent when dropped (after a normal stop or a
-/// panic alike).
+/// The agent's port (which carries its id); unregisters the agent when dropped (after a
+/// normal stop or a panic alike).
 struct AgentGuard {
-    id: AgentId,
     router: AgentPort,
 }
 
@@ -159,16 +158,16 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
+    /// The agent of the transaction `router` is the port of.
     pub(crate) fn new(
-        id: AgentId,
         router: AgentPort,
         modes: ModeTable,
         options: Options,
         outcome: Outcome,
     ) -> Agent {
         Agent {
-            core: Box::new(AgentCore::new(id.clone(), modes, options)),
-            guard: AgentGuard { id, router },
+            core: Box::new(AgentCore::new(router.agent().clone(), modes, options)),
+            guard: AgentGuard { router },
             callers: Callers::default(),
             settle_scheduled: false,
             outcome,
@@ -179,7 +178,7 @@ impl Agent {
     }
 
     fn id(&self) -> &AgentId {
-        &self.guard.id
+        self.guard.router.agent()
     }
 
     /// Asks for a settle round once the mailbox is drained ([`Settler`]).
@@ -191,8 +190,8 @@ impl Agent {
     /// needs another settle round; an abort stops the agent.
     fn execute(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
         let mut abort = None;
-        let id = &self.guard.id;
         let router = &self.guard.router;
+        let id = router.agent();
         let (callers, events, subscriptions, surrender_calls) = (
             &mut self.callers,
             &mut self.events,

@@ -137,14 +137,12 @@ impl Transaction {
             .agent_started(&self.presence, &self.touched);
         let router = self.node.router().clone();
         let agent_router = router.for_transaction(&self.presence);
-        let (id, modes, options, outcome) = (
-            self.id().clone(),
+        let (modes, options, outcome) = (
             self.node.modes().clone(),
             self.options.clone(),
             self.outcome().clone(),
         );
-        let make =
-            move |_: &mut Context<Agent>| Agent::new(id, agent_router, modes, options, outcome);
+        let make = move |_: &mut Context<Agent>| Agent::new(agent_router, modes, options, outcome);
         // An agent started because the fast path queued a request (`pending`) on the node's
         // thread (a client task there) starts here, so its waiting request is served without a
         // hop through the node's arbiter. Other agents go through the arbiter: agents of

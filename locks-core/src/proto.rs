@@ -50,6 +50,19 @@ pub enum ServerRequest {
         /// The requested mode.
         mode: Mode,
     },
+    /// [`Self::Lock`], only if the table can grant it at once, on the lock and the intention on
+    /// every ancestor, to an agent with no entry on any of them yet; otherwise nothing changes
+    /// and the agent gets [`Rejection::Busy`]. Never waits, so it adds no wait to any queue: an
+    /// agent asks with it for the copies of a request it will ask for again, plainly, once it
+    /// holds the request's first copy (`locks-agent`'s `core/agent/gate.rs`).
+    TryLock {
+        /// The requesting agent.
+        agent: AgentId,
+        /// The lock.
+        lock: LockId,
+        /// The requested mode.
+        mode: Mode,
+    },
     /// Convert the agent's direct lock on `lock` down to a weaker mode (StickyLocking's S→IS, the
     /// lock word's W→U), whatever the state of its entry there: a granted entry is
     /// down-converted, a waiting one waits for the weaker mode in its place, and a converting
@@ -131,6 +144,7 @@ impl ServerRequest {
     pub fn agent(&self) -> &AgentId {
         match self {
             ServerRequest::Lock { agent, .. }
+            | ServerRequest::TryLock { agent, .. }
             | ServerRequest::Convert { agent, .. }
             | ServerRequest::Unlock { agent, .. }
             | ServerRequest::Surrender { agent, .. }
@@ -340,6 +354,9 @@ pub enum Rejection {
     /// there, and the server has withdrawn it (a watch, likewise, has been dropped).
     #[error("the lock's queue is too large to be sent to the agent's node")]
     QueueTooLarge,
+    /// A [`ServerRequest::TryLock`] that the table could not grant at once: nothing changed.
+    #[error("the lock cannot be granted at once")]
+    Busy,
     /// A `Lock` from an agent of another node would take that node's agents past one of the
     /// lock server's per-peer quotas (`NodeConfig::peer_quotas` in `locks-server`): nothing
     /// changed. What the peer's agents hold is not touched; once they release enough, the same
@@ -398,6 +415,7 @@ impl Rejection {
             Rejection::NotWaiting { .. } => "not waiting",
             Rejection::QueueTooLarge => "queue too large",
             Rejection::QuotaExceeded { .. } => "quota exceeded",
+            Rejection::Busy => "busy",
         }
     }
 }

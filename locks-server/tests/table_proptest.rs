@@ -59,6 +59,7 @@ fn ids() -> Vec<LockId> {
 #[derive(Clone, Debug)]
 enum Op {
     Lock(u64, usize, Mode),
+    TryLock(u64, usize, Mode),
     /// Unlock one of the direct locks the model knows (by index), or a random one.
     UnlockKnown(usize),
     Unlock(u64, usize),
@@ -79,6 +80,7 @@ fn op() -> impl Strategy<Value = Op> {
     let mode = prop::sample::select(Mode::ALL.to_vec());
     prop_oneof![
         10 => (agent.clone(), lock.clone(), mode.clone()).prop_map(|(a, l, m)| Op::Lock(a, l, m)),
+        3 => (agent.clone(), lock.clone(), mode.clone()).prop_map(|(a, l, m)| Op::TryLock(a, l, m)),
         3 => any::<usize>().prop_map(Op::UnlockKnown),
         1 => (agent.clone(), lock.clone()).prop_map(|(a, l)| Op::Unlock(a, l)),
         2 => (any::<usize>(), mode).prop_map(|(i, m)| Op::ConvertKnown(i, m)),
@@ -136,6 +138,11 @@ impl Harness {
         let known: Vec<(u64, LockId)> = self.direct.keys().cloned().collect();
         Some(match op {
             Op::Lock(a, l, m) => ServerRequest::Lock {
+                agent: t(*a),
+                lock: self.ids[*l].clone(),
+                mode: *m,
+            },
+            Op::TryLock(a, l, m) => ServerRequest::TryLock {
                 agent: t(*a),
                 lock: self.ids[*l].clone(),
                 mode: *m,
@@ -241,6 +248,32 @@ impl Harness {
                     None => *mode,
                 };
                 self.direct.insert(key, new);
+            }
+            ServerRequest::TryLock { agent, lock, mode } => {
+                // Granted exactly when a `Lock` would be granted at once, on the lock and the
+                // intention on every ancestor, to an agent with no entry on any of them;
+                // refused, nothing changes.
+                let at_once = lock.ancestors().chain([lock.clone()]).all(|id| {
+                    let need = if id == *lock {
+                        *mode
+                    } else {
+                        self.modes.intention(*mode)
+                    };
+                    before.state(agent, &id) == EntryState::Absent
+                        && before.lock(&id).is_none_or(|l| {
+                            l.converting.is_empty()
+                                && l.waiting.is_empty()
+                                && l.group.is_none_or(|g| self.modes.compatible(need, g))
+                        })
+                });
+                prop_assert_eq!(Self::rejected(fx), !at_once, "{:?}", req);
+                let after = self.table.snapshot();
+                if at_once {
+                    prop_assert!(held_direct(&after, &self.modes, serial, lock, *mode));
+                    self.direct.insert((serial, lock.clone()), *mode);
+                } else {
+                    prop_assert_eq!(&after, before, "a refused TryLock changed the table");
+                }
             }
             ServerRequest::Unlock { lock, .. } => {
                 let known = self.direct.remove(&(serial, lock.clone())).is_some();

@@ -172,6 +172,13 @@ pub struct AgentCore {
     callers: callers::Callers,
     /// The requests that left their copies but the gate's (`gate.rs`).
     retreats: gate::Retreats,
+    /// The copies a `TryLock` found busy, to ask for once the gate is held (`gate.rs`).
+    busy: gate::Busy,
+    /// The copies whose last request was a `TryLock`: only its answer can make one busy.
+    trying: BTreeSet<(LockId, NodeId)>,
+    /// The copies unlocked after a `TryLock` that may have found them busy, until a notice of
+    /// the copy or the unlock's answer (`gate.rs`).
+    try_unlocked: BTreeSet<(LockId, NodeId)>,
 }
 
 impl AgentCore {
@@ -200,6 +207,9 @@ impl AgentCore {
             surrendering: surrender_to::Surrendering::default(),
             callers: callers::Callers::default(),
             retreats: gate::Retreats::new(),
+            busy: gate::Busy::new(),
+            trying: BTreeSet::new(),
+            try_unlocked: BTreeSet::new(),
         }
     }
 
@@ -368,12 +378,20 @@ impl AgentCore {
         {
             self.unclaimed.push(lock.clone());
         }
+        // A new request that may retreat asks plainly on its gate only, and tries the other
+        // copies: a herd over the same nodes then queues on the gate alone (`gate.rs`).
+        let gate = if self.requests.contains_key(&lock) {
+            None
+        } else {
+            self.first_ask(&request)
+        };
         for node in targets {
             if !self.down.contains(&node) {
-                let msg = ServerRequest::Lock {
-                    agent: self.id.clone(),
-                    lock: lock.clone(),
-                    mode: request.mode,
+                let (agent, lock, mode) = (self.id.clone(), lock.clone(), request.mode);
+                let msg = if gate.as_ref().is_none_or(|g| *g == node) {
+                    ServerRequest::Lock { agent, lock, mode }
+                } else {
+                    ServerRequest::TryLock { agent, lock, mode }
                 };
                 self.send(&mut out, node, msg);
             }
@@ -394,12 +412,14 @@ impl AgentCore {
             .remove(lock)
             .ok_or_else(|| RequestError::NoSuchRequest(lock.clone()))?;
         let mut out = Vec::new();
-        // The copies a retreat left are unlocked already (`gate.rs`).
-        let left = self
+        // The copies a retreat left are unlocked already, and the busy ones have no entry of
+        // this agent (`gate.rs`).
+        let mut left = self
             .retreats
             .remove(lock)
             .map(|r| r.left)
             .unwrap_or_default();
+        left.extend(self.busy.remove(lock).unwrap_or_default());
         for node in &r.nodes {
             if !self.down.contains(node) && !left.contains(node) {
                 self.unlock_copy(lock, node, &mut out);
@@ -452,6 +472,10 @@ impl AgentCore {
             AgentMessage::Notice(n) => {
                 // A late notice from a node marked down would bring back what was forgotten.
                 if !self.down.contains(&n.node) {
+                    if !self.try_unlocked.is_empty() {
+                        // The copy had an entry: its unlock is answered by a notice.
+                        self.try_unlocked.remove(&(n.lock.clone(), n.node.clone()));
+                    }
                     let lock = n.lock.clone();
                     let news = self.knowledge.take_notice(&self.id, n);
                     if news != News::Nothing {
@@ -561,6 +585,23 @@ impl AgentCore {
     }
 
     fn send(&mut self, out: &mut Vec<Effect>, node: NodeId, request: ServerRequest) {
+        match &request {
+            ServerRequest::TryLock { lock, .. } => {
+                self.trying.insert((lock.clone(), node.clone()));
+            }
+            ServerRequest::Unlock { lock, .. } if !self.trying.is_empty() => {
+                let key = (lock.clone(), node.clone());
+                if self.trying.remove(&key) {
+                    self.try_unlocked.insert(key);
+                }
+            }
+            ServerRequest::Lock { lock, .. } | ServerRequest::Convert { lock, .. }
+                if !self.trying.is_empty() =>
+            {
+                self.trying.remove(&(lock.clone(), node.clone()));
+            }
+            _ => {}
+        }
         self.contacted.insert(node.clone());
         out.push(Effect::ToServer { node, request });
     }

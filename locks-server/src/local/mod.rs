@@ -351,7 +351,9 @@ impl LocalTable {
     /// A request that came as a message (and that the node's core let through: see
     /// `crate::node_core`), applied unless it would take a peer past a quota.
     pub(crate) fn serve(&self, request: ServerRequest) {
-        if let ServerRequest::Lock { agent, lock, .. } = &request {
+        if let ServerRequest::Lock { agent, lock, .. }
+        | ServerRequest::TryLock { agent, lock, .. } = &request
+        {
             // Taken and let go before the table: only this shell adds a peer's entries, and
             // whatever happens meanwhile on other threads only lowers the counts.
             let admitted = self.quotas.lock().admit(agent, lock);

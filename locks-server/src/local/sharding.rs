@@ -182,6 +182,7 @@ impl Sharding {
         match input {
             TableInput::Request(request) => match request {
                 ServerRequest::Lock { lock, .. }
+                | ServerRequest::TryLock { lock, .. }
                 | ServerRequest::Convert { lock, .. }
                 | ServerRequest::Unlock { lock, .. }
                 | ServerRequest::SurrenderTo { lock, .. }

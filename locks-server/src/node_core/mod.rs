@@ -171,9 +171,9 @@ impl NodeCore {
     /// A request to serve now, unless the liveness filter ignores it.
     fn serve(&self, request: ServerRequest, peers: &impl Peers) -> Option<NodeEffect> {
         let newcomer = match &request {
-            ServerRequest::Lock { agent, .. } | ServerRequest::Watch { watcher: agent, .. } => {
-                Some(agent.node())
-            }
+            ServerRequest::Lock { agent, .. }
+            | ServerRequest::TryLock { agent, .. }
+            | ServerRequest::Watch { watcher: agent, .. } => Some(agent.node()),
             _ => None,
         };
         if let Some(node) = newcomer.filter(|n| !peers.connected(n)) {

@@ -143,6 +143,7 @@ mod report;
 mod snapshot;
 mod surrender;
 mod surrender_to;
+mod try_lock;
 
 pub(crate) use census::Census;
 pub(crate) use surrender::closes_cycle;
@@ -219,6 +220,7 @@ impl LockTable {
     fn handle_one(&mut self, request: ServerRequest) -> Effects {
         match request {
             ServerRequest::Lock { agent, lock, mode } => self.lock(&agent, &lock, mode),
+            ServerRequest::TryLock { agent, lock, mode } => self.try_lock(&agent, &lock, mode),
             ServerRequest::Convert { agent, lock, mode } => self.convert(&agent, &lock, mode),
             ServerRequest::Unlock { agent, lock } => self.unlock(&agent, &lock),
             ServerRequest::Surrender {

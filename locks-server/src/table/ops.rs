@@ -44,7 +44,7 @@ pub(super) enum Edit {
 
 impl LockTable {
     /// Checks what every request that may create a lock must satisfy.
-    fn refusal(&self, lock: &LockId, mode: Option<Mode>) -> Option<Rejection> {
+    pub(super) fn refusal(&self, lock: &LockId, mode: Option<Mode>) -> Option<Rejection> {
         if let Some(m) = mode.filter(|m| !self.modes.contains(*m)) {
             return Some(Rejection::ModeNotInTable(m));
         }

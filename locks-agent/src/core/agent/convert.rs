@@ -47,7 +47,7 @@ impl AgentCore {
         }
         // A conversion of a request that retreated asks again where it left first (`gate.rs`).
         let mut out = Vec::new();
-        if self.retreats.contains_key(lock) {
+        if self.retreats.contains_key(lock) || self.busy.contains_key(lock) {
             self.return_through_gate(lock, &mut out);
         }
         let Some(r) = self.requests.get_mut(lock) else {
@@ -134,18 +134,34 @@ impl AgentCore {
         reason: Rejection,
         out: &mut Vec<Effect>,
     ) {
+        // A `TryLock` found the copy busy: the gate's business, not the client's (`gate.rs`).
+        if reason == Rejection::Busy {
+            self.on_busy(node, &lock);
+            return;
+        }
         let convert_refusal = matches!(
             reason,
             Rejection::NotHeld | Rejection::NotWeaker { .. } | Rejection::ModeNotInTable(_)
         );
         // A refusal answers the oldest of this agent's requests on the copy still unanswered: a
         // conversion, or else an unlock (whose answer says the server had no direct lock).
-        if convert_refusal
-            && (self.knowledge.conversion_answered(&lock, &node)
-                || (reason == Rejection::NotHeld && self.knowledge.unlock_answered(&lock, &node)))
-        {
+        let conversion_answered =
+            convert_refusal && self.knowledge.conversion_answered(&lock, &node);
+        let unlock_answered = convert_refusal
+            && !conversion_answered
+            && reason == Rejection::NotHeld
+            && self.knowledge.unlock_answered(&lock, &node);
+        if conversion_answered || unlock_answered {
             self.dirty = true;
             self.mark_tree(&lock);
+        }
+        // A copy unlocked after a `TryLock` that found it busy had no entry when the `Unlock`
+        // came: nothing the client asked for went wrong (`gate.rs`).
+        if unlock_answered
+            && !self.try_unlocked.is_empty()
+            && self.try_unlocked.remove(&(lock.clone(), node.clone()))
+        {
+            return;
         }
         let names_node = self
             .requests

@@ -11,22 +11,32 @@
 //! wait: no cycle among them, and each grant costs the gate's hand-off (one notice per waiter
 //! there) and the holder's requests, grants and releases on the other nodes, O(N) messages.
 //!
-//! **The rule.** A request *retreats* when it is `All` over two or more nodes, the
-//! client was never told it holds it (it is not claimed), no other request of the agent is on
-//! an ancestor or a descendant of its lock, and the agent's entry on the gate is a plain wait
-//! (not a conversion): it sends `Unlock` to every other node it is on (each as a client's
-//! unlock of that copy: `unlock_copy`). It *returns* when it holds the gate (or the gate goes
-//! down, or the request changes: another request on the lock, an unlock, a conversion): it
-//! asks for the lock again on every node it left that is up. The uncontended request never
-//! retreats: it is sent to all its nodes at once and granted in one round trip, as before.
-//! Until the gate has answered such a request (a notice of the agent's entry there, a refusal,
-//! or the node down), the agent neither analyses nor forwards: what it would pass on about its
-//! other copies is about to go stale if it retreats.
+//! **The rule.** A request *may retreat* when it is `All` over two or more nodes, the client
+//! was never told it holds it (it is not claimed), and no other request of the agent is on an
+//! ancestor or a descendant of its lock. A new such request asks its gate with `Lock` and every
+//! other node with `TryLock`, which the server grants only if it can at once and otherwise
+//! refuses with `Busy`, changing nothing: uncontended, every copy is granted in one round trip,
+//! as for any request; contended, the busy copies gain no entry, so no queue but the gate's
+//! grows, and no wait is added anywhere but there. A busy copy is *left*. When the agent's entry
+//! on the gate is a plain wait (not a conversion), the request *retreats*: it sends `Unlock` to
+//! every other node it is on (each as a client's unlock of that copy: `unlock_copy`), and counts
+//! them left too. It *returns* when it holds the gate (or the gate goes down, or the request
+//! changes: another request on the lock, an unlock, a conversion): it asks for the lock again,
+//! with `Lock`, on every node it left that is up. Until the gate has answered such a request (a
+//! notice of the agent's entry there, a refusal, or the node down), the agent neither analyses
+//! nor forwards: what it would pass on about its other copies is about to go stale if it
+//! retreats.
+//!
+//! Only the answer to the copy's last request counts: a `Busy` that answers a `TryLock` the
+//! agent has overtaken since (with a `Lock`, or an `Unlock` not answered yet, which the server
+//! answers after it) is dropped, and an `Unlock` of a copy whose `TryLock` found it busy is
+//! answered "not held", which tells the client nothing.
 //!
 //! **Why it is safe.** Nothing is taken from the client: a request that is not claimed was
 //! never reported held, so leaving some of its copies changes nothing it was told, and the
 //! request counts as held only with every copy granted, as before. Leaving a copy is an
-//! `Unlock` of that copy and asking again a `Lock`, each carried out and accounted for by the
+//! `Unlock` of that copy (or a `TryLock` refused: no entry at all) and asking again a `Lock`,
+//! each carried out and accounted for by the
 //! same bookkeeping as the client's own unlock and request (`knowledge/withdrawn.rs`: views of
 //! a copy left count without this agent's entries; `knowledge/answers.rs`: no grant counts
 //! before the unlock's answer). The deadlock resolution is unchanged: every wait that remains
@@ -48,11 +58,12 @@
 //! confirm its wait, and it drops the probe instead, since it left the copy (`probe.rs`). The
 //! waiter behind it is told of the removal by the server and analyses again.
 //!
-//! **Cost.** At the start of a herd every agent is queued on every copy before it hears from
-//! its gate: the `Unlock`s that follow cost each waiter behind a notice, and the views of that
-//! start are forwarded among the agents queued on the gate, O(N³) messages with a small
-//! constant (in the simulation, 16 nodes: 8.7k messages in all, 5.6k of them forwards). After
-//! it each grant costs O(N), and the rounds grow linearly (a few per grant).
+//! **Cost.** At the start of a herd every agent is granted its copy on some nodes, found busy
+//! on the others, and queued on the gate: N² requests and answers, and one `Unlock` per copy
+//! granted to an agent that waits on the gate, with no queue on any other node. After it each
+//! grant costs O(N): the gate's hand-off (one notice per waiter there), and the holder's
+//! requests, grants and releases on the other nodes. The deterministic simulation counts it
+//! (`tests/sim_scale.rs`).
 //!
 //! `AllAlive` requests never retreat: the leader election asks with them, through a gate of its
 //! own (`locks-leader`'s `core/gate.rs`), and counts on its candidates staying queued on every
@@ -64,6 +75,7 @@
 //! in turn.
 
 use super::{AgentCore, Effect};
+use crate::core::requests::LockRequest;
 use crate::options::Req;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, NodeId};
@@ -82,16 +94,53 @@ pub(super) struct Retreat {
 /// The requests that retreated, by lock.
 pub(super) type Retreats = BTreeMap<LockId, Retreat>;
 
+/// The copies of requests that a `TryLock` found busy, by lock, not asked for again yet.
+pub(super) type Busy = BTreeMap<LockId, Vec<NodeId>>;
+
 impl AgentCore {
     /// Whether the request on `lock` left its copy on `node` while it waits on its gate, the
     /// first of its nodes: that copy has no entry of this agent, and is asked for again once
     /// the gate is held (`core/agent/gate.rs`).
     pub fn left_copy(&self, lock: &LockId, node: &NodeId) -> bool {
-        !self.retreats.is_empty()
+        (!self.retreats.is_empty()
             && self
                 .retreats
                 .get(lock)
-                .is_some_and(|r| r.left.contains(node))
+                .is_some_and(|r| r.left.contains(node)))
+            || (!self.busy.is_empty() && self.busy.get(lock).is_some_and(|b| b.contains(node)))
+    }
+
+    /// The node to ask plainly for a new request on `lock`, if the request may retreat: its
+    /// gate. Its other copies are asked for with `TryLock` (module documentation).
+    pub(super) fn first_ask(&self, request: &LockRequest) -> Option<NodeId> {
+        self.gate_of_request(request)
+    }
+
+    /// A `TryLock` of the request on `lock` found its copy on `node` busy: the copy is left
+    /// until the request holds its gate (module documentation).
+    pub(super) fn on_busy(&mut self, node: NodeId, lock: &LockId) {
+        // The answer to a `TryLock` the agent has since overtaken (a `Lock`, an `Unlock`, or
+        // an `Unlock` and a new request) says nothing about the copy now: the server answers in
+        // order, so the `Unlock`'s answer has not come yet.
+        let key = (lock.clone(), node.clone());
+        if self.knowledge.unlock_unanswered(lock, &node) || !self.trying.remove(&key) {
+            return;
+        }
+        let asked = self
+            .requests
+            .get(lock)
+            .is_some_and(|r| r.nodes.contains(&node))
+            && !self.down.contains(&node)
+            && !self.retreats.contains_key(lock);
+        if !asked {
+            return;
+        }
+        let busy = self.busy.entry(lock.clone()).or_default();
+        if !busy.contains(&node) {
+            busy.push(node);
+        }
+        self.mark_request(lock);
+        self.dirty = true;
     }
 
     /// Retreats the requests that wait on their gate, and brings back those that hold it
@@ -99,17 +148,27 @@ impl AgentCore {
     /// up to date again).
     pub(super) fn move_through_gates(&mut self, out: &mut Vec<Effect>) -> bool {
         let mut moved = false;
-        let back: Vec<LockId> = self
+        let gate_passed = |lock: &LockId, gate: Option<&NodeId>| {
+            let Some(gate) = gate else {
+                return true;
+            };
+            self.down.contains(gate)
+                || self.requests.get(lock).is_none_or(|q| {
+                    q.claimed.is_some() || q.held_on(&self.modes, &self.knowledge, gate)
+                })
+        };
+        let mut back: Vec<LockId> = self
             .retreats
             .iter()
-            .filter(|(lock, r)| {
-                self.down.contains(&r.gate)
-                    || self.requests.get(*lock).is_none_or(|q| {
-                        q.claimed.is_some() || q.held_on(&self.modes, &self.knowledge, &r.gate)
-                    })
-            })
+            .filter(|(lock, r)| gate_passed(lock, Some(&r.gate)))
             .map(|(lock, _)| lock.clone())
             .collect();
+        back.extend(
+            self.busy
+                .keys()
+                .filter(|lock| gate_passed(lock, self.gate_of(lock).as_ref()))
+                .cloned(),
+        );
         for lock in back {
             self.return_through_gate(&lock, out);
             moved = true;
@@ -127,6 +186,8 @@ impl AgentCore {
                 .filter(|n| **n != gate && !self.down.contains(*n))
                 .cloned()
                 .collect();
+            // The busy copies have no entry of this agent: nothing to unlock there.
+            let busy = self.busy.remove(&lock).unwrap_or_default();
             // Recorded first: the caps on the ancestors' copies leave the copies left out.
             self.retreats.insert(
                 lock.clone(),
@@ -135,7 +196,7 @@ impl AgentCore {
                     left: nodes.clone(),
                 },
             );
-            for node in &nodes {
+            for node in nodes.iter().filter(|n| !busy.contains(n)) {
                 self.unlock_copy(&lock, node, out);
             }
             self.mark_request(&lock);
@@ -154,10 +215,15 @@ impl AgentCore {
     /// The gate of the request on `lock`, if it is one that may retreat (module
     /// documentation).
     fn gate_of(&self, lock: &LockId) -> Option<NodeId> {
-        let r = self.requests.get(lock)?;
+        self.gate_of_request(self.requests.get(lock)?)
+    }
+
+    /// [`Self::gate_of`] for `r`, whether it is in the requests yet or not.
+    fn gate_of_request(&self, r: &LockRequest) -> Option<NodeId> {
         if r.req != Req::All || r.nodes.len() < 2 || r.claimed.is_some() {
             return None;
         }
+        let lock = &r.lock;
         let gate = r.nodes.iter().find(|n| !self.down.contains(*n))?;
         let related = lock.ancestors().any(|a| self.requests.contains_key(&a))
             || self
@@ -180,16 +246,22 @@ impl AgentCore {
         })
     }
 
-    /// Asks again, on every node up it left, for the request on `lock` that retreated (if it
-    /// is still there).
+    /// Asks again, on every node up it left or found busy, for the request on `lock` (if it is
+    /// still there).
     pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<Effect>) {
-        let Some(retreat) = self.retreats.remove(lock) else {
+        let mut left = self
+            .retreats
+            .remove(lock)
+            .map(|r| r.left)
+            .unwrap_or_default();
+        left.extend(self.busy.remove(lock).unwrap_or_default());
+        if left.is_empty() {
             return;
-        };
+        }
         let Some(mode) = self.requests.get(lock).map(|r| r.mode) else {
             return;
         };
-        for node in retreat.left {
+        for node in left {
             if !self.down.contains(&node) {
                 let msg = ServerRequest::Lock {
                     agent: self.id.clone(),

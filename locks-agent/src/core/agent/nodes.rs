@@ -44,6 +44,9 @@ impl AgentCore {
         // living there that had not arrived: forward it again once the node is back.
         self.knowledge.forget_sent_to(node);
         self.rejected.retain(|(_, n), _| n != node);
+        // No answer to what was sent there is coming (`gate.rs`).
+        self.trying.retain(|(_, n)| n != node);
+        self.try_unlocked.retain(|(_, n)| n != node);
         self.dirty = true;
         self.mark_all();
         self.refresh_status(&mut out);

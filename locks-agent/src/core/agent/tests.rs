@@ -126,9 +126,14 @@ fn a_new_request_goes_to_every_node_and_waits() {
                 node: n1(),
                 request: lock_req(1, &l, X)
             },
+            // The copies after the first are tried: the gate (`gate.rs`).
             Effect::ToServer {
                 node: node("n2"),
-                request: lock_req(1, &l, X)
+                request: ServerRequest::TryLock {
+                    agent: agent(1),
+                    lock: l.clone(),
+                    mode: X
+                }
             },
             Effect::StatusChanged(TransactionStatus::Waiting),
         ]

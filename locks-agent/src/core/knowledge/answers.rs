@@ -65,6 +65,11 @@ impl Knowledge {
             .or_insert(0) += 1;
     }
 
+    /// Whether an `Unlock` of `(lock, node)` this agent sent is not answered yet.
+    pub fn unlock_unanswered(&self, lock: &LockId, node: &NodeId) -> bool {
+        !self.unlocking.is_empty() && self.unlocking.contains_key(&(lock.clone(), node.clone()))
+    }
+
     /// The server answered one unlock of `(lock, node)` (with a notice or a refusal). Returns
     /// whether one was outstanding.
     pub fn unlock_answered(&mut self, lock: &LockId, node: &NodeId) -> bool {

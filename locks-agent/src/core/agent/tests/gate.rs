@@ -15,6 +15,7 @@ fn sent_to(effects: &[Effect], node: &NodeId) -> Vec<&'static str> {
         .filter(|(n, _)| n == node)
         .map(|(_, r)| match r {
             ServerRequest::Lock { .. } => "lock",
+            ServerRequest::TryLock { .. } => "try",
             ServerRequest::Unlock { .. } => "unlock",
             _ => "other",
         })
@@ -42,7 +43,7 @@ fn an_uncontended_request_is_sent_everywhere_at_once_and_never_leaves() {
     let l = lock_id!["l"];
     let out = c.request(l.clone(), X, &[n1(), n2()], Req::All).unwrap();
     assert_eq!(sent_to(&out, &n1()), ["lock"]);
-    assert_eq!(sent_to(&out, &n2()), ["lock"]);
+    assert_eq!(sent_to(&out, &n2()), ["try"]);
     c.receive(on(&n2(), &l, 5, EntryState::Granted(X)));
     c.receive(on(&n1(), &l, 3, EntryState::Granted(X)));
     let out = c.settle();
@@ -135,4 +136,105 @@ fn majority_and_requests_with_related_locks_never_leave() {
     related.receive(on(&n2(), &l, 5, EntryState::Granted(X)));
     let out = related.settle();
     assert!(!sent_to(&out, &n2()).contains(&"unlock"), "{out:?}");
+}
+
+fn busy(node: &NodeId, lock: &LockId) -> AgentMessage {
+    AgentMessage::Rejected {
+        node: node.clone(),
+        lock: lock.clone(),
+        reason: Rejection::Busy,
+    }
+}
+
+fn not_held(node: &NodeId, lock: &LockId) -> AgentMessage {
+    AgentMessage::Rejected {
+        node: node.clone(),
+        lock: lock.clone(),
+        reason: Rejection::NotHeld,
+    }
+}
+
+fn client_rejections(effects: &[Effect]) -> usize {
+    effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Rejected { .. }))
+        .count()
+}
+
+#[test]
+fn a_busy_copy_is_asked_for_plainly_once_the_gate_is_held() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1(), n2()], Req::All).unwrap();
+    let out = c.receive(busy(&n2(), &l));
+    assert_eq!(client_rejections(&out), 0, "{out:?}");
+    assert!(c.left_copy(&l, &n2()));
+    c.receive(on(&n1(), &l, 3, EntryState::Granted(X)));
+    let out = c.settle();
+    assert_eq!(sent_to(&out, &n2()), ["lock"]);
+    assert!(!c.left_copy(&l, &n2()));
+    c.receive(on(&n2(), &l, 7, EntryState::Granted(X)));
+    c.settle();
+    assert!(c.status().have_all_locks());
+}
+
+#[test]
+fn a_request_waiting_on_its_gate_unlocks_no_busy_copy() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    let n3 = node("n3");
+    c.request(l.clone(), X, &[n1(), n2(), n3.clone()], Req::All)
+        .unwrap();
+    c.receive(busy(&n2(), &l));
+    c.receive(on(&n3, &l, 4, EntryState::Granted(X)));
+    c.receive(queued(&n1(), &l, 3, 2, 1));
+    let out = c.settle();
+    assert!(sent_to(&out, &n2()).is_empty(), "{out:?}");
+    assert_eq!(sent_to(&out, &n3), ["unlock"]);
+    c.receive(on(&n1(), &l, 5, EntryState::Granted(X)));
+    let out = c.settle();
+    assert_eq!(sent_to(&out, &n2()), ["lock"]);
+    assert_eq!(sent_to(&out, &n3), ["lock"]);
+}
+
+#[test]
+fn a_copy_left_before_its_try_was_answered_tells_the_client_nothing() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1(), n2()], Req::All).unwrap();
+    // Queued on the gate before n2 answered: n2 is unlocked, then answers the try and the
+    // unlock, in that order.
+    c.receive(queued(&n1(), &l, 3, 2, 1));
+    let out = c.settle();
+    assert_eq!(sent_to(&out, &n2()), ["unlock"]);
+    let mut out = c.receive(busy(&n2(), &l));
+    out.extend(c.receive(not_held(&n2(), &l)));
+    out.extend(c.settle());
+    assert_eq!(client_rejections(&out), 0, "{out:?}");
+    c.receive(on(&n1(), &l, 5, EntryState::Granted(X)));
+    let out = c.settle();
+    assert_eq!(sent_to(&out, &n2()), ["lock"]);
+}
+
+#[test]
+fn the_answer_to_an_overtaken_try_makes_no_copy_busy() {
+    let mut c = core(1, Options::default());
+    let l = lock_id!["l"];
+    c.request(l.clone(), X, &[n1(), n2()], Req::All).unwrap();
+    // Withdrawn and asked for again before n2 answered the first try.
+    c.unlock(&l).unwrap();
+    c.request(l.clone(), X, &[n1(), n2()], Req::All).unwrap();
+    c.receive(busy(&n2(), &l));
+    assert!(!c.left_copy(&l, &n2()), "the first try's answer");
+    c.receive(not_held(&n2(), &l));
+    c.receive(busy(&n2(), &l));
+    assert!(c.left_copy(&l, &n2()), "the second try's answer");
+
+    // Made stronger before n2 answered: the plain `Lock` overtakes the try.
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), S, &[n1(), n2()], Req::All).unwrap();
+    let out = c.request(l.clone(), X, &[n1(), n2()], Req::All).unwrap();
+    assert_eq!(sent_to(&out, &n2()), ["lock"]);
+    c.receive(busy(&n2(), &l));
+    assert!(!c.left_copy(&l, &n2()));
 }

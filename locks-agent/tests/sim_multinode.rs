@@ -334,3 +334,48 @@ fn all_with_await_nodes_asks_again_when_the_node_returns() {
         assert!(sim.unfinished().is_empty(), "seed {seed}\n{}", sim.dump());
     }
 }
+
+/// A herd over the three nodes (`All`, waiting for nodes that go down) whose first node, the
+/// gate every request asks plainly, crashes at a random step of the start (some copies tried
+/// and found busy, some granted, some requests queued on the gate or retreated), and comes back
+/// once the rest is quiet: every transaction must finish.
+#[test]
+fn herds_whose_gate_crashes_at_any_step_all_finish() {
+    let options = Options {
+        await_nodes: true,
+        ..Options::default()
+    };
+    for seed in sim::seeds(40) {
+        let mut sim = network(seed);
+        for serial in 1..=4 {
+            let ask = Ask {
+                lock: lock_id!["m"],
+                mode: Mode::X,
+                nodes: nodes(),
+                req: Req::All,
+            };
+            sim.add_client(agent(serial), options.clone(), vec![vec![ask]]);
+            sim.start_phase(&agent(serial));
+        }
+        let steps = sim.rng().below(60);
+        for _ in 0..steps {
+            match sim.step() {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => panic!("seed {seed}: {e}\n{}", sim.dump()),
+            }
+        }
+        let gate = nodes()[0].clone();
+        sim.crash_server(&gate, 50_000_000);
+        sim.node_down(&gate);
+        quiet(&mut sim);
+        sim.node_up(&gate);
+        quiet(&mut sim);
+        assert!(
+            sim.unfinished().is_empty(),
+            "seed {seed}: {:?}\n{}",
+            sim.unfinished(),
+            sim.dump()
+        );
+    }
+}

@@ -163,11 +163,16 @@ impl AgentCore {
             .filter(|(lock, r)| gate_passed(lock, Some(&r.gate)))
             .map(|(lock, _)| lock.clone())
             .collect();
+        // A gate that moved onto a busy copy (the first went down) is asked like the rest.
         back.extend(
             self.busy
-                .keys()
-                .filter(|lock| gate_passed(lock, self.gate_of(lock).as_ref()))
-                .cloned(),
+                .iter()
+                .filter(|(lock, busy)| {
+                    let gate = self.gate_of(lock);
+                    gate.as_ref().is_some_and(|g| busy.contains(g))
+                        || gate_passed(lock, gate.as_ref())
+                })
+                .map(|(lock, _)| lock.clone()),
         );
         for lock in back {
             self.return_through_gate(&lock, out);

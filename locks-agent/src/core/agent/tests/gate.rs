@@ -238,3 +238,24 @@ fn the_answer_to_an_overtaken_try_makes_no_copy_busy() {
     c.receive(busy(&n2(), &l));
     assert!(!c.left_copy(&l, &n2()));
 }
+
+#[test]
+fn a_gate_that_moves_onto_a_busy_copy_is_asked_plainly() {
+    let options = Options {
+        await_nodes: true,
+        ..Options::default()
+    };
+    let mut c = core(1, options);
+    let l = lock_id!["l"];
+    let n3 = node("n3");
+    c.request(l.clone(), X, &[n1(), n2(), n3.clone()], Req::All)
+        .unwrap();
+    c.receive(busy(&n2(), &l));
+    c.receive(on(&n3, &l, 4, EntryState::Granted(X)));
+    c.settle();
+    // The gate goes down before it answered: n2, the next, has no entry of this agent.
+    let mut out = c.node_down(&n1());
+    out.extend(c.settle());
+    assert_eq!(sent_to(&out, &n2()), ["lock"]);
+    assert!(!c.left_copy(&l, &n2()));
+}

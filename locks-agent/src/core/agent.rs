@@ -176,9 +176,6 @@ pub struct AgentCore {
     busy: gate::Busy,
     /// The copies whose last request was a `TryLock`: only its answer can make one busy.
     trying: BTreeSet<(LockId, NodeId)>,
-    /// The copies unlocked after a `TryLock` that may have found them busy, until a notice of
-    /// the copy or the unlock's answer (`gate.rs`).
-    try_unlocked: BTreeSet<(LockId, NodeId)>,
 }
 
 impl AgentCore {
@@ -209,7 +206,6 @@ impl AgentCore {
             retreats: gate::Retreats::new(),
             busy: gate::Busy::new(),
             trying: BTreeSet::new(),
-            try_unlocked: BTreeSet::new(),
         }
     }
 
@@ -472,10 +468,6 @@ impl AgentCore {
             AgentMessage::Notice(n) => {
                 // A late notice from a node marked down would bring back what was forgotten.
                 if !self.down.contains(&n.node) {
-                    if !self.try_unlocked.is_empty() {
-                        // The copy had an entry: its unlock is answered by a notice.
-                        self.try_unlocked.remove(&(n.lock.clone(), n.node.clone()));
-                    }
                     let lock = n.lock.clone();
                     let news = self.knowledge.take_notice(&self.id, n);
                     if news != News::Nothing {
@@ -589,13 +581,9 @@ impl AgentCore {
             ServerRequest::TryLock { lock, .. } => {
                 self.trying.insert((lock.clone(), node.clone()));
             }
-            ServerRequest::Unlock { lock, .. } if !self.trying.is_empty() => {
-                let key = (lock.clone(), node.clone());
-                if self.trying.remove(&key) {
-                    self.try_unlocked.insert(key);
-                }
-            }
-            ServerRequest::Lock { lock, .. } | ServerRequest::Convert { lock, .. }
+            ServerRequest::Lock { lock, .. }
+            | ServerRequest::Unlock { lock, .. }
+            | ServerRequest::Convert { lock, .. }
                 if !self.trying.is_empty() =>
             {
                 self.trying.remove(&(lock.clone(), node.clone()));

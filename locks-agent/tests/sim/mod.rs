@@ -245,7 +245,8 @@ impl Sim {
                     end_now = true;
                 }
                 Effect::Rejected { node, lock, reason } => {
-                    panic!("{from}: {node} rejected {lock}: {reason}");
+                    let trace = &self.world.trace;
+                    panic!("{from}: {node} rejected {lock}: {reason}\nthe trace's end:\n{trace}");
                 }
                 Effect::Watched { node, lock, .. } => {
                     panic!("{from}: a view of {lock} on {node}, which no simulated client watches");

@@ -109,8 +109,9 @@ impl AgentCore {
         }
     }
 
-    /// Takes in a lock server's refusal of a request of this agent (every refusal is also
-    /// reported as [`Effect::Rejected`]). What the agent counts as held comes from the server's
+    /// Takes in a lock server's refusal of a request of this agent (reported as
+    /// [`Effect::Rejected`], but for the answer to an unlock and a `TryLock`'s `Busy`, which
+    /// say nothing went wrong). What the agent counts as held comes from the server's
     /// notices alone; a refusal says what the server did *not* do:
     /// - a refused lock request (or up-conversion) can never be granted there;
     /// - `NotWeaker` and `ModeNotInTable` (a `Convert` gets them when the server's direct lock
@@ -124,7 +125,7 @@ impl AgentCore {
     ///   where a `Lock` went first on the same ordered channel and was not refused, so this
     ///   means the server lost the agent's entries, which the node monitor reports as that node
     ///   going down (and `node_down` forgets the copy); an `Unlock` is answered so when the lock
-    ///   was already gone. Nothing to undo.
+    ///   was already gone, or a `TryLock` before it found the copy busy. Nothing to undo.
     ///
     /// A refusal a `Convert` can get also answers the oldest unanswered conversion of that copy.
     pub(super) fn on_rejected(
@@ -155,12 +156,10 @@ impl AgentCore {
             self.dirty = true;
             self.mark_tree(&lock);
         }
-        // A copy unlocked after a `TryLock` that found it busy had no entry when the `Unlock`
-        // came: nothing the client asked for went wrong (`gate.rs`).
-        if unlock_answered
-            && !self.try_unlocked.is_empty()
-            && self.try_unlocked.remove(&(lock.clone(), node.clone()))
-        {
+        // The copy had no entry when the `Unlock` came (a `TryLock` found it busy, or it was
+        // gone already): what the unlock was for is done, and nothing the client asked for
+        // went wrong.
+        if unlock_answered {
             return;
         }
         let names_node = self

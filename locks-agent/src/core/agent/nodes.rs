@@ -46,7 +46,6 @@ impl AgentCore {
         self.rejected.retain(|(_, n), _| n != node);
         // No answer to what was sent there is coming (`gate.rs`).
         self.trying.retain(|(_, n)| n != node);
-        self.try_unlocked.retain(|(_, n)| n != node);
         self.dirty = true;
         self.mark_all();
         self.refresh_status(&mut out);

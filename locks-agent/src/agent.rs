@@ -31,12 +31,12 @@
 //! it to the caller's oneshot sender, and carries out the effects through the one executor
 //! (`executor.rs`).
 
+use crate::core::Locked;
 use crate::core::{
     AgentCore, Answer, CallFailure, CallId, Effect, LockResult, LossCause, TransactionEvent,
     TransactionStatus,
 };
 use crate::error::Error;
-use crate::events::Locked;
 use crate::executor;
 use crate::options::{Options, Req};
 use actix::prelude::*;

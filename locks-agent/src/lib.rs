@@ -88,12 +88,12 @@ mod transaction;
 mod watch;
 
 pub use crate::core::{
-    Deadlock, GrantNodes, GrantedLock, LockResult, LossCause, LostLock, RequestError,
-    SurrenderRefusal, TransactionEvent, TransactionStatus,
+    Deadlock, GrantNodes, GrantedLock, LockResult, LockState, Locked, LossCause, LostLock,
+    RequestError, SurrenderRefusal, TransactionEvent, TransactionStatus, WatchItem,
 };
 pub use blocking::begin_transaction_blocking;
 pub use error::Error;
-pub use events::{LockState, Locked, TransactionEvents};
+pub use events::TransactionEvents;
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
-pub use watch::{LockWatch, WatchItem};
+pub use watch::LockWatch;

@@ -11,8 +11,8 @@
 //! Invariant: the copies the core watches are exactly those some subscription lists.
 
 use super::Agent;
+use crate::core::WatchItem;
 use crate::error::Error;
-use crate::watch::WatchItem;
 use actix::prelude::*;
 use futures::channel::mpsc;
 use locks_core::proto::LockView;

@@ -37,7 +37,7 @@
 //! - at most one surrender is outstanding at a time: the next analysis waits for the server's
 //!   answer to it (applied, or refused as stale with a fresh view).
 
-use super::error::RequestError;
+use super::error::{RequestError, SurrenderRefusal};
 use super::graph::WaitForGraph;
 use super::knowledge::{Knowledge, News};
 use super::requests::LockRequest;
@@ -115,7 +115,7 @@ pub enum Effect {
         /// The agent it was to be surrendered to.
         to: AgentId,
         /// Why it was not done, if it was not.
-        refused: Option<surrender_to::SurrenderRefusal>,
+        refused: Option<SurrenderRefusal>,
     },
     /// Answer the waiting caller `call` (`callers.rs`): it is not waiting any more.
     Reply {
@@ -581,4 +581,3 @@ mod time_out;
 mod watch;
 
 pub use callers::{Answer, CallFailure, CallId};
-pub use surrender_to::SurrenderRefusal;

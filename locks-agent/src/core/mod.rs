@@ -16,9 +16,10 @@ pub(crate) mod knowledge;
 pub(crate) mod requests;
 mod status;
 
-pub use agent::{AgentCore, Answer, CallFailure, CallId, Effect, SurrenderRefusal};
-pub use error::RequestError;
+pub use agent::{AgentCore, Answer, CallFailure, CallId, Effect};
+pub(crate) use error::comma_list;
+pub use error::{RequestError, SurrenderRefusal};
 pub use status::{
-    Deadlock, GrantNodes, GrantedLock, LockResult, LossCause, LostLock, TransactionEvent,
-    TransactionStatus,
+    Deadlock, GrantNodes, GrantedLock, LockResult, LockState, Locked, LossCause, LostLock,
+    TransactionEvent, TransactionStatus, WatchItem,
 };

@@ -16,28 +16,10 @@
 //! grant and is never counted as unservable for it).
 
 use super::{AgentCore, Effect};
-use crate::core::error::RequestError;
+use crate::core::error::{RequestError, SurrenderRefusal};
 use locks_core::proto::{AgentMessage, Note, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
 use std::collections::BTreeMap;
-
-/// Why a lock was not surrendered on a node.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SurrenderRefusal {
-    /// The transaction does not hold the lock there (it has no request on that node, waits for
-    /// it, or the node is down).
-    #[error("the transaction does not hold it there")]
-    NotHeld,
-    /// The agent named does not wait (or convert) on the lock there.
-    #[error("that agent does not wait for it there")]
-    NotWaiting,
-    /// A surrender of this lock on this node is still waiting for the server's answer.
-    #[error("a surrender of it there is already under way")]
-    Pending,
-    /// The node went down before its server answered.
-    #[error("the node went down before it answered")]
-    NodeDown,
-}
 
 /// The surrenders sent and not answered yet, with the agent each was for.
 #[derive(Clone, Debug, Default)]

@@ -68,19 +68,21 @@ pub mod heartbeat;
 pub mod link;
 pub mod listen;
 pub mod pending;
+mod role;
 pub mod session;
 pub mod stream;
 pub mod tls;
 
 pub use conn::{Connection, establish};
-pub use failure::{IoFailure, Malformed};
+pub use failure::{IoFailure, Malformed, TlsFailure};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
-pub use handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal, Role};
+pub use handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{DialError, Listener, NameInUse, connect};
+pub use role::Role;
 pub use stream::NodeStream;
-pub use tls::{TlsConfig, TlsConfigError, TlsFailure};
+pub use tls::{TlsConfig, TlsConfigError};
 
 use crate::log_limit::LogLimiter;
 use locks_core::NodeId;

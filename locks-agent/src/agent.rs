@@ -65,9 +65,9 @@ enum Caller {
     All(Reply),
 }
 
-/// The blocked callers by the id the core knows them by.
+/// The reply senders of the blocked callers, by the id the core knows them by.
 #[derive(Default)]
-struct Callers {
+struct Replies {
     waiting: HashMap<CallId, Caller>,
 }
 
@@ -78,7 +78,7 @@ pub(crate) fn next_call() -> CallId {
     CallId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
-impl Callers {
+impl Replies {
     fn add(&mut self, call: CallId, caller: Caller) -> CallId {
         self.waiting.insert(call, caller);
         call
@@ -145,8 +145,8 @@ pub(crate) struct Agent {
     /// its task), and the core is most of its size.
     core: Box<AgentCore>,
     guard: AgentGuard,
-    /// Blocked callers.
-    callers: Callers,
+    /// The blocked callers' reply senders.
+    replies: Replies,
     settle_scheduled: bool,
     outcome: Outcome,
     /// The client's watch streams (`agent/watching.rs`).
@@ -168,7 +168,7 @@ impl Agent {
         Agent {
             core: Box::new(AgentCore::new(router.agent().clone(), modes, options)),
             guard: AgentGuard { router },
-            callers: Callers::default(),
+            replies: Replies::default(),
             settle_scheduled: false,
             outcome,
             subscriptions: watching::Subscriptions::default(),
@@ -192,15 +192,15 @@ impl Agent {
         let mut abort = None;
         let router = &self.guard.router;
         let id = router.agent();
-        let (callers, events, subscriptions, surrender_calls) = (
-            &mut self.callers,
+        let (replies, events, subscriptions, surrender_calls) = (
+            &mut self.replies,
             &mut self.events,
             &mut self.subscriptions,
             &mut self.surrender_calls,
         );
         let done = executor::execute(&self.guard.router, &mut self.core, effects, &mut |effect| {
             match effect {
-                Effect::Reply { call, result } => callers.answer(call, result, router),
+                Effect::Reply { call, result } => replies.answer(call, result, router),
                 Effect::StatusChanged(status) => {
                     trace!(agent = %id, ?status, "status changed");
                     events.publish(TransactionEvent::Status(status));
@@ -269,11 +269,11 @@ impl Agent {
     /// (doing nothing then) when it is dropped.
     fn release(&mut self) {
         self.guard.router.unregister_agent();
-        let callers = &mut self.callers;
+        let replies = &mut self.replies;
         let router = &self.guard.router;
         executor::end(router, &mut self.core, &mut |effect| {
             if let Effect::Reply { call, result } = effect {
-                callers.answer(call, result, router);
+                replies.answer(call, result, router);
             }
             ControlFlow::Continue(())
         });
@@ -386,7 +386,7 @@ impl Handler<LockCall> for Agent {
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
         let call = msg
             .reply
-            .map(|(call, reply)| self.callers.add(call, Caller::Lock(reply)));
+            .map(|(call, reply)| self.replies.add(call, Caller::Lock(reply)));
         let requested = match (call, msg.queued) {
             (Some(call), Some(held)) => self
                 .core
@@ -414,7 +414,7 @@ impl Handler<LockCall> for Agent {
                 }
                 // A refused request records no caller in the core: the refusal is the answer.
                 if let Some(call) = call {
-                    self.callers.refuse(call, error);
+                    self.replies.refuse(call, error);
                 }
             }
         }
@@ -446,7 +446,7 @@ impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        let call = self.callers.add(msg.0, Caller::All(msg.1));
+        let call = self.replies.add(msg.0, Caller::All(msg.1));
         let effects = self.core.await_all(call);
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
@@ -464,7 +464,7 @@ impl Handler<Withdraw> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: Withdraw, ctx: &mut Self::Context) {
-        self.callers.waiting.remove(&msg.0);
+        self.replies.waiting.remove(&msg.0);
         let (removed, effects) = self.core.withdraw(msg.0);
         if let Some(lock) = removed {
             self.events.forget(&lock);

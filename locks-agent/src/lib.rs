@@ -69,7 +69,7 @@
 //!
 //! **Internal seam**: [`internal`], the agent core `AgentCore` and its `Effect`s, which
 //! `locks-leader` runs its election agent on, the `LockRequest` records and the
-//! `WaitForGraph`, used by the leader, the simulations and the benches. It carries no stability
+//! `ViewGraph`, used by the leader, the simulations and the benches. It carries no stability
 //! promise; everything else is private to the crate.
 
 #![forbid(unsafe_code)]

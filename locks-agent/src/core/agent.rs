@@ -38,7 +38,7 @@
 //!   answer to it (applied, or refused as stale with a fresh view).
 
 use super::error::{RequestError, SurrenderRefusal};
-use super::graph::WaitForGraph;
+use super::graph::ViewGraph;
 use super::knowledge::{Knowledge, News};
 use super::requests::LockRequest;
 use super::status::{Deadlock, GrantedLock, LossCause, LostLock, TransactionStatus};
@@ -540,8 +540,8 @@ impl AgentCore {
     }
 
     /// The wait-for graph as this agent sees it now.
-    pub fn wait_for_graph(&self) -> WaitForGraph {
-        WaitForGraph::build(
+    pub fn wait_for_graph(&self) -> ViewGraph {
+        ViewGraph::build(
             &self.modes,
             self.knowledge.views().map(|(l, n, v)| (l, n, &**v)),
         )

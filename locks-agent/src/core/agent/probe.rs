@@ -8,7 +8,7 @@
 //! check on a surrender covers only the victim's own lock.
 //!
 //! **How.** The analysis (`resolve.rs`) never gives way itself. When the victim of a cycle
-//! (its largest agent, [`crate::core::WaitForGraph::victim_cycle`]) sees it, it picks one
+//! (its largest agent, [`crate::core::ViewGraph::victim_cycle`]) sees it, it picks one
 //! simple cycle through itself that ends with the edge into it on the lock the graph
 //! designates, and sends a [`Probe`] along it. The probe visits the waiter of each edge in turn;
 //! each checks its own edge from what it knows first hand ([`AgentCore::check_edge`]): it is
@@ -51,7 +51,7 @@
 //! requirement can spare, is surrendered silently.
 
 use super::{AgentCore, Effect, Phase};
-use crate::core::graph::{Cycle, WaitForGraph, blockers_of};
+use crate::core::graph::{Cycle, ViewGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::LockRequest;
 use crate::core::status::Deadlock;
@@ -131,12 +131,7 @@ enum Check {
 impl AgentCore {
     /// Sends a probe round `cycle`, of which this agent is the victim, unless the same one went
     /// out already or its own edge does not hold.
-    pub(super) fn start_probe(
-        &mut self,
-        graph: &WaitForGraph,
-        cycle: &Cycle,
-        out: &mut Vec<Effect>,
-    ) {
+    pub(super) fn start_probe(&mut self, graph: &ViewGraph, cycle: &Cycle, out: &mut Vec<Effect>) {
         let Some(edges) = self.cycle_edges(graph, cycle) else {
             return;
         };
@@ -162,7 +157,7 @@ impl AgentCore {
     /// One simple cycle through this agent within `cycle`'s agents, in probe order: it starts
     /// at the agent this one waits for and ends with this agent's own edge; the edge into this
     /// agent is on the lock `cycle` designates.
-    fn cycle_edges(&self, graph: &WaitForGraph, cycle: &Cycle) -> Option<Vec<ProbeEdge>> {
+    fn cycle_edges(&self, graph: &ViewGraph, cycle: &Cycle) -> Option<Vec<ProbeEdge>> {
         let me = &self.id;
         let member = |a: &AgentId| cycle.agents.binary_search(a).is_ok();
         let designated = (cycle.lock.clone(), cycle.node.clone());
@@ -382,7 +377,7 @@ impl AgentCore {
     /// without the edges of waiters that refuted a probe, and without this agent's own edges
     /// from copies none of its pending requests needs (an `Any` request granted elsewhere).
     /// Forwarding still follows those: agents behind this one count on it (`knowledge.rs`).
-    pub(super) fn analysis_graph(&self) -> Option<WaitForGraph> {
+    pub(super) fn analysis_graph(&self) -> Option<ViewGraph> {
         let unneeded = |l: &LockId, n: &NodeId| !self.needs_copy(l, n);
         let mine_unneeded = self
             .knowledge
@@ -391,7 +386,7 @@ impl AgentCore {
         if !mine_unneeded && !self.knowledge.has_excuses() {
             return None;
         }
-        Some(WaitForGraph::build_excusing(
+        Some(ViewGraph::build_excusing(
             &self.modes,
             self.knowledge.views().map(|(l, n, v)| (l, n, &**v)),
             |l, n, a| (*a == self.id && unneeded(l, n)) || self.knowledge.is_excused(l, n, a),

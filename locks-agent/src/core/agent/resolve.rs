@@ -22,7 +22,7 @@
 //! and sees in its own view that `q` waits for it.
 
 use super::{AgentCore, Effect};
-use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, holders_blocking, is_waited_for};
+use crate::core::graph::{ViewGraph, ViewIndex, blockers_of, holders_blocking, is_waited_for};
 use crate::core::knowledge::key::KeyRef;
 use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
@@ -123,7 +123,7 @@ impl AgentCore {
 
     /// Looks for the cycle this agent must break, and sends a probe round it (`probe.rs`): the
     /// agent gives way only once every waiter of the cycle has confirmed its own edge.
-    pub(super) fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
+    pub(super) fn analyse(&mut self, graph: &ViewGraph, out: &mut Vec<Effect>) {
         if self.knowledge.surrender_outstanding() {
             return;
         }
@@ -132,7 +132,7 @@ impl AgentCore {
         }
     }
 
-    pub(super) fn forward(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
+    pub(super) fn forward(&mut self, graph: &ViewGraph, out: &mut Vec<Effect>) {
         let targets = graph.waits_for_set(&self.id);
         if targets.is_empty() {
             return;

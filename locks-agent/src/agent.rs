@@ -33,7 +33,7 @@
 
 use crate::core::Locked;
 use crate::core::{
-    AgentCore, Answer, CallFailure, CallId, Effect, LockResult, LossCause, TransactionEvent,
+    AgentCore, AgentEffect, Answer, CallFailure, CallId, LockResult, LossCause, TransactionEvent,
     TransactionStatus,
 };
 use crate::error::Error;
@@ -188,7 +188,7 @@ impl Agent {
 
     /// Carries out the core's effects through the executor. A lock server found unreachable
     /// needs another settle round; an abort stops the agent.
-    fn execute(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
+    fn execute(&mut self, effects: Vec<AgentEffect>, ctx: &mut Context<Self>) {
         let mut abort = None;
         let router = &self.guard.router;
         let id = router.agent();
@@ -200,24 +200,24 @@ impl Agent {
         );
         let done = executor::execute(&self.guard.router, &mut self.core, effects, &mut |effect| {
             match effect {
-                Effect::Reply { call, result } => replies.answer(call, result, router),
-                Effect::StatusChanged(status) => {
+                AgentEffect::Reply { call, result } => replies.answer(call, result, router),
+                AgentEffect::StatusChanged(status) => {
                     trace!(agent = %id, ?status, "status changed");
                     events.publish(TransactionEvent::Status(status));
                 }
-                Effect::Granted(granted) => {
+                AgentEffect::Granted(granted) => {
                     events.publish(TransactionEvent::Granted(granted));
                 }
-                Effect::Lost(lost) => {
+                AgentEffect::Lost(lost) => {
                     debug!(agent = %id, %lost, "a claimed lock is lost");
                     events.publish(TransactionEvent::Lost(lost));
                 }
-                Effect::Abort { lock, node } => {
+                AgentEffect::Abort { lock, node } => {
                     debug!(agent = %id, %lock, %node, "aborting on deadlock");
                     abort = Some(Error::Deadlock { lock, node });
                     return ControlFlow::Break(());
                 }
-                Effect::Rejected { node, lock, reason } => {
+                AgentEffect::Rejected { node, lock, reason } => {
                     // The status tells the client when it matters; the log says why, as often
                     // as a peer's server may make it.
                     locks_server::limited!(
@@ -225,17 +225,17 @@ impl Agent {
                         agent = %id, %lock, %node, %reason, "lock server refused a request"
                     );
                 }
-                Effect::Watched { node, lock, view } => {
+                AgentEffect::Watched { node, lock, view } => {
                     subscriptions.deliver(&node, &lock, &view);
                 }
-                Effect::SurrenderAnswered {
+                AgentEffect::SurrenderAnswered {
                     lock,
                     node,
                     to,
                     refused,
                 } => surrender_calls.answer(lock, node, to, refused),
                 // Sent by the executor.
-                Effect::ToServer { .. } | Effect::ToAgent { .. } => {}
+                AgentEffect::ToServer { .. } | AgentEffect::ToAgent { .. } => {}
             }
             ControlFlow::Continue(())
         });
@@ -272,7 +272,7 @@ impl Agent {
         let replies = &mut self.replies;
         let router = &self.guard.router;
         executor::end(router, &mut self.core, &mut |effect| {
-            if let Effect::Reply { call, result } = effect {
+            if let AgentEffect::Reply { call, result } = effect {
                 replies.answer(call, result, router);
             }
             ControlFlow::Continue(())
@@ -353,7 +353,7 @@ impl Handler<Deliver> for Agent {
         // a changed status must still be answered.
         let changed = effects
             .iter()
-            .any(|e| matches!(e, Effect::StatusChanged(_)));
+            .any(|e| matches!(e, AgentEffect::StatusChanged(_)));
         self.execute(effects, ctx);
         if changed || self.core.needs_settle() {
             self.schedule_settle(ctx);

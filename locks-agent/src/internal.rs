@@ -1,6 +1,6 @@
 //! The seam between the crates of this workspace: what `locks-leader` (and the workspace's own
 //! tests, simulations and benches) need of `locks-agent` beyond its public surface — the pure
-//! agent state machine [`AgentCore`] with its [`Effect`]s (the leader runs its election agent
+//! agent state machine [`AgentCore`] with its [`AgentEffect`]s (the leader runs its election agent
 //! on it), the client's [`LockRequest`] records, and the [`ViewGraph`] deadlock detection
 //! runs on.
 //!
@@ -14,7 +14,7 @@
 //! of an agent other than the port's (refused as `RouteError::NotThisAgent`; see
 //! `locks_server::internal` for the seal and its compile-fail tests).
 
-pub use crate::core::agent::{AgentCore, Effect};
+pub use crate::core::agent::{AgentCore, AgentEffect};
 pub use crate::core::graph::{Cycle, ViewGraph, WaitLabel};
 pub use crate::core::knowledge::Knowledge;
 pub use crate::core::requests::LockRequest;

@@ -67,7 +67,7 @@
 //! third-party type appears in these signatures but the `futures` `Stream` trait, which
 //! [`TransactionEvents`] and [`LockWatch`] implement so that any runtime can consume them.
 //!
-//! **Internal seam**: [`internal`], the agent core `AgentCore` and its `Effect`s, which
+//! **Internal seam**: [`internal`], the agent core `AgentCore` and its `AgentEffect`s, which
 //! `locks-leader` runs its election agent on, the `LockRequest` records and the
 //! `ViewGraph`, used by the leader, the simulations and the benches. It carries no stability
 //! promise; everything else is private to the crate.

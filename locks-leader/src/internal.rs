@@ -1,6 +1,6 @@
 //! The seam between the crates of this workspace: what the workspace's own tests and
 //! simulations need of `locks-leader` beyond its public surface — the pure member state
-//! machine [`MemberCore`], its [`State`] and [`Effect`]s, the messages between members
+//! machine [`MemberCore`], its [`State`] and [`MemberEffect`]s, the messages between members
 //! ([`Peer`], [`PeerEnvelope`], [`PeerMessage`], [`PeerMsg`]) and the [`LeaseProof`] a
 //! majority-mode leader's claim rests on.
 //!
@@ -10,5 +10,5 @@
 //! running node.
 
 pub use crate::core::{
-    Effect, LeaseProof, MemberCore, Peer, PeerEnvelope, PeerMessage, PeerMsg, State,
+    LeaseProof, MemberCore, MemberEffect, Peer, PeerEnvelope, PeerMessage, PeerMsg, State,
 };

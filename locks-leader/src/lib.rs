@@ -48,7 +48,7 @@
 //! group's members send each other is encoded with it.
 //!
 //! **Internal seam**: [`internal`], the pure member state machine (`MemberCore`, its `State`
-//! and `Effect`s, the messages between members, `Peer`, and the `LeaseProof`) that the
+//! and `MemberEffect`s, the messages between members, `Peer`, and the `LeaseProof`) that the
 //! workspace's simulations drive. It carries no stability promise; everything else is private
 //! to the crate.
 //!

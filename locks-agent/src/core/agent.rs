@@ -1,15 +1,16 @@
 //! [`AgentCore`]: one transaction's agent as a pure state machine.
 //!
 //! ```text
-//!  client calls ──request/unlock/convert/end──▶ AgentCore ──Effect::ToServer──▶ lock servers
-//!  lock servers ──Notice/Rejected──▶ receive()           ──Effect::ToAgent───▶ other agents
+//!  client calls ──request/unlock/convert/end──▶ AgentCore ──ToServer──▶ lock servers
+//!  lock servers ──Notice/Rejected──▶ receive()           ──ToAgent───▶ other agents
 //!  other agents ──Forward/Surrendered──▶ receive()       ──StatusChanged/Abort──▶ the actor
 //!  node monitor ──node_down/node_up──▶                   ──Reply──▶ waiting callers
 //!  the executor ──unreachable──▶
 //!  after a burst of inputs ──settle()──▶ status, deadlock analysis, forwarding
 //! ```
 //!
-//! The actor feeds every input in, carries out the effects in order, and calls
+//! The arrows on the right are [`AgentEffect`]s. The actor feeds every input in, carries out
+//! the effects in order, and calls
 //! [`AgentCore::settle`] once after each burst of inputs — messages, client calls and node
 //! events alike — before it waits again (the Erlang original's "settle then analyse"
 //! batching). Client calls and node events also settle the status
@@ -52,7 +53,7 @@ use std::ops::Bound;
 
 /// Something the actor must do on behalf of the core, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
+pub enum AgentEffect {
     /// Send `request` to the lock server of `node`; if it cannot be reached, tell the core
     /// ([`AgentCore::unreachable`]).
     ToServer {
@@ -68,7 +69,7 @@ pub enum Effect {
         /// The message.
         msg: AgentMessage,
     },
-    /// The transaction status changed (waiting callers are answered by [`Effect::Reply`]).
+    /// The transaction status changed (waiting callers are answered by [`AgentEffect::Reply`]).
     StatusChanged(TransactionStatus),
     /// A lock is claimed: the client is told now that it holds it, with these versions (when
     /// the transaction has all its locks; again after a loss or a conversion up).
@@ -77,7 +78,7 @@ pub enum Effect {
     Lost(LostLock),
     /// This agent is the victim of a deadlock on `lock` at `node`, which the client was told it
     /// holds, and the transaction was started with `abort_on_deadlock` (every claimed lock was
-    /// reported [`Effect::Lost`] and every waiting caller failed just before): call
+    /// reported [`AgentEffect::Lost`] and every waiting caller failed just before): call
     /// [`AgentCore::end`] to release everything. The core accepts nothing but `end` from now on.
     Abort {
         /// The lock.
@@ -214,7 +215,7 @@ impl AgentCore {
     }
 
     /// Changes the options (Erlang's `change_flag/3`); the status is settled again.
-    pub fn set_options(&mut self, options: Options) -> Vec<Effect> {
+    pub fn set_options(&mut self, options: Options) -> Vec<AgentEffect> {
         self.options = options;
         self.mark_all();
         let mut out = Vec::new();
@@ -278,7 +279,7 @@ impl AgentCore {
         mode: Mode,
         nodes: &[NodeId],
         req: Req,
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if !self.modes.contains(mode) {
             return Err(RequestError::ModeNotInTable(mode));
@@ -387,7 +388,7 @@ impl AgentCore {
     /// Releases a held lock or withdraws a pending request (beyond Erlang, which has neither):
     /// the request is removed, `Unlock` goes to its nodes, and the agent forgets its views of
     /// the lock, so the lock leaves its wait-for graph at once.
-    pub fn unlock(&mut self, lock: &LockId) -> Result<Vec<Effect>, RequestError> {
+    pub fn unlock(&mut self, lock: &LockId) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         let r = self
             .requests
@@ -415,7 +416,7 @@ impl AgentCore {
 
     /// Sends `Unlock` of `lock` to `node` (up), and counts no grant of that copy, nor the
     /// intention modes it gave the ancestors' copies, until the server's answer.
-    pub(super) fn unlock_copy(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<Effect>) {
+    pub(super) fn unlock_copy(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<AgentEffect>) {
         let msg = ServerRequest::Unlock {
             agent: self.id.clone(),
             lock: lock.clone(),
@@ -443,7 +444,7 @@ impl AgentCore {
 
     /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
     /// status and the analysis wait for [`AgentCore::settle`].
-    pub fn receive(&mut self, msg: AgentMessage) -> Vec<Effect> {
+    pub fn receive(&mut self, msg: AgentMessage) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running || self.on_surrender_answer(&msg, &mut out) {
             return out;
@@ -515,7 +516,7 @@ impl AgentCore {
     /// An agent whose requests are all met still forwards while it is queued somewhere (an
     /// `Any` request granted on one node and queued on another): agents behind it count on the
     /// first of them blocked by a holder to pass the view on (`knowledge.rs`).
-    pub fn settle(&mut self) -> Vec<Effect> {
+    pub fn settle(&mut self) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running {
             return out;
@@ -560,9 +561,9 @@ impl AgentCore {
         }
     }
 
-    fn send(&mut self, out: &mut Vec<Effect>, node: NodeId, request: ServerRequest) {
+    fn send(&mut self, out: &mut Vec<AgentEffect>, node: NodeId, request: ServerRequest) {
         self.contacted.insert(node.clone());
-        out.push(Effect::ToServer { node, request });
+        out.push(AgentEffect::ToServer { node, request });
     }
 }
 

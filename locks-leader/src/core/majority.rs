@@ -19,7 +19,7 @@
 //!   considers up, or whose leases on them do not prove a majority, steps down before its
 //!   next answer.
 
-use super::{Effect, Inner, MemberCore, PeerMsg, Pending, Poll, State};
+use super::{Inner, MemberCore, MemberEffect, PeerMsg, Pending, Poll, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::options::ElectionMode;
@@ -157,7 +157,7 @@ impl<C: Callbacks> MemberCore<C> {
         &mut self,
         lease_valid: impl Fn(&NodeId) -> bool,
         now: Duration,
-    ) -> Vec<Effect<C>> {
+    ) -> Vec<MemberEffect<C>> {
         let _ = now;
         if self.s.stopped || !self.s.majority_mode() || !self.s.is_leader() {
             return Vec::new();
@@ -191,7 +191,7 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         }
         self.s.published = now.clone();
-        self.s.out.push(Effect::LeaderChanged(now));
+        self.s.out.push(MemberEffect::LeaderChanged(now));
         if self.s.established() {
             self.flush_pending();
         }
@@ -306,7 +306,7 @@ impl<C: Callbacks> MemberCore<C> {
         let mut kept = std::collections::VecDeque::new();
         for p in std::mem::take(&mut self.s.pending) {
             match p {
-                Pending::Call { call, .. } => self.s.out.push(Effect::Reply {
+                Pending::Call { call, .. } => self.s.out.push(MemberEffect::Reply {
                     call,
                     result: Err(error.clone()),
                 }),

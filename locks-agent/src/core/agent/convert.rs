@@ -11,7 +11,7 @@
 //! - a node that refused a request holds nothing of it: a refusal that leaves the server with a
 //!   direct lock in another mode than the request's is followed by an `Unlock` there.
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::error::RequestError;
 use locks_core::proto::{Rejection, ServerRequest};
 use locks_core::{LockId, Mode, NodeId};
@@ -29,7 +29,7 @@ impl AgentCore {
     /// held, on the other copies, which the client no longer knows about. A request still
     /// pending now waits for the weaker mode (and a `lock` call waiting on it returns once that
     /// is held).
-    pub fn convert(&mut self, lock: &LockId, mode: Mode) -> Result<Vec<Effect>, RequestError> {
+    pub fn convert(&mut self, lock: &LockId, mode: Mode) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if !self.modes.contains(mode) {
             return Err(RequestError::ModeNotInTable(mode));
@@ -110,8 +110,8 @@ impl AgentCore {
     }
 
     /// Takes in a lock server's refusal of a request of this agent (every refusal is also
-    /// reported as [`Effect::Rejected`]). What the agent counts as held comes from the server's
-    /// notices alone; a refusal says what the server did *not* do:
+    /// reported as [`AgentEffect::Rejected`]). What the agent counts as held comes from the
+    /// server's notices alone; a refusal says what the server did *not* do:
     /// - a refused lock request (or up-conversion) can never be granted there;
     /// - `NotWeaker` and `ModeNotInTable` (a `Convert` gets them when the server's direct lock
     ///   is not in the mode the agent thinks, or the mode is not in that node's table) leave the
@@ -132,7 +132,7 @@ impl AgentCore {
         node: NodeId,
         lock: LockId,
         reason: Rejection,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         let convert_refusal = matches!(
             reason,
@@ -172,6 +172,6 @@ impl AgentCore {
                 }
             }
         }
-        out.push(Effect::Rejected { node, lock, reason });
+        out.push(AgentEffect::Rejected { node, lock, reason });
     }
 }

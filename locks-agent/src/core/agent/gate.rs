@@ -63,7 +63,7 @@
 //! victim of a real cycle (through other locks); the agents queued on the gate are granted it
 //! in turn.
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::options::Req;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, NodeId};
@@ -97,7 +97,7 @@ impl AgentCore {
     /// Retreats the requests that wait on their gate, and brings back those that hold it
     /// (module documentation). Returns whether anything was sent (the status is to be brought
     /// up to date again).
-    pub(super) fn move_through_gates(&mut self, out: &mut Vec<Effect>) -> bool {
+    pub(super) fn move_through_gates(&mut self, out: &mut Vec<AgentEffect>) -> bool {
         let mut moved = false;
         let back: Vec<LockId> = self
             .retreats
@@ -182,7 +182,7 @@ impl AgentCore {
 
     /// Asks again, on every node up it left, for the request on `lock` that retreated (if it
     /// is still there).
-    pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<Effect>) {
+    pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<AgentEffect>) {
         let Some(retreat) = self.retreats.remove(lock) else {
             return;
         };

@@ -16,7 +16,7 @@
 //! every request afresh gives (checked against [`AgentCore::status_afresh`] in debug builds,
 //! so every test of the crate checks it too).
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::status::TransactionStatus;
 use locks_core::{LockId, NodeId};
 use smallvec::SmallVec;
@@ -94,7 +94,7 @@ impl AgentCore {
 
     /// Brings the status up to date and reports a change. When the transaction has all its
     /// locks, every request is claimed (it is reported to the client now or already).
-    pub(super) fn refresh_status(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn refresh_status(&mut self, out: &mut Vec<AgentEffect>) {
         self.evaluate_stale();
         self.report_losses(out);
         let status = self.current_status();
@@ -107,7 +107,7 @@ impl AgentCore {
                 if r.claimed != Some(r.mode) {
                     r.claimed = Some(r.mode);
                     if let Some(granted) = self.granted_lock(&lock) {
-                        out.push(Effect::Granted(granted));
+                        out.push(AgentEffect::Granted(granted));
                     }
                 }
             }
@@ -120,7 +120,7 @@ impl AgentCore {
                 self.dirty = true;
             }
             self.status = status.clone();
-            out.push(Effect::StatusChanged(status));
+            out.push(AgentEffect::StatusChanged(status));
         }
     }
 

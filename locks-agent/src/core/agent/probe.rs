@@ -50,7 +50,7 @@
 //! meet its requirement without it. A queued copy of an `Any` or `Majority` request, or one the
 //! requirement can spare, is surrendered silently.
 
-use super::{AgentCore, Effect, Phase};
+use super::{AgentCore, AgentEffect, Phase};
 use crate::core::graph::{Cycle, ViewGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::LockRequest;
@@ -131,7 +131,12 @@ enum Check {
 impl AgentCore {
     /// Sends a probe round `cycle`, of which this agent is the victim, unless the same one went
     /// out already or its own edge does not hold.
-    pub(super) fn start_probe(&mut self, graph: &ViewGraph, cycle: &Cycle, out: &mut Vec<Effect>) {
+    pub(super) fn start_probe(
+        &mut self,
+        graph: &ViewGraph,
+        cycle: &Cycle,
+        out: &mut Vec<AgentEffect>,
+    ) {
         let Some(edges) = self.cycle_edges(graph, cycle) else {
             return;
         };
@@ -143,7 +148,7 @@ impl AgentCore {
             return;
         }
         self.probes.last = Some(edges.clone());
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: edges[0].waiter.clone(),
             msg: AgentMessage::Probe(Probe {
                 edges,
@@ -214,7 +219,7 @@ impl AgentCore {
 
     /// Tells the victims this agent refuted a probe of that it now needs a copy it said it did
     /// not: it sends them its view of the copy, in which it waits.
-    fn retract_refutations(&mut self, out: &mut Vec<Effect>) {
+    fn retract_refutations(&mut self, out: &mut Vec<AgentEffect>) {
         if self.probes.refuted.is_empty() {
             return;
         }
@@ -244,10 +249,10 @@ impl AgentCore {
         lock: LockId,
         node: NodeId,
         view: Arc<LockView>,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         self.knowledge.mark_sent(&lock, &node, &victim);
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: victim,
             msg: AgentMessage::Forward {
                 from: self.id.clone(),
@@ -278,7 +283,7 @@ impl AgentCore {
     }
 
     /// Handles the probes received and those parked, now that the status is current.
-    pub(super) fn run_probes(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn run_probes(&mut self, out: &mut Vec<AgentEffect>) {
         self.retract_refutations(out);
         let inbox = std::mem::take(&mut self.probes.inbox);
         for mut probe in inbox {
@@ -317,7 +322,7 @@ impl AgentCore {
                     } else {
                         probe.next += 1;
                         let to = probe.edges[next + 1].waiter.clone();
-                        out.push(Effect::ToAgent {
+                        out.push(AgentEffect::ToAgent {
                             to,
                             msg: AgentMessage::Probe(probe),
                         });
@@ -330,7 +335,7 @@ impl AgentCore {
     /// Sends `probe` back to its victim, its next edge refuted as of the newest version this
     /// agent knows of that copy; a newer view of the copy goes with it, so that the victim
     /// analyses with what this agent sees.
-    fn refute(&mut self, mut probe: Probe, out: &mut Vec<Effect>) {
+    fn refute(&mut self, mut probe: Probe, out: &mut Vec<AgentEffect>) {
         let Some(victim) = probe.victim().cloned() else {
             return;
         };
@@ -367,7 +372,7 @@ impl AgentCore {
             .unwrap_or(0);
         e.version = seen.max(newest);
         probe.refuted = true;
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: victim,
             msg: AgentMessage::Probe(probe),
         });
@@ -429,7 +434,7 @@ impl AgentCore {
     /// Every edge of `probe` is confirmed and this agent is its victim: give up the lock of the
     /// edge into it (surrender, or abort with `abort_on_deadlock` when the client would lose a
     /// lock it was told it holds).
-    fn give_way(&mut self, probe: &Probe, out: &mut Vec<Effect>) {
+    fn give_way(&mut self, probe: &Probe, out: &mut Vec<AgentEffect>) {
         let n = probe.edges.len();
         let into = &probe.edges[n - 2];
         let (lock, node) = (into.lock.clone(), into.node.clone());
@@ -452,7 +457,7 @@ impl AgentCore {
             self.phase = Phase::Aborted;
             self.report_abort_losses(out);
             self.abort_callers(&lock, &node, out);
-            out.push(Effect::Abort { lock, node });
+            out.push(AgentEffect::Abort { lock, node });
             return;
         }
         let view = self.knowledge.view(&lock, &node).map_or(0, |v| v.version);
@@ -480,7 +485,7 @@ impl AgentCore {
         told.sort();
         told.dedup();
         for agent in told.into_iter().filter(|a| **a != self.id) {
-            out.push(Effect::ToAgent {
+            out.push(AgentEffect::ToAgent {
                 to: agent.clone(),
                 msg: AgentMessage::Surrendered {
                     by: self.id.clone(),

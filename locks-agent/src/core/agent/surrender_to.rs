@@ -11,11 +11,11 @@
 //! stays, so the transaction is waiting again until the lock comes back.
 //!
 //! Invariants: at most one surrender to a waiter per `(lock, node)` is outstanding; each is
-//! answered exactly once, by [`Effect::SurrenderAnswered`]: applied, refused, or the node
+//! answered exactly once, by [`AgentEffect::SurrenderAnswered`]: applied, refused, or the node
 //! went down first. A refusal is not a refusal of the lock request (the request keeps its
 //! grant and is never counted as unservable for it).
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::error::{RequestError, SurrenderRefusal};
 use locks_core::proto::{AgentMessage, Note, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
@@ -30,7 +30,7 @@ impl AgentCore {
     /// there: a [`ServerRequest::SurrenderTo`] goes to each node, whose server checks that
     /// `to` waits and requeues this agent's entries on the lock and its descendants behind the
     /// waiters. The request stays, pending again once the servers have done it. Each node's
-    /// answer comes as [`Effect::SurrenderAnswered`].
+    /// answer comes as [`AgentEffect::SurrenderAnswered`].
     ///
     /// Refused at once, with nothing sent, when the transaction has no request on `lock`, or
     /// does not hold it on one of `nodes` (as far as its servers have told it), or a surrender
@@ -40,7 +40,7 @@ impl AgentCore {
         lock: &LockId,
         to: &AgentId,
         nodes: &[NodeId],
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if nodes.is_empty() {
             return Err(RequestError::NoNodes { lock: lock.clone() });
@@ -94,7 +94,7 @@ impl AgentCore {
     pub(super) fn on_surrender_answer(
         &mut self,
         msg: &AgentMessage,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) -> bool {
         let (node, lock, refused, used_up) = match msg {
             AgentMessage::Notice(n) => match n.note.as_deref() {
@@ -115,7 +115,7 @@ impl AgentCore {
             _ => return false,
         };
         if let Some(to) = self.surrendering.0.remove(&(lock.clone(), node.clone())) {
-            out.push(Effect::SurrenderAnswered {
+            out.push(AgentEffect::SurrenderAnswered {
                 lock: lock.clone(),
                 node: node.clone(),
                 to,
@@ -126,7 +126,7 @@ impl AgentCore {
     }
 
     /// The server of `node` went down: its outstanding surrenders will never be answered.
-    pub(super) fn fail_surrenders(&mut self, node: &NodeId, out: &mut Vec<Effect>) {
+    pub(super) fn fail_surrenders(&mut self, node: &NodeId, out: &mut Vec<AgentEffect>) {
         let gone: Vec<(LockId, NodeId)> = self
             .surrendering
             .0
@@ -136,7 +136,7 @@ impl AgentCore {
             .collect();
         for key in gone {
             if let Some(to) = self.surrendering.0.remove(&key) {
-                out.push(Effect::SurrenderAnswered {
+                out.push(AgentEffect::SurrenderAnswered {
                     lock: key.0,
                     node: key.1,
                     to,

@@ -9,7 +9,7 @@ fn n2() -> NodeId {
 }
 
 /// The requests of `effects` to `node`, by kind (`Lock`, `Unlock`, anything else).
-fn sent_to(effects: &[Effect], node: &NodeId) -> Vec<&'static str> {
+fn sent_to(effects: &[AgentEffect], node: &NodeId) -> Vec<&'static str> {
     to_servers(effects)
         .into_iter()
         .filter(|(n, _)| n == node)

@@ -84,7 +84,7 @@ pub struct Sim {
     /// Per (node, lock): every agent's entry as the server last reported it.
     truth: BTreeMap<NodeId, BTreeMap<LockId, BTreeMap<AgentId, EntryState>>>,
     /// The locks whose truth changed in the current step.
-    touched: Vec<(NodeId, LockId)>,
+    changed: Vec<(NodeId, LockId)>,
     pub stats: Stats,
     /// Clients end their transaction when their script is done.
     pub auto_end: bool,
@@ -122,7 +122,7 @@ impl Sim {
             world: World::new(seed, trace_lines()),
             clients: BTreeMap::new(),
             truth: BTreeMap::new(),
-            touched: Vec::new(),
+            changed: Vec::new(),
             stats: Stats::default(),
             auto_end: true,
             finished: Vec::new(),
@@ -395,7 +395,7 @@ impl Sim {
         // Whether any notice says a surrender was applied, and whether one says so of the
         // surrendered lock (the audit's test).
         let (mut any_surrendered, mut applied) = (false, false);
-        let (truth, touched, net) = (&mut self.truth, &mut self.touched, &mut self.world.net);
+        let (truth, changed, net) = (&mut self.truth, &mut self.changed, &mut self.world.net);
         let rounds = &mut self.rounds;
         let server = End::Server(node.clone());
         let served = self.world.tables.serve(&node, [req], |agent, msg| {
@@ -409,7 +409,7 @@ impl Sim {
                     .or_default()
                     .entry(n.lock.clone())
                     .or_default();
-                touched.push((n.node.clone(), n.lock.clone()));
+                changed.push((n.node.clone(), n.lock.clone()));
                 if n.state == EntryState::Absent {
                     entries.remove(&agent);
                 } else {

@@ -143,7 +143,7 @@ impl AgentCore {
                 self.evaluate(lock);
             }
         } else {
-            // One input often marks a request more than once (a new agent's seed marks each
+            // One input often marks a request more than once (a new agent's adoption marks each
             // request, then each notice its tree again): a request evaluated in this round is
             // not evaluated again, as nothing it depends on changes here. Only short lists are
             // checked, so that a burst costs no more than it did.
@@ -162,7 +162,7 @@ impl AgentCore {
                 evaluate(self, lock);
             }
             // A tree inside another marked one is walked with it (a notice for a lock comes
-            // with those for its ancestors, and a new agent's seed marks every level): sorted,
+            // with those for its ancestors, and a new agent's adoption marks every level): sorted,
             // a lock's descendants follow it, after the last tree kept.
             if stale.trees.len() > 1 {
                 stale.trees.sort_unstable();

@@ -7,7 +7,7 @@
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
 //! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`agent/calls.rs`) and [`Watch`],
-//!   [`Unwatch`], [`DropWatch`] (`agent/watching.rs`, which also owns the client's watch
+//!   [`Unwatch`], [`DropWatch`] (`agent/subscriptions.rs`, which also owns the client's watch
 //!   streams): the rest of the Erlang original's API, from the handle and its
 //!   [`crate::LockWatch`] streams.
 //!
@@ -149,8 +149,8 @@ pub(crate) struct Agent {
     replies: Replies,
     settle_scheduled: bool,
     outcome: Outcome,
-    /// The client's watch streams (`agent/watching.rs`).
-    subscriptions: watching::Subscriptions,
+    /// The client's watch streams (`agent/subscriptions.rs`).
+    subscriptions: subscriptions::Subscriptions,
     /// The `surrender_nowait` calls waiting for their nodes' answers (`agent/calls.rs`).
     surrender_calls: calls::SurrenderCalls,
     /// The client's event subscriptions and the losses not made good (`agent/events.rs`).
@@ -171,7 +171,7 @@ impl Agent {
             replies: Replies::default(),
             settle_scheduled: false,
             outcome,
-            subscriptions: watching::Subscriptions::default(),
+            subscriptions: subscriptions::Subscriptions::default(),
             surrender_calls: calls::SurrenderCalls::default(),
             events: events::Events::default(),
         }
@@ -552,8 +552,8 @@ impl Handler<Dot> for Agent {
 mod adopt;
 mod calls;
 mod events;
-mod watching;
+mod subscriptions;
 pub(crate) use adopt::Adopt;
 pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
 pub(crate) use events::{AwaitLost, GetLockState, Subscribe};
-pub(crate) use watching::{DropWatch, Unwatch, Watch};
+pub(crate) use subscriptions::{DropWatch, Unwatch, Watch};

@@ -83,9 +83,9 @@ mod error;
 mod events;
 mod executor;
 pub mod internal;
+mod lock_watch;
 mod options;
 mod transaction;
-mod watch;
 
 pub use crate::core::{
     Deadlock, GrantNodes, GrantedLock, LockResult, LockState, Locked, LossCause, LostLock,
@@ -94,6 +94,6 @@ pub use crate::core::{
 pub use blocking::begin_transaction_blocking;
 pub use error::Error;
 pub use events::TransactionEvents;
+pub use lock_watch::LockWatch;
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
-pub use watch::LockWatch;

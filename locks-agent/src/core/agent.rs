@@ -165,8 +165,8 @@ pub struct AgentCore {
     /// Probes received and not handled yet, and probes waiting for news (`probe.rs`).
     probes: probe::Probes,
     phase: Phase,
-    /// The locks watched, with the newest view passed on (`watch.rs`).
-    watches: watch::Watches,
+    /// The locks watched, with the newest view passed on (`watches.rs`).
+    watches: watches::Watches,
     /// The surrenders to a waiter not answered yet (`surrender_to.rs`).
     surrendering: surrender_to::Surrendering,
     /// The `lock` and `await_all_locks` callers waiting (`callers.rs`).
@@ -197,7 +197,7 @@ impl AgentCore {
             dirty: false,
             probes: probe::Probes::default(),
             phase: Phase::Running,
-            watches: watch::Watches::default(),
+            watches: watches::Watches::default(),
             surrendering: surrender_to::Surrendering::default(),
             callers: callers::Callers::default(),
             retreats: gate::Retreats::new(),
@@ -579,6 +579,6 @@ mod surrender_to;
 #[cfg(test)]
 mod tests;
 mod time_out;
-mod watch;
+mod watches;
 
 pub use callers::{Answer, CallFailure, CallId};

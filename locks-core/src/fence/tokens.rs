@@ -188,6 +188,9 @@ mod tests {
         // Recording never lowers what was seen.
         let mut recorded = restored.clone();
         recorded.record(&lock, &NodeId::new("a").unwrap(), 3);
-        assert_eq!(recorded.highest(&lock, &NodeId::new("a").unwrap()), Some(10));
+        assert_eq!(
+            recorded.highest(&lock, &NodeId::new("a").unwrap()),
+            Some(10)
+        );
     }
 }

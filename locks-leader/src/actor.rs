@@ -197,7 +197,7 @@ impl<C: Callbacks> MemberActor<C> {
     }
 
     fn publish_proof(&self) {
-        *self.proof.write().unwrap_or_else(PoisonError::into_inner) = self.core.lease_proof();
+        *self.proof.write().unwrap_or_else(PoisonError::into_inner) = self.core.leader_proof();
     }
 
     fn execute_effects(&mut self, effects: Vec<MemberEffect<C>>, ctx: &mut Context<Self>) {

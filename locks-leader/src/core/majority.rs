@@ -32,7 +32,7 @@ use tracing::debug;
 /// What a leader's claim rests on, for the shell to check against its leases at the moment
 /// it answers: the claim holds while the leases on at least `needed` of `nodes` are valid.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseProof {
+pub struct LeaderProof {
     /// The leadership.
     pub term: Term,
     /// The group's nodes on which the leader holds the election lock (its own included).
@@ -42,7 +42,7 @@ pub struct LeaseProof {
     pub needed: usize,
 }
 
-impl LeaseProof {
+impl LeaderProof {
     /// Whether the claim holds, given which nodes' leases are valid.
     pub fn holds(&self, lease_valid: impl Fn(&NodeId) -> bool) -> bool {
         self.nodes.iter().filter(|n| lease_valid(n)).count() >= self.needed
@@ -122,7 +122,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// What this member's leadership rests on, while it is established: for the shell to
     /// check before it answers as leader. `None` when it does not lead.
-    pub fn lease_proof(&self) -> Option<LeaseProof> {
+    pub fn leader_proof(&self) -> Option<LeaderProof> {
         let State::Leader { term, grants } = &self.s.state else {
             return None;
         };
@@ -130,7 +130,7 @@ impl<C: Callbacks> MemberCore<C> {
             return None;
         }
         if !self.s.majority_mode() {
-            return Some(LeaseProof {
+            return Some(LeaderProof {
                 term: term.clone(),
                 nodes: Vec::new(),
                 needed: 0,
@@ -142,7 +142,7 @@ impl<C: Callbacks> MemberCore<C> {
             .filter(|n| self.s.group.contains(*n) && self.s.alive.contains(*n))
             .cloned()
             .collect();
-        Some(LeaseProof {
+        Some(LeaderProof {
             term: term.clone(),
             nodes,
             needed: self.s.needed(),

@@ -65,7 +65,7 @@ mod peer;
 mod society;
 mod tenure;
 
-pub use majority::LeaseProof;
+pub use majority::LeaderProof;
 pub(crate) use member::note_agent_effect;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
@@ -452,7 +452,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Whether this member leads: it is in the `Leader` state and, in majority mode, members
     /// on a majority of the group's nodes accepted its term. (Whether its leases still hold is
-    /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::lease_proof`].)
+    /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::leader_proof`].)
     pub fn is_leader(&self) -> bool {
         self.s.established()
     }

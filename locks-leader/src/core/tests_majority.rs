@@ -123,7 +123,7 @@ fn elect_b() -> Elected {
         "published before a majority accepted: {effects:?}"
     );
     assert!(!b.is_leader());
-    assert_eq!(b.lease_proof(), None);
+    assert_eq!(b.leader_proof(), None);
     Elected {
         b,
         tables,
@@ -174,7 +174,7 @@ fn a_new_leader_takes_a_term_above_the_ones_its_poll_found_though_clocks_stepped
         "{effects:?}"
     );
     assert!(e.b.is_leader());
-    let proof = e.b.lease_proof().expect("a proof");
+    let proof = e.b.leader_proof().expect("a proof");
     assert_eq!(proof.nodes, vec![n("b"), n("c")]);
     assert_eq!(proof.needed, 2);
     assert!(proof.holds(|_| true));
@@ -201,7 +201,7 @@ fn a_leader_whose_leases_prove_no_majority_steps_down_before_answering() {
     );
     assert!(!e.b.is_leader());
     assert_eq!(e.b.callbacks().stepped_down, 1);
-    assert_eq!(e.b.lease_proof(), None);
+    assert_eq!(e.b.leader_proof(), None);
     // It does not take over again on the lease it knows has lapsed.
     let effects = e.b.settle(T0);
     assert!(

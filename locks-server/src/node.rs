@@ -557,9 +557,11 @@ impl NodeInternals for Node {
     }
 }
 
-/// Samples the gauges of the node of `router` every [`SAMPLE_INTERVAL`](crate::metrics::SAMPLE_INTERVAL), until the node's
-/// system stops (runs on the node's thread). The table is counted a slice at a time
-/// (`table::census`), so neither the fast path nor the node's actors wait for a whole count.
+/// Samples the gauges of the node of `router` every
+/// [`SAMPLE_INTERVAL`](crate::metrics::SAMPLE_INTERVAL), until the node's system stops (runs on
+/// the node's thread). The table is counted a slice at a time (`table::census`), so neither the
+/// fast path nor the node's actors wait for a whole count. Here, where the table and the router
+/// meet, so that the metric handles need neither.
 async fn sample_metrics(table: Arc<LocalTable>, router: Arc<Router>) {
     let mut tick = tokio::time::interval(crate::metrics::SAMPLE_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

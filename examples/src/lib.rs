@@ -7,7 +7,7 @@
 //!
 //! The modules and [`sees`] above, for this crate's examples, binaries and tests; it is no
 //! library for other programs and has no internal seam. It uses only the public surface of
-//! the lock crates, and `locks_agent::internal::WaitForGraph` for the graph benchmark.
+//! the lock crates, and `locks_agent::internal::ViewGraph` for the graph benchmark.
 
 pub mod bench;
 pub mod gdict;

@@ -7,7 +7,7 @@
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
 //! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`agent/calls.rs`) and [`Watch`],
-//!   [`Unwatch`], [`DropWatch`] (`agent/watching.rs`, which also owns the client's watch
+//!   [`Unwatch`], [`DropWatch`] (`agent/subscriptions.rs`, which also owns the client's watch
 //!   streams): the rest of the Erlang original's API, from the handle and its
 //!   [`crate::LockWatch`] streams.
 //!
@@ -31,12 +31,12 @@
 //! it to the caller's oneshot sender, and carries out the effects through the one executor
 //! (`executor.rs`).
 
+use crate::core::Locked;
 use crate::core::{
-    AgentCore, Answer, CallFailure, CallId, Effect, LockResult, LossCause, TransactionEvent,
+    AgentCore, AgentEffect, Answer, CallFailure, CallId, LockResult, LossCause, TransactionEvent,
     TransactionStatus,
 };
 use crate::error::Error;
-use crate::events::Locked;
 use crate::executor;
 use crate::options::{Options, Req};
 use actix::prelude::*;
@@ -65,9 +65,9 @@ enum Caller {
     All(Reply),
 }
 
-/// The blocked callers by the id the core knows them by.
+/// The reply senders of the blocked callers, by the id the core knows them by.
 #[derive(Default)]
-struct Callers {
+struct Replies {
     waiting: HashMap<CallId, Caller>,
 }
 
@@ -78,7 +78,7 @@ pub(crate) fn next_call() -> CallId {
     CallId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
-impl Callers {
+impl Replies {
     fn add(&mut self, call: CallId, caller: Caller) -> CallId {
         self.waiting.insert(call, caller);
         call
@@ -145,12 +145,12 @@ pub(crate) struct Agent {
     /// its task), and the core is most of its size.
     core: Box<AgentCore>,
     guard: AgentGuard,
-    /// Blocked callers.
-    callers: Callers,
+    /// The blocked callers' reply senders.
+    replies: Replies,
     settle_scheduled: bool,
     outcome: Outcome,
-    /// The client's watch streams (`agent/watching.rs`).
-    subscriptions: watching::Subscriptions,
+    /// The client's watch streams (`agent/subscriptions.rs`).
+    subscriptions: subscriptions::Subscriptions,
     /// The `surrender_nowait` calls waiting for their nodes' answers (`agent/calls.rs`).
     surrender_calls: calls::SurrenderCalls,
     /// The client's event subscriptions and the losses not made good (`agent/events.rs`).
@@ -168,10 +168,10 @@ impl Agent {
         Agent {
             core: Box::new(AgentCore::new(router.agent().clone(), modes, options)),
             guard: AgentGuard { router },
-            callers: Callers::default(),
+            replies: Replies::default(),
             settle_scheduled: false,
             outcome,
-            subscriptions: watching::Subscriptions::default(),
+            subscriptions: subscriptions::Subscriptions::default(),
             surrender_calls: calls::SurrenderCalls::default(),
             events: events::Events::default(),
         }
@@ -188,36 +188,36 @@ impl Agent {
 
     /// Carries out the core's effects through the executor. A lock server found unreachable
     /// needs another settle round; an abort stops the agent.
-    fn execute(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
+    fn execute(&mut self, effects: Vec<AgentEffect>, ctx: &mut Context<Self>) {
         let mut abort = None;
         let router = &self.guard.router;
         let id = router.agent();
-        let (callers, events, subscriptions, surrender_calls) = (
-            &mut self.callers,
+        let (replies, events, subscriptions, surrender_calls) = (
+            &mut self.replies,
             &mut self.events,
             &mut self.subscriptions,
             &mut self.surrender_calls,
         );
         let done = executor::execute(&self.guard.router, &mut self.core, effects, &mut |effect| {
             match effect {
-                Effect::Reply { call, result } => callers.answer(call, result, router),
-                Effect::StatusChanged(status) => {
+                AgentEffect::Reply { call, result } => replies.answer(call, result, router),
+                AgentEffect::StatusChanged(status) => {
                     trace!(agent = %id, ?status, "status changed");
                     events.publish(TransactionEvent::Status(status));
                 }
-                Effect::Granted(granted) => {
+                AgentEffect::Granted(granted) => {
                     events.publish(TransactionEvent::Granted(granted));
                 }
-                Effect::Lost(lost) => {
+                AgentEffect::Lost(lost) => {
                     debug!(agent = %id, %lost, "a claimed lock is lost");
                     events.publish(TransactionEvent::Lost(lost));
                 }
-                Effect::Abort { lock, node } => {
+                AgentEffect::Abort { lock, node } => {
                     debug!(agent = %id, %lock, %node, "aborting on deadlock");
                     abort = Some(Error::Deadlock { lock, node });
                     return ControlFlow::Break(());
                 }
-                Effect::Rejected { node, lock, reason } => {
+                AgentEffect::Rejected { node, lock, reason } => {
                     // The status tells the client when it matters; the log says why, as often
                     // as a peer's server may make it.
                     locks_server::limited!(
@@ -225,17 +225,17 @@ impl Agent {
                         agent = %id, %lock, %node, %reason, "lock server refused a request"
                     );
                 }
-                Effect::Watched { node, lock, view } => {
+                AgentEffect::Watched { node, lock, view } => {
                     subscriptions.deliver(&node, &lock, &view);
                 }
-                Effect::SurrenderAnswered {
+                AgentEffect::SurrenderAnswered {
                     lock,
                     node,
                     to,
                     refused,
                 } => surrender_calls.answer(lock, node, to, refused),
                 // Sent by the executor.
-                Effect::ToServer { .. } | Effect::ToAgent { .. } => {}
+                AgentEffect::ToServer { .. } | AgentEffect::ToAgent { .. } => {}
             }
             ControlFlow::Continue(())
         });
@@ -269,11 +269,11 @@ impl Agent {
     /// (doing nothing then) when it is dropped.
     fn release(&mut self) {
         self.guard.router.unregister_agent();
-        let callers = &mut self.callers;
+        let replies = &mut self.replies;
         let router = &self.guard.router;
         executor::end(router, &mut self.core, &mut |effect| {
-            if let Effect::Reply { call, result } = effect {
-                callers.answer(call, result, router);
+            if let AgentEffect::Reply { call, result } = effect {
+                replies.answer(call, result, router);
             }
             ControlFlow::Continue(())
         });
@@ -353,7 +353,7 @@ impl Handler<Deliver> for Agent {
         // a changed status must still be answered.
         let changed = effects
             .iter()
-            .any(|e| matches!(e, Effect::StatusChanged(_)));
+            .any(|e| matches!(e, AgentEffect::StatusChanged(_)));
         self.execute(effects, ctx);
         if changed || self.core.needs_settle() {
             self.schedule_settle(ctx);
@@ -386,7 +386,7 @@ impl Handler<LockCall> for Agent {
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
         let call = msg
             .reply
-            .map(|(call, reply)| self.callers.add(call, Caller::Lock(reply)));
+            .map(|(call, reply)| self.replies.add(call, Caller::Lock(reply)));
         let requested = match (call, msg.queued) {
             (Some(call), Some(held)) => self
                 .core
@@ -414,7 +414,7 @@ impl Handler<LockCall> for Agent {
                 }
                 // A refused request records no caller in the core: the refusal is the answer.
                 if let Some(call) = call {
-                    self.callers.refuse(call, error);
+                    self.replies.refuse(call, error);
                 }
             }
         }
@@ -446,7 +446,7 @@ impl Handler<AwaitAll> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: AwaitAll, ctx: &mut Self::Context) {
-        let call = self.callers.add(msg.0, Caller::All(msg.1));
+        let call = self.replies.add(msg.0, Caller::All(msg.1));
         let effects = self.core.await_all(call);
         self.execute(effects, ctx);
         self.schedule_settle(ctx);
@@ -464,7 +464,7 @@ impl Handler<Withdraw> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: Withdraw, ctx: &mut Self::Context) {
-        self.callers.waiting.remove(&msg.0);
+        self.replies.waiting.remove(&msg.0);
         let (removed, effects) = self.core.withdraw(msg.0);
         if let Some(lock) = removed {
             self.events.forget(&lock);
@@ -552,8 +552,8 @@ impl Handler<Dot> for Agent {
 mod adopt;
 mod calls;
 mod events;
-mod watching;
+mod subscriptions;
 pub(crate) use adopt::Adopt;
 pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
 pub(crate) use events::{AwaitLost, GetLockState, Subscribe};
-pub(crate) use watching::{DropWatch, Unwatch, Watch};
+pub(crate) use subscriptions::{DropWatch, Unwatch, Watch};

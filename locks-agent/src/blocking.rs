@@ -25,8 +25,8 @@
 //! blocking call does: use the `async` methods there.
 
 use crate::core::{LockResult, LostLock, TransactionStatus};
+use crate::core::{LockState, Locked};
 use crate::error::Error;
-use crate::events::{LockState, Locked};
 use crate::options::{Options, Req};
 use crate::transaction::fast::Fast;
 use crate::transaction::{Transaction, begin_now};

@@ -1,6 +1,6 @@
 //! The error type of `locks-agent`.
 
-use crate::core::{CallFailure, RequestError};
+use crate::core::{CallFailure, RequestError, comma_list};
 use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 
@@ -156,14 +156,6 @@ fn nodes_are(nodes: &[NodeId], what: &str) -> String {
         ("nodes", "are")
     };
     format!("{noun} {} {verb} {what}", comma_list(nodes))
-}
-
-pub(crate) fn comma_list<T: std::fmt::Display>(items: &[T]) -> String {
-    items
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! How a client learns what it holds and when it stops holding it: the grant a `lock` call
-//! returns ([`Locked`]), the transaction's event stream ([`TransactionEvents`]), the lost-lock
-//! signal ([`Transaction::lost`]) and the state of one lock ([`LockState`]).
+//! returns ([`Locked`](crate::Locked)), the transaction's event stream
+//! ([`TransactionEvents`]), the lost-lock signal ([`Transaction::lost`]) and the state of one
+//! lock ([`LockState`]).
 //!
 //! A lock is *claimed* once the client is told it holds it: when the transaction has all its
 //! locks, each lock is reported [`TransactionEvent::Granted`] with the fencing version of every
@@ -17,65 +18,13 @@
 //! resource from a holder that has not heard yet.
 
 use crate::agent::{AwaitLost, GetLockState, Subscribe, outcome_error};
-use crate::core::{Deadlock, GrantedLock, LostLock, TransactionEvent};
+use crate::core::{LockState, LostLock, TransactionEvent};
 use crate::error::Error;
 use crate::transaction::Transaction;
 use futures::channel::{mpsc, oneshot};
-use locks_core::{LockId, NodeId};
+use locks_core::LockId;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-
-/// What [`Transaction::lock`] and [`Transaction::lock_on`] return: the lock as granted, with
-/// the fencing version of each node, and the deadlocks resolved on the way.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Locked {
-    /// The lock, the mode held and each granting node's version: a fencing token that grows
-    /// with every new holder on that node.
-    pub granted: GrantedLock,
-    /// The deadlocks resolved so far, as in [`LockResult::deadlocks`](crate::LockResult)
-    /// (empty when none).
-    pub deadlocks: Vec<Deadlock>,
-}
-
-impl Locked {
-    /// The locks of [`Locked::deadlocks`], sorted, each once.
-    pub fn deadlock_locks(&self) -> Vec<LockId> {
-        let mut locks: Vec<LockId> = self.deadlocks.iter().map(|d| d.lock.clone()).collect();
-        locks.sort();
-        locks.dedup();
-        locks
-    }
-
-    /// The grant's fencing tokens, to send with every write to the resource the lock guards:
-    /// they display as `a@1042,b@977` and parse back
-    /// ([`Tokens`](locks_core::fence::Tokens)), and a
-    /// [`Fence`](locks_core::fence::Fence) in front of the resource admits or refuses them.
-    pub fn tokens(&self) -> locks_core::fence::Tokens {
-        self.granted.tokens()
-    }
-
-    /// The fencing version of `node`'s grant, if that node grants the lock.
-    pub fn version_on(&self, node: &NodeId) -> Option<u64> {
-        self.granted
-            .nodes
-            .iter()
-            .find(|(n, _)| n == node)
-            .map(|(_, v)| *v)
-    }
-}
-
-/// Where one lock of a transaction stands ([`Transaction::lock_state`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LockState {
-    /// The transaction has not asked for it (or unlocked it).
-    NotRequested,
-    /// Asked for and not held (yet, or again after a loss that was made good is pending).
-    Waiting,
-    /// Held by its requirement, with each node's version.
-    Held(GrantedLock),
-    /// The client was told it holds it, and it was lost since (not granted again yet).
-    Lost(LostLock),
-}
 
 /// The events of one subscription ([`Transaction::events`]): every status change, grant and
 /// loss from the moment it was made, in order. Ends when the transaction ends.

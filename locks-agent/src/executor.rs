@@ -2,8 +2,8 @@
 //! (through [`crate::internal`]) both carry out their core's effects here.
 //!
 //! It owns what goes over the [`Router`] and the rule for a lock server found unreachable:
-//! - [`Effect::ToServer`] and [`Effect::ToAgent`] are sent; a message to an agent that is gone
-//!   is dropped (the deadlock detection does not count on it arriving); the requests go
+//! - [`AgentEffect::ToServer`] and [`AgentEffect::ToAgent`] are sent; a message to an agent that
+//!   is gone is dropped (the deadlock detection does not count on it arriving); the requests go
 //!   through the port of the core's own agent ([`AgentPort`]), which sends nothing in the name
 //!   of another;
 //! - a request that cannot be sent to a lock server is fed back to the core as
@@ -21,7 +21,7 @@
 //! [`end`] is the release of an agent: the core's [`AgentCore::end`] (its callers fail, and
 //! every lock server it used is asked to drop its entries), carried out here.
 
-use crate::core::{AgentCore, Effect};
+use crate::core::{AgentCore, AgentEffect};
 use locks_core::NodeId;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_server::RouteError;
@@ -46,8 +46,8 @@ pub struct Executed {
 pub fn execute(
     router: &AgentPort,
     core: &mut AgentCore,
-    effects: Vec<Effect>,
-    rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
+    effects: Vec<AgentEffect>,
+    rest: &mut dyn FnMut(AgentEffect) -> ControlFlow<()>,
 ) -> Executed {
     let metrics = router.metrics();
     let ignored = core.take_ignored_surrenders();
@@ -61,7 +61,8 @@ pub fn execute(
         for effect in effects {
             count(metrics, core, &effect);
             match effect {
-                Effect::ToServer { node, request } => match router.send_server(&node, request) {
+                AgentEffect::ToServer { node, request } => match router.send_server(&node, request)
+                {
                     Ok(()) => {}
                     // A core made with another id than its port's: nothing was sent, and the
                     // server is no less reachable.
@@ -81,7 +82,7 @@ pub fn execute(
                         }
                     }
                 },
-                Effect::ToAgent { to, msg } => match router.send_agent(&to, msg) {
+                AgentEffect::ToAgent { to, msg } => match router.send_agent(&to, msg) {
                     Ok(()) => {}
                     // A core made with another id than its port's: nothing was sent.
                     Err(
@@ -113,9 +114,9 @@ pub fn execute(
 }
 
 /// Counts what `effect` shows on the node's metrics (module documentation).
-fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &Effect) {
+fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &AgentEffect) {
     match effect {
-        Effect::ToServer { request, .. } => match request {
+        AgentEffect::ToServer { request, .. } => match request {
             ServerRequest::Surrender { .. } => {
                 metrics.surrenders_deadlock.increment(1);
                 metrics.deadlocks_resolved.increment(1);
@@ -124,17 +125,17 @@ fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &Effect) {
             _ => {}
         },
         // Only the victim sends a probe that starts at its first edge (`core/agent/probe.rs`).
-        Effect::ToAgent {
+        AgentEffect::ToAgent {
             msg: AgentMessage::Probe(probe),
             ..
         } if probe.next == 0 && !probe.refuted && probe.victim() == Some(core.id()) => {
             metrics.deadlocks_detected.increment(1);
         }
-        Effect::Abort { .. } => {
+        AgentEffect::Abort { .. } => {
             metrics.aborts.increment(1);
             metrics.deadlocks_resolved.increment(1);
         }
-        Effect::Lost(lost) => metrics.lost(lost.cause.as_str()),
+        AgentEffect::Lost(lost) => metrics.lost(lost.cause.as_str()),
         _ => {}
     }
 }
@@ -145,7 +146,7 @@ fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &Effect) {
 pub fn end(
     router: &AgentPort,
     core: &mut AgentCore,
-    rest: &mut dyn FnMut(Effect) -> ControlFlow<()>,
+    rest: &mut dyn FnMut(AgentEffect) -> ControlFlow<()>,
 ) {
     let effects = core.end();
     let _ = execute(router, core, effects, rest);

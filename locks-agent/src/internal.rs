@@ -1,7 +1,7 @@
 //! The seam between the crates of this workspace: what `locks-leader` (and the workspace's own
 //! tests, simulations and benches) need of `locks-agent` beyond its public surface — the pure
-//! agent state machine [`AgentCore`] with its [`Effect`]s (the leader runs its election agent
-//! on it), the client's [`LockRequest`] records, and the [`WaitForGraph`] deadlock detection
+//! agent state machine [`AgentCore`] with its [`AgentEffect`]s (the leader runs its election agent
+//! on it), the client's [`LockRequest`] records, and the [`ViewGraph`] deadlock detection
 //! runs on.
 //!
 //! **Internal seam, not covered by semver**: anything here may change with any release, in step
@@ -14,8 +14,8 @@
 //! of an agent other than the port's (refused as `RouteError::NotThisAgent`; see
 //! `locks_server::internal` for the seal and its compile-fail tests).
 
-pub use crate::core::agent::{AgentCore, Effect};
-pub use crate::core::graph::{Cycle, WaitForGraph, WaitLabel};
+pub use crate::core::agent::{AgentCore, AgentEffect};
+pub use crate::core::graph::{Cycle, ViewGraph, WaitLabel};
 pub use crate::core::knowledge::Knowledge;
 pub use crate::core::requests::LockRequest;
 pub use crate::core::{Answer, CallFailure, CallId};

@@ -67,9 +67,9 @@
 //! third-party type appears in these signatures but the `futures` `Stream` trait, which
 //! [`TransactionEvents`] and [`LockWatch`] implement so that any runtime can consume them.
 //!
-//! **Internal seam**: [`internal`], the agent core `AgentCore` and its `Effect`s, which
+//! **Internal seam**: [`internal`], the agent core `AgentCore` and its `AgentEffect`s, which
 //! `locks-leader` runs its election agent on, the `LockRequest` records and the
-//! `WaitForGraph`, used by the leader, the simulations and the benches. It carries no stability
+//! `ViewGraph`, used by the leader, the simulations and the benches. It carries no stability
 //! promise; everything else is private to the crate.
 
 #![forbid(unsafe_code)]
@@ -83,17 +83,17 @@ mod error;
 mod events;
 mod executor;
 pub mod internal;
+mod lock_watch;
 mod options;
 mod transaction;
-mod watch;
 
 pub use crate::core::{
-    Deadlock, GrantNodes, GrantedLock, LockResult, LossCause, LostLock, RequestError,
-    SurrenderRefusal, TransactionEvent, TransactionStatus,
+    Deadlock, GrantNodes, GrantedLock, LockResult, LockState, Locked, LossCause, LostLock,
+    RequestError, SurrenderRefusal, TransactionEvent, TransactionStatus, WatchItem,
 };
 pub use blocking::begin_transaction_blocking;
 pub use error::Error;
-pub use events::{LockState, Locked, TransactionEvents};
+pub use events::TransactionEvents;
+pub use lock_watch::LockWatch;
 pub use options::{Options, Req, UnknownReq};
 pub use transaction::{Transaction, begin_transaction, begin_transaction_with};
-pub use watch::{LockWatch, WatchItem};

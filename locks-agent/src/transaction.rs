@@ -17,9 +17,9 @@ use crate::agent::{
     Agent, AwaitAll, Convert, Dot, GetStatus, LockCall, Outcome, SetOptions, SurrenderTo, Unlock,
     next_call, outcome_error,
 };
+use crate::core::Locked;
 use crate::core::{LockResult, TransactionStatus};
 use crate::error::Error;
-use crate::events::Locked;
 use crate::options::{Options, Req};
 use actix::prelude::*;
 use fast::{Fast, Queued};

@@ -67,7 +67,7 @@ pub enum FenceError {
 /// A resource that restarts must not forget what its fence has seen (or a stale holder's
 /// write would pass once): save it with serde (it serializes as a list of
 /// `(lock, node, highest)` entries, JSON included) or read [`Fence::entries`] into storage of
-/// your own, and restore it with serde or with [`Fence::seed`], without replaying the writes.
+/// your own, and restore it with serde or with [`Fence::record`], without replaying the writes.
 ///
 /// ```
 /// use locks_core::fence::{Fence, Tokens};
@@ -80,7 +80,7 @@ pub enum FenceError {
 /// let saved: Vec<_> = fence.entries().collect();
 /// let mut restored = Fence::new();
 /// for (lock, node, highest) in &saved {
-///     restored.seed(lock, node, *highest);
+///     restored.record(lock, node, *highest);
 /// }
 /// let stale: Tokens = "a@1000,b@977".parse().unwrap();
 /// assert!(restored.admit(&lock, stale.as_slice()).is_err());
@@ -126,7 +126,7 @@ impl Fence {
     pub fn admit(&mut self, lock: &LockId, tokens: &[(NodeId, u64)]) -> Result<(), FenceError> {
         self.check(lock, tokens)?;
         for (node, token) in tokens {
-            self.seed(lock, node, *token);
+            self.record(lock, node, *token);
         }
         Ok(())
     }
@@ -139,14 +139,14 @@ impl Fence {
     /// Raises the highest token of `lock` on `node` to at least `token`, as if a write
     /// carrying it had been accepted: restores a saved fence, or starts one from the tokens a
     /// resource stored beside its data. Never lowers what was seen.
-    pub fn seed(&mut self, lock: &LockId, node: &NodeId, token: u64) {
+    pub fn record(&mut self, lock: &LockId, node: &NodeId, token: u64) {
         let seen = self.highest.entry(lock.clone()).or_default();
         let highest = seen.entry(node.clone()).or_insert(token);
         *highest = (*highest).max(token);
     }
 
     /// Every (lock, node, highest token) the fence holds, in no particular order: what to
-    /// save ([`Fence::seed`] restores it).
+    /// save ([`Fence::record`] restores it).
     pub fn entries(&self) -> impl Iterator<Item = (LockId, NodeId, u64)> + '_ {
         self.highest.iter().flat_map(|(lock, seen)| {
             seen.iter()

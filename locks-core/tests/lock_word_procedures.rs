@@ -41,7 +41,7 @@ impl<F: FnMut() -> bool> WaitLimit for Between<F> {
 const TWO_WAITING: u64 = 2 * WAIT_ONE;
 
 #[test]
-fn seed004_lock_structure_layout() {
+fn lock_structure_layout() {
     assert_eq!(READ_COUNT_MASK, 0x3FFF_FFFF);
     assert_eq!(UPDATE_FLAG, 0x4000_0000);
     assert_eq!(WRITE_FLAG, 0x8000_0000);
@@ -54,7 +54,7 @@ fn seed004_lock_structure_layout() {
 }
 
 #[test]
-fn seed004_state_decodes_every_field() {
+fn state_decodes_every_field() {
     let s = WordState::from_bits((5 * WAIT_ONE) | UPDATE_FLAG | 3);
     assert_eq!(
         (
@@ -79,7 +79,7 @@ fn seed004_state_decodes_every_field() {
 }
 
 #[test]
-fn seed004_try_acquire_read_lock() {
+fn try_acquire_read_lock() {
     let w = LockWord::new();
     w.try_read().unwrap();
     w.try_read().unwrap();
@@ -91,7 +91,7 @@ fn seed004_try_acquire_read_lock() {
 }
 
 #[test]
-fn seed004_try_acquire_read_lock_fails_on_writer_waiter_or_overflow() {
+fn try_acquire_read_lock_fails_on_writer_waiter_or_overflow() {
     let w = word(WRITE_FLAG);
     assert_eq!(w.try_read(), Err(would_block(Access::Read, WRITE_FLAG)));
     assert_eq!(bits(&w), WRITE_FLAG);
@@ -115,7 +115,7 @@ fn seed004_try_acquire_read_lock_fails_on_writer_waiter_or_overflow() {
 }
 
 #[test]
-fn seed004_release_read_lock() {
+fn release_read_lock() {
     let w = word(TWO_WAITING | UPDATE_FLAG | 2);
     w.release_read().unwrap();
     assert_eq!(bits(&w), TWO_WAITING | UPDATE_FLAG | 1);
@@ -130,7 +130,7 @@ fn seed004_release_read_lock() {
 }
 
 #[test]
-fn seed004_try_acquire_update_lock() {
+fn try_acquire_update_lock() {
     let w = word(3);
     w.try_update().unwrap();
     assert_eq!(bits(&w), UPDATE_FLAG | 3);
@@ -147,7 +147,7 @@ fn seed004_try_acquire_update_lock() {
 }
 
 #[test]
-fn seed004_release_update_lock() {
+fn release_update_lock() {
     let w = word(WAIT_ONE | UPDATE_FLAG | 4);
     w.release_update().unwrap();
     assert_eq!(bits(&w), WAIT_ONE | 4);
@@ -159,11 +159,11 @@ fn seed004_release_update_lock() {
 }
 
 #[test]
-fn seed004_try_acquire_write_lock() {
+fn try_acquire_write_lock() {
     let w = LockWord::new();
     w.try_write().unwrap();
     assert_eq!(bits(&w), WRITE_FLAG);
-    // The seed compares only the count word: registered waiters do not stop it, and their
+    // Chronicle Map's procedure compares only the count word: registered waiters do not stop it, and their
     // registrations are carried over.
     let w = word(TWO_WAITING);
     w.try_write().unwrap();
@@ -171,7 +171,7 @@ fn seed004_try_acquire_write_lock() {
 }
 
 #[test]
-fn seed004_try_acquire_write_lock_fails_on_any_holder() {
+fn try_acquire_write_lock_fails_on_any_holder() {
     for held in [1, UPDATE_FLAG, WRITE_FLAG, UPDATE_FLAG | 7] {
         for waiting in [0, WAIT_ONE] {
             let w = word(waiting | held);
@@ -185,7 +185,7 @@ fn seed004_try_acquire_write_lock_fails_on_any_holder() {
 }
 
 #[test]
-fn seed004_release_write_lock_and_downgrades() {
+fn release_write_lock_and_downgrades() {
     for waiting in [0, TWO_WAITING] {
         let w = word(waiting | WRITE_FLAG);
         w.release_write().unwrap();
@@ -202,7 +202,7 @@ fn seed004_release_write_lock_and_downgrades() {
 }
 
 #[test]
-fn seed004_release_write_lock_and_downgrades_fail_without_the_write_lock() {
+fn release_write_lock_and_downgrades_fail_without_the_write_lock() {
     let not_held = LockWordError::NotHeld(Access::Write);
     for state in [0, 1, UPDATE_FLAG, UPDATE_FLAG | 2, WAIT_ONE] {
         let w = word(state);
@@ -214,7 +214,7 @@ fn seed004_release_write_lock_and_downgrades_fail_without_the_write_lock() {
 }
 
 #[test]
-fn seed004_try_upgrade_to_write_lock() {
+fn try_upgrade_to_write_lock() {
     for waiting in [0, TWO_WAITING] {
         let w = word(waiting | UPDATE_FLAG);
         w.try_upgrade().unwrap();
@@ -236,7 +236,7 @@ fn seed004_try_upgrade_to_write_lock() {
 }
 
 #[test]
-fn seed004_register_and_deregister_wait() {
+fn register_and_deregister_wait() {
     let w = word(UPDATE_FLAG | 5);
     w.register_wait().unwrap();
     w.register_wait().unwrap();
@@ -250,7 +250,7 @@ fn seed004_register_and_deregister_wait() {
 }
 
 #[test]
-fn seed004_register_wait_overflow() {
+fn register_wait_overflow() {
     let full = u64::from(MAX_WAIT_COUNT) << 32;
     let w = word(full | WRITE_FLAG);
     assert_eq!(w.register_wait(), Err(LockWordError::WaitCountOverflow));
@@ -261,7 +261,7 @@ fn seed004_register_wait_overflow() {
 }
 
 #[test]
-fn seed004_time_limited_read_and_update() {
+fn time_limited_read_and_update() {
     let w = LockWord::new();
     w.read_timeout(Duration::from_secs(1)).unwrap();
     w.update_timeout(Duration::from_secs(1)).unwrap();
@@ -302,7 +302,7 @@ fn seed004_time_limited_read_and_update() {
 }
 
 #[test]
-fn seed004_time_limited_read_gets_in_when_the_writer_leaves() {
+fn time_limited_read_gets_in_when_the_writer_leaves() {
     let w = word(WRITE_FLAG);
     let mut calls = 0;
     let mut limit = Between(|| {
@@ -318,14 +318,14 @@ fn seed004_time_limited_read_gets_in_when_the_writer_leaves() {
 }
 
 #[test]
-fn seed004_time_limited_write_succeeds_at_once_on_a_free_lock() {
+fn time_limited_write_succeeds_at_once_on_a_free_lock() {
     let w = LockWord::new();
     w.write_timeout(Duration::from_secs(1)).unwrap();
     assert_eq!(bits(&w), WRITE_FLAG);
 }
 
 #[test]
-fn seed004_time_limited_write_waits_registered_and_keeps_readers_out() {
+fn time_limited_write_waits_registered_and_keeps_readers_out() {
     // Two readers hold the lock; the writer registers (step 2) and waits (steps 3-7).
     let w = word(2);
     let mut rounds = 0;
@@ -353,7 +353,7 @@ fn seed004_time_limited_write_waits_registered_and_keeps_readers_out() {
 }
 
 #[test]
-fn seed004_time_limited_write_times_out_and_deregisters() {
+fn time_limited_write_times_out_and_deregisters() {
     let w = word(WAIT_ONE | 1); // a reader, and somebody else's registration
     assert_eq!(
         w.write_with_limit(&mut Attempts::new(3)),
@@ -370,7 +370,7 @@ fn seed004_time_limited_write_times_out_and_deregisters() {
 }
 
 #[test]
-fn seed004_time_limited_write_fails_on_wait_count_overflow() {
+fn time_limited_write_fails_on_wait_count_overflow() {
     let full = u64::from(MAX_WAIT_COUNT) << 32;
     let w = word(full | 1);
     assert_eq!(
@@ -381,7 +381,7 @@ fn seed004_time_limited_write_fails_on_wait_count_overflow() {
 }
 
 #[test]
-fn seed004_time_limited_write_step5_fails_when_its_wait_vanished() {
+fn time_limited_write_step5_fails_when_its_wait_vanished() {
     let w = word(1);
     let mut limit = Between(|| {
         // Another party removes our registration and the reader leaves.
@@ -397,7 +397,7 @@ fn seed004_time_limited_write_step5_fails_when_its_wait_vanished() {
 }
 
 #[test]
-fn seed004_time_limited_upgrade() {
+fn time_limited_upgrade() {
     let w = word(UPDATE_FLAG);
     w.upgrade_timeout(Duration::from_secs(1)).unwrap();
     assert_eq!(bits(&w), WRITE_FLAG);
@@ -425,7 +425,7 @@ fn seed004_time_limited_upgrade() {
 }
 
 #[test]
-fn seed004_time_limited_upgrade_times_out_keeping_the_update_lock() {
+fn time_limited_upgrade_times_out_keeping_the_update_lock() {
     let w = word(UPDATE_FLAG | 1);
     assert_eq!(
         w.upgrade_with_limit(&mut Attempts::new(2)),

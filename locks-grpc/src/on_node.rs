@@ -12,8 +12,6 @@
 //! Invariant: every task this module starts runs on the node's thread and ends when the
 //! server stops (gracefully: open streams finish) or is dropped (at once), or the node stops.
 
-use crate::pb::locks_server::LocksServer;
-use crate::server::{Auth, Service};
 use futures::FutureExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use locks_server::Node;
@@ -24,7 +22,6 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tonic::body::Body;
 use tonic::codegen::http::{Request, Response};
-use tonic::codegen::{InterceptedService, Service as _};
 use tonic::service::interceptor::ResponseBody;
 use tonic::transport::server::Connected;
 
@@ -40,7 +37,32 @@ pub(crate) enum Stop {
 /// How long the server waits after a failed `accept` before it tries again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-type Svc = InterceptedService<LocksServer<Service>, Auth>;
+/// The API as served on a connection (the generated service behind its interceptor, made by
+/// `server.rs`): a cloneable service from HTTP requests to tonic's responses that never fails.
+/// Given as a value, so this module needs nothing of the server's.
+pub(crate) trait Api:
+    tonic::codegen::Service<
+        Request<Body>,
+        Response = Response<ResponseBody<Body>>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> Api for S where
+    S: tonic::codegen::Service<
+            Request<Body>,
+            Response = Response<ResponseBody<Body>>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
 
 /// Spawns hyper's per-stream tasks on the node's thread, in its actix context.
 #[derive(Clone, Copy)]
@@ -58,12 +80,12 @@ where
 /// The service of one connection: the API, with the connection's addresses in each request
 /// (what `Request::remote_addr` reads, as tonic's server puts them there).
 #[derive(Clone)]
-struct Conn {
-    svc: Svc,
+struct Conn<S> {
+    svc: S,
     info: tonic::transport::server::TcpConnectInfo,
 }
 
-impl hyper::service::Service<Request<hyper::body::Incoming>> for Conn {
+impl<S: Api> hyper::service::Service<Request<hyper::body::Incoming>> for Conn<S> {
     type Response = Response<ResponseBody<Body>>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
@@ -81,7 +103,7 @@ impl hyper::service::Service<Request<hyper::body::Incoming>> for Conn {
 pub(crate) fn serve(
     node: &Node,
     listener: std::net::TcpListener,
-    svc: Svc,
+    svc: impl Api,
     keepalive: Duration,
     stop: oneshot::Receiver<Stop>,
     extra: impl Future<Output = ()> + Send + 'static,
@@ -139,8 +161,8 @@ pub(crate) fn serve(
 }
 
 /// Serves one connection until it closes, or the server stops.
-async fn connection(
-    conn: hyper::server::conn::http2::Connection<TokioIo<tokio::net::TcpStream>, Conn, Local>,
+async fn connection<S: Api>(
+    conn: hyper::server::conn::http2::Connection<TokioIo<tokio::net::TcpStream>, Conn<S>, Local>,
     mut told: watch::Receiver<Option<Stop>>,
 ) {
     let mut conn = std::pin::pin!(conn);

@@ -9,8 +9,8 @@
 //! - the sync lock's result, timers, and `Settle` (run once after each burst of inputs, so the
 //!   election agent analyses a burst of notices once, as the agent actor does).
 //!
-//! Effects are carried out in order; the election agent's ([`Effect::Agent`]) through the agent
-//! actor's executor (`locks_agent::internal`), which also tells the agent of a lock server it
+//! Effects are carried out in order; the election agent's ([`MemberEffect::Agent`]) through the
+//! agent actor's executor (`locks_agent::internal`), which also tells the agent of a lock server it
 //! cannot reach. The sync lock is a [`Transaction`] the actor starts and
 //! never waits for: the wait runs as a future beside the actor, and its result comes back as
 //! a message. Who holds its address: the handle (every clone), and the router's registries as
@@ -19,7 +19,7 @@
 //! it knows, releases its locks and watches, and unregisters.
 
 use crate::callbacks::{CallId, Callbacks};
-use crate::core::{Effect, MemberCore, Peer, SYNC_TIMEOUT, note_agent_effect};
+use crate::core::{MemberCore, MemberEffect, Peer, SYNC_TIMEOUT, note_agent_effect};
 use crate::error::{CallError, Error};
 use crate::info::MemberInfo;
 use crate::lease::SharedProof;
@@ -191,16 +191,16 @@ impl<C: Callbacks> MemberActor<C> {
     }
 
     /// Carries out the core's effects, feeding delivery failures back to it.
-    fn execute(&mut self, effects: Vec<Effect<C>>, ctx: &mut Context<Self>) {
+    fn execute(&mut self, effects: Vec<MemberEffect<C>>, ctx: &mut Context<Self>) {
         self.execute_effects(effects, ctx);
         self.publish_proof();
     }
 
     fn publish_proof(&self) {
-        *self.proof.write().unwrap_or_else(PoisonError::into_inner) = self.core.lease_proof();
+        *self.proof.write().unwrap_or_else(PoisonError::into_inner) = self.core.leader_proof();
     }
 
-    fn execute_effects(&mut self, effects: Vec<Effect<C>>, ctx: &mut Context<Self>) {
+    fn execute_effects(&mut self, effects: Vec<MemberEffect<C>>, ctx: &mut Context<Self>) {
         let mut queue = std::collections::VecDeque::from(effects);
         // Checked before each effect: a delivery failure fed back may make the core accept.
         while self.keep_accepted(ctx)
@@ -208,12 +208,12 @@ impl<C: Callbacks> MemberActor<C> {
         {
             let now = self.now();
             match effect {
-                Effect::StartSync { attempt, nodes } => self.start_sync(attempt, nodes, ctx),
-                Effect::EndSync { attempt } => {
+                MemberEffect::StartSync { attempt, nodes } => self.start_sync(attempt, nodes, ctx),
+                MemberEffect::EndSync { attempt } => {
                     // Dropping the transaction ends it and releases the sync lock.
                     self.syncs.remove(&attempt);
                 }
-                Effect::Stopped { reason } => {
+                MemberEffect::Stopped { reason } => {
                     debug!(member = %self.me(), %reason, "member stopped by its callbacks");
                     self.release();
                     ctx.stop();
@@ -229,16 +229,18 @@ impl<C: Callbacks> MemberActor<C> {
 
     /// Carries out an effect that needs no actor context; returns what the core says to a
     /// delivery failure.
-    fn send(&mut self, effect: Effect<C>, now: Duration) -> Option<Vec<Effect<C>>> {
+    fn send(&mut self, effect: MemberEffect<C>, now: Duration) -> Option<Vec<MemberEffect<C>>> {
         match effect {
-            Effect::ToServer { node, request } => match self.router.send_server(&node, request) {
-                Ok(()) => None,
-                Err(err) => {
-                    trace!(member = %self.me(), %node, %err, "lock server unreachable");
-                    Some(self.core.server_unreachable(&node, now))
+            MemberEffect::ToServer { node, request } => {
+                match self.router.send_server(&node, request) {
+                    Ok(()) => None,
+                    Err(err) => {
+                        trace!(member = %self.me(), %node, %err, "lock server unreachable");
+                        Some(self.core.server_unreachable(&node, now))
+                    }
                 }
-            },
-            Effect::Agent(effect) => {
+            }
+            MemberEffect::Agent(effect) => {
                 let me = self.me();
                 if let Some(agent) = self.core.agent_mut() {
                     // The agent actor's executor: it also tells the agent of a lock server it
@@ -250,21 +252,23 @@ impl<C: Callbacks> MemberActor<C> {
                 }
                 None
             }
-            Effect::ToMember { to, msg } => self.send_member(&to, &msg, now),
-            Effect::Reply { call, result } => {
+            MemberEffect::ToMember { to, msg } => self.send_member(&to, &msg, now),
+            MemberEffect::Reply { call, result } => {
                 if let Some((reply, _)) = self.calls.remove(&call) {
                     let _ = reply.send(result);
                 }
                 None
             }
-            Effect::LeaderChanged(term) => {
+            MemberEffect::LeaderChanged(term) => {
                 // The proof first: whoever sees the new leader on the watch and asks
                 // `is_leader` gets an answer that agrees with it.
                 self.publish_proof();
                 self.leader_tx.send_replace(term);
                 None
             }
-            Effect::StartSync { .. } | Effect::EndSync { .. } | Effect::Stopped { .. } => None,
+            MemberEffect::StartSync { .. }
+            | MemberEffect::EndSync { .. }
+            | MemberEffect::Stopped { .. } => None,
         }
     }
 
@@ -273,7 +277,7 @@ impl<C: Callbacks> MemberActor<C> {
         to: &MemberId,
         msg: &Peer<C>,
         now: Duration,
-    ) -> Option<Vec<Effect<C>>> {
+    ) -> Option<Vec<MemberEffect<C>>> {
         let payload = match codec::encode(msg, MAX_PAYLOAD) {
             Ok(p) => p,
             Err(err) => {

@@ -6,7 +6,7 @@
 //! this member believes in is published on a `tokio::sync::watch` channel
 //! ([`Member::leader`], [`Member::changes`]), which needs no particular runtime either.
 //! [`Member::is_leader`] does not trust that channel alone: it checks the leader's
-//! [`LeaseProof`] against the node's leases at the moment it is asked.
+//! [`LeaderProof`] against the node's leases at the moment it is asked.
 
 use crate::actor::{Client, MemberActor};
 use crate::callbacks::Callbacks;

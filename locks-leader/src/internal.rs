@@ -1,7 +1,7 @@
 //! The seam between the crates of this workspace: what the workspace's own tests and
 //! simulations need of `locks-leader` beyond its public surface — the pure member state
-//! machine [`MemberCore`], its [`State`] and [`Effect`]s, the messages between members
-//! ([`Peer`], [`PeerEnvelope`], [`PeerMessage`], [`PeerMsg`]) and the [`LeaseProof`] a
+//! machine [`MemberCore`], its [`State`] and [`MemberEffect`]s, the messages between members
+//! ([`Peer`], [`PeerEnvelope`], [`PeerMessage`], [`PeerMsg`]) and the [`LeaderProof`] a
 //! majority-mode leader's claim rests on.
 //!
 //! **Internal seam, not covered by semver**: anything here may change with any release, in step
@@ -10,5 +10,5 @@
 //! running node.
 
 pub use crate::core::{
-    Effect, LeaseProof, MemberCore, Peer, PeerEnvelope, PeerMessage, PeerMsg, State,
+    LeaderProof, MemberCore, MemberEffect, Peer, PeerEnvelope, PeerMessage, PeerMsg, State,
 };

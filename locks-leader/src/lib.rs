@@ -48,7 +48,7 @@
 //! group's members send each other is encoded with it.
 //!
 //! **Internal seam**: [`internal`], the pure member state machine (`MemberCore`, its `State`
-//! and `Effect`s, the messages between members, `Peer`, and the `LeaseProof`) that the
+//! and `MemberEffect`s, the messages between members, `Peer`, and the `LeaderProof`) that the
 //! workspace's simulations drive. It carries no stability promise; everything else is private
 //! to the crate.
 //!
@@ -80,7 +80,7 @@
 //!   make it answer as leader, the member also checks its *leases*: the claim holds only while
 //!   the node's leases on a majority of the group's nodes where it holds the lock are valid
 //!   (the actor calls `MemberCore::check_leases`; [`Member::is_leader`] checks the
-//!   `LeaseProof` at the call).
+//!   `LeaderProof` at the call).
 //! - *Why before the other side can elect*: a node's lease on a peer runs from the send time of
 //!   the last acknowledged ping, so it expires on the leader's node no later than the peer
 //!   declares the leader's node down; the peer then keeps the old leader's locks held by nobody

@@ -208,9 +208,7 @@ pub use crate::router::{
     ToServer,
 };
 pub use crate::server::{LockServer, Snapshot, Watchers};
-pub use crate::table::{
-    DEFAULT_MAX_DEPTH, Effects, LockTable, TableEffect, TableInput, Undelivered,
-};
+pub use crate::table::{DEFAULT_MAX_DEPTH, LockTable, Sends, TableEffect, TableInput, Undelivered};
 
 /// Test-only settings of a [`LockTable`].
 pub trait TableInternals {

@@ -16,10 +16,10 @@
 //! [`Counter`] handles registered once per node (the `counter!` macro would look its key up on
 //! every call). Nothing records per grant on that path: the gauges of locks held, granted and
 //! waiting per mode, and the gauge of peers up, are sampled from the node's own state once per
-//! [`SAMPLE_INTERVAL`] by a task on the node's thread (`sample`), which counts the table's
-//! records a slice at a time (`table/census.rs`: a short hold of the table's mutex per slice). The wait-time histogram records only the `lock`
-//! calls that went through the transaction's agent (waited, or asked other nodes): a
-//! fast-path grant does not wait.
+//! [`SAMPLE_INTERVAL`] by a task on the node's thread (`sample_metrics` in `node.rs`), which
+//! counts the table's records a slice at a time (`table/census.rs`: a short hold of the table's
+//! mutex per slice). The wait-time histogram records only the `lock` calls that went through
+//! the transaction's agent (waited, or asked other nodes): a fast-path grant does not wait.
 //!
 //! # Labels
 //!
@@ -29,9 +29,7 @@
 //! others a fixed set of values (`cause`, `reason`, `kind`, `direction`). Nothing is ever
 //! labelled by a lock id or an agent id.
 
-use crate::local::LocalTable;
 use crate::node_core::peer::PeerFault;
-use crate::router::Router;
 use crate::table::Census;
 use locks_core::proto::Quota;
 use locks_core::{Mode, NodeId};
@@ -39,7 +37,6 @@ use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
     gauge, histogram,
 };
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a node samples its gauges (locks per mode, peers up).
@@ -298,7 +295,7 @@ impl NodeMetrics {
     }
 
     /// Sets the sampled gauges from a count of the table and the number of peers up.
-    fn set_sampled(&self, census: &Census, peers_up: usize) {
+    pub(crate) fn set_sampled(&self, census: &Census, peers_up: usize) {
         for m in Mode::ALL {
             let i = m.index();
             self.held[i].set(census.held[i] as f64);
@@ -306,27 +303,6 @@ impl NodeMetrics {
             self.waiting[i].set(census.waiting[i] as f64);
         }
         self.peers_up.set(peers_up as f64);
-    }
-}
-
-/// Samples the gauges of the node of `router` every [`SAMPLE_INTERVAL`], until the node's
-/// system stops (runs on the node's thread). The table is counted a slice at a time
-/// (`table::census`), so neither the fast path nor the node's actors wait for a whole count.
-pub(crate) async fn sample(table: Arc<LocalTable>, router: Arc<Router>) {
-    let mut tick = tokio::time::interval(SAMPLE_INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tick.tick().await;
-        let mut census = Census::default();
-        let mut from = Some((0, 0));
-        while let Some(start) = from {
-            from = table.census_slice(&mut census, start);
-            // The node's actors run on this thread too.
-            tokio::task::yield_now().await;
-        }
-        router
-            .metrics()
-            .set_sampled(&census, router.remote_nodes().len());
     }
 }
 

@@ -143,7 +143,7 @@ impl Node {
             .spawn(move || {
                 let runner = System::new();
                 let started = runner.block_on(async move {
-                    actix::spawn(crate::metrics::sample(sampled.0, sampled.1));
+                    actix::spawn(sample_metrics(sampled.0, sampled.1));
                     let server = LockServer::new(thread_table).with_delays(delays.0, delays.1);
                     let server = server.start();
                     thread_router
@@ -399,7 +399,16 @@ impl Node {
         let max_frame = self.inner.max_frame;
         // On the node's thread: the wait needs a tokio timer, and the caller may have none.
         self.on_node_thread(move || async move {
-            introspect::cluster_view(&router, &table, max_frame, query).await
+            introspect::cluster_view(
+                router.introspection(),
+                router.node(),
+                router.remote_nodes(),
+                |peer, envelope| router.send_node(peer, envelope),
+                &*table,
+                max_frame,
+                query,
+            )
+            .await
         })
         .await
     }
@@ -545,5 +554,28 @@ impl NodeInternals for Node {
 
     fn local_table(&self) -> &Arc<LocalTable> {
         &self.inner.table
+    }
+}
+
+/// Samples the gauges of the node of `router` every
+/// [`SAMPLE_INTERVAL`](crate::metrics::SAMPLE_INTERVAL), until the node's system stops (runs on
+/// the node's thread). The table is counted a slice at a time (`table::census`), so neither the
+/// fast path nor the node's actors wait for a whole count. Here, where the table and the router
+/// meet, so that the metric handles need neither.
+async fn sample_metrics(table: Arc<LocalTable>, router: Arc<Router>) {
+    let mut tick = tokio::time::interval(crate::metrics::SAMPLE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let mut census = crate::table::Census::default();
+        let mut from = Some((0, 0));
+        while let Some(start) = from {
+            from = table.census_slice(&mut census, start);
+            // The node's actors run on this thread too.
+            tokio::task::yield_now().await;
+        }
+        router
+            .metrics()
+            .set_sampled(&census, router.remote_nodes().len());
     }
 }

@@ -30,9 +30,8 @@ pub(crate) use messages::LinkDown;
 pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 pub use port::{AgentPort, FreshAgent, Port};
 
-use crate::introspect::{self, Introspection};
+use crate::introspect::{self, Introspection, ReportSource};
 use crate::lease::LeaseCell;
-use crate::local::LocalTable;
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
 use locks_core::{AgentId, MemberId, NodeId};
@@ -108,7 +107,7 @@ impl Router {
 
     /// Sets the node's table and the largest frame its links carry, for answering peers'
     /// introspection questions; done once when the node starts.
-    pub fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
+    pub fn set_table<T: ReportSource + 'static>(&self, table: Weak<T>, max_frame: usize) {
         self.introspection.set_table(table, max_frame);
     }
 
@@ -567,7 +566,10 @@ impl Router {
                 fault,
             });
         }
-        let Some(envelope) = introspect::intercept(self, from, envelope) else {
+        let intercepted = introspect::intercept(&self.introspection, from, envelope, |reply| {
+            self.send_node(from, reply)
+        });
+        let Some(envelope) = intercepted else {
             return Ok(());
         };
         match self.deliver_incoming(envelope) {

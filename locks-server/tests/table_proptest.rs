@@ -33,8 +33,8 @@ mod table_oracle;
 use common::{held_direct, node, t, waits_now};
 use locks_core::proto::{AgentMessage, EntryState, LockView, Note, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, Mode, ModeTable};
-use locks_server::internal::Effects;
 use locks_server::internal::LockTable;
+use locks_server::internal::Sends;
 use locks_server::internal::TableInternals;
 use locks_server::{LockSnapshot, TableSnapshot};
 use proptest::prelude::*;
@@ -228,7 +228,7 @@ impl Harness {
         Ok(())
     }
 
-    fn rejected(fx: &Effects) -> bool {
+    fn rejected(fx: &Sends) -> bool {
         matches!(&fx[..], [(_, AgentMessage::Rejected { .. })])
     }
 
@@ -236,7 +236,7 @@ impl Harness {
         &mut self,
         req: &ServerRequest,
         before: &TableSnapshot,
-        fx: &Effects,
+        fx: &Sends,
     ) -> Result<(), TestCaseError> {
         let serial = req.agent().serial();
         match req {
@@ -338,7 +338,7 @@ impl Harness {
         req: &ServerRequest,
         before: &TableSnapshot,
         after: &TableSnapshot,
-        fx: &Effects,
+        fx: &Sends,
     ) -> Result<(), TestCaseError> {
         let mut seen: Vec<(AgentId, LockId)> = Vec::new();
         let mut last_lock: Option<&LockId> = None;

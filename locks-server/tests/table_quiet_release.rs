@@ -9,10 +9,10 @@ mod common;
 use common::*;
 use locks_core::proto::{EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
-use locks_server::internal::{Effects, LockTable};
+use locks_server::internal::{LockTable, Sends};
 
 /// The agents told anything by `fx`, in order.
-fn told(fx: &Effects) -> Vec<String> {
+fn told(fx: &Sends) -> Vec<String> {
     notices(fx).into_iter().map(|(to, _, _)| to).collect()
 }
 
@@ -269,10 +269,10 @@ mod class {
                         self.renamed.insert(g.clone(), a);
                     }
                     self.ghosts.extend(ghosts);
-                    Effects::new()
+                    Sends::new()
                 }
                 Step::DelayOver => {
-                    let mut fx = Effects::new();
+                    let mut fx = Sends::new();
                     for ghost in std::mem::take(&mut self.ghosts) {
                         fx.extend(tb.handle(ServerRequest::RemoveAgent { agent: ghost }));
                     }

@@ -7,14 +7,14 @@ mod common;
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Note, Rejection, ServerRequest};
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::internal::Effects;
+use locks_server::internal::Sends;
 
 fn surrender_to(
     tb: &mut locks_server::internal::LockTable,
     n: u64,
     lock: &LockId,
     to: u64,
-) -> Effects {
+) -> Sends {
     tb.handle(ServerRequest::SurrenderTo {
         agent: t(n),
         lock: lock.clone(),
@@ -22,7 +22,7 @@ fn surrender_to(
     })
 }
 
-fn rejected(fx: &Effects) -> Vec<(u64, Rejection)> {
+fn rejected(fx: &Sends) -> Vec<(u64, Rejection)> {
     fx.iter()
         .map(|(to, msg)| match msg {
             AgentMessage::Rejected { reason, .. } => (to.serial(), reason.clone()),

@@ -5,7 +5,7 @@
 //! agents hold it in `IS` (readers and writers of its children), one agent waits for `X` (a
 //! writer of the whole tree), and 8 more wait for `IS` behind it. Every waiter behind the writer
 //! waits for it and for every holder (they block the writer ahead of them), so one build has
-//! `9 × holders + 8` edges. Timed: `WaitForGraph::build` with the standard mode table, one build
+//! `9 × holders + 8` edges. Timed: `ViewGraph::build` with the standard mode table, one build
 //! per operation, each build timed on its own; a round builds until 200 ms have passed (at least
 //! once, at most 10,000 times). Reported per variant: builds per second, the p50/p99 of one
 //! build, and the edges and agents of the graph built. Variants: 1,000 holders and 10,000
@@ -14,7 +14,7 @@
 
 use super::stats::{RankBy, Sample};
 use super::{Ctx, Row, Spec};
-use locks_agent::internal::WaitForGraph;
+use locks_agent::internal::ViewGraph;
 use locks_core::proto::{LockView, QueueEntry};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
 use std::hint::black_box;
@@ -49,7 +49,7 @@ fn round(modes: &ModeTable, lock: &LockId, node: &NodeId, view: &LockView) -> Sa
     let mut shape = (0, 0);
     while latencies.is_empty() || (started.elapsed() < limit && latencies.len() < 10_000) {
         let t = Instant::now();
-        let graph = WaitForGraph::build(modes, [(lock, node, view)]);
+        let graph = ViewGraph::build(modes, [(lock, node, view)]);
         latencies.push(t.elapsed().as_nanos() as u64);
         shape = (graph.edge_count(), graph.agent_count());
         black_box(graph);

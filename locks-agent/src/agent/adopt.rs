@@ -8,7 +8,7 @@ use locks_core::proto::LockNotice;
 use locks_core::{LockId, Mode, NodeId};
 use tracing::warn;
 
-/// Seed the agent with what the fast path did (`AgentCore::adopt`). Always the first message
+/// The agent adopts what the fast path did (`AgentCore::adopt`). Always the first message
 /// of an agent started late, ahead of the messages kept for it while it had no actor.
 #[derive(Message)]
 #[rtype(result = "()")]

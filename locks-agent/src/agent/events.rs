@@ -7,9 +7,9 @@
 //! granted again since, so a `lost()` call made after the loss still sees it.
 
 use super::Agent;
+use crate::core::LockState;
 use crate::core::{LossCause, LostLock, TransactionEvent};
 use crate::error::Error;
-use crate::events::LockState;
 use actix::prelude::*;
 use futures::channel::{mpsc, oneshot};
 use locks_core::LockId;

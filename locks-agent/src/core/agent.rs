@@ -1,15 +1,16 @@
 //! [`AgentCore`]: one transaction's agent as a pure state machine.
 //!
 //! ```text
-//!  client calls ──request/unlock/convert/end──▶ AgentCore ──Effect::ToServer──▶ lock servers
-//!  lock servers ──Notice/Rejected──▶ receive()           ──Effect::ToAgent───▶ other agents
+//!  client calls ──request/unlock/convert/end──▶ AgentCore ──ToServer──▶ lock servers
+//!  lock servers ──Notice/Rejected──▶ receive()           ──ToAgent───▶ other agents
 //!  other agents ──Forward/Surrendered──▶ receive()       ──StatusChanged/Abort──▶ the actor
 //!  node monitor ──node_down/node_up──▶                   ──Reply──▶ waiting callers
 //!  the executor ──unreachable──▶
 //!  after a burst of inputs ──settle()──▶ status, deadlock analysis, forwarding
 //! ```
 //!
-//! The actor feeds every input in, carries out the effects in order, and calls
+//! The arrows on the right are [`AgentEffect`]s. The actor feeds every input in, carries out
+//! the effects in order, and calls
 //! [`AgentCore::settle`] once after each burst of inputs — messages, client calls and node
 //! events alike — before it waits again (the Erlang original's "settle then analyse"
 //! batching). Client calls and node events also settle the status
@@ -37,8 +38,8 @@
 //! - at most one surrender is outstanding at a time: the next analysis waits for the server's
 //!   answer to it (applied, or refused as stale with a fresh view).
 
-use super::error::RequestError;
-use super::graph::WaitForGraph;
+use super::error::{RequestError, SurrenderRefusal};
+use super::graph::ViewGraph;
 use super::knowledge::{Knowledge, News};
 use super::requests::LockRequest;
 use super::status::{Deadlock, GrantedLock, LossCause, LostLock, TransactionStatus};
@@ -52,7 +53,7 @@ use std::ops::Bound;
 
 /// Something the actor must do on behalf of the core, in the order given.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
+pub enum AgentEffect {
     /// Send `request` to the lock server of `node`; if it cannot be reached, tell the core
     /// ([`AgentCore::unreachable`]).
     ToServer {
@@ -68,7 +69,7 @@ pub enum Effect {
         /// The message.
         msg: AgentMessage,
     },
-    /// The transaction status changed (waiting callers are answered by [`Effect::Reply`]).
+    /// The transaction status changed (waiting callers are answered by [`AgentEffect::Reply`]).
     StatusChanged(TransactionStatus),
     /// A lock is claimed: the client is told now that it holds it, with these versions (when
     /// the transaction has all its locks; again after a loss or a conversion up).
@@ -77,7 +78,7 @@ pub enum Effect {
     Lost(LostLock),
     /// This agent is the victim of a deadlock on `lock` at `node`, which the client was told it
     /// holds, and the transaction was started with `abort_on_deadlock` (every claimed lock was
-    /// reported [`Effect::Lost`] and every waiting caller failed just before): call
+    /// reported [`AgentEffect::Lost`] and every waiting caller failed just before): call
     /// [`AgentCore::end`] to release everything. The core accepts nothing but `end` from now on.
     Abort {
         /// The lock.
@@ -115,7 +116,7 @@ pub enum Effect {
         /// The agent it was to be surrendered to.
         to: AgentId,
         /// Why it was not done, if it was not.
-        refused: Option<surrender_to::SurrenderRefusal>,
+        refused: Option<SurrenderRefusal>,
     },
     /// Answer the waiting caller `call` (`callers.rs`): it is not waiting any more.
     Reply {
@@ -164,8 +165,8 @@ pub struct AgentCore {
     /// Probes received and not handled yet, and probes waiting for news (`probe.rs`).
     probes: probe::Probes,
     phase: Phase,
-    /// The locks watched, with the newest view passed on (`watch.rs`).
-    watches: watch::Watches,
+    /// The locks watched, with the newest view passed on (`watches.rs`).
+    watches: watches::Watches,
     /// The surrenders to a waiter not answered yet (`surrender_to.rs`).
     surrendering: surrender_to::Surrendering,
     /// The `lock` and `await_all_locks` callers waiting (`callers.rs`).
@@ -200,7 +201,7 @@ impl AgentCore {
             dirty: false,
             probes: probe::Probes::default(),
             phase: Phase::Running,
-            watches: watch::Watches::default(),
+            watches: watches::Watches::default(),
             surrendering: surrender_to::Surrendering::default(),
             callers: callers::Callers::default(),
             retreats: gate::Retreats::new(),
@@ -220,7 +221,7 @@ impl AgentCore {
     }
 
     /// Changes the options (Erlang's `change_flag/3`); the status is settled again.
-    pub fn set_options(&mut self, options: Options) -> Vec<Effect> {
+    pub fn set_options(&mut self, options: Options) -> Vec<AgentEffect> {
         self.options = options;
         self.mark_all();
         let mut out = Vec::new();
@@ -284,7 +285,7 @@ impl AgentCore {
         mode: Mode,
         nodes: &[NodeId],
         req: Req,
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if !self.modes.contains(mode) {
             return Err(RequestError::ModeNotInTable(mode));
@@ -401,7 +402,7 @@ impl AgentCore {
     /// Releases a held lock or withdraws a pending request (beyond Erlang, which has neither):
     /// the request is removed, `Unlock` goes to its nodes, and the agent forgets its views of
     /// the lock, so the lock leaves its wait-for graph at once.
-    pub fn unlock(&mut self, lock: &LockId) -> Result<Vec<Effect>, RequestError> {
+    pub fn unlock(&mut self, lock: &LockId) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         let r = self
             .requests
@@ -431,7 +432,7 @@ impl AgentCore {
 
     /// Sends `Unlock` of `lock` to `node` (up), and counts no grant of that copy, nor the
     /// intention modes it gave the ancestors' copies, until the server's answer.
-    pub(super) fn unlock_copy(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<Effect>) {
+    pub(super) fn unlock_copy(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<AgentEffect>) {
         let msg = ServerRequest::Unlock {
             agent: self.id.clone(),
             lock: lock.clone(),
@@ -459,7 +460,7 @@ impl AgentCore {
 
     /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
     /// status and the analysis wait for [`AgentCore::settle`].
-    pub fn receive(&mut self, msg: AgentMessage) -> Vec<Effect> {
+    pub fn receive(&mut self, msg: AgentMessage) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running || self.on_surrender_answer(&msg, &mut out) {
             return out;
@@ -531,7 +532,7 @@ impl AgentCore {
     /// An agent whose requests are all met still forwards while it is queued somewhere (an
     /// `Any` request granted on one node and queued on another): agents behind it count on the
     /// first of them blocked by a holder to pass the view on (`knowledge.rs`).
-    pub fn settle(&mut self) -> Vec<Effect> {
+    pub fn settle(&mut self) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running {
             return out;
@@ -556,8 +557,8 @@ impl AgentCore {
     }
 
     /// The wait-for graph as this agent sees it now.
-    pub fn wait_for_graph(&self) -> WaitForGraph {
-        WaitForGraph::build(
+    pub fn wait_for_graph(&self) -> ViewGraph {
+        ViewGraph::build(
             &self.modes,
             self.knowledge.views().map(|(l, n, v)| (l, n, &**v)),
         )
@@ -576,7 +577,7 @@ impl AgentCore {
         }
     }
 
-    fn send(&mut self, out: &mut Vec<Effect>, node: NodeId, request: ServerRequest) {
+    fn send(&mut self, out: &mut Vec<AgentEffect>, node: NodeId, request: ServerRequest) {
         match &request {
             ServerRequest::TryLock { lock, .. } => {
                 self.trying.insert((lock.clone(), node.clone()));
@@ -591,7 +592,7 @@ impl AgentCore {
             _ => {}
         }
         self.contacted.insert(node.clone());
-        out.push(Effect::ToServer { node, request });
+        out.push(AgentEffect::ToServer { node, request });
     }
 }
 
@@ -607,7 +608,6 @@ mod surrender_to;
 #[cfg(test)]
 mod tests;
 mod time_out;
-mod watch;
+mod watches;
 
 pub use callers::{Answer, CallFailure, CallId};
-pub use surrender_to::SurrenderRefusal;

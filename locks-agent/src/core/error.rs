@@ -1,6 +1,5 @@
-//! Why the agent core refused a client's request.
+//! Why the agent core refused a client's request, and why it did not surrender a lock.
 
-use super::agent::SurrenderRefusal;
 use crate::options::Req;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 
@@ -30,7 +29,7 @@ pub enum RequestError {
     /// (and the transaction does not wait for nodes).
     #[error(
         "cannot lock {lock} ({req}): nodes down or not connected: {}",
-        crate::error::comma_list(nodes)
+        comma_list(nodes)
     )]
     NodesDown {
         /// The lock.
@@ -88,4 +87,31 @@ pub enum RequestError {
     /// The transaction has ended.
     #[error("the transaction has ended")]
     Ended,
+}
+
+/// Why a lock was not surrendered on a node.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SurrenderRefusal {
+    /// The transaction does not hold the lock there (it has no request on that node, waits for
+    /// it, or the node is down).
+    #[error("the transaction does not hold it there")]
+    NotHeld,
+    /// The agent named does not wait (or convert) on the lock there.
+    #[error("that agent does not wait for it there")]
+    NotWaiting,
+    /// A surrender of this lock on this node is still waiting for the server's answer.
+    #[error("a surrender of it there is already under way")]
+    Pending,
+    /// The node went down before its server answered.
+    #[error("the node went down before it answered")]
+    NodeDown,
+}
+
+/// `a, b, c`: the items' displays, comma-separated (the error messages' lists).
+pub(crate) fn comma_list<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

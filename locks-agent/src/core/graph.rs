@@ -1,6 +1,6 @@
 //! The wait-for graph over agents, built from lock views, and the choice of a deadlock's victim.
 //!
-//! Pure: [`WaitForGraph::build`] takes lock views (a queue of one lock on one node at one
+//! Pure: [`ViewGraph::build`] takes lock views (a queue of one lock on one node at one
 //! version) and the mode table; everything else is a question to the graph. The graph is
 //! rebuilt from scratch on every analysis, so a stale edge cannot outlive the view it came from.
 //!
@@ -35,7 +35,7 @@ use petgraph::visit::{EdgeRef, NodeFiltered};
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-/// Up to this many agents, [`WaitForGraph::build`] numbers them by binary search.
+/// Up to this many agents, [`ViewGraph::build`] numbers them by binary search.
 const SEARCH_AT_MOST: usize = 32;
 
 /// The `(lock, node)` copies that make one agent wait for another.
@@ -68,14 +68,15 @@ pub struct Cycle {
     pub node: NodeId,
 }
 
-/// Who waits for whom, according to a set of lock views.
+/// Who waits for whom, according to a set of lock views: an agent's wait-for graph (the
+/// cluster's, read from the tables, is `locks_server::WaitForGraph`).
 #[derive(Clone, Debug, Default)]
-pub struct WaitForGraph {
+pub struct ViewGraph {
     /// Vertices in increasing id order, so a vertex is found by binary search.
     graph: DiGraph<AgentId, WaitLabel>,
 }
 
-impl WaitForGraph {
+impl ViewGraph {
     /// Builds the graph from lock views (see the module documentation for the edges).
     ///
     /// Cost: linear in the views and their edges, plus sorting the agents and the edges (which
@@ -84,7 +85,7 @@ impl WaitForGraph {
     pub fn build<'a>(
         modes: &ModeTable,
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
-    ) -> WaitForGraph {
+    ) -> ViewGraph {
         Self::build_excusing(modes, views, |_, _, _| false)
     }
 
@@ -94,7 +95,7 @@ impl WaitForGraph {
         modes: &ModeTable,
         views: impl IntoIterator<Item = (&'a LockId, &'a NodeId, &'a LockView)>,
         excused: impl Fn(&LockId, &NodeId, &AgentId) -> bool,
-    ) -> WaitForGraph {
+    ) -> ViewGraph {
         let views: Vec<(&LockId, &NodeId, &LockView)> = views.into_iter().collect();
         // Vertices and edges go in sorted order, so the graph (and its DOT text) depends only on
         // the views, never on the order they were learnt in.
@@ -145,7 +146,7 @@ impl WaitForGraph {
                 .collect();
             graph.add_edge(run[0].0, run[0].1, WaitLabel(label));
         }
-        WaitForGraph { graph }
+        ViewGraph { graph }
     }
 
     /// The vertex of `agent`, if it is in the graph.
@@ -233,7 +234,7 @@ impl WaitForGraph {
 
     /// Every strongly connected component of two or more agents, with its largest agent as
     /// victim, ordered by victim. (With several cycles in one component, more than one agent may
-    /// have to give way: see [`WaitForGraph::victims`].)
+    /// have to give way: see [`ViewGraph::victims`].)
     pub fn cycles(&self) -> Vec<Cycle> {
         let mut out: Vec<Cycle> = petgraph::algo::tarjan_scc(&self.graph)
             .into_iter()
@@ -258,7 +259,7 @@ impl WaitForGraph {
         self.cycle_of(&scc)
     }
 
-    /// Every agent that must give way (see [`WaitForGraph::victim_cycle`]), in id order.
+    /// Every agent that must give way (see [`ViewGraph::victim_cycle`]), in id order.
     pub fn victims(&self) -> Vec<Cycle> {
         self.graph
             .node_weights()

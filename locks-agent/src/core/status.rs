@@ -1,9 +1,13 @@
-//! What a transaction reports to its client: its status, the deadlocks resolved on the way, and
-//! the locks it holds with their fencing versions.
+//! What a transaction reports to its client: its status, the deadlocks resolved on the way, the
+//! locks it holds with their fencing versions, where each lock stands, and the views of a
+//! watched lock. Plain values: the agent core, the agent actor and the transaction handle all
+//! pass them on, none of them owns them.
 
+use locks_core::proto::LockView;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use smallvec::SmallVec;
 use std::fmt;
+use std::sync::Arc;
 
 /// One resolved deadlock: `victim` surrendered (or aborted on) `lock` on `node`.
 ///
@@ -315,3 +319,58 @@ mod tests {
         assert_eq!(granted.to_string(), "[db, x] X on a@1042, b@977");
     }
 }
+
+/// What [`Transaction::lock`](crate::Transaction::lock) and [`Transaction::lock_on`](crate::Transaction::lock_on) return: the lock as granted, with
+/// the fencing version of each node, and the deadlocks resolved on the way.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Locked {
+    /// The lock, the mode held and each granting node's version: a fencing token that grows
+    /// with every new holder on that node.
+    pub granted: GrantedLock,
+    /// The deadlocks resolved so far, as in [`LockResult::deadlocks`](crate::LockResult)
+    /// (empty when none).
+    pub deadlocks: Vec<Deadlock>,
+}
+
+impl Locked {
+    /// The locks of [`Locked::deadlocks`], sorted, each once.
+    pub fn deadlock_locks(&self) -> Vec<LockId> {
+        let mut locks: Vec<LockId> = self.deadlocks.iter().map(|d| d.lock.clone()).collect();
+        locks.sort();
+        locks.dedup();
+        locks
+    }
+
+    /// The grant's fencing tokens, to send with every write to the resource the lock guards:
+    /// they display as `a@1042,b@977` and parse back
+    /// ([`Tokens`](locks_core::fence::Tokens)), and a
+    /// [`Fence`](locks_core::fence::Fence) in front of the resource admits or refuses them.
+    pub fn tokens(&self) -> locks_core::fence::Tokens {
+        self.granted.tokens()
+    }
+
+    /// The fencing version of `node`'s grant, if that node grants the lock.
+    pub fn version_on(&self, node: &NodeId) -> Option<u64> {
+        self.granted
+            .nodes
+            .iter()
+            .find(|(n, _)| n == node)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Where one lock of a transaction stands ([`Transaction::lock_state`](crate::Transaction::lock_state)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockState {
+    /// The transaction has not asked for it (or unlocked it).
+    NotRequested,
+    /// Asked for and not held (yet, or again after a loss that was made good is pending).
+    Waiting,
+    /// Held by its requirement, with each node's version.
+    Held(GrantedLock),
+    /// The client was told it holds it, and it was lost since (not granted again yet).
+    Lost(LostLock),
+}
+
+/// One view of a watched lock: the node of its server, the lock, and its queue then.
+pub type WatchItem = (NodeId, LockId, Arc<LockView>);

@@ -34,8 +34,8 @@
 use super::Transaction;
 use crate::agent::{Adopt, Agent, Subscribe};
 use crate::core::{GrantNodes, GrantedLock, LockResult, RequestError, TransactionStatus};
+use crate::core::{LockState, Locked};
 use crate::error::Error;
-use crate::events::{LockState, Locked};
 use actix::prelude::*;
 use locks_core::{LockId, Mode};
 use locks_server::internal::{FastLock, NodeInternals};

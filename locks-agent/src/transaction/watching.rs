@@ -4,7 +4,7 @@
 use super::Transaction;
 use crate::agent::{Unwatch, Watch, outcome_error};
 use crate::error::Error;
-use crate::watch::LockWatch;
+use crate::lock_watch::LockWatch;
 use locks_core::{AgentId, LockId, NodeId};
 
 impl Transaction {

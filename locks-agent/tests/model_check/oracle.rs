@@ -24,7 +24,7 @@
 
 use super::world::{Model, World};
 use locks_agent::internal::LockRequest;
-use locks_agent::internal::WaitForGraph;
+use locks_agent::internal::ViewGraph;
 use locks_core::proto::{EntryState, LockView};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::TableSnapshot;
@@ -194,7 +194,7 @@ pub fn true_edges(
         .enumerate()
         .flat_map(|(n, s)| s.locks.iter().map(move |l| (l.lock.clone(), n, l.view())))
         .collect();
-    let graph = WaitForGraph::build(
+    let graph = ViewGraph::build(
         &m.modes,
         views.iter().map(|(l, n, v)| (l, &m.node_ids[*n], v)),
     );

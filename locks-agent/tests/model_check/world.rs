@@ -16,14 +16,14 @@
 //! - a delivered message is fed to `receive`; a settle round is scheduled when the status
 //!   changed or the core says it needs one (`needs_settle`);
 //! - a settle round (`settle`) may run at any time while one is scheduled;
-//! - `Effect::Abort` stops the agent: the effects after it are dropped, callers are failed and
+//! - `AgentEffect::Abort` stops the agent: the effects after it are dropped, callers are failed and
 //!   every server it used is told `RemoveAgent`.
 //!
 //! Invariant: a step is a pure function of the world and the configuration, so a path of
 //! actions replays to the same states (the explorer stores paths, not states, for its traces).
 
 use super::show::{show_msg, show_op, show_request, show_status};
-use locks_agent::internal::{AgentCore, CallId, Effect};
+use locks_agent::internal::{AgentCore, AgentEffect, CallId};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -461,7 +461,7 @@ impl World {
                 let effects = self.clients[a].core.receive(msg);
                 let changed = effects
                     .iter()
-                    .any(|e| matches!(e, Effect::StatusChanged(_)));
+                    .any(|e| matches!(e, AgentEffect::StatusChanged(_)));
                 self.execute(m, a, effects, o, line, verbose);
                 let c = &mut self.clients[a];
                 if c.stop.is_none() && (changed || c.core.needs_settle()) {
@@ -481,7 +481,7 @@ impl World {
         &mut self,
         m: &Model,
         i: usize,
-        effects: Vec<Effect>,
+        effects: Vec<AgentEffect>,
         o: &mut Outcome,
         line: &mut String,
         verbose: bool,
@@ -490,11 +490,11 @@ impl World {
         // batch is sent.
         for e in &effects {
             let what = match e {
-                Effect::ToServer {
+                AgentEffect::ToServer {
                     node,
                     request: ServerRequest::Surrender { lock, .. },
                 } => format!("surrender {lock}@{node}"),
-                Effect::Abort { lock, node } => format!("abort on {lock}@{node}"),
+                AgentEffect::Abort { lock, node } => format!("abort on {lock}@{node}"),
                 _ => continue,
             };
             o.decisions
@@ -503,7 +503,7 @@ impl World {
         }
         for e in effects {
             match e {
-                Effect::ToServer { node, request } => {
+                AgentEffect::ToServer { node, request } => {
                     if verbose {
                         let _ = write!(line, "\n      -> {node}: {}", show_request(m, &request));
                     }
@@ -514,29 +514,29 @@ impl World {
                         Msg::ToServer(request),
                     );
                 }
-                Effect::ToAgent { to, msg } => {
+                AgentEffect::ToAgent { to, msg } => {
                     if verbose {
                         let _ = write!(line, "\n      -> {}: {}", m.name(&to), show_msg(m, &msg));
                     }
                     let t = m.by_id[&to];
                     self.send(Endpoint::Agent(i), Endpoint::Agent(t), Msg::ToAgent(msg));
                 }
-                Effect::StatusChanged(s) => {
+                AgentEffect::StatusChanged(s) => {
                     if verbose {
                         let _ = write!(line, " [status {}]", show_status(&s));
                     }
                 }
-                Effect::Granted(g) => {
+                AgentEffect::Granted(g) => {
                     if verbose {
                         let _ = write!(line, " [granted {} {}]", g.lock, g.mode);
                     }
                 }
-                Effect::Lost(l) => {
+                AgentEffect::Lost(l) => {
                     if verbose {
                         let _ = write!(line, " [lost {} {}: {}]", l.lock, l.mode, l.cause);
                     }
                 }
-                Effect::Abort { lock, node } => {
+                AgentEffect::Abort { lock, node } => {
                     if verbose {
                         let _ = write!(line, "\n      ABORT on {lock}@{node}: stop, release");
                     }
@@ -547,7 +547,7 @@ impl World {
                     self.clients[i].blocked = false;
                     self.clients[i].unsettled = false;
                     for e in release {
-                        if let Effect::ToServer { node, request } = e {
+                        if let AgentEffect::ToServer { node, request } = e {
                             let n = m.node_index(&node);
                             self.send(
                                 Endpoint::Agent(i),
@@ -558,7 +558,7 @@ impl World {
                     }
                     return;
                 }
-                Effect::Rejected { node, lock, reason } => {
+                AgentEffect::Rejected { node, lock, reason } => {
                     // The actor only logs a refusal.
                     if verbose {
                         let _ = write!(line, " [rejected by {node}: {lock} {reason}]");
@@ -566,9 +566,9 @@ impl World {
                 }
                 // Watches, surrenders to a waiter and replies to waiting callers answer client
                 // calls the model never makes.
-                Effect::Watched { .. }
-                | Effect::SurrenderAnswered { .. }
-                | Effect::Reply { .. } => {}
+                AgentEffect::Watched { .. }
+                | AgentEffect::SurrenderAnswered { .. }
+                | AgentEffect::Reply { .. } => {}
             }
         }
     }

@@ -3,7 +3,7 @@
 //! counts as real.
 
 use super::Sim;
-use locks_agent::internal::{Cycle, WaitForGraph};
+use locks_agent::internal::{Cycle, ViewGraph};
 use locks_core::AgentId;
 use locks_core::proto::{AgentMessage, Note, ServerRequest};
 
@@ -49,7 +49,7 @@ impl Sim {
                 views.push((l.lock.clone(), node.clone(), l.view()));
             }
         }
-        let g = WaitForGraph::build(&self.modes, views.iter().map(|(l, n, v)| (l, n, v)));
+        let g = ViewGraph::build(&self.modes, views.iter().map(|(l, n, v)| (l, n, v)));
         g.cycles()
     }
 

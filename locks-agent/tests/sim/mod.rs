@@ -25,7 +25,7 @@ pub use audit::Audit;
 pub use client::{Act, Ask, Client};
 pub use locks_testing::Rng;
 
-use locks_agent::internal::{AgentCore, Effect};
+use locks_agent::internal::{AgentCore, AgentEffect};
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use locks_testing::sim::{Rounds, Route, Step, World};
@@ -84,7 +84,7 @@ pub struct Sim {
     /// Per (node, lock): every agent's entry as the server last reported it.
     truth: BTreeMap<NodeId, BTreeMap<LockId, BTreeMap<AgentId, EntryState>>>,
     /// The locks whose truth changed in the current step.
-    touched: Vec<(NodeId, LockId)>,
+    changed: Vec<(NodeId, LockId)>,
     pub stats: Stats,
     /// Clients end their transaction when their script is done.
     pub auto_end: bool,
@@ -122,7 +122,7 @@ impl Sim {
             world: World::new(seed, trace_lines()),
             clients: BTreeMap::new(),
             truth: BTreeMap::new(),
-            touched: Vec::new(),
+            changed: Vec::new(),
             stats: Stats::default(),
             auto_end: true,
             finished: Vec::new(),
@@ -152,7 +152,7 @@ impl Sim {
     }
 
     /// Calls `f` on a client's core and carries out the effects it returns.
-    pub fn with_core(&mut self, id: &AgentId, f: impl FnOnce(&mut AgentCore) -> Vec<Effect>) {
+    pub fn with_core(&mut self, id: &AgentId, f: impl FnOnce(&mut AgentCore) -> Vec<AgentEffect>) {
         let effects = f(&mut self.clients.get_mut(id).expect("a client").core);
         // The actor settles after every input, not only after messages.
         self.world.unsettled.insert(id.clone());
@@ -205,12 +205,12 @@ impl Sim {
     }
 
     /// Carries out an agent's effects, as the actor does (the one place effects are read).
-    fn route(&mut self, from: &AgentId, effects: Vec<Effect>) {
+    fn route(&mut self, from: &AgentId, effects: Vec<AgentEffect>) {
         let mut end_now = false;
         self.rounds.acting(&End::Agent(from.clone()));
         for e in effects {
             match e {
-                Effect::ToServer { node, request } => {
+                AgentEffect::ToServer { node, request } => {
                     self.stats.to_server += 1;
                     if matches!(request, ServerRequest::Surrender { .. }) {
                         self.stats.surrenders += 1;
@@ -219,7 +219,7 @@ impl Sim {
                     self.rounds.sent(&from, &to);
                     self.world.send(from, to, Payload::Server(request));
                 }
-                Effect::ToAgent { to, msg } => {
+                AgentEffect::ToAgent { to, msg } => {
                     match msg {
                         AgentMessage::Forward { .. } => self.stats.forwards += 1,
                         AgentMessage::Probe(_) => self.stats.probes += 1,
@@ -230,32 +230,32 @@ impl Sim {
                     self.rounds.sent(&from, &to);
                     self.world.send(from, to, Payload::Agent(msg));
                 }
-                Effect::StatusChanged(s) => {
+                AgentEffect::StatusChanged(s) => {
                     if let Some(c) = self.clients.get_mut(from) {
                         c.statuses.push(s);
                     }
                 }
                 // What the client is told; the oracles check the status and the tables.
-                Effect::Granted(_) | Effect::Lost(_) => {}
-                Effect::Abort { lock, node } => {
+                AgentEffect::Granted(_) | AgentEffect::Lost(_) => {}
+                AgentEffect::Abort { lock, node } => {
                     self.stats.aborts += 1;
                     if let Some(c) = self.clients.get_mut(from) {
                         c.aborted = Some((lock, node));
                     }
                     end_now = true;
                 }
-                Effect::Rejected { node, lock, reason } => {
+                AgentEffect::Rejected { node, lock, reason } => {
                     let trace = &self.world.trace;
                     panic!("{from}: {node} rejected {lock}: {reason}\nthe trace's end:\n{trace}");
                 }
-                Effect::Watched { node, lock, .. } => {
+                AgentEffect::Watched { node, lock, .. } => {
                     panic!("{from}: a view of {lock} on {node}, which no simulated client watches");
                 }
-                Effect::SurrenderAnswered { node, lock, .. } => {
+                AgentEffect::SurrenderAnswered { node, lock, .. } => {
                     panic!("{from}: no simulated client surrenders {lock} on {node} to a waiter");
                 }
                 // A dropped call's answer goes nowhere; an answered one may still be dropped.
-                Effect::Reply { call, .. } => {
+                AgentEffect::Reply { call, .. } => {
                     assert!(
                         self.drops,
                         "{from}: a reply to {call:?}, but no call was made"
@@ -396,7 +396,7 @@ impl Sim {
         // Whether any notice says a surrender was applied, and whether one says so of the
         // surrendered lock (the audit's test).
         let (mut any_surrendered, mut applied) = (false, false);
-        let (truth, touched, net) = (&mut self.truth, &mut self.touched, &mut self.world.net);
+        let (truth, changed, net) = (&mut self.truth, &mut self.changed, &mut self.world.net);
         let rounds = &mut self.rounds;
         let server = End::Server(node.clone());
         let served = self.world.tables.serve(&node, [req], |agent, msg| {
@@ -410,7 +410,7 @@ impl Sim {
                     .or_default()
                     .entry(n.lock.clone())
                     .or_default();
-                touched.push((n.node.clone(), n.lock.clone()));
+                changed.push((n.node.clone(), n.lock.clone()));
                 if n.state == EntryState::Absent {
                     entries.remove(&agent);
                 } else {

@@ -40,8 +40,8 @@ impl Sim {
         if let Some(id) = self.subject.take() {
             self.check_agreement(&id)?;
         }
-        let touched = std::mem::take(&mut self.touched);
-        for (node, lock) in &touched {
+        let changed = std::mem::take(&mut self.changed);
+        for (node, lock) in &changed {
             let Some(entries) = self.truth.get(node).and_then(|t| t.get(lock)) else {
                 continue;
             };

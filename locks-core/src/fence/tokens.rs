@@ -113,7 +113,7 @@ impl From<Saved> for Fence {
     fn from(saved: Saved) -> Fence {
         let mut fence = Fence::new();
         for (lock, node, token) in saved.highest {
-            fence.seed(&lock, &node, token);
+            fence.record(&lock, &node, token);
         }
         fence
     }
@@ -185,9 +185,12 @@ mod tests {
             restored.highest(&lock, &NodeId::new("b").unwrap()),
             Some(20)
         );
-        // Seeding never lowers what was seen.
-        let mut seeded = restored.clone();
-        seeded.seed(&lock, &NodeId::new("a").unwrap(), 3);
-        assert_eq!(seeded.highest(&lock, &NodeId::new("a").unwrap()), Some(10));
+        // Recording never lowers what was seen.
+        let mut recorded = restored.clone();
+        recorded.record(&lock, &NodeId::new("a").unwrap(), 3);
+        assert_eq!(
+            recorded.highest(&lock, &NodeId::new("a").unwrap()),
+            Some(10)
+        );
     }
 }

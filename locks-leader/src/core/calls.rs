@@ -1,6 +1,6 @@
 //! Calls, casts and broadcasts, and what the callbacks' returns ask for.
 
-use super::{Effect, Forwarded, LocalWork, MemberCore, PeerMsg, Pending, State};
+use super::{Forwarded, LocalWork, MemberCore, MemberEffect, PeerMsg, Pending, State};
 use crate::callbacks::Action;
 use crate::callbacks::{CallId, CallReturn, Callbacks, Caller, CallerKind, Handled};
 use crate::error::CallError;
@@ -17,14 +17,14 @@ impl<C: Callbacks> MemberCore<C> {
         req: C::Call,
         deadline: Duration,
         now: Duration,
-    ) -> Vec<Effect<C>> {
+    ) -> Vec<MemberEffect<C>> {
         if self.s.stopped {
-            self.s.out.push(Effect::Reply {
+            self.s.out.push(MemberEffect::Reply {
                 call,
                 result: Err(CallError::Stopped("stopped".into())),
             });
         } else if deadline <= now {
-            self.s.out.push(Effect::Reply {
+            self.s.out.push(MemberEffect::Reply {
                 call,
                 result: Err(CallError::Timeout),
             });
@@ -35,7 +35,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// A leader cast from a client (routed like a leader call; no answer, no guarantee).
-    pub fn leader_cast(&mut self, msg: C::Cast, now: Duration) -> Vec<Effect<C>> {
+    pub fn leader_cast(&mut self, msg: C::Cast, now: Duration) -> Vec<MemberEffect<C>> {
         let _ = now;
         if !self.s.stopped {
             self.route_cast(msg);
@@ -44,10 +44,10 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// A call from a client, handled here in every state.
-    pub fn call(&mut self, call: CallId, req: C::Call, now: Duration) -> Vec<Effect<C>> {
+    pub fn call(&mut self, call: CallId, req: C::Call, now: Duration) -> Vec<MemberEffect<C>> {
         let _ = now;
         if self.s.stopped {
-            self.s.out.push(Effect::Reply {
+            self.s.out.push(MemberEffect::Reply {
                 call,
                 result: Err(CallError::Stopped("stopped".into())),
             });
@@ -60,7 +60,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// A cast from a client, handled here in every state.
-    pub fn cast(&mut self, msg: C::Cast, now: Duration) -> Vec<Effect<C>> {
+    pub fn cast(&mut self, msg: C::Cast, now: Duration) -> Vec<MemberEffect<C>> {
         let _ = now;
         if !self.s.stopped {
             let h = self.invoke(|cb, ctx| cb.handle_cast(msg, ctx));
@@ -70,7 +70,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// A local message for `handle_info`.
-    pub fn info(&mut self, msg: C::Info, now: Duration) -> Vec<Effect<C>> {
+    pub fn info(&mut self, msg: C::Info, now: Duration) -> Vec<MemberEffect<C>> {
         let _ = now;
         if !self.s.stopped {
             let h = self.invoke(|cb, ctx| cb.handle_info(msg, ctx));
@@ -84,7 +84,7 @@ impl<C: Callbacks> MemberCore<C> {
         &mut self,
         msg: C::Broadcast,
         now: Duration,
-    ) -> Result<Vec<Effect<C>>, CallError> {
+    ) -> Result<Vec<MemberEffect<C>>, CallError> {
         let _ = now;
         if !self.s.is_leader() || self.s.stopped {
             return Err(CallError::NotLeader);
@@ -122,7 +122,7 @@ impl<C: Callbacks> MemberCore<C> {
             }
             State::Candidate | State::Syncing { .. } if !self.s.sees_majority() => {
                 let result = Err(self.no_majority());
-                self.s.out.push(Effect::Reply { call, result });
+                self.s.out.push(MemberEffect::Reply { call, result });
             }
             State::Candidate | State::Syncing { .. } => {
                 self.s.pending.push_back(Pending::Call {
@@ -224,7 +224,7 @@ impl<C: Callbacks> MemberCore<C> {
                 });
                 self.flush_pending();
             }
-            result => self.s.out.push(Effect::Reply { call, result }),
+            result => self.s.out.push(MemberEffect::Reply { call, result }),
         }
     }
 
@@ -239,7 +239,7 @@ impl<C: Callbacks> MemberCore<C> {
             .collect();
         for call in failed {
             self.s.forwarded.remove(&call);
-            self.s.out.push(Effect::Reply {
+            self.s.out.push(MemberEffect::Reply {
                 call,
                 result: Err(error.clone()),
             });
@@ -250,7 +250,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.fail_forwarded(None, error.clone());
         for p in std::mem::take(&mut self.s.pending) {
             if let Pending::Call { call, .. } = p {
-                self.s.out.push(Effect::Reply {
+                self.s.out.push(MemberEffect::Reply {
                     call,
                     result: Err(error.clone()),
                 });
@@ -264,7 +264,7 @@ impl<C: Callbacks> MemberCore<C> {
         for p in std::mem::take(&mut self.s.pending) {
             match p {
                 Pending::Call { call, deadline, .. } if deadline <= now => {
-                    self.s.out.push(Effect::Reply {
+                    self.s.out.push(MemberEffect::Reply {
                         call,
                         result: Err(CallError::Timeout),
                     });
@@ -282,7 +282,7 @@ impl<C: Callbacks> MemberCore<C> {
             .collect();
         for call in expired {
             self.s.forwarded.remove(&call);
-            self.s.out.push(Effect::Reply {
+            self.s.out.push(MemberEffect::Reply {
                 call,
                 result: Err(CallError::Timeout),
             });
@@ -291,7 +291,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     pub(super) fn reply_to(&mut self, caller: &Caller, reply: C::Reply) {
         match &caller.0 {
-            CallerKind::Local(call) => self.s.out.push(Effect::Reply {
+            CallerKind::Local(call) => self.s.out.push(MemberEffect::Reply {
                 call: *call,
                 result: Ok(reply),
             }),

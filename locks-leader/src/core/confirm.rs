@@ -21,7 +21,7 @@
 //! oldest fails with `Timeout` beyond that). In islands mode nothing is held: a confirmed write
 //! there can be lost at a heal anyway (see `GroupOptions::islands`).
 
-use super::{Effect, MemberCore, PeerMsg};
+use super::{MemberCore, MemberEffect, PeerMsg};
 use crate::callbacks::{Callbacks, Caller, CallerKind};
 use crate::error::CallError;
 use locks_core::{MemberId, NodeId};
@@ -158,7 +158,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     fn fail_one(&mut self, held: Held<C>, error: CallError) {
         match held.caller.0 {
-            CallerKind::Local(call) => self.s.out.push(Effect::Reply {
+            CallerKind::Local(call) => self.s.out.push(MemberEffect::Reply {
                 call,
                 result: Err(error),
             }),

@@ -2,7 +2,7 @@
 //! (`reassess`), the grants it holds, the terms it takes (`next_term`, `bump`, `take_term`),
 //! becoming leader and stepping down (see the module documentation of [`super`]).
 
-use super::{Effect, MemberCore, PeerMsg, Pending, SYNC_TIMEOUT, State};
+use super::{MemberCore, MemberEffect, PeerMsg, Pending, SYNC_TIMEOUT, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::term::Term;
@@ -37,12 +37,12 @@ impl<C: Callbacks> MemberCore<C> {
                 }
                 let nodes = self.s.alive.iter().cloned().collect();
                 debug!(member = %self.s.me, attempt, "have all election locks; syncing");
-                self.s.out.push(Effect::StartSync { attempt, nodes });
+                self.s.out.push(MemberEffect::StartSync { attempt, nodes });
                 self.extend_poll();
             }
             State::Syncing { attempt, .. } if !have_all => {
                 debug!(member = %self.s.me, attempt, "lost an election lock while syncing");
-                self.s.out.push(Effect::EndSync { attempt });
+                self.s.out.push(MemberEffect::EndSync { attempt });
                 self.s.state = State::Candidate;
                 self.s.sync_held = None;
                 self.s.poll = None;
@@ -102,7 +102,7 @@ impl<C: Callbacks> MemberCore<C> {
         let term = self.next_term(&grants);
         debug!(member = %self.s.me, %term, ?grants, "elected");
         self.take_term(term, grants);
-        self.s.out.push(Effect::EndSync { attempt });
+        self.s.out.push(MemberEffect::EndSync { attempt });
         self.flush_pending();
     }
 

@@ -14,9 +14,9 @@
 //! it asked. A node that comes up is asked at once when the request already covers every node
 //! up, or when it becomes the gate; otherwise once the gate is held. When the gate goes down,
 //! the next smallest node is the gate, and the request covers it too. Requests only grow
-//! (until nodes go down), as before.
+//! (until nodes go down).
 //!
-//! **Why it is safe.** Who leads is decided as before: the lock on every node the member
+//! **Why it is safe.** Who leads is decided by the lock on every node the member
 //! considers up (the member counts as having all its locks only when its request covers them:
 //! [`MemberCore::covers_alive`]) and, in majority mode, on a majority of the group's nodes;
 //! the gate changes only the order in which a candidate asks, so no two members lead at once

@@ -19,7 +19,7 @@
 //!   considers up, or whose leases on them do not prove a majority, steps down before its
 //!   next answer.
 
-use super::{Effect, Inner, MemberCore, PeerMsg, Pending, Poll, State};
+use super::{Inner, MemberCore, MemberEffect, PeerMsg, Pending, Poll, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::options::ElectionMode;
@@ -32,7 +32,7 @@ use tracing::debug;
 /// What a leader's claim rests on, for the shell to check against its leases at the moment
 /// it answers: the claim holds while the leases on at least `needed` of `nodes` are valid.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseProof {
+pub struct LeaderProof {
     /// The leadership.
     pub term: Term,
     /// The group's nodes on which the leader holds the election lock (its own included).
@@ -42,7 +42,7 @@ pub struct LeaseProof {
     pub needed: usize,
 }
 
-impl LeaseProof {
+impl LeaderProof {
     /// Whether the claim holds, given which nodes' leases are valid.
     pub fn holds(&self, lease_valid: impl Fn(&NodeId) -> bool) -> bool {
         self.nodes.iter().filter(|n| lease_valid(n)).count() >= self.needed
@@ -122,7 +122,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// What this member's leadership rests on, while it is established: for the shell to
     /// check before it answers as leader. `None` when it does not lead.
-    pub fn lease_proof(&self) -> Option<LeaseProof> {
+    pub fn leader_proof(&self) -> Option<LeaderProof> {
         let State::Leader { term, grants } = &self.s.state else {
             return None;
         };
@@ -130,7 +130,7 @@ impl<C: Callbacks> MemberCore<C> {
             return None;
         }
         if !self.s.majority_mode() {
-            return Some(LeaseProof {
+            return Some(LeaderProof {
                 term: term.clone(),
                 nodes: Vec::new(),
                 needed: 0,
@@ -142,7 +142,7 @@ impl<C: Callbacks> MemberCore<C> {
             .filter(|n| self.s.group.contains(*n) && self.s.alive.contains(*n))
             .cloned()
             .collect();
-        Some(LeaseProof {
+        Some(LeaderProof {
             term: term.clone(),
             nodes,
             needed: self.s.needed(),
@@ -157,7 +157,7 @@ impl<C: Callbacks> MemberCore<C> {
         &mut self,
         lease_valid: impl Fn(&NodeId) -> bool,
         now: Duration,
-    ) -> Vec<Effect<C>> {
+    ) -> Vec<MemberEffect<C>> {
         let _ = now;
         if self.s.stopped || !self.s.majority_mode() || !self.s.is_leader() {
             return Vec::new();
@@ -191,7 +191,7 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         }
         self.s.published = now.clone();
-        self.s.out.push(Effect::LeaderChanged(now));
+        self.s.out.push(MemberEffect::LeaderChanged(now));
         if self.s.established() {
             self.flush_pending();
         }
@@ -306,7 +306,7 @@ impl<C: Callbacks> MemberCore<C> {
         let mut kept = std::collections::VecDeque::new();
         for p in std::mem::take(&mut self.s.pending) {
             match p {
-                Pending::Call { call, .. } => self.s.out.push(Effect::Reply {
+                Pending::Call { call, .. } => self.s.out.push(MemberEffect::Reply {
                     call,
                     result: Err(error.clone()),
                 }),

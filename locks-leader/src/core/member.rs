@@ -3,13 +3,13 @@
 //! (the states, terms, becoming leader and stepping down) is `election.rs`
 //! (see the module documentation of [`super`]).
 
-use super::{Effect, Inner, MemberCore, PeerMsg, RECHECK, State};
+use super::{Inner, MemberCore, MemberEffect, PeerMsg, RECHECK, State};
 use crate::callbacks::Callbacks;
 use crate::core::peer::Peer;
 use crate::error::CallError;
 use crate::options::GroupOptions;
 use crate::term::Role;
-use locks_agent::internal::{AgentCore, Effect as AgentEffect};
+use locks_agent::internal::{AgentCore, AgentEffect};
 use locks_agent::{Options, Req};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, Mode, ModeTable, NodeId};
@@ -97,7 +97,11 @@ impl<C: Callbacks> MemberCore<C> {
     /// for the election lock on the gate (module `gate`) and the member watches the lock on
     /// every node.
     /// An `init` error is returned, and the member is stopped.
-    pub fn start(&mut self, nodes: &[NodeId], now: Duration) -> Result<Vec<Effect<C>>, String> {
+    pub fn start(
+        &mut self,
+        nodes: &[NodeId],
+        now: Duration,
+    ) -> Result<Vec<MemberEffect<C>>, String> {
         let _ = now;
         if let Err(e) = self.invoke(|cb, ctx| cb.init(ctx)) {
             self.s.stopped = true;
@@ -124,7 +128,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// A message for the member's agent id: a lock server's notice or view, or another agent's
     /// message. Call [`MemberCore::settle`] after a burst of inputs.
-    pub fn deliver(&mut self, msg: AgentMessage, now: Duration) -> Vec<Effect<C>> {
+    pub fn deliver(&mut self, msg: AgentMessage, now: Duration) -> Vec<MemberEffect<C>> {
         if self.s.stopped {
             return Vec::new();
         }
@@ -146,7 +150,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Runs the agent's analysis and checks where the member stands. Call once after each burst
     /// of inputs.
-    pub fn settle(&mut self, now: Duration) -> Vec<Effect<C>> {
+    pub fn settle(&mut self, now: Duration) -> Vec<MemberEffect<C>> {
         if self.s.stopped {
             return Vec::new();
         }
@@ -163,7 +167,7 @@ impl<C: Callbacks> MemberCore<C> {
     /// `gate`; its agent is told of the node at once either way). A leader whose request grows steps
     /// down until it holds the lock there too; in majority mode a leader defers the node
     /// instead (module `tenure`).
-    pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
+    pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<MemberEffect<C>> {
         if self.s.stopped {
             return Vec::new();
         }
@@ -183,7 +187,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// The node went down (or was cut off): its members are gone, and the agent excuses it.
-    pub fn node_down(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
+    pub fn node_down(&mut self, node: &NodeId, now: Duration) -> Vec<MemberEffect<C>> {
         if self.s.stopped {
             return Vec::new();
         }
@@ -226,7 +230,7 @@ impl<C: Callbacks> MemberCore<C> {
     /// A watch could not be sent to the lock server of `node` (the node is not connected): the
     /// agent treats the node as unreachable until it comes up. (The agent's own requests are
     /// the executor's: it tells the agent itself.)
-    pub fn server_unreachable(&mut self, node: &NodeId, now: Duration) -> Vec<Effect<C>> {
+    pub fn server_unreachable(&mut self, node: &NodeId, now: Duration) -> Vec<MemberEffect<C>> {
         let _ = now;
         if let Some(agent) = &mut self.s.agent
             && !self.s.stopped
@@ -239,7 +243,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// A message to `member` could not be delivered because it does not run (any more).
-    pub fn member_unreachable(&mut self, member: &MemberId, now: Duration) -> Vec<Effect<C>> {
+    pub fn member_unreachable(&mut self, member: &MemberId, now: Duration) -> Vec<MemberEffect<C>> {
         if !self.s.stopped {
             self.gone(member, now);
         }
@@ -247,7 +251,12 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// A message from another member.
-    pub fn peer(&mut self, from: &MemberId, envelope: Peer<C>, now: Duration) -> Vec<Effect<C>> {
+    pub fn peer(
+        &mut self,
+        from: &MemberId,
+        envelope: Peer<C>,
+        now: Duration,
+    ) -> Vec<MemberEffect<C>> {
         if self.s.stopped || from == &self.s.me {
             return Vec::new();
         }
@@ -314,12 +323,12 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// The result of sync attempt `attempt`: `true` when the sync lock is held (the shell keeps it
-    /// until [`Effect::EndSync`]).
-    pub fn sync_result(&mut self, attempt: u64, ok: bool, now: Duration) -> Vec<Effect<C>> {
+    /// until [`MemberEffect::EndSync`]).
+    pub fn sync_result(&mut self, attempt: u64, ok: bool, now: Duration) -> Vec<MemberEffect<C>> {
         let current = matches!(self.s.state, State::Syncing { attempt: g, .. } if g == attempt);
         if !current || self.s.stopped {
             if ok {
-                self.s.out.push(Effect::EndSync { attempt });
+                self.s.out.push(MemberEffect::EndSync { attempt });
             }
             return self.take();
         }
@@ -330,7 +339,7 @@ impl<C: Callbacks> MemberCore<C> {
             self.try_finish_sync();
         } else {
             if ok {
-                self.s.out.push(Effect::EndSync { attempt });
+                self.s.out.push(MemberEffect::EndSync { attempt });
             }
             debug!(member = %self.s.me, attempt, ok, "sync failed; checking again shortly");
             self.s.state = State::Candidate;
@@ -340,7 +349,7 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Time passed: calls past their deadline fail, a sync that takes too long is given up.
-    pub fn tick(&mut self, now: Duration) -> Vec<Effect<C>> {
+    pub fn tick(&mut self, now: Duration) -> Vec<MemberEffect<C>> {
         if self.s.stopped {
             return Vec::new();
         }
@@ -349,7 +358,7 @@ impl<C: Callbacks> MemberCore<C> {
             && deadline <= now
         {
             debug!(member = %self.s.me, attempt, "sync timed out");
-            self.s.out.push(Effect::EndSync { attempt });
+            self.s.out.push(MemberEffect::EndSync { attempt });
             self.s.state = State::Candidate;
             self.s.recheck_at = Some(now + RECHECK);
         }
@@ -366,7 +375,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Stops the member: `Goodbye` to every member it knows, its agent's locks and its watches
     /// released, waiting callers answered. Idempotent.
-    pub fn stop(&mut self, reason: &str) -> Vec<Effect<C>> {
+    pub fn stop(&mut self, reason: &str) -> Vec<MemberEffect<C>> {
         self.stop_with(reason.to_owned());
         self.take()
     }
@@ -398,15 +407,15 @@ impl<C: Callbacks> MemberCore<C> {
             let request = ServerRequest::RemoveAgent {
                 agent: self.s.agent_id.clone(),
             };
-            self.s.out.push(Effect::ToServer { node, request });
+            self.s.out.push(MemberEffect::ToServer { node, request });
         }
         if let State::Syncing { attempt, .. } = self.s.state {
-            self.s.out.push(Effect::EndSync { attempt });
+            self.s.out.push(MemberEffect::EndSync { attempt });
         }
         self.s.state = State::Candidate;
         self.publish();
         self.s.stopped = true;
-        self.s.out.push(Effect::Stopped { reason });
+        self.s.out.push(MemberEffect::Stopped { reason });
     }
 
     pub(super) fn watch(&mut self, node: NodeId) {
@@ -414,7 +423,7 @@ impl<C: Callbacks> MemberCore<C> {
             watcher: self.s.agent_id.clone(),
             lock: self.s.lock.clone(),
         };
-        self.s.out.push(Effect::ToServer { node, request });
+        self.s.out.push(MemberEffect::ToServer { node, request });
     }
 
     /// The agent's requests and messages are the executor's to carry out, in order with the
@@ -423,7 +432,7 @@ impl<C: Callbacks> MemberCore<C> {
         for effect in effects {
             match effect {
                 AgentEffect::ToServer { .. } | AgentEffect::ToAgent { .. } => {
-                    self.s.out.push(Effect::Agent(effect))
+                    self.s.out.push(MemberEffect::Agent(effect))
                 }
                 other => note_agent_effect(&self.s.me, other),
             }

@@ -2,7 +2,7 @@
 //!
 //! The member actor is a thin shell: it feeds lock-server messages, node events, messages from
 //! other members, client calls, the results of the sync lock and the time into a
-//! [`MemberCore`], and carries out the [`Effect`]s it returns. Nothing here sends, sleeps or
+//! [`MemberCore`], and carries out the [`MemberEffect`]s it returns. Nothing here sends, sleeps or
 //! reads a clock: `now` is the time since the member started, given with every input.
 //!
 //! ```text
@@ -65,7 +65,7 @@ mod peer;
 mod society;
 mod tenure;
 
-pub use majority::LeaseProof;
+pub use majority::LeaderProof;
 pub(crate) use member::note_agent_effect;
 pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
@@ -73,7 +73,7 @@ use crate::callbacks::{CallId, Callbacks, Ctx, GroupView};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
-use locks_agent::internal::{AgentCore, Effect as AgentEffect};
+use locks_agent::internal::{AgentCore, AgentEffect};
 use locks_core::proto::{LockView, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -88,7 +88,7 @@ pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const RECHECK: Duration = Duration::from_millis(20);
 
 /// Something the shell must do for the core, in the order given.
-pub enum Effect<C: Callbacks> {
+pub enum MemberEffect<C: Callbacks> {
     /// Send `request` to the lock server of `node` (the member's watches, and their release).
     /// If the node cannot be reached, tell the core ([`MemberCore::server_unreachable`]).
     ToServer {
@@ -140,17 +140,19 @@ pub enum Effect<C: Callbacks> {
     },
 }
 
-impl<C: Callbacks> fmt::Debug for Effect<C> {
+impl<C: Callbacks> fmt::Debug for MemberEffect<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Effect::ToServer { node, request } => write!(f, "ToServer({node}, {request:?})"),
-            Effect::Agent(effect) => write!(f, "Agent({effect:?})"),
-            Effect::ToMember { to, msg } => write!(f, "ToMember({to}, {:?})", msg),
-            Effect::Reply { call, result } => write!(f, "Reply({call:?}, {result:?})"),
-            Effect::StartSync { attempt, nodes } => write!(f, "StartSync({attempt}, {nodes:?})"),
-            Effect::EndSync { attempt } => write!(f, "EndSync({attempt})"),
-            Effect::LeaderChanged(t) => write!(f, "LeaderChanged({t:?})"),
-            Effect::Stopped { reason } => write!(f, "Stopped({reason})"),
+            MemberEffect::ToServer { node, request } => write!(f, "ToServer({node}, {request:?})"),
+            MemberEffect::Agent(effect) => write!(f, "Agent({effect:?})"),
+            MemberEffect::ToMember { to, msg } => write!(f, "ToMember({to}, {:?})", msg),
+            MemberEffect::Reply { call, result } => write!(f, "Reply({call:?}, {result:?})"),
+            MemberEffect::StartSync { attempt, nodes } => {
+                write!(f, "StartSync({attempt}, {nodes:?})")
+            }
+            MemberEffect::EndSync { attempt } => write!(f, "EndSync({attempt})"),
+            MemberEffect::LeaderChanged(t) => write!(f, "LeaderChanged({t:?})"),
+            MemberEffect::Stopped { reason } => write!(f, "Stopped({reason})"),
         }
     }
 }
@@ -281,10 +283,10 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) deferred: BTreeSet<NodeId>,
     /// The replies waiting for a majority to apply their broadcast (majority mode).
     pub(crate) confirm: confirm::Confirmations<C>,
-    /// The leader last published with `Effect::LeaderChanged`.
+    /// The leader last published with `MemberEffect::LeaderChanged`.
     pub(crate) published: Option<Term>,
     pub(crate) stopped: bool,
-    pub(crate) out: Vec<Effect<C>>,
+    pub(crate) out: Vec<MemberEffect<C>>,
 }
 
 impl<C: Callbacks> GroupView for Inner<C> {
@@ -385,7 +387,7 @@ impl<C: Callbacks> Inner<C> {
             group,
             msg,
         };
-        self.out.push(Effect::ToMember {
+        self.out.push(MemberEffect::ToMember {
             to: to.clone(),
             msg: envelope,
         });
@@ -450,7 +452,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Whether this member leads: it is in the `Leader` state and, in majority mode, members
     /// on a majority of the group's nodes accepted its term. (Whether its leases still hold is
-    /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::lease_proof`].)
+    /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::leader_proof`].)
     pub fn is_leader(&self) -> bool {
         self.s.established()
     }
@@ -510,7 +512,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.stopped
     }
 
-    /// The election agent (a candidate), for the shell to carry out [`Effect::Agent`] on.
+    /// The election agent (a candidate), for the shell to carry out [`MemberEffect::Agent`] on.
     pub(crate) fn agent_mut(&mut self) -> Option<&mut AgentCore> {
         self.s.agent.as_mut()
     }
@@ -542,7 +544,7 @@ impl<C: Callbacks> MemberCore<C> {
             .min()
     }
 
-    fn take(&mut self) -> Vec<Effect<C>> {
+    fn take(&mut self) -> Vec<MemberEffect<C>> {
         if !self.s.stopped {
             self.publish();
         }

@@ -113,12 +113,12 @@ pub(super) fn term(epoch: u64, leader: &MemberId) -> Term {
 pub(super) const T0: Duration = Duration::ZERO;
 
 /// The requests among `effects`, in order, with their nodes.
-pub(super) fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
+pub(super) fn requests(effects: &[MemberEffect<Rec>]) -> Vec<(NodeId, ServerRequest)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::ToServer { node, request }
-            | Effect::Agent(AgentEffect::ToServer { node, request }) => {
+            MemberEffect::ToServer { node, request }
+            | MemberEffect::Agent(AgentEffect::ToServer { node, request }) => {
                 Some((node.clone(), request.clone()))
             }
             _ => None,
@@ -127,11 +127,11 @@ pub(super) fn requests(effects: &[Effect<Rec>]) -> Vec<(NodeId, ServerRequest)> 
 }
 
 /// The member messages among `effects`, in order.
-pub(super) fn to_members(effects: &[Effect<Rec>]) -> Vec<(MemberId, Peer<Rec>)> {
+pub(super) fn to_members(effects: &[MemberEffect<Rec>]) -> Vec<(MemberId, Peer<Rec>)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::ToMember { to, msg } => Some((to.clone(), msg.clone())),
+            MemberEffect::ToMember { to, msg } => Some((to.clone(), msg.clone())),
             _ => None,
         })
         .collect()
@@ -141,16 +141,16 @@ pub(super) fn to_members(effects: &[Effect<Rec>]) -> Vec<(MemberId, Peer<Rec>)> 
 fn serve(
     m: &mut MemberCore<Rec>,
     table: &mut LockTable,
-    effects: Vec<Effect<Rec>>,
-) -> Vec<Effect<Rec>> {
+    effects: Vec<MemberEffect<Rec>>,
+) -> Vec<MemberEffect<Rec>> {
     let mut out = Vec::new();
     let mut queue = effects;
     while !queue.is_empty() {
         let mut next = Vec::new();
         for e in queue {
             match e {
-                Effect::ToServer { request, .. }
-                | Effect::Agent(AgentEffect::ToServer { request, .. }) => {
+                MemberEffect::ToServer { request, .. }
+                | MemberEffect::Agent(AgentEffect::ToServer { request, .. }) => {
                     for (agent, msg) in table.handle(request) {
                         if &agent == m.agent_id() {
                             next.extend(m.deliver(msg, T0));
@@ -185,7 +185,7 @@ fn a_lone_candidate_syncs_then_leads_with_its_fencing_version_as_term() {
     let start = c.start(&[], T0).unwrap();
     let effects = serve(&mut c, &mut table, start);
     assert!(
-        matches!(effects.as_slice(), [Effect::StartSync { attempt: 1, nodes }] if nodes == &[n("a")]),
+        matches!(effects.as_slice(), [MemberEffect::StartSync { attempt: 1, nodes }] if nodes == &[n("a")]),
         "{effects:?}"
     );
     assert!(matches!(c.state(), State::Syncing { attempt: 1, .. }));
@@ -193,14 +193,14 @@ fn a_lone_candidate_syncs_then_leads_with_its_fencing_version_as_term() {
     let effects = c.sync_result(1, true, T0);
     let me = c.me().clone();
     assert!(
-        matches!(effects.as_slice(), [Effect::LeaderChanged(Some(t)), Effect::EndSync { attempt: 1 }] if t == &term(granted, &me)),
+        matches!(effects.as_slice(), [MemberEffect::LeaderChanged(Some(t)), MemberEffect::EndSync { attempt: 1 }] if t == &term(granted, &me)),
         "{effects:?}"
     );
     assert!(c.is_leader());
     // A stale sync result is released at once.
     let effects = c.sync_result(7, true, T0);
     assert!(
-        matches!(effects.as_slice(), [Effect::EndSync { attempt: 7 }]),
+        matches!(effects.as_slice(), [MemberEffect::EndSync { attempt: 7 }]),
         "{effects:?}"
     );
 }
@@ -265,7 +265,7 @@ fn an_older_term_is_refused_with_a_nack_and_a_newer_one_accepted() {
     assert!(
         effects
             .iter()
-            .any(|e| matches!(e, Effect::LeaderChanged(Some(t)) if t == &term(20, &l2))),
+            .any(|e| matches!(e, MemberEffect::LeaderChanged(Some(t)) if t == &term(20, &l2))),
         "{effects:?}"
     );
     assert_eq!(w.callbacks().surrendered, vec!["hi".to_string()]);
@@ -337,7 +337,7 @@ fn leader_calls_wait_for_a_leader_then_go_to_it_and_time_out_at_their_deadline()
     assert!(
         matches!(
             effects.as_slice(),
-            [Effect::Reply {
+            [MemberEffect::Reply {
                 call: CallId(2),
                 result: Err(CallError::Timeout)
             }]
@@ -399,7 +399,7 @@ fn leader_calls_wait_for_a_leader_then_go_to_it_and_time_out_at_their_deadline()
     assert!(
         matches!(
             effects.as_slice(),
-            [Effect::Reply {
+            [MemberEffect::Reply {
                 call: CallId(1),
                 result: Ok(42)
             }]
@@ -435,7 +435,9 @@ fn a_call_answered_not_leader_is_sent_again_to_the_next_leader() {
         T0,
     );
     assert!(
-        !effects.iter().any(|e| matches!(e, Effect::Reply { .. })),
+        !effects
+            .iter()
+            .any(|e| matches!(e, MemberEffect::Reply { .. })),
         "{effects:?}"
     );
     assert_eq!(w.leader(), None);
@@ -471,7 +473,7 @@ fn a_leader_that_hears_of_a_larger_term_takes_a_larger_one_and_announces_it() {
     let new = c.leader().cloned().unwrap();
     assert_eq!(new, term(big.epoch + 1, c.me()));
     assert!(
-        matches!(effects.first(), Some(Effect::LeaderChanged(Some(t))) if t == &new),
+        matches!(effects.first(), Some(MemberEffect::LeaderChanged(Some(t))) if t == &new),
         "{effects:?}"
     );
     assert!(
@@ -514,7 +516,7 @@ fn a_follower_drops_a_leader_that_says_uncertain_and_tells_the_candidates() {
         T0,
     );
     assert!(
-        matches!(effects.first(), Some(Effect::LeaderChanged(None))),
+        matches!(effects.first(), Some(MemberEffect::LeaderChanged(None))),
         "{effects:?}"
     );
     let told: Vec<MemberId> = to_members(&effects)
@@ -543,7 +545,7 @@ fn stopping_says_goodbye_releases_everything_and_fails_waiting_calls() {
     );
     assert!(effects.iter().any(|e| matches!(
         e,
-        Effect::Reply {
+        MemberEffect::Reply {
             call: CallId(4),
             result: Err(CallError::Stopped(_))
         }
@@ -554,7 +556,7 @@ fn stopping_says_goodbye_releases_everything_and_fails_waiting_calls() {
         .map(|(n, _)| n)
         .collect();
     assert_eq!(removes, vec![n("a"), n("b")]);
-    assert!(matches!(effects.last(), Some(Effect::Stopped { .. })));
+    assert!(matches!(effects.last(), Some(MemberEffect::Stopped { .. })));
     assert!(w.stop("again").is_empty());
 }
 

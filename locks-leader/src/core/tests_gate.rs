@@ -74,7 +74,7 @@ fn a_candidate_forwards_views_to_agents_on_a_node_it_has_not_asked_yet() {
     let forwarded = effects.iter().any(|e| {
         matches!(
             e,
-            Effect::Agent(AgentEffect::ToAgent { to, msg: AgentMessage::Forward { .. } })
+            MemberEffect::Agent(AgentEffect::ToAgent { to, msg: AgentMessage::Forward { .. } })
                 if *to == other
         )
     });

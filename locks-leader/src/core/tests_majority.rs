@@ -14,16 +14,16 @@ use locks_server::internal::LockTable;
 fn serve(
     m: &mut MemberCore<Rec>,
     tables: &mut BTreeMap<NodeId, LockTable>,
-    effects: Vec<Effect<Rec>>,
-) -> Vec<Effect<Rec>> {
+    effects: Vec<MemberEffect<Rec>>,
+) -> Vec<MemberEffect<Rec>> {
     let mut out = Vec::new();
     let mut queue = effects;
     while !queue.is_empty() {
         let mut next = Vec::new();
         for e in queue {
             match e {
-                Effect::ToServer { node, request }
-                | Effect::Agent(AgentEffect::ToServer { node, request }) => {
+                MemberEffect::ToServer { node, request }
+                | MemberEffect::Agent(AgentEffect::ToServer { node, request }) => {
                     let table = tables.get_mut(&node).expect("a table for every node");
                     for (agent, msg) in table.handle(request) {
                         if &agent == m.agent_id() {
@@ -73,7 +73,10 @@ fn elect_b() -> Elected {
     let start = b.start(&[n("c")], T0).unwrap();
     let effects = serve(&mut b, &mut tables, start);
     assert!(
-        matches!(effects.as_slice(), [Effect::StartSync { attempt: 1, .. }]),
+        matches!(
+            effects.as_slice(),
+            [MemberEffect::StartSync { attempt: 1, .. }]
+        ),
         "{effects:?}"
     );
     // The candidate of `c` queues for the lock on its node: the view there lists it, and `b`
@@ -87,7 +90,7 @@ fn elect_b() -> Elected {
     let effects = serve(
         &mut b,
         &mut tables,
-        vec![Effect::ToServer {
+        vec![MemberEffect::ToServer {
             node: n("c"),
             request: queue_c,
         }],
@@ -116,11 +119,11 @@ fn elect_b() -> Elected {
     assert!(
         !effects
             .iter()
-            .any(|e| matches!(e, Effect::LeaderChanged(Some(_)))),
+            .any(|e| matches!(e, MemberEffect::LeaderChanged(Some(_)))),
         "published before a majority accepted: {effects:?}"
     );
     assert!(!b.is_leader());
-    assert_eq!(b.lease_proof(), None);
+    assert_eq!(b.leader_proof(), None);
     Elected {
         b,
         tables,
@@ -130,7 +133,7 @@ fn elect_b() -> Elected {
 }
 
 /// Makes `e.b` established: the candidate of `c` accepts its term.
-fn accept(e: &mut Elected) -> Vec<Effect<Rec>> {
+fn accept(e: &mut Elected) -> Vec<MemberEffect<Rec>> {
     let accepted = env(
         Role::Candidate,
         Some(e.term.clone()),
@@ -147,12 +150,14 @@ fn a_new_leader_takes_a_term_above_the_ones_its_poll_found_though_clocks_stepped
     // A leader call waits for the term to be established.
     let effects = e.b.leader_call(CallId(1), 21, Duration::from_secs(5), T0);
     assert!(
-        !effects.iter().any(|x| matches!(x, Effect::Reply { .. })),
+        !effects
+            .iter()
+            .any(|x| matches!(x, MemberEffect::Reply { .. })),
         "{effects:?}"
     );
     let effects = accept(&mut e);
     assert!(
-        matches!(effects.first(), Some(Effect::LeaderChanged(Some(t))) if t == &e.term),
+        matches!(effects.first(), Some(MemberEffect::LeaderChanged(Some(t))) if t == &e.term),
         "{effects:?}"
     );
     // Handled now; answered once the candidate of `c` applied the broadcast (`confirm`).
@@ -161,7 +166,7 @@ fn a_new_leader_takes_a_term_above_the_ones_its_poll_found_though_clocks_stepped
     assert!(
         effects.iter().any(|x| matches!(
             x,
-            Effect::Reply {
+            MemberEffect::Reply {
                 call: CallId(1),
                 result: Ok(42)
             }
@@ -169,7 +174,7 @@ fn a_new_leader_takes_a_term_above_the_ones_its_poll_found_though_clocks_stepped
         "{effects:?}"
     );
     assert!(e.b.is_leader());
-    let proof = e.b.lease_proof().expect("a proof");
+    let proof = e.b.leader_proof().expect("a proof");
     assert_eq!(proof.nodes, vec![n("b"), n("c")]);
     assert_eq!(proof.needed, 2);
     assert!(proof.holds(|_| true));
@@ -185,7 +190,7 @@ fn a_leader_whose_leases_prove_no_majority_steps_down_before_answering() {
     // The lease on `c` expired; the node-down event is not handled yet.
     let effects = e.b.check_leases(|x| x == &n("b"), T0);
     assert!(
-        matches!(effects.first(), Some(Effect::LeaderChanged(None))),
+        matches!(effects.first(), Some(MemberEffect::LeaderChanged(None))),
         "{effects:?}"
     );
     assert!(
@@ -196,13 +201,13 @@ fn a_leader_whose_leases_prove_no_majority_steps_down_before_answering() {
     );
     assert!(!e.b.is_leader());
     assert_eq!(e.b.callbacks().stepped_down, 1);
-    assert_eq!(e.b.lease_proof(), None);
+    assert_eq!(e.b.leader_proof(), None);
     // It does not take over again on the lease it knows has lapsed.
     let effects = e.b.settle(T0);
     assert!(
         !effects
             .iter()
-            .any(|x| matches!(x, Effect::StartSync { .. })),
+            .any(|x| matches!(x, MemberEffect::StartSync { .. })),
         "{effects:?}"
     );
     assert!(matches!(e.b.state(), State::Candidate));
@@ -212,7 +217,7 @@ fn a_leader_whose_leases_prove_no_majority_steps_down_before_answering() {
     assert!(
         matches!(
             effects.as_slice(),
-            [Effect::Reply {
+            [MemberEffect::Reply {
                 call: CallId(2),
                 result: Err(CallError::NoMajority { up: 1, group: 3 })
             }]
@@ -227,7 +232,7 @@ fn a_leader_cut_off_from_its_majority_steps_down_on_the_node_down() {
     accept(&mut e);
     let effects = e.b.node_down(&n("c"), T0);
     assert!(
-        matches!(effects.first(), Some(Effect::LeaderChanged(None))),
+        matches!(effects.first(), Some(MemberEffect::LeaderChanged(None))),
         "{effects:?}"
     );
     assert!(!e.b.is_leader());
@@ -277,7 +282,7 @@ fn a_forwarded_call_waits_for_the_term_to_be_established() {
 }
 
 /// `Applied { seq }` from the candidate of `c`, for `e.b`'s current term.
-fn applied(e: &mut Elected, seq: u64) -> Vec<Effect<Rec>> {
+fn applied(e: &mut Elected, seq: u64) -> Vec<MemberEffect<Rec>> {
     let msg = PeerMsg::Applied {
         term: e.term.clone(),
         seq,
@@ -285,9 +290,9 @@ fn applied(e: &mut Elected, seq: u64) -> Vec<Effect<Rec>> {
     e.b.peer(&e.cm, env(Role::Candidate, Some(e.term.clone()), msg), T0)
 }
 
-fn replied(effects: &[Effect<Rec>], call: u64) -> Option<&Result<u32, CallError>> {
+fn replied(effects: &[MemberEffect<Rec>], call: u64) -> Option<&Result<u32, CallError>> {
     effects.iter().find_map(|x| match x {
-        Effect::Reply { call: c, result } if c == &CallId(call) => Some(result),
+        MemberEffect::Reply { call: c, result } if c == &CallId(call) => Some(result),
         _ => None,
     })
 }
@@ -446,7 +451,7 @@ fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
     assert!(
         !effects
             .iter()
-            .any(|e| matches!(e, Effect::StartSync { .. })),
+            .any(|e| matches!(e, MemberEffect::StartSync { .. })),
         "one of two group nodes is no majority: {effects:?}"
     );
     let worker = MemberId::new(n("c"), 1, 5);
@@ -457,7 +462,7 @@ fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
     assert!(
         effects
             .iter()
-            .any(|e| matches!(e, Effect::StartSync { attempt: 1, .. })),
+            .any(|e| matches!(e, MemberEffect::StartSync { attempt: 1, .. })),
         "{effects:?}"
     );
     assert!(
@@ -495,15 +500,15 @@ fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
     assert!(
         effects
             .iter()
-            .any(|e| matches!(e, Effect::LeaderChanged(Some(t)) if t == &term)),
+            .any(|e| matches!(e, MemberEffect::LeaderChanged(Some(t)) if t == &term)),
         "{effects:?}"
     );
 }
 
 /// Whether `effects` ask the lock server of `node` for the election lock.
-fn asks_lock_on(effects: &[Effect<Rec>], node: &NodeId) -> bool {
+fn asks_lock_on(effects: &[MemberEffect<Rec>], node: &NodeId) -> bool {
     effects.iter().any(|e| {
-        matches!(e, Effect::Agent(AgentEffect::ToServer { node: x, request: ServerRequest::Lock { .. } }) if x == node)
+        matches!(e, MemberEffect::Agent(AgentEffect::ToServer { node: x, request: ServerRequest::Lock { .. } }) if x == node)
     })
 }
 
@@ -516,7 +521,7 @@ fn a_leader_defers_a_node_that_comes_up_until_it_steps_down() {
     let effects = e.b.node_up(&n("d"), T0);
     assert!(!asks_lock_on(&effects, &n("d")), "{effects:?}");
     assert!(
-        effects.iter().any(|x| matches!(x, Effect::ToServer { node, request: ServerRequest::Watch { .. } } if node == &n("d"))),
+        effects.iter().any(|x| matches!(x, MemberEffect::ToServer { node, request: ServerRequest::Watch { .. } } if node == &n("d"))),
         "{effects:?}"
     );
     let effects = e.b.settle(T0);

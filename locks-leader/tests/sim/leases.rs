@@ -34,7 +34,7 @@ impl Sim {
         self.members
             .iter()
             .filter_map(|(m, sm)| {
-                let proof = sm.core.lease_proof()?;
+                let proof = sm.core.leader_proof()?;
                 proof
                     .holds(|n| self.lease_ok(m, n))
                     .then(|| (m.clone(), proof.term))

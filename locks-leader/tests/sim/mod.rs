@@ -15,11 +15,11 @@
 #![allow(dead_code)]
 
 use super::common::dict::{Dict, Rep, Req};
-use locks_agent::internal::Effect as AgentEffect;
+use locks_agent::internal::AgentEffect;
 use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
-use locks_leader::internal::{Effect, MemberCore, Peer, State};
+use locks_leader::internal::{MemberCore, MemberEffect, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_testing::sim::{Net, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -376,15 +376,15 @@ impl Sim {
             .expect("a table per node");
     }
 
-    fn execute(&mut self, m: &MemberId, effects: Vec<Effect<Dict>>) {
+    fn execute(&mut self, m: &MemberId, effects: Vec<MemberEffect<Dict>>) {
         // What the member sends now answers everything it has received.
         self.rounds.acting(&End::Member(m.clone()));
-        let mut queue: VecDeque<Effect<Dict>> = effects.into();
+        let mut queue: VecDeque<MemberEffect<Dict>> = effects.into();
         let here = m.node().clone();
         while let Some(effect) = queue.pop_front() {
             match effect {
-                Effect::ToServer { node, request }
-                | Effect::Agent(AgentEffect::ToServer { node, request }) => {
+                MemberEffect::ToServer { node, request }
+                | MemberEffect::Agent(AgentEffect::ToServer { node, request }) => {
                     if self.connected(&here, &node) {
                         self.push(
                             End::Member(m.clone()),
@@ -395,7 +395,7 @@ impl Sim {
                         queue.extend(sm.core.server_unreachable(&node, self.now));
                     }
                 }
-                Effect::Agent(AgentEffect::ToAgent { to, msg }) => {
+                MemberEffect::Agent(AgentEffect::ToAgent { to, msg }) => {
                     if self.world.trace.on()
                         && let AgentMessage::Forward { node, view, .. } = &msg
                     {
@@ -412,7 +412,7 @@ impl Sim {
                         self.push(End::Member(m.clone()), End::Member(to), Msg::Agent(msg));
                     }
                 }
-                Effect::ToMember { to, msg } => {
+                MemberEffect::ToMember { to, msg } => {
                     let payload = codec::encode::<Peer<Dict>>(&msg, codec::DEFAULT_MAX_FRAME)
                         .expect("encodable");
                     if !self.connected(&here, to.node()) {
@@ -430,13 +430,13 @@ impl Sim {
                         Msg::Peer(m.clone(), payload),
                     );
                 }
-                Effect::Reply { call, result } => {
+                MemberEffect::Reply { call, result } => {
                     if let (Some((k, v)), Ok(Rep::Ok)) = (self.stores.get(&call), &result) {
                         self.acked.push((k.clone(), *v));
                     }
                     self.replies.insert((m.clone(), call), result);
                 }
-                Effect::StartSync { attempt, .. } => {
+                MemberEffect::StartSync { attempt, .. } => {
                     let ok = !(self.sync_failures && self.world.rng.chance(8));
                     self.push(
                         End::Member(m.clone()),
@@ -444,16 +444,16 @@ impl Sim {
                         Msg::Sync(attempt, ok),
                     );
                 }
-                Effect::EndSync { .. } => {}
-                Effect::LeaderChanged(t) => {
+                MemberEffect::EndSync { .. } => {}
+                MemberEffect::LeaderChanged(t) => {
                     self.note(format!("[{}] {m} leader -> {t:?}", self.steps));
                     if let Some(sm) = self.members.get_mut(m) {
                         sm.leaders.push(t);
                     }
                 }
-                Effect::Stopped { .. } => {}
+                MemberEffect::Stopped { .. } => {}
                 // The member core passes on only its agent's requests and messages.
-                Effect::Agent(_) => {}
+                MemberEffect::Agent(_) => {}
             }
         }
     }

@@ -30,16 +30,15 @@
 
 pub mod graph;
 
-use crate::local::LocalTable;
 use crate::log_limit::{LogLimiter, Verdict};
-use crate::router::{RouteError, Router};
+use crate::router::RouteError;
 use futures::channel::oneshot;
 use locks_core::codec::{self, HARD_MAX_FRAME};
 use locks_core::proto::{Envelope, IntrospectRequest, Message, TableReport};
 use locks_core::{ModeTable, NodeId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 pub use graph::{WaitEdge, WaitForGraph};
@@ -111,6 +110,14 @@ impl ClusterView {
     }
 }
 
+/// What a node answers its peers' questions from: its table (`LocalTable`), as a report of its
+/// first `max_locks` locks. A trait so that the router, which holds the introspection state,
+/// does not reach up to the table built on it.
+pub trait ReportSource: Send + Sync {
+    /// The first `max_locks` locks by id, with the total count.
+    fn report(&self, max_locks: usize) -> TableReport;
+}
+
 /// A local caller waiting for one peer's answer.
 struct Waiting {
     node: NodeId,
@@ -118,11 +125,11 @@ struct Waiting {
 }
 
 /// A node's introspection state: its questions in flight and its peers' answer budgets (see
-/// the module documentation). One per [`Router`].
+/// the module documentation). One per router (`Router::introspection`).
 pub(crate) struct Introspection {
     /// The node's table and its frame limit, to answer from (weak: the table holds the
     /// router, which holds this).
-    table: OnceLock<(Weak<LocalTable>, usize)>,
+    table: OnceLock<(Weak<dyn ReportSource>, usize)>,
     next_id: AtomicU64,
     waiting: Mutex<HashMap<u64, Waiting>>,
     budget: Mutex<AnswerBudget>,
@@ -143,7 +150,7 @@ impl Default for Introspection {
 
 impl Introspection {
     /// Sets the table questions are answered from, and the node's frame limit (once).
-    pub(crate) fn set_table(&self, table: Weak<LocalTable>, max_frame: usize) {
+    pub(crate) fn set_table(&self, table: Weak<dyn ReportSource>, max_frame: usize) {
         let _ = self.table.set((table, max_frame));
     }
 
@@ -227,18 +234,21 @@ impl AnswerBudget {
     }
 }
 
-/// Takes the introspection messages out of what `from` sent `router`: a question is answered
-/// (see [`answer`]), an answer handed to its caller or dropped; anything else is given back.
-pub(crate) fn intercept(router: &Router, from: &NodeId, envelope: Envelope) -> Option<Envelope> {
-    let intro = router.introspection();
+/// Takes the introspection messages out of what `from` sent this node: a question is answered
+/// through `send` (the link to `from`, see [`answer`]), an answer handed to its caller or
+/// dropped; anything else is given back.
+pub(crate) fn intercept(
+    intro: &Introspection,
+    from: &NodeId,
+    envelope: Envelope,
+    send: impl FnOnce(Envelope) -> Result<(), RouteError>,
+) -> Option<Envelope> {
     match envelope.message {
         Message::Introspect(request) => {
             if let Some((table, max_frame)) = intro.table.get()
                 && let Some(table) = table.upgrade()
             {
-                answer(intro, &table, *max_frame, from, request, |reply| {
-                    router.send_node(from, reply)
-                });
+                answer(intro, &*table, *max_frame, from, request, send);
             }
             None
         }
@@ -259,7 +269,7 @@ pub(crate) fn intercept(router: &Router, from: &NodeId, envelope: Envelope) -> O
 /// missing.
 pub(crate) fn answer(
     intro: &Introspection,
-    table: &LocalTable,
+    table: &(impl ReportSource + ?Sized),
     own_max_frame: usize,
     from: &NodeId,
     request: IntrospectRequest,
@@ -333,21 +343,24 @@ impl Drop for Asked<'_> {
     }
 }
 
-/// Asks every connected peer of `router`'s node for its table, waits for the answers until
-/// `query.timeout`, and adds the node's own `table` (see [`crate::Node::cluster_view`]).
-/// `max_frame` is the largest frame this node reads. Needs a tokio runtime (for the timer).
+/// Asks each of `peers` (node `node`'s connected peers) for its table through `send`, waits for
+/// the answers until `query.timeout`, and adds the node's own `table` (see
+/// [`crate::Node::cluster_view`]). `max_frame` is the largest frame this node reads. Needs a
+/// tokio runtime (for the timer).
 pub(crate) async fn cluster_view(
-    router: &Arc<Router>,
-    table: &LocalTable,
+    intro: &Introspection,
+    node: &NodeId,
+    peers: Vec<NodeId>,
+    send: impl Fn(&NodeId, Envelope) -> Result<(), RouteError>,
+    table: &impl ReportSource,
     max_frame: usize,
     query: ClusterQuery,
 ) -> ClusterView {
     let max_locks = query.max_locks_per_node.min(MAX_LOCKS_ANSWERED);
-    let intro = router.introspection();
     let deadline = tokio::time::Instant::now() + query.timeout;
     let mut missing = Vec::new();
     let mut asked = Vec::new();
-    for peer in router.remote_nodes() {
+    for peer in peers {
         let (id, rx) = intro.ask(peer.clone());
         let guard = Asked { intro, id };
         let request = IntrospectRequest {
@@ -355,10 +368,10 @@ pub(crate) async fn cluster_view(
             max_locks: u32::try_from(max_locks).unwrap_or(u32::MAX),
             max_bytes: u32::try_from(max_frame).unwrap_or(u32::MAX),
         };
-        match router.send_node(&peer, Envelope::new(Message::Introspect(request))) {
+        match send(&peer, Envelope::new(Message::Introspect(request))) {
             Ok(()) => asked.push((peer, guard, rx)),
             Err(err) => {
-                tracing::debug!(node = %router.node(), %peer, %err, "cannot ask a peer for its table");
+                tracing::debug!(%node, %peer, %err, "cannot ask a peer for its table");
                 missing.push(peer);
             }
         }

@@ -167,3 +167,9 @@ impl LocalTable {
         }
     }
 }
+
+impl crate::introspect::ReportSource for LocalTable {
+    fn report(&self, max_locks: usize) -> TableReport {
+        LocalTable::report(self, max_locks)
+    }
+}

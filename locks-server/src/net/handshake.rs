@@ -39,10 +39,10 @@
 //! node's name.
 
 use crate::net::Cookie;
-use crate::net::failure::{IoFailure, Malformed};
+use crate::net::failure::{IoFailure, Malformed, TlsFailure};
 use crate::net::frame::{FrameError, Hello, MAC_LEN, Nonce, PeerFrame, Proof, RefusalCode};
+pub use crate::net::role::Role;
 use crate::net::session::SessionKey;
-use crate::net::tls::TlsFailure;
 use hmac::{Hmac, KeyInit, Mac};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
@@ -54,15 +54,6 @@ type HmacSha256 = Hmac<Sha256>;
 
 /// Domain separation for the proofs: no other use of the cookie yields the same MAC input.
 const CONTEXT: &[u8] = b"locks/node-handshake/v1";
-
-/// Which side of the TCP connection this node is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Role {
-    /// This node connected to the peer; it speaks first and proves first.
-    Initiator,
-    /// The peer connected to this node.
-    Acceptor,
-}
 
 /// Why a handshake failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

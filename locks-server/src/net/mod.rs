@@ -61,6 +61,7 @@
 //! [`Heartbeat`]: crate::net::Heartbeat
 
 pub mod conn;
+mod cookie;
 pub mod failure;
 pub mod frame;
 pub mod handshake;
@@ -68,79 +69,27 @@ pub mod heartbeat;
 pub mod link;
 pub mod listen;
 pub mod pending;
+mod role;
 pub mod session;
 pub mod stream;
 pub mod tls;
 
 pub use conn::{Connection, establish};
-pub use failure::{IoFailure, Malformed};
+pub use cookie::Cookie;
+pub use failure::{IoFailure, Malformed, TlsFailure};
 pub use frame::{FrameError, PeerFrame, RefusalCode};
-pub use handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal, Role};
+pub use handshake::{Handshake, HandshakeOutcome, NameVerdict, Refusal};
 pub use heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 pub use link::{DownReason, Driver, Link, LinkSender, SendError};
 pub use listen::{DialError, Listener, NameInUse, connect};
+pub use role::Role;
 pub use stream::NodeStream;
-pub use tls::{TlsConfig, TlsConfigError, TlsFailure};
+pub use tls::{TlsConfig, TlsConfigError};
 
 use crate::log_limit::LogLimiter;
 use locks_core::NodeId;
 use locks_core::codec::{DEFAULT_MAX_FRAME, HARD_MAX_FRAME};
-use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
-
-/// The shared secret of a cluster. Only nodes that know it can connect to each other.
-///
-/// Cheap to clone; its `Debug` output never shows the secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Cookie(Arc<[u8]>);
-
-impl Cookie {
-    /// A cookie from any bytes.
-    pub fn new(secret: impl AsRef<[u8]>) -> Cookie {
-        Cookie(Arc::from(secret.as_ref()))
-    }
-
-    /// Whether the secret is empty (a cluster refuses such a cookie).
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The secret, as the HMAC key.
-    pub(crate) fn secret(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Cookie {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Cookie(<redacted>)")
-    }
-}
-
-impl From<&str> for Cookie {
-    fn from(s: &str) -> Self {
-        Cookie::new(s)
-    }
-}
-
-impl From<String> for Cookie {
-    fn from(s: String) -> Self {
-        Cookie::new(s)
-    }
-}
-
-impl From<&[u8]> for Cookie {
-    fn from(b: &[u8]) -> Self {
-        Cookie::new(b)
-    }
-}
-
-impl From<Vec<u8>> for Cookie {
-    fn from(b: Vec<u8>) -> Self {
-        Cookie::new(b)
-    }
-}
 
 /// How this node's connections behave. Build with [`NetConfig::new`] and adjust the fields.
 #[derive(Clone, Debug)]

@@ -19,8 +19,8 @@
 //! gives this; the tags are made there too (one path for every link).
 
 use crate::net::Cookie;
+use crate::net::Role;
 use crate::net::frame::Nonce;
-use crate::net::handshake::Role;
 use bytes::{Bytes, BytesMut};
 use hmac::{Hmac, KeyInit, Mac};
 use locks_core::NodeId;

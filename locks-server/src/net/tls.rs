@@ -33,10 +33,11 @@
 //!   log), counted by cause ([`HandshakeRefusals`](crate::HandshakeRefusals)), and it closes
 //!   that one connection only.
 
+use crate::net::Role;
 use crate::net::failure::Malformed;
-use crate::net::handshake::{Refusal, Role};
+pub use crate::net::failure::TlsFailure;
+use crate::net::handshake::Refusal;
 use crate::net::stream::NodeStream;
-use locks_core::NodeId;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
@@ -311,91 +312,6 @@ fn certificates(
 
 fn key_error(e: &rustls::Error) -> TlsConfigError {
     TlsConfigError::KeyMismatch(e.to_string())
-}
-
-/// Why a TLS handshake failed, as this node saw it.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TlsFailure {
-    /// The peer's first bytes are not TLS: a node without TLS settings (or not a node).
-    #[error("the peer does not speak TLS (a node without TLS settings?)")]
-    NotTls,
-    /// The peer's certificate does not chain to this node's CA.
-    #[error("the peer's certificate is not signed by this node's CA")]
-    Untrusted,
-    /// The peer's certificate has expired, or is not valid yet.
-    #[error("the peer's certificate has expired or is not valid yet")]
-    Expired,
-    /// The dialed node's certificate does not carry the expected server name.
-    #[error("the peer's certificate does not carry the cluster's TLS server name")]
-    WrongName,
-    /// The peer presented no certificate.
-    #[error("the peer presented no certificate")]
-    NoCertificate,
-    /// The peer's certificate does not carry the node name the peer gave in the cookie
-    /// handshake (node names are bound to certificates, see [`TlsConfig::without_node_names`]).
-    #[error("the peer's certificate does not carry the node name {name} it gave")]
-    NameNotCertified {
-        /// The name the peer gave.
-        name: NodeId,
-    },
-    /// The peer refused the session with this TLS alert: usually it does not trust this node's
-    /// certificate (another CA, expired), or does not speak TLS.
-    #[error("the peer refused the TLS session (alert: {alert})")]
-    RejectedByPeer {
-        /// The alert's name, as rustls spells it.
-        alert: String,
-    },
-    /// Any other TLS error.
-    #[error("TLS error: {0}")]
-    Other(String),
-}
-
-impl TlsFailure {
-    /// The name of the failure's kind, for rate-limited logs (a fixed set).
-    pub(crate) fn kind(&self) -> &'static str {
-        match self {
-            TlsFailure::NotTls => "tls: peer does not speak TLS",
-            TlsFailure::Untrusted => "tls: untrusted certificate",
-            TlsFailure::Expired => "tls: expired certificate",
-            TlsFailure::WrongName => "tls: wrong server name",
-            TlsFailure::NoCertificate => "tls: no certificate",
-            TlsFailure::NameNotCertified { .. } => "tls: node name not in certificate",
-            TlsFailure::RejectedByPeer { .. } => "tls: refused by the peer",
-            TlsFailure::Other(_) => "tls: other",
-        }
-    }
-
-    fn from_rustls(error: &rustls::Error) -> TlsFailure {
-        use rustls::{CertificateError as C, Error as E, InvalidMessage as M};
-        match error {
-            E::InvalidCertificate(C::UnknownIssuer | C::BadSignature) => TlsFailure::Untrusted,
-            E::InvalidCertificate(
-                C::Expired
-                | C::ExpiredContext { .. }
-                | C::NotValidYet
-                | C::NotValidYetContext { .. },
-            ) => TlsFailure::Expired,
-            E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
-                TlsFailure::WrongName
-            }
-            E::NoCertificatesPresented => TlsFailure::NoCertificate,
-            E::AlertReceived(alert) => TlsFailure::RejectedByPeer {
-                alert: format!("{alert:?}"),
-            },
-            E::InvalidMessage(M::InvalidContentType | M::UnknownProtocolVersion) => {
-                TlsFailure::NotTls
-            }
-            other => TlsFailure::Other(other.to_string()),
-        }
-    }
-
-    /// The TLS failure inside an i/o error from a TLS stream, if it is one.
-    fn from_io(error: &io::Error) -> Option<TlsFailure> {
-        error
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            .map(TlsFailure::from_rustls)
-    }
 }
 
 /// A refusal of the cookie handshake that was really the TLS session failing: with TLS 1.3 the

@@ -1,5 +1,5 @@
 //! The lock table of one node: a pure, synchronous state machine that takes a
-//! [`ServerRequest`] and returns the messages to send ([`Effects`]). It sends nothing, reads no
+//! [`ServerRequest`] and returns the messages to send ([`Sends`]). It sends nothing, reads no
 //! clock and draws no random numbers that reach its output; the `LockServer` actor wraps it.
 //!
 //! # Model
@@ -148,7 +148,7 @@ mod try_lock;
 pub(crate) use census::Census;
 pub(crate) use surrender::closes_cycle;
 
-pub use notify::Effects;
+pub use notify::Sends;
 pub use protocol::{TableEffect, TableInput, Undelivered};
 pub use snapshot::{EntrySnapshot, LockSnapshot, TableSnapshot};
 
@@ -211,13 +211,13 @@ impl LockTable {
     }
 
     /// Applies one request and returns the messages to send, in order.
-    pub fn handle(&mut self, request: ServerRequest) -> Effects {
+    pub fn handle(&mut self, request: ServerRequest) -> Sends {
         let out = self.handle_one(request);
         self.locks.evict();
         out
     }
 
-    fn handle_one(&mut self, request: ServerRequest) -> Effects {
+    fn handle_one(&mut self, request: ServerRequest) -> Sends {
         match request {
             ServerRequest::Lock { agent, lock, mode } => self.lock(&agent, &lock, mode),
             ServerRequest::TryLock { agent, lock, mode } => self.try_lock(&agent, &lock, mode),
@@ -374,7 +374,7 @@ impl LockTable {
         agent: &AgentId,
         lock: &LockId,
         reason: locks_core::proto::Rejection,
-    ) -> Effects {
+    ) -> Sends {
         tracing::debug!(%agent, %lock, %reason, "lock table refused a request");
         vec![(
             agent.clone(),

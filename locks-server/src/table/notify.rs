@@ -14,7 +14,7 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The messages produced by one operation, in the order they should be sent.
-pub type Effects = Vec<(AgentId, AgentMessage)>;
+pub type Sends = Vec<(AgentId, AgentMessage)>;
 
 /// What the notices of one lock need from the table.
 pub(super) struct NotifyCtx<'a> {
@@ -142,7 +142,7 @@ pub(super) fn emit(
     ctx: &NotifyCtx<'_>,
     ch: &Changes,
     aud: &Audience<'_>,
-    out: &mut Effects,
+    out: &mut Sends,
 ) -> Option<bool> {
     // A lock some of whose waiters missed a quiet release takes the long way: telling even
     // the quiet requester alone tells them all.

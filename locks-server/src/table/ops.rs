@@ -10,7 +10,7 @@
 //! - a record with no entries and no watchers is deleted before the operation returns.
 
 use super::LockTable;
-use super::notify::{self, Audience, Effects, NotifyCtx};
+use super::notify::{self, Audience, NotifyCtx, Sends};
 use super::record::Changes;
 use locks_core::proto::{AgentMessage, Note, Rejection};
 use locks_core::{AgentId, LockId, Mode};
@@ -63,7 +63,7 @@ impl LockTable {
 
     /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
     /// ancestor needs `intention(mode)`.
-    pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+    pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {
         self.lock_as(agent, lock, mode, false).0
     }
 
@@ -76,7 +76,7 @@ impl LockTable {
         lock: &LockId,
         mode: Mode,
         quiet: bool,
-    ) -> (Effects, Option<Placed>) {
+    ) -> (Sends, Option<Placed>) {
         if let Some(r) = self.refusal(lock, Some(mode)) {
             return (self.reject(agent, lock, r), None);
         }
@@ -84,7 +84,7 @@ impl LockTable {
             return (self.reject(agent, lock, Rejection::ShuttingDown), None);
         };
         let v = self.next_version();
-        let mut out = Effects::new();
+        let mut out = Sends::new();
         // Found once: the ancestors' edits below never remove this record (it is in use, and
         // an edit removes only the record it edits).
         let hashes = self.locks.path_hashes(lock.keys());
@@ -176,7 +176,7 @@ impl LockTable {
     /// neither of which the client sees as a reason its conversion down should fail; refused,
     /// the client would think it holds the weaker mode while the table kept the stronger one
     /// for as long as the agent lives.
-    pub(super) fn convert(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+    pub(super) fn convert(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {
         if !self.modes.contains(mode) {
             return self.reject(agent, lock, Rejection::ModeNotInTable(mode));
         }
@@ -195,7 +195,7 @@ impl LockTable {
             return self.reject(agent, lock, reason);
         }
         let v = self.next_version();
-        let mut out = Effects::new();
+        let mut out = Sends::new();
         let (old_i, new_i) = (self.modes.intention(direct), self.modes.intention(mode));
         let mut touched = false;
         if old_i != new_i {
@@ -209,7 +209,7 @@ impl LockTable {
     }
 
     /// `Unlock`: drops the direct lock (granted or pending) and the intentions it caused.
-    pub(super) fn unlock(&mut self, agent: &AgentId, lock: &LockId) -> Effects {
+    pub(super) fn unlock(&mut self, agent: &AgentId, lock: &LockId) -> Sends {
         let found = self.agents.lookup(agent).and_then(|a| {
             let s = self.locks.find(lock.keys())?;
             Some((a, s, self.locks.get(s)?.entry(a)?.direct?))
@@ -218,7 +218,7 @@ impl LockTable {
             return self.reject(agent, lock, Rejection::NotHeld);
         };
         let v = self.next_version();
-        let mut out = Effects::new();
+        let mut out = Sends::new();
         let intention = self.modes.intention(direct);
         let mut touched = self.for_ancestors(lock, a, None, Some(intention), v, &mut out);
         touched |= self.set_direct(s, a, None, v, &mut out);
@@ -229,9 +229,9 @@ impl LockTable {
     }
 
     /// `RemoveAgent`: drops every entry and watch of the agent.
-    pub(super) fn remove_agent(&mut self, agent: &AgentId) -> Effects {
+    pub(super) fn remove_agent(&mut self, agent: &AgentId) -> Sends {
         let Some(a) = self.agents.lookup(agent) else {
-            return Effects::new();
+            return Sends::new();
         };
         // Slots only, inline for the usual transaction (a lock and its ancestors): no
         // allocation and no lock id copied to end it.
@@ -246,7 +246,7 @@ impl LockTable {
         // A lock may be both held and watched.
         targets.dedup();
         let v = self.next_version();
-        let mut out = Effects::new();
+        let mut out = Sends::new();
         let aud = Audience {
             skip: Some(a),
             ..Audience::default()
@@ -268,7 +268,7 @@ impl LockTable {
     }
 
     /// `Watch`: `watcher` gets a view of `lock` now and after every change.
-    pub(super) fn watch(&mut self, watcher: &AgentId, lock: &LockId) -> Effects {
+    pub(super) fn watch(&mut self, watcher: &AgentId, lock: &LockId) -> Sends {
         if let Some(r) = self.refusal(lock, None) {
             return self.reject(watcher, lock, r);
         }
@@ -280,10 +280,10 @@ impl LockTable {
             .find_or_create(lock, lock.depth(), self.version, None)
         else {
             self.agents.release_if_idle(a);
-            return Effects::new();
+            return Sends::new();
         };
         let Some(rec) = self.locks.get_mut(s) else {
-            return Effects::new();
+            return Sends::new();
         };
         if rec.add_watcher(a)
             && let Some(slot) = self.agents.get_mut(a)
@@ -302,9 +302,9 @@ impl LockTable {
     }
 
     /// `Unwatch`: stops the views.
-    pub(super) fn unwatch(&mut self, watcher: &AgentId, lock: &LockId) -> Effects {
+    pub(super) fn unwatch(&mut self, watcher: &AgentId, lock: &LockId) -> Sends {
         let Some(a) = self.agents.lookup(watcher) else {
-            return Effects::new();
+            return Sends::new();
         };
         if let Some(s) = self.locks.find(lock.keys()) {
             if let Some(rec) = self.locks.get_mut(s) {
@@ -319,7 +319,7 @@ impl LockTable {
             }
         }
         self.agents.release_if_idle(a);
-        Effects::new()
+        Sends::new()
     }
 
     /// Applies an intention change to every ancestor of `lock`, root first.
@@ -330,7 +330,7 @@ impl LockTable {
         add: Option<Mode>,
         remove: Option<Mode>,
         v: u64,
-        out: &mut Effects,
+        out: &mut Sends,
     ) -> bool {
         let mut touched = false;
         for depth in 1..lock.depth() {
@@ -356,7 +356,7 @@ impl LockTable {
         a: u32,
         direct: Option<Mode>,
         v: u64,
-        out: &mut Effects,
+        out: &mut Sends,
     ) -> bool {
         let edit = Edit::Need {
             direct: Some(direct),
@@ -368,7 +368,7 @@ impl LockTable {
 
     /// Applies `edit` to agent `a`'s entry on lock slot `s` and answers the agent with its
     /// entry, changed or not. Returns whether the lock's queue changed.
-    fn answer(&mut self, s: u32, a: u32, edit: Edit, v: u64, out: &mut Effects) -> bool {
+    fn answer(&mut self, s: u32, a: u32, edit: Edit, v: u64, out: &mut Sends) -> bool {
         let aud = Audience {
             respond: Some(a),
             ..Audience::default()
@@ -379,7 +379,7 @@ impl LockTable {
     /// Marks `agent`'s answer on `lock` (the last notice to it about `lock` in `out`: it always
     /// gets one, after those of the ancestors) with `note`, so that it can tell the notices sent
     /// before its request was applied from those sent after.
-    fn mark_answer(out: &mut Effects, agent: &AgentId, lock: &LockId, note: Note) {
+    fn mark_answer(out: &mut Sends, agent: &AgentId, lock: &LockId, note: Note) {
         let answer = out.iter_mut().rev().find_map(|(to, m)| match m {
             AgentMessage::Notice(n) if to == agent && n.lock == *lock => Some(n),
             _ => None,
@@ -399,7 +399,7 @@ impl LockTable {
         edit: Edit,
         aud: &Audience<'_>,
         v: u64,
-        out: &mut Effects,
+        out: &mut Sends,
     ) -> bool {
         let Some(rec) = self.locks.get_mut(s) else {
             return false;

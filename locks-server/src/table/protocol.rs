@@ -182,7 +182,7 @@ impl LockTable {
     }
 
     /// The table's messages as effects (never to a ghost).
-    fn effects(sends: super::Effects) -> Vec<TableEffect> {
+    fn effects(sends: super::Sends) -> Vec<TableEffect> {
         if sends.is_empty() {
             // The usual fast-path operation tells nobody: no iterator to run.
             return Vec::new();
@@ -197,7 +197,7 @@ impl LockTable {
     /// `msg` (about a lock, or a watch of it) cannot be sent to `agent`: its requests that put
     /// it on that lock (its direct locks on it and below, or its watch) are withdrawn and it is
     /// told each cannot be served here. Other messages are dropped.
-    fn cannot_tell(&mut self, agent: &AgentId, msg: &AgentMessage) -> super::Effects {
+    fn cannot_tell(&mut self, agent: &AgentId, msg: &AgentMessage) -> super::Sends {
         let (lock, watched) = match msg {
             AgentMessage::Notice(notice) => (notice.lock.clone(), false),
             AgentMessage::Watched { lock, .. } => (lock.clone(), true),

@@ -9,7 +9,7 @@
 //! current queue ([`Note::NotSurrendered`]), so the victim learns its surrender is over.
 
 use super::LockTable;
-use super::notify::{self, Audience, Effects};
+use super::notify::{self, Audience, Sends};
 use super::ops::Edit;
 use locks_core::proto::{AgentMessage, LockNotice, Note, Wait};
 use locks_core::waits::blockers_of;
@@ -29,7 +29,7 @@ impl LockTable {
         lock: &LockId,
         version: u64,
         waits: &[Wait],
-    ) -> Effects {
+    ) -> Sends {
         let whole = closes_cycle(agent, lock, waits);
         self.surrender_checked(agent, lock, version, waits, whole)
     }
@@ -44,7 +44,7 @@ impl LockTable {
         version: u64,
         waits: &[Wait],
         whole: bool,
-    ) -> Effects {
+    ) -> Sends {
         let found = self.agents.lookup(agent).and_then(|a| {
             let s = self.locks.find(lock.keys())?;
             let rec = self.locks.get(s)?;
@@ -70,7 +70,7 @@ impl LockTable {
             version,
         };
         let v = self.next_version();
-        let mut out = Effects::new();
+        let mut out = Sends::new();
         let mut touched = false;
         for (_, t) in targets {
             let aud = Audience {
@@ -104,8 +104,8 @@ impl LockTable {
     /// The notice carries [`Note::NotSurrendered`] with the version the agent surrendered: the
     /// lock may not have changed (the surrender was refused because a wait of its cycle no
     /// longer holds), and the agent must still learn that its surrender is over.
-    fn refresh(&self, agent: &AgentId, lock: &LockId, surrendered: u64) -> Effects {
-        let mut out = Effects::new();
+    fn refresh(&self, agent: &AgentId, lock: &LockId, surrendered: u64) -> Sends {
+        let mut out = Sends::new();
         let found = self.agents.lookup(agent).and_then(|a| {
             let rec = self.locks.get(self.locks.find(lock.keys())?)?;
             Some((rec, rec.entry(a)?.state()))

@@ -9,13 +9,13 @@
 //! involved and agents record a deadlock for the latter. A refused request changes nothing and
 //! is answered with one [`AgentMessage::Rejected`].
 
-use super::{Effects, LockTable};
+use super::{LockTable, Sends};
 use locks_core::proto::{AgentMessage, Note, Rejection};
 use locks_core::{AgentId, LockId};
 
 impl LockTable {
     /// `SurrenderTo`: see the module documentation.
-    pub(super) fn surrender_to(&mut self, agent: &AgentId, lock: &LockId, to: &AgentId) -> Effects {
+    pub(super) fn surrender_to(&mut self, agent: &AgentId, lock: &LockId, to: &AgentId) -> Sends {
         if self.state(agent, lock).held().is_none() {
             let reason = Rejection::SurrenderNotHeld { to: to.clone() };
             return self.reject(agent, lock, reason);
@@ -26,7 +26,7 @@ impl LockTable {
         }
         // The agent holds the lock, so its record exists.
         let Some(version) = self.view(lock).map(|v| v.version) else {
-            return Effects::new();
+            return Sends::new();
         };
         let mut out = self.surrender(agent, lock, version, &[]);
         for (_, msg) in &mut out {

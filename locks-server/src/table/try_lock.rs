@@ -8,13 +8,13 @@
 //! with `Lock` later, so a refusal only ever delays it.
 
 use super::LockTable;
-use super::notify::Effects;
+use super::notify::Sends;
 use locks_core::proto::Rejection;
 use locks_core::{AgentId, LockId, Mode};
 
 impl LockTable {
     /// `TryLock` (module documentation).
-    pub(super) fn try_lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Effects {
+    pub(super) fn try_lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {
         if let Some(r) = self.refusal(lock, Some(mode)) {
             return self.reject(agent, lock, r);
         }

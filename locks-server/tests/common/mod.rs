@@ -13,7 +13,7 @@ use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use locks_server::TableSnapshot;
 use locks_server::internal::LockTable;
-use locks_server::internal::{Effects, TableEffect};
+use locks_server::internal::{Sends, TableEffect};
 
 pub fn node() -> NodeId {
     NodeId::new("n1").expect("valid node name")
@@ -28,7 +28,7 @@ pub fn table() -> LockTable {
     LockTable::new(node(), ModeTable::standard(), 0)
 }
 
-pub fn lock(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Effects {
+pub fn lock(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Sends {
     table.handle(ServerRequest::Lock {
         agent: t(n),
         lock: id.clone(),
@@ -36,7 +36,7 @@ pub fn lock(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Effects {
     })
 }
 
-pub fn convert(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Effects {
+pub fn convert(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Sends {
     table.handle(ServerRequest::Convert {
         agent: t(n),
         lock: id.clone(),
@@ -44,18 +44,18 @@ pub fn convert(table: &mut LockTable, n: u64, id: &LockId, mode: Mode) -> Effect
     })
 }
 
-pub fn unlock(table: &mut LockTable, n: u64, id: &LockId) -> Effects {
+pub fn unlock(table: &mut LockTable, n: u64, id: &LockId) -> Sends {
     table.handle(ServerRequest::Unlock {
         agent: t(n),
         lock: id.clone(),
     })
 }
 
-pub fn remove(table: &mut LockTable, n: u64) -> Effects {
+pub fn remove(table: &mut LockTable, n: u64) -> Sends {
     table.handle(ServerRequest::RemoveAgent { agent: t(n) })
 }
 
-pub fn surrender(table: &mut LockTable, n: u64, id: &LockId, version: u64) -> Effects {
+pub fn surrender(table: &mut LockTable, n: u64, id: &LockId, version: u64) -> Sends {
     table.handle(ServerRequest::Surrender {
         agent: t(n),
         lock: id.clone(),
@@ -99,7 +99,7 @@ pub fn shape(table: &LockTable, id: &LockId) -> String {
 }
 
 /// The notices in `effects`, as `(agent, lock, state)`.
-pub fn notices(effects: &Effects) -> Vec<(String, LockId, EntryState)> {
+pub fn notices(effects: &Sends) -> Vec<(String, LockId, EntryState)> {
     effects
         .iter()
         .filter_map(|(a, m)| match m {
@@ -110,7 +110,7 @@ pub fn notices(effects: &Effects) -> Vec<(String, LockId, EntryState)> {
 }
 
 /// The notice `effects` sends to `Tn` about `id`.
-pub fn notice_to<'a>(effects: &'a Effects, n: u64, id: &LockId) -> Option<&'a LockNotice> {
+pub fn notice_to<'a>(effects: &'a Sends, n: u64, id: &LockId) -> Option<&'a LockNotice> {
     effects.iter().find_map(|(a, m)| match m {
         AgentMessage::Notice(x) if *a == t(n) && x.lock == *id => Some(x),
         _ => None,
@@ -179,11 +179,7 @@ pub fn held_direct(
 /// otherwise) and checks it against `fx`, what `handle` answered on a table in the same state:
 /// the same messages less the requester's own (a refusal excepted), and for a `Lock` the answer
 /// `holds` gives afterwards.
-pub fn step_quietly(
-    quiet: &mut LockTable,
-    req: &ServerRequest,
-    fx: &Effects,
-) -> Result<(), String> {
+pub fn step_quietly(quiet: &mut LockTable, req: &ServerRequest, fx: &Sends) -> Result<(), String> {
     let refused = matches!(&fx[..], [(_, AgentMessage::Rejected { .. })]);
     let got = match req {
         ServerRequest::Lock { agent, lock, mode } => {

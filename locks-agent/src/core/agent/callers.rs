@@ -2,7 +2,7 @@
 //!
 //! A blocked `lock` or `await_all_locks` caller is recorded under an opaque [`CallId`] the
 //! actor allocates; the core alone decides when it is answered and with what, as an
-//! [`Effect::Reply`]:
+//! [`AgentEffect::Reply`]:
 //! - at [`AgentCore::settle`], every caller when the transaction has all its locks (a `lock`
 //!   caller with its lock as granted, an `await_all_locks` caller with the [`LockResult`]), or
 //!   fails them all when it cannot be served;
@@ -17,7 +17,7 @@
 //!
 //! Each caller is answered exactly once, in the order the callers came.
 
-use super::{AgentCore, Effect, Phase};
+use super::{AgentCore, AgentEffect, Phase};
 use crate::core::error::RequestError;
 use crate::core::knowledge::Knowledge;
 use crate::core::status::{Deadlock, GrantNodes, GrantedLock, LockResult, TransactionStatus};
@@ -25,7 +25,7 @@ use crate::options::Req;
 use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 
-/// A blocked caller, named by the actor (the core only hands it back in [`Effect::Reply`]).
+/// A blocked caller, named by the actor (the core only hands it back in [`AgentEffect::Reply`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CallId(pub u64);
 
@@ -135,7 +135,7 @@ impl AgentCore {
         mode: Mode,
         nodes: &[NodeId],
         req: Req,
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         let before = self
             .requests
             .get(&lock)
@@ -167,7 +167,7 @@ impl AgentCore {
         mode: Mode,
         nodes: &[NodeId],
         held: Option<Mode>,
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         let out = self.request(lock.clone(), mode, nodes, Req::All)?;
         let undo = match held {
             None => Undo::Remove,
@@ -184,7 +184,7 @@ impl AgentCore {
     /// the wait. A caller already answered (or never recorded) changes nothing: a grant that
     /// came first stays, claimed and reported. Returns the lock whose request was withdrawn
     /// whole, if one was.
-    pub fn withdraw(&mut self, call: CallId) -> (Option<LockId>, Vec<Effect>) {
+    pub fn withdraw(&mut self, call: CallId) -> (Option<LockId>, Vec<AgentEffect>) {
         let Some(i) = self.callers.waiting.iter().position(|(c, _)| *c == call) else {
             return (None, Vec::new());
         };
@@ -215,13 +215,13 @@ impl AgentCore {
 
     /// Records an `await_all_locks` caller, answered at a later [`AgentCore::settle`] (or
     /// failed at once if the transaction aborted or ended).
-    pub fn await_all(&mut self, call: CallId) -> Vec<Effect> {
+    pub fn await_all(&mut self, call: CallId) -> Vec<AgentEffect> {
         match self.phase {
             Phase::Running => {
                 self.callers.waiting.push((call, Waiting::All));
                 Vec::new()
             }
-            Phase::Aborted | Phase::Ended => vec![Effect::Reply {
+            Phase::Aborted | Phase::Ended => vec![AgentEffect::Reply {
                 call,
                 result: Err(self.stopped_failure()),
             }],
@@ -231,23 +231,21 @@ impl AgentCore {
     /// Ends the transaction: the waiting callers fail, then `RemoveAgent` goes to every node
     /// the agent sent anything to. The core accepts nothing afterwards; a second `end` does
     /// nothing.
-    pub fn end(&mut self) -> Vec<Effect> {
+    pub fn end(&mut self) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase == Phase::Ended {
             return out;
         }
         self.phase = Phase::Ended;
         self.fail_callers(CallFailure::Ended, &mut out);
-        out.extend(
-            std::mem::take(&mut self.contacted)
-                .into_iter()
-                .map(|node| Effect::ToServer {
-                    node,
-                    request: ServerRequest::RemoveAgent {
-                        agent: self.id.clone(),
-                    },
-                }),
-        );
+        out.extend(std::mem::take(&mut self.contacted).into_iter().map(|node| {
+            AgentEffect::ToServer {
+                node,
+                request: ServerRequest::RemoveAgent {
+                    agent: self.id.clone(),
+                },
+            }
+        }));
         self.requests.clear();
         self.knowledge = Knowledge::default();
         self.probes = super::probe::Probes::default();
@@ -257,19 +255,24 @@ impl AgentCore {
     }
 
     /// The transaction aborts on the deadlock on `lock` at `node`: every caller fails.
-    pub(super) fn abort_callers(&mut self, lock: &LockId, node: &NodeId, out: &mut Vec<Effect>) {
+    pub(super) fn abort_callers(
+        &mut self,
+        lock: &LockId,
+        node: &NodeId,
+        out: &mut Vec<AgentEffect>,
+    ) {
         self.callers.aborted = Some((lock.clone(), node.clone()));
         let failure = self.stopped_failure();
         self.fail_callers(failure, out);
     }
 
     /// The request on `lock` was withdrawn: its `lock` callers will never be granted it.
-    pub(super) fn cancel_callers(&mut self, lock: &LockId, out: &mut Vec<Effect>) {
+    pub(super) fn cancel_callers(&mut self, lock: &LockId, out: &mut Vec<AgentEffect>) {
         self.callers
             .waiting
             .retain(|(call, waiting)| match waiting {
                 Waiting::Lock(l, _) if l == lock => {
-                    out.push(Effect::Reply {
+                    out.push(AgentEffect::Reply {
                         call: *call,
                         result: Err(CallFailure::Cancelled { lock: lock.clone() }),
                     });
@@ -282,7 +285,7 @@ impl AgentCore {
     /// Answers every caller when the transaction has all its locks or cannot be served. A
     /// `lock` caller gets only the deadlocks' locks; the whole [`LockResult`] (one entry per
     /// request) is built only for `await_all_locks` callers, once per answer.
-    pub(super) fn answer_callers(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn answer_callers(&mut self, out: &mut Vec<AgentEffect>) {
         if self.callers.waiting.is_empty() {
             return;
         }
@@ -313,7 +316,7 @@ impl AgentCore {
                             })
                         }
                     };
-                    out.push(Effect::Reply {
+                    out.push(AgentEffect::Reply {
                         call,
                         result: Ok(answer),
                     });
@@ -358,9 +361,9 @@ impl AgentCore {
             })
     }
 
-    fn fail_callers(&mut self, failure: CallFailure, out: &mut Vec<Effect>) {
+    fn fail_callers(&mut self, failure: CallFailure, out: &mut Vec<AgentEffect>) {
         for (call, _) in self.callers.waiting.drain(..) {
-            out.push(Effect::Reply {
+            out.push(AgentEffect::Reply {
                 call,
                 result: Err(failure.clone()),
             });

@@ -1,12 +1,12 @@
 //! What the client is told it holds: a request is *claimed* once the transaction reported
 //! "have all locks" while it existed, and the client is told of it with its fencing versions
-//! ([`Effect::Granted`]). A claimed request no longer held in the claimed mode (a node down or
-//! its lease expired, a surrender, a grant taken back) is reported lost ([`Effect::Lost`]) and
+//! ([`AgentEffect::Granted`]). A claimed request no longer held in the claimed mode (a node down or
+//! its lease expired, a surrender, a grant taken back) is reported lost ([`AgentEffect::Lost`]) and
 //! unclaimed, so that a later grant is reported again with its new versions. Asking for more
 //! keeps the claim on what is held; converting down lowers it. Losses are found while the
 //! status is evaluated (`pending.rs`) and reported at the end of that refresh.
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::error::RequestError;
 use crate::core::requests::{LockRequest, held_on};
 use crate::core::status::{GrantNodes, GrantedLock, LockResult, LossCause, LostLock};
@@ -32,7 +32,7 @@ impl AgentCore {
         locks: Vec<(LockId, Mode)>,
         notices: Vec<LockNotice>,
         claimed: &[LockId],
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         let claimed: BTreeSet<&LockId> = claimed.iter().collect();
         for (lock, mode) in locks {
@@ -145,7 +145,7 @@ impl AgentCore {
 
     /// Tells the client of every claimed request found no longer held in its claimed mode, and
     /// makes it unclaimed: a later grant is a new one, reported with its new versions.
-    pub(super) fn report_losses(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn report_losses(&mut self, out: &mut Vec<AgentEffect>) {
         for lock in std::mem::take(&mut self.losses) {
             let Some(r) = self.requests.get_mut(&lock) else {
                 continue;
@@ -164,7 +164,7 @@ impl AgentCore {
                 .cloned()
                 .collect();
             let cause = self.loss_cause(&lock, &nodes);
-            out.push(Effect::Lost(LostLock {
+            out.push(AgentEffect::Lost(LostLock {
                 lock,
                 mode,
                 nodes,
@@ -191,10 +191,10 @@ impl AgentCore {
     }
 
     /// The transaction aborts: every claimed lock is reported lost, before the abort itself.
-    pub(super) fn report_abort_losses(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn report_abort_losses(&mut self, out: &mut Vec<AgentEffect>) {
         for r in self.requests.values_mut() {
             if let Some(mode) = r.claimed.take() {
-                out.push(Effect::Lost(LostLock {
+                out.push(AgentEffect::Lost(LostLock {
                     lock: r.lock.clone(),
                     mode,
                     nodes: r.nodes.to_vec(),

@@ -11,7 +11,7 @@
 //! - a node that refused a request holds nothing of it: a refusal that leaves the server with a
 //!   direct lock in another mode than the request's is followed by an `Unlock` there.
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::error::RequestError;
 use locks_core::proto::{Rejection, ServerRequest};
 use locks_core::{LockId, Mode, NodeId};
@@ -29,7 +29,7 @@ impl AgentCore {
     /// held, on the other copies, which the client no longer knows about. A request still
     /// pending now waits for the weaker mode (and a `lock` call waiting on it returns once that
     /// is held).
-    pub fn convert(&mut self, lock: &LockId, mode: Mode) -> Result<Vec<Effect>, RequestError> {
+    pub fn convert(&mut self, lock: &LockId, mode: Mode) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if !self.modes.contains(mode) {
             return Err(RequestError::ModeNotInTable(mode));
@@ -110,7 +110,7 @@ impl AgentCore {
     }
 
     /// Takes in a lock server's refusal of a request of this agent (reported as
-    /// [`Effect::Rejected`], but for the answer to an unlock and a `TryLock`'s `Busy`, which
+    /// [`AgentEffect::Rejected`], but for the answer to an unlock and a `TryLock`'s `Busy`, which
     /// say nothing went wrong). What the agent counts as held comes from the server's
     /// notices alone; a refusal says what the server did *not* do:
     /// - a refused lock request (or up-conversion) can never be granted there;
@@ -133,7 +133,7 @@ impl AgentCore {
         node: NodeId,
         lock: LockId,
         reason: Rejection,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         // A `TryLock` found the copy busy: the gate's business, not the client's (`gate.rs`).
         if reason == Rejection::Busy {
@@ -187,6 +187,6 @@ impl AgentCore {
                 }
             }
         }
-        out.push(Effect::Rejected { node, lock, reason });
+        out.push(AgentEffect::Rejected { node, lock, reason });
     }
 }

@@ -34,13 +34,12 @@
 //!
 //! **Why it is safe.** Nothing is taken from the client: a request that is not claimed was
 //! never reported held, so leaving some of its copies changes nothing it was told, and the
-//! request counts as held only with every copy granted, as before. Leaving a copy is an
+//! request counts as held only with every copy granted, like any other. Leaving a copy is an
 //! `Unlock` of that copy (or a `TryLock` refused: no entry at all) and asking again a `Lock`,
-//! each carried out and accounted for by the
-//! same bookkeeping as the client's own unlock and request (`knowledge/withdrawn.rs`: views of
-//! a copy left count without this agent's entries; `knowledge/answers.rs`: no grant counts
-//! before the unlock's answer). The deadlock resolution is unchanged: every wait that remains
-//! is in the views exactly as before, so every real cycle is still seen by its victim
+//! each carried out and accounted for by the same bookkeeping as the client's own unlock and
+//! request (`knowledge/withdrawn.rs`: views of a copy left count without this agent's entries;
+//! `knowledge/answers.rs`: no grant counts before the unlock's answer). The deadlock resolution is the general one: every wait that
+//! remains is in the views like any other, so every real cycle is still seen by its victim
 //! (`resolve.rs`), and a probe is confirmed only by the waiters' own first-hand views
 //! (`probe.rs`); a retreated agent needs none of the copies it left (`needs_copy`
 //! is false there), so it confirms no edge on them. A retreat removes waits and never adds
@@ -74,7 +73,7 @@
 //! victim of a real cycle (through other locks); the agents queued on the gate are granted it
 //! in turn.
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::requests::LockRequest;
 use crate::options::Req;
 use locks_core::proto::ServerRequest;
@@ -146,7 +145,7 @@ impl AgentCore {
     /// Retreats the requests that wait on their gate, and brings back those that hold it
     /// (module documentation). Returns whether anything was sent (the status is to be brought
     /// up to date again).
-    pub(super) fn move_through_gates(&mut self, out: &mut Vec<Effect>) -> bool {
+    pub(super) fn move_through_gates(&mut self, out: &mut Vec<AgentEffect>) -> bool {
         let mut moved = false;
         let gate_passed = |lock: &LockId, gate: Option<&NodeId>| {
             let Some(gate) = gate else {
@@ -253,7 +252,7 @@ impl AgentCore {
 
     /// Asks again, on every node up it left or found busy, for the request on `lock` (if it is
     /// still there).
-    pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<Effect>) {
+    pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<AgentEffect>) {
         let mut left = self
             .retreats
             .remove(lock)

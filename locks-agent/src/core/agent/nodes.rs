@@ -9,7 +9,7 @@
 //!   living there: it is forwarded again once the node is back;
 //! - the cause of the first `node_down` is the cause every lock lost with it reports.
 
-use super::{AgentCore, Effect, Phase};
+use super::{AgentCore, AgentEffect, Phase};
 use crate::core::status::LossCause;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode, NodeId};
@@ -17,20 +17,20 @@ use locks_core::{LockId, Mode, NodeId};
 impl AgentCore {
     /// A request to the server of `node` could not be sent (the actor's executor says so): the
     /// node counts as down until [`AgentCore::node_up`].
-    pub fn unreachable(&mut self, node: &NodeId) -> Vec<Effect> {
+    pub fn unreachable(&mut self, node: &NodeId) -> Vec<AgentEffect> {
         self.node_down(node)
     }
 
     /// The server of `node` went down: everything learnt from it is forgotten, requests are not
     /// held there any more, and (without `await_nodes`) requests that can no longer be met make
     /// the status `CannotServe`.
-    pub fn node_down(&mut self, node: &NodeId) -> Vec<Effect> {
+    pub fn node_down(&mut self, node: &NodeId) -> Vec<AgentEffect> {
         self.node_down_because(node, LossCause::NodeDown)
     }
 
     /// [`AgentCore::node_down`], saying why (what a lost lock reports:
     /// [`LossCause::NodeDown`] or [`LossCause::LeaseExpired`]).
-    pub fn node_down_because(&mut self, node: &NodeId, cause: LossCause) -> Vec<Effect> {
+    pub fn node_down_because(&mut self, node: &NodeId, cause: LossCause) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running || !self.down.insert(node.clone()) {
             return out;
@@ -57,7 +57,7 @@ impl AgentCore {
     /// `gate.rs`). Views forwarded to agents living there before may never have arrived
     /// (there was no connection: an agent can learn of an agent on a node it is not connected
     /// to from a third node's queue), so the next settle analyses and forwards to them again.
-    pub fn node_up(&mut self, node: &NodeId) -> Vec<Effect> {
+    pub fn node_up(&mut self, node: &NodeId) -> Vec<AgentEffect> {
         let mut out = Vec::new();
         if self.phase != Phase::Running {
             return out;

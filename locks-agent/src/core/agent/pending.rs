@@ -16,7 +16,7 @@
 //! every request afresh gives (checked against [`AgentCore::status_afresh`] in debug builds,
 //! so every test of the crate checks it too).
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::status::TransactionStatus;
 use locks_core::{LockId, NodeId};
 use smallvec::SmallVec;
@@ -94,7 +94,7 @@ impl AgentCore {
 
     /// Brings the status up to date and reports a change. When the transaction has all its
     /// locks, every request is claimed (it is reported to the client now or already).
-    pub(super) fn refresh_status(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn refresh_status(&mut self, out: &mut Vec<AgentEffect>) {
         self.evaluate_stale();
         self.report_losses(out);
         let status = self.current_status();
@@ -107,7 +107,7 @@ impl AgentCore {
                 if r.claimed != Some(r.mode) {
                     r.claimed = Some(r.mode);
                     if let Some(granted) = self.granted_lock(&lock) {
-                        out.push(Effect::Granted(granted));
+                        out.push(AgentEffect::Granted(granted));
                     }
                 }
             }
@@ -120,7 +120,7 @@ impl AgentCore {
                 self.dirty = true;
             }
             self.status = status.clone();
-            out.push(Effect::StatusChanged(status));
+            out.push(AgentEffect::StatusChanged(status));
         }
     }
 
@@ -143,7 +143,7 @@ impl AgentCore {
                 self.evaluate(lock);
             }
         } else {
-            // One input often marks a request more than once (a new agent's seed marks each
+            // One input often marks a request more than once (a new agent's adoption marks each
             // request, then each notice its tree again): a request evaluated in this round is
             // not evaluated again, as nothing it depends on changes here. Only short lists are
             // checked, so that a burst costs no more than it did.
@@ -162,7 +162,7 @@ impl AgentCore {
                 evaluate(self, lock);
             }
             // A tree inside another marked one is walked with it (a notice for a lock comes
-            // with those for its ancestors, and a new agent's seed marks every level): sorted,
+            // with those for its ancestors, and a new agent's adoption marks every level): sorted,
             // a lock's descendants follow it, after the last tree kept.
             if stale.trees.len() > 1 {
                 stale.trees.sort_unstable();

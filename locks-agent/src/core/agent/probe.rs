@@ -8,7 +8,7 @@
 //! check on a surrender covers only the victim's own lock.
 //!
 //! **How.** The analysis (`resolve.rs`) never gives way itself. When the victim of a cycle
-//! (its largest agent, [`crate::core::WaitForGraph::victim_cycle`]) sees it, it picks one
+//! (its largest agent, [`crate::core::ViewGraph::victim_cycle`]) sees it, it picks one
 //! simple cycle through itself that ends with the edge into it on the lock the graph
 //! designates, and sends a [`Probe`] along it. The probe visits the waiter of each edge in turn;
 //! each checks its own edge from what it knows first hand ([`AgentCore::check_edge`]): it is
@@ -50,8 +50,8 @@
 //! meet its requirement without it. A queued copy of an `Any` or `Majority` request, or one the
 //! requirement can spare, is surrendered silently.
 
-use super::{AgentCore, Effect, Phase};
-use crate::core::graph::{Cycle, WaitForGraph, blockers_of};
+use super::{AgentCore, AgentEffect, Phase};
+use crate::core::graph::{Cycle, ViewGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::LockRequest;
 use crate::core::status::Deadlock;
@@ -133,9 +133,9 @@ impl AgentCore {
     /// out already or its own edge does not hold.
     pub(super) fn start_probe(
         &mut self,
-        graph: &WaitForGraph,
+        graph: &ViewGraph,
         cycle: &Cycle,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         let Some(edges) = self.cycle_edges(graph, cycle) else {
             return;
@@ -148,7 +148,7 @@ impl AgentCore {
             return;
         }
         self.probes.last = Some(edges.clone());
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: edges[0].waiter.clone(),
             msg: AgentMessage::Probe(Probe {
                 edges,
@@ -162,7 +162,7 @@ impl AgentCore {
     /// One simple cycle through this agent within `cycle`'s agents, in probe order: it starts
     /// at the agent this one waits for and ends with this agent's own edge; the edge into this
     /// agent is on the lock `cycle` designates.
-    fn cycle_edges(&self, graph: &WaitForGraph, cycle: &Cycle) -> Option<Vec<ProbeEdge>> {
+    fn cycle_edges(&self, graph: &ViewGraph, cycle: &Cycle) -> Option<Vec<ProbeEdge>> {
         let me = &self.id;
         let member = |a: &AgentId| cycle.agents.binary_search(a).is_ok();
         let designated = (cycle.lock.clone(), cycle.node.clone());
@@ -219,7 +219,7 @@ impl AgentCore {
 
     /// Tells the victims this agent refuted a probe of that it now needs a copy it said it did
     /// not: it sends them its view of the copy, in which it waits.
-    fn retract_refutations(&mut self, out: &mut Vec<Effect>) {
+    fn retract_refutations(&mut self, out: &mut Vec<AgentEffect>) {
         if self.probes.refuted.is_empty() {
             return;
         }
@@ -249,10 +249,10 @@ impl AgentCore {
         lock: LockId,
         node: NodeId,
         view: Arc<LockView>,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         self.knowledge.mark_sent(&lock, &node, &victim);
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: victim,
             msg: AgentMessage::Forward {
                 from: self.id.clone(),
@@ -283,7 +283,7 @@ impl AgentCore {
     }
 
     /// Handles the probes received and those parked, now that the status is current.
-    pub(super) fn run_probes(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn run_probes(&mut self, out: &mut Vec<AgentEffect>) {
         self.retract_refutations(out);
         let inbox = std::mem::take(&mut self.probes.inbox);
         for mut probe in inbox {
@@ -322,7 +322,7 @@ impl AgentCore {
                     } else {
                         probe.next += 1;
                         let to = probe.edges[next + 1].waiter.clone();
-                        out.push(Effect::ToAgent {
+                        out.push(AgentEffect::ToAgent {
                             to,
                             msg: AgentMessage::Probe(probe),
                         });
@@ -335,7 +335,7 @@ impl AgentCore {
     /// Sends `probe` back to its victim, its next edge refuted as of the newest version this
     /// agent knows of that copy; a newer view of the copy goes with it, so that the victim
     /// analyses with what this agent sees.
-    fn refute(&mut self, mut probe: Probe, out: &mut Vec<Effect>) {
+    fn refute(&mut self, mut probe: Probe, out: &mut Vec<AgentEffect>) {
         let Some(victim) = probe.victim().cloned() else {
             return;
         };
@@ -372,7 +372,7 @@ impl AgentCore {
             .unwrap_or(0);
         e.version = seen.max(newest);
         probe.refuted = true;
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: victim,
             msg: AgentMessage::Probe(probe),
         });
@@ -382,7 +382,7 @@ impl AgentCore {
     /// without the edges of waiters that refuted a probe, and without this agent's own edges
     /// from copies none of its pending requests needs (an `Any` request granted elsewhere).
     /// Forwarding still follows those: agents behind this one count on it (`knowledge.rs`).
-    pub(super) fn analysis_graph(&self) -> Option<WaitForGraph> {
+    pub(super) fn analysis_graph(&self) -> Option<ViewGraph> {
         let unneeded = |l: &LockId, n: &NodeId| !self.needs_copy(l, n);
         let mine_unneeded = self
             .knowledge
@@ -391,7 +391,7 @@ impl AgentCore {
         if !mine_unneeded && !self.knowledge.has_excuses() {
             return None;
         }
-        Some(WaitForGraph::build_excusing(
+        Some(ViewGraph::build_excusing(
             &self.modes,
             self.knowledge.views().map(|(l, n, v)| (l, n, &**v)),
             |l, n, a| (*a == self.id && unneeded(l, n)) || self.knowledge.is_excused(l, n, a),
@@ -434,7 +434,7 @@ impl AgentCore {
     /// Every edge of `probe` is confirmed and this agent is its victim: give up the lock of the
     /// edge into it (surrender, or abort with `abort_on_deadlock` when the client would lose a
     /// lock it was told it holds).
-    fn give_way(&mut self, probe: &Probe, out: &mut Vec<Effect>) {
+    fn give_way(&mut self, probe: &Probe, out: &mut Vec<AgentEffect>) {
         let n = probe.edges.len();
         let into = &probe.edges[n - 2];
         let (lock, node) = (into.lock.clone(), into.node.clone());
@@ -457,7 +457,7 @@ impl AgentCore {
             self.phase = Phase::Aborted;
             self.report_abort_losses(out);
             self.abort_callers(&lock, &node, out);
-            out.push(Effect::Abort { lock, node });
+            out.push(AgentEffect::Abort { lock, node });
             return;
         }
         let view = self.knowledge.view(&lock, &node).map_or(0, |v| v.version);
@@ -485,7 +485,7 @@ impl AgentCore {
         told.sort();
         told.dedup();
         for agent in told.into_iter().filter(|a| **a != self.id) {
-            out.push(Effect::ToAgent {
+            out.push(AgentEffect::ToAgent {
                 to: agent.clone(),
                 msg: AgentMessage::Surrendered {
                     by: self.id.clone(),

@@ -21,8 +21,8 @@
 //! waits for it. If `h` converts, it is pending behind `q`, was sent the queue with `q` in it,
 //! and sees in its own view that `q` waits for it.
 
-use super::{AgentCore, Effect};
-use crate::core::graph::{ViewIndex, WaitForGraph, blockers_of, holders_blocking, is_waited_for};
+use super::{AgentCore, AgentEffect};
+use crate::core::graph::{ViewGraph, ViewIndex, blockers_of, holders_blocking, is_waited_for};
 use crate::core::knowledge::key::KeyRef;
 use locks_core::proto::{AgentMessage, LockView};
 use locks_core::{AgentId, LockId, NodeId};
@@ -38,7 +38,7 @@ impl AgentCore {
     /// waits for nobody), so there is nothing to analyse, and the only copy worth forwarding
     /// is that view, to the agents this one waits for in it. No graph is built: a waiter on a
     /// hot lock pays for its own queue only, each time it changes.
-    pub(super) fn analyse_and_forward(&mut self, out: &mut Vec<Effect>) {
+    pub(super) fn analyse_and_forward(&mut self, out: &mut Vec<AgentEffect>) {
         let single = match self.knowledge.view_count() {
             0 => return,
             1 => self
@@ -123,7 +123,7 @@ impl AgentCore {
 
     /// Looks for the cycle this agent must break, and sends a probe round it (`probe.rs`): the
     /// agent gives way only once every waiter of the cycle has confirmed its own edge.
-    pub(super) fn analyse(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
+    pub(super) fn analyse(&mut self, graph: &ViewGraph, out: &mut Vec<AgentEffect>) {
         if self.knowledge.surrender_outstanding() {
             return;
         }
@@ -132,7 +132,7 @@ impl AgentCore {
         }
     }
 
-    pub(super) fn forward(&mut self, graph: &WaitForGraph, out: &mut Vec<Effect>) {
+    pub(super) fn forward(&mut self, graph: &ViewGraph, out: &mut Vec<AgentEffect>) {
         let targets = graph.waits_for_set(&self.id);
         if targets.is_empty() {
             return;
@@ -179,14 +179,14 @@ impl AgentCore {
         lock: &LockId,
         node: &NodeId,
         view: &Arc<LockView>,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         // A message to an agent on a node that is down would be lost, yet counted as sent.
         if self.down.contains(to.node()) || self.knowledge.was_sent(lock, node, to) {
             return;
         }
         self.knowledge.mark_sent(lock, node, to);
-        out.push(Effect::ToAgent {
+        out.push(AgentEffect::ToAgent {
             to: to.clone(),
             msg: AgentMessage::Forward {
                 from: self.id.clone(),

@@ -11,33 +11,15 @@
 //! stays, so the transaction is waiting again until the lock comes back.
 //!
 //! Invariants: at most one surrender to a waiter per `(lock, node)` is outstanding; each is
-//! answered exactly once, by [`Effect::SurrenderAnswered`]: applied, refused, or the node
+//! answered exactly once, by [`AgentEffect::SurrenderAnswered`]: applied, refused, or the node
 //! went down first. A refusal is not a refusal of the lock request (the request keeps its
 //! grant and is never counted as unservable for it).
 
-use super::{AgentCore, Effect};
-use crate::core::error::RequestError;
+use super::{AgentCore, AgentEffect};
+use crate::core::error::{RequestError, SurrenderRefusal};
 use locks_core::proto::{AgentMessage, Note, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
 use std::collections::BTreeMap;
-
-/// Why a lock was not surrendered on a node.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum SurrenderRefusal {
-    /// The transaction does not hold the lock there (it has no request on that node, waits for
-    /// it, or the node is down).
-    #[error("the transaction does not hold it there")]
-    NotHeld,
-    /// The agent named does not wait (or convert) on the lock there.
-    #[error("that agent does not wait for it there")]
-    NotWaiting,
-    /// A surrender of this lock on this node is still waiting for the server's answer.
-    #[error("a surrender of it there is already under way")]
-    Pending,
-    /// The node went down before its server answered.
-    #[error("the node went down before it answered")]
-    NodeDown,
-}
 
 /// The surrenders sent and not answered yet, with the agent each was for.
 #[derive(Clone, Debug, Default)]
@@ -48,7 +30,7 @@ impl AgentCore {
     /// there: a [`ServerRequest::SurrenderTo`] goes to each node, whose server checks that
     /// `to` waits and requeues this agent's entries on the lock and its descendants behind the
     /// waiters. The request stays, pending again once the servers have done it. Each node's
-    /// answer comes as [`Effect::SurrenderAnswered`].
+    /// answer comes as [`AgentEffect::SurrenderAnswered`].
     ///
     /// Refused at once, with nothing sent, when the transaction has no request on `lock`, or
     /// does not hold it on one of `nodes` (as far as its servers have told it), or a surrender
@@ -58,7 +40,7 @@ impl AgentCore {
         lock: &LockId,
         to: &AgentId,
         nodes: &[NodeId],
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if nodes.is_empty() {
             return Err(RequestError::NoNodes { lock: lock.clone() });
@@ -112,7 +94,7 @@ impl AgentCore {
     pub(super) fn on_surrender_answer(
         &mut self,
         msg: &AgentMessage,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) -> bool {
         let (node, lock, refused, used_up) = match msg {
             AgentMessage::Notice(n) => match n.note.as_deref() {
@@ -133,7 +115,7 @@ impl AgentCore {
             _ => return false,
         };
         if let Some(to) = self.surrendering.0.remove(&(lock.clone(), node.clone())) {
-            out.push(Effect::SurrenderAnswered {
+            out.push(AgentEffect::SurrenderAnswered {
                 lock: lock.clone(),
                 node: node.clone(),
                 to,
@@ -144,7 +126,7 @@ impl AgentCore {
     }
 
     /// The server of `node` went down: its outstanding surrenders will never be answered.
-    pub(super) fn fail_surrenders(&mut self, node: &NodeId, out: &mut Vec<Effect>) {
+    pub(super) fn fail_surrenders(&mut self, node: &NodeId, out: &mut Vec<AgentEffect>) {
         let gone: Vec<(LockId, NodeId)> = self
             .surrendering
             .0
@@ -154,7 +136,7 @@ impl AgentCore {
             .collect();
         for key in gone {
             if let Some(to) = self.surrendering.0.remove(&key) {
-                out.push(Effect::SurrenderAnswered {
+                out.push(AgentEffect::SurrenderAnswered {
                     lock: key.0,
                     node: key.1,
                     to,

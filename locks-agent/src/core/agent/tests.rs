@@ -66,21 +66,21 @@ fn forward(from: u64, lock: &LockId, queue: Arc<LockView>) -> AgentMessage {
     }
 }
 
-fn to_servers(effects: &[Effect]) -> Vec<(NodeId, ServerRequest)> {
+fn to_servers(effects: &[AgentEffect]) -> Vec<(NodeId, ServerRequest)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::ToServer { node, request } => Some((node.clone(), request.clone())),
+            AgentEffect::ToServer { node, request } => Some((node.clone(), request.clone())),
             _ => None,
         })
         .collect()
 }
 
-fn to_agents(effects: &[Effect]) -> Vec<(AgentId, AgentMessage)> {
+fn to_agents(effects: &[AgentEffect]) -> Vec<(AgentId, AgentMessage)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::ToAgent { to, msg } => Some((to.clone(), msg.clone())),
+            AgentEffect::ToAgent { to, msg } => Some((to.clone(), msg.clone())),
             _ => None,
         })
         .collect()
@@ -95,8 +95,8 @@ fn lock_req(a: u64, lock: &LockId, mode: Mode) -> ServerRequest {
 }
 
 /// Agent 1's `Unlock` of `lock`, sent to n1.
-fn unlock_on_n1(lock: &LockId) -> Effect {
-    Effect::ToServer {
+fn unlock_on_n1(lock: &LockId) -> AgentEffect {
+    AgentEffect::ToServer {
         node: n1(),
         request: ServerRequest::Unlock {
             agent: agent(1),
@@ -122,12 +122,12 @@ fn a_new_request_goes_to_every_node_and_waits() {
     assert_eq!(
         fx,
         vec![
-            Effect::ToServer {
+            AgentEffect::ToServer {
                 node: n1(),
                 request: lock_req(1, &l, X)
             },
             // The copies after the first are tried: the gate (`gate.rs`).
-            Effect::ToServer {
+            AgentEffect::ToServer {
                 node: node("n2"),
                 request: ServerRequest::TryLock {
                     agent: agent(1),
@@ -135,7 +135,7 @@ fn a_new_request_goes_to_every_node_and_waits() {
                     mode: X
                 }
             },
-            Effect::StatusChanged(TransactionStatus::Waiting),
+            AgentEffect::StatusChanged(TransactionStatus::Waiting),
         ]
     );
     assert_eq!(
@@ -164,8 +164,8 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
     assert_eq!(
         fx,
         vec![
-            Effect::Granted(granted),
-            Effect::StatusChanged(have.clone())
+            AgentEffect::Granted(granted),
+            AgentEffect::StatusChanged(have.clone())
         ],
         "the client is told of the grant, with its version"
     );
@@ -252,7 +252,7 @@ fn a_child_lock_is_held_only_with_the_intention_mode_on_its_ancestors() {
 
 /// The probe among `effects`, as it comes back to its victim once every other agent of the
 /// cycle has confirmed its edge; the victim's settle after it.
-fn probe_returns(c: &mut AgentCore, effects: &[Effect]) -> Vec<Effect> {
+fn probe_returns(c: &mut AgentCore, effects: &[AgentEffect]) -> Vec<AgentEffect> {
     let mut probe = to_agents(effects)
         .into_iter()
         .find_map(|(_, m)| match m {
@@ -377,8 +377,8 @@ fn erlang_9_2_14_abort_on_deadlock_when_the_lock_was_claimed() {
     assert_eq!(
         fx,
         vec![
-            Effect::Lost(lost),
-            Effect::Abort {
+            AgentEffect::Lost(lost),
+            AgentEffect::Abort {
                 lock: lock_id!["x"],
                 node: n1()
             }
@@ -391,7 +391,7 @@ fn erlang_9_2_14_abort_on_deadlock_when_the_lock_was_claimed() {
     );
     assert_eq!(
         c.end(),
-        vec![Effect::ToServer {
+        vec![AgentEffect::ToServer {
             node: n1(),
             request: ServerRequest::RemoveAgent { agent: agent(2) }
         }]
@@ -435,7 +435,7 @@ fn unlock_withdraws_and_takes_the_agent_out_of_its_views() {
         fx,
         vec![
             unlock_on_n1(&l),
-            Effect::StatusChanged(TransactionStatus::NoLocks),
+            AgentEffect::StatusChanged(TransactionStatus::NoLocks),
         ]
     );
     // The others' places are kept (others may count on this agent having the view).
@@ -491,7 +491,7 @@ fn a_refused_lock_request_cannot_be_served() {
     });
     assert_eq!(
         fx,
-        vec![Effect::Rejected {
+        vec![AgentEffect::Rejected {
             node: n1(),
             lock: l.clone(),
             reason

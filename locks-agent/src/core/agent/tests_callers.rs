@@ -14,22 +14,22 @@ fn granted(lock: &LockId, mode: Mode, version: u64) -> GrantedLock {
     }
 }
 
-fn locked(call: u64, granted: GrantedLock, deadlocks: Vec<Deadlock>) -> Effect {
-    Effect::Reply {
+fn locked(call: u64, granted: GrantedLock, deadlocks: Vec<Deadlock>) -> AgentEffect {
+    AgentEffect::Reply {
         call: CallId(call),
         result: Ok(Answer::Locked { granted, deadlocks }),
     }
 }
 
-fn failed(call: u64, failure: CallFailure) -> Effect {
-    Effect::Reply {
+fn failed(call: u64, failure: CallFailure) -> AgentEffect {
+    AgentEffect::Reply {
         call: CallId(call),
         result: Err(failure),
     }
 }
 
-fn remove_agent(serial: u64) -> Effect {
-    Effect::ToServer {
+fn remove_agent(serial: u64) -> AgentEffect {
+    AgentEffect::ToServer {
         node: n1(),
         request: ServerRequest::RemoveAgent {
             agent: agent(serial),
@@ -47,11 +47,11 @@ fn lock_and_await_all_callers_are_answered_at_the_settle_that_has_all_locks() {
     assert_eq!(
         fx,
         vec![
-            Effect::ToServer {
+            AgentEffect::ToServer {
                 node: n1(),
                 request: lock_req(1, &a, X)
             },
-            Effect::StatusChanged(TransactionStatus::Waiting),
+            AgentEffect::StatusChanged(TransactionStatus::Waiting),
         ],
         "the caller is recorded, not answered"
     );
@@ -69,11 +69,11 @@ fn lock_and_await_all_callers_are_answered_at_the_settle_that_has_all_locks() {
     assert_eq!(
         c.settle(),
         vec![
-            Effect::Granted(granted(&a, X, 4)),
-            Effect::Granted(granted(&b, S, 6)),
-            Effect::StatusChanged(have),
+            AgentEffect::Granted(granted(&a, X, 4)),
+            AgentEffect::Granted(granted(&b, S, 6)),
+            AgentEffect::StatusChanged(have),
             locked(1, granted(&a, X, 4), vec![]),
-            Effect::Reply {
+            AgentEffect::Reply {
                 call: CallId(2),
                 result: Ok(Answer::AllLocks(all)),
             },
@@ -132,7 +132,7 @@ fn unlock_cancels_the_lock_callers_of_that_lock_only() {
         fx[fx.len() - 2..],
         [
             locked(2, granted(&b, X, 3), vec![]),
-            Effect::Reply {
+            AgentEffect::Reply {
                 call: CallId(3),
                 result: Ok(Answer::AllLocks(LockResult {
                     locks: vec![granted(&b, X, 3)],
@@ -156,7 +156,7 @@ fn callers_fail_when_the_transaction_cannot_be_served() {
     };
     assert_eq!(
         c.unreachable(&node("n2")),
-        vec![Effect::StatusChanged(cannot)],
+        vec![AgentEffect::StatusChanged(cannot)],
         "an unreachable server is a node down"
     );
     let failure = CallFailure::CannotServe {
@@ -241,9 +241,9 @@ fn an_abort_fails_the_callers_with_the_deadlock_before_it_is_reported() {
     assert_eq!(
         fx,
         vec![
-            Effect::Lost(lost),
+            AgentEffect::Lost(lost),
             failed(1, deadlock.clone()),
-            Effect::Abort {
+            AgentEffect::Abort {
                 lock: x,
                 node: n1()
             },
@@ -262,7 +262,7 @@ fn a_withdrawn_caller_undoes_only_what_it_asked_for() {
         .unwrap();
     let (removed, fx) = c.withdraw(CallId(1));
     assert_eq!(removed, Some(a.clone()));
-    assert!(fx.contains(&Effect::ToServer {
+    assert!(fx.contains(&AgentEffect::ToServer {
         node: n1(),
         request: ServerRequest::Unlock {
             agent: agent(1),
@@ -279,7 +279,7 @@ fn a_withdrawn_caller_undoes_only_what_it_asked_for() {
         .unwrap();
     let (removed, fx) = c.withdraw(CallId(3));
     assert_eq!(removed, None);
-    assert!(fx.contains(&Effect::ToServer {
+    assert!(fx.contains(&AgentEffect::ToServer {
         node: n1(),
         request: ServerRequest::Convert {
             agent: agent(1),

@@ -8,20 +8,20 @@
 //! its wait-for graph shows it waiting for there. A caller answered before the timer fired is
 //! not touched.
 
-use super::{AgentCore, CallFailure, Effect};
+use super::{AgentCore, AgentEffect, CallFailure};
 use crate::core::CallId;
 use locks_core::{AgentId, LockId, NodeId};
 
 impl AgentCore {
     /// The wait of `lock` caller `call` ran out (see the module documentation). Nothing when
     /// the caller was answered already, or waits for all locks rather than one.
-    pub fn time_out(&mut self, call: CallId) -> Vec<Effect> {
+    pub fn time_out(&mut self, call: CallId) -> Vec<AgentEffect> {
         let Some(lock) = self.callers.waiting_lock(call).cloned() else {
             return Vec::new();
         };
         let (waited_on, holders) = self.what_blocks();
         let (_, mut out) = self.withdraw(call);
-        out.push(Effect::Reply {
+        out.push(AgentEffect::Reply {
             call,
             result: Err(CallFailure::TimedOut {
                 lock,

@@ -44,15 +44,15 @@ fn view(
     }
 }
 
-fn graph(views: &[(LockId, LockView)]) -> WaitForGraph {
+fn graph(views: &[(LockId, LockView)]) -> ViewGraph {
     let n = node();
-    WaitForGraph::build(
+    ViewGraph::build(
         &ModeTable::standard(),
         views.iter().map(|(l, v)| (l, &n, v)),
     )
 }
 
-fn edges(g: &WaitForGraph, a: u64) -> Vec<AgentId> {
+fn edges(g: &ViewGraph, a: u64) -> Vec<AgentId> {
     g.waits_for_set(&agent(a))
 }
 
@@ -506,8 +506,8 @@ fn check_against_naive(
     let n = node();
     let (l, k) = (lock_id!["l"], lock_id!["k"]);
     let w = random_view(others);
-    let g = WaitForGraph::build(&modes, [(&l, &n, &v), (&k, &n, &w)]);
-    let reversed = WaitForGraph::build(&modes, [(&k, &n, &w), (&l, &n, &v)]);
+    let g = ViewGraph::build(&modes, [(&l, &n, &v), (&k, &n, &w)]);
+    let reversed = ViewGraph::build(&modes, [(&k, &n, &w), (&l, &n, &v)]);
     prop_assert_eq!(g.to_dot(), reversed.to_dot());
     let mut labels: BTreeMap<(AgentId, AgentId), BTreeSet<(LockId, NodeId)>> = BTreeMap::new();
     for (lock, edges) in [(&l, expected), (&k, naive_edges(&modes, &w))] {

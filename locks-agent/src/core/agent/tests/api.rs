@@ -23,11 +23,14 @@ fn switching_await_nodes_off_with_a_node_down_makes_the_transaction_unservable()
         nodes: vec![n2.clone()],
     };
     let fx = c.set_options(Options::default());
-    assert_eq!(fx, vec![Effect::StatusChanged(cannot)]);
+    assert_eq!(fx, vec![AgentEffect::StatusChanged(cannot)]);
     assert_eq!(c.options(), &Options::default());
     // Switched back on, it waits again.
     let fx = c.set_options(opts);
-    assert_eq!(fx, vec![Effect::StatusChanged(TransactionStatus::Waiting)]);
+    assert_eq!(
+        fx,
+        vec![AgentEffect::StatusChanged(TransactionStatus::Waiting)]
+    );
 }
 
 #[test]
@@ -75,7 +78,7 @@ fn a_watch_passes_views_on_in_version_order_each_once() {
     );
     let v3 = view(3, &[(2, X)], &[(3, X)]);
     let fx = c.receive(watched(&n1(), &l, v3.clone()));
-    let first = Effect::Watched {
+    let first = AgentEffect::Watched {
         node: n1(),
         lock: l.clone(),
         view: v3.clone(),
@@ -182,7 +185,7 @@ fn a_surrender_to_a_waiter_goes_to_the_servers_and_the_request_waits_again() {
         })),
     };
     let fx = c.receive(AgentMessage::Notice(n.clone()));
-    let done = Effect::SurrenderAnswered {
+    let done = AgentEffect::SurrenderAnswered {
         lock: l.clone(),
         node: n1(),
         to: agent(2),
@@ -213,7 +216,7 @@ fn a_refused_surrender_leaves_the_lock_held_and_the_request_servable() {
         lock: l.clone(),
         reason: Rejection::NotWaiting { to: agent(2) },
     });
-    let no = Effect::SurrenderAnswered {
+    let no = AgentEffect::SurrenderAnswered {
         lock: l.clone(),
         node: n1(),
         to: agent(2),
@@ -277,7 +280,7 @@ fn a_surrender_on_a_node_that_goes_down_is_answered() {
     c.surrender_to(&l, &agent(2), std::slice::from_ref(&n2))
         .unwrap();
     let fx = c.node_down(&n2);
-    assert!(fx.contains(&Effect::SurrenderAnswered {
+    assert!(fx.contains(&AgentEffect::SurrenderAnswered {
         lock: l.clone(),
         node: n2.clone(),
         to: agent(2),

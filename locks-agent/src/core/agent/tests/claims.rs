@@ -4,19 +4,19 @@
 
 use super::*;
 
-fn granted_effects(fx: &[Effect]) -> Vec<&GrantedLock> {
+fn granted_effects(fx: &[AgentEffect]) -> Vec<&GrantedLock> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Granted(g) => Some(g),
+            AgentEffect::Granted(g) => Some(g),
             _ => None,
         })
         .collect()
 }
 
-fn lost_effects(fx: &[Effect]) -> Vec<&LostLock> {
+fn lost_effects(fx: &[AgentEffect]) -> Vec<&LostLock> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Lost(l) => Some(l),
+            AgentEffect::Lost(l) => Some(l),
             _ => None,
         })
         .collect()

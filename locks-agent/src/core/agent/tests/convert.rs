@@ -99,7 +99,7 @@ fn a_refused_conversion_releases_the_copy_and_the_status_says_so() {
         fx,
         vec![
             unlock_on_n1(&a),
-            Effect::Rejected {
+            AgentEffect::Rejected {
                 node: n1(),
                 lock: a.clone(),
                 reason
@@ -130,7 +130,7 @@ fn a_conversion_refused_for_want_of_a_direct_lock_is_reported_and_changes_nothin
     });
     assert_eq!(
         fx,
-        vec![Effect::Rejected {
+        vec![AgentEffect::Rejected {
             node: n1(),
             lock: a.clone(),
             reason: Rejection::NotHeld

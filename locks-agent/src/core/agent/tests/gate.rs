@@ -9,7 +9,7 @@ fn n2() -> NodeId {
 }
 
 /// The requests of `effects` to `node`, by kind (`Lock`, `Unlock`, anything else).
-fn sent_to(effects: &[Effect], node: &NodeId) -> Vec<&'static str> {
+fn sent_to(effects: &[AgentEffect], node: &NodeId) -> Vec<&'static str> {
     to_servers(effects)
         .into_iter()
         .filter(|(n, _)| n == node)
@@ -154,10 +154,10 @@ fn not_held(node: &NodeId, lock: &LockId) -> AgentMessage {
     }
 }
 
-fn client_rejections(effects: &[Effect]) -> usize {
+fn client_rejections(effects: &[AgentEffect]) -> usize {
     effects
         .iter()
-        .filter(|e| matches!(e, Effect::Rejected { .. }))
+        .filter(|e| matches!(e, AgentEffect::Rejected { .. }))
         .count()
 }
 

@@ -31,7 +31,10 @@ fn a_node_down_makes_an_all_request_unservable() {
         nodes: vec![node("n2")],
         cause: LossCause::NodeDown,
     };
-    assert_eq!(fx, vec![Effect::Lost(lost), Effect::StatusChanged(cannot)]);
+    assert_eq!(
+        fx,
+        vec![AgentEffect::Lost(lost), AgentEffect::StatusChanged(cannot)]
+    );
     assert!(c.node_down(&node("n2")).is_empty(), "already down");
     assert_eq!(c.request_on(&l).unwrap().claimed, None, "told it is lost");
 }

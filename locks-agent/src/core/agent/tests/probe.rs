@@ -14,7 +14,7 @@ fn edge(waiter: u64, blocker: u64, lock: &LockId, node: NodeId, version: u64) ->
     }
 }
 
-fn probes(effects: &[Effect]) -> Vec<(AgentId, Probe)> {
+fn probes(effects: &[AgentEffect]) -> Vec<(AgentId, Probe)> {
     to_agents(effects)
         .into_iter()
         .filter_map(|(to, m)| match m {
@@ -109,7 +109,7 @@ fn a_surrender_the_server_ignores_was_reported_lost_and_is_reported_held_again()
     let fx = c.settle();
     let fx = probe_returns(&mut c, &fx);
     assert!(
-        fx.iter().any(|e| matches!(e, Effect::Lost(l)
+        fx.iter().any(|e| matches!(e, AgentEffect::Lost(l)
             if l.lock == x && l.cause == LossCause::Surrendered)),
         "the loss is told when the victim decides: {fx:?}"
     );
@@ -127,7 +127,7 @@ fn a_surrender_the_server_ignores_was_reported_lost_and_is_reported_held_again()
     let granted: Vec<&GrantedLock> = fx
         .iter()
         .filter_map(|e| match e {
-            Effect::Granted(g) => Some(g),
+            AgentEffect::Granted(g) => Some(g),
             _ => None,
         })
         .collect();

@@ -1,17 +1,12 @@
 //! [`LockWatch`]: the stream of views of a watched lock.
 
 use crate::agent::{Agent, DropWatch};
+use crate::core::WatchItem;
 use actix::Addr;
 use futures::Stream;
 use futures::channel::mpsc;
-use locks_core::proto::LockView;
-use locks_core::{LockId, NodeId};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
-
-/// One view of a watched lock: the node of its server, the lock, and its queue then.
-pub type WatchItem = (NodeId, LockId, Arc<LockView>);
 
 /// The views of one lock on the nodes given to [`crate::Transaction::watch`], as a
 /// [`Stream`]: the queue when the watch began, then after every change, in version order per

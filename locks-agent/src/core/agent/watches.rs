@@ -1,7 +1,7 @@
 //! Watching locks without queueing on them (the Erlang original's `watch/2`, `unwatch/2`).
 //!
 //! The core keeps, for each watched `(lock, node)`, the newest view the lock server sent, and
-//! passes a view on ([`Effect::Watched`]) only when it is newer than the last one passed on:
+//! passes a view on ([`AgentEffect::Watched`]) only when it is newer than the last one passed on:
 //! views of one copy reach the client in version order, each once, though the server answers
 //! every `Watch` (a repeated one, or the one sent again when a node comes back) with its
 //! current view.
@@ -13,7 +13,7 @@
 //! - views of copies not watched (late ones, after `unwatch`) are dropped;
 //! - watching changes nothing of the transaction's requests, knowledge or status.
 
-use super::{AgentCore, Effect};
+use super::{AgentCore, AgentEffect};
 use crate::core::error::RequestError;
 use locks_core::proto::{LockView, ServerRequest};
 use locks_core::{LockId, NodeId};
@@ -27,8 +27,12 @@ pub(super) struct Watches(BTreeMap<(LockId, NodeId), Option<Arc<LockView>>>);
 impl AgentCore {
     /// Starts watching `lock` on `nodes` (the ones not watched yet): `Watch` goes to each of them
     /// that is not known to be down, and each server answers with the lock's queue now and
-    /// after every change, passed on as [`Effect::Watched`].
-    pub fn watch(&mut self, lock: LockId, nodes: &[NodeId]) -> Result<Vec<Effect>, RequestError> {
+    /// after every change, passed on as [`AgentEffect::Watched`].
+    pub fn watch(
+        &mut self,
+        lock: LockId,
+        nodes: &[NodeId],
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         if nodes.is_empty() {
             return Err(RequestError::NoNodes { lock });
@@ -57,7 +61,7 @@ impl AgentCore {
         &mut self,
         lock: &LockId,
         nodes: &[NodeId],
-    ) -> Result<Vec<Effect>, RequestError> {
+    ) -> Result<Vec<AgentEffect>, RequestError> {
         self.check_running()?;
         let mut out = Vec::new();
         for node in nodes {
@@ -98,7 +102,7 @@ impl AgentCore {
         node: NodeId,
         lock: LockId,
         view: Arc<LockView>,
-        out: &mut Vec<Effect>,
+        out: &mut Vec<AgentEffect>,
     ) {
         if self.down.contains(&node) {
             return;
@@ -110,13 +114,13 @@ impl AgentCore {
             return;
         }
         *last = Some(view.clone());
-        out.push(Effect::Watched { node, lock, view });
+        out.push(AgentEffect::Watched { node, lock, view });
     }
 
     /// The server of `node` is up: every lock watched there is watched again (a server that saw
     /// this agent's node go down dropped its watches; one that did not answers with its
     /// current view, which is dropped unless it is newer).
-    pub(super) fn rewatch(&mut self, node: &NodeId, out: &mut Vec<Effect>) {
+    pub(super) fn rewatch(&mut self, node: &NodeId, out: &mut Vec<AgentEffect>) {
         let locks: Vec<LockId> = self
             .watches
             .0

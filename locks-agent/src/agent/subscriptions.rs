@@ -2,7 +2,7 @@
 //! lock.
 //!
 //! The core watches `(lock, node)` copies once each and passes on every new view
-//! ([`Effect::Watched`](crate::core::Effect::Watched)); here each view goes to every
+//! ([`AgentEffect::Watched`](crate::core::AgentEffect::Watched)); here each view goes to every
 //! subscription on that lock that lists the node. A subscription is one
 //! [`crate::LockWatch`] stream. When the last subscription listing a copy goes (its stream was
 //! dropped, or `unwatch` named the copy), the core stops watching the copy, so the server stops
@@ -11,8 +11,8 @@
 //! Invariant: the copies the core watches are exactly those some subscription lists.
 
 use super::Agent;
+use crate::core::WatchItem;
 use crate::error::Error;
-use crate::watch::WatchItem;
 use actix::prelude::*;
 use futures::channel::mpsc;
 use locks_core::proto::LockView;

@@ -411,12 +411,7 @@ impl AgentCore {
         let mut out = Vec::new();
         // The copies a retreat left are unlocked already, and the busy ones have no entry of
         // this agent (`gate.rs`).
-        let mut left = self
-            .retreats
-            .remove(lock)
-            .map(|r| r.left)
-            .unwrap_or_default();
-        left.extend(self.busy.remove(lock).unwrap_or_default());
+        let left = self.take_left(lock);
         for node in &r.nodes {
             if !self.down.contains(node) && !left.contains(node) {
                 self.unlock_copy(lock, node, &mut out);

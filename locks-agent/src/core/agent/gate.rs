@@ -250,15 +250,22 @@ impl AgentCore {
         })
     }
 
-    /// Asks again, on every node up it left or found busy, for the request on `lock` (if it is
-    /// still there).
-    pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<AgentEffect>) {
+    /// Forgets which copies of the request on `lock` it left or found busy, and returns them:
+    /// none of them has an entry of this agent (the retreat's `Unlock`s went out already).
+    pub(super) fn take_left(&mut self, lock: &LockId) -> Vec<NodeId> {
         let mut left = self
             .retreats
             .remove(lock)
             .map(|r| r.left)
             .unwrap_or_default();
         left.extend(self.busy.remove(lock).unwrap_or_default());
+        left
+    }
+
+    /// Asks again, on every node up it left or found busy, for the request on `lock` (if it is
+    /// still there).
+    pub(super) fn return_through_gate(&mut self, lock: &LockId, out: &mut Vec<AgentEffect>) {
+        let left = self.take_left(lock);
         if left.is_empty() {
             return;
         }

@@ -31,7 +31,10 @@ use std::sync::Arc;
 /// the connection on the first such frame.
 ///
 /// 4: [`Rejection::QuotaExceeded`], which a node of version 3 could not decode.
-pub const PROTOCOL_VERSION: u16 = 4;
+///
+/// 5: [`ServerRequest::TryLock`] and [`Rejection::Busy`], which a node of version 4 could not
+/// decode.
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -43,19 +46,6 @@ pub enum ServerRequest {
     /// agent already holds the lock, a mode it covers is a no-op and a stronger one is an
     /// up-conversion to `group(mode, held)`.
     Lock {
-        /// The requesting agent.
-        agent: AgentId,
-        /// The lock.
-        lock: LockId,
-        /// The requested mode.
-        mode: Mode,
-    },
-    /// [`Self::Lock`], only if the table can grant it at once, on the lock and the intention on
-    /// every ancestor, to an agent with no entry on any of them yet; otherwise nothing changes
-    /// and the agent gets [`Rejection::Busy`]. Never waits, so it adds no wait to any queue: an
-    /// agent asks with it for the copies of a request it will ask for again, plainly, once it
-    /// holds the request's first copy (`locks-agent`'s `core/agent/gate.rs`).
-    TryLock {
         /// The requesting agent.
         agent: AgentId,
         /// The lock.
@@ -136,6 +126,20 @@ pub enum ServerRequest {
         watcher: AgentId,
         /// The lock.
         lock: LockId,
+    },
+    /// [`Self::Lock`], only if the table can grant it at once, on the lock and the intention on
+    /// every ancestor, to an agent with no entry on any of them yet; otherwise nothing changes
+    /// and the agent gets [`Rejection::Busy`]. Never waits, so it adds no wait to any queue: an
+    /// agent asks with it for the copies of a request it will ask for again, plainly, once it
+    /// holds the request's first copy (`locks-agent`'s `core/agent/gate.rs`). Last of the
+    /// variants, so that the others keep their encoding on the wire.
+    TryLock {
+        /// The requesting agent.
+        agent: AgentId,
+        /// The lock.
+        lock: LockId,
+        /// The requested mode.
+        mode: Mode,
     },
 }
 
@@ -354,9 +358,6 @@ pub enum Rejection {
     /// there, and the server has withdrawn it (a watch, likewise, has been dropped).
     #[error("the lock's queue is too large to be sent to the agent's node")]
     QueueTooLarge,
-    /// A [`ServerRequest::TryLock`] that the table could not grant at once: nothing changed.
-    #[error("the lock cannot be granted at once")]
-    Busy,
     /// A `Lock` from an agent of another node would take that node's agents past one of the
     /// lock server's per-peer quotas (`NodeConfig::peer_quotas` in `locks-server`): nothing
     /// changed. What the peer's agents hold is not touched; once they release enough, the same
@@ -368,6 +369,10 @@ pub enum Rejection {
         /// Its limit on the lock server's node.
         limit: u64,
     },
+    /// A [`ServerRequest::TryLock`] that the table could not grant at once: nothing changed.
+    /// (Last of the variants, so that the others keep their encoding on the wire.)
+    #[error("the lock cannot be granted at once")]
+    Busy,
 }
 
 /// A per-peer quota of a lock server (see [`Rejection::QuotaExceeded`]).

@@ -380,7 +380,7 @@ impl AgentCore {
         let gate = if self.requests.contains_key(&lock) {
             None
         } else {
-            self.first_ask(&request)
+            self.gate_of_request(&request)
         };
         for node in targets {
             if !self.down.contains(&node) {

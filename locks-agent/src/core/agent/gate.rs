@@ -109,12 +109,6 @@ impl AgentCore {
             || (!self.busy.is_empty() && self.busy.get(lock).is_some_and(|b| b.contains(node)))
     }
 
-    /// The node to ask plainly for a new request on `lock`, if the request may retreat: its
-    /// gate. Its other copies are asked for with `TryLock` (module documentation).
-    pub(super) fn first_ask(&self, request: &LockRequest) -> Option<NodeId> {
-        self.gate_of_request(request)
-    }
-
     /// A `TryLock` of the request on `lock` found its copy on `node` busy: the copy is left
     /// until the request holds its gate (module documentation).
     pub(super) fn on_busy(&mut self, node: NodeId, lock: &LockId) {
@@ -222,8 +216,10 @@ impl AgentCore {
         self.gate_of_request(self.requests.get(lock)?)
     }
 
-    /// [`Self::gate_of`] for `r`, whether it is in the requests yet or not.
-    fn gate_of_request(&self, r: &LockRequest) -> Option<NodeId> {
+    /// [`Self::gate_of`] for `r`, whether it is in the requests yet or not: for a new request,
+    /// the node to ask plainly, its other copies being asked with `TryLock` (module
+    /// documentation).
+    pub(super) fn gate_of_request(&self, r: &LockRequest) -> Option<NodeId> {
         if r.req != Req::All || r.nodes.len() < 2 || r.claimed.is_some() {
             return None;
         }

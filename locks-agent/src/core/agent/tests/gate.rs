@@ -90,12 +90,18 @@ fn a_request_waiting_on_its_gate_leaves_the_others_and_asks_again_once_it_holds_
     }));
     let out = c.settle();
     assert!(to_servers(&out).is_empty(), "{out:?}");
-    // The gate is granted: the lock is asked for again on n2, and held once n2 grants it.
-    c.receive(on(&n1(), &l, 4, EntryState::Granted(X)));
+    gate_granted_then_n2(&mut c, &l, 4);
+}
+
+/// The gate (n1) grants `l` at `version`: the lock is asked for again on n2, where the agent
+/// has no entry until then, and held once n2 grants it.
+fn gate_granted_then_n2(c: &mut AgentCore, l: &LockId, version: u64) {
+    c.receive(on(&n1(), l, version, EntryState::Granted(X)));
     let out = c.settle();
     assert_eq!(sent_to(&out, &n2()), ["lock"]);
+    assert!(!c.left_copy(l, &n2()));
     assert_eq!(c.status(), TransactionStatus::Waiting);
-    c.receive(on(&n2(), &l, 7, EntryState::Granted(X)));
+    c.receive(on(&n2(), l, 7, EntryState::Granted(X)));
     c.settle();
     assert!(c.status().have_all_locks());
 }
@@ -169,13 +175,7 @@ fn a_busy_copy_is_asked_for_plainly_once_the_gate_is_held() {
     let out = c.receive(busy(&n2(), &l));
     assert_eq!(client_rejections(&out), 0, "{out:?}");
     assert!(c.left_copy(&l, &n2()));
-    c.receive(on(&n1(), &l, 3, EntryState::Granted(X)));
-    let out = c.settle();
-    assert_eq!(sent_to(&out, &n2()), ["lock"]);
-    assert!(!c.left_copy(&l, &n2()));
-    c.receive(on(&n2(), &l, 7, EntryState::Granted(X)));
-    c.settle();
-    assert!(c.status().have_all_locks());
+    gate_granted_then_n2(&mut c, &l, 3);
 }
 
 #[test]

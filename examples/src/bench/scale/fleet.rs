@@ -100,11 +100,28 @@ impl Fleet {
         for p in peers {
             cmd.args(["--peer", &p.to_string()]);
         }
+        // `SCALE_LOGS=DIR` keeps each node's log in `DIR/<name>.log` (at `RUST_LOG`, `info`
+        // when unset), for a run that failed; by default the nodes log errors to nowhere.
+        let stderr = match std::env::var_os("SCALE_LOGS") {
+            Some(dir) => {
+                let file =
+                    std::fs::File::create(std::path::Path::new(&dir).join(format!("{name}.log")))
+                        .map_err(|e| format!("cannot create the log of {name}: {e}"))?;
+                cmd.env(
+                    "RUST_LOG",
+                    std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+                );
+                Stdio::from(file)
+            }
+            None => {
+                cmd.env("RUST_LOG", "error");
+                Stdio::null()
+            }
+        };
         let mut child = cmd
-            .env("RUST_LOG", "error")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         let stdout = child.stdout.take().ok_or("no stdout")?;

@@ -12,7 +12,9 @@
 //! stamped as they arrive from each process's stdout, so every time includes one pipe hop.
 //!
 //! To measure a part only: `SCALE_SIZES=8,16,32` chooses the sizes, and `SCALE_ONLY=herd` runs
-//! the `All` locks (the uncontended figure a herd compares with) and the herd alone.
+//! the `All` locks (the uncontended figure a herd compares with) and the herd alone,
+//! `SCALE_ONLY=election` the idle figures, the election and the failover alone. `SCALE_LOGS=DIR` keeps every
+//! node's log (at `RUST_LOG`, default `info`) in `DIR/<name>.log`.
 
 mod fleet;
 
@@ -47,14 +49,14 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
         Err(_) if ctx.cfg.quick => vec![8, 16],
         Err(_) => vec![8, 16, 32, 64],
     };
-    let herd_only = std::env::var("SCALE_ONLY").is_ok_and(|v| v == "herd");
+    let only = std::env::var("SCALE_ONLY").ok();
     let samples = ctx.cfg.size(200, 50) as usize;
     let limit = Duration::from_secs(if ctx.cfg.quick { 60 } else { 180 });
     let mut rows = Vec::new();
     let mut before: BTreeMap<&'static str, f64> = BTreeMap::new();
     for &n in &sizes {
         eprintln!("  SCALE {n} nodes ...");
-        match measure(n, samples, limit, herd_only) {
+        match measure(n, samples, limit, only.as_deref()) {
             Ok(f) => rows.extend(rows_of(n, &f, &mut before)),
             Err(e) => rows.push(Row::failed(format!("SCALE {n} nodes"), "ms", e)),
         }
@@ -62,7 +64,12 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
     rows
 }
 
-fn measure(n: usize, samples: usize, limit: Duration, herd_only: bool) -> Result<Figures, String> {
+fn measure(
+    n: usize,
+    samples: usize,
+    limit: Duration,
+    only: Option<&str>,
+) -> Result<Figures, String> {
     let mut fleet = Fleet::start(&format!("s{n}n"), n, limit)?;
     let mut f = Figures {
         mesh_ms: ms(fleet.meshed_in),
@@ -76,10 +83,22 @@ fn measure(n: usize, samples: usize, limit: Duration, herd_only: bool) -> Result
         failover_ms: Err("not run".into()),
     };
     let nodes = fleet.all_names();
-    if herd_only {
-        f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
-        (f.herd_ms, f.herd_msgs_per_grant) = counted_herd(&mut fleet, &nodes, limit);
-        return Ok(f);
+    match only {
+        Some("herd") => {
+            f.all = locks(&mut fleet, &nodes, "all", samples, limit)?;
+            (f.herd_ms, f.herd_msgs_per_grant) = counted_herd(&mut fleet, &nodes, limit);
+            return Ok(f);
+        }
+        Some("election") => {
+            idle(&fleet, &mut f)?;
+            let elected = elect(&mut fleet, limit);
+            f.election_ms = elected.as_ref().map(|(_, d)| ms(*d)).map_err(Clone::clone);
+            if let Ok((leader, _)) = &elected {
+                f.failover_ms = failover(&mut fleet, leader, limit).map(ms);
+            }
+            return Ok(f);
+        }
+        _ => {}
     }
     idle(&fleet, &mut f)?;
     f.majority = locks(&mut fleet, &nodes, "majority", samples, limit)?;

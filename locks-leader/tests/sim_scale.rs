@@ -3,6 +3,9 @@
 //! follows one leader. The messages sent (members', agents' and lock servers') and the rounds
 //! (the longest chain of messages each sent in answer to the one before) are counted over a
 //! few seeds; the test asserts that they grow at most quadratically in N. Counts, not times.
+//! With `SIM_KINDS` set, each run also prints the messages delivered by kind (where an
+//! election's messages go: `SIM_KINDS=1 cargo test -p locks-leader --test sim_scale --
+//! --nocapture`).
 
 mod common;
 mod sim;
@@ -22,6 +25,9 @@ fn election(seed: u64, count: usize) -> (u64, u64) {
     sim.full_mesh();
     sim.run_quiet(1_000_000);
     sim.reset_counts();
+    if std::env::var_os("SIM_KINDS").is_some() {
+        sim.kinds = Some(Default::default());
+    }
     for n in &nodes {
         sim.add_member(n, Role::Candidate);
     }
@@ -32,6 +38,9 @@ fn election(seed: u64, count: usize) -> (u64, u64) {
     );
     sim.check_one_leader_per_component()
         .unwrap_or_else(|e| panic!("seed {seed}, {count} nodes: {e}"));
+    if let Some(kinds) = &sim.kinds {
+        println!("seed {seed}, {count} nodes, delivered by kind: {kinds:?}");
+    }
     sim.counts()
 }
 

@@ -88,6 +88,9 @@ pub struct Sim {
     pub check_single_leader: bool,
     /// The messages and rounds of the run (see [`Sim::counts`]).
     rounds: Rounds<End>,
+    /// Messages delivered, by kind: counted only when set to `Some` (`sim_scale` does, with
+    /// `SIM_KINDS` in the environment).
+    pub kinds: Option<BTreeMap<String, u64>>,
 }
 
 fn pair(a: &NodeId, b: &NodeId) -> (NodeId, NodeId) {
@@ -128,6 +131,7 @@ impl Sim {
             proven_terms: Vec::new(),
             check_single_leader: false,
             rounds: Rounds::default(),
+            kinds: None,
         }
     }
 
@@ -463,6 +467,22 @@ impl Sim {
     }
 
     fn deliver(&mut self, from: End, to: End, msg: Msg) {
+        if let Some(kinds) = &mut self.kinds {
+            let (tag, body) = match &msg {
+                Msg::Peer(_, payload) => {
+                    let env: Peer<Dict> =
+                        codec::decode(payload, codec::DEFAULT_MAX_FRAME).expect("decodable");
+                    ("peer", format!("{:?}", env.msg))
+                }
+                Msg::Agent(m) => ("agent", format!("{m:?}")),
+                Msg::Server(r) => ("server", format!("{r:?}")),
+                other => ("", format!("{other:?}")),
+            };
+            let name = body.split([' ', '(', '{']).next().unwrap_or_default();
+            *kinds
+                .entry(format!("{tag} {name}").trim().to_string())
+                .or_default() += 1;
+        }
         if self.world.trace.on() {
             let what = match &msg {
                 Msg::Peer(_, payload) => {

@@ -242,10 +242,14 @@ proptest! {
     /// says `LeaseExpired` exactly when a lease has passed since the send time of the latest
     /// answered ping (or the start), unless the silence timeout came first; then it says it
     /// for good.
+    ///
+    /// Aligned to a grid (`grid`: its origin that many milliseconds before the start), the
+    /// pings may come earlier, never later: at least half an interval apart.
     #[test]
     fn the_lease_follows_its_model(
         interval in 1u64..100,
         lease in 1u64..400,
+        grid in proptest::option::of(0u64..100),
         events in proptest::collection::vec(
             (0u64..80, prop_oneof![
                 Just(LeaseEvent::Frame),
@@ -261,6 +265,12 @@ proptest! {
         let lease = Duration::from_millis(lease);
         let t0 = Instant::now();
         let mut hb = Heartbeat::with_proof(c, t0, t0);
+        // The least gap between two pings (and from the start to the first).
+        let mut least = eff;
+        if let Some(before) = grid {
+            hb = hb.aligned_to(t0 - Duration::from_millis(before));
+            least = eff / 2;
+        }
         let mut now = t0;
         let mut proved = t0;
         let mut expired = false;
@@ -295,7 +305,7 @@ proptest! {
                     }
                     HeartbeatAction::Ping { seq } => {
                         prop_assert!(!expired && now - proved < lease);
-                        prop_assert!(last_ping.is_none_or(|p| now - p >= eff));
+                        prop_assert!(now - last_ping.unwrap_or(t0) >= least);
                         last_ping = Some(now);
                         unanswered.push((seq, now));
                     }
@@ -313,4 +323,78 @@ proptest! {
             }
         }
     }
+}
+
+/// Pings of a detector ticked at every `next_tick`, all answered at once, until `until`.
+fn ping_times(mut hb: Heartbeat, until: Instant) -> Vec<Instant> {
+    let mut pings = Vec::new();
+    loop {
+        let t = hb.next_tick();
+        if t > until {
+            return pings;
+        }
+        match hb.on_tick(t) {
+            HeartbeatAction::Ping { seq } => {
+                pings.push(t);
+                hb.on_pong(seq, t);
+            }
+            HeartbeatAction::Idle => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+/// Aligned, a detector's pings move onto the grid within two pings and stay there, never
+/// more than an interval apart.
+#[test]
+fn aligned_pings_go_out_on_the_grid() {
+    let t0 = Instant::now();
+    let origin = t0 - 37 * MS;
+    let hb = Heartbeat::with_proof(leased(100, 2000, 350), t0, t0).aligned_to(origin);
+    let pings = ping_times(hb, t0 + 1000 * MS);
+    assert!(pings.len() >= 9, "pinged {} times in a second", pings.len());
+    let mut before = t0;
+    for (i, at) in pings.iter().enumerate() {
+        let gap = *at - before;
+        assert!(gap >= 50 * MS && gap <= 100 * MS, "ping {i}: gap {gap:?}");
+        if i >= 2 {
+            assert_eq!(
+                (*at - origin).as_nanos() % (100 * MS).as_nanos(),
+                0,
+                "ping {i}"
+            );
+        }
+        before = *at;
+    }
+}
+
+/// Two links made at different moments, aligned to the same grid, ping at the same instants
+/// after their first pings: what lets a node send all its pings in one wake-up.
+#[test]
+fn links_aligned_to_one_grid_ping_together() {
+    let t0 = Instant::now();
+    let origin = t0 - 1000 * MS;
+    let a = Heartbeat::with_proof(leased(100, 2000, 350), t0, t0).aligned_to(origin);
+    let t1 = t0 + 33 * MS;
+    let b = Heartbeat::with_proof(leased(100, 2000, 350), t1, t1).aligned_to(origin);
+    let until = t0 + 1000 * MS;
+    let (a, b) = (ping_times(a, until), ping_times(b, until));
+    let late = |p: &[Instant]| {
+        p.iter()
+            .filter(|t| **t >= t0 + 300 * MS)
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(late(&a), late(&b));
+    assert!(late(&a).len() >= 6);
+}
+
+/// Not aligned, the pings keep their own phase: one interval after the previous one.
+#[test]
+fn unaligned_pings_keep_their_own_phase() {
+    let t0 = Instant::now();
+    let hb = Heartbeat::with_proof(leased(100, 2000, 350), t0, t0);
+    let pings = ping_times(hb, t0 + 1000 * MS);
+    let expected: Vec<Instant> = (1..=10).map(|k| t0 + k * 100 * MS).collect();
+    assert_eq!(pings, expected);
 }

@@ -35,7 +35,7 @@ use crate::net::NetConfig;
 use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{PeerFrame, Transport, decode_frame, encode_frame, encode_payload};
 use crate::net::handshake::Role;
-use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig, shared_grid};
 use crate::net::session::{SessionKey, Tagger};
 use bytes::Bytes;
 use futures::stream::{SplitSink, SplitStream};
@@ -306,7 +306,7 @@ impl Driver {
         } = self;
         let (sink, stream) = transport.split();
         let (ctrl_tx, ctrl_rx) = mpsc::channel(CONTROL_CAPACITY);
-        let detector = Heartbeat::with_proof(heartbeat, now(), started);
+        let detector = Heartbeat::with_proof(heartbeat, now(), started).aligned_to(shared_grid());
         let m = LinkMetrics::register(&node, &peer);
         let mut stream = stream;
         // The halves borrow the stream; the block ends them before a lingering close reads it.

@@ -206,6 +206,14 @@ impl LockView {
         self.granted.iter().any(|e| &e.agent == agent)
     }
 
+    /// Whether `agent` is in the queue at all (holding, converting or waiting), without
+    /// building the list [`LockView::agents`] makes.
+    pub fn lists(&self, agent: &AgentId) -> bool {
+        self.holds(agent)
+            || self.converting.iter().any(|c| &c.agent == agent)
+            || self.waiting.iter().any(|e| &e.agent == agent)
+    }
+
     /// Whether anybody waits (to convert or for a new grant).
     pub fn has_waiters(&self) -> bool {
         !self.converting.is_empty() || !self.waiting.is_empty()

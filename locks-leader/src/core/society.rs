@@ -2,12 +2,13 @@
 //! departures, the leader's announcements and their acceptance (see the module documentation
 //! of [`super`], "The four planes" and "Accepting a leader").
 
-use super::{Inner, Known, MemberCore, PeerMsg, Stashed, State};
+use super::{Known, MemberCore, PeerMsg, Stashed, State};
 use crate::callbacks::{Callbacks, Elected};
 use crate::error::CallError;
 use crate::term::{Role, Term};
 use locks_core::proto::LockView;
-use locks_core::{MemberId, NodeId};
+use locks_core::{AgentId, MemberId, NodeId};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, trace};
@@ -332,26 +333,35 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Forgets the candidates that left: the view of a candidate's own node no longer lists it,
     /// and either it did before, or no view lists it any more though one did.
+    ///
+    /// It runs on every view that arrives, and an election's gate lists every candidate: the
+    /// agents of all views are gathered once per run (and only if a candidate missing from its
+    /// own node's view needs them), not once per candidate, so a run costs the size of the
+    /// views plus the members rather than their product.
     pub(super) fn check_departures(&mut self, now: Duration) {
-        let listed = |s: &Inner<C>, m: &MemberId, node: Option<&NodeId>| {
+        let s = &self.s;
+        let mut anywhere: Option<HashSet<&AgentId>> = None;
+        let mut departed: Vec<MemberId> = Vec::new();
+        for (m, k) in &s.members {
+            if k.role != Role::Candidate {
+                continue;
+            }
+            let Some(home) = s.views.get(m.node()) else {
+                continue;
+            };
             let agent = m.agent();
-            s.views
-                .iter()
-                .filter(|(n, _)| node.is_none_or(|x| x == *n))
-                .any(|(_, v)| v.agents().contains(&&agent))
-        };
-        let departed: Vec<MemberId> = self
-            .s
-            .members
-            .iter()
-            .filter(|(m, k)| {
-                k.role == Role::Candidate
-                    && self.s.views.contains_key(m.node())
-                    && !listed(&self.s, m, Some(m.node()))
-                    && (k.seen_home || (k.seen && !listed(&self.s, m, None)))
-            })
-            .map(|(m, _)| m.clone())
-            .collect();
+            if home.lists(&agent) {
+                continue;
+            }
+            let gone = k.seen_home
+                || (k.seen
+                    && !anywhere
+                        .get_or_insert_with(|| s.views.values().flat_map(|v| v.agents()).collect())
+                        .contains(&agent));
+            if gone {
+                departed.push(m.clone());
+            }
+        }
         for m in departed {
             self.gone(&m, now);
         }

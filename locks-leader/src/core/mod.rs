@@ -568,3 +568,5 @@ mod tests;
 mod tests_gate;
 #[cfg(test)]
 mod tests_majority;
+#[cfg(test)]
+mod tests_society;

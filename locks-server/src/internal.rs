@@ -180,7 +180,7 @@
 //! fn mine(node: &Node, lock: &LockId) {
 //!     let presence = node.begin_agent();
 //!     let touched = Touched::default();
-//!     let _ = node.local_table().try_lock(&presence, lock, Mode::X, &touched);
+//!     let _ = node.local_table().fast_lock(&presence, lock, Mode::X, &touched);
 //!     let port = node.router().for_transaction(&presence);
 //!     let request = ServerRequest::RemoveAgent { agent: presence.id().clone() };
 //!     let _ = port.send_server(node.id(), request);
@@ -265,15 +265,15 @@ pub mod sim {
         table.apply(input)
     }
 
-    /// [`LocalTable::try_lock`] for any agent id.
-    pub fn try_lock(
+    /// [`LocalTable::fast_lock`] for any agent id.
+    pub fn fast_lock(
         table: &LocalTable,
         agent: &AgentId,
         lock: &LockId,
         mode: Mode,
         touched: &Touched,
     ) -> FastLock {
-        table.try_lock_as(agent, lock, mode, touched)
+        table.fast_lock_as(agent, lock, mode, touched)
     }
 
     /// [`LocalTable::unlock`] for any agent id.

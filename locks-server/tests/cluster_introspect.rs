@@ -43,7 +43,7 @@ fn agent(node: &Node, serial: u64) -> AgentId {
 }
 
 fn grant(node: &Node, agent: &AgentId, lock: &LockId, mode: Mode) {
-    let got = sim::try_lock(node.local_table(), agent, lock, mode, &Touched::default());
+    let got = sim::fast_lock(node.local_table(), agent, lock, mode, &Touched::default());
     assert!(matches!(got, FastLock::Granted { .. }), "{got:?}");
 }
 
@@ -201,7 +201,7 @@ fn an_answer_is_capped_in_locks_and_in_bytes_whatever_is_asked() {
     let t1 = AgentId::new(id("a"), 1, 1);
     let extra = 5;
     for i in 0..(MAX_LOCKS_ANSWERED as i64 + extra) {
-        let got = sim::try_lock(&table, &t1, &lock_id![i], Mode::S, &Touched::default());
+        let got = sim::fast_lock(&table, &t1, &lock_id![i], Mode::S, &Touched::default());
         assert!(matches!(got, FastLock::Granted { .. }), "{got:?}");
     }
     ask(&router, 1, u32::MAX, u32::MAX);

@@ -37,21 +37,21 @@ async fn a_fast_grant_carries_a_growing_version_and_never_overtakes_a_waiter() {
     let lock = lock_id!["t", 1];
     let a_touched = Touched::default();
     let FastLock::Granted { mode, version: v1 } =
-        sim::try_lock(table, &a, &lock, Mode::X, &a_touched)
+        sim::fast_lock(table, &a, &lock, Mode::X, &a_touched)
     else {
         panic!("a free lock is granted at once");
     };
     assert_eq!(mode, Mode::X);
     // b must wait: it is queued in the table as a message would have queued it.
     assert_eq!(
-        sim::try_lock(table, &b, &lock, Mode::S, &Touched::default()),
+        sim::fast_lock(table, &b, &lock, Mode::S, &Touched::default()),
         FastLock::Queued
     );
     sim::release(table, &a, &a_touched);
     assert!(table.holds(&b, &lock).is_some(), "b granted on release");
     // c asks for a mode compatible with b's, and nobody waits: granted, at a later version.
     let FastLock::Granted { version: v2, .. } =
-        sim::try_lock(table, &c, &lock, Mode::S, &Touched::default())
+        sim::fast_lock(table, &c, &lock, Mode::S, &Touched::default())
     else {
         panic!("compatible with the holder and nobody waits");
     };
@@ -59,11 +59,11 @@ async fn a_fast_grant_carries_a_growing_version_and_never_overtakes_a_waiter() {
     // A writer queues behind the readers; a new reader must not overtake it (FIFO).
     let (d, e) = (agent(&node), agent(&node));
     assert_eq!(
-        sim::try_lock(table, &d, &lock, Mode::X, &Touched::default()),
+        sim::fast_lock(table, &d, &lock, Mode::X, &Touched::default()),
         FastLock::Queued
     );
     assert_eq!(
-        sim::try_lock(table, &e, &lock, Mode::S, &Touched::default()),
+        sim::fast_lock(table, &e, &lock, Mode::S, &Touched::default()),
         FastLock::Queued
     );
 }
@@ -74,7 +74,7 @@ async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
     let table = node.local_table();
     let (w, r) = (agent(&node), agent(&node));
     assert!(matches!(
-        sim::try_lock(
+        sim::fast_lock(
             table,
             &w,
             &lock_id!["db", "rows", 7],
@@ -88,7 +88,7 @@ async fn a_fast_child_lock_holds_its_ancestors_and_a_parent_reader_waits() {
         EntryState::Granted(Mode::IX)
     );
     assert_eq!(
-        sim::try_lock(table, &r, &lock_id!["db"], Mode::S, &Touched::default()),
+        sim::fast_lock(table, &r, &lock_id!["db"], Mode::S, &Touched::default()),
         FastLock::Queued
     );
 }
@@ -101,7 +101,7 @@ async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     let deep = locks_core::LockId::new((0..100).map(|i| i.to_string())).unwrap();
     let before = table.snapshot();
     assert!(matches!(
-        sim::try_lock(table, &a, &deep, Mode::S, &Touched::default()),
+        sim::fast_lock(table, &a, &deep, Mode::S, &Touched::default()),
         FastLock::Rejected(locks_core::proto::Rejection::LockIdTooLarge(_))
     ));
     assert!(
@@ -115,7 +115,7 @@ async fn bad_requests_are_refused_on_the_fast_path_and_change_nothing() {
     );
     node.shutdown().await;
     assert_eq!(
-        sim::try_lock(table, &a, &lock_id!["x"], Mode::S, &Touched::default()),
+        sim::fast_lock(table, &a, &lock_id!["x"], Mode::S, &Touched::default()),
         FastLock::Stopped
     );
 }
@@ -235,11 +235,11 @@ async fn refuted_at_once(name: &str, lazy: bool) {
     let holder = sim::next_agent_id(&node);
     let table = node.local_table();
     assert!(matches!(
-        sim::try_lock(table, &holder, &lock_id!["p"], Mode::X, &Touched::default()),
+        sim::fast_lock(table, &holder, &lock_id!["p"], Mode::X, &Touched::default()),
         FastLock::Granted { .. }
     ));
     assert_eq!(
-        sim::try_lock(table, &idle, &lock_id!["p"], Mode::X, &Touched::default()),
+        sim::fast_lock(table, &idle, &lock_id!["p"], Mode::X, &Touched::default()),
         FastLock::Queued
     );
     router

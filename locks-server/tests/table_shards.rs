@@ -34,10 +34,10 @@ fn granted(got: FastLock) {
 /// shards. Returns each one's touched shards.
 fn cycle(table: &LocalTable, a: &AgentId, b: &AgentId, r1: &LockId, r2: &LockId) -> [Touched; 2] {
     let (ta, tb) = (Touched::default(), Touched::default());
-    granted(sim::try_lock(table, a, r1, Mode::X, &ta));
-    granted(sim::try_lock(table, b, r2, Mode::X, &tb));
-    assert_eq!(sim::try_lock(table, a, r2, Mode::X, &ta), FastLock::Queued);
-    assert_eq!(sim::try_lock(table, b, r1, Mode::X, &tb), FastLock::Queued);
+    granted(sim::fast_lock(table, a, r1, Mode::X, &ta));
+    granted(sim::fast_lock(table, b, r2, Mode::X, &tb));
+    assert_eq!(sim::fast_lock(table, a, r2, Mode::X, &ta), FastLock::Queued);
+    assert_eq!(sim::fast_lock(table, b, r1, Mode::X, &tb), FastLock::Queued);
     [ta, tb]
 }
 
@@ -125,7 +125,7 @@ async fn a_surrender_whose_cycle_crosses_shards_is_applied_though_its_lock_moved
     // c queues on r1 behind b after a decided: r1's version moves, the cycle stays.
     let c = agent(&node);
     assert_eq!(
-        sim::try_lock(table, &c, &r1, Mode::X, &Touched::default()),
+        sim::fast_lock(table, &c, &r1, Mode::X, &Touched::default()),
         FastLock::Queued
     );
     assert!(table.snapshot().lock(&r1).expect("r1 exists").version > version);
@@ -141,8 +141,8 @@ async fn removing_an_agent_releases_it_in_every_shard() {
     let (r1, r2) = two_shards(table);
     let z = agent(&node);
     let touched = Touched::default();
-    granted(sim::try_lock(table, &z, &r1, Mode::X, &touched));
-    granted(sim::try_lock(table, &z, &r2, Mode::X, &touched));
+    granted(sim::fast_lock(table, &z, &r1, Mode::X, &touched));
+    granted(sim::fast_lock(table, &z, &r2, Mode::X, &touched));
     sim::serve(table, ServerRequest::RemoveAgent { agent: z.clone() });
     assert!(table.snapshot().locks.is_empty(), "{:?}", table.snapshot());
     assert!(!table.knows(&z, &Touched::all()));
@@ -157,10 +157,10 @@ async fn an_agent_found_gone_in_one_shard_is_forgotten_in_the_others() {
     // that ended.
     let (x, y) = (sim::next_agent_id(&node), agent(&node));
     let (tx, ty) = (Touched::default(), Touched::default());
-    granted(sim::try_lock(table, &y, &r1, Mode::X, &ty));
-    granted(sim::try_lock(table, &x, &r2, Mode::X, &tx));
+    granted(sim::fast_lock(table, &y, &r1, Mode::X, &ty));
+    granted(sim::fast_lock(table, &x, &r2, Mode::X, &tx));
     assert_eq!(
-        sim::try_lock(table, &x, &r1, Mode::X, &tx),
+        sim::fast_lock(table, &x, &r1, Mode::X, &tx),
         FastLock::Queued
     );
     // y's release grants r1 to x, whose notice cannot be delivered.

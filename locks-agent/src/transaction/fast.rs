@@ -2,7 +2,7 @@
 //!
 //! A transaction has no agent actor until it needs one. While it has none, a `lock` (or
 //! `lock_nowait`, `lock_objects`) on its own node with the default requirement is applied to
-//! the node's table at once, on the caller's thread ([`LocalTable::try_lock`]): the same `Lock`
+//! the node's table at once, on the caller's thread ([`LocalTable::fast_lock`]): the same `Lock`
 //! request the agent would send, decided by the same function of the table, so FIFO, hierarchy
 //! and fencing versions are the table's as for any request. When it is granted, the call
 //! returns the grant with no actor hop and no wake-up of another thread. `unlock` and `end`
@@ -74,7 +74,7 @@ impl Transaction {
         match self
             .node
             .local_table()
-            .try_lock(&self.presence, &lock, mode, &self.touched)
+            .fast_lock(&self.presence, &lock, mode, &self.touched)
         {
             FastLock::Granted { mode, version } => Fast::Done(Ok(Locked {
                 granted: GrantedLock {

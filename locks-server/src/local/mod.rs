@@ -37,7 +37,7 @@
 //! - the [`crate::LockServer`] actor, for requests that come as messages (from agent actors
 //!   and from other nodes), node down, and the end of lock-delays, as its core
 //!   (`crate::node_core`) decides;
-//! - the **fast path** ([`LocalTable::try_lock`], [`LocalTable::release`],
+//! - the **fast path** ([`LocalTable::fast_lock`], [`LocalTable::release`],
 //!   [`LocalTable::unlock`]), called by a transaction on the caller's own thread, with no actor
 //!   hop and no wake-up of another thread. It applies the very same `Lock`, `Unlock` and
 //!   `RemoveAgent` operations of the table, so the table decides exactly as it would for a
@@ -107,7 +107,7 @@ fn take_rejection(effects: &mut Vec<TableEffect>, agent: &AgentId) -> Option<Rej
     refused
 }
 
-/// What [`LocalTable::try_lock`] did.
+/// What [`LocalTable::fast_lock`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FastLock {
     /// Granted now: the agent holds its direct lock (in this mode, the group of everything it
@@ -409,18 +409,18 @@ impl LocalTable {
     /// The fast path of `Lock`: applies `agent`'s request for `lock` in `mode` now, on the
     /// caller's thread, and says whether it holds the lock (see [`FastLock`]); marks the shard
     /// in `touched`. Everybody else is told what the table says, as for any request.
-    pub fn try_lock(
+    pub fn fast_lock(
         &self,
         presence: &Presence,
         lock: &LockId,
         mode: Mode,
         touched: &Touched,
     ) -> FastLock {
-        self.try_lock_as(presence.id(), lock, mode, touched)
+        self.fast_lock_as(presence.id(), lock, mode, touched)
     }
 
-    /// [`Self::try_lock`] for any agent id (the simulations' and the crate's own).
-    pub(crate) fn try_lock_as(
+    /// [`Self::fast_lock`] for any agent id (the simulations' and the crate's own).
+    pub(crate) fn fast_lock_as(
         &self,
         agent: &AgentId,
         lock: &LockId,

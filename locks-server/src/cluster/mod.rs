@@ -136,7 +136,7 @@ pub struct HandshakeRefusals {
     /// The peer refused this node.
     pub by_peer: u64,
     /// Unproven handshakes closed to make room for newer connections
-    /// ([`crate::net::pending`]).
+    /// ([`crate::net::admission`]).
     pub evicted: u64,
     /// TLS: the peer does not speak TLS (a node without TLS settings, or not a node).
     pub tls_not_tls: u64,

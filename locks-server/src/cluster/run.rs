@@ -8,7 +8,7 @@ use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
 use crate::log_limit::Verdict;
-use crate::net::pending::{Admission, Ticket};
+use crate::net::admission::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
 use crate::router::{DownCause, Router};
 use locks_core::NodeId;
@@ -239,7 +239,7 @@ impl Cluster {
 
     /// Accepts connections; each handshake runs in its own task, so a slow or hostile client
     /// delays nobody, and a handshake whose peer has not proved the cookie gives its place up
-    /// to newer connections ([`crate::net::pending`]).
+    /// to newer connections ([`crate::net::admission`]).
     async fn accept_loop(self: Arc<Self>, listener: TcpListener) {
         let admission = Admission::new(self.net.max_pending_handshakes);
         loop {

@@ -92,7 +92,7 @@ pub enum Refusal {
     #[error("the peer refused the connection: {0}")]
     ByPeer(RefusalCode),
     /// The peer had not proved the cookie when newer connections needed its place (see
-    /// [`crate::net::pending`]); decided by the accept loop, not by the machine.
+    /// [`crate::net::admission`]); decided by the accept loop, not by the machine.
     #[error("the handshake was evicted to make room for newer connections")]
     Evicted,
     /// The TLS session under the handshake failed (see [`crate::net::tls`]); decided by the

@@ -5,13 +5,13 @@
 //! connections come out of [`Listener::accept`], refused ones are logged and closed, and the
 //! loop goes on. Handshakes whose peer has not proved the cookie are bounded by
 //! [`NetConfig::max_pending_handshakes`], the oldest giving its place up to a newer connection
-//! ([`crate::net::pending`]). [`connect`] opens a connection to a peer and runs the handshake as initiator.
+//! ([`crate::net::admission`]). [`connect`] opens a connection to a peer and runs the handshake as initiator.
 
 use crate::log_limit::Verdict;
 use crate::net::NetConfig;
+use crate::net::admission::Admission;
 use crate::net::conn::{Connection, establish};
 use crate::net::handshake::{Refusal, Role};
-use crate::net::pending::Admission;
 use locks_core::NodeId;
 use std::io;
 use std::net::SocketAddr;

@@ -5,7 +5,7 @@
 //! framing ([`frame`]), the handshake that authenticates a peer ([`handshake`]), the detection
 //! of a dead peer ([`heartbeat`]), and what runs them on tokio: the handshake over a socket
 //! ([`conn`]), the connection driver ([`link`]), the listener and connect helper ([`listen`]),
-//! and the bound on unproven handshakes ([`pending`]).
+//! and the bound on unproven handshakes ([`admission`]).
 //! It knows nothing about lock servers or agents: the node's router owns a [`Link`] per peer,
 //! sends envelopes into it and takes envelopes out of it.
 //!
@@ -48,7 +48,7 @@
 //! [`conn`]: crate::net::conn
 //! [`link`]: crate::net::link
 //! [`listen`]: crate::net::listen
-//! [`pending`]: crate::net::pending
+//! [`admission`]: crate::net::admission
 //! [`tls`]: crate::net::tls
 //! [`session`]: crate::net::session
 //! [`stream`]: crate::net::stream
@@ -60,6 +60,7 @@
 //! [`Handshake`]: crate::net::Handshake
 //! [`Heartbeat`]: crate::net::Heartbeat
 
+pub mod admission;
 pub mod conn;
 mod cookie;
 pub mod failure;
@@ -68,7 +69,6 @@ pub mod handshake;
 pub mod heartbeat;
 pub mod link;
 pub mod listen;
-pub mod pending;
 mod role;
 pub mod session;
 pub mod stream;
@@ -117,7 +117,7 @@ pub struct NetConfig {
     pub incoming_capacity: usize,
     /// How many accepted connections may be in their handshake at once before their peer
     /// proved the cookie; when one more arrives, the oldest of them is closed to make room
-    /// (see [`pending`]). Default 64.
+    /// (see [`admission`]). Default 64.
     pub max_pending_handshakes: usize,
     /// Limits the warnings that refused connections and failed `accept`s write, to one per
     /// reason per [`WARN_INTERVAL`](crate::log_limit::WARN_INTERVAL) (the rest at DEBUG).

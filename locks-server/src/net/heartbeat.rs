@@ -14,8 +14,8 @@
 //! A detector [`aligned`](Heartbeat::aligned_to) to a grid pings on the grid's instants
 //! (`origin + k × interval`) instead of one interval after its previous ping: never more than
 //! an interval apart (so the lease is renewed at least as often), never less than half of one.
-//! The link drivers align to [`shared_grid`], which every process on a machine (and every
-//! machine whose wall clock is synchronized) computes alike, so the pings of all the links of a
+//! The link drivers align to one grid (`net/link.rs`, `shared_grid`), which every process on a
+//! machine (and every machine whose wall clock is synchronized) computes alike, so the pings of all the links of a
 //! node, and of all the nodes of a machine, go out together: a node wakes once per interval to
 //! send them all and reads the answers and the peers' pings in a few batches, instead of
 //! waking three times per link per interval (its ping, the answer, the peer's ping). An idle
@@ -27,8 +27,7 @@
 //! [`HeartbeatAction::Down`] or [`HeartbeatAction::LeaseExpired`] it keeps saying it.
 
 use std::collections::VecDeque;
-use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The most pings remembered while unanswered: more than a lease can span at any sane
 /// interval; the oldest are forgotten first (their answers then renew nothing, which is safe).
@@ -256,22 +255,4 @@ impl Heartbeat {
     pub fn last_heard(&self) -> Instant {
         self.last_heard
     }
-}
-
-/// The grid every link's pings are aligned to ([`Heartbeat::aligned_to`]): the instant at
-/// which the wall clock last read a whole minute when this process first asked, so every
-/// process of a machine (and every machine whose clock is synchronized) finds the same grid
-/// for any interval that divides a minute. Only the phase of the pings depends on it: a wall
-/// clock that is wrong or stepped makes them less aligned, never late.
-pub fn shared_grid() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(|| {
-        let now = Instant::now();
-        let into_minute = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(Duration::ZERO, |d| {
-                Duration::from_nanos((d.as_nanos() % 60_000_000_000) as u64)
-            });
-        now.checked_sub(into_minute).unwrap_or(now)
-    })
 }

@@ -35,7 +35,7 @@ use crate::net::NetConfig;
 use crate::net::failure::{IoFailure, Malformed};
 use crate::net::frame::{PeerFrame, Transport, decode_frame, encode_frame, encode_payload};
 use crate::net::handshake::Role;
-use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig, shared_grid};
+use crate::net::heartbeat::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 use crate::net::session::{SessionKey, Tagger};
 use bytes::Bytes;
 use futures::stream::{SplitSink, SplitStream};
@@ -45,8 +45,8 @@ use locks_core::codec::CodecError;
 use locks_core::proto::Envelope;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
@@ -552,4 +552,22 @@ async fn close_gracefully(
         Ok(Ok(())) | Err(_) => DownReason::ClosedLocally,
         Ok(Err(e)) => DownReason::Io(e.into()),
     }
+}
+
+/// The grid every link's pings are aligned to ([`Heartbeat::aligned_to`]): the instant at
+/// which the wall clock last read a whole minute when this process first asked, so every
+/// process of a machine (and every machine whose clock is synchronized) finds the same grid
+/// for any interval that divides a minute. Only the phase of the pings depends on it: a wall
+/// clock that is wrong or stepped makes them less aligned, never late.
+fn shared_grid() -> std::time::Instant {
+    static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+    *ORIGIN.get_or_init(|| {
+        let now = std::time::Instant::now();
+        let into_minute = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(Duration::ZERO, |d| {
+                Duration::from_nanos((d.as_nanos() % 60_000_000_000) as u64)
+            });
+        now.checked_sub(into_minute).unwrap_or(now)
+    })
 }

@@ -12,7 +12,8 @@
 //!
 //! ```text
 //!   Member handle ─calls─▶ member actor (MemberCore + Callbacks) ◀─MemberDelivery─ Router ◀─ other members
-//!                             │ election agent (AgentCore) ──Lock/Watch──▶ lock servers (every node)
+//!                             │ election agent (AgentCore) ──Lock──▶ lock servers (the gate, then every node)
+//!                             │ member ──Watch──▶ lock servers (the gate and its own node; every node once it held the gate)
 //!                             │ ◀──Notice/Watched── lock servers            ◀─Forward── other agents
 //!                             └─ sync lock: a Transaction (abort_on_deadlock), never awaited by the actor
 //! ```
@@ -134,9 +135,11 @@
 //!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
 //!    granted to it only after the old leader lost it, so after the old leader's last write.
 //!    It polls every member known on `M` (every live candidate is queued for the lock on
-//!    its own node, and it waits for views of `M` newer than its grants, so it knows them; a
-//!    worker says `Hello` to every candidate it sees in a view), and its epoch exceeds every
-//!    term they answer with (every message carries the largest term its sender accepted).
+//!    the gate, the smallest node up, which the new leader holds, and it waits for views of
+//!    the nodes it holds newer than its grants, so it knows them; a worker watches the lock on
+//!    its own node, where the new leader holds it if the node is in `M`, and says `Hello` to
+//!    every candidate it sees in a view), and its epoch exceeds every term they answer with
+//!    (every message carries the largest term its sender accepted).
 //! 3. `Q` and `M` share a node; a member there accepted `T` before the old leader's first
 //!    write, and answers the poll after its last: with a term at least `T`. So the new term
 //!    exceeds `T`, whatever the clocks and lock versions say.

@@ -89,6 +89,12 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         };
         let held_all = agent.status().have_all_locks();
+        if held_all && !self.s.watch_all {
+            // A holder of the gate asks every node, and a would-be leader needs their views
+            // (its poll, module `majority`): from now on the member watches every node up.
+            self.s.watch_all = true;
+            self.refresh_watches();
+        }
         let requested = self.requested();
         let missing: Vec<NodeId> = match self.gate() {
             // A node deferred by a leader stays so (module `tenure`), even as its gate.

@@ -3,6 +3,7 @@
 //! (the states, terms, becoming leader and stepping down) is `election.rs`
 //! (see the module documentation of [`super`]).
 
+use super::society::Learnt;
 use super::{Inner, MemberCore, MemberEffect, PeerMsg, RECHECK, State};
 use crate::callbacks::Callbacks;
 use crate::core::peer::Peer;
@@ -69,6 +70,8 @@ impl<C: Callbacks> MemberCore<C> {
                 state: State::Candidate,
                 alive: BTreeSet::new(),
                 views: BTreeMap::new(),
+                watching: BTreeSet::new(),
+                watch_all: false,
                 members: BTreeMap::new(),
                 accepted: None,
                 seen: None,
@@ -95,7 +98,7 @@ impl<C: Callbacks> MemberCore<C> {
 
     /// Starts the member on a node that sees `nodes` up: runs `init`, then a candidate asks
     /// for the election lock on the gate (module `gate`) and the member watches the lock on
-    /// every node.
+    /// the gate and on its own node.
     /// An `init` error is returned, and the member is stopped.
     pub fn start(
         &mut self,
@@ -110,7 +113,6 @@ impl<C: Callbacks> MemberCore<C> {
         }
         self.s.alive = nodes.iter().cloned().collect();
         self.s.alive.insert(self.s.me.node().clone());
-        let alive: Vec<NodeId> = self.s.alive.iter().cloned().collect();
         let gate: Vec<NodeId> = self.gate().into_iter().collect();
         // The request first: the gate's lock server lists a candidate before it answers any
         // of the member's watches, so members learn of it from the gate first.
@@ -120,9 +122,7 @@ impl<C: Callbacks> MemberCore<C> {
                 Err(e) => return Err(format!("cannot request the election lock: {e}")),
             }
         }
-        for node in alive {
-            self.watch(node);
-        }
+        self.refresh_watches();
         Ok(self.take())
     }
 
@@ -173,8 +173,10 @@ impl<C: Callbacks> MemberCore<C> {
         }
         self.s.unleased.remove(node);
         if self.s.alive.insert(node.clone()) {
-            self.watch(node.clone());
+            self.s.watching.remove(node);
+            self.learn_listed_on(node);
         }
+        self.refresh_watches();
         if self.s.agent.is_some() && self.defers_nodes() {
             self.s.deferred.insert(node.clone());
         } else if self.asks_at_once(node) {
@@ -194,6 +196,9 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.alive.remove(node);
         self.s.unleased.remove(node);
         self.s.views.remove(node);
+        self.s.watching.remove(node);
+        // The gate may have moved.
+        self.refresh_watches();
         // A deferred node's agent still knows it as it was before it came up.
         let deferred = self.s.deferred.remove(node);
         if let Some(agent) = &mut self.s.agent
@@ -282,7 +287,11 @@ impl<C: Callbacks> MemberCore<C> {
         {
             self.bump();
         }
-        let new = self.learn(from, envelope.role, true);
+        let how = match envelope.msg {
+            PeerMsg::Hello { .. } => Learnt::Hello,
+            _ => Learnt::Message,
+        };
+        let new = self.learn(from, envelope.role, how);
         match envelope.msg {
             PeerMsg::Hello { leader } => {
                 // A leader announces itself to a sender that does not follow it, even one it
@@ -295,6 +304,23 @@ impl<C: Callbacks> MemberCore<C> {
                 {
                     k.synced = false;
                     self.announce_to(from);
+                }
+                // A member watches few nodes (module `society`): a leader on no lock queue it
+                // watches (one that deferred the gate), or one it forgot while cut off, is found
+                // through those that follow it. A follower names its leader to a sender that has
+                // none (a new sender was greeted by `learn`); only senders without a leader are
+                // answered, so two followers of different leaders do not answer each other.
+                if leader.is_none() && !new && matches!(self.s.state, State::Following { .. }) {
+                    let leader = self.s.term().cloned();
+                    self.s.send(from, PeerMsg::Hello { leader });
+                }
+                if let Some(t) = leader {
+                    if !self.s.members.contains_key(&t.leader) {
+                        self.learn(&t.leader, Role::Candidate, Learnt::Named);
+                    } else if matches!(self.s.state, State::Candidate) && t.leader != self.s.me {
+                        // The leader announces itself to a member that does not follow it.
+                        self.s.send(&t.leader, PeerMsg::Hello { leader: None });
+                    }
                 }
             }
             PeerMsg::AmLeader { term, grants, msg } => {
@@ -393,7 +419,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.fail_held(CallError::Stopped(reason.clone()));
         // The agent's end releases its locks, and the member's watches on the same nodes;
         // the watches elsewhere are released here.
-        let mut watched = self.s.alive.clone();
+        let mut watched = std::mem::take(&mut self.s.watching);
         if let Some(agent) = &mut self.s.agent {
             let effects = agent.end();
             for effect in &effects {
@@ -418,12 +444,33 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.out.push(MemberEffect::Stopped { reason });
     }
 
-    pub(super) fn watch(&mut self, node: NodeId) {
-        let request = ServerRequest::Watch {
-            watcher: self.s.agent_id.clone(),
-            lock: self.s.lock.clone(),
+    /// Watches the lock where the member is to and does not yet: on the gate and on its own
+    /// node, and on every node up once its agent held the lock on every node it asked (see
+    /// the module documentation of [`super`], "The four planes").
+    pub(super) fn refresh_watches(&mut self) {
+        if self.s.stopped {
+            return;
+        }
+        let wanted: Vec<NodeId> = if self.s.watch_all {
+            self.s.alive.iter().cloned().collect()
+        } else {
+            let mut w: Vec<NodeId> = self.gate().into_iter().collect();
+            let home = self.s.me.node();
+            if self.s.alive.contains(home) && w.first() != Some(home) {
+                w.push(home.clone());
+            }
+            w
         };
-        self.s.out.push(MemberEffect::ToServer { node, request });
+        for node in wanted {
+            if self.s.watching.insert(node.clone()) {
+                trace!(member = %self.s.me, %node, "watching the election lock");
+                let request = ServerRequest::Watch {
+                    watcher: self.s.agent_id.clone(),
+                    lock: self.s.lock.clone(),
+                };
+                self.s.out.push(MemberEffect::ToServer { node, request });
+            }
+        }
     }
 
     /// The agent's requests and messages are the executor's to carry out, in order with the

@@ -15,14 +15,23 @@
 //! ```
 //!
 //! **The four planes** of a `locks_leader` member and how each is done here:
-//! - *Society* (who is in the group): every member watches the election lock on every node it
-//!   considers up (`ServerRequest::Watch`), so the lock servers tell it which candidates' agents
-//!   hold or wait for the lock; a candidate's member id has the parts of its agent's id. On
-//!   discovering a member it sends it `Hello` (which is how candidates learn of workers, which
-//!   never appear in the queues). A node that comes up is watched at once, so members of a
-//!   node that joins late or of an island that heals are found the same way. A member is
-//!   forgotten when it says `Goodbye`, when its node goes down, or (a candidate) when the view
-//!   of its own node's lock no longer lists it.
+//! - *Society* (who is in the group): every member watches the election lock
+//!   (`ServerRequest::Watch`) on the gate (the smallest node it considers up, where every
+//!   candidate queues first: module `gate`) and on its own node, and on every node up once its
+//!   agent held the lock on every node it asked (the gate's holder, the one candidate that asks
+//!   the other nodes and may lead, whose poll needs their views). The lock servers tell it
+//!   which candidates' agents hold or wait for the lock there; a candidate's member id has the
+//!   parts of its agent's id. On discovering a member in a view it sends it `Hello` (which is
+//!   how candidates learn of workers, which never appear in the queues); a member learnt from
+//!   its `Hello` is greeted back only by a follower, whose `Hello` names its leader, and a
+//!   member learns of a leader named so (a leader that deferred the gate, module `tenure`, is
+//!   on no queue a newcomer watches). Watching every node would cost N² watches and their
+//!   views per election; the gate lists every candidate that sees the same nodes, and a
+//!   leader holds the lock on its members' own nodes. A gate that moves (a smaller node up, the
+//!   gate down) is watched at once, so members of a node that joins late or of an island that
+//!   heals are found the same way. A member is forgotten when it says `Goodbye`, when its node
+//!   goes down, or (a candidate) when the view of its own node's lock no longer lists it, or,
+//!   for a member that does not watch that node, when no view it has lists it any more.
 //! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every
 //!   node it considers up, with `Req::AllAlive` and `await_nodes`, the smallest node (the gate)
 //!   first and the others once it holds the gate (module `gate`); a node that comes up extends
@@ -252,6 +261,11 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) state: State,
     pub(crate) alive: BTreeSet<NodeId>,
     pub(crate) views: BTreeMap<NodeId, Arc<LockView>>,
+    /// The nodes whose lock server was asked to watch the lock (and has not gone down since).
+    pub(crate) watching: BTreeSet<NodeId>,
+    /// Whether the member watches the lock on every node up, not only on the gate and its own
+    /// node: from the first time its agent held the lock on every node it asked.
+    pub(crate) watch_all: bool,
     pub(crate) members: BTreeMap<MemberId, Known>,
     /// The largest term accepted (or taken as leader).
     pub(crate) accepted: Option<Term>,

@@ -13,6 +13,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, trace};
 
+/// How a member was learnt of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Learnt {
+    /// A view of the lock lists its agent.
+    View,
+    /// A `Hello` names it as the leader its sender follows.
+    Named,
+    /// It sent this member a message other than `Hello`.
+    Message,
+    /// It said `Hello`.
+    Hello,
+}
+
 impl<C: Callbacks> MemberCore<C> {
     /// A follower lost its leader: it says so to the candidates, and whoever leads answers.
     pub(super) fn leader_lost(&mut self) {
@@ -30,9 +43,15 @@ impl<C: Callbacks> MemberCore<C> {
         }
     }
 
-    /// Learns of a member (from a message it sent, or from a view that lists it); says `Hello`
-    /// to a new one, and a leader announces itself to it.
-    pub(super) fn learn(&mut self, m: &MemberId, role: Role, from_message: bool) -> bool {
+    /// Learns of a member (from a view that lists it, or a message it sent); says `Hello` to
+    /// a new one, and a leader announces itself to it.
+    ///
+    /// A member learnt from its own `Hello` knows this one already: it is greeted back only
+    /// when this member follows a leader, whom the `Hello` names (a leader announces itself
+    /// instead). So a pair of members that find each other says `Hello` once or twice, not
+    /// always twice.
+    pub(super) fn learn(&mut self, m: &MemberId, role: Role, from: Learnt) -> bool {
+        let from_message = matches!(from, Learnt::Message | Learnt::Hello);
         // A view may still list the agent of a node that went down (the view was on its way);
         // a `Hello` to it would be lost, so such a member is learnt when its node comes up and
         // a view lists it again. A message, though, comes over a live connection, and if that
@@ -57,7 +76,9 @@ impl<C: Callbacks> MemberCore<C> {
             },
         );
         let leader = self.s.term().cloned();
-        self.s.send(m, PeerMsg::Hello { leader });
+        if from != Learnt::Hello || (leader.is_some() && !self.s.is_leader()) {
+            self.s.send(m, PeerMsg::Hello { leader });
+        }
         if self.s.is_leader() {
             self.announce_to(m);
         }
@@ -308,15 +329,8 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         }
         self.s.views.insert(node.clone(), view.clone());
-        let listed: Vec<MemberId> = view.agents().into_iter().map(MemberId::of_agent).collect();
-        for m in &listed {
-            let _ = self.learn(m, Role::Candidate, false);
-            if let Some(k) = self.s.members.get_mut(m) {
-                k.seen = true;
-                if m.node() == &node {
-                    k.seen_home = true;
-                }
-            }
+        for agent in view.agents() {
+            self.listed(&node, &MemberId::of_agent(agent));
         }
         self.check_departures(now);
         self.try_finish_sync();
@@ -331,8 +345,40 @@ impl<C: Callbacks> MemberCore<C> {
         self.retry_stash(now);
     }
 
-    /// Forgets the candidates that left: the view of a candidate's own node no longer lists it,
-    /// and either it did before, or no view lists it any more though one did.
+    /// The view of the lock on `node` lists the agent of `m`.
+    fn listed(&mut self, node: &NodeId, m: &MemberId) {
+        let _ = self.learn(m, Role::Candidate, Learnt::View);
+        if let Some(k) = self.s.members.get_mut(m) {
+            k.seen = true;
+            if m.node() == node {
+                k.seen_home = true;
+            }
+        }
+    }
+
+    /// `node` came up: the members living there that views already list are learnt now (they
+    /// were passed over while their node was not up, and a view that lists them need not
+    /// change again).
+    pub(super) fn learn_listed_on(&mut self, node: &NodeId) {
+        let listed: Vec<(NodeId, MemberId)> = self
+            .s
+            .views
+            .iter()
+            .flat_map(|(at, v)| {
+                v.agents()
+                    .into_iter()
+                    .filter(|a| a.node() == node)
+                    .map(|a| (at.clone(), MemberId::of_agent(a)))
+            })
+            .collect();
+        for (at, m) in listed {
+            self.listed(&at, &m);
+        }
+    }
+
+    /// Forgets the candidates that left: the view of a candidate's own node (if this member
+    /// watches it) no longer lists it, and either it did before, or no view lists it any more
+    /// though one did.
     ///
     /// It runs on every view that arrives, and an election's gate lists every candidate: the
     /// agents of all views are gathered once per run (and only if a candidate missing from its
@@ -346,14 +392,12 @@ impl<C: Callbacks> MemberCore<C> {
             if k.role != Role::Candidate {
                 continue;
             }
-            let Some(home) = s.views.get(m.node()) else {
-                continue;
-            };
             let agent = m.agent();
-            if home.lists(&agent) {
+            let home = s.views.get(m.node());
+            if home.is_some_and(|h| h.lists(&agent)) {
                 continue;
             }
-            let gone = k.seen_home
+            let gone = (home.is_some() && k.seen_home)
                 || (k.seen
                     && !anywhere
                         .get_or_insert_with(|| s.views.values().flat_map(|v| v.agents()).collect())

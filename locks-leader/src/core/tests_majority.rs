@@ -456,7 +456,8 @@ fn a_workers_node_counts_and_the_worker_is_polled_and_establishes_the_term() {
     );
     let worker = MemberId::new(n("c"), 1, 5);
     let hello = env(Role::Worker, None, PeerMsg::Hello { leader: None });
-    let effects = b.peer(&worker, hello, T0);
+    let mut effects = b.peer(&worker, hello, T0);
+    effects.extend(b.settle(T0));
     let effects = serve(&mut b, &mut tables, effects);
     assert_eq!(b.group_nodes(), vec![n("a"), n("b"), n("c")]);
     assert!(

@@ -21,15 +21,17 @@
 //!   agent held the lock on every node it asked (the gate's holder, the one candidate that asks
 //!   the other nodes and may lead, whose poll needs their views). The lock servers tell it
 //!   which candidates' agents hold or wait for the lock there; a candidate's member id has the
-//!   parts of its agent's id. On discovering a member in a view it sends it `Hello` (which is
-//!   how candidates learn of workers, which never appear in the queues); a member learnt from
-//!   its `Hello` is greeted back only by a follower, whose `Hello` names its leader, and a
-//!   member learns of a leader named so (a leader that deferred the gate, module `tenure`, is
-//!   on no queue a newcomer watches). Watching every node would cost N² watches and their
-//!   views per election; the gate lists every candidate that sees the same nodes, and a
-//!   leader holds the lock on its members' own nodes. A gate that moves (a smaller node up, the
-//!   gate down) is watched at once, so members of a node that joins late or of an island that
-//!   heals are found the same way. A member is forgotten when it says `Goodbye`, when its node
+//!   parts of its agent's id. A member says `Hello` only where it tells the other something
+//!   (`MemberCore::learn`): a worker to every candidate it finds (which is how candidates
+//!   learn of workers, which never appear in the queues), any member to a holder of the lock
+//!   it finds, a follower to a member without a leader, naming its leader, and a member
+//!   without a leader to a leader it is told of (a leader that deferred the gate, module
+//!   `tenure`, is on no queue a newcomer watches). Watching every node, and a `Hello` per
+//!   pair each way, would cost N² watches, their views and N² `Hello`s per election; the gate
+//!   lists every candidate that sees the same nodes, and a leader holds the lock on its
+//!   members' own nodes and announces itself to every member it finds. A gate that moves (a
+//!   smaller node up, the gate down) is watched at once, so members of a node that joins late
+//!   or of an island that heals are found the same way. A member is forgotten when it says `Goodbye`, when its node
 //!   goes down, or (a candidate) when the view of its own node's lock no longer lists it, or,
 //!   for a member that does not watch that node, when no view it has lists it any more.
 //! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every

@@ -6,7 +6,7 @@
 //!
 //! | message | sender → receiver | meaning |
 //! | --- | --- | --- |
-//! | `Hello` | a member → a member it just discovered in a view (or, from a follower, one that said `Hello` to it) | "I exist, and follow this leader"; the receiver learns the sender (a worker is known to candidates only this way) and the leader named, if new to it, and, if it leads and the sender does not follow it, announces itself |
+//! | `Hello` | a worker → a candidate it found in a view; a member → a holder of the lock it found in a view, or a member it learnt from a message other than `Hello`; a follower → a member without a leader; a member without a leader → the leader it is told of | "I exist, and follow this leader"; the receiver learns the sender (a worker is known to candidates only this way) and the leader named, if new to it, and, if it leads and the sender does not follow it, announces itself |
 //! | `AmLeader` | leader → a member not synced | "follow me": the term, the fencing versions of the election lock per node, the callback's message. A member whose views of the lock contradict the versions keeps it aside and accepts it once they no longer do (a view from a node the leader has not yet seen go down) |
 //! | `FromLeader` | leader → its synced members | a broadcast; with `ack`, the receiver answers `Applied` once `from_leader` has run |
 //! | `Applied` | a follower → its leader | "I applied your broadcasts up to number `seq`" (majority mode: the leader answers a `ReplyBroadcast` call once members on a majority of the group's nodes applied its broadcast) |

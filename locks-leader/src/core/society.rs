@@ -16,8 +16,11 @@ use tracing::{debug, trace};
 /// How a member was learnt of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Learnt {
-    /// A view of the lock lists its agent.
-    View,
+    /// A view of the lock lists its agent, as holding the lock there or not.
+    View {
+        /// Whether it holds the lock there.
+        holds: bool,
+    },
     /// A `Hello` names it as the leader its sender follows.
     Named,
     /// It sent this member a message other than `Hello`.
@@ -46,10 +49,14 @@ impl<C: Callbacks> MemberCore<C> {
     /// Learns of a member (from a view that lists it, or a message it sent); says `Hello` to
     /// a new one, and a leader announces itself to it.
     ///
-    /// A member learnt from its own `Hello` knows this one already: it is greeted back only
-    /// when this member follows a leader, whom the `Hello` names (a leader announces itself
-    /// instead). So a pair of members that find each other says `Hello` once or twice, not
-    /// always twice.
+    /// `Hello` is said only where it tells the other something it cannot learn otherwise, so
+    /// an election does not cost a `Hello` per pair of members each way:
+    /// - a member learnt from its own `Hello` knows this one already: it is greeted back only
+    ///   by a follower, whose `Hello` names its leader (a leader announces itself instead);
+    /// - a candidate learnt from a view, waiting there, finds this member on the same queue
+    ///   (every candidate queues on the gate, which every member watches), unless this member
+    ///   is a worker, which is on no queue; the holder of the lock there is greeted (it may
+    ///   lead without knowing that this member follows nobody).
     pub(super) fn learn(&mut self, m: &MemberId, role: Role, from: Learnt) -> bool {
         let from_message = matches!(from, Learnt::Message | Learnt::Hello);
         // A view may still list the agent of a node that went down (the view was on its way);
@@ -76,7 +83,12 @@ impl<C: Callbacks> MemberCore<C> {
             },
         );
         let leader = self.s.term().cloned();
-        if from != Learnt::Hello || (leader.is_some() && !self.s.is_leader()) {
+        let greet = match from {
+            Learnt::Hello => leader.is_some() && !self.s.is_leader(),
+            Learnt::View { holds } => holds || self.s.role == Role::Worker,
+            Learnt::Message | Learnt::Named => true,
+        };
+        if greet {
             self.s.send(m, PeerMsg::Hello { leader });
         }
         if self.s.is_leader() {
@@ -330,7 +342,7 @@ impl<C: Callbacks> MemberCore<C> {
         }
         self.s.views.insert(node.clone(), view.clone());
         for agent in view.agents() {
-            self.listed(&node, &MemberId::of_agent(agent));
+            self.listed(&node, &MemberId::of_agent(agent), view.holds(agent));
         }
         self.check_departures(now);
         self.try_finish_sync();
@@ -345,9 +357,9 @@ impl<C: Callbacks> MemberCore<C> {
         self.retry_stash(now);
     }
 
-    /// The view of the lock on `node` lists the agent of `m`.
-    fn listed(&mut self, node: &NodeId, m: &MemberId) {
-        let _ = self.learn(m, Role::Candidate, Learnt::View);
+    /// The view of the lock on `node` lists the agent of `m` (holding the lock if `holds`).
+    fn listed(&mut self, node: &NodeId, m: &MemberId, holds: bool) {
+        let _ = self.learn(m, Role::Candidate, Learnt::View { holds });
         if let Some(k) = self.s.members.get_mut(m) {
             k.seen = true;
             if m.node() == node {
@@ -360,7 +372,7 @@ impl<C: Callbacks> MemberCore<C> {
     /// were passed over while their node was not up, and a view that lists them need not
     /// change again).
     pub(super) fn learn_listed_on(&mut self, node: &NodeId) {
-        let listed: Vec<(NodeId, MemberId)> = self
+        let listed: Vec<(NodeId, MemberId, bool)> = self
             .s
             .views
             .iter()
@@ -368,11 +380,11 @@ impl<C: Callbacks> MemberCore<C> {
                 v.agents()
                     .into_iter()
                     .filter(|a| a.node() == node)
-                    .map(|a| (at.clone(), MemberId::of_agent(a)))
+                    .map(|a| (at.clone(), MemberId::of_agent(a), v.holds(a)))
             })
             .collect();
-        for (at, m) in listed {
-            self.listed(&at, &m);
+        for (at, m, holds) in listed {
+            self.listed(&at, &m, holds);
         }
     }
 

@@ -196,3 +196,47 @@ fn members_listed_before_their_node_is_up_are_learnt_when_it_comes_up() {
         .collect();
     assert_eq!(sent, vec![(m, PeerMsg::Hello { leader: None })]);
 }
+
+/// A candidate that finds another waiting in a view says nothing (that one finds it on the same
+/// queue); it greets the holder, and a worker (on no queue) greets every candidate it finds.
+#[test]
+fn a_view_is_answered_with_hellos_only_where_they_tell_something() {
+    let waiting = AgentId::new(n("b"), 1, 7);
+    let holder = AgentId::new(n("b"), 1, 8);
+    let view = AgentMessage::Watched {
+        node: n("a"),
+        lock: lock(),
+        view: Arc::new(LockView {
+            version: 1,
+            granted: vec![locks_core::proto::QueueEntry {
+                agent: holder.clone(),
+                mode: Mode::WRITE,
+            }],
+            waiting: vec![locks_core::proto::QueueEntry {
+                agent: waiting.clone(),
+                mode: Mode::WRITE,
+            }],
+            ..LockView::default()
+        }),
+    };
+    let greeted = |effects: &[MemberEffect<Rec>]| -> Vec<MemberId> {
+        to_members(effects)
+            .into_iter()
+            .filter(|(_, e)| matches!(e.msg, PeerMsg::Hello { .. }))
+            .map(|(to, _)| to)
+            .collect()
+    };
+    let mut c = member("a", 1, Role::Candidate);
+    c.start(&[n("b")], T0).unwrap();
+    let effects = c.deliver(view.clone(), T0);
+    assert_eq!(greeted(&effects), vec![MemberId::of_agent(&holder)]);
+    assert!(c.s.members.contains_key(&MemberId::of_agent(&waiting)));
+
+    let mut w = member("a", 2, Role::Worker);
+    w.start(&[n("b")], T0).unwrap();
+    let effects = w.deliver(view, T0);
+    assert_eq!(
+        greeted(&effects),
+        vec![MemberId::of_agent(&holder), MemberId::of_agent(&waiting)]
+    );
+}

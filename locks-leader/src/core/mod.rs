@@ -31,9 +31,10 @@
 //!   lists every candidate that sees the same nodes, and a leader holds the lock on its
 //!   members' own nodes and announces itself to every member it finds. A gate that moves (a
 //!   smaller node up, the gate down) is watched at once, so members of a node that joins late
-//!   or of an island that heals are found the same way. A member is forgotten when it says `Goodbye`, when its node
-//!   goes down, or (a candidate) when the view of its own node's lock no longer lists it, or,
-//!   for a member that does not watch that node, when no view it has lists it any more.
+//!   or of an island that heals are found the same way. A member is forgotten when it says
+//!   `Goodbye`, when its node goes down, or (a candidate) when the view of its own node's lock
+//!   no longer lists it, or, for a member that does not watch that node, when no view it has
+//!   lists it any more.
 //! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every
 //!   node it considers up, with `Req::AllAlive` and `await_nodes`, the smallest node (the gate)
 //!   first and the others once it holds the gate (module `gate`); a node that comes up extends

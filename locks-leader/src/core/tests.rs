@@ -235,7 +235,7 @@ fn a_leader_announces_itself_to_a_new_member_with_elected_for_it() {
                     msg: format!("to {w}"),
                 }
             )
-        ),]
+        )]
     );
     assert_eq!(c.workers(), vec![w]);
 }

@@ -137,6 +137,28 @@ pub(super) fn to_members(effects: &[MemberEffect<Rec>]) -> Vec<(MemberId, Peer<R
         .collect()
 }
 
+/// Feeds the lock requests among `effects` for `node` to its `table`, the resulting messages
+/// for `m` back to it, and settles `m`: its effects.
+pub(super) fn serve_locks_on(
+    m: &mut MemberCore<Rec>,
+    node: &NodeId,
+    table: &mut LockTable,
+    effects: &[MemberEffect<Rec>],
+) -> Vec<MemberEffect<Rec>> {
+    let mut out = Vec::new();
+    for (to_node, request) in requests(effects) {
+        if &to_node == node && matches!(request, ServerRequest::Lock { .. }) {
+            for (to, msg) in table.handle(request) {
+                if &to == m.agent_id() {
+                    out.extend(m.deliver(msg, T0));
+                }
+            }
+        }
+    }
+    out.extend(m.settle(T0));
+    out
+}
+
 /// Feeds `effects`' requests to `table` and the resulting messages for `m` back to it.
 fn serve(
     m: &mut MemberCore<Rec>,

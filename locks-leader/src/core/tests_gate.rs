@@ -1,7 +1,7 @@
 //! The gate (module `gate`): the order in which a candidate asks for the election lock, and
 //! what its agent is told of nodes it has not asked yet.
 
-use super::tests::{T0, lock, member, n, requests};
+use super::tests::{T0, lock, member, n, requests, serve_locks_on};
 use super::*;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{Mode, ModeTable};
@@ -60,17 +60,7 @@ fn a_candidate_forwards_views_to_agents_on_a_node_it_has_not_asked_yet() {
         lock: lock(),
         mode: Mode::WRITE,
     });
-    let mut effects = Vec::new();
-    for (node, request) in requests(&start) {
-        if node == n("a") && matches!(request, ServerRequest::Lock { .. }) {
-            for (to, msg) in table.handle(request) {
-                if &to == c.agent_id() {
-                    effects.extend(c.deliver(msg, T0));
-                }
-            }
-        }
-    }
-    effects.extend(c.settle(T0));
+    let effects = serve_locks_on(&mut c, &n("a"), &mut table, &start);
     let forwarded = effects.iter().any(|e| {
         matches!(
             e,

@@ -1,7 +1,7 @@
 //! Members finding each other and losing track of each other through the views of the election
 //! lock (module `society`): who is learnt, and who is forgotten as gone.
 
-use super::tests::{Rec, T0, env, lock, member, n, requests, term, to_members};
+use super::tests::{Rec, T0, env, lock, member, n, requests, serve_locks_on, term, to_members};
 use super::*;
 use locks_core::proto::AgentMessage;
 use locks_core::{Mode, ModeTable};
@@ -54,6 +54,14 @@ fn candidates_missing_from_the_views_are_forgotten() {
     assert!(!known(&w, &elsewhere), "listed nowhere any more");
 }
 
+/// The messages `effects` send to members, with their recipients, in order.
+fn messages(effects: &[MemberEffect<Rec>]) -> Vec<(MemberId, PeerMessage<Rec>)> {
+    to_members(effects)
+        .into_iter()
+        .map(|(to, e)| (to, e.msg))
+        .collect()
+}
+
 /// The nodes `effects` ask to watch the election lock, in order.
 fn watches(effects: &[MemberEffect<Rec>]) -> Vec<NodeId> {
     requests(effects)
@@ -86,17 +94,7 @@ fn the_gates_holder_watches_every_node() {
     let start = c.start(&[n("b"), n("d")], T0).unwrap();
     assert_eq!(watches(&start), vec![n("b"), n("c")]);
     let mut table = LockTable::new(n("b"), ModeTable::standard(), 1);
-    let mut effects = Vec::new();
-    for (node, request) in requests(&start) {
-        if node == n("b") && matches!(request, ServerRequest::Lock { .. }) {
-            for (to, msg) in table.handle(request) {
-                if &to == c.agent_id() {
-                    effects.extend(c.deliver(msg, T0));
-                }
-            }
-        }
-    }
-    effects.extend(c.settle(T0));
+    let effects = serve_locks_on(&mut c, &n("b"), &mut table, &start);
     assert_eq!(watches(&effects), vec![n("d")]);
     assert_eq!(watches(&c.node_up(&n("e"), T0)), vec![n("e")]);
 }
@@ -127,10 +125,7 @@ fn a_hello_is_answered_only_with_news_of_a_leader() {
     w.peer(&l, env(Role::Candidate, None, am), T0);
     assert_eq!(w.leader(), Some(&t));
     let effects = w.peer(&x, hello(None), T0);
-    let sent: Vec<_> = to_members(&effects)
-        .into_iter()
-        .map(|(to, e)| (to, e.msg))
-        .collect();
+    let sent = messages(&effects);
     assert_eq!(
         sent,
         vec![(
@@ -144,18 +139,12 @@ fn a_hello_is_answered_only_with_news_of_a_leader() {
     let mut v = member("a", 2, Role::Worker);
     v.start(&[n("b")], T0).unwrap();
     let effects = v.peer(&x, hello(Some(t.clone())), T0);
-    let sent: Vec<_> = to_members(&effects)
-        .into_iter()
-        .map(|(to, e)| (to, e.msg))
-        .collect();
+    let sent = messages(&effects);
     assert_eq!(sent, vec![(l.clone(), PeerMsg::Hello { leader: None })]);
     assert!(v.s.members.contains_key(&l));
     // Told again while still without a leader: it says `Hello` to the leader it knows.
     let z = MemberId::new(n("b"), 1, 6);
-    let sent: Vec<_> = to_members(&v.peer(&z, hello(Some(t.clone())), T0))
-        .into_iter()
-        .map(|(to, e)| (to, e.msg))
-        .collect();
+    let sent = messages(&v.peer(&z, hello(Some(t.clone())), T0));
     assert!(
         sent.contains(&(l.clone(), PeerMsg::Hello { leader: None })),
         "{sent:?}"
@@ -163,10 +152,7 @@ fn a_hello_is_answered_only_with_news_of_a_leader() {
 
     // A follower answers a sender it knows that has no leader (back from a partition), and
     // not one that follows another leader.
-    let sent: Vec<_> = to_members(&w.peer(&x, hello(None), T0))
-        .into_iter()
-        .map(|(to, e)| (to, e.msg))
-        .collect();
+    let sent = messages(&w.peer(&x, hello(None), T0));
     assert_eq!(sent, vec![(x.clone(), PeerMsg::Hello { leader: Some(t) })]);
     let other = term(30, &MemberId::new(n("b"), 1, 9));
     let effects = w.peer(&x, hello(Some(other)), T0);
@@ -190,10 +176,7 @@ fn members_listed_before_their_node_is_up_are_learnt_when_it_comes_up() {
     let effects = w.node_up(&n("c"), T0);
     let m = MemberId::of_agent(&on_c);
     assert!(w.s.members.contains_key(&m));
-    let sent: Vec<_> = to_members(&effects)
-        .into_iter()
-        .map(|(to, e)| (to, e.msg))
-        .collect();
+    let sent = messages(&effects);
     assert_eq!(sent, vec![(m, PeerMsg::Hello { leader: None })]);
 }
 

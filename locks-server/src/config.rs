@@ -18,7 +18,7 @@
 
 use crate::lease::{LeaseConfig, LeaseError, Leases};
 use crate::net::{Cookie, HeartbeatConfig, TlsConfig, TlsConfigError};
-use crate::quota::PeerQuotas;
+use crate::node_core::quota::PeerQuotas;
 use locks_core::ModeTable;
 use locks_core::codec::DEFAULT_MAX_FRAME;
 use serde::Deserialize;

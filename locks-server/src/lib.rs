@@ -69,7 +69,6 @@ pub mod metrics;
 mod net;
 mod node;
 mod node_core;
-mod quota;
 mod router;
 mod server;
 mod table;
@@ -86,6 +85,6 @@ pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal,
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
 pub use node_core::peer::{MAX_CLOCK_AHEAD, PeerFault};
-pub use quota::PeerQuotas;
+pub use node_core::quota::PeerQuotas;
 pub use router::RouteError;
 pub use table::{EntrySnapshot, LockSnapshot, TableSnapshot};

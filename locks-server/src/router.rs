@@ -22,6 +22,7 @@
 
 pub(crate) mod agents;
 mod messages;
+use crate::node_core::delivery::{self, LocalDelivery};
 pub(crate) use crate::node_core::peer;
 mod port;
 pub use agents::Presence;
@@ -442,65 +443,61 @@ impl Router {
         }
     }
 
-    /// Sends a message to an agent, wherever it lives.
-    ///
-    /// A deadlock probe for a local agent that is gone is sent back to its victim as refuted:
-    /// an agent that ended waits for nobody, and the victim must not wait for the probe.
+    /// Sends a message to an agent, wherever it lives; to a local one as
+    /// [`delivery::local`] decides (a probe for a local agent that is gone goes back to its
+    /// victim, refuted).
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
-        if to.node() == &self.node {
-            let undelivered = {
-                let mut shard = self.agents.shard(to);
-                match shard.mailbox(to) {
-                    // `do_send` queues even when the mailbox is full; the volume is bounded by
-                    // the agent's own requests. (Sent under the lock: queueing never blocks,
-                    // and a clone of the recipient would be an allocation per message.)
-                    Some(Mailbox::Running(recipient)) if recipient.connected() => {
-                        recipient.do_send(Deliver::Message(msg));
-                        return Ok(());
-                    }
-                    // An agent without an actor waits for nobody: a probe through it is
-                    // refuted at once (below), like one through an agent that ended.
-                    Some(Mailbox::Idle { waits: false, .. })
-                        if matches!(msg, AgentMessage::Probe(_)) =>
-                    {
-                        drop(shard);
-                        self.bounce_probe(msg);
-                        return Ok(());
-                    }
-                    Some(Mailbox::Idle { kept, .. }) => {
-                        kept.push(msg);
-                        return Ok(());
-                    }
-                    // A closed mailbox means the agent is gone.
-                    Some(Mailbox::Running(_)) => {
-                        shard.mailboxes.remove(to);
-                        msg
-                    }
-                    None => msg,
-                }
-            };
-            self.bounce_probe(undelivered);
-            Err(RouteError::UnknownAgent(to.clone()))
-        } else {
-            self.remote(to.node())?
+        if to.node() != &self.node {
+            return self
+                .remote(to.node())?
                 .send(Envelope::new(WireMessage::Agent {
                     to: to.clone(),
                     msg,
-                }))
+                }));
+        }
+        let mut shard = self.agents.shard(to);
+        let mailbox = shard.mailbox(to);
+        let seen = match &mailbox {
+            Some(Mailbox::Running(recipient)) if recipient.connected() => delivery::Mailbox::Open,
+            Some(Mailbox::Running(_)) => delivery::Mailbox::Closed,
+            Some(Mailbox::Idle { waits, .. }) => delivery::Mailbox::Kept { waits: *waits },
+            None => delivery::Mailbox::Missing,
+        };
+        match (delivery::local(seen, &msg), mailbox) {
+            // `do_send` queues even when the mailbox is full; the volume is bounded by the
+            // agent's own requests. (Sent under the lock: queueing never blocks, and a clone of
+            // the recipient would be an allocation per message.)
+            (LocalDelivery::Deliver, Some(Mailbox::Running(recipient))) => {
+                recipient.do_send(Deliver::Message(msg));
+                Ok(())
+            }
+            (LocalDelivery::Keep, Some(Mailbox::Idle { kept, .. })) => {
+                kept.push(msg);
+                Ok(())
+            }
+            (LocalDelivery::Refute, _) => {
+                drop(shard);
+                self.refute(msg);
+                Ok(())
+            }
+            (LocalDelivery::Gone { drop_mailbox }, _) => {
+                if drop_mailbox {
+                    shard.mailboxes.remove(to);
+                }
+                drop(shard);
+                self.refute(msg);
+                Err(RouteError::UnknownAgent(to.clone()))
+            }
+            (decided, _) => unreachable!("{decided:?} for a mailbox it does not fit"),
         }
     }
 
-    /// Sends an undeliverable probe back to its victim, refuted (see [`Router::send_agent`]).
-    fn bounce_probe(&self, msg: AgentMessage) {
-        if let AgentMessage::Probe(mut probe) = msg
-            && !probe.refuted
-            && let Some(victim) = probe.victim().cloned()
+    /// Sends a probe that could not go on back to its victim, refuted ([`delivery::refuted`]).
+    fn refute(&self, msg: AgentMessage) {
+        if let Some((victim, back)) = delivery::refuted(msg)
+            && let Err(err) = self.send_agent(&victim, back)
         {
-            probe.refuted = true;
-            // A refuted probe is never bounced again.
-            if let Err(err) = self.send_agent(&victim, AgentMessage::Probe(probe)) {
-                tracing::trace!(%victim, %err, "a bounced probe found no victim");
-            }
+            tracing::trace!(%victim, %err, "a refuted probe found no victim");
         }
     }
 
@@ -543,11 +540,9 @@ impl Router {
 
     /// Delivers an envelope that arrived from the node `from` to its local destination.
     ///
-    /// A message for an agent of this node that does not run here (it ended, or belongs to an
-    /// earlier incarnation of this node) is answered with a `RemoveAgent` for that agent to
-    /// `from`'s lock server: the sender is that server (a notice) or an agent there, and either
-    /// way that server must not keep locks for an agent that is gone. The error is returned
-    /// as well.
+    /// A message for an agent of this node that is gone is answered with a `RemoveAgent` for
+    /// that agent to `from`'s lock server ([`delivery::gone_from_peer`]), and the error is
+    /// returned as well.
     ///
     /// A peer speaks only for itself: every envelope is checked against `from` first
     /// (`peer::check`, whose documentation states the rules), and one that fails is dropped,
@@ -574,10 +569,7 @@ impl Router {
         };
         match self.deliver_incoming(envelope) {
             Err(RouteError::UnknownAgent(agent)) if agent.node() == &self.node => {
-                let request = ServerRequest::RemoveAgent {
-                    agent: agent.clone(),
-                };
-                if let Err(err) = self.send_server(from, request) {
+                if let Err(err) = self.send_server(from, delivery::gone_from_peer(agent.clone())) {
                     tracing::debug!(node = %self.node, peer = %from, %agent, %err, "cannot report an unknown agent");
                 }
                 Err(RouteError::UnknownAgent(agent))

@@ -9,29 +9,10 @@
 //! lock's versions in order, whichever thread applied them). A send that fails is fed back into
 //! the same shard as [`TableInput::Undelivered`].
 //!
-//! **Shards.** A lock goes to the shard its *root key* hashes to, so a hierarchy (a lock, its
-//! ancestors and its descendants) is always in one shard: every decision of the table about a
-//! lock reads only the records of its own hierarchy, so each shard decides exactly what one
-//! table holding everything would decide for the locks it has. Transactions on disjoint
-//! hierarchies then take and release locks from different threads without sharing a mutex.
-//! What spans shards:
-//! - `RemoveAgent`, node down and the end of a lock-delay go to every shard (a transaction's
-//!   own release only to the shards it used, [`Touched`]);
-//! - an agent found gone by one shard (a send to it failed) is removed from the others once
-//!   that shard's lock is released, as one table would have removed it everywhere;
-//! - a `Surrender` names the waits of the cycle it breaks, which may be on locks of other
-//!   shards: the shards involved are locked in ascending order, the waits outside the
-//!   surrendered lock's shard are checked there, and the surrender is applied only if they all
-//!   still hold (otherwise it is answered as stale, as one table would);
-//! - reads that are about an agent or the whole node (snapshot, report, census, what an agent
-//!   has) visit the shards one after the other.
-//!
-//! Each shard hands out its own versions (from the same `version_base`): a lock's versions grow
-//! as before, which is all a fencing token promises; versions of locks in different shards are
-//! not comparable, as those of different nodes never were. For the agents, one node's shards
-//! are like several lock servers: the messages of different locks may reach an agent in any
-//! relative order, which the agent protocol allows for any two locks (they may be on different
-//! nodes).
+//! **Shards.** A lock goes to the shard its *root key* hashes to, so a hierarchy is always in
+//! one shard and each shard decides exactly what one table holding everything would; which
+//! shard an input goes to, and what spans shards, is decided in
+//! [`crate::node_core::sharding`] (which states the rules and their argument).
 //!
 //! Two shells call it:
 //! - the [`crate::LockServer`] actor, for requests that come as messages (from agent actors
@@ -54,13 +35,12 @@
 //! and until then the fast path answers [`FastLock::NotNow`] so that its caller sends the
 //! request as a message behind them (`LocalTable::open_fast_path` lets it in).
 //!
-//! Which shard an input goes to and how what spans shards is done is decided in one place,
-//! [`Sharding`] (`sharding.rs`), which the simulations run over plain tables too; this module
-//! is the shell that holds the shards behind their mutexes, carries the messages through the
-//! router, and runs the fast path.
+//! This module is the shell that holds the shards behind their mutexes, carries the messages
+//! through the router, and runs the fast path; the simulations run the same
+//! [`Sharding::apply`] over plain tables.
 //!
 //! **Per-peer quotas.** A `Lock` of another node's agent that comes as a message is checked
-//! against the quota book ([`crate::quota`]) before the table sees it, and refused with
+//! against the quota book ([`crate::node_core::quota`]) before the table sees it, and refused with
 //! `Rejection::QuotaExceeded` when it would take that node past a quota. The book follows
 //! what the table tells other nodes' agents about their entries (every notice to one passes
 //! through this shell's send, under the shard's lock), and forgets an agent removed or found
@@ -73,12 +53,11 @@
 //! nothing is taken while it is held.
 
 mod reads;
-mod sharding;
 
-pub use sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
+pub use crate::node_core::sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
 use crate::data_dir::VersionReserve;
-use crate::quota::{PeerQuotas, QuotaBook};
+use crate::node_core::quota::{PeerQuotas, QuotaBook};
 use crate::router::{Presence, RouteError, Router};
 use crate::table::{LockTable, TableEffect, TableInput};
 use locks_core::proto::{AgentMessage, Quota, Rejection, ServerRequest};
@@ -209,7 +188,7 @@ pub struct LocalTable {
     serving: AtomicBool,
     /// The node's lock server has stopped.
     stopped: AtomicBool,
-    /// What the agents of each peer node take of the table (`crate::quota`). Taken inside a
+    /// What the agents of each peer node take of the table (`crate::node_core::quota`). Taken inside a
     /// shard's lock (a notice is recorded as it is sent), never the other way round.
     quotas: Mutex<QuotaBook>,
     router: Arc<Router>,

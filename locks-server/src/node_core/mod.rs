@@ -38,7 +38,10 @@ use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, NodeId};
 use std::time::Duration;
 
+pub mod delivery;
 pub mod peer;
+pub mod quota;
+pub mod sharding;
 
 /// What the node knows of its peers when it decides: the router's view, passed in.
 pub trait Peers {

@@ -1,10 +1,10 @@
 //! How a node's table is split into shards, and the one function that applies an input to
 //! them: [`Sharding::apply`]. Pure and synchronous over the shards' tables; who holds them
-//! (a mutex per shard in [`super::LocalTable`], which keeps their versions below the data
+//! (a mutex per shard in [`crate::local::LocalTable`], which keeps their versions below the data
 //! directory's ceiling, plain tables in the simulations) is the
 //! [`ShardAccess`] the caller passes, and who carries the messages is its `send`.
 //!
-//! **Rules** (the argument is in [`super`]'s documentation):
+//! **Rules** (their argument follows):
 //! - a lock goes to the shard its root key hashes to, so a hierarchy is in one shard;
 //! - a request about a lock goes to that lock's shard; the agent is noted as having used it;
 //! - `RemoveAgent` goes to the shards the agent used (every shard for an agent not noted);
@@ -17,6 +17,25 @@
 //! - a message that cannot be delivered is fed back into the shard that sent it, as
 //!   [`TableInput::Undelivered`]; an agent found gone is then removed from every other shard
 //!   too, once the shard that found it is released (each agent once).
+//!
+//! **Why the shards decide as one table would.** Every decision of the table about a lock
+//! reads only the records of its own hierarchy (the lock, its ancestors, its descendants),
+//! which are all in one shard, so each shard decides exactly what one table holding everything
+//! would for the locks it has; transactions on disjoint hierarchies then take and release locks
+//! from different threads without sharing a mutex. What spans shards is decided across them as
+//! the rules above say: an agent's removal reaches every shard it has anything in (the fast
+//! path's shards are in the transaction's [`Touched`](crate::local::Touched), those its messages used in the `used`
+//! map); an agent found gone in one shard is removed from the others, as one table would have
+//! removed it everywhere; a surrender whose cycle crosses shards is checked in all of them
+//! before it is applied, or answered as stale, as one table would. Reads about an agent or the
+//! whole node (snapshot, report, census, what an agent has) visit the shards one after the
+//! other.
+//!
+//! Each shard hands out its own versions (from the same base): a lock's versions grow, which
+//! is all a fencing token promises; versions of locks in different shards are not comparable,
+//! as those of different nodes are not. For the agents, one node's shards are like several
+//! lock servers: the messages of different locks may reach an agent in any relative order,
+//! which the agent protocol allows for any two locks (they may be on different nodes).
 //!
 //! Invariant: the `used` map lists, for every agent that sent requests as messages (or whose
 //! actor started after the fast path, [`Sharding::agent_started`]), a superset of the shards

@@ -134,6 +134,7 @@
 mod agents;
 mod census;
 mod entry;
+mod grant;
 mod locks;
 mod notify;
 mod ops;

@@ -1,5 +1,6 @@
-//! The operations of the table: each request walks the lock hierarchy, edits the requesting
-//! agent's entries lock by lock, settles each lock's queues and collects the notices.
+//! The operations of the table but `Lock` (which is in `grant.rs` with the grant rules): each
+//! request walks the lock hierarchy, edits the requesting agent's entries lock by lock, settles
+//! each lock's queues and collects the notices.
 //!
 //! Invariants kept here (beyond those of `record`):
 //! - an agent with an entry on a lock has an entry on every ancestor of it (the intention modes of
@@ -59,111 +60,6 @@ impl LockTable {
             return Some(Rejection::LockIdTooLarge("the lock table is full".into()));
         }
         None
-    }
-
-    /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
-    /// ancestor needs `intention(mode)`.
-    pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {
-        self.lock_as(agent, lock, mode, false).0
-    }
-
-    /// [`Self::lock`]; `quiet`: the requester is told nothing but a refusal (the fast path
-    /// reads its state from the table instead), everybody else exactly the same. Also returns
-    /// what the fast path would otherwise look up again, unless the request was refused.
-    pub(super) fn lock_as(
-        &mut self,
-        agent: &AgentId,
-        lock: &LockId,
-        mode: Mode,
-        quiet: bool,
-    ) -> (Sends, Option<Placed>) {
-        if let Some(r) = self.refusal(lock, Some(mode)) {
-            return (self.reject(agent, lock, r), None);
-        }
-        let Some(a) = self.agents.intern(agent) else {
-            return (self.reject(agent, lock, Rejection::ShuttingDown), None);
-        };
-        let v = self.next_version();
-        let mut out = Sends::new();
-        // Found once: the ancestors' edits below never remove this record (it is in use, and
-        // an edit removes only the record it edits).
-        let hashes = self.locks.path_hashes(lock.keys());
-        let hash_of = |depth: usize| hashes.get(depth.wrapping_sub(1)).copied().unwrap_or(0);
-        let found = self
-            .locks
-            .find_any_hashed(lock.keys(), hash_of(lock.depth()));
-        let old = found.and_then(|s| self.locks.get(s)?.entry(a)?.direct);
-        let new = old.map_or(mode, |d| self.modes.group(mode, d));
-        let (old_i, new_i) = (
-            old.map(|d| self.modes.intention(d)),
-            self.modes.intention(new),
-        );
-        let mut touched = false;
-        let aud = Audience {
-            mute: quiet.then_some(a),
-            ..Audience::default()
-        };
-        let mut ancestors_granted = None;
-        if old_i != Some(new_i) {
-            let mut granted = true;
-            for depth in 1..lock.depth() {
-                let found =
-                    self.locks
-                        .find_or_create(lock, depth, self.version, Some(hash_of(depth)));
-                let Some(s) = found else {
-                    granted = false;
-                    continue;
-                };
-                let edit = Edit::Need {
-                    direct: None,
-                    add: Some(new_i),
-                    remove: old_i,
-                };
-                touched |= self.apply(s, a, edit, &aud, v, &mut out);
-                // Later edits in this operation touch other locks only: what the agent's
-                // entry is now is what it is when the operation returns.
-                granted &= self.entry_granted(s, a);
-            }
-            ancestors_granted = Some(granted);
-        }
-        let direct = match found {
-            Some(s) => Some(s),
-            None => {
-                self.locks
-                    .create_hashed(lock, lock.depth(), self.version, hash_of(lock.depth()))
-            }
-        };
-        if let Some(s) = direct {
-            touched |= if quiet {
-                let edit = Edit::Need {
-                    direct: Some(Some(new)),
-                    add: None,
-                    remove: None,
-                };
-                let named = Audience {
-                    respond: Some(a),
-                    ..aud
-                };
-                self.apply(s, a, edit, &named, v, &mut out)
-            } else {
-                self.set_direct(s, a, Some(new), v, &mut out)
-            };
-        }
-        self.finish(a, touched, v);
-        let placed = direct.map(|slot| Placed {
-            agent: a,
-            slot,
-            ancestors_granted,
-        });
-        (out, placed)
-    }
-
-    /// Whether agent `a` has a granted entry (not converting) on lock slot `s`.
-    pub(super) fn entry_granted(&self, s: u32, a: u32) -> bool {
-        self.locks
-            .get(s)
-            .and_then(|r| r.entry(a))
-            .is_some_and(|e| e.want.is_none() && e.held.is_some())
     }
 
     /// `Convert`: sets the agent's direct mode on `lock` to a weaker one, whatever the state of
@@ -350,7 +246,7 @@ impl LockTable {
     /// Sets (or with `None` drops) agent `a`'s direct mode on lock slot `s` and answers the agent
     /// with its entry: the last step of `Lock` and `Unlock` (`Convert` ends through
     /// [`Self::answer`] too). Returns whether the lock's queue changed.
-    fn set_direct(
+    pub(super) fn set_direct(
         &mut self,
         s: u32,
         a: u32,

@@ -1,5 +1,6 @@
-//! One lock's record: its entries, conversion queue, wait queue and watchers, and StickyLocking's
-//! rules that move entries between them.
+//! One lock's record: its entries, conversion queue, wait queue and watchers, and the
+//! operations that keep them consistent. The rules that move entries between the queues (grant
+//! at once or queue, grant order) are in `grant.rs`.
 //!
 //! Invariants, true between operations (each operation ends with [`LockRecord::process_grants`]):
 //! - every entry is granted (`held`, no `want`), converting (`held` and `want`, and its agent is
@@ -45,15 +46,15 @@ pub(super) struct Changes {
 }
 
 impl Changes {
-    fn entry(&mut self, agent: u32) {
+    pub(super) fn entry(&mut self, agent: u32) {
         self.changed.push(agent);
     }
 
-    fn conv_at(&mut self, pos: usize) {
+    pub(super) fn conv_at(&mut self, pos: usize) {
         self.conv_mark = Some(self.conv_mark.map_or(pos, |m| m.min(pos)));
     }
 
-    fn wait_at(&mut self, pos: usize) {
+    pub(super) fn wait_at(&mut self, pos: usize) {
         self.wait_mark = Some(self.wait_mark.map_or(pos, |m| m.min(pos)));
     }
 
@@ -77,9 +78,9 @@ struct HolderIndex {
 
 /// The parts of a record most locks never need, boxed so a lock with one holder stays small.
 #[derive(Clone, Debug, Default)]
-struct Extra {
-    converting: VecDeque<u32>,
-    waiting: VecDeque<u32>,
+pub(super) struct Extra {
+    pub(super) converting: VecDeque<u32>,
+    pub(super) waiting: VecDeque<u32>,
     watchers: SmallVec<[u32; 2]>,
     index: Option<HolderIndex>,
     /// Some pending entry was not told of a quiet release ahead of it (`notify.rs`, "A quiet
@@ -104,12 +105,12 @@ pub(super) struct LockRecord {
     /// The table version at the last change of this lock's queue.
     pub version: u64,
     /// One entry per agent, in no particular order (views sort holders by grant version).
-    entries: SmallVec<[Entry; 1]>,
-    extra: Option<Box<Extra>>,
+    pub(super) entries: SmallVec<[Entry; 1]>,
+    pub(super) extra: Option<Box<Extra>>,
 }
 
 /// Folds the modes set in `mask` (bit `i` = mode with index `i`) in matrix order.
-fn fold_mask(modes: &ModeTable, mask: u8) -> Option<Mode> {
+pub(super) fn fold_mask(modes: &ModeTable, mask: u8) -> Option<Mode> {
     // No holder, or holders of one mode (every uncontended lock): nothing to fold.
     if mask == 0 {
         return None;
@@ -278,123 +279,6 @@ impl LockRecord {
         self.entries[pos].remove_intent(mode);
     }
 
-    /// Brings the entry at `pos` in line with what it needs now, without granting anything that
-    /// must wait ([`Self::process_grants`] does that). Returns true if the entry was removed
-    /// because it needs nothing.
-    ///
-    /// - needs nothing: removed (from the holders and from its queue);
-    /// - granted, needs less: down-converted at once;
-    /// - granted, needs more: an up-conversion to `group(need, held)` at the back of the
-    ///   conversion queue (granted by `process_grants` if nobody converts ahead of it and the
-    ///   other holders allow it — StickyLocking's immediate conversion);
-    /// - converting, its held mode now covers the need: the conversion is withdrawn;
-    /// - converting or waiting, needs a different mode: the pending mode changes in place;
-    /// - new: granted at once if nobody converts or waits and the group allows it (StickyLocking,
-    ///   immediate grant: what `process_grants` would do with it), at the back of the wait
-    ///   queue otherwise.
-    pub fn place(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {
-        let e = &self.entries[pos];
-        let agent = e.agent;
-        let (held, want) = (e.held, e.want);
-        let Some(need) = e.need(modes) else {
-            self.remove(pos, ch);
-            return true;
-        };
-        match (held, want) {
-            (Some(h), None) => {
-                if need == h {
-                    return false;
-                }
-                if modes.covers(h, need) {
-                    self.set_held(pos, Some(need));
-                    ch.holders = true;
-                } else {
-                    self.entries[pos].want = Some(modes.group(need, h));
-                    let q = &mut self.extra_mut().converting;
-                    ch.conv_at(q.len());
-                    q.push_back(agent);
-                }
-                ch.entry(agent);
-            }
-            (Some(h), Some(w)) => {
-                if modes.covers(h, need) {
-                    self.entries[pos].want = None;
-                    self.unqueue_conv(agent, ch);
-                    if h != need {
-                        self.set_held(pos, Some(need));
-                        ch.holders = true;
-                    }
-                    ch.entry(agent);
-                } else {
-                    let w2 = modes.group(need, h);
-                    if w2 != w {
-                        self.entries[pos].want = Some(w2);
-                        self.mark_conv(agent, ch);
-                        ch.entry(agent);
-                    }
-                }
-            }
-            (None, Some(w)) => {
-                if need != w {
-                    self.entries[pos].want = Some(need);
-                    self.mark_wait(agent, ch);
-                    ch.entry(agent);
-                }
-            }
-            (None, None) => {
-                self.entries[pos].version = v;
-                let queues_empty = self
-                    .extra
-                    .as_deref()
-                    .is_none_or(|x| x.converting.is_empty() && x.waiting.is_empty());
-                if queues_empty && self.group(modes).is_none_or(|g| modes.compatible(need, g)) {
-                    // What `process_grants` would do with it at the front of an empty queue,
-                    // with the same changes, without the boxed queue an uncontended lock
-                    // would allocate and free for every new entry.
-                    self.set_held(pos, Some(need));
-                    ch.wait_at(0);
-                    ch.holders = true;
-                    ch.entry(agent);
-                    return false;
-                }
-                self.entries[pos].want = Some(need);
-                let q = &mut self.extra_mut().waiting;
-                ch.wait_at(q.len());
-                q.push_back(agent);
-                ch.entry(agent);
-            }
-        }
-        false
-    }
-
-    /// Surrender: the entry at `pos` loses its grant (or its place) and goes to the back of the
-    /// wait queue, needing its full mode.
-    pub fn requeue(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) {
-        let e = &self.entries[pos];
-        let agent = e.agent;
-        let need = e.need(modes);
-        match (e.held, e.want) {
-            (Some(_), want) => {
-                if want.is_some() {
-                    self.unqueue_conv(agent, ch);
-                }
-                self.set_held(pos, None);
-                ch.holders = true;
-            }
-            (None, Some(_)) => self.unqueue_wait(agent, ch),
-            (None, None) => {}
-        }
-        let e = &mut self.entries[pos];
-        e.want = need;
-        e.version = v;
-        if need.is_some() {
-            let q = &mut self.extra_mut().waiting;
-            ch.wait_at(q.len());
-            q.push_back(agent);
-        }
-        ch.entry(agent);
-    }
-
     /// Removes the entry at `pos` from the holders and from its queue.
     pub fn remove(&mut self, pos: usize, ch: &mut Changes) {
         let (agent, held, want) = {
@@ -415,74 +299,6 @@ impl LockRecord {
         ch.entry(agent);
     }
 
-    /// StickyLocking's grant processing: conversions first, in FIFO order, each granted when
-    /// compatible with the group of the other holders; then, only if no conversion waits, new
-    /// requests in FIFO order while compatible with the group. Both stop at the first request
-    /// that cannot be granted.
-    pub fn process_grants(&mut self, modes: &ModeTable, v: u64, ch: &mut Changes) {
-        while let Some(agent) = self
-            .extra
-            .as_deref()
-            .and_then(|x| x.converting.front().copied())
-        {
-            let Some(pos) = self.pos(agent) else {
-                // Unreachable while the invariants hold; drop the stray agent rather than spin.
-                self.pop_conv(ch);
-                continue;
-            };
-            let (Some(h), Some(w)) = (self.entries[pos].held, self.entries[pos].want) else {
-                self.pop_conv(ch);
-                continue;
-            };
-            let others = fold_mask(modes, self.held_mask(Some(pos)));
-            if !others.is_none_or(|g| modes.compatible(w, g)) {
-                break;
-            }
-            self.pop_conv(ch);
-            // The conversion was checked in mode `w`; the entry keeps only what it needs now
-            // (`w` may include a held mode it no longer needs, see `place`).
-            let need = self.entries[pos].need(modes).unwrap_or(w);
-            let granted = if modes.covers(w, need) { need } else { w };
-            if granted != h {
-                self.set_held(pos, Some(granted));
-                ch.holders = true;
-            }
-            self.entries[pos].want = None;
-            ch.entry(agent);
-        }
-        if self
-            .extra
-            .as_deref()
-            .is_some_and(|x| !x.converting.is_empty())
-        {
-            return;
-        }
-        while let Some(agent) = self
-            .extra
-            .as_deref()
-            .and_then(|x| x.waiting.front().copied())
-        {
-            let Some(pos) = self.pos(agent) else {
-                self.pop_wait(ch);
-                continue;
-            };
-            let (None, Some(w)) = (self.entries[pos].held, self.entries[pos].want) else {
-                self.pop_wait(ch);
-                continue;
-            };
-            if !self.group(modes).is_none_or(|g| modes.compatible(w, g)) {
-                break;
-            }
-            self.pop_wait(ch);
-            self.set_held(pos, Some(w));
-            let e = &mut self.entries[pos];
-            e.want = None;
-            e.version = v;
-            ch.holders = true;
-            ch.entry(agent);
-        }
-    }
-
     /// Drops the boxed extras when unused and the index when the lock has become small.
     pub fn trim(&mut self, index_threshold: usize) {
         let len = self.entries.len();
@@ -496,7 +312,7 @@ impl LockRecord {
         }
     }
 
-    fn extra_mut(&mut self) -> &mut Extra {
+    pub(super) fn extra_mut(&mut self) -> &mut Extra {
         self.extra.get_or_insert_with(Box::default)
     }
 
@@ -517,7 +333,7 @@ impl LockRecord {
     }
 
     /// Bit `i` set when some holder (other than the entry at `skip`) holds the mode of index `i`.
-    fn held_mask(&self, skip: Option<usize>) -> u8 {
+    pub(super) fn held_mask(&self, skip: Option<usize>) -> u8 {
         let skipped = skip.and_then(|p| self.entries[p].held);
         match self.extra.as_deref().and_then(|x| x.index.as_ref()) {
             Some(ix) => {
@@ -541,7 +357,7 @@ impl LockRecord {
         }
     }
 
-    fn set_held(&mut self, pos: usize, held: Option<Mode>) {
+    pub(super) fn set_held(&mut self, pos: usize, held: Option<Mode>) {
         let e = &mut self.entries[pos];
         let old = std::mem::replace(&mut e.held, held);
         if let Some(ix) = self.extra.as_deref_mut().and_then(|x| x.index.as_mut()) {
@@ -568,21 +384,21 @@ impl LockRecord {
         }
     }
 
-    fn pop_conv(&mut self, ch: &mut Changes) {
+    pub(super) fn pop_conv(&mut self, ch: &mut Changes) {
         if let Some(x) = self.extra.as_deref_mut() {
             x.converting.pop_front();
             ch.conv_at(0);
         }
     }
 
-    fn pop_wait(&mut self, ch: &mut Changes) {
+    pub(super) fn pop_wait(&mut self, ch: &mut Changes) {
         if let Some(x) = self.extra.as_deref_mut() {
             x.waiting.pop_front();
             ch.wait_at(0);
         }
     }
 
-    fn unqueue_conv(&mut self, agent: u32, ch: &mut Changes) {
+    pub(super) fn unqueue_conv(&mut self, agent: u32, ch: &mut Changes) {
         if let Some(x) = self.extra.as_deref_mut()
             && let Some(i) = x.converting.iter().position(|&a| a == agent)
         {
@@ -591,7 +407,7 @@ impl LockRecord {
         }
     }
 
-    fn unqueue_wait(&mut self, agent: u32, ch: &mut Changes) {
+    pub(super) fn unqueue_wait(&mut self, agent: u32, ch: &mut Changes) {
         if let Some(x) = self.extra.as_deref_mut()
             && let Some(i) = x.waiting.iter().position(|&a| a == agent)
         {
@@ -600,7 +416,7 @@ impl LockRecord {
         }
     }
 
-    fn mark_conv(&self, agent: u32, ch: &mut Changes) {
+    pub(super) fn mark_conv(&self, agent: u32, ch: &mut Changes) {
         if let Some(i) = self
             .extra
             .as_deref()
@@ -610,7 +426,7 @@ impl LockRecord {
         }
     }
 
-    fn mark_wait(&self, agent: u32, ch: &mut Changes) {
+    pub(super) fn mark_wait(&self, agent: u32, ch: &mut Changes) {
         if let Some(i) = self
             .extra
             .as_deref()

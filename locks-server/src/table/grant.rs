@@ -1,0 +1,323 @@
+//! Whether a request is granted at once or queued, and in what order queued requests are
+//! granted: the table's grant rules (StickyLocking's lock queues, made precise in the table's
+//! module documentation), decided here and nowhere else.
+//!
+//! **A `Lock` request** ([`LockTable::lock_as`]) is one entry per lock of its path: on the lock
+//! itself the requested mode (grouped with the direct mode the agent already had there), on
+//! every ancestor the intention of that mode ([`ModeTable::intention`]: `IS` for `IS`/`S`,
+//! `IX` otherwise). Each entry is placed on its own lock ([`LockRecord::place`]):
+//! - a new entry is granted at once when nobody converts or waits there and its mode is
+//!   compatible with the group of the holders, and otherwise joins the back of the wait queue;
+//! - a granted entry that needs more is an up-conversion to `group(need, held)` at the back of
+//!   the conversion queue, and one that needs less is converted down at once;
+//! - a pending entry whose need changes keeps its place with the new mode.
+//!
+//! The agent holds its lock once its entry on the lock *and* on every ancestor are granted, so
+//! a read of `[a]` and a write of `[a, b]` are kept apart by the intention entry on `[a]`.
+//!
+//! **Grant order** ([`LockRecord::process_grants`], after every change of a lock): conversions
+//! first, in FIFO order, each while compatible with the group of the *other* holders; then,
+//! only when no conversion waits, new requests in FIFO order while compatible with the group.
+//! Each queue stops at the first request that cannot be granted, so nobody overtakes a waiter.
+//! A surrendered entry goes to the back of the wait queue ([`LockRecord::requeue`]).
+
+use super::LockTable;
+use super::notify::{Audience, Sends};
+use super::ops::{Edit, Placed};
+use super::record::{Changes, LockRecord, fold_mask};
+use locks_core::proto::Rejection;
+use locks_core::{AgentId, LockId, Mode, ModeTable};
+
+impl LockTable {
+    /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
+    /// ancestor needs `intention(mode)`.
+    pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {
+        self.lock_as(agent, lock, mode, false).0
+    }
+
+    /// [`Self::lock`]; `quiet`: the requester is told nothing but a refusal (the fast path
+    /// reads its state from the table instead), everybody else exactly the same. Also returns
+    /// what the fast path would otherwise look up again, unless the request was refused.
+    pub(super) fn lock_as(
+        &mut self,
+        agent: &AgentId,
+        lock: &LockId,
+        mode: Mode,
+        quiet: bool,
+    ) -> (Sends, Option<Placed>) {
+        if let Some(r) = self.refusal(lock, Some(mode)) {
+            return (self.reject(agent, lock, r), None);
+        }
+        let Some(a) = self.agents.intern(agent) else {
+            return (self.reject(agent, lock, Rejection::ShuttingDown), None);
+        };
+        let v = self.next_version();
+        let mut out = Sends::new();
+        // Found once: the ancestors' edits below never remove this record (it is in use, and
+        // an edit removes only the record it edits).
+        let hashes = self.locks.path_hashes(lock.keys());
+        let hash_of = |depth: usize| hashes.get(depth.wrapping_sub(1)).copied().unwrap_or(0);
+        let found = self
+            .locks
+            .find_any_hashed(lock.keys(), hash_of(lock.depth()));
+        let old = found.and_then(|s| self.locks.get(s)?.entry(a)?.direct);
+        let new = old.map_or(mode, |d| self.modes.group(mode, d));
+        let (old_i, new_i) = (
+            old.map(|d| self.modes.intention(d)),
+            self.modes.intention(new),
+        );
+        let mut touched = false;
+        let aud = Audience {
+            mute: quiet.then_some(a),
+            ..Audience::default()
+        };
+        let mut ancestors_granted = None;
+        if old_i != Some(new_i) {
+            let mut granted = true;
+            for depth in 1..lock.depth() {
+                let found =
+                    self.locks
+                        .find_or_create(lock, depth, self.version, Some(hash_of(depth)));
+                let Some(s) = found else {
+                    granted = false;
+                    continue;
+                };
+                let edit = Edit::Need {
+                    direct: None,
+                    add: Some(new_i),
+                    remove: old_i,
+                };
+                touched |= self.apply(s, a, edit, &aud, v, &mut out);
+                // Later edits in this operation touch other locks only: what the agent's
+                // entry is now is what it is when the operation returns.
+                granted &= self.entry_granted(s, a);
+            }
+            ancestors_granted = Some(granted);
+        }
+        let direct = match found {
+            Some(s) => Some(s),
+            None => {
+                self.locks
+                    .create_hashed(lock, lock.depth(), self.version, hash_of(lock.depth()))
+            }
+        };
+        if let Some(s) = direct {
+            touched |= if quiet {
+                let edit = Edit::Need {
+                    direct: Some(Some(new)),
+                    add: None,
+                    remove: None,
+                };
+                let named = Audience {
+                    respond: Some(a),
+                    ..aud
+                };
+                self.apply(s, a, edit, &named, v, &mut out)
+            } else {
+                self.set_direct(s, a, Some(new), v, &mut out)
+            };
+        }
+        self.finish(a, touched, v);
+        let placed = direct.map(|slot| Placed {
+            agent: a,
+            slot,
+            ancestors_granted,
+        });
+        (out, placed)
+    }
+
+    /// Whether agent `a` has a granted entry (not converting) on lock slot `s`.
+    pub(super) fn entry_granted(&self, s: u32, a: u32) -> bool {
+        self.locks
+            .get(s)
+            .and_then(|r| r.entry(a))
+            .is_some_and(|e| e.want.is_none() && e.held.is_some())
+    }
+}
+
+impl LockRecord {
+    /// Brings the entry at `pos` in line with what it needs now, without granting anything that
+    /// must wait ([`Self::process_grants`] does that). Returns true if the entry was removed
+    /// because it needs nothing.
+    ///
+    /// - needs nothing: removed (from the holders and from its queue);
+    /// - granted, needs less: down-converted at once;
+    /// - granted, needs more: an up-conversion to `group(need, held)` at the back of the
+    ///   conversion queue (granted by `process_grants` if nobody converts ahead of it and the
+    ///   other holders allow it — StickyLocking's immediate conversion);
+    /// - converting, its held mode now covers the need: the conversion is withdrawn;
+    /// - converting or waiting, needs a different mode: the pending mode changes in place;
+    /// - new: granted at once if nobody converts or waits and the group allows it (StickyLocking,
+    ///   immediate grant: what `process_grants` would do with it), at the back of the wait
+    ///   queue otherwise.
+    pub fn place(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) -> bool {
+        let e = &self.entries[pos];
+        let agent = e.agent;
+        let (held, want) = (e.held, e.want);
+        let Some(need) = e.need(modes) else {
+            self.remove(pos, ch);
+            return true;
+        };
+        match (held, want) {
+            (Some(h), None) => {
+                if need == h {
+                    return false;
+                }
+                if modes.covers(h, need) {
+                    self.set_held(pos, Some(need));
+                    ch.holders = true;
+                } else {
+                    self.entries[pos].want = Some(modes.group(need, h));
+                    let q = &mut self.extra_mut().converting;
+                    ch.conv_at(q.len());
+                    q.push_back(agent);
+                }
+                ch.entry(agent);
+            }
+            (Some(h), Some(w)) => {
+                if modes.covers(h, need) {
+                    self.entries[pos].want = None;
+                    self.unqueue_conv(agent, ch);
+                    if h != need {
+                        self.set_held(pos, Some(need));
+                        ch.holders = true;
+                    }
+                    ch.entry(agent);
+                } else {
+                    let w2 = modes.group(need, h);
+                    if w2 != w {
+                        self.entries[pos].want = Some(w2);
+                        self.mark_conv(agent, ch);
+                        ch.entry(agent);
+                    }
+                }
+            }
+            (None, Some(w)) => {
+                if need != w {
+                    self.entries[pos].want = Some(need);
+                    self.mark_wait(agent, ch);
+                    ch.entry(agent);
+                }
+            }
+            (None, None) => {
+                self.entries[pos].version = v;
+                let queues_empty = self
+                    .extra
+                    .as_deref()
+                    .is_none_or(|x| x.converting.is_empty() && x.waiting.is_empty());
+                if queues_empty && self.group(modes).is_none_or(|g| modes.compatible(need, g)) {
+                    // What `process_grants` would do with it at the front of an empty queue,
+                    // with the same changes, without the boxed queue an uncontended lock
+                    // would allocate and free for every new entry.
+                    self.set_held(pos, Some(need));
+                    ch.wait_at(0);
+                    ch.holders = true;
+                    ch.entry(agent);
+                    return false;
+                }
+                self.entries[pos].want = Some(need);
+                let q = &mut self.extra_mut().waiting;
+                ch.wait_at(q.len());
+                q.push_back(agent);
+                ch.entry(agent);
+            }
+        }
+        false
+    }
+
+    /// Surrender: the entry at `pos` loses its grant (or its place) and goes to the back of the
+    /// wait queue, needing its full mode.
+    pub fn requeue(&mut self, pos: usize, modes: &ModeTable, v: u64, ch: &mut Changes) {
+        let e = &self.entries[pos];
+        let agent = e.agent;
+        let need = e.need(modes);
+        match (e.held, e.want) {
+            (Some(_), want) => {
+                if want.is_some() {
+                    self.unqueue_conv(agent, ch);
+                }
+                self.set_held(pos, None);
+                ch.holders = true;
+            }
+            (None, Some(_)) => self.unqueue_wait(agent, ch),
+            (None, None) => {}
+        }
+        let e = &mut self.entries[pos];
+        e.want = need;
+        e.version = v;
+        if need.is_some() {
+            let q = &mut self.extra_mut().waiting;
+            ch.wait_at(q.len());
+            q.push_back(agent);
+        }
+        ch.entry(agent);
+    }
+
+    /// StickyLocking's grant processing: conversions first, in FIFO order, each granted when
+    /// compatible with the group of the other holders; then, only if no conversion waits, new
+    /// requests in FIFO order while compatible with the group. Both stop at the first request
+    /// that cannot be granted.
+    pub fn process_grants(&mut self, modes: &ModeTable, v: u64, ch: &mut Changes) {
+        while let Some(agent) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.converting.front().copied())
+        {
+            let Some(pos) = self.pos(agent) else {
+                // Unreachable while the invariants hold; drop the stray agent rather than spin.
+                self.pop_conv(ch);
+                continue;
+            };
+            let (Some(h), Some(w)) = (self.entries[pos].held, self.entries[pos].want) else {
+                self.pop_conv(ch);
+                continue;
+            };
+            let others = fold_mask(modes, self.held_mask(Some(pos)));
+            if !others.is_none_or(|g| modes.compatible(w, g)) {
+                break;
+            }
+            self.pop_conv(ch);
+            // The conversion was checked in mode `w`; the entry keeps only what it needs now
+            // (`w` may include a held mode it no longer needs, see `place`).
+            let need = self.entries[pos].need(modes).unwrap_or(w);
+            let granted = if modes.covers(w, need) { need } else { w };
+            if granted != h {
+                self.set_held(pos, Some(granted));
+                ch.holders = true;
+            }
+            self.entries[pos].want = None;
+            ch.entry(agent);
+        }
+        if self
+            .extra
+            .as_deref()
+            .is_some_and(|x| !x.converting.is_empty())
+        {
+            return;
+        }
+        while let Some(agent) = self
+            .extra
+            .as_deref()
+            .and_then(|x| x.waiting.front().copied())
+        {
+            let Some(pos) = self.pos(agent) else {
+                self.pop_wait(ch);
+                continue;
+            };
+            let (None, Some(w)) = (self.entries[pos].held, self.entries[pos].want) else {
+                self.pop_wait(ch);
+                continue;
+            };
+            if !self.group(modes).is_none_or(|g| modes.compatible(w, g)) {
+                break;
+            }
+            self.pop_wait(ch);
+            self.set_held(pos, Some(w));
+            let e = &mut self.entries[pos];
+            e.want = None;
+            e.version = v;
+            ch.holders = true;
+            ch.entry(agent);
+        }
+    }
+}

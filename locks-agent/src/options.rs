@@ -54,39 +54,6 @@ pub enum Req {
 }
 
 impl Req {
-    /// Whether a request on `listed` nodes, of which `had` grant it and `down` are down, is held.
-    /// `had` counts only nodes that are up.
-    pub fn is_met(self, listed: usize, had: usize, down: usize) -> bool {
-        match self {
-            Req::All => had >= listed,
-            Req::Any => had >= 1,
-            Req::Majority => had > listed / 2,
-            Req::AllAlive => had >= listed.saturating_sub(down),
-            Req::MajorityAlive => had > listed.saturating_sub(down) / 2,
-        }
-    }
-
-    /// Whether a request on `listed` nodes can still be met when `lost` of them can never grant
-    /// it (down without `await_nodes`, or refused by their server). For the requirements that
-    /// [excuse down nodes](Req::excuses_down_nodes) the caller counts as lost only nodes that
-    /// are up and refused it, and passes as `listed` only the listed nodes that are up.
-    pub fn can_be_met(self, listed: usize, lost: usize) -> bool {
-        let left = listed.saturating_sub(lost);
-        match self {
-            Req::All | Req::AllAlive => lost == 0,
-            Req::Any => left >= 1,
-            Req::Majority => left > listed / 2,
-            // Nothing lost: every live node may still grant it (and with none alive it waits).
-            Req::MajorityAlive => lost == 0 || left > listed / 2,
-        }
-    }
-
-    /// Whether nodes that are down are left out of the count altogether (neither granting nor
-    /// lost), so that a node going down never makes the request unservable.
-    pub fn excuses_down_nodes(self) -> bool {
-        matches!(self, Req::AllAlive | Req::MajorityAlive)
-    }
-
     /// The requirement a request has after the same lock was asked for again with `other`: the
     /// stronger of the two, or `None` when neither implies the other.
     ///

@@ -6,9 +6,10 @@
 //! keeps the claim on what is held; converting down lowers it. Losses are found while the
 //! status is evaluated (`pending.rs`) and reported at the end of that refresh.
 
+use super::have_all::held_on;
 use super::{AgentCore, AgentEffect};
 use crate::core::error::RequestError;
-use crate::core::requests::{LockRequest, held_on};
+use crate::core::requests::LockRequest;
 use crate::core::status::{GrantNodes, GrantedLock, LockResult, LossCause, LostLock};
 use crate::options::Req;
 use locks_core::proto::{AgentMessage, LockNotice};

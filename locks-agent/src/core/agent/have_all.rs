@@ -1,6 +1,18 @@
-//! The transaction's status, kept up to date incrementally.
+//! When the transaction has all its locks: the rule, decided here and nowhere else.
 //!
-//! Whether a request is held depends on the request itself, on the agent's entries on its lock
+//! **A request is held on a node** ([`held_on`]) when the agent's copy of its lock there is
+//! held in a mode covering the request's, and its copy of every ancestor in a mode covering the
+//! intention mode; a conversion down or an unlock of that lock or of a descendant that the
+//! server has not answered yet caps what the copy counts for (what the agent's knowledge of
+//! the copies says, `core/knowledge.rs`). **A request is held** ([`LockRequest::is_held`]) when
+//! enough of its nodes hold it, by its requirement ([`Req::is_met`]: all, any, a majority, all
+//! or a majority of those alive); it **can no longer be met** ([`LockRequest::unservable_by`],
+//! [`Req::can_be_met`]) when too many of its nodes are down (without `await_nodes`) or refused
+//! it. **The transaction has all locks** when no request is pending. Whether a request is held
+//! is computed afresh from the knowledge every time it is evaluated, never remembered, so a
+//! request whose grant was surrendered or lost with a node is pending again at once.
+//!
+//! **Kept up to date incrementally.** //! Whether a request is held depends on the request itself, on the agent's entries on its lock
 //! and on every ancestor of it (on each of its nodes), on the
 //! nodes known to be down, on the nodes that refused it, and on `await_nodes`. Every input that
 //! changes one of these marks what it may have changed — one request, a lock and the requests
@@ -17,8 +29,11 @@
 //! so every test of the crate checks it too).
 
 use super::{AgentCore, AgentEffect};
+use crate::core::knowledge::Knowledge;
+use crate::core::requests::LockRequest;
 use crate::core::status::TransactionStatus;
-use locks_core::{LockId, NodeId};
+use crate::options::Req;
+use locks_core::{Key, LockId, Mode, ModeTable, NodeId};
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -291,4 +306,134 @@ impl AgentCore {
             TransactionStatus::Waiting
         }
     }
+}
+
+/// When one request is held: on a node, and by its requirement.
+impl LockRequest {
+    /// Whether the agent holds the request on `node`: its entry on the lock is held in a mode
+    /// covering the request's, and its entries on every ancestor in a mode covering the
+    /// intention mode.
+    pub fn held_on(&self, modes: &ModeTable, k: &Knowledge, node: &NodeId) -> bool {
+        held_on(modes, k, &self.lock, self.mode, node)
+    }
+
+    /// The nodes where the request is held, in order.
+    pub fn held_nodes<'a>(
+        &'a self,
+        modes: &'a ModeTable,
+        k: &'a Knowledge,
+        down: &'a BTreeSet<NodeId>,
+    ) -> impl Iterator<Item = &'a NodeId> + 'a {
+        self.nodes
+            .iter()
+            .filter(move |n| !down.contains(*n) && self.held_on(modes, k, n))
+    }
+
+    /// Whether the request is held, by its requirement.
+    pub fn is_held(&self, modes: &ModeTable, k: &Knowledge, down: &BTreeSet<NodeId>) -> bool {
+        self.is_held_in(self.mode, modes, k, down)
+    }
+
+    /// Whether the request would be held, by its requirement, if it asked for `mode`: for a
+    /// claimed request being converted up, whether the claimed mode is still held.
+    pub fn is_held_in(
+        &self,
+        mode: Mode,
+        modes: &ModeTable,
+        k: &Knowledge,
+        down: &BTreeSet<NodeId>,
+    ) -> bool {
+        let had = self
+            .nodes
+            .iter()
+            .filter(|n| !down.contains(*n) && held_on(modes, k, &self.lock, mode, n))
+            .count();
+        let down_listed = self.nodes.iter().filter(|n| down.contains(*n)).count();
+        self.req.is_met(self.nodes.len(), had, down_listed)
+    }
+
+    /// The nodes that make a pending request impossible to meet, or `None` if it can still be
+    /// met. `lost` says whether a listed node can never grant it; for [`Req::AllAlive`] and
+    /// [`Req::MajorityAlive`], down nodes are excused: they are neither lost nor counted among
+    /// the listed nodes.
+    pub fn unservable_by(
+        &self,
+        down: &BTreeSet<NodeId>,
+        lost: impl Fn(&NodeId) -> bool,
+    ) -> Option<Vec<NodeId>> {
+        let excused = |n: &NodeId| self.req.excuses_down_nodes() && down.contains(n);
+        let lost: Vec<NodeId> = self
+            .nodes
+            .iter()
+            .filter(|n| lost(n) && !excused(n))
+            .cloned()
+            .collect();
+        let listed = self.nodes.iter().filter(|n| !excused(n)).count();
+        (!self.req.can_be_met(listed, lost.len())).then_some(lost)
+    }
+}
+
+/// How many of a request's nodes must grant it.
+impl Req {
+    /// Whether a request on `listed` nodes, of which `had` grant it and `down` are down, is held.
+    /// `had` counts only nodes that are up.
+    pub fn is_met(self, listed: usize, had: usize, down: usize) -> bool {
+        match self {
+            Req::All => had >= listed,
+            Req::Any => had >= 1,
+            Req::Majority => had > listed / 2,
+            Req::AllAlive => had >= listed.saturating_sub(down),
+            Req::MajorityAlive => had > listed.saturating_sub(down) / 2,
+        }
+    }
+
+    /// Whether a request on `listed` nodes can still be met when `lost` of them can never grant
+    /// it (down without `await_nodes`, or refused by their server). For the requirements that
+    /// [excuse down nodes](Req::excuses_down_nodes) the caller counts as lost only nodes that
+    /// are up and refused it, and passes as `listed` only the listed nodes that are up.
+    pub fn can_be_met(self, listed: usize, lost: usize) -> bool {
+        let left = listed.saturating_sub(lost);
+        match self {
+            Req::All | Req::AllAlive => lost == 0,
+            Req::Any => left >= 1,
+            Req::Majority => left > listed / 2,
+            // Nothing lost: every live node may still grant it (and with none alive it waits).
+            Req::MajorityAlive => lost == 0 || left > listed / 2,
+        }
+    }
+
+    /// Whether nodes that are down are left out of the count altogether (neither granting nor
+    /// lost), so that a node going down never makes the request unservable.
+    pub fn excuses_down_nodes(self) -> bool {
+        matches!(self, Req::AllAlive | Req::MajorityAlive)
+    }
+}
+
+/// Whether `lock` is held in `mode` on `node`, with the intention mode on every ancestor.
+///
+/// A conversion down of `lock` not answered yet caps what its entry counts for, and so does a
+/// conversion down or an unlock of a descendant not answered yet, which may lower the entry's
+/// intention modes (see `knowledge/answers.rs`); the same goes for each ancestor's intention.
+pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
+    // The ancestors are asked about by a prefix of the keys: building their ids cost an
+    // allocation each, for every request, after every grant.
+    let covers = |keys: &[Key], m: Mode| k.held_at(keys, node).is_some_and(|h| modes.covers(h, m));
+    let intention = modes.intention(mode);
+    let keys = lock.keys();
+    covers(keys, mode)
+        && k.unanswered_conversions(lock, node)
+            .all(|c| modes.covers(c, mode))
+        && (1..keys.len()).all(|depth| covers(&keys[..depth], intention))
+        && (!k.has_caps() || within_caps(modes, k, lock, mode, node))
+}
+
+/// Whether no cap (see [`held_on`]) keeps `lock`'s copy from counting for `mode`, nor an
+/// ancestor's from counting for its intention.
+fn within_caps(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node: &NodeId) -> bool {
+    let within = |l: &LockId, m: Mode| {
+        k.caps(l, node)
+            .all(|cap| cap.is_some_and(|c| modes.covers(c, m)))
+    };
+    let intention = modes.intention(mode);
+    within(lock, mode) && lock.ancestors().all(|a| within(&a, intention))
 }

@@ -1,6 +1,22 @@
-//! One election step: how a member moves between states as its agent's status says
-//! (`reassess`), the grants it holds, the terms it takes (`next_term`, `bump`, `take_term`),
-//! becoming leader and stepping down (see the module documentation of [`super`]).
+//! One election step, decided here and nowhere else: how a member moves between states as its
+//! agent's status says (`reassess`), the grants it holds, the terms it takes (`next_term`,
+//! `bump`, `take_term`), becoming leader and stepping down (see the module documentation of
+//! [`super`] for the states).
+//!
+//! - **Candidate or follower → syncing**: its agent holds the election lock on every node the
+//!   member considers up (`have_all`) and, in majority mode, on a majority of the group's nodes
+//!   among them (`holds_majority`).
+//! - **Syncing → leader** (`try_finish_sync`): it still holds them, holds the sync lock, and,
+//!   in majority mode, its poll is done (`poll_done`: every member asked answered, and a view at
+//!   least as new as the grant came from every node where it holds the lock). It takes the term
+//!   `next_term`: at least the largest fencing version of its grants, above every term it has
+//!   seen or accepted.
+//! - **Syncing → candidate**: it lost one of the locks.
+//! - **Leader → candidate** (`step_down`): it lost one of the locks, or (majority mode) holds
+//!   them on no majority of the nodes up, or its leases do not prove a majority
+//!   (`check_leases`, which the shell calls before every input that could make it answer as
+//!   leader). A node going down is one such input (`member.rs`, `node_down`).
+//! - **Leader, granted again** somewhere: a new term; a larger term seen: `bump`.
 
 use super::{MemberCore, MemberEffect, PeerMsg, Pending, SYNC_TIMEOUT, State};
 use crate::callbacks::Callbacks;
@@ -175,5 +191,101 @@ impl<C: Callbacks> MemberCore<C> {
         self.handled(h);
         self.refuse_without_majority();
         self.undefer();
+    }
+
+    /// Whether the agent holds the lock on every node the member considers up (its request
+    /// covers them all, and it holds every node it asked).
+    pub(super) fn have_all(&self) -> bool {
+        self.s
+            .agent
+            .as_ref()
+            .is_some_and(|a| a.status().have_all_locks())
+            && self.covers_alive()
+    }
+    /// Whether the election agent holds the lock on a majority of the group's nodes among
+    /// those the member considers up (always in islands mode).
+    pub(super) fn holds_majority(&self) -> bool {
+        if !self.s.majority_mode() {
+            return true;
+        }
+        let grants = self.grants();
+        self.s.is_majority(
+            grants
+                .iter()
+                .map(|(n, _)| n)
+                .filter(|n| self.s.alive.contains(*n) && !self.s.unleased.contains(*n)),
+        )
+    }
+
+    /// Takes over if the sync lock is held and the poll is complete.
+    pub(super) fn try_finish_sync(&mut self) {
+        let State::Syncing { attempt, .. } = self.s.state else {
+            return;
+        };
+        // Candidates learnt since the poll started are asked too.
+        self.extend_poll();
+        if self.s.sync_held != Some(attempt) {
+            return;
+        }
+        if self.poll_done() && self.have_all() && self.holds_majority() {
+            self.s.sync_held = None;
+            self.s.poll = None;
+            self.become_leader(attempt);
+        }
+    }
+
+    /// Whether the poll of the current attempt is complete: every member asked answered (or
+    /// is gone), and a view at least as new as the grant came from every node where the lock
+    /// is held (so every candidate queued there at the grant is known and asked).
+    pub(super) fn poll_done(&self) -> bool {
+        if !self.s.majority_mode() {
+            return true;
+        }
+        let Some(poll) = &self.s.poll else {
+            return false;
+        };
+        let views_caught_up = self
+            .grants()
+            .iter()
+            .all(|(n, granted)| self.s.views.get(n).is_some_and(|v| v.version >= *granted));
+        views_caught_up
+            && poll
+                .asked
+                .iter()
+                .all(|m| poll.answered.contains(m) || !self.s.members.contains_key(m))
+    }
+
+    /// Checks the leader's claim against the leases (`lease_valid(node)`: whether this node's
+    /// lease on `node` is still valid; true for its own node): a majority-mode leader that
+    /// cannot prove a majority steps down. The shell calls it before every input that could
+    /// make the member answer as leader, so that no answer rests on an expired lease.
+    pub fn check_leases(
+        &mut self,
+        lease_valid: impl Fn(&NodeId) -> bool,
+        now: Duration,
+    ) -> Vec<MemberEffect<C>> {
+        let _ = now;
+        if self.s.stopped || !self.s.majority_mode() || !self.s.is_leader() {
+            return Vec::new();
+        }
+        let State::Leader { grants, .. } = &self.s.state else {
+            return Vec::new();
+        };
+        let proven: Vec<&NodeId> = grants
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| self.s.alive.contains(*n) && lease_valid(n))
+            .collect();
+        if !self.s.is_majority(proven) {
+            debug!(member = %self.s.me, "leases do not prove a majority; stepping down");
+            self.s.unleased = grants
+                .iter()
+                .map(|(n, _)| n)
+                .filter(|n| !lease_valid(n))
+                .cloned()
+                .collect();
+            self.step_down();
+        }
+        self.take()
     }
 }

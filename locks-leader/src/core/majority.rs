@@ -1,9 +1,11 @@
 //! Majority mode: who may lead, for how long, and with which term (see the crate
 //! documentation, "Majority and islands", for what it promises and why).
 //!
-//! This module owns the group's node set, the checks of a majority against it, the poll a
-//! candidate makes before it takes a term, the acceptance of a leader's term by the other
-//! members, the leases check, and what the member publishes as its leader.
+//! This module owns the group's node set, the count of a majority against it, the poll a
+//! candidate makes before it takes a term (when the poll is done and when the member takes
+//! over is decided with the rest of the election step, in `election.rs`), the acceptance of a
+//! leader's term by the other members, the leader's proof, and what the member publishes as its
+//! leader.
 //!
 //! Invariants:
 //! - `group` only grows: the configured nodes, this member's node, and the home node of every
@@ -26,7 +28,6 @@ use crate::options::ElectionMode;
 use crate::term::Term;
 use locks_core::{MemberId, NodeId};
 use std::collections::BTreeSet;
-use std::time::Duration;
 use tracing::debug;
 
 /// What a leader's claim rests on, for the shell to check against its leases at the moment
@@ -105,21 +106,6 @@ impl<C: Callbacks> Inner<C> {
 }
 
 impl<C: Callbacks> MemberCore<C> {
-    /// Whether the election agent holds the lock on a majority of the group's nodes among
-    /// those the member considers up (always in islands mode).
-    pub(super) fn holds_majority(&self) -> bool {
-        if !self.s.majority_mode() {
-            return true;
-        }
-        let grants = self.grants();
-        self.s.is_majority(
-            grants
-                .iter()
-                .map(|(n, _)| n)
-                .filter(|n| self.s.alive.contains(*n) && !self.s.unleased.contains(*n)),
-        )
-    }
-
     /// What this member's leadership rests on, while it is established: for the shell to
     /// check before it answers as leader. `None` when it does not lead.
     pub fn leader_proof(&self) -> Option<LeaderProof> {
@@ -147,40 +133,6 @@ impl<C: Callbacks> MemberCore<C> {
             nodes,
             needed: self.s.needed(),
         })
-    }
-
-    /// Checks the leader's claim against the leases (`lease_valid(node)`: whether this node's
-    /// lease on `node` is still valid; true for its own node): a majority-mode leader that
-    /// cannot prove a majority steps down. The shell calls it before every input that could
-    /// make the member answer as leader, so that no answer rests on an expired lease.
-    pub fn check_leases(
-        &mut self,
-        lease_valid: impl Fn(&NodeId) -> bool,
-        now: Duration,
-    ) -> Vec<MemberEffect<C>> {
-        let _ = now;
-        if self.s.stopped || !self.s.majority_mode() || !self.s.is_leader() {
-            return Vec::new();
-        }
-        let State::Leader { grants, .. } = &self.s.state else {
-            return Vec::new();
-        };
-        let proven: Vec<&NodeId> = grants
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| self.s.alive.contains(*n) && lease_valid(n))
-            .collect();
-        if !self.s.is_majority(proven) {
-            debug!(member = %self.s.me, "leases do not prove a majority; stepping down");
-            self.s.unleased = grants
-                .iter()
-                .map(|(n, _)| n)
-                .filter(|n| !lease_valid(n))
-                .cloned()
-                .collect();
-            self.step_down();
-        }
-        self.take()
     }
 
     /// Publishes the leader the member believes in, if it changed; a leader whose term just got
@@ -229,44 +181,6 @@ impl<C: Callbacks> MemberCore<C> {
                 p.asked.insert(m.clone());
             }
             self.s.send(&m, PeerMsg::Poll { attempt });
-        }
-    }
-
-    /// Whether the poll of the current attempt is complete: every member asked answered (or
-    /// is gone), and a view at least as new as the grant came from every node where the lock
-    /// is held (so every candidate queued there at the grant is known and asked).
-    pub(super) fn poll_done(&self) -> bool {
-        if !self.s.majority_mode() {
-            return true;
-        }
-        let Some(poll) = &self.s.poll else {
-            return false;
-        };
-        let views_caught_up = self
-            .grants()
-            .iter()
-            .all(|(n, granted)| self.s.views.get(n).is_some_and(|v| v.version >= *granted));
-        views_caught_up
-            && poll
-                .asked
-                .iter()
-                .all(|m| poll.answered.contains(m) || !self.s.members.contains_key(m))
-    }
-
-    /// Takes over if the sync lock is held and the poll is complete.
-    pub(super) fn try_finish_sync(&mut self) {
-        let State::Syncing { attempt, .. } = self.s.state else {
-            return;
-        };
-        // Candidates learnt since the poll started are asked too.
-        self.extend_poll();
-        if self.s.sync_held != Some(attempt) {
-            return;
-        }
-        if self.poll_done() && self.have_all() && self.holds_majority() {
-            self.s.sync_held = None;
-            self.s.poll = None;
-            self.become_leader(attempt);
         }
     }
 

@@ -485,16 +485,6 @@ impl<C: Callbacks> MemberCore<C> {
             }
         }
     }
-
-    /// Whether the agent holds the lock on every node the member considers up (its request
-    /// covers them all, and it holds every node it asked).
-    pub(super) fn have_all(&self) -> bool {
-        self.s
-            .agent
-            .as_ref()
-            .is_some_and(|a| a.status().have_all_locks())
-            && self.covers_alive()
-    }
 }
 
 /// What the member makes of its election agent's effects other than its requests and

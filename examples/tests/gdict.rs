@@ -22,7 +22,7 @@ async fn eventually<Fut: Future<Output = bool>>(f: impl FnMut() -> Fut) {
 }
 
 #[tokio::test]
-async fn erlang_9_5_23_local_dict_with_erase() {
+async fn erlang_local_dict_with_erase() {
     let node = Node::start(NodeConfig::new("gdict-local")).await.unwrap();
     let mut dicts: Vec<Gdict<i64>> = Vec::new();
     for _ in 0..3 {

@@ -14,7 +14,7 @@
 //! of an agent other than the port's (refused as `RouteError::NotThisAgent`; see
 //! `locks_server::internal` for the seal and its compile-fail tests).
 
-pub use crate::core::agent::{AgentCore, AgentEffect};
+pub use crate::core::agent::{AgentCore, AgentEffect, Lease};
 pub use crate::core::graph::{Cycle, ViewGraph, WaitLabel};
 pub use crate::core::knowledge::Knowledge;
 pub use crate::core::requests::LockRequest;

@@ -21,7 +21,7 @@ fn l(name: &str) -> LockId {
 }
 
 #[tokio::test]
-async fn erlang_9_3_15_d_simple_lock_all() {
+async fn erlang_d_simple_lock_all() {
     let hs = cluster(&["a", "b", "c"]).await;
     let c1 = hs[0].client().await;
     let nodes = [n("a"), n("b"), n("c")];
@@ -46,7 +46,7 @@ async fn erlang_9_3_15_d_simple_lock_all() {
 }
 
 #[tokio::test]
-async fn erlang_9_3_16_d_simple_lock_majority() {
+async fn erlang_d_simple_lock_majority() {
     let hs = cluster(&["a", "b", "c"]).await;
     let c1 = hs[0].client().await;
     // "nonexistent" never connects: 2 of 3 listed nodes grant it, which is a majority.
@@ -60,7 +60,7 @@ async fn erlang_9_3_16_d_simple_lock_majority() {
 }
 
 #[tokio::test]
-async fn erlang_9_3_17_d_simple_lock_any() {
+async fn erlang_d_simple_lock_any() {
     let hs = cluster(&["a", "b"]).await;
     let c1 = hs[0].client().await;
     let nodes = [n("nonexistent"), n("b")];
@@ -72,7 +72,7 @@ async fn erlang_9_3_17_d_simple_lock_any() {
 }
 
 #[tokio::test]
-async fn erlang_9_3_18_d_simple_read_lock() {
+async fn erlang_d_simple_read_lock() {
     let hs = cluster(&["a", "b", "c"]).await;
     // Client 1 runs on b, client 2 on c; both read-lock A on b and c.
     let c1 = hs[1].client().await;
@@ -95,7 +95,7 @@ async fn erlang_9_3_18_d_simple_read_lock() {
 /// larger agent surrenders its copies of the lock that closes the cycle, the other completes,
 /// and once it ends the surrendered lock is granted again. Both report the deadlock.
 #[tokio::test]
-async fn erlang_9_3_19_d_lock_surrender() {
+async fn erlang_d_lock_surrender() {
     let hs = cluster(&["a", "b", "c"]).await;
     let all = [n("a"), n("b"), n("c")];
     let mut c1 = hs[0].client().await;
@@ -151,14 +151,14 @@ async fn erlang_9_3_19_d_lock_surrender() {
 /// told its requests on that node cannot be served (an error naming the node), and a new
 /// request naming the dead node fails at once.
 #[tokio::test]
-async fn erlang_9_3_20_d_lock_node_dies() {
+async fn erlang_d_lock_node_dies() {
     common::a_node_dies_under_a_lock(cluster(&["a", "b", "c"]).await).await;
 }
 
 /// 9.3 item 20 with `await_nodes`: the client waits for the dead node and is granted once a
 /// node of that name is back; the new incarnation's fencing versions are larger.
 #[tokio::test]
-async fn erlang_9_3_20_d_lock_node_dies_await_nodes() {
+async fn erlang_d_lock_node_dies_await_nodes() {
     let mut hs = cluster(&["a", "b", "c"]).await;
     let all = [n("a"), n("b"), n("c")];
     let c_addr = hs[2].node.local_addr().unwrap();

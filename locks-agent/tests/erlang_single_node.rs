@@ -14,7 +14,7 @@ fn l(name: &str) -> LockId {
 }
 
 #[tokio::test]
-async fn erlang_9_2_01_simple_lock() {
+async fn erlang_simple_lock() {
     let h = Harness::new("t1b").await;
     let txn = locks_agent::begin_transaction(&h.node, Options::default())
         .await
@@ -37,7 +37,7 @@ async fn erlang_9_2_01_simple_lock() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_02_one_lock_two_clients() {
+async fn erlang_one_lock_two_clients() {
     let h = Harness::new("t2").await;
     let c1 = h.client().await;
     let mut c2 = h.client().await;
@@ -50,7 +50,7 @@ async fn erlang_9_2_02_one_lock_two_clients() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_03_one_lock_wrr_clients() {
+async fn erlang_one_lock_wrr_clients() {
     let h = Harness::new("t3").await;
     let c1 = h.client().await;
     let c2 = h.client().await;
@@ -64,7 +64,7 @@ async fn erlang_9_2_03_one_lock_wrr_clients() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_04_three_locks_three_clients() {
+async fn erlang_three_locks_three_clients() {
     let h = Harness::new("t4").await;
     let (l1, l2, l3) = (l("l1"), l("l2"), l("l3"));
     let c1 = h.client().await;
@@ -100,7 +100,7 @@ async fn erlang_9_2_04_three_locks_three_clients() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_05_lock_merge() {
+async fn erlang_lock_merge() {
     let h = Harness::new("t5").await;
     let c1 = h.client().await;
     let base = l("m");
@@ -110,7 +110,7 @@ async fn erlang_9_2_05_lock_merge() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_06_lock_upgrade1() {
+async fn erlang_lock_upgrade1() {
     let h = Harness::new("t6").await;
     let c1 = h.client().await;
     let mut c2 = h.client().await;
@@ -126,7 +126,7 @@ async fn erlang_9_2_06_lock_upgrade1() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_07_lock_upgrade2() {
+async fn erlang_lock_upgrade2() {
     let h = Harness::new("t7").await;
     let mut c1 = h.client().await;
     let c2 = h.client().await;
@@ -143,7 +143,7 @@ async fn erlang_9_2_07_lock_upgrade2() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_08_lock_upgrade3() {
+async fn erlang_lock_upgrade3() {
     let h = Harness::new("t8").await;
     let mut c1 = h.client().await;
     let mut c2 = h.client().await;
@@ -165,7 +165,7 @@ async fn erlang_9_2_08_lock_upgrade3() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_09_two_w_locks_parent_read() {
+async fn erlang_two_w_locks_parent_read() {
     let h = Harness::new("t9").await;
     let l0 = l("p");
     let mut c1 = h.client().await;
@@ -184,7 +184,7 @@ async fn erlang_9_2_09_two_w_locks_parent_read() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
+async fn erlang_two_w_locks_parent_read_deadlock() {
     let h = Harness::new("t10").await;
     let l0 = l("p");
     let mut c1 = h.client().await;
@@ -202,7 +202,7 @@ async fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_11_two_clients_direct_deadlock() {
+async fn erlang_two_clients_direct_deadlock() {
     let h = Harness::new("t11").await;
     let (a, b) = (l("a"), l("b"));
     let mut c1 = h.client().await;
@@ -220,7 +220,7 @@ async fn erlang_9_2_11_two_clients_direct_deadlock() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_12_three_clients_deadlock() {
+async fn erlang_three_clients_deadlock() {
     let h = Harness::new("t12").await;
     let (a, b, c) = (l("a"), l("b"), l("c"));
     let mut c1 = h.client().await;
@@ -244,7 +244,7 @@ async fn erlang_9_2_12_three_clients_deadlock() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
+async fn erlang_two_clients_hierarchical_deadlock() {
     let h = Harness::new("t13").await;
     let (a, b) = (l("a"), l("b"));
     let mut c1 = h.client().await;
@@ -261,7 +261,7 @@ async fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
 }
 
 #[tokio::test]
-async fn erlang_9_2_14_two_clients_abort_on_deadlock() {
+async fn erlang_two_clients_abort_on_deadlock() {
     let h = Harness::new("t14").await;
     let (a, b) = (l("a"), l("b"));
     let mut c1 = h.client().await;

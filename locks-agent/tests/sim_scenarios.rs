@@ -69,7 +69,7 @@ fn blocked(sim: &Sim, k: u64) {
 }
 
 #[test]
-fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
+fn erlang_two_w_locks_parent_read_deadlock() {
     for seed in sim::seeds(SEEDS) {
         let (l0, l1, l2) = (lock_id!["t10"], lock_id!["t10", 1], lock_id!["t10", 2]);
         let mut sim = setup(seed, 2, |_| Options::default());
@@ -97,7 +97,7 @@ fn erlang_9_2_10_two_w_locks_parent_read_deadlock() {
 }
 
 #[test]
-fn erlang_9_2_11_two_clients_direct_deadlock() {
+fn erlang_two_clients_direct_deadlock() {
     for seed in sim::seeds(SEEDS) {
         let (a, b) = (lock_id!["t11", "a"], lock_id!["t11", "b"]);
         let mut sim = setup(seed, 2, |_| Options::default());
@@ -124,7 +124,7 @@ fn erlang_9_2_11_two_clients_direct_deadlock() {
 }
 
 #[test]
-fn erlang_9_2_12_three_clients_deadlock() {
+fn erlang_three_clients_deadlock() {
     for seed in sim::seeds(SEEDS) {
         let (a, b, c) = (lock_id!["a"], lock_id!["b"], lock_id!["c"]);
         let mut sim = setup(seed, 3, |_| Options::default());
@@ -147,7 +147,7 @@ fn erlang_9_2_12_three_clients_deadlock() {
 }
 
 #[test]
-fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
+fn erlang_two_clients_hierarchical_deadlock() {
     for seed in sim::seeds(SEEDS) {
         let (a, a1, b, b1) = (
             lock_id!["t13", "a"],
@@ -172,7 +172,7 @@ fn erlang_9_2_13_two_clients_hierarchical_deadlock() {
 }
 
 #[test]
-fn erlang_9_2_14_two_clients_abort_on_deadlock() {
+fn erlang_two_clients_abort_on_deadlock() {
     for seed in sim::seeds(SEEDS) {
         let (a, b) = (lock_id!["t14", "a"], lock_id!["t14", "b"]);
         let mut sim = setup(seed, 2, |k| Options {
@@ -227,7 +227,7 @@ fn sticky_conversion_deadlock_resolves() {
 }
 
 #[test]
-fn erlang_5_8_surrendered_granted_request_is_not_claimed_until_regranted() {
+fn erlang_surrendered_granted_request_is_not_claimed_until_regranted() {
     // Ids P < Q < R. Q locks X; P locks Y; R asks for X; Q asks for Y; P asks for X: a
     // deadlock in which Q must give up X, which it was told it holds. When P is killed, Y goes
     // to Q but X to R: Q must not claim all its locks until R is done (the original does).

@@ -28,7 +28,7 @@ async fn shutdown(nodes: &[Node]) {
 }
 
 #[tokio::test]
-async fn erlang_9_5_24_gdict_all_nodes() {
+async fn erlang_gdict_all_nodes() {
     for n in 2..=5 {
         let ns = nodes(&format!("all{n}-"), n).await;
         mesh(&ns.iter().collect::<Vec<_>>()).await;
@@ -51,7 +51,7 @@ async fn erlang_9_5_24_gdict_all_nodes() {
 }
 
 #[tokio::test]
-async fn erlang_9_5_25_gdict_simple_netsplit() {
+async fn erlang_gdict_simple_netsplit() {
     let ns = nodes("simple-", 2).await;
     let (a, b) = (&ns[0], &ns[1]);
     mesh(&[a, b]).await;
@@ -75,7 +75,7 @@ async fn erlang_9_5_25_gdict_simple_netsplit() {
 }
 
 #[tokio::test]
-async fn erlang_9_5_26_gdict_netsplit() {
+async fn erlang_gdict_netsplit() {
     for n in 3..=5 {
         let ns = nodes(&format!("split{n}-"), n).await;
         let left: Vec<&Node> = ns[..2].iter().collect();
@@ -126,7 +126,7 @@ async fn erlang_9_5_26_gdict_netsplit() {
 }
 
 #[tokio::test]
-async fn erlang_9_5_27_late_join() {
+async fn erlang_late_join() {
     let ns = nodes("late-", 4).await;
     let early: Vec<&Node> = ns[..3].iter().collect();
     mesh(&early).await;
@@ -159,7 +159,7 @@ async fn erlang_9_5_27_late_join() {
 }
 
 #[tokio::test]
-async fn erlang_9_5_28_start_incremental() {
+async fn erlang_start_incremental() {
     for n in 2..=5 {
         let ns = nodes(&format!("incr{n}-"), n).await;
         let mut dicts = Vec::new();

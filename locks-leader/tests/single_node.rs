@@ -50,7 +50,7 @@ async fn same_new_leader(
 }
 
 #[tokio::test]
-async fn erlang_9_5_23_local_dict() {
+async fn erlang_local_dict() {
     let n = node("local").await;
     let dicts = [
         dict(&n, "local_dict", Role::Candidate).await,

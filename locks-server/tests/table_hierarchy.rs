@@ -77,7 +77,7 @@ fn reference_3_4_read_on_parent_allows_read_on_child_not_write() {
 }
 
 #[test]
-fn erlang_9_2_test_5_lock_merge() {
+fn erlang_test_5_lock_merge() {
     // An agent's own descendant locks never block it on the parent (as in the Erlang original):
     // [x,1] read, [x,2] write, then [x] write, all granted at once.
     let mut tb = table();
@@ -95,7 +95,7 @@ fn erlang_9_2_test_5_lock_merge() {
 }
 
 #[test]
-fn erlang_9_2_test_6_lock_upgrade1() {
+fn erlang_test_6_lock_upgrade1() {
     let mut tb = table();
     let l = lock_id!["up1"];
     lock(&mut tb, 1, &l, Mode::S);
@@ -112,7 +112,7 @@ fn erlang_9_2_test_6_lock_upgrade1() {
 }
 
 #[test]
-fn erlang_9_2_test_7_lock_upgrade2() {
+fn erlang_test_7_lock_upgrade2() {
     let mut tb = table();
     let l = lock_id!["up2"];
     lock(&mut tb, 1, &l, Mode::S);
@@ -126,7 +126,7 @@ fn erlang_9_2_test_7_lock_upgrade2() {
 }
 
 #[test]
-fn erlang_9_2_test_8_lock_upgrade3() {
+fn erlang_test_8_lock_upgrade3() {
     let mut tb = table();
     let l = lock_id!["up3"];
     lock(&mut tb, 1, &l, Mode::S);
@@ -143,7 +143,7 @@ fn erlang_9_2_test_8_lock_upgrade3() {
 }
 
 #[test]
-fn erlang_9_2_test_9_two_w_locks_parent_read() {
+fn erlang_test_9_two_w_locks_parent_read() {
     let mut tb = table();
     let l0 = lock_id!["l0"];
     lock(&mut tb, 1, &l0.child(1), Mode::X);

@@ -8,7 +8,8 @@
 
 use super::Agent;
 use crate::core::LockState;
-use crate::core::{LossCause, LostLock, TransactionEvent};
+use crate::core::agent::Lease;
+use crate::core::{LostLock, TransactionEvent};
 use crate::error::Error;
 use actix::prelude::*;
 use futures::channel::{mpsc, oneshot};
@@ -51,30 +52,23 @@ impl Events {
 }
 
 impl Agent {
-    /// Checks the lease of every remote node the agent relies on, and treats a node whose
-    /// lease ran out as down, before anything is answered: a process resumed after a pause
-    /// must say "lost" before it says anything stale (see `locks_server::lease`). Part of every
-    /// settle round.
+    /// Checks this node's lease on every remote node the agent relies on, before anything is
+    /// answered (`AgentCore::check_leases` decides). Part of every settle round.
     pub(super) fn check_leases(&mut self, ctx: &mut Context<Self>) {
-        // Every settle round asks: a transaction on its own node only answers at once.
-        if !self.core.relies_on_remote(self.guard.router.node()) {
-            return;
-        }
-        let local = self.guard.router.node().clone();
-        for node in self.core.claimed_remote_nodes(&local) {
-            if !self.guard.router.lease_valid(&node) {
-                // A link that ended (or is gone from the router) is a node down whose news is
-                // on its way; asking whether the node is still reachable instead raced with
-                // the link's end, which ends its lease before the router forgets the node.
-                let cause = if self.guard.router.lease_ran_out(&node) {
-                    LossCause::LeaseExpired
-                } else {
-                    LossCause::NodeDown
-                };
-                let effects = self.core.node_down_because(&node, cause);
-                self.execute(effects, ctx);
+        let router = &self.guard.router;
+        // A link that ended (or is gone from the router) is a node down whose news is on its
+        // way; asking whether the node is still reachable instead raced with the link's end,
+        // which ends its lease before the router forgets the node.
+        let effects = self.core.check_leases(router.node(), |node| {
+            if router.lease_valid(node) {
+                Lease::Valid
+            } else if router.lease_ran_out(node) {
+                Lease::RanOut
+            } else {
+                Lease::Ended
             }
-        }
+        });
+        self.execute(effects, ctx);
     }
 }
 

@@ -606,3 +606,4 @@ mod time_out;
 mod watches;
 
 pub use callers::{Answer, CallFailure, CallId};
+pub use nodes::Lease;

@@ -10,7 +10,8 @@ use crate::config::ClusterConfig;
 use crate::log_limit::Verdict;
 use crate::net::admission::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
-use crate::router::{DownCause, Router};
+use crate::node_core;
+use crate::router::Router;
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
 use std::net::SocketAddr;
@@ -428,28 +429,21 @@ impl Cluster {
                 tracing::debug!(node = %self.node, %peer, %err, "envelope from a peer not delivered");
             }
         }
-        let (reason, cause) = match down.await {
-            Ok(reason @ DownReason::LeaseExpired { .. }) => {
-                (reason.to_string(), DownCause::LeaseExpired)
-            }
-            Ok(reason) => (reason.to_string(), DownCause::Disconnected),
-            Err(_) => (
-                "the connection was dropped".to_owned(),
-                DownCause::Disconnected,
-            ),
-        };
-        self.link_down(&peer, link, &reason, cause);
+        let reason = down.await.ok();
+        self.link_down(&peer, link, reason.as_ref());
     }
 
-    /// A link ended, after everything it delivered was handed on. If it was the peer's link,
-    /// the peer is down (see the module documentation for the order of the effects).
-    fn link_down(&self, peer: &NodeId, link: LinkId, reason: &str, cause: DownCause) {
+    /// A link ended, after everything it delivered was handed on: whether the peer is down, and
+    /// why, is `node_core::link_ended`'s to say (see the module documentation for the order of
+    /// the effects).
+    fn link_down(&self, peer: &NodeId, link: LinkId, reason: Option<&DownReason>) {
         let mut state = self.state();
         if let Some(entry) = state.links.remove(&link) {
             entry.remote.close();
         }
-        let was_current = state.membership.link_down(peer, link);
-        if was_current {
+        let current = state.membership.link_down(peer, link);
+        let down = node_core::link_ended(current, reason);
+        if let Some(cause) = down {
             self.router.remove_remote(peer);
             self.router.server_link_down(peer.clone());
             self.router.broadcast_node_down(peer, cause);
@@ -457,7 +451,11 @@ impl Cluster {
         }
         let waiters = state.down_waiters.remove(&link).unwrap_or_default();
         drop(state);
-        if was_current {
+        if down.is_some() {
+            let reason = reason.map_or_else(
+                || "the connection was dropped".to_owned(),
+                ToString::to_string,
+            );
             crate::limited!(self.net.warnings, "node down", info, node = %self.node, %peer, reason, "node down");
         }
         for waiter in waiters {

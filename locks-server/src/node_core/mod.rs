@@ -17,22 +17,29 @@
 //!   (after the start-delay for a kept one), so a request on its way when its node went down
 //!   is covered whatever the order of the two. Other requests (releases) are served: they only
 //!   take away;
-//! - **node down and lock-delay**: a peer whose link ended ([`NodeInput::LinkDown`], from the
-//!   cluster layer, which saw it end or its lease run out) has its agents' entries handed to
-//!   ghosts for the lock-delay when the node has one (released at once when it has none): the
-//!   table makes the ghosts ([`TableInput::NodeDown`]) and says which
-//!   ([`NodeInput::Ghosts`]); they are released when [`Timer::LockDelayOver`] fires. The
-//!   lock-delay is longer than the peer's lease on this node, so a cut-off holder is told
-//!   before anyone else is granted (the argument is in [`crate::lease`]). This node is never
-//!   down to itself.
+//! - **node down and lock-delay**: only the end of a peer's current link is a node down, and
+//!   it is for a lease that ran out or for a disconnection ([`link_ended`], asked by the
+//!   cluster layer, which then tells this core ([`NodeInput::LinkDown`]) and every local agent).
+//!   The downed peer's agents' entries are handed to ghosts for the lock-delay when the node
+//!   has one (released at once when it has none): the table makes the ghosts
+//!   ([`TableInput::NodeDown`]) and says which ([`NodeInput::Ghosts`]); they are released when
+//!   [`Timer::LockDelayOver`] fires. The lock-delay is longer than the peer's lease on this
+//!   node, so a cut-off holder is told before anyone else is granted (the argument is in
+//!   [`crate::lease`]). This node is never down to itself.
 //!
-//! What a peer may say is checked, before anything acts on it, by [`peer`] (called by the
-//! router for every envelope of an authenticated link); what one peer's agents may take of the
-//! table, by the quota book (`crate::quota`, applied by `LocalTable::serve`).
+//! The node layer's other decisions are in this module's children, each pure:
+//! - [`peer`]: what a peer may say, checked before anything acts on a message from it (called
+//!   by the router for every envelope of an authenticated link);
+//! - [`delivery`]: where a message for an agent of this node goes (its actor, kept for a
+//!   transaction without one, a probe refuted, an agent gone);
+//! - [`sharding`]: which shard of the table an input goes to, and what spans shards;
+//! - [`quota`]: what one peer's agents may take of the table (applied by `LocalTable::serve`).
 //!
 //! Invariant: every request given as [`NodeInput::Request`] is served exactly once or ignored
 //! by the liveness filter, in the order given.
 
+use crate::net::DownReason;
+use crate::router::DownCause;
 use crate::table::TableInput;
 use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, NodeId};
@@ -42,6 +49,23 @@ pub mod delivery;
 pub mod peer;
 pub mod quota;
 pub mod sharding;
+
+/// What the end of a link to a peer means, asked by the cluster layer as each link ends
+/// (`current`: it was the peer's registered link; `reason`: what ended it, `None` when its
+/// driver was dropped). `None`: the peer is not down (a link that lost a race with another, or
+/// was replaced). Otherwise the peer is down, and its locks here go to
+/// [`NodeInput::LinkDown`]; the cause is what this node's agents are told, and what a lock lost
+/// with the peer reports: [`DownCause::LeaseExpired`] when this node's lease on the peer ran
+/// out (its claims there ended by this node's own clock), else [`DownCause::Disconnected`].
+pub fn link_ended(current: bool, reason: Option<&DownReason>) -> Option<DownCause> {
+    if !current {
+        return None;
+    }
+    Some(match reason {
+        Some(DownReason::LeaseExpired { .. }) => DownCause::LeaseExpired,
+        _ => DownCause::Disconnected,
+    })
+}
 
 /// What the node knows of its peers when it decides: the router's view, passed in.
 pub trait Peers {

@@ -1,6 +1,13 @@
 //! What the agent makes of its nodes going down and coming back: a server it cannot reach
 //! ([`AgentCore::unreachable`]), a node declared down or whose lease expired
-//! ([`AgentCore::node_down_because`]), and a node up again ([`AgentCore::node_up`]).
+//! ([`AgentCore::node_down_because`]), a lease found not valid before the agent answers
+//! ([`AgentCore::check_leases`]), and a node up again ([`AgentCore::node_up`]).
+//!
+//! A process paused past its lease must say "lost" before it says anything stale (the rule and
+//! its argument are in `locks_server::lease`): so before every answer the shell asks the router
+//! about this node's lease on every remote node the agent's claims rely on, and a node whose
+//! lease is not valid counts as down at once, for [`LossCause::LeaseExpired`] when the lease
+//! ran out and [`LossCause::NodeDown`] when its link ended (the news of which is on its way).
 //!
 //! Invariants:
 //! - a node counts as down from the first of these inputs until `node_up`, and each is handled
@@ -14,7 +21,42 @@ use crate::core::status::LossCause;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode, NodeId};
 
+/// What this node's lease on a peer is, as the router says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// Valid: the agent's claims there hold.
+    Valid,
+    /// It ran out: no ping was answered within the lease.
+    RanOut,
+    /// The link ended (or the router no longer knows the node).
+    Ended,
+}
+
 impl AgentCore {
+    /// Checks this node's lease on every remote node the agent's claims rely on (`local`: the
+    /// agent's own node, which needs none; `lease`: the router's answer for a node), and
+    /// treats each node whose lease is not valid as down (see the module documentation).
+    pub fn check_leases(
+        &mut self,
+        local: &NodeId,
+        lease: impl Fn(&NodeId) -> Lease,
+    ) -> Vec<AgentEffect> {
+        let mut out = Vec::new();
+        // Asked before every answer: a transaction on its own node only answers at once.
+        if !self.relies_on_remote(local) {
+            return out;
+        }
+        for node in self.claimed_remote_nodes(local) {
+            let cause = match lease(&node) {
+                Lease::Valid => continue,
+                Lease::RanOut => LossCause::LeaseExpired,
+                Lease::Ended => LossCause::NodeDown,
+            };
+            out.extend(self.node_down_because(&node, cause));
+        }
+        out
+    }
+
     /// A request to the server of `node` could not be sent (the actor's executor says so): the
     /// node counts as down until [`AgentCore::node_up`].
     pub fn unreachable(&mut self, node: &NodeId) -> Vec<AgentEffect> {

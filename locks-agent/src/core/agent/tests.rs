@@ -181,7 +181,7 @@ fn a_grant_settles_into_have_all_locks_and_claims_the_request() {
 }
 
 #[test]
-fn erlang_5_3_a_repeated_covered_request_is_a_no_op() {
+fn erlang_a_repeated_covered_request_is_a_no_op() {
     // The original never answers a second `lock` of a held lock; here the request changes
     // nothing, so the status stays "have all locks" and the caller is answered at once.
     let mut c = core(1, Options::default());
@@ -280,7 +280,7 @@ fn two_cycle(me: u64, other: u64, options: Options) -> AgentCore {
 }
 
 #[test]
-fn erlang_5_8_a_surrendered_granted_request_is_pending_again() {
+fn erlang_a_surrendered_granted_request_is_pending_again() {
     let (x, y) = (lock_id!["x"], lock_id!["y"]);
     let mut c = two_cycle(3, 1, Options::default());
     let fx = c.settle();
@@ -360,7 +360,7 @@ fn erlang_5_8_a_surrendered_granted_request_is_pending_again() {
 }
 
 #[test]
-fn erlang_9_2_14_abort_on_deadlock_when_the_lock_was_claimed() {
+fn erlang_abort_on_deadlock_when_the_lock_was_claimed() {
     let opts = Options {
         abort_on_deadlock: true,
         ..Options::default()

@@ -86,7 +86,7 @@ fn lock_and_await_all_callers_are_answered_at_the_settle_that_has_all_locks() {
 
 #[test]
 fn a_caller_of_a_lock_already_held_is_answered_at_the_next_settle() {
-    // Erlang 5.3: the original never answers a second `lock` of a held lock.
+    // The Erlang original never answers a second `lock` of a held lock.
     let mut c = core(1, Options::default());
     let a = lock_id!["a"];
     hold(&mut c, &a, X, 2);

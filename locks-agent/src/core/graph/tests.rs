@@ -66,7 +66,7 @@ fn waiting_for_ones_own_upgrade_is_not_a_deadlock() {
 }
 
 #[test]
-fn erlang_9_2_lock_upgrade2_waits_for_the_child_reader_only() {
+fn erlang_lock_upgrade2_waits_for_the_child_reader_only() {
     // 1 holds L read and wants write; 2 reads L/1 (IS on L). 1 waits for 2; 2 waits for nobody.
     let g = graph(&[(
         lock_id!["l"],
@@ -141,7 +141,7 @@ fn converters_go_before_waiters() {
 
 #[test]
 fn edges_through_intention_modes_on_ancestors() {
-    // Erlang 9.2 test 10: 1 writes [a,1], 2 writes [a,2]; both want to read [a]. Each holds IX on
+    // The Erlang suite's test 10: 1 writes [a,1], 2 writes [a,2]; both want to read [a]. Each holds IX on
     // [a]; a read there waits for both IX holders.
     let a = lock_id!["a"];
     let g = graph(&[(
@@ -163,7 +163,7 @@ fn edges_through_intention_modes_on_ancestors() {
 const SIX_OF_IX_AND_S: Mode = Mode::SIX;
 
 #[test]
-fn erlang_9_2_hierarchical_deadlock_through_parents() {
+fn erlang_hierarchical_deadlock_through_parents() {
     // Test 13: 1 holds A, 2 holds B; 1 wants B/1 (IX on B), 2 wants A/1 (IX on A).
     let (a, b) = (lock_id!["A"], lock_id!["B"]);
     let g = graph(&[

@@ -62,7 +62,7 @@ fn await_nodes_waits_and_asks_again_when_the_node_returns() {
 }
 
 #[test]
-fn erlang_9_3_majority_any_and_all_alive_with_a_dead_node() {
+fn erlang_majority_any_and_all_alive_with_a_dead_node() {
     let (n2, n3) = (node("n2"), node("n3"));
     let l = lock_id!["l"];
     for (req, held_after_one_grant) in [
@@ -128,4 +128,47 @@ fn a_request_to_a_node_known_down_fails_at_once_when_it_cannot_be_met() {
         .unwrap();
     assert!(to_servers(&fx).is_empty());
     assert_eq!(to_servers(&c.node_up(&n2)), vec![(n2, lock_req(1, &l, X))]);
+}
+
+#[test]
+fn a_lease_not_valid_is_a_node_down_for_its_cause_and_a_valid_one_changes_nothing() {
+    use crate::core::agent::Lease;
+    let lost_for = |cause| LostLock {
+        lock: lock_id!["l"],
+        mode: X,
+        nodes: vec![node("n2")],
+        cause,
+    };
+    let mut c = core(1, Options::default());
+    let l = held_on_two_nodes(&mut c);
+    assert!(c.check_leases(&n1(), |_| Lease::Valid).is_empty());
+    assert!(c.status().have_all_locks());
+    let asked = std::cell::RefCell::new(Vec::new());
+    let fx = c.check_leases(&n1(), |n| {
+        asked.borrow_mut().push(n.clone());
+        Lease::RanOut
+    });
+    assert_eq!(
+        asked.into_inner(),
+        vec![node("n2")],
+        "its own node needs no lease"
+    );
+    assert!(matches!(
+        fx.as_slice(),
+        [AgentEffect::Lost(lost), AgentEffect::StatusChanged(TransactionStatus::CannotServe { .. })]
+            if *lost == lost_for(LossCause::LeaseExpired)
+    ));
+    assert!(
+        c.check_leases(&n1(), |_| Lease::Ended).is_empty(),
+        "a node already down is not asked about again"
+    );
+    assert_eq!(c.request_on(&l).unwrap().claimed, None);
+
+    let mut c = core(2, Options::default());
+    held_on_two_nodes(&mut c);
+    let fx = c.check_leases(&n1(), |_| Lease::Ended);
+    assert!(matches!(
+        fx.first(),
+        Some(AgentEffect::Lost(lost)) if *lost == lost_for(LossCause::NodeDown)
+    ));
 }

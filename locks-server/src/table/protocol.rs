@@ -127,7 +127,7 @@ impl LockTable {
 
     /// A `Surrender` as [`LockTable::step`] applies it, with `waits` only the cycle's waits in
     /// this table (the caller checked the others, in other shards of the node) and `whole`
-    /// whether all of them together are a whole cycle through the victim (`local/sharding.rs`).
+    /// whether all of them together are a whole cycle through the victim (`node_core/sharding.rs`).
     pub(crate) fn step_surrender(
         &mut self,
         agent: &AgentId,

@@ -3,7 +3,7 @@
 //! holds here.
 //!
 //! What is checked: every wait of the cycle that lies in this table (the node's other shards
-//! are checked by `local/sharding.rs` before), by the same rules the agents build their graphs
+//! are checked by `node_core/sharding.rs` before), by the same rules the agents build their graphs
 //! with ([`locks_core::waits`]); and the lock's version, unless the waits are a whole cycle
 //! through the victim ([`closes_cycle`]). A refused surrender is answered with the lock's
 //! current queue ([`Note::NotSurrendered`]), so the victim learns its surrender is over.

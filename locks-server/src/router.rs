@@ -22,7 +22,7 @@
 
 pub(crate) mod agents;
 mod messages;
-use crate::node_core::delivery::{self, LocalDelivery};
+use crate::node_core::delivery::{self, ForAgent};
 pub(crate) use crate::node_core::peer;
 mod port;
 pub use agents::Presence;
@@ -444,7 +444,7 @@ impl Router {
     }
 
     /// Sends a message to an agent, wherever it lives; to a local one as
-    /// `node_core::delivery::local` decides (a probe for a local agent that is gone goes back to its
+    /// `node_core::delivery::for_agent` decides (a probe for a local agent that is gone goes back to its
     /// victim, refuted).
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         if to.node() != &self.node {
@@ -458,29 +458,31 @@ impl Router {
         let mut shard = self.agents.shard(to);
         let mailbox = shard.mailbox(to);
         let seen = match &mailbox {
-            Some(Mailbox::Running(recipient)) if recipient.connected() => delivery::Mailbox::Open,
-            Some(Mailbox::Running(_)) => delivery::Mailbox::Closed,
-            Some(Mailbox::Idle { waits, .. }) => delivery::Mailbox::Kept { waits: *waits },
-            None => delivery::Mailbox::Missing,
+            Some(Mailbox::Running(recipient)) if recipient.connected() => {
+                delivery::MailboxState::Open
+            }
+            Some(Mailbox::Running(_)) => delivery::MailboxState::Closed,
+            Some(Mailbox::Idle { waits, .. }) => delivery::MailboxState::Kept { waits: *waits },
+            None => delivery::MailboxState::Missing,
         };
-        match (delivery::local(seen, &msg), mailbox) {
+        match (delivery::for_agent(seen, &msg), mailbox) {
             // `do_send` queues even when the mailbox is full; the volume is bounded by the
             // agent's own requests. (Sent under the lock: queueing never blocks, and a clone of
             // the recipient would be an allocation per message.)
-            (LocalDelivery::Deliver, Some(Mailbox::Running(recipient))) => {
+            (ForAgent::Deliver, Some(Mailbox::Running(recipient))) => {
                 recipient.do_send(Deliver::Message(msg));
                 Ok(())
             }
-            (LocalDelivery::Keep, Some(Mailbox::Idle { kept, .. })) => {
+            (ForAgent::Keep, Some(Mailbox::Idle { kept, .. })) => {
                 kept.push(msg);
                 Ok(())
             }
-            (LocalDelivery::Refute, _) => {
+            (ForAgent::Refute, _) => {
                 drop(shard);
                 self.refute(msg);
                 Ok(())
             }
-            (LocalDelivery::Gone { drop_mailbox }, _) => {
+            (ForAgent::Gone { drop_mailbox }, _) => {
                 if drop_mailbox {
                     shard.mailboxes.remove(to);
                 }

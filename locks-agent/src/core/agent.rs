@@ -606,4 +606,5 @@ mod time_out;
 mod watches;
 
 pub use callers::{Answer, CallFailure, CallId};
+pub(crate) use have_all::status_without_agent;
 pub use nodes::Lease;

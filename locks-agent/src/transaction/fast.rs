@@ -33,6 +33,7 @@
 
 use super::Transaction;
 use crate::agent::{Adopt, Agent, Subscribe};
+use crate::core::agent::status_without_agent;
 use crate::core::{GrantNodes, GrantedLock, LockResult, RequestError, TransactionStatus};
 use crate::core::{LockState, Locked};
 use crate::error::Error;
@@ -201,21 +202,14 @@ impl Transaction {
         })
     }
 
-    /// The status, if the transaction has no agent: it has all its locks if it has any (every
-    /// one was granted at once), none otherwise.
+    /// The status, if the transaction has no agent (`status_without_agent` says which).
     pub(crate) fn fast_status(&self) -> Option<TransactionStatus> {
         let agent = self.agent.lock().unwrap_or_else(PoisonError::into_inner);
         if agent.is_some() {
             return None;
         }
         let has_locks = self.node.local_table().knows(self.id(), &self.touched);
-        Some(if has_locks {
-            TransactionStatus::HaveAllLocks {
-                deadlocks: Vec::new(),
-            }
-        } else {
-            TransactionStatus::NoLocks
-        })
+        Some(status_without_agent(has_locks))
     }
 
     /// Releases `lock` on the fast path, if the transaction has no agent.

@@ -2,7 +2,7 @@
 //! what the router knows of the agent's mailbox. The router (`crate::router`) looks the
 //! mailbox up and carries out the answer; it decides nothing itself.
 //!
-//! | the agent's mailbox | the message | what happens ([`LocalDelivery`]) |
+//! | the agent's mailbox | the message | what happens ([`ForAgent`]) |
 //! | --- | --- | --- |
 //! | its actor's, open | any | delivered to the actor |
 //! | kept for a transaction without an actor that waits for nothing | a deadlock probe | refuted: sent back to its victim |
@@ -27,7 +27,7 @@ use locks_core::proto::{AgentMessage, ServerRequest};
 
 /// What the router knows of a local agent's mailbox when a message for it comes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mailbox {
+pub enum MailboxState {
     /// Its actor's mailbox, still open.
     Open,
     /// Its actor's mailbox, closed (the actor stopped).
@@ -43,7 +43,7 @@ pub enum Mailbox {
 
 /// What to do with a message for a local agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LocalDelivery {
+pub enum ForAgent {
     /// Deliver it to the actor.
     Deliver,
     /// Keep it, in order, for the actor that will take the transaction over.
@@ -59,15 +59,15 @@ pub enum LocalDelivery {
 }
 
 /// Decides where `msg` for a local agent with `mailbox` goes (see the module documentation).
-pub fn local(mailbox: Mailbox, msg: &AgentMessage) -> LocalDelivery {
+pub fn for_agent(mailbox: MailboxState, msg: &AgentMessage) -> ForAgent {
     match mailbox {
-        Mailbox::Open => LocalDelivery::Deliver,
-        Mailbox::Kept { waits: false } if matches!(msg, AgentMessage::Probe(_)) => {
-            LocalDelivery::Refute
+        MailboxState::Open => ForAgent::Deliver,
+        MailboxState::Kept { waits: false } if matches!(msg, AgentMessage::Probe(_)) => {
+            ForAgent::Refute
         }
-        Mailbox::Kept { .. } => LocalDelivery::Keep,
-        Mailbox::Closed => LocalDelivery::Gone { drop_mailbox: true },
-        Mailbox::Missing => LocalDelivery::Gone {
+        MailboxState::Kept { .. } => ForAgent::Keep,
+        MailboxState::Closed => ForAgent::Gone { drop_mailbox: true },
+        MailboxState::Missing => ForAgent::Gone {
             drop_mailbox: false,
         },
     }
@@ -136,29 +136,32 @@ mod tests {
 
     #[test]
     fn an_open_mailbox_gets_every_message() {
-        assert_eq!(local(Mailbox::Open, &notice()), LocalDelivery::Deliver);
-        assert_eq!(local(Mailbox::Open, &probe(false)), LocalDelivery::Deliver);
+        assert_eq!(for_agent(MailboxState::Open, &notice()), ForAgent::Deliver);
+        assert_eq!(
+            for_agent(MailboxState::Open, &probe(false)),
+            ForAgent::Deliver
+        );
     }
 
     #[test]
     fn a_transaction_without_an_actor_refutes_probes_until_it_waits() {
-        let idle = Mailbox::Kept { waits: false };
-        let waiting = Mailbox::Kept { waits: true };
-        assert_eq!(local(idle, &probe(false)), LocalDelivery::Refute);
-        assert_eq!(local(idle, &notice()), LocalDelivery::Keep);
-        assert_eq!(local(waiting, &probe(false)), LocalDelivery::Keep);
-        assert_eq!(local(waiting, &notice()), LocalDelivery::Keep);
+        let idle = MailboxState::Kept { waits: false };
+        let waiting = MailboxState::Kept { waits: true };
+        assert_eq!(for_agent(idle, &probe(false)), ForAgent::Refute);
+        assert_eq!(for_agent(idle, &notice()), ForAgent::Keep);
+        assert_eq!(for_agent(waiting, &probe(false)), ForAgent::Keep);
+        assert_eq!(for_agent(waiting, &notice()), ForAgent::Keep);
     }
 
     #[test]
     fn a_closed_or_missing_mailbox_is_an_agent_gone() {
         assert_eq!(
-            local(Mailbox::Closed, &notice()),
-            LocalDelivery::Gone { drop_mailbox: true }
+            for_agent(MailboxState::Closed, &notice()),
+            ForAgent::Gone { drop_mailbox: true }
         );
         assert_eq!(
-            local(Mailbox::Missing, &probe(false)),
-            LocalDelivery::Gone {
+            for_agent(MailboxState::Missing, &probe(false)),
+            ForAgent::Gone {
                 drop_mailbox: false
             }
         );

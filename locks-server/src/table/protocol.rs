@@ -5,19 +5,20 @@
 //! deliver. Everything the table wants done is a [`TableEffect`]: a message to send, or ghosts
 //! to release once the lock-delay has passed. The shells (the `LockServer` actor and the fast
 //! path of the node, both through `crate::local::LocalTable`) and the simulations call this one
-//! function, so the rules below are decided here and nowhere else:
+//! function. What it carries out and what it decides:
 //!
-//! - **node down**: with a lock-delay, every entry and watch of that node's agents goes to a
-//!   ghost ([`LockTable::ghost_agents_of`]) and the table asks to be told when the delay has
-//!   passed ([`TableEffect::ReleaseLater`]); without one, the agents are removed at once. The
-//!   table's own node is never "down";
-//! - **agent unreachable**: a message the shell could not deliver because its agent is gone
+//! - **node down** (whether a peer is down and whether its locks wait out a lock-delay is the
+//!   node core's decision, `crate::node_core`): with `ghosts`, every entry and watch of that
+//!   node's agents goes to a ghost ([`LockTable::ghost_agents_of`]) and the table asks to be
+//!   told when the delay has passed ([`TableEffect::ReleaseLater`]); without, the agents are
+//!   removed at once. The table's own node is never "down";
+//! - **agent unreachable** (decided here): a message the shell could not deliver because its agent is gone
 //!   removes the agent ([`Undelivered::Gone`]), as if it had sent `RemoveAgent`, so its locks are
 //!   never lost; a message that does not fit in a frame to the agent's node
 //!   ([`Undelivered::TooLarge`]) withdraws the agent's requests that put it on that lock and
 //!   tells it so (`Rejection::QueueTooLarge`), since a truncated queue would hide whom it waits
 //!   for;
-//! - **ghosts are told nothing**: no effect is ever addressed to a ghost.
+//! - **ghosts are told nothing** (decided here): no effect is ever addressed to a ghost.
 //!
 //! Each `Gone` removes an agent and each `TooLarge` shortens a queue, so a shell that feeds the
 //! failures of its sends back in ends.

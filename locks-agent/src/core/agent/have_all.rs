@@ -8,7 +8,8 @@
 //! enough of its nodes hold it, by its requirement ([`Req::is_met`]: all, any, a majority, all
 //! or a majority of those alive); it **can no longer be met** ([`LockRequest::unservable_by`],
 //! [`Req::can_be_met`]) when too many of its nodes are down (without `await_nodes`) or refused
-//! it. **The transaction has all locks** when no request is pending. Whether a request is held
+//! it. **The transaction has all locks** when no request is pending; a transaction without an
+//! agent has all its locks when it has any ([`status_without_agent`]). Whether a request is held
 //! is computed afresh from the knowledge every time it is evaluated, never remembered, so a
 //! request whose grant was surrendered or lost with a node is pending again at once.
 //!
@@ -436,4 +437,17 @@ fn within_caps(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node
     };
     let intention = modes.intention(mode);
     within(lock, mode) && lock.ancestors().all(|a| within(&a, intention))
+}
+
+/// The status of a transaction without an agent, whose locks were all taken on the node's fast
+/// path: it has all its locks when it has any (`has_locks`), since a request that is not
+/// granted at once starts the agent, and none otherwise.
+pub(crate) fn status_without_agent(has_locks: bool) -> TransactionStatus {
+    if has_locks {
+        TransactionStatus::HaveAllLocks {
+            deadlocks: Vec::new(),
+        }
+    } else {
+        TransactionStatus::NoLocks
+    }
 }

@@ -444,8 +444,8 @@ impl Router {
     }
 
     /// Sends a message to an agent, wherever it lives; to a local one as
-    /// `node_core::delivery::for_agent` decides (a probe for a local agent that is gone goes back to its
-    /// victim, refuted).
+    /// `node_core::delivery::for_agent` decides (a probe for a local agent that is gone goes back
+    /// to its victim, refuted).
     pub fn send_agent(&self, to: &AgentId, msg: AgentMessage) -> Result<(), RouteError> {
         if to.node() != &self.node {
             return self
@@ -494,7 +494,8 @@ impl Router {
         }
     }
 
-    /// Sends a probe that could not go on back to its victim, refuted (`node_core::delivery::refuted`).
+    /// Sends a probe that could not go on back to its victim, refuted
+    /// (`node_core::delivery::refuted`).
     fn refute(&self, msg: AgentMessage) {
         if let Some((victim, back)) = delivery::refuted(msg)
             && let Err(err) = self.send_agent(&victim, back)
@@ -543,8 +544,8 @@ impl Router {
     /// Delivers an envelope that arrived from the node `from` to its local destination.
     ///
     /// A message for an agent of this node that is gone is answered with a `RemoveAgent` for
-    /// that agent to `from`'s lock server (`node_core::delivery::gone_from_peer`), and the error is
-    /// returned as well.
+    /// that agent to `from`'s lock server (`node_core::delivery::gone_from_peer`), and the error
+    /// is returned as well.
     ///
     /// A peer speaks only for itself: every envelope is checked against `from` first
     /// (`peer::check`, whose documentation states the rules), and one that fails is dropped,

@@ -188,8 +188,8 @@ pub struct LocalTable {
     serving: AtomicBool,
     /// The node's lock server has stopped.
     stopped: AtomicBool,
-    /// What the agents of each peer node take of the table (`crate::node_core::quota`). Taken inside a
-    /// shard's lock (a notice is recorded as it is sent), never the other way round.
+    /// What the agents of each peer node take of the table (`crate::node_core::quota`). Taken
+    /// inside a shard's lock (a notice is recorded as it is sent), never the other way round.
     quotas: Mutex<QuotaBook>,
     router: Arc<Router>,
 }

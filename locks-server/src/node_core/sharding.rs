@@ -18,18 +18,17 @@
 //!   [`TableInput::Undelivered`]; an agent found gone is then removed from every other shard
 //!   too, once the shard that found it is released (each agent once).
 //!
-//! **Why the shards decide as one table would.** Every decision of the table about a lock
-//! reads only the records of its own hierarchy (the lock, its ancestors, its descendants),
-//! which are all in one shard, so each shard decides exactly what one table holding everything
-//! would for the locks it has; transactions on disjoint hierarchies then take and release locks
-//! from different threads without sharing a mutex. What spans shards is decided across them as
-//! the rules above say: an agent's removal reaches every shard it has anything in (the fast
-//! path's shards are in the transaction's [`Touched`](crate::local::Touched), those its messages used in the `used`
+//! **Why the shards decide as one table would.** Every decision of the table about a lock reads
+//! only the records of its own hierarchy (the lock, its ancestors, its descendants), which are all
+//! in one shard, so each shard decides exactly what one table holding everything would for the
+//! locks it has; transactions on disjoint hierarchies then take and release locks from different
+//! threads without sharing a mutex. What spans shards is decided across them as the rules above
+//! say: an agent's removal reaches every shard it has anything in (the fast path's shards are in
+//! the transaction's [`Touched`](crate::local::Touched), those its messages used in the `used`
 //! map); an agent found gone in one shard is removed from the others, as one table would have
-//! removed it everywhere; a surrender whose cycle crosses shards is checked in all of them
-//! before it is applied, or answered as stale, as one table would. Reads about an agent or the
-//! whole node (snapshot, report, census, what an agent has) visit the shards one after the
-//! other.
+//! removed it everywhere; a surrender whose cycle crosses shards is checked in all of them before
+//! it is applied, or answered as stale, as one table would. Reads about an agent or the whole node
+//! (snapshot, report, census, what an agent has) visit the shards one after the other.
 //!
 //! Each shard hands out its own versions (from the same base): a lock's versions grow, which
 //! is all a fencing token promises; versions of locks in different shards are not comparable,

@@ -12,12 +12,11 @@
 //!   node's agents goes to a ghost ([`LockTable::ghost_agents_of`]) and the table asks to be
 //!   told when the delay has passed ([`TableEffect::ReleaseLater`]); without, the agents are
 //!   removed at once. The table's own node is never "down";
-//! - **agent unreachable** (decided here): a message the shell could not deliver because its agent is gone
-//!   removes the agent ([`Undelivered::Gone`]), as if it had sent `RemoveAgent`, so its locks are
-//!   never lost; a message that does not fit in a frame to the agent's node
-//!   ([`Undelivered::TooLarge`]) withdraws the agent's requests that put it on that lock and
-//!   tells it so (`Rejection::QueueTooLarge`), since a truncated queue would hide whom it waits
-//!   for;
+//! - **agent unreachable** (decided here): a message the shell could not deliver because its agent
+//!   is gone removes the agent ([`Undelivered::Gone`]), as if it had sent `RemoveAgent`, so its
+//!   locks are never lost; a message that does not fit in a frame to the agent's node
+//!   ([`Undelivered::TooLarge`]) withdraws the agent's requests that put it on that lock and tells
+//!   it so (`Rejection::QueueTooLarge`), since a truncated queue would hide whom it waits for;
 //! - **ghosts are told nothing** (decided here): no effect is ever addressed to a ghost.
 //!
 //! Each `Gone` removes an agent and each `TooLarge` shortens a queue, so a shell that feeds the

@@ -13,14 +13,14 @@
 //! is computed afresh from the knowledge every time it is evaluated, never remembered, so a
 //! request whose grant was surrendered or lost with a node is pending again at once.
 //!
-//! **Kept up to date incrementally.** //! Whether a request is held depends on the request itself, on the agent's entries on its lock
-//! and on every ancestor of it (on each of its nodes), on the
-//! nodes known to be down, on the nodes that refused it, and on `await_nodes`. Every input that
-//! changes one of these marks what it may have changed — one request, a lock and the requests
-//! on its descendants, or everything — and [`AgentCore::refresh_status`] re-evaluates only what
-//! was marked. It keeps the set of pending (not held) requests and, among them, those that can
-//! no longer be met; "have all locks" is "nothing pending". So the cost of a grant, a request
-//! or an answer to `lock` does not grow with the number of locks the transaction holds.
+//! **Kept up to date incrementally.** Whether a request is held depends on the request itself, on
+//! the agent's entries on its lock and on every ancestor of it (on each of its nodes), on the nodes
+//! known to be down, on the nodes that refused it, and on `await_nodes`. Every input that changes
+//! one of these marks what it may have changed — one request, a lock and the requests on its
+//! descendants, or everything — and [`AgentCore::refresh_status`] re-evaluates only what was
+//! marked. It keeps the set of pending (not held) requests and, among them, those that can no
+//! longer be met; "have all locks" is "nothing pending". So the cost of a grant, a request or an
+//! answer to `lock` does not grow with the number of locks the transaction holds.
 //!
 //! A request is never remembered as held: one held before becomes pending again as soon as its
 //! grant is doubted (surrender, node down), because the input that casts the doubt marks it.

@@ -141,8 +141,8 @@ fn converters_go_before_waiters() {
 
 #[test]
 fn edges_through_intention_modes_on_ancestors() {
-    // The Erlang suite's test 10: 1 writes [a,1], 2 writes [a,2]; both want to read [a]. Each holds IX on
-    // [a]; a read there waits for both IX holders.
+    // The Erlang suite's test 10: 1 writes [a,1], 2 writes [a,2]; both want to read [a]. Each
+    // holds IX on [a]; a read there waits for both IX holders.
     let a = lock_id!["a"];
     let g = graph(&[(
         a.clone(),

@@ -18,6 +18,11 @@
 //! by actix after the mailbox every time the actor runs: asking for a round allocates nothing
 //! (a `ctx.notify` per round, a boxed item each, cost about 2 % of a hot lock's hand-offs).
 //!
+//! An `unlock`'s messages to other nodes wait for the agent's next turn (`Agent::unlocks`):
+//! its answer reaches a caller on the node's thread (a gRPC session) before the node's links
+//! write, and whatever the agent does next sends them first, so each node still gets the
+//! agent's messages in order.
+//!
 //! Who holds its address: the `Transaction` handle and the router's agent registry (as a
 //! recipient). It stops on `End`, when the handle is dropped (which sends `End`), on an abort
 //! (abort_on_deadlock), or when the node stops. Whatever way it stops — even by a panic — it
@@ -155,6 +160,13 @@ pub(crate) struct Agent {
     surrender_calls: calls::SurrenderCalls,
     /// The client's event subscriptions and the losses not made good (`agent/events.rs`).
     events: events::Events,
+    /// What `unlock` calls answered in this turn send to other nodes, sent at the agent's next
+    /// turn ([`Settler`]): the answer goes first, so a gRPC session's client has it before the
+    /// node writes to its links. Any execution before then sends these first, so every node
+    /// gets the agent's messages in the core's order.
+    unlocks: Vec<AgentEffect>,
+    /// The agent let the thread's other tasks run once since `unlocks` filled.
+    unlocks_waited: bool,
 }
 
 impl Agent {
@@ -174,6 +186,8 @@ impl Agent {
             subscriptions: subscriptions::Subscriptions::default(),
             surrender_calls: calls::SurrenderCalls::default(),
             events: events::Events::default(),
+            unlocks: Vec::new(),
+            unlocks_waited: false,
         }
     }
 
@@ -189,6 +203,14 @@ impl Agent {
     /// Carries out the core's effects through the executor. A lock server found unreachable
     /// needs another settle round; an abort stops the agent.
     fn execute(&mut self, effects: Vec<AgentEffect>, ctx: &mut Context<Self>) {
+        let effects = if self.unlocks.is_empty() {
+            effects
+        } else {
+            self.unlocks_waited = false;
+            let mut all = std::mem::take(&mut self.unlocks);
+            all.extend(effects);
+            all
+        };
         let mut abort = None;
         let router = &self.guard.router;
         let id = router.agent();
@@ -268,6 +290,14 @@ impl Agent {
     /// server used is told to release. Done as soon as the agent decides to stop, and again
     /// (doing nothing then) when it is dropped.
     fn release(&mut self) {
+        let router = &self.guard.router;
+        if !self.unlocks.is_empty() {
+            // Sends only: nothing for `rest`.
+            let unlocks = std::mem::take(&mut self.unlocks);
+            let _ = executor::execute(router, &mut self.core, unlocks, &mut |_| {
+                ControlFlow::Continue(())
+            });
+        }
         self.guard.router.unregister_agent();
         let replies = &mut self.replies;
         let router = &self.guard.router;
@@ -323,6 +353,15 @@ impl ActorFuture<Agent> for Settler {
         ctx: &mut Context<Agent>,
         task: &mut std::task::Context<'_>,
     ) -> std::task::Poll<()> {
+        if !agent.unlocks.is_empty() && ctx.state() == ActorState::Running {
+            if !agent.unlocks_waited {
+                // The tasks woken by this turn (an unlock's caller) run before the next.
+                agent.unlocks_waited = true;
+                task.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            agent.execute(Vec::new(), ctx);
+        }
         for _ in 0..SETTLES_IN_A_ROW {
             if !agent.settle_scheduled || ctx.state() != ActorState::Running {
                 return std::task::Poll::Pending;
@@ -501,7 +540,16 @@ impl Handler<Unlock> for Agent {
     fn handle(&mut self, msg: Unlock, ctx: &mut Self::Context) -> Self::Result {
         let effects = self.core.unlock(&msg.0).map_err(Error::Request)?;
         self.events.forget(&msg.0);
-        self.execute(effects, ctx);
+        // The messages to other nodes wait for the agent's next turn (see `Agent::unlocks`);
+        // the rest (the status, callers cancelled, this node's server) is carried out now.
+        let here = self.guard.router.node();
+        let (remote, now): (Vec<_>, Vec<_>) = effects.into_iter().partition(|e| match e {
+            AgentEffect::ToServer { node, .. } => node != here,
+            AgentEffect::ToAgent { .. } => true,
+            _ => false,
+        });
+        self.execute(now, ctx);
+        self.unlocks.extend(remote);
         self.schedule_settle(ctx);
         Ok(())
     }

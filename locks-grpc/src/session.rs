@@ -12,6 +12,12 @@
 //! The transaction's agent starts only when a request needs it (see
 //! `Transaction::events_once_started`): until then nothing is pushed that the answers did not
 //! say, and the grant of a `lock_nowait` decided at once is pushed here.
+//!
+//! Every grant, loss, deadlock and status change the agent reports is pushed, but for one
+//! status: `Waiting` while a `lock` call of the session waits tells the client nothing its
+//! call does not (unless the client last heard `CannotServe`, which `Waiting` then corrects).
+//! Not writing it spares a write and a wake-up of the client in the middle of every lock that
+//! waits (a lock on other nodes waits for their answers).
 
 use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, SessionPermit};
@@ -97,6 +103,7 @@ pub(crate) async fn run(
         me,
         requested: HashSet::new(),
         deadlocks: 0,
+        told_cannot_serve: false,
     };
     // Subscribed without starting the agent: local locks granted at once stay on the node's
     // fast path (answered by their calls), and the agent, once a request needs it, reports
@@ -116,7 +123,7 @@ pub(crate) async fn run(
                 // The client closed its side, or its connection is gone.
                 Ok(None) | Err(_) => break None,
             },
-            Some(event) = events.next() => session.pushed(event),
+            Some(event) = events.next() => session.pushed(event, !pending.is_empty()),
             Some((id, answer)) = pending.next(), if !pending.is_empty() => {
                 vec![session.answer(id, answer).await]
             }
@@ -150,6 +157,8 @@ struct Session {
     requested: HashSet<LockId>,
     /// The deadlocks reported so far.
     deadlocks: usize,
+    /// The last status the client was told (pushed, or answering `status`) is `CannotServe`.
+    told_cannot_serve: bool,
 }
 
 impl Session {
@@ -211,12 +220,13 @@ impl Session {
                     .map_err(|e| convert::agent_error(&e)),
                 Err(refusal) => Err(refusal),
             },
-            Some(pb::session_request::Kind::Status(_)) => self
-                .txn
-                .status()
-                .await
-                .map(|s| Kind::Status(convert::status(&s, self.deadlocks)))
-                .map_err(|e| convert::agent_error(&e)),
+            Some(pb::session_request::Kind::Status(_)) => match self.txn.status().await {
+                Ok(s) => {
+                    self.told_cannot_serve = matches!(s, TransactionStatus::CannotServe { .. });
+                    Ok(Kind::Status(convert::status(&s, self.deadlocks)))
+                }
+                Err(e) => Err(convert::agent_error(&e)),
+            },
         };
         let event = match reply {
             Ok(kind) => convert::event(id, kind),
@@ -333,8 +343,9 @@ impl Session {
         }
     }
 
-    /// The events pushed for one transaction event.
-    fn pushed(&mut self, event: TransactionEvent) -> Vec<pb::SessionEvent> {
+    /// The events pushed for one transaction event; `lock_waits` says whether a `lock` call of
+    /// the session waits (see the module documentation).
+    fn pushed(&mut self, event: TransactionEvent, lock_waits: bool) -> Vec<pb::SessionEvent> {
         match event {
             TransactionEvent::Granted(g) => {
                 vec![convert::event(0, Kind::Granted(convert::grant(&g)))]
@@ -349,8 +360,14 @@ impl Session {
                     }
                     self.deadlocks = self.deadlocks.max(deadlocks.len());
                 }
-                let status = convert::status(&s, self.deadlocks);
-                sent.push(convert::event(0, Kind::Status(status)));
+                let said = matches!(s, TransactionStatus::Waiting)
+                    && lock_waits
+                    && !self.told_cannot_serve;
+                if !said {
+                    self.told_cannot_serve = matches!(s, TransactionStatus::CannotServe { .. });
+                    let status = convert::status(&s, self.deadlocks);
+                    sent.push(convert::event(0, Kind::Status(status)));
+                }
                 sent
             }
         }

@@ -1,6 +1,7 @@
 //! One election step, decided here and nowhere else: how a member moves between states as its
-//! agent's status says (`reassess`), the grants it holds, the terms it takes (`next_term`,
-//! `bump`, `take_term`), becoming leader and stepping down (see the module documentation of
+//! agent's status says (`reassess`) and as other members announce themselves (`on_am_leader`),
+//! the grants it holds, the terms it takes (`next_term`, `bump`, `take_term`) and accepts,
+//! becoming leader, following and stepping down (see the module documentation of
 //! [`super`] for the states).
 //!
 //! - **Candidate or follower → syncing**: its agent holds the election lock on every node the
@@ -16,9 +17,13 @@
 //!   them on no majority of the nodes up, or its leases do not prove a majority
 //!   (`check_leases`, which the shell calls before every input that could make it answer as
 //!   leader). A node going down is one such input (`member.rs`, `node_down`).
-//! - **Leader, granted again** somewhere: a new term; a larger term seen: `bump`.
+//! - **Leader, granted again** somewhere: a new term; a larger term seen in a message's
+//!   envelope: `bump` (`on_term_seen`).
+//! - **Candidate → follower** (`on_am_leader`): another member announces its term, and this
+//!   member neither leads nor syncs, sees a majority, has accepted no larger term, and has no
+//!   view that contradicts the announcement.
 
-use super::{MemberCore, MemberEffect, PeerMsg, Pending, SYNC_TIMEOUT, State};
+use super::{MemberCore, MemberEffect, PeerMsg, Pending, SYNC_TIMEOUT, Stashed, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::term::Term;
@@ -287,5 +292,99 @@ impl<C: Callbacks> MemberCore<C> {
             self.step_down();
         }
         self.take()
+    }
+
+    /// Another member announces it leads with `term`: followed unless this member leads or
+    /// syncs itself (the lock decides between claimants), sees no majority (majority mode: the
+    /// announcement is kept aside until it does), has accepted a larger term (refused with
+    /// `Nack`), or a view says the sender lost the lock since its grant (kept aside until the
+    /// views agree). A member that follows accepts the term (`Accepted`, which the leader
+    /// counts towards establishing it) and publishes its leader.
+    pub(super) fn on_am_leader(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        grants: Vec<(NodeId, u64)>,
+        msg: C::Broadcast,
+        now: Duration,
+    ) {
+        let _ = now;
+        if &term.leader != from {
+            debug!(member = %self.s.me, %from, %term, "am_leader naming another leader ignored");
+            return;
+        }
+        if matches!(self.s.state, State::Leader { .. } | State::Syncing { .. }) {
+            // Two claimants: the lock decides, and the loser steps down.
+            debug!(member = %self.s.me, %from, %term, "am_leader while leading or syncing ignored");
+            return;
+        }
+        if !self.s.sees_majority() {
+            // Majority mode: no leader can be on this member's side of a partition, as far as
+            // it knows; the sender's message may have come before the node-up events of a
+            // heal, and a leader that stays put does not announce itself again: keep it until
+            // a majority is in sight (see `retry_stash`).
+            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight; kept aside");
+            return self.stash(from, term, grants, msg);
+        }
+        if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
+            debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
+            self.s.send(from, PeerMsg::Nack);
+            return;
+        }
+        if self.contradicted(from, &grants) {
+            // A view says the sender lost the lock on some node since its grant: it is stale,
+            // or that node is already down for it and not yet for this member. Keep it until
+            // the views no longer contradict it (see `retry_stash`).
+            debug!(member = %self.s.me, %from, %term, "am_leader contradicted by a view; kept aside");
+            return self.stash(from, term, grants, msg);
+        }
+        self.s.stash = None;
+        let previous = self.s.term().map(|t| t.leader.clone());
+        let same = matches!(&self.s.state, State::Following { term: t, .. } if t == &term);
+        if previous.as_ref() != Some(from) {
+            self.fail_forwarded(None, CallError::LeaderDied);
+        }
+        self.s.accepted = Some(term.clone());
+        self.s.see(Some(&term));
+        self.s.state = State::Following {
+            term: term.clone(),
+            grants,
+        };
+        // The leader counts this acceptance towards establishing its term (majority mode).
+        self.s.send(from, PeerMsg::Accepted { term: term.clone() });
+        if !same {
+            debug!(member = %self.s.me, %term, "following");
+            self.publish();
+        }
+        let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
+        self.handled(h);
+        self.flush_pending();
+    }
+
+    /// Keeps an announcement aside (see `retry_stash`).
+    fn stash(
+        &mut self,
+        from: &MemberId,
+        term: Term,
+        grants: Vec<(NodeId, u64)>,
+        msg: C::Broadcast,
+    ) {
+        self.s.stash = Some(Stashed {
+            from: from.clone(),
+            term,
+            grants,
+            msg,
+        });
+    }
+
+    /// A message whose envelope shows a term larger than this leader's own (`known`), other
+    /// than another member's claim to lead, makes the leader take a larger one (`bump`).
+    pub(super) fn on_term_seen(&mut self, known: Option<&Term>, claim: bool) {
+        if !claim
+            && let State::Leader { term, .. } = &self.s.state
+            && known.is_some_and(|k| k > term)
+        {
+            self.bump();
+        }
     }
 }

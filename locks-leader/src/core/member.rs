@@ -281,12 +281,7 @@ impl<C: Callbacks> MemberCore<C> {
             envelope.msg,
             PeerMsg::AmLeader { .. } | PeerMsg::FromLeader { .. }
         );
-        if !claim
-            && let State::Leader { term, .. } = &self.s.state
-            && envelope.known.as_ref().is_some_and(|k| k > term)
-        {
-            self.bump();
-        }
+        self.on_term_seen(envelope.known.as_ref(), claim);
         let how = match envelope.msg {
             PeerMsg::Hello { .. } => Learnt::Hello,
             _ => Learnt::Message,

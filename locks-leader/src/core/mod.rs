@@ -241,7 +241,7 @@ pub(crate) struct Forwarded<C: Callbacks> {
     deadline: Duration,
 }
 
-/// An announcement kept aside because a view contradicted it (see `member::on_am_leader`).
+/// An announcement kept aside because a view contradicted it (see `election::on_am_leader`).
 pub(crate) struct Stashed<C: Callbacks> {
     pub(crate) from: MemberId,
     pub(crate) term: Term,

@@ -1,8 +1,9 @@
-//! Who is in the group and whom to follow: discovery from the lock's views and from messages,
-//! departures, the leader's announcements and their acceptance (see the module documentation
-//! of [`super`], "The four planes" and "Accepting a leader").
+//! Who is in the group: discovery from the lock's views and from messages, departures, and
+//! the leader's announcements sent and retried (see the module documentation of [`super`],
+//! "The four planes"; whether an announcement is followed is the election step's decision,
+//! `election.rs` `on_am_leader`, as described in "Accepting a leader").
 
-use super::{Known, MemberCore, PeerMsg, Stashed, State};
+use super::{Known, MemberCore, PeerMsg, State};
 use crate::callbacks::{Callbacks, Elected};
 use crate::error::CallError;
 use crate::term::{Role, Term};
@@ -174,83 +175,6 @@ impl<C: Callbacks> MemberCore<C> {
             k.synced = true;
         }
         self.s.send(m, msg);
-    }
-
-    pub(super) fn on_am_leader(
-        &mut self,
-        from: &MemberId,
-        term: Term,
-        grants: Vec<(NodeId, u64)>,
-        msg: C::Broadcast,
-        now: Duration,
-    ) {
-        let _ = now;
-        if &term.leader != from {
-            debug!(member = %self.s.me, %from, %term, "am_leader naming another leader ignored");
-            return;
-        }
-        if matches!(self.s.state, State::Leader { .. } | State::Syncing { .. }) {
-            // Two claimants: the lock decides, and the loser steps down.
-            debug!(member = %self.s.me, %from, %term, "am_leader while leading or syncing ignored");
-            return;
-        }
-        if !self.s.sees_majority() {
-            // Majority mode: no leader can be on this member's side of a partition, as far as
-            // it knows; the sender's message may have come before the node-up events of a
-            // heal, and a leader that stays put does not announce itself again: keep it until
-            // a majority is in sight (see `retry_stash`).
-            debug!(member = %self.s.me, %from, %term, "am_leader without a majority in sight; kept aside");
-            return self.stash(from, term, grants, msg);
-        }
-        if self.s.accepted.as_ref().is_some_and(|a| &term < a) {
-            debug!(member = %self.s.me, %from, %term, "am_leader with an old term refused");
-            self.s.send(from, PeerMsg::Nack);
-            return;
-        }
-        if self.contradicted(from, &grants) {
-            // A view says the sender lost the lock on some node since its grant: it is stale,
-            // or that node is already down for it and not yet for this member. Keep it until
-            // the views no longer contradict it (see `retry_stash`).
-            debug!(member = %self.s.me, %from, %term, "am_leader contradicted by a view; kept aside");
-            return self.stash(from, term, grants, msg);
-        }
-        self.s.stash = None;
-        let previous = self.s.term().map(|t| t.leader.clone());
-        let same = matches!(&self.s.state, State::Following { term: t, .. } if t == &term);
-        if previous.as_ref() != Some(from) {
-            self.fail_forwarded(None, CallError::LeaderDied);
-        }
-        self.s.accepted = Some(term.clone());
-        self.s.see(Some(&term));
-        self.s.state = State::Following {
-            term: term.clone(),
-            grants,
-        };
-        // The leader counts this acceptance towards establishing its term (majority mode).
-        self.s.send(from, PeerMsg::Accepted { term: term.clone() });
-        if !same {
-            debug!(member = %self.s.me, %term, "following");
-            self.publish();
-        }
-        let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
-        self.handled(h);
-        self.flush_pending();
-    }
-
-    /// Keeps an announcement aside (see `retry_stash`).
-    fn stash(
-        &mut self,
-        from: &MemberId,
-        term: Term,
-        grants: Vec<(NodeId, u64)>,
-        msg: C::Broadcast,
-    ) {
-        self.s.stash = Some(Stashed {
-            from: from.clone(),
-            term,
-            grants,
-            msg,
-        });
     }
 
     pub(super) fn on_from_leader(

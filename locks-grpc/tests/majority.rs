@@ -27,6 +27,13 @@ async fn cluster() -> (Vec<Node>, GrpcServer) {
     (nodes, server)
 }
 
+/// A client of the API `server` serves.
+async fn client(server: &GrpcServer) -> Client {
+    Client::connect(&server.local_addr().to_string(), ClientOptions::default())
+        .await
+        .unwrap()
+}
+
 fn status(kind: &Kind) -> Option<pb::TransactionStatus> {
     match kind {
         Kind::Status(s) => pb::TransactionStatus::try_from(s.status).ok(),
@@ -54,9 +61,7 @@ async fn pushed_until(session: &mut Session, last: pb::TransactionStatus) -> Vec
 #[tokio::test(flavor = "current_thread")]
 async fn a_majority_lock_and_its_unlock_push_the_grant_and_the_status_changes_after_the_wait() {
     let (_nodes, server) = cluster().await;
-    let mut client = Client::connect(&server.local_addr().to_string(), ClientOptions::default())
-        .await
-        .unwrap();
+    let mut client = client(&server).await;
     let mut s = client.session().await.unwrap();
     for i in 0..20 {
         let path = format!("m/{i}");
@@ -85,9 +90,7 @@ async fn a_majority_lock_and_its_unlock_push_the_grant_and_the_status_changes_af
 #[tokio::test(flavor = "current_thread")]
 async fn a_majority_request_queued_without_waiting_pushes_its_waiting_status() {
     let (_nodes, server) = cluster().await;
-    let mut client = Client::connect(&server.local_addr().to_string(), ClientOptions::default())
-        .await
-        .unwrap();
+    let mut client = client(&server).await;
     let mut s = client.session().await.unwrap();
     let spec = LockSpec::new("n", "X")
         .nodes(NAMES)

@@ -203,6 +203,7 @@ pub use crate::local::{
 };
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
+pub use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers, Timer};
 pub use crate::router::{
     AgentPort, Deliver, DownCause, FreshAgent, MemberDelivery, Port, Presence, RemoteLink, Router,
     ToServer,

@@ -27,7 +27,7 @@ use locks_agent::internal::{AgentCore, AgentEffect, CallId};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_testing::sim::{Net, Route, Tables};
+use locks_testing::sim::{AllConnected, Net, Route, Tables};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -427,15 +427,21 @@ impl World {
                     let _ = write!(line, "{} <- {}", m.node_ids[n], show_request(m, &req));
                 }
                 let chans = &mut self.chans;
-                let served = self.tables.serve(&m.node_ids[n], [req], |agent, msg| {
-                    let a = m.by_id[&agent];
-                    if verbose {
-                        let _ =
-                            write!(line, "\n      => {}: {}", m.name(&agent), show_msg(m, &msg));
-                    }
-                    chans.send(Endpoint::Server(n), Endpoint::Agent(a), Msg::ToAgent(msg));
-                    Route::Sent
-                });
+                let served =
+                    self.tables
+                        .serve(&m.node_ids[n], [req], &AllConnected, |agent, msg| {
+                            let a = m.by_id[&agent];
+                            if verbose {
+                                let _ = write!(
+                                    line,
+                                    "\n      => {}: {}",
+                                    m.name(&agent),
+                                    show_msg(m, &msg)
+                                );
+                            }
+                            chans.send(Endpoint::Server(n), Endpoint::Agent(a), Msg::ToAgent(msg));
+                            Route::Sent
+                        });
                 served.expect("a table per node");
             }
             (Endpoint::Agent(a), Msg::ToAgent(msg)) => {

@@ -28,7 +28,7 @@ pub use locks_testing::Rng;
 use locks_agent::internal::{AgentCore, AgentEffect};
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
-use locks_testing::sim::{Rounds, Route, Step, World};
+use locks_testing::sim::{AllConnected, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The seeds of a randomized test: `default` of them, or as many as `AGENT_SIM_SEEDS` says.
@@ -399,31 +399,34 @@ impl Sim {
         let (truth, changed, net) = (&mut self.truth, &mut self.changed, &mut self.world.net);
         let rounds = &mut self.rounds;
         let server = End::Server(node.clone());
-        let served = self.world.tables.serve(&node, [req], |agent, msg| {
-            if let AgentMessage::Notice(n) = &msg {
-                if audit::surrendered(&msg) {
-                    any_surrendered = true;
-                    applied |= surrender.as_ref() == Some(&n.lock);
+        let served = self
+            .world
+            .tables
+            .serve(&node, [req], &AllConnected, |agent, msg| {
+                if let AgentMessage::Notice(n) = &msg {
+                    if audit::surrendered(&msg) {
+                        any_surrendered = true;
+                        applied |= surrender.as_ref() == Some(&n.lock);
+                    }
+                    let entries = truth
+                        .entry(n.node.clone())
+                        .or_default()
+                        .entry(n.lock.clone())
+                        .or_default();
+                    changed.push((n.node.clone(), n.lock.clone()));
+                    if n.state == EntryState::Absent {
+                        entries.remove(&agent);
+                    } else {
+                        entries.insert(agent.clone(), n.state);
+                    }
                 }
-                let entries = truth
-                    .entry(n.node.clone())
-                    .or_default()
-                    .entry(n.lock.clone())
-                    .or_default();
-                changed.push((n.node.clone(), n.lock.clone()));
-                if n.state == EntryState::Absent {
-                    entries.remove(&agent);
-                } else {
-                    entries.insert(agent.clone(), n.state);
+                if own != Some(&agent) {
+                    let to = End::Agent(agent);
+                    rounds.sent(&server, &to);
+                    net.send(server.clone(), to, Payload::Agent(msg));
                 }
-            }
-            if own != Some(&agent) {
-                let to = End::Agent(agent);
-                rounds.sent(&server, &to);
-                net.send(server.clone(), to, Payload::Agent(msg));
-            }
-            Route::Sent
-        });
+                Route::Sent
+            });
         served.map_err(|e| e.to_string())?;
         if surrender.is_some() && !any_surrendered {
             self.stats.stale_surrenders += 1;

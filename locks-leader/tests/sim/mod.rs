@@ -21,7 +21,7 @@ use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
 use locks_leader::internal::{MemberCore, MemberEffect, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
-use locks_testing::sim::{Net, Rounds, Route, Step, World};
+use locks_testing::sim::{Net, Peers, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
@@ -98,6 +98,18 @@ fn pair(a: &NodeId, b: &NodeId) -> (NodeId, NodeId) {
         (a.clone(), b.clone())
     } else {
         (b.clone(), a.clone())
+    }
+}
+
+/// The nodes `node` has a link to (and itself), as its core is told.
+struct LinksOf<'a> {
+    node: &'a NodeId,
+    links: &'a BTreeSet<(NodeId, NodeId)>,
+}
+
+impl Peers for LinksOf<'_> {
+    fn connected(&self, other: &NodeId) -> bool {
+        self.node == other || self.links.contains(&pair(self.node, other))
     }
 }
 
@@ -372,9 +384,10 @@ impl Sim {
     fn serve(&mut self, n: &NodeId, request: ServerRequest) {
         let (members, links, net) = (&self.members, &self.links, &mut self.world.net);
         let rounds = &mut self.rounds;
+        let peers = LinksOf { node: n, links };
         self.world
             .tables
-            .serve(n, [request], |agent, msg| {
+            .serve(n, [request], &peers, |agent, msg| {
                 route(links, members, net, rounds, n, agent, msg)
             })
             .expect("a table per node");

@@ -1,7 +1,8 @@
 //! [`NodeCore`]: what the node layer decides around its lock table, as one pure, synchronous
 //! state machine: [`NodeInput`] in, [`NodeEffect`]s out, no clock (a delay is a value the
 //! effects carry) and no I/O. The lock server actor (`crate::server`) feeds it and carries its
-//! effects out; the table itself (`crate::table`, through `crate::local`) is what it acts on.
+//! effects out, and so do the simulations' nodes (`locks-testing`'s `sim::Tables`, without
+//! delays); the table itself (`crate::table`, through `crate::local`) is what it acts on.
 //!
 //! **Rules** decided here and nowhere else:
 //!
@@ -118,7 +119,7 @@ pub enum NodeEffect {
 }
 
 /// The node layer's state machine (see the module documentation).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct NodeCore {
     node: NodeId,
     /// How long a downed node's agents' locks stay with their ghosts (zero: released at once).

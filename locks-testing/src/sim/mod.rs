@@ -18,9 +18,10 @@ mod rounds;
 mod tables;
 mod trace;
 
+pub use locks_server::internal::Peers;
 pub use net::Net;
 pub use rounds::{Rounds, assert_at_most, assert_at_most_quadratic, largest_over_seeds};
-pub use tables::{NodeTable, Route, SIM_SHARDS, Tables};
+pub use tables::{AllConnected, NodeTable, Route, SIM_SHARDS, Tables};
 pub use trace::Trace;
 
 use crate::seeded::Rng;

@@ -1,23 +1,26 @@
-//! The real lock tables (`locks_server::internal::LockTable`) of the simulated nodes, in shards as a
-//! node's are.
+//! The simulated nodes' servers: each node's core ([`NodeCore`](locks_server::internal::NodeCore))
+//! around its real lock table (`locks_server::internal::LockTable`), in shards as a node's is.
 //!
-//! [`Tables::serve`] is the one place the simulations apply requests to a table, and
-//! [`Tables::release_node`] the one place they release the agents of a node that went down:
-//! both go through the same function as the node's shells
-//! ([`Sharding::apply`](locks_server::internal::Sharding::apply), which steps each shard with
-//! [`LockTable::step`](locks_server::internal::LockTable::step)), so the simulations run the server
-//! protocol, and what spans a node's shards (removal, a surrender whose cycle crosses
-//! shards, an agent found gone), exactly as the lock server actor and the fast path do. A
-//! simulated node has [`SIM_SHARDS`] shards, few enough that the simulations' lock ids fall
-//! both in one shard and in several.
+//! [`Tables::serve`] is the one place the simulations apply requests to a node, and
+//! [`Tables::release_node`] the one place they tell a node that another went down: both step
+//! the node's core ([`NodeCore::step`](locks_server::internal::NodeCore::step): the liveness
+//! filter, node down) and carry out its effects through the same function as the node's
+//! shells ([`Sharding::apply`](locks_server::internal::Sharding::apply), which steps each
+//! shard with [`LockTable::step`](locks_server::internal::LockTable::step)), so the
+//! simulations run the node layer and the server protocol, and what spans a node's shards
+//! (removal, a surrender whose cycle crosses shards, an agent found gone), exactly as the lock
+//! server actor and the fast path do. A simulated node has no start-delay and no lock-delay
+//! (a downed node's agents are released at once), and [`SIM_SHARDS`] shards, few enough that
+//! the simulations' lock ids fall both in one shard and in several.
 
 use locks_core::proto::{AgentMessage, LockNotice, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use locks_server::TableSnapshot;
-use locks_server::internal::{Delivery, Sharding};
+use locks_server::internal::{Delivery, NodeCore, NodeEffect, NodeInput, Peers, Sharding};
 use locks_server::internal::{LockTable, TableInput};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 /// How many shards a simulated node's table has.
 pub const SIM_SHARDS: usize = 3;
@@ -44,9 +47,11 @@ impl fmt::Display for NoTable {
 
 impl std::error::Error for NoTable {}
 
-/// One simulated node's table: its shards, and how requests are spread over them.
+/// One simulated node's server: its core, its table's shards, and how requests are spread
+/// over them.
 #[derive(Clone, Debug)]
 pub struct NodeTable {
+    core: NodeCore,
     sharding: Sharding,
     shards: Vec<LockTable>,
 }
@@ -105,10 +110,16 @@ impl Tables {
         let shards = (0..SIM_SHARDS)
             .map(|_| LockTable::new(node.clone(), modes.clone(), version_base))
             .collect();
-        let table = NodeTable {
+        let mut table = NodeTable {
+            core: NodeCore::new(node.clone(), Duration::ZERO, Duration::ZERO),
             sharding: Sharding::new(SIM_SHARDS),
             shards,
         };
+        let started = table.core.step(NodeInput::Started, &AllConnected);
+        debug_assert!(
+            started.is_empty(),
+            "a node without a start-delay waits for nothing"
+        );
         self.tables.insert(node, table);
     }
 
@@ -132,23 +143,33 @@ impl Tables {
         self.tables.iter()
     }
 
-    /// Applies `requests` to `node`'s table in order, passing every message it sends, in
-    /// order, to `route`. An agent `route` says does not run is removed before the next
-    /// request (and what its removal sends is routed too).
+    /// Gives `requests` to `node`'s server in order, `peers` saying which nodes `node` is
+    /// connected to (a request of an agent whose node is not connected is ignored, as a real
+    /// node ignores it), and passes every message its table sends, in order, to `route`. An
+    /// agent `route` says does not run is removed before the next request (and what its
+    /// removal sends is routed too).
     pub fn serve(
         &mut self,
         node: &NodeId,
         requests: impl IntoIterator<Item = ServerRequest>,
+        peers: &impl Peers,
         route: impl FnMut(AgentId, AgentMessage) -> Route,
     ) -> Result<(), NoTable> {
-        self.step(node, requests.into_iter().map(TableInput::Request), route)
+        self.step(
+            node,
+            requests.into_iter().map(NodeInput::Request),
+            peers,
+            route,
+        )
     }
 
-    /// Steps `node`'s table with `inputs` in order; see [`Tables::serve`].
+    /// Steps `node`'s core with `inputs` in order and carries out its effects; see
+    /// [`Tables::serve`].
     fn step(
         &mut self,
         node: &NodeId,
-        inputs: impl IntoIterator<Item = TableInput>,
+        inputs: impl IntoIterator<Item = NodeInput>,
+        peers: &impl Peers,
         mut route: impl FnMut(AgentId, AgentMessage) -> Route,
     ) -> Result<(), NoTable> {
         let table = self
@@ -160,16 +181,25 @@ impl Tables {
             Route::RemoveAgent => Delivery::Gone,
         };
         for input in inputs {
-            // No lock-delay in the simulations: nothing is released later.
-            table
-                .sharding
-                .apply(&mut table.shards[..], input, &mut send);
+            for effect in table.core.step(input, peers) {
+                let input = match effect {
+                    NodeEffect::Serve(request) => TableInput::Request(request),
+                    NodeEffect::Table(input) => input,
+                    // Only a start-delay or a lock-delay schedules or opens anything, and a
+                    // simulated node has neither.
+                    NodeEffect::Schedule { .. } | NodeEffect::OpenFastPath => continue,
+                };
+                let ghosts = table
+                    .sharding
+                    .apply(&mut table.shards[..], input, &mut send);
+                debug_assert!(ghosts.is_empty(), "no lock-delay, so no ghosts");
+            }
         }
         Ok(())
     }
 
-    /// Releases on `on`'s table every agent of node `down` (in id order), as the lock server
-    /// does when it hears that node went down (with no lock-delay); what that sends goes to
+    /// Tells `on`'s server that node `down` went down: it releases every agent of `down` at
+    /// once (in id order), as a node without a lock-delay does; what that sends goes to
     /// `route` as in [`Tables::serve`].
     pub fn release_node(
         &mut self,
@@ -177,10 +207,82 @@ impl Tables {
         down: &NodeId,
         route: impl FnMut(AgentId, AgentMessage) -> Route,
     ) -> Result<(), NoTable> {
-        let input = TableInput::NodeDown {
-            node: down.clone(),
-            ghosts: false,
+        self.step(
+            on,
+            [NodeInput::LinkDown(down.clone())],
+            &AllConnected,
+            route,
+        )
+    }
+}
+
+/// A view of the cluster in which every node is connected to every other: the simulations
+/// whose nodes never part.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AllConnected;
+
+impl Peers for AllConnected {
+    fn connected(&self, _node: &NodeId) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str) -> NodeId {
+        NodeId::new(name).unwrap()
+    }
+
+    /// Only `node` itself is connected: every other node's agents are ignored.
+    struct Alone(NodeId);
+
+    impl Peers for Alone {
+        fn connected(&self, node: &NodeId) -> bool {
+            *node == self.0
+        }
+    }
+
+    fn lock_by(agent: &AgentId) -> ServerRequest {
+        ServerRequest::Lock {
+            agent: agent.clone(),
+            lock: LockId::new(["a"]).unwrap(),
+            mode: Mode::X,
+        }
+    }
+
+    /// Requests go through the node's core: an agent of a node that is not connected is
+    /// ignored, one of a connected node is served, and a node down releases its agents.
+    #[test]
+    fn requests_and_node_downs_go_through_the_nodes_core() {
+        let (a, b) = (node("a"), node("b"));
+        let mut tables = Tables::new();
+        tables.start(a.clone(), &ModeTable::default(), 0);
+        let stranger = AgentId::new(b.clone(), 1, 1);
+        let mut told = Vec::new();
+        let mut route = |to: AgentId, _msg: AgentMessage| {
+            told.push(to);
+            Route::Sent
         };
-        self.step(on, [input], route)
+        tables
+            .serve(&a, [lock_by(&stranger)], &Alone(a.clone()), &mut route)
+            .unwrap();
+        assert!(!tables.get(&a).unwrap().knows(&stranger));
+
+        tables
+            .serve(&a, [lock_by(&stranger)], &AllConnected, &mut route)
+            .unwrap();
+        let lock = LockId::new(["a"]).unwrap();
+        assert_eq!(
+            tables.get(&a).unwrap().holds(&stranger, &lock).map(|h| h.0),
+            Some(Mode::X)
+        );
+
+        tables.release_node(&a, &b, &mut route).unwrap();
+        assert!(!tables.get(&a).unwrap().knows(&stranger));
+        // Told of its grant only: nothing for the ignored request, nor (being gone) for its
+        // removal.
+        assert_eq!(told, vec![stranger]);
     }
 }

@@ -1,8 +1,12 @@
-//! One election step, decided here and nowhere else: how a member moves between states as its
-//! agent's status says (`reassess`) and as other members announce themselves (`on_am_leader`),
-//! the grants it holds, the terms it takes (`next_term`, `bump`, `take_term`) and accepts,
-//! becoming leader, following and stepping down (see the module documentation of
-//! [`super`] for the states).
+//! One election step: how a member moves between states as its agent's status says
+//! (`reassess`) and as other members announce themselves (`on_am_leader`), the grants it
+//! holds, the terms it takes (`next_term`, `bump`, `take_term`) and accepts, becoming leader,
+//! following and stepping down (see the module documentation of [`super`] for the states).
+//! Every transition is decided here. The facts a transition asks for are kept elsewhere, each
+//! by the part that keeps them up to date: which nodes the gate has asked and whether they
+//! cover the nodes up (`gate.rs`: `widen`, `covers_alive`), what a majority of the group's
+//! nodes is (`majority.rs`: `is_majority`), and whether a view received contradicts an
+//! announcement (`society.rs`: `contradicted`).
 //!
 //! - **Candidate or follower → syncing**: its agent holds the election lock on every node the
 //!   member considers up (`have_all`) and, in majority mode, on a majority of the group's nodes

@@ -222,7 +222,10 @@ impl Agent {
         );
         let done = executor::execute(&self.guard.router, &mut self.core, effects, &mut |effect| {
             match effect {
-                AgentEffect::Reply { call, result } => replies.answer(call, result, router),
+                AgentEffect::Reply { call, result } => {
+                    trace!(target: "lock_path", hop = 11, ?call, "answered");
+                    replies.answer(call, result, router)
+                }
                 AgentEffect::StatusChanged(status) => {
                     trace!(agent = %id, ?status, "status changed");
                     events.publish(TransactionEvent::Status(status));
@@ -423,6 +426,7 @@ impl Handler<LockCall> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
+        trace!(target: "lock_path", hop = 3, agent = %self.core.id(), lock = %msg.lock, "to the core");
         let call = msg
             .reply
             .map(|(call, reply)| self.replies.add(call, Caller::Lock(reply)));

@@ -61,27 +61,29 @@ pub fn execute(
         for effect in effects {
             count(metrics, core, &effect);
             match effect {
-                AgentEffect::ToServer { node, request } => match router.send_server(&node, request)
-                {
-                    Ok(()) => {}
-                    // A core made with another id than its port's: nothing was sent, and the
-                    // server is no less reachable.
-                    Err(err @ RouteError::NotThisAgent { .. }) => {
-                        warn!(agent = %core.id(), %node, %err, "request not sent");
-                    }
-                    Err(err) => {
-                        // A node known down, or a release at a stop (the node may be
-                        // stopping too), is no surprise.
-                        if matches!(err, RouteError::NotConnected(_)) || !core.is_running() {
-                            debug!(agent = %core.id(), %node, %err, "lock server unreachable");
-                        } else {
-                            warn!(agent = %core.id(), %node, %err, "lock server unreachable");
+                AgentEffect::ToServer { node, request } => {
+                    trace!(target: "lock_path", hop = 4, agent = %core.id(), %node, "to the router");
+                    match router.send_server(&node, request) {
+                        Ok(()) => {}
+                        // A core made with another id than its port's: nothing was sent, and the
+                        // server is no less reachable.
+                        Err(err @ RouteError::NotThisAgent { .. }) => {
+                            warn!(agent = %core.id(), %node, %err, "request not sent");
                         }
-                        if !unreachable.contains(&node) {
-                            unreachable.push(node);
+                        Err(err) => {
+                            // A node known down, or a release at a stop (the node may be
+                            // stopping too), is no surprise.
+                            if matches!(err, RouteError::NotConnected(_)) || !core.is_running() {
+                                debug!(agent = %core.id(), %node, %err, "lock server unreachable");
+                            } else {
+                                warn!(agent = %core.id(), %node, %err, "lock server unreachable");
+                            }
+                            if !unreachable.contains(&node) {
+                                unreachable.push(node);
+                            }
                         }
                     }
-                },
+                }
                 AgentEffect::ToAgent { to, msg } => match router.send_agent(&to, msg) {
                     Ok(()) => {}
                     // A core made with another id than its port's: nothing was sent.

@@ -320,6 +320,7 @@ impl Transaction {
             Fast::Done(result) => return Either::Left(Either::Right(cooperative(result))),
             Fast::Agent(addr, lock, queued) => (addr, lock, queued),
         };
+        tracing::trace!(target: "lock_path", hop = 1, %lock, queued = queued.is_some(), "to the agent");
         Either::Right(self.lock_by_agent(addr, lock, mode, queued, None))
     }
 

@@ -430,6 +430,7 @@ impl Router {
 
     /// Sends a request to the lock server of `node`.
     pub fn send_server(&self, node: &NodeId, request: ServerRequest) -> Result<(), RouteError> {
+        tracing::trace!(target: "lock_path", hop = 5, agent = %request.agent(), %node, "to its lock server");
         if node == &self.node {
             let server = self.server.get().ok_or(RouteError::ServerStopped)?;
             if !server.requests.connected() {
@@ -455,6 +456,7 @@ impl Router {
                     msg,
                 }));
         }
+        tracing::trace!(target: "lock_path", hop = 9, agent = %to, "to the agent's mailbox");
         let mut shard = self.agents.shard(to);
         let mailbox = shard.mailbox(to);
         let seen = match &mailbox {

@@ -114,6 +114,7 @@ impl Handler<ToServer> for LockServer {
     type Result = ();
 
     fn handle(&mut self, msg: ToServer, ctx: &mut Self::Context) {
+        tracing::trace!(target: "lock_path", hop = 6, agent = %msg.0.agent(), "to the node's core");
         self.step(NodeInput::Request(msg.0), ctx);
     }
 }

@@ -456,6 +456,7 @@ impl AgentCore {
     /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
     /// status and the analysis wait for [`AgentCore::settle`].
     pub fn receive(&mut self, msg: AgentMessage) -> Vec<AgentEffect> {
+        tracing::trace!(target: "lock_path", hop = 10, agent = %self.id, "taken in");
         let mut out = Vec::new();
         if self.phase != Phase::Running || self.on_surrender_answer(&msg, &mut out) {
             return out;

@@ -37,6 +37,7 @@ impl Transaction {
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         let call = next_call();
+        tracing::trace!(target: "lock_path", hop = 2, %lock, "sent to the agent actor");
         addr.do_send(LockCall {
             lock,
             mode,

@@ -79,7 +79,10 @@ impl LockTable {
     /// Applies one input and returns what to do (see the module documentation).
     pub fn step(&mut self, input: TableInput) -> Vec<TableEffect> {
         let sends = match input {
-            TableInput::Request(request) => self.handle(request),
+            TableInput::Request(request) => {
+                tracing::trace!(target: "lock_path", hop = 8, agent = %request.agent(), "granted or queued");
+                self.handle(request)
+            }
             TableInput::NodeDown { node, ghosts } => {
                 if node == self.node {
                     return Vec::new();

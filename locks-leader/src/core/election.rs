@@ -2,8 +2,10 @@
 //! (`reassess`) and as other members announce themselves (`on_am_leader`), the grants it
 //! holds, the terms it takes (`next_term`, `bump`, `take_term`) and accepts, becoming leader,
 //! following and stepping down (see the module documentation of [`super`] for the states).
-//! Every transition is decided here. The facts a transition asks for are kept elsewhere, each
-//! by the part that keeps them up to date: which nodes the gate has asked and whether they
+//! Every transition is made here, in the function the list below names; an input that calls
+//! for one (a node down, a message, a view) is noticed where it arrives, and the function's
+//! documentation says where. The facts a transition asks for are kept elsewhere, each by the
+//! part that keeps them up to date: which nodes the gate has asked and whether they
 //! cover the nodes up (`gate.rs`: `widen`, `covers_alive`), what a majority of the group's
 //! nodes is (`majority.rs`: `is_majority`), and whether a view received contradicts an
 //! announcement (`society.rs`: `contradicted`).
@@ -16,7 +18,9 @@
 //!   least as new as the grant came from every node where it holds the lock). It takes the term
 //!   `next_term`: at least the largest fencing version of its grants, above every term it has
 //!   seen or accepted.
-//! - **Syncing → candidate**: it lost one of the locks.
+//! - **Syncing → candidate**: it lost one of the locks; its sync lock was not granted, or was
+//!   granted when it no longer held the election locks (`on_sync_result`); or the sync took
+//!   longer than `SYNC_TIMEOUT` (`check_sync_deadline`). It checks again after `RECHECK`.
 //! - **Leader → candidate** (`step_down`): it lost one of the locks, or (majority mode) holds
 //!   them on no majority of the nodes up, or its leases do not prove a majority
 //!   (`check_leases`, which the shell calls before every input that could make it answer as
@@ -26,11 +30,16 @@
 //! - **Candidate → follower** (`on_am_leader`): another member announces its term, and this
 //!   member neither leads nor syncs, sees a majority, has accepted no larger term, and has no
 //!   view that contradicts the announcement.
+//! - **Follower → candidate** (`leader_lost`): its leader is gone, says it leads no more, or
+//!   no longer holds the election lock, or this member no longer sees a majority; it tells the
+//!   candidates, and whoever leads answers.
+//! - **Any state → candidate, for good** (`stand_down`): the member stops (`member.rs`,
+//!   `stop_with`, which then takes no more steps).
 
-use super::{MemberCore, MemberEffect, PeerMsg, Pending, SYNC_TIMEOUT, Stashed, State};
+use super::{MemberCore, MemberEffect, PeerMsg, Pending, RECHECK, SYNC_TIMEOUT, Stashed, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
-use crate::term::Term;
+use crate::term::{Role, Term};
 use locks_core::{MemberId, NodeId};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -390,5 +399,66 @@ impl<C: Callbacks> MemberCore<C> {
         {
             self.bump();
         }
+    }
+
+    /// Follower → candidate: its leader is lost. The member says so to the candidates, and
+    /// whoever leads answers. Called when the leader's member is gone, says it follows nobody,
+    /// or a view shows it no longer holds the election lock (`society.rs`); when the leader's
+    /// node went down or this member no longer sees a majority (`member.rs`, `node_down`); and
+    /// when the leader answered a forwarded call that it does not lead (`calls.rs`).
+    pub(super) fn leader_lost(&mut self) {
+        let State::Following { term, .. } = &self.s.state else {
+            return;
+        };
+        debug!(member = %self.s.me, leader = %term.leader, "leader lost");
+        self.s.state = State::Candidate;
+        self.publish();
+        self.fail_forwarded(None, CallError::LeaderDied);
+        for m in self.s.with_role(Role::Candidate) {
+            if m != self.s.me {
+                self.s.send(&m, PeerMsg::Uncertain);
+            }
+        }
+    }
+
+    /// The sync lock of the current attempt was granted (`ok`) or not. Syncing → leader once
+    /// the member still holds the election locks (and, in majority mode, its poll is done:
+    /// until then the sync lock is kept); otherwise syncing → candidate, checked again after
+    /// [`RECHECK`].
+    pub(super) fn on_sync_result(&mut self, attempt: u64, ok: bool, now: Duration) {
+        if ok && self.have_all() && self.holds_majority() {
+            self.s.sync_held = Some(attempt);
+            self.try_finish_sync();
+        } else {
+            if ok {
+                self.s.out.push(MemberEffect::EndSync { attempt });
+            }
+            debug!(member = %self.s.me, attempt, ok, "sync failed; checking again shortly");
+            self.s.state = State::Candidate;
+            self.s.recheck_at = Some(now + RECHECK);
+        }
+    }
+
+    /// Syncing → candidate when the attempt's deadline ([`SYNC_TIMEOUT`] after it began) has
+    /// passed; checked again after [`RECHECK`].
+    pub(super) fn check_sync_deadline(&mut self, now: Duration) {
+        if let State::Syncing { attempt, deadline } = self.s.state
+            && deadline <= now
+        {
+            debug!(member = %self.s.me, attempt, "sync timed out");
+            self.s.out.push(MemberEffect::EndSync { attempt });
+            self.s.state = State::Candidate;
+            self.s.recheck_at = Some(now + RECHECK);
+        }
+    }
+
+    /// Any state → candidate as the member stops (for good: a stopped member takes no more
+    /// steps); a sync under way is ended.
+    pub(super) fn stand_down(&mut self) {
+        if let State::Syncing { attempt, .. } = self.s.state {
+            self.s.out.push(MemberEffect::EndSync { attempt });
+        }
+        self.s.state = State::Candidate;
+        self.publish();
     }
 }

@@ -4,7 +4,7 @@
 //! (see the module documentation of [`super`]).
 
 use super::society::Learnt;
-use super::{Inner, MemberCore, MemberEffect, PeerMsg, RECHECK, State};
+use super::{Inner, MemberCore, MemberEffect, PeerMsg, State};
 use crate::callbacks::Callbacks;
 use crate::core::peer::Peer;
 use crate::error::CallError;
@@ -353,19 +353,7 @@ impl<C: Callbacks> MemberCore<C> {
             }
             return self.take();
         }
-        if ok && self.have_all() && self.holds_majority() {
-            // In majority mode the poll may still be out: the sync lock is kept until it is
-            // done (or the attempt times out).
-            self.s.sync_held = Some(attempt);
-            self.try_finish_sync();
-        } else {
-            if ok {
-                self.s.out.push(MemberEffect::EndSync { attempt });
-            }
-            debug!(member = %self.s.me, attempt, ok, "sync failed; checking again shortly");
-            self.s.state = State::Candidate;
-            self.s.recheck_at = Some(now + RECHECK);
-        }
+        self.on_sync_result(attempt, ok, now);
         self.take()
     }
 
@@ -375,14 +363,7 @@ impl<C: Callbacks> MemberCore<C> {
             return Vec::new();
         }
         self.expire_calls(now);
-        if let State::Syncing { attempt, deadline } = self.s.state
-            && deadline <= now
-        {
-            debug!(member = %self.s.me, attempt, "sync timed out");
-            self.s.out.push(MemberEffect::EndSync { attempt });
-            self.s.state = State::Candidate;
-            self.s.recheck_at = Some(now + RECHECK);
-        }
+        self.check_sync_deadline(now);
         if !matches!(self.s.state, State::Syncing { .. }) {
             self.s.sync_held = None;
             self.s.poll = None;
@@ -430,11 +411,7 @@ impl<C: Callbacks> MemberCore<C> {
             };
             self.s.out.push(MemberEffect::ToServer { node, request });
         }
-        if let State::Syncing { attempt, .. } = self.s.state {
-            self.s.out.push(MemberEffect::EndSync { attempt });
-        }
-        self.s.state = State::Candidate;
-        self.publish();
+        self.stand_down();
         self.s.stopped = true;
         self.s.out.push(MemberEffect::Stopped { reason });
     }

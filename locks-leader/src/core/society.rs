@@ -31,22 +31,6 @@ pub(super) enum Learnt {
 }
 
 impl<C: Callbacks> MemberCore<C> {
-    /// A follower lost its leader: it says so to the candidates, and whoever leads answers.
-    pub(super) fn leader_lost(&mut self) {
-        let State::Following { term, .. } = &self.s.state else {
-            return;
-        };
-        debug!(member = %self.s.me, leader = %term.leader, "leader lost");
-        self.s.state = State::Candidate;
-        self.publish();
-        self.fail_forwarded(None, CallError::LeaderDied);
-        for m in self.s.with_role(Role::Candidate) {
-            if m != self.s.me {
-                self.s.send(&m, PeerMsg::Uncertain);
-            }
-        }
-    }
-
     /// Learns of a member (from a view that lists it, or a message it sent); says `Hello` to
     /// a new one, and a leader announces itself to it.
     ///

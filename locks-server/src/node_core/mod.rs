@@ -80,7 +80,7 @@ pub enum NodeInput {
     /// The node's lock server started.
     Started,
     /// A request for this node's lock server, from a local agent or from a peer's (whose
-    /// envelope [`peer::check`] admitted).
+    /// envelope `node_core::peer::check` admitted).
     Request(ServerRequest),
     /// The link to `node` ended (closed, broken, or its lease ran out).
     LinkDown(NodeId),

@@ -1,19 +1,52 @@
 """A Python client of a locks node's gRPC API (package ``locks.v1``).
 
-    from locks_client import Client
+    from locks_client import Client, Fence
 
-    client = Client("127.0.0.1:7100", token="secret")
+    client = Client(["127.0.0.1:7101", "127.0.0.1:7102"], token="secret")
+    fence = Fence()                       # the resource's side: largest token seen per node
     with client.lock("db/x", mode="X") as grant:
-        write_with(grant.tokens)          # {"a": 1042}: node -> fencing token
+        if grant.valid() and fence.admit(grant.tokens):   # {"a": 1042}: node -> token
+            write()
 
-A :class:`Session` is one transaction on the node, for several locks, pushed events (grants,
-losses, deadlocks) and a :attr:`Session.lost` flag. It ends with :meth:`Session.end`, when it is
-closed, or when the process or its connection goes away: the node then releases its locks.
-:meth:`Client.campaign` runs for a group's leadership (the term is the leader's fencing token),
-and :meth:`Client.proclaim` changes the leader's value. :class:`TLS` connects to a node that
-serves the API over TLS.
+A :class:`Session` is one transaction on one node, for several locks, with pushed events
+(grants, losses, deadlocks) and a :attr:`Session.lost` flag. It ends with :meth:`Session.end`,
+when it is closed, or when the process or its connection goes away: the node then releases its
+locks. :meth:`Client.campaign` runs for a group's leadership (the term is the leader's fencing
+token), and :meth:`Client.proclaim` changes the leader's value. :class:`TLS` connects to a node
+that serves the API over TLS.
+
+What the client promises:
+
+- **Every wait is bounded, every refusal explained.** Opening a session or a campaign and the
+  other calls take a ``timeout``; every failure is a :class:`LocksError` with a
+  ``grpc.StatusCode`` and a message (a stream the node ended carries the node's status).
+- **A lock call given up is withdrawn.** When ``Session.lock`` gives up (its
+  ``Session.timeout``, KeyboardInterrupt), the client cancels the request and waits for the
+  node's last word, so nothing is granted to a call after it failed (:mod:`.session`).
+- **A lease tells a holder it may have lost its locks.** The session counts the node's
+  keepalive bound from the send time of its last answered request, less a margin; past it,
+  ``Session.lost`` is set (cause ``lease-expired``) and ``Grant.valid()`` is false, checked
+  against the clock at the call, so a process resumed after a long pause knows at once. The
+  clock assumption and the margin are in :mod:`.lease`.
+- **Fencing makes a late write harmless.** :class:`Fence` remembers the largest token per node
+  and refuses older ones: the resource's side of the lock.
 """
 
-from locks_client.client import TLS, Campaign, Client, Event, Grant, Leader, LocksError, Session
+from locks_client.campaign import Campaign, Leader
+from locks_client.client import TLS, Client
+from locks_client.errors import LocksError
+from locks_client.events import Event, Grant
+from locks_client.fence import Fence
+from locks_client.session import Session
 
-__all__ = ["Campaign", "Client", "Event", "Grant", "Leader", "LocksError", "Session", "TLS"]
+__all__ = [
+    "Campaign",
+    "Client",
+    "Event",
+    "Fence",
+    "Grant",
+    "Leader",
+    "LocksError",
+    "Session",
+    "TLS",
+]

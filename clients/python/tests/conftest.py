@@ -1,6 +1,8 @@
 """Real `node` processes for the end-to-end tests: each started on ephemeral loopback ports,
-its stdout read on a thread, and killed by pid when the test ends, whatever happened."""
+its stdout read on a thread, and killed by pid when the test ends, whatever happened; Python
+client processes run the same way; and bounded waits for what the tests expect."""
 
+import contextlib
 import os
 import queue
 import signal
@@ -93,3 +95,65 @@ def nodes():
     finally:
         for node in started:
             node.kill()
+
+
+@contextlib.contextmanager
+def client_process(script, node, *extra):
+    """Runs ``script`` in a Python process of its own against ``node`` (its arguments: the
+    client package's directory, the node's client address, the token, then ``extra``); yields
+    the process and the number it prints first. The process is killed by pid at the end,
+    whatever happened."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, os.path.join(HERE, ".."), node.client_addr, TOKEN]
+        + [str(e) for e in extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield proc, int(proc.stdout.readline())
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=BOUND)
+
+
+def next_event_where(session, matches, bound=BOUND):
+    """The first event of ``session`` that ``matches``, and the events before it; fails the
+    test if none comes within ``bound`` seconds or the session closes first."""
+    before = []
+    deadline = time.monotonic() + bound
+    while True:
+        left = deadline - time.monotonic()
+        event = session.next_event(timeout=max(left, 0))
+        assert event is not None, f"no matching event within {bound} s; got {before}"
+        if matches(event):
+            return event, before
+        assert event.kind != "closed", f"the session closed first: {before + [event]}"
+        before.append(event)
+
+
+def events_so_far(session):
+    """The events ``session`` has received and not handed out yet."""
+    events = []
+    while (event := session.next_event(timeout=0)) is not None:
+        events.append(event)
+    return events
+
+
+def returns_within(bound, call):
+    """Runs ``call()`` on a thread; fails the test if it has not returned within ``bound``
+    seconds (the thread is left to finish); its result, or the exception it raised."""
+    outcome = []
+
+    def run():
+        try:
+            outcome.append(call())
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            outcome.append(e)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(bound)
+    assert not thread.is_alive(), f"the call did not return within {bound} s"
+    return outcome[0]

@@ -2,18 +2,15 @@
 between two clients that both finish, a client killed with SIGKILL that loses its lock, a
 majority lock over three nodes, and bad input refused with its gRPC code."""
 
-import contextlib
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
 import grpc
 import pytest
 
-from conftest import BOUND, HERE, TOKEN
+from conftest import BOUND, TOKEN, client_process
 from locks_client import Client, LocksError
 
 
@@ -90,24 +87,6 @@ def test_two_clients_in_a_deadlock_cycle_both_finish(nodes):
         assert surrendered == victim, events
         told.append(victim)
     assert sorted(told) == [False, True], told
-
-
-@contextlib.contextmanager
-def client_process(script, node):
-    """Runs ``script`` in a Python process of its own against ``node``; yields the process and
-    the number it prints first. The process is killed by pid at the end, whatever happened."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", script, os.path.join(HERE, ".."), node.client_addr, TOKEN],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield proc, int(proc.stdout.readline())
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=BOUND)
 
 
 HOLDER = """

@@ -1,0 +1,168 @@
+"""The client's own logic, without a node: the lease read against the clock at the check (a
+session on a fake stream whose clock is moved by the test, its background threads asleep),
+and the Fence's per-node comparison."""
+
+import queue
+import threading
+
+import grpc
+import pytest
+
+import locks_client.lease
+import locks_client.session
+from locks_client import Fence, LocksError
+from locks_client._stubs import pb
+from locks_client.session import Session
+
+
+class _Ended(grpc.RpcError):
+    def code(self):
+        return grpc.StatusCode.CANCELLED
+
+    def details(self):
+        return "cancelled by the client"
+
+
+class _FakeStream:
+    """A session stream that starts the session with ``keepalive_ms``, answers every request
+    at once when ``answering`` is set, and ends when cancelled."""
+
+    def __init__(self, requests, keepalive_ms):
+        self.events = queue.Queue()
+        self.answering = threading.Event()
+        self.answering.set()
+        started = pb.Started(agent="agent-1", node="fake", keepalive_ms=keepalive_ms)
+        self.events.put(pb.SessionEvent(started=started))
+        threading.Thread(target=self._serve, args=(requests,), daemon=True).start()
+
+    def _serve(self, requests):
+        for request in requests:
+            if not self.answering.is_set():
+                continue
+            kind = request.WhichOneof("kind")
+            if kind == "lock":
+                token = pb.Token(node="fake", version=7)
+                grant = pb.Grant(id=request.lock.id, mode="X", tokens=[token])
+                answer = pb.SessionEvent(locked=pb.Locked(grant=grant))
+            else:
+                answer = pb.SessionEvent(accepted=pb.Accepted())
+            answer.request_id = request.request_id
+            self.events.put(answer)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        event = self.events.get()
+        if event is None:
+            raise _Ended()
+        return event
+
+    def cancel(self):
+        self.events.put(None)
+
+
+class _FakeStub:
+    def __init__(self, keepalive_ms):
+        self.keepalive_ms = keepalive_ms
+        self.stream = None
+
+    def Session(self, requests, metadata=()):  # noqa: N802 - the gRPC method's name
+        self.stream = _FakeStream(requests, self.keepalive_ms)
+        return self.stream
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The lease's clock, moved only by the test."""
+    now = [1000.0]
+    monkeypatch.setattr(locks_client.session, "now", lambda: now[0])
+    monkeypatch.setattr(locks_client.lease, "now", lambda: now[0])
+    return now
+
+
+def test_the_lease_is_read_against_the_clock_at_the_check(clock):
+    stub = _FakeStub(keepalive_ms=10_000)
+    session = Session(stub, [], keepalive=30.0, address="fake")
+    try:
+        assert session.keepalive == 10.0
+        grant = session.lock("db/x")
+        assert grant.valid() and not session.lost.is_set()
+        # The node stops answering; time passes, but not past the bound less the margin (1 s).
+        stub.stream.answering.clear()
+        clock[0] += 8.9
+        assert grant.valid() and not session.lost.is_set()
+        # Past it. The background threads sleep on the real clock: only the check can tell.
+        clock[0] += 0.2
+        assert not threading.Event.is_set(session.lost)
+        assert session.lost.is_set()
+        assert not grant.valid()
+        lost = session.next_event(timeout=5)
+        assert (lost.kind, lost.cause, lost.lock) == ("lost", "lease-expired", "")
+        closed = session.next_event(timeout=5)
+        assert (closed.kind, closed.code) == ("closed", grpc.StatusCode.ABORTED)
+        with pytest.raises(LocksError) as e:
+            session.status()
+        assert e.value.code == grpc.StatusCode.ABORTED
+        assert "lease expired" in e.value.message
+    finally:
+        session.close()
+
+
+def test_an_answer_renews_the_lease_from_its_requests_send_time(clock):
+    stub = _FakeStub(keepalive_ms=10_000)
+    session = Session(stub, [], keepalive=10.0, address="fake")
+    try:
+        clock[0] += 8.0
+        session.lock("db/x")  # sent, and answered, at +8 s
+        clock[0] += 8.0
+        assert not session.lost.is_set()
+        clock[0] += 1.5
+        assert session.lost.is_set()
+    finally:
+        session.close()
+
+
+def test_the_clients_keepalive_bounds_the_lease_when_smaller(clock):
+    session = Session(_FakeStub(keepalive_ms=10_000), [], keepalive=2.0, address="fake")
+    try:
+        assert session.keepalive == 2.0
+        clock[0] += 1.9  # past 2 s less the margin of 0.2 s
+        assert session.lost.is_set()
+    finally:
+        session.close()
+
+
+def test_a_fence_compares_tokens_per_node():
+    fence = Fence()
+    assert fence.admit({"a": 5, "b": 3})
+    assert fence.admit({"a": 5, "b": 3})  # the same holder writes again
+    assert not fence.admit({"a": 4, "c": 100})  # older on a
+    assert fence.seen == {"a": 5, "b": 3}  # a refused write records nothing
+    assert fence.admit({"b": 4, "c": 1})  # a majority elsewhere; c never seen
+    assert not fence.admit("a@6,b@3")  # older on b, as locksctl's LOCKS_TOKENS
+    assert fence.seen == {"a": 5, "b": 4, "c": 1}
+    with pytest.raises(LocksError) as e:
+        fence.check({"b": 2})
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "b@2 < b@4" in e.value.message
+    with pytest.raises(ValueError):
+        fence.admit({})
+    assert Fence(fence.seen).admit({"a": 5}) and not Fence(fence.seen).admit({"a": 4})
+
+
+def test_a_fence_keeps_the_largest_token_under_threads():
+    fence = Fence()
+    admitted = []
+
+    def write(version):
+        if fence.admit({"a": version}):
+            admitted.append(version)
+
+    threads = [threading.Thread(target=write, args=(v,)) for v in range(200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert fence.seen == {"a": 199}
+    assert 199 in admitted

@@ -150,3 +150,40 @@ async fn a_peer_that_went_down_starts_from_zero_when_it_is_back() {
     let t3 = txn(&b).await;
     lock_on_a(&t3, lock_id!["y"]).await.unwrap();
 }
+
+/// A lock id thousands of keys deep from a peer is refused for its depth before the quota
+/// books count anything (counting its prefixes would take time quadratic in its depth, on the
+/// node's thread): node `a` answers at once, and `b`, which watches `a`'s heartbeats with a
+/// short timeout, never sees it down.
+#[tokio::test]
+async fn a_lock_id_thousands_of_keys_deep_is_refused_and_its_node_is_never_seen_down() {
+    use std::time::Duration;
+    let configure = |name: &str| -> NodeConfig {
+        config(name).heartbeat(Duration::from_millis(100), Duration::from_millis(1000))
+    };
+    let mut hs = cluster_with(&["a", "b"], configure).await;
+    let b = hs.pop().expect("two nodes");
+    let _a = hs.pop().expect("two nodes");
+    let mut events = b.node.subscribe_nodes();
+    let deep = LockId::new(0..12_000u64).unwrap();
+    let t = txn(&b).await;
+    let err = lock_on_a(&t, deep).await.unwrap_err();
+    // The id itself is not printed: 12,000 keys.
+    let reason = match &err {
+        Error::Request(RequestError::Refused { reason, .. }) => reason.clone(),
+        _ => panic!(
+            "not refused by a: {}",
+            err.to_string().chars().take(200).collect::<String>()
+        ),
+    };
+    assert!(matches!(reason, Rejection::LockIdTooLarge(_)), "{reason:?}");
+    // A lock of b's on a still works, and b never saw a go down meanwhile.
+    let t2 = txn(&b).await;
+    lock_on_a(&t2, lock_id!["after"]).await.unwrap();
+    while let Some(event) = events.try_recv() {
+        assert!(
+            !matches!(event, locks_server::NodeEvent::Down(..)),
+            "b saw a down: {event:?}"
+        );
+    }
+}

@@ -246,8 +246,20 @@ impl Client {
     /// Opens a session: a transaction on the node, until [`Session::end`] or the session is
     /// dropped.
     pub async fn session(&mut self) -> Result<Session, ClientError> {
+        self.session_with(SessionOptions::default()).await
+    }
+
+    /// Opens a session with `options`.
+    pub async fn session_with(&mut self, options: SessionOptions) -> Result<Session, ClientError> {
         let (tx, rx) = mpsc::channel::<pb::SessionRequest>(64);
-        let mut stream = self.inner.session(rx).await?.into_inner();
+        let mut request = tonic::Request::new(rx);
+        if options.abort_on_deadlock {
+            request.metadata_mut().insert(
+                crate::server::ABORT_ON_DEADLOCK,
+                MetadataValue::from_static("true"),
+            );
+        }
+        let mut stream = self.inner.session(request).await?.into_inner();
         let started = match stream.message().await? {
             Some(pb::SessionEvent {
                 kind: Some(Kind::Started(s)),
@@ -267,8 +279,52 @@ impl Client {
     }
 }
 
+/// How a session's transaction behaves ([`Client::session_with`]).
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// Abort the transaction (every call fails with `ABORTED`, every lock is released) when it
+    /// is chosen as a deadlock's victim, instead of surrendering the lock and asking again.
+    pub abort_on_deadlock: bool,
+}
+
+impl SessionOptions {
+    /// The options with `abort_on_deadlock` set as given.
+    pub fn abort_on_deadlock(mut self, abort: bool) -> SessionOptions {
+        self.abort_on_deadlock = abort;
+        self
+    }
+}
+
+/// The bit that sets the request ids of the cancels a session sends for `lock` calls dropped
+/// before their answer came apart from the ids of its calls.
+const CANCEL_ID: u64 = 1 << 63;
+
+/// Withdraws a `lock` call whose future is dropped before its answer came: sends `Cancel` on
+/// a sender of its own (each sender of the channel has a slot of its own, so the send does not
+/// wait).
+struct CancelOnDrop {
+    tx: Option<mpsc::Sender<pb::SessionRequest>>,
+    request_id: u64,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut tx) = self.tx.take() {
+            let _ = tx.try_send(pb::SessionRequest {
+                request_id: CANCEL_ID | self.request_id,
+                kind: Some(pb::session_request::Kind::Cancel(pb::Cancel {
+                    request_id: self.request_id,
+                })),
+            });
+        }
+    }
+}
+
 /// One session (one transaction on the node). Dropping it ends the stream, and so the
-/// transaction.
+/// transaction. A [`Session::lock`] future dropped before its answer came withdraws its
+/// request (`Cancel`); if the grant came first, the session holds the lock until it unlocks it
+/// or ends.
 ///
 /// The session reads its stream on the caller's task, in [`Session::next_event`] and while a
 /// call waits for its answer (pushed events read meanwhile are kept for `next_event`): an
@@ -368,7 +424,7 @@ impl Session {
                 Read::Event(event) if event.request_id == 0 => self.pushed.push_back(Ok(event)),
                 // The answer to a call that was dropped before it came.
                 Read::Event(_) => {}
-                Read::Ended => return Err(ClientError::Closed),
+                Read::Ended => return Err(self.why_ended()),
             }
         };
         match event.kind {
@@ -381,10 +437,49 @@ impl Session {
         }
     }
 
-    /// Locks and waits for the grant (with its fencing tokens).
+    /// Why the stream ended: the node's status when it ended with one.
+    fn why_ended(&self) -> ClientError {
+        match self.pushed.back() {
+            Some(Err(status)) => ClientError::Status(status.clone()),
+            _ => ClientError::Closed,
+        }
+    }
+
+    /// Locks and waits for the grant (with its fencing tokens). Dropping the future before the
+    /// answer withdraws the request.
     pub async fn lock(&mut self, spec: LockSpec) -> Result<pb::Locked, ClientError> {
-        match self.call(pb::session_request::Kind::Lock(spec.0)).await? {
+        let mut cancel = CancelOnDrop {
+            tx: Some(self.tx.clone()),
+            request_id: self.next_id,
+        };
+        let answer = self.call(pb::session_request::Kind::Lock(spec.0)).await;
+        cancel.tx = None;
+        match answer? {
             Kind::Locked(locked) => Ok(locked),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The current fencing tokens of `path`, which this session holds (refused with
+    /// `FAILED_PRECONDITION` when it does not hold it now).
+    pub async fn tokens(&mut self, path: &str) -> Result<pb::Grant, ClientError> {
+        let id = path.split('/').map(str::to_owned).collect();
+        match self
+            .call(pb::session_request::Kind::Tokens(pb::Tokens { id }))
+            .await?
+        {
+            Kind::Granted(grant) => Ok(grant),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Tells the node the client is alive; answered at once.
+    pub async fn ping(&mut self) -> Result<(), ClientError> {
+        match self
+            .call(pb::session_request::Kind::Ping(pb::Ping {}))
+            .await?
+        {
+            Kind::Accepted(_) => Ok(()),
             other => Err(unexpected(other)),
         }
     }

@@ -6,7 +6,7 @@
 use crate::limits::Limits;
 use crate::pb;
 use locks_agent::{
-    Deadlock, Error as AgentError, GrantedLock, LossCause, LostLock, Req, RequestError,
+    Deadlock, Error as AgentError, GrantedLock, Locked, LossCause, LostLock, Req, RequestError,
     TransactionStatus,
 };
 use locks_core::internal::proto::Rejection;
@@ -223,6 +223,25 @@ pub fn deadlock(d: &Deadlock, me: &str) -> pb::DeadlockResolved {
         victim,
         id: keys(&d.lock),
         node: d.node.to_string(),
+    }
+}
+
+/// The answer to a `lock` call: the grant, the locks of the deadlocks resolved so far, and
+/// those of them this session (agent `me`) surrendered.
+pub fn locked(locked: &Locked, me: &str) -> pb::Locked {
+    let ids = |locks: Vec<LockId>| locks.iter().map(|l| pb::LockId { id: keys(l) }).collect();
+    let mut surrendered: Vec<LockId> = locked
+        .deadlocks
+        .iter()
+        .filter(|d| d.victim.to_string() == me)
+        .map(|d| d.lock.clone())
+        .collect();
+    surrendered.sort();
+    surrendered.dedup();
+    pb::Locked {
+        grant: Some(grant(&locked.granted)),
+        deadlocks: ids(locked.deadlock_locks()),
+        surrendered: ids(surrendered),
     }
 }
 

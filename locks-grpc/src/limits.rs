@@ -29,8 +29,12 @@ pub struct Limits {
     pub max_id_bytes: usize,
     /// Nodes named in one request.
     pub max_nodes: usize,
-    /// Bytes in one request message.
+    /// Bytes in one request message: a larger session request is refused with an `Error`
+    /// event (`RESOURCE_EXHAUSTED`) and the session goes on.
     pub max_message_bytes: usize,
+    /// Bytes in one message on the wire: a larger one is not read, and ends its call with
+    /// `RESOURCE_EXHAUSTED`.
+    pub max_frame_bytes: usize,
 }
 
 impl Default for Limits {
@@ -44,6 +48,7 @@ impl Default for Limits {
             max_id_bytes: 4096,
             max_nodes: 64,
             max_message_bytes: 64 * 1024,
+            max_frame_bytes: 4 * 1024 * 1024,
         }
     }
 }

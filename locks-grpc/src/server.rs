@@ -14,6 +14,7 @@ use crate::pb::locks_server::{Locks, LocksServer};
 use crate::session::{self, Known, Shared};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
+use locks_agent::Options;
 use locks_leader::Role;
 use locks_server::Node;
 use locks_server::internal::{LogLimiter, Verdict};
@@ -147,11 +148,17 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
             known,
             limits: config.limits.clone(),
             log: LogLimiter::default(),
+            keepalive: config.keepalive,
         },
         sessions: Sessions::default(),
         campaigns: Campaigns::default(),
     };
-    let max = config.limits.max_message_bytes;
+    // Messages up to the frame limit are read, so that a session request over
+    // `max_message_bytes` is refused alone and its session goes on.
+    let max = config
+        .limits
+        .max_frame_bytes
+        .max(config.limits.max_message_bytes);
     let auth = Auth {
         token: config.token.clone(),
         log: service.shared.log.clone(),
@@ -242,6 +249,26 @@ impl tonic::service::Interceptor for Auth {
     }
 }
 
+/// The metadata that asks a session to abort its transaction when it is a deadlock's victim.
+pub(crate) const ABORT_ON_DEADLOCK: &str = "locks-abort-on-deadlock";
+
+/// The transaction options a `Session` call asks for in its metadata.
+fn session_options(metadata: &tonic::metadata::MetadataMap) -> Result<Options, Status> {
+    let mut options = Options::default();
+    if let Some(value) = metadata.get(ABORT_ON_DEADLOCK) {
+        options.abort_on_deadlock = match value.to_str().map(str::to_ascii_lowercase).as_deref() {
+            Ok("true" | "1" | "yes") => true,
+            Ok("false" | "0" | "no") => false,
+            _ => {
+                return Err(Status::invalid_argument(format!(
+                    "{ABORT_ON_DEADLOCK} is `true` or `false`"
+                )));
+            }
+        };
+    }
+    Ok(options)
+}
+
 /// Compares two byte strings in a time that does not depend on where they differ.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -328,9 +355,16 @@ impl Locks for Service {
         &self,
         request: Request<Streaming<pb::SessionRequest>>,
     ) -> Result<Response<EventStream>, Status> {
+        let options = session_options(request.metadata())?;
         let permit = self.permit(&request)?;
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-        let session = session::run(self.shared.clone(), request.into_inner(), tx, permit);
+        let session = session::run(
+            self.shared.clone(),
+            request.into_inner(),
+            tx,
+            permit,
+            options,
+        );
         Ok(Response::new(Box::pin(Driven {
             session: Some(Box::pin(session)),
             events: rx,

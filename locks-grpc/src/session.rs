@@ -7,7 +7,15 @@
 //! dropping the transaction and so releasing every lock, when the client sends `End`, closes
 //! its side of the stream, or its connection is gone (the server's keepalive drops a silent
 //! connection, and with it the stream and the session). Nothing else ends it: a failed request
-//! is answered with an `Error` event and the session goes on.
+//! is answered with an `Error` event and the session goes on (a request over
+//! `Limits::max_message_bytes` too). A stream that fails (a message over
+//! `Limits::max_frame_bytes`, or one that does not decode) ends with a status that says why.
+//!
+//! A waiting `lock` call can be withdrawn by the client (`Cancel`), as a dropped
+//! `Transaction::lock` future withdraws its request: its future races the call's answer
+//! against a trigger, answer first, so a call granted before the cancel arrived answers with
+//! its grant; otherwise its request is unlocked before the call is answered `CANCELLED`, and
+//! nothing is granted for it afterwards. The `Cancel` is answered right after the call.
 //!
 //! The transaction's agent starts only when a request needs it (see
 //! `Transaction::events_once_started`): until then nothing is pushed that the answers did not
@@ -23,15 +31,16 @@ use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, SessionPermit};
 use crate::pb;
 use crate::pb::session_event::Kind;
-use futures::channel::mpsc;
-use futures::future::BoxFuture;
+use futures::channel::{mpsc, oneshot};
+use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, SinkExt, StreamExt};
 use locks_agent::{LockState, Locked, Options, Transaction, TransactionEvent, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use locks_server::Node;
 use locks_server::internal::{LogLimiter, Verdict};
-use std::collections::HashSet;
+use prost::Message;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tonic::{Code, Status, Streaming};
@@ -64,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) known: Known,
     pub(crate) limits: Limits,
     pub(crate) log: LogLimiter,
+    /// The server's keepalive bound, told to each client in `Started`.
+    pub(crate) keepalive: Duration,
 }
 
 type Out = mpsc::Sender<Result<pb::SessionEvent, Status>>;
@@ -73,6 +84,21 @@ enum Answer {
     Done(Result<Locked, locks_agent::Error>),
     /// Its wait bound ran out.
     TimedOut(LockId, u64),
+    /// The client withdrew it (`Cancel`) before it was granted.
+    Cancelled(LockId),
+}
+
+/// The `lock` calls that wait, as futures answering with their request id.
+type Pending = FuturesUnordered<BoxFuture<'static, (u64, Answer)>>;
+
+/// What the session knows of its waiting `lock` calls, besides their futures.
+#[derive(Default)]
+struct Waiting {
+    /// By request id: the trigger that withdraws the call (`Cancel`).
+    cancel: HashMap<u64, oneshot::Sender<()>>,
+    /// By the request id of a call being withdrawn: the ids of the `Cancel` requests to answer
+    /// once the call's own answer is sent.
+    cancels: HashMap<u64, Vec<u64>>,
 }
 
 /// Serves one session until it ends (see the module documentation).
@@ -81,8 +107,10 @@ pub(crate) async fn run(
     mut inbound: Streaming<pb::SessionRequest>,
     mut out: Out,
     permit: SessionPermit,
+    options: Options,
 ) {
-    let txn = match locks_agent::begin_transaction(&shared.node, Options::default()).await {
+    let abort_on_deadlock = options.abort_on_deadlock;
+    let txn = match locks_agent::begin_transaction(&shared.node, options).await {
         Ok(txn) => txn,
         Err(e) => {
             let _ = out.send(Err(Status::unavailable(e.to_string()))).await;
@@ -93,6 +121,8 @@ pub(crate) async fn run(
     let started = Kind::Started(pb::Started {
         agent: me.clone(),
         node: shared.node.id().to_string(),
+        keepalive_ms: u64::try_from(shared.keepalive.as_millis()).unwrap_or(u64::MAX),
+        abort_on_deadlock,
     });
     if out.send(Ok(convert::event(0, started))).await.is_err() {
         return;
@@ -104,41 +134,60 @@ pub(crate) async fn run(
         requested: HashSet::new(),
         deadlocks: 0,
         told_cannot_serve: false,
+        waiting: Waiting::default(),
     };
     // Subscribed without starting the agent: local locks granted at once stay on the node's
     // fast path (answered by their calls), and the agent, once a request needs it, reports
     // everything from its start (see `Transaction::events_once_started`).
     let mut events = session.txn.events_once_started();
-    let mut pending: FuturesUnordered<BoxFuture<'static, (u64, Answer)>> = FuturesUnordered::new();
+    let mut pending = Pending::new();
     let ended = loop {
         let sent = tokio::select! {
             request = inbound.message() => match request {
                 Ok(Some(request)) => {
                     let (replies, end) = session.request(request, &mut pending).await;
                     if end {
-                        break Some(replies);
+                        break Ending::Ended(replies);
                     }
                     replies
                 }
-                // The client closed its side, or its connection is gone.
-                Ok(None) | Err(_) => break None,
+                // The client closed its side.
+                Ok(None) => break Ending::Closed,
+                // A message that could not be read, or the connection is gone.
+                Err(status) => break Ending::Failed(session.stream_failed(&status)),
             },
             Some(event) = events.next() => session.pushed(event, !pending.is_empty()),
             Some((id, answer)) = pending.next(), if !pending.is_empty() => {
-                vec![session.answer(id, answer).await]
+                session.answer(id, answer).await
             }
         };
         if send_all(&mut out, sent).await.is_err() {
-            break None;
+            break Ending::Closed;
         }
     };
     drop(pending);
     let Session { txn, .. } = session;
     let _ = txn.end().await;
-    if let Some(replies) = ended {
-        let _ = send_all(&mut out, replies).await;
+    match ended {
+        Ending::Ended(replies) => {
+            let _ = send_all(&mut out, replies).await;
+        }
+        Ending::Failed(status) => {
+            let _ = out.send(Err(status)).await;
+        }
+        Ending::Closed => {}
     }
     drop(permit);
+}
+
+/// How a session's loop ended.
+enum Ending {
+    /// By `End`: the answers to send after the transaction ended.
+    Ended(Vec<pb::SessionEvent>),
+    /// The client closed its side, or stopped reading.
+    Closed,
+    /// The request stream failed: the status that ends the stream, saying why.
+    Failed(Status),
 }
 
 async fn send_all(out: &mut Out, events: Vec<pb::SessionEvent>) -> Result<(), mpsc::SendError> {
@@ -159,6 +208,8 @@ struct Session {
     deadlocks: usize,
     /// The last status the client was told (pushed, or answering `status`) is `CannotServe`.
     told_cannot_serve: bool,
+    /// The `lock` calls that wait, for `Cancel`.
+    waiting: Waiting,
 }
 
 impl Session {
@@ -166,13 +217,25 @@ impl Session {
     async fn request(
         &mut self,
         request: pb::SessionRequest,
-        pending: &mut FuturesUnordered<BoxFuture<'static, (u64, Answer)>>,
+        pending: &mut Pending,
     ) -> (Vec<pb::SessionEvent>, bool) {
         let id = request.request_id;
+        let size = request.encoded_len();
+        let max = self.shared.limits.max_message_bytes;
+        if size > max {
+            let refusal = Refusal::new(
+                Code::ResourceExhausted,
+                format!(
+                    "a request has at most {max} bytes (max_message_bytes); this one has {size}"
+                ),
+            );
+            return (vec![self.refused(id, &refusal)], false);
+        }
         let reply = match request.kind {
             None => Err(Refusal::new(
                 Code::InvalidArgument,
-                "a request with no kind (lock, lock_nowait, unlock, convert, status or end)",
+                "a request with no kind (lock, lock_nowait, unlock, convert, status, cancel, \
+                 tokens, ping or end)",
             )),
             Some(pb::session_request::Kind::End(_)) => {
                 return (vec![convert::event(id, Kind::Ended(pb::Ended {}))], true);
@@ -180,12 +243,14 @@ impl Session {
             Some(pb::session_request::Kind::Lock(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
                     Ok(call) => {
-                        let mut wait = lock_call(&self.txn, id, call);
+                        let (cancel, cancelled) = oneshot::channel();
+                        let mut wait = lock_call(&self.txn, id, call, cancelled);
                         // A lock granted at once (the fast path) is answered now, without a
                         // turn of the session's loop.
                         if let Some((id, answer)) = (&mut wait).now_or_never() {
-                            return (vec![self.answer(id, answer).await], false);
+                            return (self.answer(id, answer).await, false);
                         }
+                        self.waiting.cancel.insert(id, cancel);
                         pending.push(wait);
                         return (vec![], false);
                     }
@@ -220,6 +285,11 @@ impl Session {
                     .map_err(|e| convert::agent_error(&e)),
                 Err(refusal) => Err(refusal),
             },
+            Some(pb::session_request::Kind::Cancel(c)) => {
+                return (self.cancel(id, c.request_id), false);
+            }
+            Some(pb::session_request::Kind::Tokens(t)) => self.tokens(&t).await,
+            Some(pb::session_request::Kind::Ping(_)) => Ok(Kind::Accepted(pb::Accepted {})),
             Some(pb::session_request::Kind::Status(_)) => match self.txn.status().await {
                 Ok(s) => {
                     self.told_cannot_serve = matches!(s, TransactionStatus::CannotServe { .. });
@@ -276,11 +346,7 @@ impl Session {
     }
 
     /// Checks the session's limits for one more request.
-    fn admit(
-        &mut self,
-        call: LockCall,
-        pending: &FuturesUnordered<BoxFuture<'static, (u64, Answer)>>,
-    ) -> Result<LockCall, Refusal> {
+    fn admit(&mut self, call: LockCall, pending: &Pending) -> Result<LockCall, Refusal> {
         let limits = &self.shared.limits;
         if pending.len() >= limits.max_pending {
             return Err(Refusal::new(
@@ -300,6 +366,84 @@ impl Session {
         Ok(call)
     }
 
+    /// Withdraws the waiting `lock` call `target` (request `id`, a `Cancel`): the call is
+    /// answered when its future ends (by its grant, if that came first, or by `CANCELLED` once
+    /// its request is withdrawn), and this request right after it. With no such call waiting,
+    /// it is answered at once.
+    fn cancel(&mut self, id: u64, target: u64) -> Vec<pb::SessionEvent> {
+        let accepted = convert::event(id, Kind::Accepted(pb::Accepted {}));
+        if let Some(trigger) = self.waiting.cancel.remove(&target) {
+            // A call that was granted meanwhile ignores the trigger: its future answers with
+            // the grant.
+            let _ = trigger.send(());
+            self.waiting.cancels.entry(target).or_default().push(id);
+            return vec![];
+        }
+        match self.waiting.cancels.get_mut(&target) {
+            // Withdrawn already, not answered yet: answered with the first cancel.
+            Some(ids) => {
+                ids.push(id);
+                vec![]
+            }
+            None => vec![accepted],
+        }
+    }
+
+    /// The answer to `tokens`: the lock as held now, with its current fencing tokens.
+    async fn tokens(&mut self, t: &pb::Tokens) -> Result<Kind, Refusal> {
+        let lock = convert::lock_id(&t.id, &self.shared.limits)?;
+        match self.txn.lock_state(lock.clone()).await {
+            Ok(LockState::Held(granted)) => Ok(Kind::Granted(convert::grant(&granted))),
+            Ok(state) => {
+                let now = match state {
+                    LockState::NotRequested => "not requested",
+                    LockState::Waiting => "waiting for its grant",
+                    LockState::Lost(_) => "lost",
+                    LockState::Held(_) => "held",
+                };
+                Err(Refusal::new(
+                    Code::FailedPrecondition,
+                    format!("{lock} is not held by this session: it is {now}"),
+                ))
+            }
+            Err(e) => Err(convert::agent_error(&e)),
+        }
+    }
+
+    /// The status that ends the stream when the request stream failed, saying why (a message
+    /// over the hard frame limit, one that does not decode), logged rate-limited.
+    fn stream_failed(&self, status: &Status) -> Status {
+        let hard = self.shared.limits.max_frame_bytes;
+        let ended = match status.code() {
+            Code::OutOfRange | Code::ResourceExhausted => Status::resource_exhausted(format!(
+                "a message on this stream has at most {hard} bytes (max_frame_bytes); the \
+                 session ended: {}",
+                status.message()
+            )),
+            Code::Internal | Code::InvalidArgument | Code::DataLoss => {
+                Status::invalid_argument(format!(
+                    "a request that is not a locks.v1.SessionRequest; the session ended: {}",
+                    status.message()
+                ))
+            }
+            // The connection is gone: nobody reads the status.
+            _ => Status::new(status.code(), status.message().to_owned()),
+        };
+        tracing::debug!(agent = %self.me, code = ?ended.code(), "session stream failed: {}", ended.message());
+        if matches!(
+            ended.code(),
+            Code::ResourceExhausted | Code::InvalidArgument
+        ) && let Verdict::Warn { suppressed } = self.shared.log.event("grpc-stream-refused")
+        {
+            tracing::info!(
+                suppressed,
+                "a client session was ended: {} (further ones at DEBUG)",
+                ended.message()
+            );
+        }
+        ended
+    }
+
     /// The `Error` event for a refused request, logged at DEBUG (a client sending bad requests
     /// in a loop must not fill the log), with one rate-limited INFO line per interval.
     fn refused(&self, id: u64, refusal: &Refusal) -> pb::SessionEvent {
@@ -314,33 +458,47 @@ impl Session {
         refusal.event(id)
     }
 
-    /// The answer to a `lock` call that ended.
-    async fn answer(&mut self, id: u64, answer: Answer) -> pb::SessionEvent {
-        match answer {
-            Answer::Done(Ok(locked)) => convert::event(
-                id,
-                Kind::Locked(pb::Locked {
-                    grant: Some(convert::grant(&locked.granted)),
-                    deadlocks: locked
-                        .deadlock_locks()
-                        .iter()
-                        .map(|l| pb::LockId {
-                            id: convert::keys(l),
-                        })
-                        .collect(),
-                }),
-            ),
+    /// The answer to a `lock` call that ended, followed by the answers to the `Cancel`s that
+    /// named it.
+    async fn answer(&mut self, id: u64, answer: Answer) -> Vec<pb::SessionEvent> {
+        self.waiting.cancel.remove(&id);
+        let event = match answer {
+            Answer::Done(Ok(locked)) => {
+                convert::event(id, Kind::Locked(convert::locked(&locked, &self.me)))
+            }
             Answer::Done(Err(e)) => self.refused(id, &convert::agent_error(&e)),
             Answer::TimedOut(lock, ms) => {
-                self.requested.remove(&lock);
-                let _ = self.txn.unlock(lock.clone()).await;
+                self.withdraw(&lock).await;
                 let refusal = Refusal::new(
                     Code::DeadlineExceeded,
                     format!("{lock} not granted within {ms} ms; the request was withdrawn"),
                 );
                 self.refused(id, &refusal)
             }
+            Answer::Cancelled(lock) => {
+                self.withdraw(&lock).await;
+                let refusal = Refusal::new(
+                    Code::Cancelled,
+                    format!(
+                        "{lock} was not granted; the request was withdrawn at the client's request"
+                    ),
+                );
+                self.refused(id, &refusal)
+            }
+        };
+        let mut sent = vec![event];
+        for cancel in self.waiting.cancels.remove(&id).unwrap_or_default() {
+            sent.push(convert::event(cancel, Kind::Accepted(pb::Accepted {})));
         }
+        sent
+    }
+
+    /// Withdraws the request of a `lock` call given up (its future dropped): once the agent
+    /// has answered the unlock, the request is in no queue the agent serves, and it grants
+    /// nothing more for it.
+    async fn withdraw(&mut self, lock: &LockId) {
+        self.requested.remove(lock);
+        let _ = self.txn.unlock(lock.clone()).await;
     }
 
     /// The events pushed for one transaction event; `lock_waits` says whether a `lock` call of
@@ -375,17 +533,36 @@ impl Session {
 }
 
 /// Starts one `lock` call: the request reaches the agent now; the future waits for its answer
-/// (within its wait bound, if any).
-fn lock_call(txn: &Transaction, id: u64, call: LockCall) -> BoxFuture<'static, (u64, Answer)> {
+/// (within its wait bound, if any) or for `cancelled`. The call is polled before the trigger,
+/// so a call already answered when the trigger fires ends with its answer.
+fn lock_call(
+    txn: &Transaction,
+    id: u64,
+    call: LockCall,
+    cancelled: oneshot::Receiver<()>,
+) -> BoxFuture<'static, (u64, Answer)> {
     let wait = txn.lock_on(call.lock.clone(), call.mode, &call.nodes, call.req);
-    match call.wait_ms {
-        None => wait.map(move |r| (id, Answer::Done(r))).boxed(),
-        Some(ms) => async move {
-            match tokio::time::timeout(Duration::from_millis(ms), wait).await {
-                Ok(r) => (id, Answer::Done(r)),
-                Err(_) => (id, Answer::TimedOut(call.lock, ms)),
-            }
+    let lock = call.lock.clone();
+    let bounded = async move {
+        match call.wait_ms {
+            None => Answer::Done(wait.await),
+            Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), wait).await {
+                Ok(r) => Answer::Done(r),
+                Err(_) => Answer::TimedOut(call.lock, ms),
+            },
         }
-        .boxed(),
+    };
+    async move {
+        // A trigger dropped unsent (the call answered) is no cancellation.
+        let cancelled = cancelled.then(|sent| async move {
+            if sent.is_err() {
+                std::future::pending::<()>().await;
+            }
+        });
+        match futures::future::select(Box::pin(bounded), Box::pin(cancelled)).await {
+            Either::Left((answer, _)) => (id, answer),
+            Either::Right(((), _)) => (id, Answer::Cancelled(lock)),
+        }
     }
+    .boxed()
 }

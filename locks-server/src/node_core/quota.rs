@@ -33,6 +33,7 @@
 //! Invariants: every count is the sum over the entries the book holds for that peer; a peer
 //! with no entries has no record.
 
+use crate::table::DEFAULT_MAX_DEPTH;
 use locks_core::proto::{EntryState, Quota};
 use locks_core::{AgentId, LockId, NodeId};
 use serde::Deserialize;
@@ -148,8 +149,12 @@ impl QuotaBook {
 
     /// Whether `agent` may ask for `lock`: `Err` names the first quota (locks, queued, bytes)
     /// whose limit the request's worst outcome would pass. Changes nothing.
+    ///
+    /// An id deeper than the table's depth limit is let through uncounted: the table refuses it
+    /// before it adds anything, and counting its prefixes here would take time quadratic in its
+    /// depth, on the node's thread.
     pub fn admit(&self, agent: &AgentId, lock: &LockId) -> Result<(), Quota> {
-        if agent.node() == &self.own {
+        if agent.node() == &self.own || lock.depth() > DEFAULT_MAX_DEPTH {
             return Ok(());
         }
         let peer = self.peers.get(agent.node());

@@ -75,6 +75,15 @@ fn the_nodes_own_agents_are_neither_counted_nor_refused() {
 }
 
 #[test]
+fn an_id_deeper_than_the_tables_limit_is_left_to_the_table_uncounted() {
+    let book = QuotaBook::new(node("a"), limits(0, 0, 0));
+    let deep = LockId::new(0..(DEFAULT_MAX_DEPTH as u64 + 1)).unwrap();
+    assert_eq!(book.admit(&agent("b", 1), &deep), Ok(()));
+    let at_limit = LockId::new(0..DEFAULT_MAX_DEPTH as u64).unwrap();
+    assert_eq!(book.admit(&agent("b", 1), &at_limit), Err(Quota::Locks));
+}
+
+#[test]
 fn a_lock_is_refused_only_past_a_limit_counting_the_entries_it_may_create() {
     let mut book = QuotaBook::new(node("a"), limits(3, 10, 1000));
     let b1 = agent("b", 1);

@@ -124,7 +124,7 @@ class Client:
             raise failures[0]
         tried = "; ".join(f.message for f in failures) or "no time left"
         code = failures[-1].code if failures else grpc.StatusCode.DEADLINE_EXCEEDED
-        raise LocksError(code, f"no node answered within {timeout:g} s ({tried})")
+        raise LocksError(code, f"none of {count} nodes answered ({tried})")
 
     def _unary(self, method, request, timeout):
         def attempt(node, seconds):

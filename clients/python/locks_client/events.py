@@ -78,7 +78,8 @@ class Event:
     - ``deadlock``: a deadlock involving the session was resolved (``surrendered_by_this_session``);
     - ``status``: the transaction's ``status`` changed;
     - ``closed``: the session ended, the last event: ``code`` (a ``grpc.StatusCode``) and
-      ``message`` say why (the node's status when the node ended the stream).
+      ``message`` say why: OK when this client ended or closed it, the node's status when the
+      node ended the stream, the client's own code otherwise (ABORTED when the lease ran out).
     """
 
     kind: str

@@ -103,7 +103,10 @@ class Session:
         self._next_id = 1
         self._events = queue.Queue()
         self._ended = None
+        # What ended the session on this client's side, and whether it was this client's
+        # own doing (End, close) rather than a failure: the `closed` event says OK then.
         self._ending = None
+        self._ended_cleanly = False
         self._lease = None
         self._generations = {}
         self._held = {}
@@ -152,13 +155,14 @@ class Session:
                 grpc.StatusCode.UNAVAILABLE, f"{self.address} ended the session without a reason"
             )
         except grpc.RpcError as e:
-            ended = LocksError(e.code(), f"{self.address} ended the session: {e.details()}")
+            what = "ended the session" if self._opened.is_set() else "started no session"
+            ended = LocksError(e.code(), f"{self.address} {what}: {e.details()}")
         except LocksError as e:
             ended = e
         except Exception as e:  # noqa: BLE001 - a waiting caller must hear of it
             ended = LocksError(grpc.StatusCode.INTERNAL, f"reading the session failed: {e!r}")
         # A session this client ended or closed says so, whatever the stream did after.
-        self._finish(self._ending or ended)
+        self._finish(self._ending or ended, clean=self._ended_cleanly)
         self._opened.set()
 
     def _start(self, message, opened_at, keepalive):
@@ -195,6 +199,7 @@ class Session:
                 self._ending = LocksError(
                     grpc.StatusCode.FAILED_PRECONDITION, "the session was ended by this client"
                 )
+                self._ended_cleanly = True
             if call is not None:
                 call.answers.put((message, generation))
             return
@@ -225,9 +230,10 @@ class Session:
         else:
             self._events.put(Event(kind or "unknown"))
 
-    def _finish(self, error, first=()):
+    def _finish(self, error, first=(), clean=False):
         """Ends the session with ``error`` (what later calls raise), unless it has ended
-        already: ``first`` (events) and ``closed`` are pushed, and every waiting call fails."""
+        already: ``first`` (events) and ``closed`` are pushed (with code OK when ``clean``: this
+        client ended it), and every waiting call fails. Whether it ended the session."""
         with self._lock:
             if self._ended is not None:
                 return False
@@ -235,7 +241,8 @@ class Session:
             calls, self._calls = self._calls, {}
             for event in first:
                 self._events.put(event)
-            self._events.put(Event("closed", message=error.message, code=error.code))
+            code = grpc.StatusCode.OK if clean else error.code
+            self._events.put(Event("closed", message=error.message, code=code))
         threading.Event.set(self.lost)
         self._wake.set()
         self._requests.put(_END)
@@ -243,12 +250,13 @@ class Session:
             call.answers.put(error)
         return True
 
-    def _close(self, error):
+    def _close(self, error, clean=False):
         """Ends the session with ``error`` and closes the stream: the node ends the
         transaction, releasing every lock."""
         if self._ending is None:
             self._ending = error
-        self._finish(error)
+            self._ended_cleanly = clean
+        self._finish(error, clean=clean)
         self._stream.cancel()
 
     # The lease.
@@ -511,7 +519,10 @@ class Session:
         """Closes the stream without waiting: the node ends the transaction, releasing every
         lock, once it sees the stream go."""
         self._close(
-            LocksError(grpc.StatusCode.FAILED_PRECONDITION, "the session was closed by this client")
+            LocksError(
+                grpc.StatusCode.FAILED_PRECONDITION, "the session was closed by this client"
+            ),
+            clean=True,
         )
 
     def __enter__(self):

@@ -1,6 +1,7 @@
 """The client's own logic, without a node: the lease read against the clock at the check (a
-session on a fake stream whose clock is moved by the test, its background threads asleep),
-and the Fence's per-node comparison."""
+session on a fake stream whose clock is moved by the test, its background threads asleep), a
+lock call given up on each of the node's possible answers to its cancel, and the Fence's
+per-node comparison."""
 
 import queue
 import threading
@@ -24,30 +25,53 @@ class _Ended(grpc.RpcError):
 
 
 class _FakeStream:
-    """A session stream that starts the session with ``keepalive_ms``, answers every request
-    at once when ``answering`` is set, and ends when cancelled."""
+    """A session stream that starts the session with ``keepalive_ms`` and answers every
+    request at once while ``answering`` is set; a ``lock`` as ``policy["lock"]`` says
+    (``grant`` it, or ``wait``), and a ``cancel`` of a waiting lock as ``policy["cancel"]``
+    says (``grant`` the lock first, withdraw it: ``cancelled``, or ``ignore`` the cancel). It
+    ends when cancelled."""
 
-    def __init__(self, requests, keepalive_ms):
+    def __init__(self, requests, keepalive_ms, policy):
         self.events = queue.Queue()
         self.answering = threading.Event()
         self.answering.set()
+        self.policy = policy
+        self.waiting = {}
         started = pb.Started(agent="agent-1", node="fake", keepalive_ms=keepalive_ms)
         self.events.put(pb.SessionEvent(started=started))
         threading.Thread(target=self._serve, args=(requests,), daemon=True).start()
+
+    def _answer(self, request_id, **kind):
+        self.events.put(pb.SessionEvent(request_id=request_id, **kind))
+
+    @staticmethod
+    def _locked(lock):
+        token = pb.Token(node="fake", version=7)
+        return pb.Locked(grant=pb.Grant(id=lock.id, mode="X", tokens=[token]))
 
     def _serve(self, requests):
         for request in requests:
             if not self.answering.is_set():
                 continue
             kind = request.WhichOneof("kind")
+            if kind == "lock" and self.policy.get("lock", "grant") == "wait":
+                self.waiting[request.request_id] = request.lock
+                continue
             if kind == "lock":
-                token = pb.Token(node="fake", version=7)
-                grant = pb.Grant(id=request.lock.id, mode="X", tokens=[token])
-                answer = pb.SessionEvent(locked=pb.Locked(grant=grant))
-            else:
-                answer = pb.SessionEvent(accepted=pb.Accepted())
-            answer.request_id = request.request_id
-            self.events.put(answer)
+                self._answer(request.request_id, locked=self._locked(request.lock))
+                continue
+            if kind == "cancel":
+                target = request.cancel.request_id
+                lock = self.waiting.pop(target, None)
+                action = self.policy.get("cancel", "cancelled")
+                if lock is not None and action == "ignore":
+                    continue
+                if lock is not None and action == "grant":
+                    self._answer(target, locked=self._locked(lock))
+                elif lock is not None:
+                    error = pb.Error(code=grpc.StatusCode.CANCELLED.value[0], message="withdrawn")
+                    self._answer(target, error=error)
+            self._answer(request.request_id, accepted=pb.Accepted())
 
     def __iter__(self):
         return self
@@ -63,12 +87,13 @@ class _FakeStream:
 
 
 class _FakeStub:
-    def __init__(self, keepalive_ms):
+    def __init__(self, keepalive_ms, **policy):
         self.keepalive_ms = keepalive_ms
+        self.policy = policy
         self.stream = None
 
     def Session(self, requests, metadata=()):  # noqa: N802 - the gRPC method's name
-        self.stream = _FakeStream(requests, self.keepalive_ms)
+        self.stream = _FakeStream(requests, self.keepalive_ms, self.policy)
         return self.stream
 
 
@@ -131,6 +156,47 @@ def test_the_clients_keepalive_bounds_the_lease_when_smaller(clock):
         assert session.lost.is_set()
     finally:
         session.close()
+
+
+def _given_up(cancel):
+    """A session whose ``lock`` waits and whose client bound (0.2 s) runs out, on a node that
+    answers the cancel as ``cancel`` says; the session and what its lock call did."""
+    session = Session(_FakeStub(10_000, lock="wait", cancel=cancel), [], address="fake")
+    session.timeout = 0.2
+    session.cancel_timeout = 0.5
+    try:
+        return session, session.lock("db/x")
+    except LocksError as e:
+        return session, e
+
+
+def test_a_grant_that_beats_the_cancel_is_returned():
+    session, grant = _given_up("grant")
+    try:
+        assert grant.tokens == {"fake": 7}, grant
+        assert grant.valid() and session.held() == {"db/x": grant}
+    finally:
+        session.close()
+
+
+def test_a_withdrawn_lock_call_raises_deadline_exceeded_and_the_session_goes_on():
+    session, error = _given_up("cancelled")
+    try:
+        assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED, error
+        assert "withdrawn" in error.message
+        assert session.held() == {} and session.ended is None
+        assert session.status() is not None
+    finally:
+        session.close()
+
+
+def test_a_cancel_left_unanswered_closes_the_session():
+    session, error = _given_up("ignore")
+    assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED, error
+    assert "the session was closed" in error.message
+    assert session.lost.is_set() and session.ended is not None
+    closed = session.next_event(timeout=5)
+    assert (closed.kind, closed.code) == ("closed", grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def test_a_fence_compares_tokens_per_node():

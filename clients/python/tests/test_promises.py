@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import grpc
 import pytest
@@ -128,8 +129,99 @@ def test_a_request_over_the_size_limit_is_refused_and_the_session_goes_on(nodes)
         with pytest.raises(LocksError) as e:
             s.lock(["big", "x" * (1 << 20)])
         assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
-        print("refused:", e.value)
+        assert "65536" in e.value.message, e.value  # the limit is named
         assert s.lock("db/y").lock == "db/y"
+
+
+def test_a_stream_the_node_ends_says_why_to_every_waiting_call_and_in_closed(nodes):
+    a = nodes("a")
+    client = Client(a.client_addr, token=TOKEN)
+    with client.session() as holder, client.session() as s:
+        holder.lock("db/x")
+        outcome = []
+
+        def wait_for_x():
+            try:
+                outcome.append(s.lock("db/x"))
+            except LocksError as e:
+                outcome.append(e)
+
+        waiter = threading.Thread(target=wait_for_x)
+        waiter.start()
+        deadline = time.monotonic() + BOUND
+        while (s.agent, holder.agent) not in [(e.waiter, e.blocker) for e in client.graph().edges]:
+            assert time.monotonic() < deadline, "the lock call waits"
+            time.sleep(0.01)
+        # Past the node's hard frame limit (4 MiB): the node ends the stream.
+        with pytest.raises(LocksError) as e:
+            s.lock(["big", "x" * (5 << 20)])
+        waiter.join(BOUND)
+        assert not waiter.is_alive(), "the waiting call returned"
+        for error in (e.value, outcome[0]):
+            assert isinstance(error, LocksError), error
+            assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+            assert "4194304" in error.message, error
+        closed, _ = next_event_where(s, lambda e: e.kind == "closed")
+        assert closed.code == grpc.StatusCode.RESOURCE_EXHAUSTED, closed
+        assert "4194304" in closed.message, closed
+
+
+def test_tokens_reads_a_held_locks_current_tokens(nodes):
+    a = nodes("a")
+    with Client(a.client_addr, token=TOKEN).session() as s:
+        grant = s.lock("db/x")
+        now = s.tokens("db/x")
+        assert (now.lock, now.tokens) == ("db/x", grant.tokens)
+        assert now.valid()
+        with pytest.raises(LocksError) as e:
+            s.tokens("db/y")
+        assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        s.unlock("db/x")
+        assert not grant.valid() and not now.valid()
+
+
+INTERRUPTED = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from locks_client import Client
+client = Client(sys.argv[2], token=sys.argv[3])
+session = client.session()
+
+def interrupt():
+    # Ctrl-C once this session's request waits in the lock's queue.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for lock in client.table().nodes[0].locks:
+            if session.agent in [e.agent for e in lock.waiting]:
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+        time.sleep(0.01)
+
+print(0, flush=True)
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    session.lock("jobs/1")
+    print("granted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", session.agent, session.status(), len(session.held()), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_lock_call_interrupted_by_ctrl_c_is_withdrawn(nodes):
+    a = nodes("a")
+    client = Client(a.client_addr, token=TOKEN)
+    with client.session() as holder, client.session() as third:
+        holder.lock("jobs/1")
+        with client_process(INTERRUPTED, a) as (interrupted, _):
+            said = interrupted.stdout.readline().split()
+            assert said[:1] == ["interrupted"], said
+            assert said[2:] == ["no_locks", "0"], said
+            # Its request is gone: the next one in line is granted when the holder lets go.
+            third.lock_nowait("jobs/1")
+            holder.unlock("jobs/1")
+            next_event_where(third, lambda e: e.kind == "granted" and e.lock == "jobs/1")
+            assert interrupted.poll() is None, "the interrupted client is alive, its session open"
 
 
 def test_every_call_on_a_stopped_node_returns_within_its_timeout(nodes):
@@ -177,10 +269,10 @@ def test_a_client_of_several_nodes_opens_its_session_on_one_that_answers(nodes):
     assert dead in e.value.message
 
 
-def _deadlock(s1, s2):
+def _deadlock(s1, s2, end=True):
     """Makes ``s1`` and ``s2`` wait for each other (each holds one lock and asks for the
-    other's); each session ends as soon as its call returns. Their outcomes: a Grant or a
-    LocksError."""
+    other's); with ``end``, each session ends as soon as its call returns. Their outcomes: a
+    Grant or a LocksError, by session."""
     s1.lock("a")
     s2.lock("b")
     results = {}
@@ -191,7 +283,8 @@ def _deadlock(s1, s2):
         except LocksError as e:
             results[session] = e
         finally:
-            session.end()
+            if end:
+                session.end()
 
     threads = [
         threading.Thread(target=second, args=(s1, "b")),
@@ -211,12 +304,22 @@ def test_with_abort_on_deadlock_the_victim_aborts_and_the_other_goes_on(nodes):
     s1 = client.session(abort_on_deadlock=True)
     s2 = client.session(abort_on_deadlock=True)
     assert s1.abort_on_deadlock and s2.abort_on_deadlock
-    results = _deadlock(s1, s2)
-    aborted = [s for s, r in results.items() if isinstance(r, LocksError)]
-    assert len(aborted) == 1, results
-    assert results[aborted[0]].code == grpc.StatusCode.ABORTED, results
-    (other,) = [r for s, r in results.items() if s is not aborted[0]]
-    assert other.surrendered == [], other
+    try:
+        results = _deadlock(s1, s2, end=False)
+        aborted = [s for s, r in results.items() if isinstance(r, LocksError)]
+        assert len(aborted) == 1, results
+        (victim,) = aborted
+        assert results[victim].code == grpc.StatusCode.ABORTED, results
+        (other,) = [r for s, r in results.items() if s is not victim]
+        assert other.surrendered == [], other
+        # The victim's transaction is over: every request fails, and it holds nothing.
+        with pytest.raises(LocksError) as e:
+            victim.lock("c")
+        assert e.value.code == grpc.StatusCode.ABORTED
+        assert victim.held() == {}
+    finally:
+        s1.end()
+        s2.end()
 
 
 def test_the_grant_names_the_locks_surrendered_exactly_for_the_deadlocks_victim(nodes):

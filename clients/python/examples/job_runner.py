@@ -3,7 +3,7 @@ to the shared SQLite database goes through a Fence.
 
     python3 clients/python/examples/job_runner.py \\
         --nodes 127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103 [--token T] [--jobs 20] \\
-        [--workers 3] [--db jobs.sqlite]
+        [--workers 3] [--db FILE]
 
 Each worker (a thread here, a process or a machine in real life) has a client of its own,
 trying a different node first, and campaigns for the leadership of the group ``job-runner``:
@@ -16,7 +16,8 @@ trying a different node first, and campaigns for the leadership of the group ``j
   without knowing it cannot overwrite its successor's result).
 
 It ends when every job is done, printing one line per job, and exits 0; 1 if a job was not
-done exactly once or the run did not finish within ``--deadline`` seconds.
+done exactly once or the run did not finish within ``--deadline`` seconds. The database is a
+new file in a temporary directory unless ``--db`` names one.
 """
 
 import argparse
@@ -24,6 +25,7 @@ import os
 import random
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 
@@ -174,7 +176,7 @@ def main():
     parser.add_argument("--token", default=os.environ.get("LOCKS_TOKEN"))
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--workers", type=int, default=3)
-    parser.add_argument("--db", default="jobs.sqlite")
+    parser.add_argument("--db", help="the SQLite file (default: a new temporary one)")
     parser.add_argument("--deadline", type=float, default=120.0, help="seconds")
     args = parser.parse_args()
     addresses = [a for a in args.nodes.split(",") if a]
@@ -188,7 +190,8 @@ def main():
         time.sleep(0.05)
     client.close()
 
-    store = Store(args.db)
+    db = args.db or os.path.join(tempfile.mkdtemp(prefix="job-runner-"), "jobs.sqlite")
+    store = Store(db)
     done = threading.Event()
     failures = []
     threads = []
@@ -214,7 +217,7 @@ def main():
         print(failure, file=sys.stderr)
     if len(rows) != args.jobs or wrong:
         sys.exit(f"{len(rows)} of {args.jobs} jobs handed out; not done exactly once: {wrong}")
-    print(f"{args.jobs} jobs done by {args.workers} workers")
+    print(f"{args.jobs} jobs done by {args.workers} workers, in {db}")
 
 
 if __name__ == "__main__":

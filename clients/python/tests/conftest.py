@@ -73,6 +73,23 @@ class Node:
             if line.startswith(prefix):
                 return line
 
+    def stop(self):
+        """Stops the process (SIGSTOP) and waits until every thread of it has stopped: the
+        signal stops a process's threads one after the other, and until the last one stops
+        it may still answer."""
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        tasks = f"/proc/{self.proc.pid}/task"
+        deadline = time.monotonic() + BOUND
+        while True:
+            states = []
+            for task in os.listdir(tasks):
+                with open(os.path.join(tasks, task, "stat")) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            if all(state in ("T", "t") for state in states):
+                return
+            assert time.monotonic() < deadline, f"{self.name} did not stop: {states}"
+            time.sleep(0.001)
+
     def kill(self):
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)

@@ -95,7 +95,7 @@ def test_a_session_whose_node_stops_answering_is_lost_by_its_lease(nodes):
     try:
         grant = session.lock("db/x")
         assert session.keepalive == 1.0  # the node's bound, smaller than the client's
-        os.kill(a.proc.pid, signal.SIGSTOP)
+        a.stop()
         assert session.lost.wait(BOUND)
         assert not grant.valid()
         event, _ = next_event_where(session, lambda e: e.kind == "lost")
@@ -226,7 +226,7 @@ def test_a_lock_call_interrupted_by_ctrl_c_is_withdrawn(nodes):
 
 def test_every_call_on_a_stopped_node_returns_within_its_timeout(nodes):
     a = nodes("a")
-    os.kill(a.proc.pid, signal.SIGSTOP)  # accepts connections, never answers
+    a.stop()  # accepts connections, never answers
     try:
         client = Client(a.client_addr, token=TOKEN)
         calls = {

@@ -50,15 +50,22 @@ _END = object()
 _ABORT_ON_DEADLOCK = "locks-abort-on-deadlock"
 
 
+def message_of(answer):
+    """``CODE: message`` of an ``error`` answer."""
+    error = answer[0].error
+    return f"{code_of(error.code).name}: {error.message}"
+
+
 class _Call:
-    """A request whose caller waits for the answer: a queue of one ``(event, generation)`` or
-    the :class:`LocksError` that ended the session."""
+    """A request whose caller waits for the answer: its id once sent, and the queue its answer
+    goes to, ``(event, generation)`` or the :class:`LocksError` that ended the session (calls
+    may share one queue)."""
 
     __slots__ = ("id", "answers")
 
-    def __init__(self, request_id):
-        self.id = request_id
-        self.answers = queue.Queue()
+    def __init__(self, answers=None):
+        self.id = None
+        self.answers = queue.Queue() if answers is None else answers
 
 
 class Session:
@@ -310,9 +317,10 @@ class Session:
 
     # Calls.
 
-    def _send(self, wait=False, **kind):
-        """Sends one request; with ``wait``, returns the :class:`_Call` its answer goes to.
-        Raises the session's end (:class:`LocksError`) once it is over."""
+    def _send(self, call=None, **kind):
+        """Sends one request; its answer goes to ``call`` (a :class:`_Call`, given its id
+        before the request is queued) if given. Raises the session's end
+        (:class:`LocksError`) once it is over."""
         self._check_lease()
         with self._lock:
             if self._ended is not None:
@@ -322,11 +330,10 @@ class Session:
             sent = now()
             self._sent[request_id] = sent
             self._last_send = sent
-            call = None
-            if wait:
-                call = self._calls[request_id] = _Call(request_id)
+            if call is not None:
+                call.id = request_id
+                self._calls[request_id] = call
             self._requests.put(pb.SessionRequest(request_id=request_id, **kind))
-        return call
 
     @staticmethod
     def _answered(answer):
@@ -339,7 +346,8 @@ class Session:
         return message, generation
 
     def _call(self, timeout=None, **kind):
-        call = self._send(wait=True, **kind)
+        call = _Call()
+        self._send(call, **kind)
         bound = self.timeout if timeout is None else timeout
         try:
             answer = call.answers.get(timeout=bound)
@@ -388,13 +396,16 @@ class Session:
         """
         request = self._lock_request(lock, mode, nodes, requirement, wait)
         bound = self.timeout if wait is None else max(self.timeout, wait + 10)
-        call = self._send(wait=True, lock=request)
+        call = _Call()
         try:
+            self._send(call, lock=request)
             answer = call.answers.get(timeout=bound)
         except queue.Empty:
             return self._withdraw(call, path_text(request.id), bound)
         except BaseException:
-            self._withdraw(call, path_text(request.id), bound, interrupted=True)
+            # Interrupted: withdrawn if it was queued to be sent (an id), even if not sent yet.
+            if call.id is not None:
+                self._withdraw(call, path_text(request.id), bound, interrupted=True)
             raise
         message, generation = self._answered(answer)
         locked = message.locked
@@ -403,12 +414,17 @@ class Session:
     def _withdraw(self, call, path, bound, interrupted=False):
         """Withdraws the ``lock`` call ``call`` that its caller gave up: the grant when the
         node granted it first; otherwise raises (returns ``None`` when ``interrupted``: the
-        caller raises its own exception)."""
+        caller raises its own exception).
+
+        The node answers the call before the cancel, so the cancel's own answer coming first
+        means the node never had the call. A node that cannot cancel (it refuses the request)
+        leaves the call waiting: the session is closed then, as when no answer comes."""
+        gave_up = f"{path} not granted within {bound:g} s (Session.timeout)"
+        cancel = _Call(call.answers)
         try:
-            self._send(cancel=pb.Cancel(request_id=call.id))
+            self._send(cancel, cancel=pb.Cancel(request_id=call.id))
         except LocksError:
             pass  # The session is over: the node ended its transaction, nothing is granted.
-        gave_up = f"{path} not granted within {bound:g} s (Session.timeout)"
         try:
             answer = call.answers.get(timeout=self.cancel_timeout)
         except queue.Empty:
@@ -422,27 +438,40 @@ class Session:
                 )
             )
             raise
-        if answer is None:
-            error = LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"{gave_up}, and {self.address} did not answer its cancel within "
-                f"{self.cancel_timeout:g} s: the session was closed, which releases its locks",
-            )
-            self._close(error)
-            if interrupted:
-                return None
-            raise error
         if isinstance(answer, LocksError):
             if interrupted:
                 return None
             raise LocksError(
                 grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the session ended: {answer.message}"
             )
-        message, generation = answer
+        message = answer[0] if answer is not None else None
+        if message is not None and message.request_id == cancel.id:
+            with self._lock:
+                self._calls.pop(call.id, None)
+            if message.WhichOneof("kind") != "error":
+                # The node never had the call: nothing to withdraw.
+                if interrupted:
+                    return None
+                raise LocksError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the request was withdrawn"
+                )
+            message = None
+            why = f"{self.address} cannot withdraw it ({message_of(answer)})"
+        else:
+            why = f"{self.address} did not answer its cancel within {self.cancel_timeout:g} s"
+        if message is None:
+            error = LocksError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"{gave_up}, and {why}: the session was closed, which releases its locks",
+            )
+            self._close(error)
+            if interrupted:
+                return None
+            raise error
         kind = message.WhichOneof("kind")
         if kind == "locked":
             locked = message.locked
-            grant = self._grant(locked.grant, generation, locked.deadlocks, locked.surrendered)
+            grant = self._grant(locked.grant, answer[1], locked.deadlocks, locked.surrendered)
             return None if interrupted else grant
         if interrupted:
             return None

@@ -27,9 +27,9 @@ class _Ended(grpc.RpcError):
 class _FakeStream:
     """A session stream that starts the session with ``keepalive_ms`` and answers every
     request at once while ``answering`` is set; a ``lock`` as ``policy["lock"]`` says
-    (``grant`` it, or ``wait``), and a ``cancel`` of a waiting lock as ``policy["cancel"]``
-    says (``grant`` the lock first, withdraw it: ``cancelled``, or ``ignore`` the cancel). It
-    ends when cancelled."""
+    (``grant`` it, ``wait``, or ``drop`` it unseen), and a ``cancel`` of a waiting lock as
+    ``policy["cancel"]`` says (``grant`` the lock first, withdraw it: ``cancelled``, ``ignore``
+    the cancel, or ``refuse`` it as a node without cancel does). It ends when cancelled."""
 
     def __init__(self, requests, keepalive_ms, policy):
         self.events = queue.Queue()
@@ -54,6 +54,8 @@ class _FakeStream:
             if not self.answering.is_set():
                 continue
             kind = request.WhichOneof("kind")
+            if kind == "lock" and self.policy.get("lock") == "drop":
+                continue
             if kind == "lock" and self.policy.get("lock", "grant") == "wait":
                 self.waiting[request.request_id] = request.lock
                 continue
@@ -65,6 +67,10 @@ class _FakeStream:
                 lock = self.waiting.pop(target, None)
                 action = self.policy.get("cancel", "cancelled")
                 if lock is not None and action == "ignore":
+                    continue
+                if action == "refuse":
+                    error = pb.Error(code=grpc.StatusCode.INVALID_ARGUMENT.value[0], message="?")
+                    self._answer(request.request_id, error=error)
                     continue
                 if lock is not None and action == "grant":
                     self._answer(target, locked=self._locked(lock))
@@ -158,10 +164,11 @@ def test_the_clients_keepalive_bounds_the_lease_when_smaller(clock):
         session.close()
 
 
-def _given_up(cancel):
-    """A session whose ``lock`` waits and whose client bound (0.2 s) runs out, on a node that
-    answers the cancel as ``cancel`` says; the session and what its lock call did."""
-    session = Session(_FakeStub(10_000, lock="wait", cancel=cancel), [], address="fake")
+def _given_up(cancel, lock="wait"):
+    """A session whose ``lock`` is handled as ``lock`` says and whose client bound (0.2 s) runs
+    out, on a node that answers the cancel as ``cancel`` says; the session and what its lock
+    call did."""
+    session = Session(_FakeStub(10_000, lock=lock, cancel=cancel), [], address="fake")
     session.timeout = 0.2
     session.cancel_timeout = 0.5
     try:
@@ -188,6 +195,23 @@ def test_a_withdrawn_lock_call_raises_deadline_exceeded_and_the_session_goes_on(
         assert session.status() is not None
     finally:
         session.close()
+
+
+def test_a_cancel_of_a_call_the_node_never_had_raises_at_once_and_the_session_goes_on():
+    session, error = _given_up("cancelled", lock="drop")
+    try:
+        assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED, error
+        assert "withdrawn" in error.message
+        assert session.ended is None
+    finally:
+        session.close()
+
+
+def test_a_node_that_cannot_cancel_gets_the_session_closed_at_once():
+    session, error = _given_up("refuse")
+    assert error.code == grpc.StatusCode.DEADLINE_EXCEEDED, error
+    assert "cannot withdraw it (INVALID_ARGUMENT" in error.message, error
+    assert session.ended is not None
 
 
 def test_a_cancel_left_unanswered_closes_the_session():

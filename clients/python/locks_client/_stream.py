@@ -318,6 +318,8 @@ class SessionStream:
         try:
             answer = call.answers.get(timeout=bound)
         except queue.Empty:
+            with self._lock:
+                self._calls.pop(call.id, None)
             raise LocksError(
                 grpc.StatusCode.DEADLINE_EXCEEDED,
                 f"no answer from {self.address} within {bound:g} s",

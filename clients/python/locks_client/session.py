@@ -32,7 +32,6 @@ _REQUIREMENTS = {
 }
 
 
-
 class Session(SessionStream):
     """One transaction on the node (see the module documentation). Use it as a context manager,
     or call :meth:`end`. Made by :meth:`Client.session`.
@@ -98,7 +97,10 @@ class Session(SessionStream):
         The node answers the call before the cancel, so the cancel's own answer coming first
         means the node never had the call. A node that cannot cancel (it refuses the request)
         leaves the call waiting: the session is closed then, as when no answer comes."""
-        gave_up = f"{path} not granted within {bound:g} s (Session.timeout)"
+        if interrupted:
+            gave_up = f"the wait for {path} was interrupted"
+        else:
+            gave_up = f"{path} not granted within {bound:g} s (Session.timeout)"
         cancel = Call(call.answers)
         try:
             self._send(cancel, cancel=pb.Cancel(request_id=call.id))
@@ -117,40 +119,32 @@ class Session(SessionStream):
                 )
             )
             raise
+        if answer is None:
+            why = f"{self.address} did not answer its cancel within {self.cancel_timeout:g} s"
+            return self._abandon(gave_up, why, interrupted)
         if isinstance(answer, LocksError):
             if interrupted:
                 return None
             raise LocksError(
                 grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the session ended: {answer.message}"
             )
-        message = answer[0] if answer is not None else None
-        if message is not None and message.request_id == cancel.id:
+        message, generation = answer
+        if message.request_id == cancel.id:
             with self._lock:
                 self._calls.pop(call.id, None)
-            if message.WhichOneof("kind") != "error":
-                # The node never had the call: nothing to withdraw.
-                if interrupted:
-                    return None
-                raise LocksError(
-                    grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the request was withdrawn"
-                )
-            message = None
-            why = f"{self.address} cannot withdraw it ({message_of(answer)})"
-        else:
-            why = f"{self.address} did not answer its cancel within {self.cancel_timeout:g} s"
-        if message is None:
-            error = LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"{gave_up}, and {why}: the session was closed, which releases its locks",
-            )
-            self._close(error)
+            if message.WhichOneof("kind") == "error":
+                why = f"{self.address} cannot withdraw it ({message_of(answer)})"
+                return self._abandon(gave_up, why, interrupted)
+            # The node never had the call: nothing to withdraw.
             if interrupted:
                 return None
-            raise error
+            raise LocksError(
+                grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the request was withdrawn"
+            )
         kind = message.WhichOneof("kind")
         if kind == "locked":
             locked = message.locked
-            grant = self._grant(locked.grant, answer[1], locked.deadlocks, locked.surrendered)
+            grant = self._grant(locked.grant, generation, locked.deadlocks, locked.surrendered)
             return None if interrupted else grant
         if interrupted:
             return None
@@ -160,6 +154,19 @@ class Session(SessionStream):
             )
         self._answered(answer)
         raise LocksError(grpc.StatusCode.INTERNAL, f"{self.address} answered a lock with {kind}")
+
+    def _abandon(self, gave_up, why, interrupted):
+        """Closes the session when the node did not withdraw a call given up (``why``): the
+        node ends the transaction, so the call cannot be granted later. Raises
+        DEADLINE_EXCEEDED, or returns ``None`` when ``interrupted``."""
+        error = LocksError(
+            grpc.StatusCode.DEADLINE_EXCEEDED,
+            f"{gave_up}, and {why}: the session was closed, which releases its locks",
+        )
+        self._close(error)
+        if interrupted:
+            return None
+        raise error
 
     def lock_nowait(self, lock, mode="X", nodes=(), requirement="all"):
         """Queues a lock request (arguments as :meth:`lock`) without waiting: its grant comes as

@@ -270,7 +270,7 @@ fn session_options(metadata: &tonic::metadata::MetadataMap) -> Result<Options, S
 }
 
 /// Compares two byte strings in a time that does not depend on where they differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -7,6 +7,7 @@
 //! [`Limits::max_locks`] locks may be requested; a request beyond them gets an `Error` event with
 //! `RESOURCE_EXHAUSTED`. The counts are released when the session ends, whatever ends it.
 
+pub use crate::port::PortLimits;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -67,6 +68,8 @@ pub struct GrpcConfig {
     pub keepalive: Duration,
     /// What one client may hold.
     pub limits: Limits,
+    /// The bounds of the port itself: connections, unproven and idle ones, calls, headers.
+    pub port: PortLimits,
     /// TLS for the clients' connections; `None` serves plain HTTP/2.
     pub tls: Option<ServerTls>,
 }
@@ -99,6 +102,7 @@ impl GrpcConfig {
             token: None,
             keepalive: Duration::from_secs(10),
             limits: Limits::default(),
+            port: PortLimits::default(),
             tls: None,
         }
     }

@@ -563,3 +563,37 @@ fn a_signal_before_the_grant_withdraws_the_request_and_runs_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn the_nodes_are_tried_in_turn_from_the_flag_anywhere_or_from_locks_nodes() {
+    let deadline = Deadline::after(BOUND);
+    let (_node, addr) = node("c9", deadline);
+    // A loopback port nothing listens on any more: connecting to it is refused.
+    let dead = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let both = format!("{dead},{addr}");
+    let out = locksctl_bare(&["lock", "jobs/5", "--node", &both, "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains(&dead), "the skipped node is named: {err}");
+    let out = locksctl_bare(&["status"])
+        .env("LOCKS_NODES", &both)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("node c9\n"),
+        "{out:?}"
+    );
+    // No node answers: exit 2; no node given: exit 2.
+    let out = locksctl_bare(&["status", "--node", &dead])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = locksctl_bare(&["status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

@@ -2,13 +2,19 @@
 //!
 //! ```sh
 //! locksctl --node 127.0.0.1:7100 lock db/x --mode X --wait 5s -- ./migrate.sh
-//! locksctl --node 127.0.0.1:7100 lock db/x --nodes a,b,c --majority -- ./job
+//! LOCKS_NODES=10.0.0.1:7100,10.0.0.2:7100 locksctl lock db/x --nodes a,b,c --majority -- ./job
 //! locksctl --node 127.0.0.1:7100 status
 //! locksctl --node 127.0.0.1:7100 campaign jobs -- ./scheduler
 //! locksctl --node 127.0.0.1:7100 leader jobs
 //! locksctl --node 127.0.0.1:7100 table
 //! locksctl --node 127.0.0.1:7100 graph --dot | dot -Tsvg > waits.svg
 //! ```
+//!
+//! `--node` (anywhere on the line; without it, the environment variable `LOCKS_NODES`) is a
+//! comma list of client addresses, tried in turn until one connects: a node that refuses the
+//! connection or does not answer within 5 s is skipped with a note on stderr, and exit 2 if none
+//! connects. A lock taken without `--nodes` is a lock on the node that answered, so with several
+//! addresses give the lock's `--nodes` too, or two clients may hold "the same" lock on two nodes.
 //!
 //! `lock` takes the lock, runs the command while it is held with the fencing tokens in
 //! `LOCKS_TOKENS` (`a@123,b@456`: node and version per granting node) and the lock in
@@ -86,9 +92,11 @@ within --wait; 128+N signal N came before the command started.";
     after_help = SIGNALS_HELP
 )]
 struct Args {
-    /// The node's client address (its --client-listen), `host:port`.
-    #[arg(long, value_name = "ADDR")]
-    node: String,
+    /// The nodes' client addresses (their --client-listen), `host:port`, comma-separated: tried
+    /// in turn until one answers (default: the LOCKS_NODES environment variable). A lock
+    /// without --nodes is one on the node that answers.
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',', global = true)]
+    node: Vec<String>,
     /// The node's client token (default: the LOCKS_TOKEN environment variable).
     #[arg(long)]
     token: Option<String>,
@@ -234,13 +242,17 @@ async fn main() -> ExitCode {
         tls,
         ..ClientOptions::default()
     };
+    let nodes = node_list(&args.node, std::env::var("LOCKS_NODES").ok().as_deref());
+    if nodes.is_empty() {
+        return fail(2, "no node given: --node ADDR[,ADDR...] or LOCKS_NODES");
+    }
     let connected = tokio::select! {
-        connected = Client::connect(&args.node, options) => connected,
+        connected = connect(&nodes, &options) => connected,
         signal = signals.next() => return signalled_before(signal),
     };
     let mut client = match connected {
         Ok(client) => client,
-        Err(e) => return fail(2, format_args!("cannot reach {}: {e}", args.node)),
+        Err(code) => return code,
     };
     match args.command {
         Command::Status => match client.info().await {
@@ -303,6 +315,50 @@ async fn main() -> ExitCode {
             .await
         }
     }
+}
+
+/// The nodes to try: those of `--node`, or else those of `LOCKS_NODES` (both comma lists).
+fn node_list(flag: &[String], env: Option<&str>) -> Vec<String> {
+    fn listed<'a>(nodes: impl Iterator<Item = &'a str>) -> Vec<String> {
+        nodes
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+    let given = listed(flag.iter().map(String::as_str));
+    if given.is_empty() {
+        listed(env.unwrap_or_default().split(','))
+    } else {
+        given
+    }
+}
+
+/// Connects to the first of `nodes` that answers, saying on stderr which could not be reached;
+/// exit 2 if none.
+async fn connect(nodes: &[String], options: &ClientOptions) -> Result<Client, ExitCode> {
+    for (i, node) in nodes.iter().enumerate() {
+        match Client::connect(node, options.clone()).await {
+            Ok(client) => return Ok(client),
+            // Not the node's fault: the next would refuse it the same way.
+            Err(e @ ClientError::BadToken) => return Err(fail(2, e)),
+            Err(e) if i + 1 < nodes.len() => {
+                eprintln!(
+                    "locksctl: cannot reach {node}: {e}; trying {}",
+                    nodes[i + 1]
+                );
+            }
+            Err(e) => {
+                let tried = if nodes.len() > 1 {
+                    format!(" (nor {})", nodes[..i].join(", "))
+                } else {
+                    String::new()
+                };
+                return Err(fail(2, format_args!("cannot reach {node}{tried}: {e}")));
+            }
+        }
+    }
+    Err(fail(2, "no node given"))
 }
 
 /// The TLS settings of the flags, with their files read.
@@ -719,7 +775,7 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::duration;
+    use super::{duration, node_list};
     use std::time::Duration;
 
     #[test]
@@ -730,5 +786,14 @@ mod tests {
         assert_eq!(duration("7"), Ok(Duration::from_secs(7)));
         assert!(duration("5h").is_err());
         assert!(duration("x").is_err());
+    }
+
+    #[test]
+    fn nodes_come_from_the_flag_or_else_locks_nodes() {
+        let flag = ["a:1".to_owned(), " b:2".to_owned(), String::new()];
+        assert_eq!(node_list(&flag, Some("c:3")), ["a:1", "b:2"]);
+        assert_eq!(node_list(&[], Some("c:3, d:4,")), ["c:3", "d:4"]);
+        assert!(node_list(&[], None).is_empty());
+        assert!(node_list(&[String::new()], Some("")).is_empty());
     }
 }

@@ -279,6 +279,10 @@ pub(crate) async fn run(
                 changed = changes.changed() => if changed.is_err() { break },
                 changed = values.changed() => if changed.is_err() { break },
                 () = tx.closed() => break,
+                () = permit.evicted() => {
+                    let _ = tx.try_send(Err(Status::resource_exhausted(crate::limits::EVICTED)));
+                    break;
+                }
             }
         }
         if let Some(c) = &campaigns {

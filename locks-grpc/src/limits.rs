@@ -2,16 +2,19 @@
 //!
 //! A client is counted by its IP address: it may hold at most
 //! [`Limits::max_sessions_per_client`] sessions at once, and the node at most
-//! [`Limits::max_sessions`]; a session beyond either is refused with `RESOURCE_EXHAUSTED`. Inside
+//! [`Limits::max_sessions`]; a session beyond either is refused with `RESOURCE_EXHAUSTED`,
+//! except that a full node lets in the session of an address holding fewer sessions than the
+//! heaviest address, whose newest session is evicted (see `Sessions`). Inside
 //! a session, at most [`Limits::max_pending`] `lock` calls may wait at once and at most
 //! [`Limits::max_locks`] locks may be requested; a request beyond them gets an `Error` event with
 //! `RESOURCE_EXHAUSTED`. The counts are released when the session ends, whatever ends it.
 
 pub use crate::port::PortLimits;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The bounds on what clients may hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,21 +112,35 @@ impl GrpcConfig {
 }
 
 /// The open sessions, by client address. Cheap to clone.
+///
+/// When the node holds [`Limits::max_sessions`], a new session of an address that holds fewer
+/// than the address holding the most (by two or more) is let in, and the newest session of that
+/// address is evicted: it ends with `RESOURCE_EXHAUSTED` saying why. So no set of addresses can
+/// keep a newcomer out by filling the node; each address keeps at least a fair share.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Sessions(Arc<Mutex<Counts>>);
 
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
-    by_client: HashMap<IpAddr, usize>,
+    next: u64,
+    /// By address: its sessions, by id (increasing with age), each with the token that evicts it.
+    by_client: HashMap<IpAddr, BTreeMap<u64, CancellationToken>>,
 }
 
-/// One open session, counted until dropped.
+/// One open session, counted until dropped; [`SessionPermit::evicted`] resolves when the node
+/// evicts it to make room for another address.
 #[derive(Debug)]
 pub(crate) struct SessionPermit {
     sessions: Sessions,
     client: IpAddr,
+    id: u64,
+    evicted: CancellationToken,
 }
+
+/// Why an evicted session ended.
+pub(crate) const EVICTED: &str = "the node holds as many sessions as it allows and this \
+     client's address holds the most of them: this session was ended to let another address in";
 
 impl Sessions {
     /// Counts a new session of `client`, or says which limit it would break.
@@ -133,19 +150,58 @@ impl Sessions {
         limits: &Limits,
     ) -> Result<SessionPermit, &'static str> {
         let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if counts.total >= limits.max_sessions {
-            return Err("the node has as many sessions as it allows");
-        }
-        let mine = counts.by_client.entry(client).or_default();
-        if *mine >= limits.max_sessions_per_client {
+        let mine = counts.by_client.get(&client).map_or(0, BTreeMap::len);
+        if mine >= limits.max_sessions_per_client {
             return Err("this client has as many sessions as it may");
         }
-        *mine += 1;
+        if counts.total >= limits.max_sessions {
+            let heaviest = counts
+                .by_client
+                .iter()
+                .max_by_key(|(_, s)| s.len())
+                .map(|(ip, s)| (*ip, s.len()));
+            match heaviest {
+                Some((ip, most)) if most > mine + 1 => counts.evict_newest(ip),
+                _ => return Err("the node has as many sessions as it allows"),
+            }
+        }
+        let id = counts.next;
+        counts.next += 1;
+        let evicted = CancellationToken::new();
+        counts
+            .by_client
+            .entry(client)
+            .or_default()
+            .insert(id, evicted.clone());
         counts.total += 1;
         Ok(SessionPermit {
             sessions: self.clone(),
             client,
+            id,
+            evicted,
         })
+    }
+}
+
+impl Counts {
+    /// Evicts the newest session of `client`: it is no longer counted, and is told to end.
+    fn evict_newest(&mut self, client: IpAddr) {
+        if let Some(sessions) = self.by_client.get_mut(&client)
+            && let Some((_, token)) = sessions.pop_last()
+        {
+            token.cancel();
+            self.total -= 1;
+            if sessions.is_empty() {
+                self.by_client.remove(&client);
+            }
+        }
+    }
+}
+
+impl SessionPermit {
+    /// Resolves when the node evicts this session (see [`Sessions`]).
+    pub(crate) async fn evicted(&self) {
+        self.evicted.cancelled().await;
     }
 }
 
@@ -156,12 +212,14 @@ impl Drop for SessionPermit {
             .0
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        counts.total -= 1;
-        if let Some(n) = counts.by_client.get_mut(&self.client) {
-            *n -= 1;
-            if *n == 0 {
+        // An evicted session was uncounted when it was evicted.
+        if let Some(sessions) = counts.by_client.get_mut(&self.client)
+            && sessions.remove(&self.id).is_some()
+        {
+            if sessions.is_empty() {
                 counts.by_client.remove(&self.client);
             }
+            counts.total -= 1;
         }
     }
 }
@@ -192,5 +250,37 @@ mod tests {
         assert!(sessions.open(b, &limits).unwrap_err().contains("the node"));
         drop(a1);
         assert!(sessions.open(a, &limits).is_ok());
+    }
+
+    #[test]
+    fn a_full_node_evicts_the_newest_session_of_the_heaviest_address_for_a_lighter_one() {
+        let limits = Limits {
+            max_sessions: 4,
+            max_sessions_per_client: 4,
+            ..Limits::default()
+        };
+        let sessions = Sessions::default();
+        let ip = |n: u8| IpAddr::from([127, 0, 0, n]);
+        let flood: Vec<SessionPermit> = (0..4)
+            .map(|_| sessions.open(ip(1), &limits).unwrap())
+            .collect();
+        // A newcomer gets in; the flooding address's newest session is told to end.
+        let newcomer = sessions.open(ip(2), &limits).unwrap();
+        assert!(flood[3].evicted.is_cancelled());
+        assert!(flood[..3].iter().all(|p| !p.evicted.is_cancelled()));
+        // 3 against 1: one more of the newcomer's address evicts again, a third does not (2-2).
+        let second = sessions.open(ip(2), &limits).unwrap();
+        assert!(flood[2].evicted.is_cancelled());
+        assert!(
+            sessions
+                .open(ip(2), &limits)
+                .unwrap_err()
+                .contains("the node")
+        );
+        // The evicted sessions' permits, dropped, uncount nothing twice.
+        drop(flood);
+        assert!(sessions.open(ip(3), &limits).is_ok());
+        assert!(sessions.open(ip(3), &limits).is_ok());
+        drop((newcomer, second));
     }
 }

@@ -156,6 +156,9 @@ pub(crate) async fn run(
                 // A message that could not be read, or the connection is gone.
                 Err(status) => break Ending::Failed(session.stream_failed(&status)),
             },
+            () = permit.evicted() => {
+                break Ending::Failed(Status::resource_exhausted(crate::limits::EVICTED));
+            }
             Some(event) = events.next() => session.pushed(event, !pending.is_empty()),
             Some((id, answer)) = pending.next(), if !pending.is_empty() => {
                 session.answer(id, answer).await

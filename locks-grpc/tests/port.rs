@@ -128,3 +128,36 @@ async fn calls_past_an_address_bound_are_refused_and_another_address_is_served()
     s.lock(LockSpec::new("again", "X")).await.unwrap();
     s.end().await.unwrap();
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_node_full_of_one_addresss_sessions_lets_another_address_in() {
+    let (_node, server) = node_and_server("port3", |c| {
+        c.limits.max_sessions = 4;
+        c.limits.max_sessions_per_client = 4;
+    })
+    .await;
+    let mut flood = Vec::new();
+    for _ in 0..4 {
+        flood.push(raw_session(&server).await);
+    }
+    let good: IpAddr = "127.0.0.2".parse().unwrap();
+    let locked = within(BOUND, "the newcomer's lock", session_from(&server, good)).await;
+    assert!(locked.grant.is_some());
+    // The flooding address's newest session was ended, saying why.
+    let (_tx, events) = flood.last_mut().unwrap();
+    let ended = within(BOUND, "the evicted session's end", async {
+        loop {
+            match events.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("the evicted session ended without a status"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended.code(), Code::ResourceExhausted, "{ended:?}");
+    assert!(
+        ended.message().contains("address holds the most"),
+        "{ended:?}"
+    );
+}

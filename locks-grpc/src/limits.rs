@@ -27,6 +27,12 @@ pub struct Limits {
     pub max_pending: usize,
     /// Locks requested (and not unlocked) in one session.
     pub max_locks: usize,
+    /// Locks requested (and not unlocked) by the sessions of one IP address together.
+    pub max_locks_per_client: usize,
+    /// Bytes of the lock ids requested by the sessions of one IP address together.
+    pub max_lock_bytes_per_client: usize,
+    /// Locks requested (and not unlocked) by every session of the node together.
+    pub max_locks_total: usize,
     /// Keys in one lock id.
     pub max_id_keys: usize,
     /// Bytes of keys in one lock id.
@@ -48,6 +54,9 @@ impl Default for Limits {
             max_sessions_per_client: 256,
             max_pending: 1024,
             max_locks: 65_536,
+            max_locks_per_client: 262_144,
+            max_lock_bytes_per_client: 64 * 1024 * 1024,
+            max_locks_total: 1_048_576,
             max_id_keys: 64,
             max_id_bytes: 4096,
             max_nodes: 64,
@@ -123,6 +132,10 @@ pub(crate) struct Sessions(Arc<Mutex<Counts>>);
 #[derive(Debug, Default)]
 struct Counts {
     total: usize,
+    /// Locks requested by every session, and their ids' bytes.
+    locks: usize,
+    /// By address: locks requested by its sessions, and their ids' bytes.
+    locks_by_client: HashMap<IpAddr, (usize, usize)>,
     next: u64,
     /// By address: its sessions, by id (increasing with age), each with the token that evicts it.
     by_client: HashMap<IpAddr, BTreeMap<u64, CancellationToken>>,
@@ -199,9 +212,96 @@ impl Counts {
 }
 
 impl SessionPermit {
+    /// The booking of the session's locks against its address's and the node's bounds.
+    pub(crate) fn booking(&self) -> LockBooking {
+        LockBooking {
+            sessions: self.sessions.clone(),
+            client: self.client,
+            locks: 0,
+            bytes: 0,
+        }
+    }
+
     /// Resolves when the node evicts this session (see [`Sessions`]).
     pub(crate) async fn evicted(&self) {
         self.evicted.cancelled().await;
+    }
+}
+
+/// The locks one session has requested, booked against the bounds its address's sessions and
+/// every session of the node share ([`Limits::max_locks_per_client`],
+/// [`Limits::max_lock_bytes_per_client`], [`Limits::max_locks_total`]); given back when dropped.
+#[derive(Debug)]
+pub(crate) struct LockBooking {
+    sessions: Sessions,
+    client: IpAddr,
+    locks: usize,
+    bytes: usize,
+}
+
+impl LockBooking {
+    /// Books one more lock whose id has `bytes` bytes of keys, or says which bound refuses it.
+    pub(crate) fn take(&mut self, bytes: usize, limits: &Limits) -> Result<(), String> {
+        let mut counts = self
+            .sessions
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if counts.locks >= limits.max_locks_total {
+            return Err(format!(
+                "the node's sessions have requested {} locks (max_locks_total)",
+                counts.locks
+            ));
+        }
+        let (locks, held) = counts.locks_by_client.entry(self.client).or_default();
+        if *locks >= limits.max_locks_per_client {
+            return Err(format!(
+                "this client's sessions have requested {locks} locks (max_locks_per_client)"
+            ));
+        }
+        if held.saturating_add(bytes) > limits.max_lock_bytes_per_client {
+            return Err(format!(
+                "this client's sessions have requested locks of {held} bytes of ids \
+                 (max_lock_bytes_per_client)"
+            ));
+        }
+        *locks += 1;
+        *held += bytes;
+        counts.locks += 1;
+        self.locks += 1;
+        self.bytes += bytes;
+        Ok(())
+    }
+
+    /// Gives back one lock of `bytes` bytes booked before.
+    pub(crate) fn give(&mut self, bytes: usize) {
+        self.release(1, bytes);
+        self.locks -= 1;
+        self.bytes -= bytes;
+    }
+
+    fn release(&self, locks: usize, bytes: usize) {
+        let mut counts = self
+            .sessions
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        counts.locks -= locks;
+        if let Some((l, b)) = counts.locks_by_client.get_mut(&self.client) {
+            *l -= locks;
+            *b -= bytes;
+            if *l == 0 {
+                counts.locks_by_client.remove(&self.client);
+            }
+        }
+    }
+}
+
+impl Drop for LockBooking {
+    fn drop(&mut self) {
+        if self.locks > 0 {
+            self.release(self.locks, self.bytes);
+        }
     }
 }
 
@@ -250,6 +350,46 @@ mod tests {
         assert!(sessions.open(b, &limits).unwrap_err().contains("the node"));
         drop(a1);
         assert!(sessions.open(a, &limits).is_ok());
+    }
+
+    #[test]
+    fn locks_are_bounded_per_address_and_on_the_node_and_given_back() {
+        let limits = Limits {
+            max_locks_per_client: 2,
+            max_lock_bytes_per_client: 10,
+            max_locks_total: 3,
+            ..Limits::default()
+        };
+        let sessions = Sessions::default();
+        let ip = |n: u8| IpAddr::from([127, 0, 0, n]);
+        let a1 = sessions.open(ip(1), &limits).unwrap();
+        let a2 = sessions.open(ip(1), &limits).unwrap();
+        let (mut x, mut y) = (a1.booking(), a2.booking());
+        x.take(4, &limits).unwrap();
+        assert!(
+            y.take(7, &limits)
+                .unwrap_err()
+                .contains("max_lock_bytes_per_client")
+        );
+        y.take(6, &limits).unwrap();
+        assert!(
+            y.take(0, &limits)
+                .unwrap_err()
+                .contains("max_locks_per_client")
+        );
+        let b = sessions.open(ip(2), &limits).unwrap();
+        let mut z = b.booking();
+        z.take(1, &limits).unwrap();
+        assert!(z.take(1, &limits).unwrap_err().contains("max_locks_total"));
+        x.give(4);
+        z.take(1, &limits).unwrap();
+        // A session's booking is given back whole when it ends.
+        drop(y);
+        x.take(10, &limits).unwrap();
+        let mut w = a1.booking();
+        assert!(w.take(0, &limits).unwrap_err().contains("max_locks_total"));
+        drop(z);
+        w.take(0, &limits).unwrap();
     }
 
     #[test]

@@ -161,3 +161,27 @@ async fn a_node_full_of_one_addresss_sessions_lets_another_address_in() {
         "{ended:?}"
     );
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_sessions_of_one_address_share_a_bound_on_the_locks_they_request() {
+    let (_node, server) = node_and_server("port4", |c| c.limits.max_locks_per_client = 3).await;
+    let mut one = session(&server, None).await.unwrap();
+    let mut two = session(&server, None).await.unwrap();
+    one.lock(LockSpec::new("a", "X")).await.unwrap();
+    one.lock(LockSpec::new("b", "X")).await.unwrap();
+    two.lock(LockSpec::new("c", "X")).await.unwrap();
+    match two.lock(LockSpec::new("d", "X")).await {
+        Err(locks_grpc::client::ClientError::Refused { code, message }) => {
+            assert_eq!(code, Code::ResourceExhausted);
+            assert!(message.contains("max_locks_per_client"), "{message}");
+        }
+        other => panic!("a fourth lock of the address: {other:?}"),
+    }
+    one.unlock("a").await.unwrap();
+    two.lock(LockSpec::new("d", "X")).await.unwrap();
+    // A session's locks count for nothing once it ends.
+    one.end().await.unwrap();
+    two.lock(LockSpec::new("e", "X")).await.unwrap();
+    two.lock(LockSpec::new("f", "X")).await.unwrap_err();
+    two.end().await.unwrap();
+}

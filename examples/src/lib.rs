@@ -1,7 +1,7 @@
 //! Shared helpers for the example programs: the benchmark harness ([`bench`](mod@bench)) and [`gdict`], the
 //! replicated dictionary on `locks-leader`; [`node_cli`], the `node` binary's configuration
-//! and line protocol; [`locksctl`], what the `locksctl` binary prints; [`sees`], which the
-//! multi-node examples wait on.
+//! and line protocol; [`locksctl`], what the `locksctl` binary prints and its supervision of
+//! the command it runs; [`sees`], which the multi-node examples wait on.
 //!
 //! # Public surface
 //!

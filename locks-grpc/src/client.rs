@@ -193,21 +193,21 @@ impl Client {
         Ok(self.inner.campaign(request).await?.into_inner())
     }
 
-    /// The leader `leader` (a campaign on this node, leading `group` in `term`: the fields of
-    /// its [`pb::LeaderEvent`]) changes its value without a new election; returns once a
-    /// majority of the group's nodes have it.
+    /// The campaign that leads `group` (on this node; `leading` is the [`pb::LeaderEvent`]
+    /// of its own stream that says it leads, which carries its secret) changes its value
+    /// without a new election; returns once a majority of the group's nodes have it.
     pub async fn proclaim(
         &mut self,
         group: &str,
-        leader: &str,
-        term: u64,
+        leading: &pb::LeaderEvent,
         value: Vec<u8>,
     ) -> Result<(), ClientError> {
         let request = pb::ProclaimRequest {
             group: group.to_owned(),
-            leader: leader.to_owned(),
-            term,
+            leader: leading.leader.clone(),
+            term: leading.term,
             value,
+            campaign_secret: leading.campaign_secret.clone(),
         };
         self.inner.proclaim(request).await?;
         Ok(())

@@ -89,16 +89,30 @@ impl Callbacks for Elector {
     }
 }
 
+/// The bytes of a campaign's secret.
+const SECRET_BYTES: usize = 16;
+
+/// A campaign running here and the secret that proves a proclamation is its own.
+#[derive(Clone)]
+struct Running {
+    member: Member<Elector>,
+    secret: [u8; SECRET_BYTES],
+}
+
 /// The campaigns running on this node, by member id, while their streams last.
 #[derive(Clone, Default)]
-pub(crate) struct Campaigns(Arc<Mutex<HashMap<String, Member<Elector>>>>);
+pub(crate) struct Campaigns(Arc<Mutex<HashMap<String, Running>>>);
 
 impl Campaigns {
-    fn insert(&self, member: &Member<Elector>) {
+    fn insert(&self, member: &Member<Elector>, secret: [u8; SECRET_BYTES]) {
+        let running = Running {
+            member: member.clone(),
+            secret,
+        };
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(member.id().to_string(), member.clone());
+            .insert(member.id().to_string(), running);
     }
 
     fn remove(&self, member: &Member<Elector>) {
@@ -108,7 +122,7 @@ impl Campaigns {
             .remove(&member.id().to_string());
     }
 
-    fn get(&self, id: &str) -> Option<Member<Elector>> {
+    fn get(&self, id: &str) -> Option<Running> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -117,7 +131,8 @@ impl Campaigns {
     }
 }
 
-/// Serves `Proclaim`: the campaign named must run here, in `group`, and lead in `term`.
+/// Serves `Proclaim`: the campaign named must run here, in `group`, lead in `term`, and the
+/// request must carry its secret.
 pub(crate) async fn proclaim(
     campaigns: &Campaigns,
     request: pb::ProclaimRequest,
@@ -133,7 +148,15 @@ pub(crate) async fn proclaim(
             request.leader, request.group, request.term
         ))
     };
-    let member = campaigns.get(&request.leader).ok_or_else(not_leading)?;
+    let running = campaigns.get(&request.leader).ok_or_else(not_leading)?;
+    if !crate::server::same(&request.campaign_secret, &running.secret) {
+        return Err(Status::permission_denied(format!(
+            "only the campaign of {} may proclaim for it: the request lacks its secret \
+             (LeaderEvent.campaign_secret on that campaign's stream)",
+            request.leader
+        )));
+    }
+    let member = running.member;
     let leads = member
         .leader()
         .is_some_and(|t| t.leader == *member.id() && t.epoch == request.term);
@@ -177,9 +200,19 @@ pub(crate) fn parse(request: &pb::ElectionRequest) -> Result<(Key, GroupOptions)
     Ok((Key::from(request.group.as_str()), options))
 }
 
-fn event(term: Option<&Term>, me: Option<&MemberId>, value: &[u8]) -> pb::LeaderEvent {
+/// The event of a change: `secret` is the campaign's, for its own stream (empty for an
+/// observer).
+fn event(
+    term: Option<&Term>,
+    me: Option<&MemberId>,
+    value: &[u8],
+    secret: &[u8],
+) -> pb::LeaderEvent {
     match term {
-        None => pb::LeaderEvent::default(),
+        None => pb::LeaderEvent {
+            campaign_secret: secret.to_vec(),
+            ..pb::LeaderEvent::default()
+        },
         Some(t) => pb::LeaderEvent {
             has_leader: true,
             leader: t.leader.to_string(),
@@ -187,6 +220,7 @@ fn event(term: Option<&Term>, me: Option<&MemberId>, value: &[u8]) -> pb::Leader
             term: t.epoch,
             is_this_campaign: me == Some(&t.leader),
             value: value.to_vec(),
+            campaign_secret: secret.to_vec(),
         },
     }
 }
@@ -204,6 +238,9 @@ pub(crate) async fn run(
     campaigns: &Campaigns,
 ) -> Result<LeaderStream, Status> {
     let (group, options) = parse(request).map_err(|r| Status::new(r.code, r.message))?;
+    let mut bytes = [0u8; SECRET_BYTES];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Status::unavailable(format!("no randomness for the campaign: {e}")))?;
     let (heard, mut values) = watch::channel(Vec::new());
     let elector = Elector {
         value: request.value.clone(),
@@ -213,8 +250,10 @@ pub(crate) async fn run(
         .await
         .map_err(|e| Status::unavailable(format!("cannot start the member: {e}")))?;
     let campaigns = (role == Role::Candidate).then(|| campaigns.clone());
+    let mut secret = Vec::new();
     if let Some(c) = &campaigns {
-        c.insert(&member);
+        c.insert(&member, bytes);
+        secret = bytes.to_vec();
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     tokio::spawn(async move {
@@ -223,7 +262,12 @@ pub(crate) async fn run(
         let mut last = None;
         loop {
             let term = changes.current();
-            let current = event(term.as_ref(), me.as_ref(), &values.borrow_and_update());
+            let current = event(
+                term.as_ref(),
+                me.as_ref(),
+                &values.borrow_and_update(),
+                &secret,
+            );
             // A value heard again, or a term and value told already, is not sent twice.
             if last.as_ref() != Some(&current) {
                 if tx.send(Ok(current.clone())).await.is_err() {
@@ -235,6 +279,10 @@ pub(crate) async fn run(
                 changed = changes.changed() => if changed.is_err() { break },
                 changed = values.changed() => if changed.is_err() { break },
                 () = tx.closed() => break,
+                () = permit.evicted() => {
+                    let _ = tx.try_send(Err(Status::resource_exhausted(crate::limits::EVICTED)));
+                    break;
+                }
             }
         }
         if let Some(c) = &campaigns {

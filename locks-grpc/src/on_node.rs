@@ -9,17 +9,30 @@
 //! node's thread *inside its actix context*, where actors may be started in place: tonic's
 //! server spawns its tasks with `tokio::spawn`, outside it.
 //!
+//! The port's bounds ([`crate::port`]) are carried out here: each accepted connection is asked
+//! of the port's book, closed at once when refused, and closed later when the book evicts or
+//! expires it (a tick checks the deadlines); each call is counted before the service sees it
+//! (so before any of its body is read) and refused with `RESOURCE_EXHAUSTED` past a bound; a
+//! call with the token proves its connection.
+//!
 //! Invariant: every task this module starts runs on the node's thread and ends when the
-//! server stops (gracefully: open streams finish) or is dropped (at once), or the node stops.
+//! server stops (gracefully: open streams finish) or is dropped (at once), or the node stops;
+//! every connection the book counts has a task, and leaves the book when its task ends.
 
+use crate::port::{Accept, ConnId, PortBook, PortLimits};
 use futures::FutureExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use locks_server::Node;
+use locks_server::internal::{LogLimiter, Verdict};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
 use tonic::body::Body;
 use tonic::codegen::http::{Request, Response};
 use tonic::service::interceptor::ResponseBody;
@@ -36,6 +49,147 @@ pub(crate) enum Stop {
 
 /// How long the server waits after a failed `accept` before it tries again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// How often the port's deadlines (unproven, idle) are checked.
+const TICK: Duration = Duration::from_millis(500);
+
+/// How long a connection the port closes may take to finish its open calls (after a GOAWAY).
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// The port's book and the tokens that close its connections. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Port {
+    inner: Arc<Mutex<PortInner>>,
+    /// Proves a connection: the node's client token, if it has one.
+    token: Option<String>,
+    log: LogLimiter,
+}
+
+struct PortInner {
+    book: PortBook,
+    closers: HashMap<ConnId, CancellationToken>,
+}
+
+impl Port {
+    pub(crate) fn new(limits: PortLimits, token: Option<String>, log: LogLimiter) -> Port {
+        Port {
+            inner: Arc::new(Mutex::new(PortInner {
+                book: PortBook::new(limits),
+                closers: HashMap::new(),
+            })),
+            token,
+            log,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PortInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks the book to admit a connection from `client`: its id and closing token, or `None`
+    /// (closed at once). Connections evicted to make room are told to close.
+    fn accept(&self, client: std::net::IpAddr) -> Option<(ConnId, CancellationToken)> {
+        let mut inner = self.lock();
+        let (opened, evict) = match inner.book.accept(client, Instant::now()) {
+            Accept::Open { id, evict } => (Some(id), evict),
+            Accept::Refused { why, evict } => {
+                if let Verdict::Warn { suppressed } = self.log.event("grpc-connection-refused") {
+                    tracing::warn!(suppressed, %client, "a client connection was refused: {why}");
+                }
+                (None, evict)
+            }
+        };
+        for id in evict {
+            if let Some(closer) = inner.closers.remove(&id) {
+                closer.cancel();
+            }
+        }
+        let id = opened?;
+        let closer = CancellationToken::new();
+        inner.closers.insert(id, closer.clone());
+        Some((id, closer))
+    }
+
+    /// Closes the connections past their deadlines.
+    fn tick(&self) {
+        let mut inner = self.lock();
+        for id in inner.book.expired(Instant::now()) {
+            if let Some(closer) = inner.closers.remove(&id) {
+                closer.cancel();
+            }
+        }
+    }
+
+    fn closed(&self, id: ConnId) {
+        let mut inner = self.lock();
+        inner.closers.remove(&id);
+        inner.book.closed(id);
+    }
+
+    /// Whether a call's headers carry the token (any call does on a node without one).
+    fn proves(&self, request: &Request<hyper::body::Incoming>) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        crate::server::bearer(request.headers().get("authorization"))
+            .is_some_and(|given| crate::server::same(given.as_bytes(), token.as_bytes()))
+    }
+
+    /// Counts a call of connection `id` (proving the connection first if the call does), or
+    /// says which bound refuses it.
+    fn call(&self, id: ConnId, proves: bool) -> Result<CallGuard, &'static str> {
+        let mut inner = self.lock();
+        if proves {
+            inner.book.proven(id);
+        }
+        inner.book.call_opened(id)?;
+        Ok(CallGuard {
+            port: self.clone(),
+            id,
+        })
+    }
+}
+
+/// One call counted by the port, until dropped (with its response's body, or its future).
+struct CallGuard {
+    port: Port,
+    id: ConnId,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.port.lock().book.call_closed(self.id, Instant::now());
+    }
+}
+
+/// A response body that keeps its call counted until it is done or dropped.
+struct Counted<B> {
+    body: Pin<Box<B>>,
+    _call: CallGuard,
+}
+
+impl<B> http_body::Body for Counted<B>
+where
+    B: http_body::Body,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.body.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
 
 /// The API as served on a connection (the generated service behind its interceptor, made by
 /// `server.rs`): a cloneable service from HTTP requests to tonic's responses that never fails.
@@ -78,23 +232,44 @@ where
 }
 
 /// The service of one connection: the API, with the connection's addresses in each request
-/// (what `Request::remote_addr` reads, as tonic's server puts them there).
+/// (what `Request::remote_addr` reads, as tonic's server puts them there), each call counted by
+/// the port.
 #[derive(Clone)]
 struct Conn<S> {
     svc: S,
     info: tonic::transport::server::TcpConnectInfo,
+    port: Port,
+    id: ConnId,
 }
 
 impl<S: Api> hyper::service::Service<Request<hyper::body::Incoming>> for Conn<S> {
-    type Response = Response<ResponseBody<Body>>;
+    type Response = Response<Body>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
     fn call(&self, request: Request<hyper::body::Incoming>) -> Self::Future {
+        let proves = self.port.proves(&request);
+        let call = match self.port.call(self.id, proves) {
+            Ok(call) => call,
+            Err(why) => {
+                let refused = tonic::Status::resource_exhausted(why).into_http::<Body>();
+                return std::future::ready(Ok(refused)).boxed();
+            }
+        };
         let mut request = request.map(Body::new);
         request.extensions_mut().insert(self.info.clone());
         // Always ready: the generated service and the interceptor have no back-pressure.
-        self.svc.clone().call(request).boxed()
+        let response = self.svc.clone().call(request);
+        async move {
+            let response = response.await?;
+            Ok(response.map(|body: ResponseBody<Body>| {
+                Body::new(Counted {
+                    body: Box::pin(body),
+                    _call: call,
+                })
+            }))
+        }
+        .boxed()
     }
 }
 
@@ -105,10 +280,16 @@ pub(crate) fn serve(
     listener: std::net::TcpListener,
     svc: impl Api,
     keepalive: Duration,
+    port: Port,
     stop: oneshot::Receiver<Stop>,
     extra: impl Future<Output = ()> + Send + 'static,
 ) -> impl Future<Output = ()> + Send + 'static {
     let half = keepalive / 2;
+    let (max_calls, max_header_bytes) = {
+        let inner = port.lock();
+        let limits = inner.book.limits();
+        (limits.max_calls_per_connection, limits.max_header_bytes)
+    };
     let run = async move {
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
@@ -121,8 +302,10 @@ pub(crate) fn serve(
         http.timer(TokioTimer::new())
             .keep_alive_interval(Some(half))
             .keep_alive_timeout(half)
-            // As tonic's server: sessions are bounded per client by `Limits` instead.
-            .max_concurrent_streams(None);
+            .max_concurrent_streams(max_calls)
+            .max_header_list_size(max_header_bytes);
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (tell, told) = watch::channel(None::<Stop>);
         let mut stop = std::pin::pin!(stop);
         let mut extra = std::pin::pin!(extra.fuse());
@@ -130,6 +313,7 @@ pub(crate) fn serve(
             tokio::select! {
                 how = &mut stop => break how.unwrap_or(Stop::Now),
                 () = &mut extra => {}
+                _ = tick.tick() => port.tick(),
                 accepted = listener.accept() => {
                     let tcp = match accepted {
                         Ok((tcp, _)) => tcp,
@@ -141,10 +325,22 @@ pub(crate) fn serve(
                             continue;
                         }
                     };
+                    let Some(client) = tcp.peer_addr().ok().map(|a| a.ip()) else {
+                        continue;
+                    };
+                    let Some((id, closer)) = port.accept(client) else {
+                        continue;
+                    };
                     let _ = tcp.set_nodelay(true);
                     let info = tcp.connect_info();
-                    let conn = http.serve_connection(TokioIo::new(tcp), Conn { svc: svc.clone(), info });
-                    tokio::task::spawn_local(connection(conn, told.clone()));
+                    let service = Conn { svc: svc.clone(), info, port: port.clone(), id };
+                    let conn = http.serve_connection(TokioIo::new(tcp), service);
+                    let port = port.clone();
+                    let told = told.clone();
+                    tokio::task::spawn_local(async move {
+                        connection(conn, told, closer).await;
+                        port.closed(id);
+                    });
                 }
             }
         };
@@ -160,10 +356,12 @@ pub(crate) fn serve(
     }
 }
 
-/// Serves one connection until it closes, or the server stops.
+/// Serves one connection until it closes, the server stops, or the port closes it (`closer`:
+/// a GOAWAY, then at most [`CLOSE_GRACE`] for its open calls).
 async fn connection<S: Api>(
     conn: hyper::server::conn::http2::Connection<TokioIo<tokio::net::TcpStream>, Conn<S>, Local>,
     mut told: watch::Receiver<Option<Stop>>,
+    closer: CancellationToken,
 ) {
     let mut conn = std::pin::pin!(conn);
     loop {
@@ -172,6 +370,11 @@ async fn connection<S: Api>(
                 if let Err(e) = result {
                     tracing::debug!("a client connection failed: {e}");
                 }
+                return;
+            }
+            () = closer.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = tokio::time::timeout(CLOSE_GRACE, &mut conn).await;
                 return;
             }
             changed = told.changed() => match (changed, *told.borrow()) {

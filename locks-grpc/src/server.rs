@@ -7,7 +7,7 @@
 
 use crate::election::{self, Campaigns, LeaderStream};
 use crate::introspect;
-use crate::limits::{GrpcConfig, SessionPermit, Sessions};
+use crate::limits::{GrpcConfig, PortLimits, SessionPermit, Sessions};
 use crate::on_node::{self, Stop};
 use crate::pb;
 use crate::pb::locks_server::{Locks, LocksServer};
@@ -163,6 +163,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
         token: config.token.clone(),
         log: service.shared.log.clone(),
     };
+    let service_log = service.shared.log.clone();
     let svc = LocksServer::new(service).max_decoding_message_size(max);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, auth);
     let (stop_tx, stop_rx) = oneshot::channel::<Stop>();
@@ -170,7 +171,20 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
         let listener = std::net::TcpListener::bind(config.listen).map_err(bind)?;
         listener.set_nonblocking(true).map_err(bind)?;
         let addr = listener.local_addr().map_err(bind)?;
-        let done = on_node::serve(node, listener, svc, config.keepalive, stop_rx, learning);
+        let port = on_node::Port::new(
+            port_limits(&config.port),
+            config.token.clone(),
+            service_log.clone(),
+        );
+        let done = on_node::serve(
+            node,
+            listener,
+            svc,
+            config.keepalive,
+            port,
+            stop_rx,
+            learning,
+        );
         return Ok(GrpcServer {
             addr,
             stop: Some(stop_tx),
@@ -182,6 +196,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
         .with_nodelay(Some(true));
     let addr = incoming.local_addr().map_err(bind)?;
     let half = config.keepalive / 2;
+    let port = port_limits(&config.port);
     use tonic::transport::{Certificate, Identity, ServerTlsConfig};
     let mut settings = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert, &tls.key));
     if let Some(ca) = &tls.client_ca {
@@ -194,6 +209,8 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
         let server = builder
             .http2_keepalive_interval(Some(half))
             .http2_keepalive_timeout(Some(half))
+            .max_concurrent_streams(Some(port.max_calls_per_connection))
+            .http2_max_header_list_size(Some(port.max_header_bytes))
             .add_service(svc)
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop_rx.await;
@@ -214,6 +231,42 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
     })
 }
 
+/// File descriptors kept out of the client port's connection bound, at least: for the peer
+/// port's links and handshakes, the data directory, the metrics port and the listeners.
+const FD_RESERVE: usize = 256;
+
+/// The port's limits, with `max_connections` lowered to fit the process's file-descriptor limit
+/// less a reserve (the larger of [`FD_RESERVE`] and a quarter of the limit), so that a flood of
+/// client connections never leaves the peer port unable to accept.
+fn port_limits(configured: &PortLimits) -> PortLimits {
+    fit_to_fds(configured, open_file_limit())
+}
+
+/// `configured`, with `max_connections` fitted to a limit of `fds` open files.
+fn fit_to_fds(configured: &PortLimits, fds: Option<usize>) -> PortLimits {
+    let mut limits = configured.clone();
+    if let Some(fds) = fds {
+        let reserve = FD_RESERVE.max(fds / 4);
+        limits.max_connections = limits
+            .max_connections
+            .min(fds.saturating_sub(reserve).max(1));
+    }
+    limits
+}
+
+/// The soft limit on open files of this process, where the system says it
+/// (`/proc/self/limits`); `None` elsewhere, or when it is unlimited.
+fn open_file_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max open files"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// The bearer-token check on every call.
 #[derive(Clone)]
 pub(crate) struct Auth {
@@ -226,12 +279,12 @@ impl tonic::service::Interceptor for Auth {
         let Some(token) = &self.token else {
             return Ok(request);
         };
-        let given = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match given {
+        match bearer(
+            request
+                .metadata()
+                .get("authorization")
+                .map(|v| v.as_bytes()),
+        ) {
             Some(given) if same(given.as_bytes(), token.as_bytes()) => Ok(request),
             _ => {
                 if let Verdict::Warn { suppressed } = self.log.event("grpc-bad-token") {
@@ -269,8 +322,15 @@ fn session_options(metadata: &tonic::metadata::MetadataMap) -> Result<Options, S
     Ok(options)
 }
 
+/// The token of an `authorization: Bearer <token>` header's value.
+pub(crate) fn bearer<V: AsRef<[u8]> + ?Sized>(value: Option<&V>) -> Option<&str> {
+    std::str::from_utf8(value?.as_ref())
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
 /// Compares two byte strings in a time that does not depend on where they differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -429,6 +489,17 @@ impl Locks for Service {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn client_connections_leave_a_reserve_of_file_descriptors_for_the_peer_port() {
+        use super::{PortLimits, fit_to_fds};
+        let limits = PortLimits::default();
+        assert_eq!(fit_to_fds(&limits, Some(1024)).max_connections, 768);
+        assert_eq!(fit_to_fds(&limits, Some(100)).max_connections, 1);
+        assert_eq!(fit_to_fds(&limits, Some(1 << 20)).max_connections, 4096);
+        assert_eq!(fit_to_fds(&limits, None).max_connections, 4096);
+        assert!(super::open_file_limit().is_none_or(|n| n > 0));
+    }
+
     #[test]
     fn tokens_compare_whole() {
         assert!(super::same(b"secret", b"secret"));

@@ -28,7 +28,7 @@
 //! waits (a lock on other nodes waits for their answers).
 
 use crate::convert::{self, LockCall, Refusal};
-use crate::limits::{Limits, SessionPermit};
+use crate::limits::{Limits, LockBooking, SessionPermit};
 use crate::pb;
 use crate::pb::session_event::Kind;
 use futures::channel::{mpsc, oneshot};
@@ -132,6 +132,7 @@ pub(crate) async fn run(
         txn,
         me,
         requested: HashSet::new(),
+        booking: permit.booking(),
         deadlocks: 0,
         told_cannot_serve: false,
         waiting: Waiting::default(),
@@ -156,6 +157,9 @@ pub(crate) async fn run(
                 // A message that could not be read, or the connection is gone.
                 Err(status) => break Ending::Failed(session.stream_failed(&status)),
             },
+            () = permit.evicted() => {
+                break Ending::Failed(Status::resource_exhausted(crate::limits::EVICTED));
+            }
             Some(event) = events.next() => session.pushed(event, !pending.is_empty()),
             Some((id, answer)) = pending.next(), if !pending.is_empty() => {
                 session.answer(id, answer).await
@@ -204,6 +208,8 @@ struct Session {
     me: String,
     /// The locks requested and not unlocked, bounded by `Limits::max_locks`.
     requested: HashSet<LockId>,
+    /// The same locks, booked against the bounds of the client's address and of the node.
+    booking: LockBooking,
     /// The deadlocks reported so far.
     deadlocks: usize,
     /// The last status the client was told (pushed, or answering `status`) is `CannotServe`.
@@ -266,7 +272,7 @@ impl Session {
             Some(pb::session_request::Kind::Unlock(unlock)) => {
                 match convert::lock_id(&unlock.id, &self.shared.limits) {
                     Ok(lock) => {
-                        self.requested.remove(&lock);
+                        self.forget(&lock);
                         self.txn
                             .unlock(lock)
                             .await
@@ -361,6 +367,9 @@ impl Session {
                     format!("this session has requested {} locks", self.requested.len()),
                 ));
             }
+            self.booking
+                .take(id_bytes(&call.lock), limits)
+                .map_err(|why| Refusal::new(Code::ResourceExhausted, why))?;
             self.requested.insert(call.lock.clone());
         }
         Ok(call)
@@ -497,8 +506,15 @@ impl Session {
     /// has answered the unlock, the request is in no queue the agent serves, and it grants
     /// nothing more for it.
     async fn withdraw(&mut self, lock: &LockId) {
-        self.requested.remove(lock);
+        self.forget(lock);
         let _ = self.txn.unlock(lock.clone()).await;
+    }
+
+    /// `lock` is no longer requested: it no longer counts against any bound.
+    fn forget(&mut self, lock: &LockId) {
+        if self.requested.remove(lock) {
+            self.booking.give(id_bytes(lock));
+        }
     }
 
     /// The events pushed for one transaction event; `lock_waits` says whether a `lock` call of
@@ -530,6 +546,11 @@ impl Session {
             }
         }
     }
+}
+
+/// The bytes a lock id counts against `Limits::max_lock_bytes_per_client`: its keys' payloads.
+fn id_bytes(lock: &LockId) -> usize {
+    lock.keys().iter().map(|k| k.payload_len()).sum()
 }
 
 /// Starts one `lock` call: the request reaches the agent now; the future waits for its answer

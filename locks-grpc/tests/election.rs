@@ -3,7 +3,7 @@
 //! other takes over with a larger term; a leader proclaims a new value, which every member's
 //! stream carries, and nobody else may.
 
-use locks_grpc::client::{Client, ClientOptions};
+use locks_grpc::client::{Client, ClientError, ClientOptions};
 use locks_grpc::{GrpcConfig, pb, serve};
 use locks_server::{Node, NodeConfig};
 use locks_testing::wait::within;
@@ -103,8 +103,25 @@ async fn a_leader_proclaims_a_new_value_without_a_new_election() {
         (seen.leader.as_str(), seen.value.as_slice()),
         (won.leader.as_str(), &b"10.0.0.1:80"[..])
     );
+    // An observer sees the leader's id and term, not the campaign's secret: it cannot
+    // proclaim in the leader's name.
+    assert!(seen.campaign_secret.is_empty());
+    let forged = client
+        .proclaim("svc", &seen, b"EVIL redirect".to_vec())
+        .await
+        .unwrap_err();
+    match &forged {
+        ClientError::Status(s) => assert_eq!(s.code(), tonic::Code::PermissionDenied, "{s:?}"),
+        other => panic!("a proclamation without the secret: {other}"),
+    }
+    let wrong = pb::LeaderEvent {
+        campaign_secret: vec![0; 16],
+        ..won.clone()
+    };
+    let forged = client.proclaim("svc", &wrong, b"x".to_vec()).await;
+    assert!(forged.is_err(), "a wrong secret was taken");
     client
-        .proclaim("svc", &won.leader, won.term, b"10.0.0.1:81".to_vec())
+        .proclaim("svc", &won, b"10.0.0.1:81".to_vec())
         .await
         .unwrap();
     for stream in [&mut first, &mut second, &mut observer] {
@@ -115,13 +132,21 @@ async fn a_leader_proclaims_a_new_value_without_a_new_election() {
         );
     }
     // Only the leader, in its term, may proclaim.
+    let later = pb::LeaderEvent {
+        term: won.term + 1,
+        ..won.clone()
+    };
     let stale = client
-        .proclaim("svc", &won.leader, won.term + 1, b"x".to_vec())
+        .proclaim("svc", &later, b"x".to_vec())
         .await
         .unwrap_err();
     assert!(stale.to_string().contains("does not lead"), "{stale}");
+    let nobody = pb::LeaderEvent {
+        leader: "e2/nobody".into(),
+        ..won.clone()
+    };
     let other = client
-        .proclaim("svc", "e2/nobody", won.term, b"x".to_vec())
+        .proclaim("svc", &nobody, b"x".to_vec())
         .await
         .unwrap_err();
     assert!(other.to_string().contains("does not lead"), "{other}");

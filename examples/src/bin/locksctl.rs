@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! locksctl --node 127.0.0.1:7100 lock db/x --mode X --wait 5s -- ./migrate.sh
-//! locksctl --node 127.0.0.1:7100 lock db/x --nodes a,b,c --majority -- ./job
+//! LOCKS_NODES=10.0.0.1:7100,10.0.0.2:7100 locksctl lock db/x --nodes a,b,c --majority -- ./job
 //! locksctl --node 127.0.0.1:7100 status
 //! locksctl --node 127.0.0.1:7100 campaign jobs -- ./scheduler
 //! locksctl --node 127.0.0.1:7100 leader jobs
@@ -10,17 +10,39 @@
 //! locksctl --node 127.0.0.1:7100 graph --dot | dot -Tsvg > waits.svg
 //! ```
 //!
+//! `--node` (anywhere on the line; without it, the environment variable `LOCKS_NODES`) is a
+//! comma list of client addresses, tried in turn until one connects: a node that refuses the
+//! connection or does not answer within 5 s is skipped with a note on stderr, and exit 2 if none
+//! connects. A lock taken without `--nodes` is a lock on the node that answered, so with several
+//! addresses give the lock's `--nodes` too, or two clients may hold "the same" lock on two nodes.
+//!
 //! `lock` takes the lock, runs the command while it is held with the fencing tokens in
 //! `LOCKS_TOKENS` (`a@123,b@456`: node and version per granting node) and the lock in
 //! `LOCKS_LOCK`, and ends the session when the command exits, with the command's exit code. If
 //! the lock is lost (a node it depends on down or unreachable, the connection to the node gone),
-//! it stops the command with SIGTERM, then SIGKILL after `--grace`, and exits 1. Exit codes: the
-//! command's own; 1 lock lost; 2 bad usage, no connection or request refused; 3 not granted
-//! within `--wait`.
+//! it stops the command with SIGTERM, then SIGKILL after `--grace`, and exits 1.
 //!
 //! `campaign` runs the command while this client leads the group, with the term (a fencing
 //! token) in `LOCKS_TERM`, and stops it the same way (exit 1) when the leadership is lost;
 //! `leader` prints `leader <member> <node> <term>`.
+//!
+//! Signals (`SIGNALS_HELP`, in `locksctl lock --help`; the supervision is
+//! `examples::locksctl::job`): `lock` and `campaign` catch SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+//! SIGUSR1 and SIGUSR2 from the start (`Signals`; one they were started with ignored stays
+//! ignored, for the command too). One that comes before the command runs withdraws the
+//! request or the campaign and exits 128+N. One that comes while it runs is passed on to the
+//! command (`Job`), which runs in a process group of its own so that a shell's children get
+//! it too, and the lock stays held until the command has exited: SIGKILL to the group if it
+//! has not `--grace` after the first signal passed on, and the session ends
+//! only once the command is reaped, so that a second `locksctl lock` of the lock cannot start
+//! its command while this one's still runs. `locksctl` then exits with the command's status. The
+//! command stays in `locksctl`'s group only when `locksctl` is its terminal's foreground job
+//! (so that the command can read the terminal): the terminal's keys signal both, and SIGINT and
+//! SIGQUIT are not passed on again.
+//!
+//! Exit codes: the command's own (128+N when signal N ended it), also when `locksctl` was
+//! signalled; 1 lock or leadership lost; 2 bad usage, no node reached or request refused; 3 not
+//! granted within `--wait`; 128+N signal N before the command started.
 //!
 //! `table` prints the lock tables of the node and of the nodes it reaches, `graph` the
 //! cluster's wait-for graph (or its DOT with `--dot`), in the lines of the node's own
@@ -31,23 +53,49 @@
 //! `--key` when it asks for client certificates.
 
 use clap::{Parser, Subcommand};
-use examples::locksctl::{graph_lines, table_lines};
-use locks_grpc::client::{Client, ClientError, ClientOptions, ClientTls, LockSpec, tokens_text};
+use examples::locksctl::job::{Job, Signals, signalled_before};
+use examples::locksctl::{fail, graph_lines, table_lines};
+use locks_grpc::client::{
+    Client, ClientError, ClientOptions, ClientTls, LockSpec, Session, tokens_text,
+};
 use locks_grpc::pb::{self, session_event::Kind};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// What `lock` and `campaign` do with signals, and the exit codes: the end of their help.
+const SIGNALS_HELP: &str = "\
+Signals: SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to locksctl
+while the command runs are forwarded to the command's process group (the command
+runs in a group of its own, so a shell's children get them too). The lock (or
+the leadership) is held until the command has exited: if it has not exited
+--grace after the first signal forwarded, locksctl sends SIGKILL to the group,
+waits for the command, and only then releases the lock. A signal that comes
+before the lock is granted (or the leadership won) withdraws the request, runs
+nothing and exits 128+N. Started as its terminal's foreground job, the command
+stays in locksctl's group so that it can read the terminal: Ctrl-C and Ctrl-\\
+reach it directly (SIGINT and SIGQUIT are not forwarded again), and signals go
+to the command alone.
+
+Exit codes: the command's own, also when locksctl was signalled (128+N when
+signal N ended the command: 143 for SIGTERM, 137 for SIGKILL); 1 the lock or
+the leadership was lost (the command is stopped with SIGTERM, SIGKILL after
+--grace); 2 bad usage, no node reached or the request refused; 3 not granted
+within --wait; 128+N signal N came before the command started.";
+
 /// A command-line client of a locks node.
 #[derive(Debug, Parser)]
 #[command(
     name = "locksctl",
-    about = "Takes locks from a locks node (its gRPC client API)"
+    about = "Takes locks from a locks node (its gRPC client API)",
+    after_help = SIGNALS_HELP
 )]
 struct Args {
-    /// The node's client address (its --client-listen), `host:port`.
-    #[arg(long, value_name = "ADDR")]
-    node: String,
+    /// The nodes' client addresses (their --client-listen), `host:port`, comma-separated: tried
+    /// in turn until one answers (default: the LOCKS_NODES environment variable). A lock
+    /// without --nodes is one on the node that answers.
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',', global = true)]
+    node: Vec<String>,
     /// The node's client token (default: the LOCKS_TOKEN environment variable).
     #[arg(long)]
     token: Option<String>,
@@ -73,6 +121,7 @@ struct Args {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a command while holding a lock.
+    #[command(after_help = SIGNALS_HELP)]
     Lock {
         /// The lock, as a path: `db/x`.
         path: String,
@@ -91,7 +140,8 @@ enum Command {
         /// Give up (exit 3) if not granted within this long (`500ms`, `5s`, `2m`).
         #[arg(long, value_parser = duration)]
         wait: Option<Duration>,
-        /// After SIGTERM, how long the command has before SIGKILL.
+        /// How long the command has to exit after the first signal forwarded to it (or the
+        /// SIGTERM of a loss) before SIGKILL.
         #[arg(long, default_value = "5s", value_parser = duration)]
         grace: Duration,
         /// The command and its arguments.
@@ -127,13 +177,15 @@ enum Command {
         wait: Duration,
     },
     /// Campaign for the leadership of GROUP and run a command while leading.
+    #[command(after_help = SIGNALS_HELP)]
     Campaign {
         /// The group.
         group: String,
         /// The group's nodes (default: those its members learn of).
         #[arg(long, value_delimiter = ',')]
         nodes: Vec<String>,
-        /// After SIGTERM, how long the command has before SIGKILL.
+        /// How long the command has to exit after the first signal forwarded to it (or the
+        /// SIGTERM of a loss) before SIGKILL.
         #[arg(long, default_value = "5s", value_parser = duration)]
         grace: Duration,
         /// The command and its arguments.
@@ -162,6 +214,20 @@ fn duration(text: &str) -> Result<Duration, String> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args = Args::parse();
+    // The commands that run a command catch the signals from the start: one that comes before
+    // the command runs gives up (128 + N), one that comes after is passed on to it.
+    let runs_a_command = matches!(
+        args.command,
+        Command::Lock { .. } | Command::Campaign { .. }
+    );
+    let mut signals = if runs_a_command {
+        match Signals::catch() {
+            Ok(signals) => signals,
+            Err(e) => return fail(2, e),
+        }
+    } else {
+        Signals::none()
+    };
     let tls = match client_tls(&args) {
         Ok(tls) => tls,
         Err(e) => return fail(2, e),
@@ -175,9 +241,17 @@ async fn main() -> ExitCode {
         tls,
         ..ClientOptions::default()
     };
-    let mut client = match Client::connect(&args.node, options).await {
+    let nodes = node_list(&args.node, std::env::var("LOCKS_NODES").ok().as_deref());
+    if nodes.is_empty() {
+        return fail(2, "no node given: --node ADDR[,ADDR...] or LOCKS_NODES");
+    }
+    let connected = tokio::select! {
+        connected = connect(&nodes, &options) => connected,
+        signal = signals.next() => return signalled_before(signal),
+    };
+    let mut client = match connected {
         Ok(client) => client,
-        Err(e) => return fail(2, format_args!("cannot reach {}: {e}", args.node)),
+        Err(code) => return code,
     };
     match args.command {
         Command::Status => match client.info().await {
@@ -207,7 +281,7 @@ async fn main() -> ExitCode {
             nodes,
             grace,
             command,
-        } => campaign(&mut client, &group, &nodes, grace, &command).await,
+        } => campaign(&mut client, &group, &nodes, grace, &command, &mut signals).await,
         Command::Lock {
             path,
             mode,
@@ -227,9 +301,63 @@ async fn main() -> ExitCode {
             if let Some(wait) = wait {
                 spec = spec.wait(wait);
             }
-            run_locked(&mut client, &path, spec, grace, &command).await
+            let keepalive = args.keepalive;
+            run_locked(
+                &mut client,
+                &path,
+                spec,
+                grace,
+                keepalive,
+                &command,
+                &mut signals,
+            )
+            .await
         }
     }
+}
+
+/// The nodes to try: those of `--node`, or else those of `LOCKS_NODES` (both comma lists).
+fn node_list(flag: &[String], env: Option<&str>) -> Vec<String> {
+    fn listed<'a>(nodes: impl Iterator<Item = &'a str>) -> Vec<String> {
+        nodes
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+    let given = listed(flag.iter().map(String::as_str));
+    if given.is_empty() {
+        listed(env.unwrap_or_default().split(','))
+    } else {
+        given
+    }
+}
+
+/// Connects to the first of `nodes` that answers, saying on stderr which could not be reached;
+/// exit 2 if none.
+async fn connect(nodes: &[String], options: &ClientOptions) -> Result<Client, ExitCode> {
+    for (i, node) in nodes.iter().enumerate() {
+        match Client::connect(node, options.clone()).await {
+            Ok(client) => return Ok(client),
+            // Not the node's fault: the next would refuse it the same way.
+            Err(e @ ClientError::BadToken) => return Err(fail(2, e)),
+            Err(e) if i + 1 < nodes.len() => {
+                eprintln!(
+                    "locksctl: cannot reach {node}: {e}; trying {}",
+                    nodes[i + 1]
+                );
+            }
+            Err(e) => {
+                let tried = if nodes.len() > 1 {
+                    format!(" (nor {})", nodes[..i].join(", "))
+                } else {
+                    String::new()
+                };
+                return Err(fail(2, format_args!("cannot reach {node}{tried}: {e}")));
+            }
+        }
+    }
+    Err(fail(2, "no node given"))
 }
 
 /// The TLS settings of the flags, with their files read.
@@ -269,24 +397,31 @@ fn print_lines(lines: Result<Vec<String>, ClientError>) -> ExitCode {
     }
 }
 
-fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("locksctl: {e}");
-    ExitCode::from(code)
-}
-
-/// Takes the lock, runs `command` while it is held, and stops it if the lock is lost.
+/// Takes the lock, runs `command` while it is held, and stops it if the lock is lost. A signal
+/// before the grant withdraws the request (within `keepalive`); one after it is passed on to
+/// the command, with SIGKILL `grace` later.
 async fn run_locked(
     client: &mut Client,
     path: &str,
     spec: LockSpec,
     grace: Duration,
+    keepalive: Duration,
     command: &[String],
+    signals: &mut Signals,
 ) -> ExitCode {
     let mut session = match client.session().await {
         Ok(session) => session,
         Err(e) => return fail(2, e),
     };
-    let locked = match session.lock(spec).await {
+    let locked = tokio::select! {
+        locked = session.lock(spec) => locked,
+        signal = signals.next() => {
+            // Withdraws the request: ending the session ends its transaction.
+            let _ = tokio::time::timeout(keepalive, session.end()).await;
+            return signalled_before(signal);
+        }
+    };
+    let locked = match locked {
         Ok(locked) => locked,
         Err(ClientError::Refused {
             code: locks_grpc::tonic::Code::DeadlineExceeded,
@@ -295,35 +430,38 @@ async fn run_locked(
         Err(e) => return fail(2, e),
     };
     let tokens = locked.grant.as_ref().map(tokens_text).unwrap_or_default();
-    let mut child = match spawn(command, &[("LOCKS_TOKENS", &tokens), ("LOCKS_LOCK", path)]) {
-        Ok(child) => child,
+    let mut job = match Job::spawn(command, &[("LOCKS_TOKENS", &tokens), ("LOCKS_LOCK", path)]) {
+        Ok(job) => job,
         Err(code) => return code,
     };
-    let lost = loop {
-        tokio::select! {
-            status = child.wait() => {
-                let _ = session.end().await;
-                return match status {
-                    Ok(status) => ExitCode::from(exit_code(status)),
-                    Err(e) => fail(2, e),
-                };
+    let end = job.run(signals, grace, lock_lost(&mut session, path)).await;
+    if end.lost {
+        return ExitCode::from(1);
+    }
+    let _ = session.end().await;
+    end.code()
+}
+
+/// Waits for the session's lock to be lost; says how.
+async fn lock_lost(session: &mut Session, path: &str) -> String {
+    loop {
+        match session.next_event().await {
+            Some(Ok(pb::SessionEvent {
+                kind: Some(Kind::Lost(l)),
+                ..
+            })) => {
+                let cause = pb::LossCause::try_from(l.cause)
+                    .map(|c| c.as_str_name())
+                    .unwrap_or("unknown");
+                return format!("lock {path} lost on {} ({cause})", l.nodes.join(","));
             }
-            event = session.next_event() => match event {
-                Some(Ok(pb::SessionEvent { kind: Some(Kind::Lost(l)), .. })) => {
-                    let cause = pb::LossCause::try_from(l.cause)
-                        .map(|c| c.as_str_name())
-                        .unwrap_or("unknown");
-                    break format!("lock {path} lost on {} ({cause})", l.nodes.join(","));
-                }
-                Some(Ok(_)) => {}
-                Some(Err(status)) => break format!("connection to the node lost: {}", status.message()),
-                None => break "the session ended".to_owned(),
+            Some(Ok(_)) => {}
+            Some(Err(status)) => {
+                return format!("connection to the node lost: {}", status.message());
             }
+            None => return "the session ended".to_owned(),
         }
-    };
-    eprintln!("locksctl: {lost}; stopping the command");
-    stop(&mut child, grace).await;
-    ExitCode::from(1)
+    }
 }
 
 /// Prints who leads `group`: `leader <member> <node> <term>`, or exits 3 if no leader
@@ -362,13 +500,19 @@ async fn campaign(
     nodes: &[String],
     grace: Duration,
     command: &[String],
+    signals: &mut Signals,
 ) -> ExitCode {
     let mut stream = match client.campaign(group, nodes).await {
         Ok(stream) => stream,
         Err(e) => return fail(2, e),
     };
     let term = loop {
-        match stream.message().await {
+        // A signal withdraws the campaign: the stream is dropped on return.
+        let message = tokio::select! {
+            message = stream.message() => message,
+            signal = signals.next() => return signalled_before(signal),
+        };
+        match message {
             Ok(Some(e)) if e.is_this_campaign => break e.term,
             Ok(Some(_)) => {}
             Ok(None) => return fail(2, "the node ended the campaign"),
@@ -376,72 +520,37 @@ async fn campaign(
         }
     };
     let term_text = term.to_string();
-    let mut child = match spawn(
+    let mut job = match Job::spawn(
         command,
         &[("LOCKS_TERM", &term_text), ("LOCKS_GROUP", group)],
     ) {
-        Ok(child) => child,
+        Ok(job) => job,
         Err(code) => return code,
     };
-    let lost = loop {
-        tokio::select! {
-            status = child.wait() => {
-                return match status {
-                    Ok(status) => ExitCode::from(exit_code(status)),
-                    Err(e) => fail(2, e),
-                };
-            }
-            event = stream.message() => match event {
+    let lost = async {
+        let why = loop {
+            match stream.message().await {
                 Ok(Some(e)) if e.is_this_campaign && e.term == term => {}
-                Ok(Some(e)) if e.has_leader => break format!("{} leads {group} now (term {})", e.leader, e.term),
+                Ok(Some(e)) if e.has_leader => {
+                    break format!("{} leads {group} now (term {})", e.leader, e.term);
+                }
                 Ok(Some(_)) => break format!("no leader of {group} now"),
                 Ok(None) => break "the node ended the campaign".to_owned(),
                 Err(status) => break format!("connection to the node lost: {}", status.message()),
             }
-        }
+        };
+        format!("leadership lost: {why}")
     };
-    eprintln!("locksctl: leadership lost: {lost}; stopping the command");
-    stop(&mut child, grace).await;
-    ExitCode::from(1)
-}
-
-/// Starts `command` with `env` added, or says why not (exit 2).
-fn spawn(command: &[String], env: &[(&str, &str)]) -> Result<tokio::process::Child, ExitCode> {
-    tokio::process::Command::new(&command[0])
-        .args(&command[1..])
-        .envs(env.iter().copied())
-        .spawn()
-        .map_err(|e| fail(2, format_args!("cannot run {}: {e}", command[0])))
-}
-
-/// SIGTERM, then SIGKILL after `grace`; waits for the command to exit.
-async fn stop(child: &mut tokio::process::Child, grace: Duration) {
-    if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
-        // SAFETY: kill(2) with a pid of a child not yet waited for (so not reused) and a valid
-        // signal number; it touches no memory of this process.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-        if tokio::time::timeout(grace, child.wait()).await.is_ok() {
-            return;
-        }
+    let end = job.run(signals, grace, lost).await;
+    if end.lost {
+        return ExitCode::from(1);
     }
-    let _ = child.kill().await;
-}
-
-/// The exit code of a command: its own, or 128 + the signal that ended it.
-fn exit_code(status: std::process::ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code).unwrap_or(1),
-        (None, Some(signal)) => u8::try_from(128 + signal).unwrap_or(1),
-        (None, None) => 1,
-    }
+    end.code()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::duration;
+    use super::{duration, node_list};
     use std::time::Duration;
 
     #[test]
@@ -452,5 +561,14 @@ mod tests {
         assert_eq!(duration("7"), Ok(Duration::from_secs(7)));
         assert!(duration("5h").is_err());
         assert!(duration("x").is_err());
+    }
+
+    #[test]
+    fn nodes_come_from_the_flag_or_else_locks_nodes() {
+        let flag = ["a:1".to_owned(), " b:2".to_owned(), String::new()];
+        assert_eq!(node_list(&flag, Some("c:3")), ["a:1", "b:2"]);
+        assert_eq!(node_list(&[], Some("c:3, d:4,")), ["c:3", "d:4"]);
+        assert!(node_list(&[], None).is_empty());
+        assert!(node_list(&[String::new()], Some("")).is_empty());
     }
 }

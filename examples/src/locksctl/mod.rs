@@ -1,10 +1,22 @@
-//! What `locksctl table` and `locksctl graph` print: the lines of the node's own
-//! `cluster-table` and `cluster-graph` commands (docs/introspection.md), made from the gRPC
-//! API's `TableReply` and `GraphReply`, so that a script reads either the same way.
+//! What the `locksctl` binary prints and how it runs its command.
+//!
+//! `locksctl table` and `locksctl graph` print the lines of the node's own `cluster-table`
+//! and `cluster-graph` commands (docs/introspection.md), made from the gRPC API's
+//! `TableReply` and `GraphReply`, so that a script reads either the same way. [`job`] holds
+//! the supervision of the command that `locksctl lock` and `locksctl campaign` run.
+
+pub mod job;
 
 use locks_core::Key;
 use locks_grpc::pb;
 use locks_server::introspect::graph::slash_key;
+use std::process::ExitCode;
+
+/// Says `locksctl: {e}` on stderr and gives the exit code `code`.
+pub fn fail(code: u8, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("locksctl: {e}");
+    ExitCode::from(code)
+}
 
 /// A lock id of the API as the node writes it: its keys joined by `/`, each escaped as
 /// [`slash_key`] does, so a path is always one token of a line.

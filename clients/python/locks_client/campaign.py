@@ -24,6 +24,8 @@ class Leader:
     value: bytes = b""
     # The node it was heard from: a proclamation goes there (the campaign runs there).
     _via: object = field(default=None, repr=False, compare=False)
+    # The campaign's secret (its own stream's campaign_secret), which a proclamation carries.
+    _secret: bytes = field(default=b"", repr=False, compare=False)
 
 
 class Campaign:
@@ -42,11 +44,13 @@ class Campaign:
         self._current = None
         self._ended = None
         self._resigned = False
+        self._secret = b""
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
         try:
             for e in self._call:
+                self._secret = e.campaign_secret or self._secret
                 change = Leader(
                     e.has_leader,
                     e.leader,
@@ -55,6 +59,7 @@ class Campaign:
                     e.is_this_campaign,
                     e.value,
                     self._via,
+                    self._secret,
                 )
                 with self._changed:
                     self._current = change

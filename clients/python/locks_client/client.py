@@ -192,11 +192,16 @@ class Client:
     def proclaim(self, group, leader, value, timeout=30.0):
         """The leader (a :class:`Leader` of a campaign that leads ``group``) changes its value
         without a new election; returns once a majority of the group's nodes have it. It is
-        sent to the node the campaign runs on. Raises :class:`LocksError`:
-        FAILED_PRECONDITION when that campaign does not lead in ``leader.term``,
-        DEADLINE_EXCEEDED past ``timeout`` seconds."""
+        sent to the node the campaign runs on, with the campaign's secret. Raises
+        :class:`LocksError`: FAILED_PRECONDITION when that campaign does not lead in
+        ``leader.term``, PERMISSION_DENIED for a :class:`Leader` not heard on the campaign's
+        own stream (an observer's), DEADLINE_EXCEEDED past ``timeout`` seconds."""
         request = pb.ProclaimRequest(
-            group=group, leader=leader.leader, term=leader.term, value=value
+            group=group,
+            leader=leader.leader,
+            term=leader.term,
+            value=value,
+            campaign_secret=leader._secret,
         )
         node = leader._via or self._nodes[self._current]
         try:

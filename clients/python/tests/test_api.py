@@ -2,6 +2,7 @@
 reader in, a leader proclaims a new value, the lock table and the wait-for graph, and a node
 serving the API over TLS with certificates made for the test."""
 
+import dataclasses
 import subprocess
 
 import grpc
@@ -51,10 +52,15 @@ def test_a_leader_proclaims_a_new_value(nodes):
             seen = next(changes)
             assert (seen.leader, seen.term) == (leading.leader, leading.term)
             assert seen.value == b"10.0.0.1:81"
-        stale = type(leading)(True, leading.leader, leading.node, leading.term + 1, True)
+        stale = dataclasses.replace(leading, term=leading.term + 1)
         with pytest.raises(LocksError) as e:
             client.proclaim("svc", stale, b"x")
         assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        # The leader as anybody sees it, without the campaign's secret, may not proclaim.
+        public = type(leading)(True, leading.leader, leading.node, leading.term, False)
+        with pytest.raises(LocksError) as e:
+            client.proclaim("svc", public, b"x")
+        assert e.value.code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_over_tls_only_a_client_with_a_certificate_of_the_ca_gets_in(nodes, tmp_path):

@@ -10,7 +10,7 @@ fn n(v: usize) -> String {
     let digits = v.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -21,8 +21,8 @@ fn n(v: usize) -> String {
 /// `65536` as a size: `64 KiB`, `4 MiB`.
 fn size(v: usize) -> String {
     match v {
-        v if v % (1 << 20) == 0 => format!("{} MiB", v >> 20),
-        v if v % (1 << 10) == 0 => format!("{} KiB", v >> 10),
+        v if v.is_multiple_of(1 << 20) => format!("{} MiB", v >> 20),
+        v if v.is_multiple_of(1 << 10) => format!("{} KiB", v >> 10),
         v => n(v),
     }
 }

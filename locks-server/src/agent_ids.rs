@@ -2,11 +2,10 @@
 //! write no cache line they share.
 //!
 //! An agent id is the node's name, its incarnation and a serial. Handing out serials one
-//! atomic add at a time, and putting in each id a clone of the node's one name `Arc`, made
-//! every transaction write two lines that every other thread writes too (the counter, and the
-//! `Arc`'s count, which the table, the router and the grant each bump): two threads doing
-//! uncontended transactions lost a fifth of their speed to it. So each thread keeps, for the
-//! last node it began a transaction on ([`ThreadIds`]):
+//! atomic add at a time, and putting in each id a clone of the node's one name `Arc`, would
+//! make every transaction write two lines that every other thread writes too (the counter, and
+//! the `Arc`'s count, which the table, the router and the grant each bump). So each thread
+//! keeps, for the last node it began a transaction on ([`ThreadIds`]):
 //! - a **block of serials** ([`SERIAL_BLOCK`] of them, one atomic add per block);
 //! - a **copy of the node's name** in an `Arc` of its own. Node ids compare and hash by name,
 //!   so a copy is the same id; only pointer-equality shortcuts see the difference.

@@ -146,9 +146,9 @@ impl Transaction {
         let make = move |_: &mut Context<Agent>| Agent::new(agent_router, modes, options, outcome);
         // An agent started because the fast path queued a request (`pending`) on the node's
         // thread (a client task there) starts here, so its waiting request is served without a
-        // hop through the node's arbiter. Other agents go through the arbiter: agents of
-        // transactions whose first request names other nodes made W6 slower when started in
-        // place, for reasons not known.
+        // hop through the node's arbiter. Other agents go through the arbiter: measured on W6,
+        // agents of transactions whose first request names other nodes run slower when started
+        // in place.
         let addr = if pending.is_some() && self.node.is_node_thread() {
             Agent::create(make)
         } else {

@@ -25,9 +25,8 @@
 //!   most the heartbeat timeout). Closing a socket with unread input resets the connection,
 //!   and the peer's next write fails.
 //! - When a write fails (a reset, say), the reader still reads what the peer sent before, to
-//!   the end (at most the heartbeat timeout): the kernel hands it over before the error. A
-//!   link that ended on the failed write used to leave those frames unread: the last ones the
-//!   peer wrote, such as a leaving node's releases.
+//!   the end (at most the heartbeat timeout): the kernel hands it over before the error, and
+//!   the last frames a peer wrote (a leaving node's releases, say) are not lost.
 
 use crate::lease::LeaseCell;
 use crate::metrics::LinkMetrics;

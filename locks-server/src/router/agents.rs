@@ -39,8 +39,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-/// The router's maps are looked up once or twice per message; SipHash showed up at ~4 % of an
-/// uncontended transaction, and these keys come from the node itself.
+/// The router's maps are looked up once or twice per message, on keys that come from the node
+/// itself (no peer chooses them), so a fast hash without DoS resistance fits.
 type FastMap<K, V> = HashMap<K, V, ahash::RandomState>;
 
 /// How many serials a thread takes from its node at once: two bits each in a block's word.

@@ -92,13 +92,12 @@ fn nobody_to_tell(rec: &LockRecord, ch: &Changes, aud: &Audience<'_>) -> bool {
         && (!ch.touched() || rec.watchers().iter().all(|&w| silent(w)))
 }
 
-/// Appends the messages about `rec` after an operation changed it as `ch` says.
 /// Whether a notice of `state` carries the lock's queue (rule 4): when its addressee converts
-/// or waits, or holds the lock while others (`queued`) convert or wait on it. A holder's
-/// notice used to carry none; then an agent whose own entry changed while a converter waited
-/// for it (it converted up behind that converter and back down) dropped the view the waiter
-/// had forwarded, and, the waiter being told of nothing new, never learnt of its wait again:
-/// the cycle it closed later stayed unresolved.
+/// or waits, or holds the lock while others (`queued`) convert or wait on it. A holder's notice
+/// carries it so that an agent whose own entry changed while a converter waited for it (it
+/// converted up behind that converter and back down) keeps the view the waiter forwarded:
+/// without it the waiter, told of nothing new, would never learn of its wait again, and a
+/// cycle it closed later would stay unresolved.
 pub(super) fn with_queue(state: &EntryState, queued: bool) -> bool {
     state.is_waiting() || (queued && !matches!(state, EntryState::Absent))
 }

@@ -87,6 +87,7 @@ impl<C: Callbacks> MemberCore<C> {
                 sync_held: None,
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
+                raising: BTreeSet::new(),
                 deferred: BTreeSet::new(),
                 confirm: Default::default(),
                 published: None,
@@ -136,6 +137,12 @@ impl<C: Callbacks> MemberCore<C> {
             AgentMessage::Watched { node, lock, view } => {
                 if lock == self.s.lock {
                     self.on_view(node, view, now);
+                }
+            }
+            // The member asked for it in its agent's name (module `majority`).
+            AgentMessage::Raised { node, lock, floor } => {
+                if lock == self.s.lock {
+                    self.on_raised(&node, floor);
                 }
             }
             other => {

@@ -49,7 +49,8 @@
 //!   a request extended to a new node) steps down at once and says `Uncertain`.
 //! - *Majority mode* (module `majority`): `Syncing` also needs the lock on a majority of the
 //!   group's nodes and a poll of the candidates there before the term is taken; a `Leader`
-//!   answers as leader only once members on a majority accepted its term (`Accepted`), and
+//!   answers as leader only once a majority of the nodes accepted its term (a member's
+//!   `Accepted`; on a node where it knows no member, the lock server's `Raised`), and
 //!   steps down when it loses the majority or its leases no longer prove it
 //!   ([`MemberCore::check_leases`]).
 //!
@@ -293,8 +294,12 @@ pub(crate) struct Inner<C: Callbacks> {
     /// until their node-down (or node-up) event: no majority is counted on them meanwhile,
     /// so the member does not take over again on a lease it knows has lapsed.
     pub(crate) unleased: BTreeSet<NodeId>,
-    /// The home nodes of the candidates that accepted this leader's current term.
+    /// The nodes that accepted this leader's current term: the home nodes of the members that
+    /// accepted it, and the nodes whose lock server raised its versions to it (module
+    /// `majority`).
     pub(crate) acks: BTreeSet<NodeId>,
+    /// The nodes whose lock server this leader asked to raise its versions to its current term.
+    pub(crate) raising: BTreeSet<NodeId>,
     /// The nodes that came up while this member led in majority mode, kept from its agent
     /// until it steps down (module `tenure`).
     pub(crate) deferred: BTreeSet<NodeId>,
@@ -467,8 +472,8 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.term()
     }
 
-    /// Whether this member leads: it is in the `Leader` state and, in majority mode, members
-    /// on a majority of the group's nodes accepted its term. (Whether its leases still hold is
+    /// Whether this member leads: it is in the `Leader` state and, in majority mode, a majority
+    /// of the group's nodes accepted its term (module `majority`). (Whether its leases still hold is
     /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::leader_proof`].)
     pub fn is_leader(&self) -> bool {
         self.s.established()
@@ -585,5 +590,7 @@ mod tests;
 mod tests_gate;
 #[cfg(test)]
 mod tests_majority;
+#[cfg(test)]
+mod tests_memberless;
 #[cfg(test)]
 mod tests_society;

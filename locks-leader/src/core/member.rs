@@ -88,6 +88,7 @@ impl<C: Callbacks> MemberCore<C> {
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
                 raising: BTreeSet::new(),
+                leaderless: BTreeSet::new(),
                 deferred: BTreeSet::new(),
                 confirm: Default::default(),
                 published: None,
@@ -315,6 +316,14 @@ impl<C: Callbacks> MemberCore<C> {
                 if leader.is_none() && !new && matches!(self.s.state, State::Following { .. }) {
                     let leader = self.s.term().cloned();
                     self.s.send(from, PeerMsg::Hello { leader });
+                }
+                // A sender without a leader, when this member has none to name either, is
+                // told of the one it follows next (`name_leader`): the sender does not say
+                // `Hello` again, and a leader that deferred the gate is on no queue it watches.
+                if leader.is_none() && self.s.term().is_none() {
+                    self.s.leaderless.insert(from.clone());
+                } else {
+                    self.s.leaderless.remove(from);
                 }
                 if let Some(t) = leader {
                     if !self.s.members.contains_key(&t.leader) {

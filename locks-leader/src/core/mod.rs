@@ -300,6 +300,9 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) acks: BTreeSet<NodeId>,
     /// The nodes whose lock server this leader asked to raise its versions to its current term.
     pub(crate) raising: BTreeSet<NodeId>,
+    /// The members that said `Hello` without a leader while this member had none to name:
+    /// told of the leader it follows next (module `society`).
+    pub(crate) leaderless: BTreeSet<MemberId>,
     /// The nodes that came up while this member led in majority mode, kept from its agent
     /// until it steps down (module `tenure`).
     pub(crate) deferred: BTreeSet<NodeId>,

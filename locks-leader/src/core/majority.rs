@@ -244,15 +244,22 @@ impl<C: Callbacks> MemberCore<C> {
         if !self.s.majority_mode() {
             return;
         }
-        let ask: Vec<NodeId> = grants
+        // Called at every settle of a leader: nothing more than a look at its grants once
+        // every node accepted or was asked.
+        let open: Vec<&NodeId> = grants
             .iter()
             .map(|(n, _)| n)
             .filter(|n| {
-                *n != self.s.me.node()
-                    && !self.s.acks.contains(*n)
-                    && !self.s.raising.contains(*n)
-                    && !self.s.members.keys().any(|m| m.node() == *n)
+                *n != self.s.me.node() && !self.s.acks.contains(*n) && !self.s.raising.contains(*n)
             })
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let homes: BTreeSet<&NodeId> = self.s.members.keys().map(|m| m.node()).collect();
+        let ask: Vec<NodeId> = open
+            .into_iter()
+            .filter(|n| !homes.contains(n))
             .cloned()
             .collect();
         let floor = term.epoch;

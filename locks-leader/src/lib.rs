@@ -13,7 +13,7 @@
 //! ```text
 //!   Member handle ─calls─▶ member actor (MemberCore + Callbacks) ◀─MemberDelivery─ Router ◀─ other members
 //!                             │ election agent (AgentCore) ──Lock──▶ lock servers (the gate, then every node)
-//!                             │ member ──Watch──▶ lock servers (the gate and its own node; every node once it held the gate)
+//!                             │ member ──Watch──▶ lock servers (the gate and its own node; every node once it held the gate, or for a worker)
 //!                             │ ◀──Notice/Watched── lock servers            ◀─Forward── other agents
 //!                             └─ sync lock: a Transaction (abort_on_deadlock), never awaited by the actor
 //! ```

@@ -172,8 +172,6 @@ impl<C: Callbacks> MemberCore<C> {
         };
         self.s.acks.clear();
         self.s.raising.clear();
-        // It announces itself to every member it knows.
-        self.s.leaderless.clear();
         for k in self.s.members.values_mut() {
             k.synced = false;
         }
@@ -378,7 +376,6 @@ impl<C: Callbacks> MemberCore<C> {
             debug!(member = %self.s.me, %term, "following");
             self.publish();
         }
-        self.name_leader();
         let h = self.invoke(|cb, ctx| cb.surrendered(msg, ctx));
         self.handled(h);
         self.flush_pending();

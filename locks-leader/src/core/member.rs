@@ -71,7 +71,9 @@ impl<C: Callbacks> MemberCore<C> {
                 alive: BTreeSet::new(),
                 views: BTreeMap::new(),
                 watching: BTreeSet::new(),
-                watch_all: false,
+                // A worker is on no queue: it finds a leader only by seeing it hold the lock,
+                // wherever that is (see `refresh_watches`).
+                watch_all: role == Role::Worker,
                 members: BTreeMap::new(),
                 accepted: None,
                 seen: None,
@@ -88,7 +90,6 @@ impl<C: Callbacks> MemberCore<C> {
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
                 raising: BTreeSet::new(),
-                leaderless: BTreeSet::new(),
                 deferred: BTreeSet::new(),
                 confirm: Default::default(),
                 published: None,
@@ -317,14 +318,6 @@ impl<C: Callbacks> MemberCore<C> {
                     let leader = self.s.term().cloned();
                     self.s.send(from, PeerMsg::Hello { leader });
                 }
-                // A sender without a leader, when this member has none to name either, is
-                // told of the one it follows next (`name_leader`): the sender does not say
-                // `Hello` again, and a leader that deferred the gate is on no queue it watches.
-                if leader.is_none() && self.s.term().is_none() {
-                    self.s.leaderless.insert(from.clone());
-                } else {
-                    self.s.leaderless.remove(from);
-                }
                 if let Some(t) = leader {
                     if !self.s.members.contains_key(&t.leader) {
                         self.learn(&t.leader, Role::Candidate, Learnt::Named);
@@ -433,8 +426,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Watches the lock where the member is to and does not yet: on the gate and on its own
-    /// node, and on every node up once its agent held the lock on every node it asked (see
-    /// the module documentation of [`super`], "The four planes").
+    /// node, and on every node up once its agent held the lock on every node it asked, or if
+    /// it is a worker (see the module documentation of [`super`], "The four planes").
     pub(super) fn refresh_watches(&mut self) {
         if self.s.stopped {
             return;

@@ -19,7 +19,11 @@
 //!   (`ServerRequest::Watch`) on the gate (the smallest node it considers up, where every
 //!   candidate queues first: module `gate`) and on its own node, and on every node up once its
 //!   agent held the lock on every node it asked (the gate's holder, the one candidate that asks
-//!   the other nodes and may lead, whose poll needs their views). The lock servers tell it
+//!   the other nodes and may lead, whose poll needs their views); a worker watches every node
+//!   up from the start (it is on no queue, so it finds a leader only by seeing it hold the
+//!   lock, and a leader alone in its group that deferred the gate and the worker's node,
+//!   module `tenure`, holds it on neither: a few workers' watches cost N each, not N² per
+//!   election). The lock servers tell it
 //!   which candidates' agents hold or wait for the lock there; a candidate's member id has the
 //!   parts of its agent's id. A member says `Hello` only where it tells the other something
 //!   (`MemberCore::learn`): a worker to every candidate it finds (which is how candidates
@@ -268,7 +272,8 @@ pub(crate) struct Inner<C: Callbacks> {
     /// The nodes whose lock server was asked to watch the lock (and has not gone down since).
     pub(crate) watching: BTreeSet<NodeId>,
     /// Whether the member watches the lock on every node up, not only on the gate and its own
-    /// node: from the first time its agent held the lock on every node it asked.
+    /// node: a worker always, a candidate from the first time its agent held the lock on every
+    /// node it asked.
     pub(crate) watch_all: bool,
     pub(crate) members: BTreeMap<MemberId, Known>,
     /// The largest term accepted (or taken as leader).
@@ -300,9 +305,6 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) acks: BTreeSet<NodeId>,
     /// The nodes whose lock server this leader asked to raise its versions to its current term.
     pub(crate) raising: BTreeSet<NodeId>,
-    /// The members that said `Hello` without a leader while this member had none to name:
-    /// told of the leader it follows next (module `society`).
-    pub(crate) leaderless: BTreeSet<MemberId>,
     /// The nodes that came up while this member led in majority mode, kept from its agent
     /// until it steps down (module `tenure`).
     pub(crate) deferred: BTreeSet<NodeId>,

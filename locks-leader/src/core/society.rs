@@ -89,7 +89,6 @@ impl<C: Callbacks> MemberCore<C> {
             return;
         };
         debug!(member = %self.s.me, gone = %m, "member gone");
-        self.s.leaderless.remove(m);
         if matches!(&self.s.state, State::Following { term, .. } if &term.leader == m) {
             self.leader_lost();
         }
@@ -99,21 +98,6 @@ impl<C: Callbacks> MemberCore<C> {
             self.handled(h);
         }
         self.try_finish_sync();
-    }
-
-    /// Names the leader this member follows to the members that said `Hello` without a leader
-    /// while it had none to name (a worker, or a newcomer queued behind this member on a gate
-    /// the leader deferred, would otherwise find no leader).
-    pub(super) fn name_leader(&mut self) {
-        let Some(term) = self.s.term().cloned() else {
-            return;
-        };
-        for m in std::mem::take(&mut self.s.leaderless) {
-            if self.s.members.contains_key(&m) && m != term.leader {
-                let leader = Some(term.clone());
-                self.s.send(&m, PeerMsg::Hello { leader });
-            }
-        }
     }
 
     /// `elected` for the new member `m`.

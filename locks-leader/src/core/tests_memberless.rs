@@ -39,8 +39,13 @@ impl Net {
     /// Starts a candidate of the group `a`, `b`, `c` on `node`, which sees the other nodes
     /// with a table up, and runs until quiet.
     fn start(&mut self, node: &str, serial: u64) -> MemberId {
+        self.start_as(node, serial, Role::Candidate)
+    }
+
+    /// [`Net::start`] for a member of role `role`.
+    fn start_as(&mut self, node: &str, serial: u64, role: Role) -> MemberId {
         let options = GroupOptions::majority().nodes([n("a"), n("b"), n("c")]);
-        let mut m = member_with(node, serial, Role::Candidate, &options);
+        let mut m = member_with(node, serial, role, &options);
         let up: Vec<NodeId> = self.tables.keys().cloned().collect();
         let effects = m.start(&up, T0).unwrap();
         let id = m.me().clone();
@@ -255,4 +260,26 @@ fn a_leader_that_takes_a_larger_term_is_established_again_only_once_raised_to_it
     assert!(net.member(&a).is_leader());
     assert_eq!(net.member(&a).leader(), Some(&bumped));
     assert!(net.tables[&n("b")].version() >= bumped.epoch);
+}
+
+#[test]
+fn a_worker_on_a_node_the_leader_deferred_finds_it() {
+    // A lone candidate on `b` leads over `b` and `c`; `a` comes up, and the leader watches it
+    // but does not ask for the lock there (module `tenure`): `a`, the gate now, is held by
+    // nobody. A worker started on `a` finds the leader where it holds the lock.
+    let mut net = Net::new(&[("b", 1000), ("c", 2000)]);
+    let b = net.start("b", 1);
+    assert!(net.member(&b).is_leader(), "{:?}", net.member(&b).state());
+    net.tables
+        .insert(n("a"), LockTable::new(n("a"), ModeTable::standard(), 3000));
+    let up = net.members.get_mut(&b).unwrap().node_up(&n("a"), T0);
+    net.run(up.into_iter().map(|e| (b.clone(), e)).collect());
+    assert!(net.member(&b).is_leader());
+    assert!(
+        net.tables[&n("a")]
+            .holds(net.member(&b).agent_id(), &super::tests::lock())
+            .is_none()
+    );
+    let w = net.start_as("a", 2, Role::Worker);
+    assert_eq!(net.member(&w).leader(), net.member(&b).leader());
 }

@@ -223,37 +223,3 @@ fn a_view_is_answered_with_hellos_only_where_they_tell_something() {
         vec![MemberId::of_agent(&holder), MemberId::of_agent(&waiting)]
     );
 }
-
-/// A member that said `Hello` without a leader to a candidate that had none to name either is
-/// told of the leader that candidate follows next, once: it does not say `Hello` again, and a
-/// leader that deferred the gate is on no queue it watches.
-#[test]
-fn a_member_without_a_leader_is_told_of_the_leader_its_candidate_follows_next() {
-    let mut c = member("a", 1, Role::Candidate);
-    c.start(&[n("b")], T0).unwrap();
-    let worker = MemberId::new(n("a"), 1, 5);
-    let hello = env(Role::Worker, None, PeerMsg::Hello { leader: None });
-    let effects = c.peer(&worker, hello, T0);
-    assert!(
-        messages(&effects).iter().all(|(to, _)| to != &worker),
-        "{effects:?}"
-    );
-    let leader = MemberId::new(n("b"), 1, 2);
-    let t = term(5, &leader);
-    let am = || PeerMsg::AmLeader {
-        term: t.clone(),
-        grants: Vec::new(),
-        msg: "sync".into(),
-    };
-    let effects = c.peer(&leader, env(Role::Candidate, Some(t.clone()), am()), T0);
-    assert_eq!(c.leader(), Some(&t));
-    let named = (
-        worker.clone(),
-        PeerMsg::Hello {
-            leader: Some(t.clone()),
-        },
-    );
-    assert!(messages(&effects).contains(&named), "{effects:?}");
-    let effects = c.peer(&leader, env(Role::Candidate, Some(t.clone()), am()), T0);
-    assert!(!messages(&effects).contains(&named), "{effects:?}");
-}

@@ -1,8 +1,10 @@
 //! The messages agents and lock servers exchange, locally and over the wire.
 //!
 //! ```text
-//!   agent ──ServerRequest──▶ lock server        (lock, convert, unlock, surrender, remove, watch)
+//!   agent ──ServerRequest──▶ lock server        (lock, convert, unlock, surrender, remove, watch,
+//!                                                raise versions)
 //!   agent ◀──AgentMessage::Notice── lock server (the agent's entry on one lock changed)
+//!   agent ◀──AgentMessage::Raised── lock server (versions raised while the agent holds the lock)
 //!   agent ◀──AgentMessage::Forward── agent      (a lock view passed on for deadlock detection)
 //!   agent ◀──AgentMessage::Surrendered── agent  (the sender surrendered a lock of a cycle)
 //!   agent ◀──AgentMessage::Probe── agent        (a cycle to confirm, edge by edge, by its waiters)
@@ -34,7 +36,10 @@ use std::sync::Arc;
 ///
 /// 5: [`ServerRequest::TryLock`] and [`Rejection::Busy`], which a node of version 4 could not
 /// decode.
-pub const PROTOCOL_VERSION: u16 = 5;
+///
+/// 6: [`ServerRequest::RaiseVersions`] and [`AgentMessage::Raised`], which a node of version 5
+/// could not decode.
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -141,6 +146,21 @@ pub enum ServerRequest {
         /// The requested mode.
         mode: Mode,
     },
+    /// Every version the server hands out for `lock` from now on is above `floor` (with a data
+    /// directory, also after a restart); then, if `agent` holds `lock` here, it is told so with
+    /// [`AgentMessage::Raised`] (otherwise nothing is said, and the raise stands all the same).
+    /// Changes no queue and never waits. A `locks-leader` leader leaves its term this way on a
+    /// node where no member of its group runs: whoever is granted `lock` there after it gets a
+    /// version, and so a term, above it. After [`Self::TryLock`], so that the others keep their
+    /// encoding on the wire.
+    RaiseVersions {
+        /// The agent to tell.
+        agent: AgentId,
+        /// The lock it must hold for the answer.
+        lock: LockId,
+        /// The version every later one is above.
+        floor: u64,
+    },
 }
 
 impl ServerRequest {
@@ -153,7 +173,8 @@ impl ServerRequest {
             | ServerRequest::Unlock { agent, .. }
             | ServerRequest::Surrender { agent, .. }
             | ServerRequest::SurrenderTo { agent, .. }
-            | ServerRequest::RemoveAgent { agent } => agent,
+            | ServerRequest::RemoveAgent { agent }
+            | ServerRequest::RaiseVersions { agent, .. } => agent,
             ServerRequest::Watch { watcher, .. } | ServerRequest::Unwatch { watcher, .. } => {
                 watcher
             }
@@ -481,6 +502,16 @@ pub enum AgentMessage {
         lock: LockId,
         /// Why.
         reason: Rejection,
+    },
+    /// From a lock server: it raised its versions above `floor`
+    /// ([`ServerRequest::RaiseVersions`]) while the agent held `lock` there.
+    Raised {
+        /// The server's node.
+        node: NodeId,
+        /// The lock the agent held.
+        lock: LockId,
+        /// Every version handed out after this one is above it.
+        floor: u64,
     },
 }
 

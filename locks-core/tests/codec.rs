@@ -70,6 +70,11 @@ fn one_of_each_kind() -> Vec<Envelope> {
             watcher: agent(1),
             lock: lock.clone(),
         },
+        ServerRequest::RaiseVersions {
+            agent: agent(1),
+            lock: lock.clone(),
+            floor: 1 << 50,
+        },
     ];
     let to_agent = [
         AgentMessage::Notice(LockNotice {
@@ -98,12 +103,17 @@ fn one_of_each_kind() -> Vec<Envelope> {
             version: 9,
         },
         AgentMessage::Rejected {
-            node,
-            lock,
+            node: node.clone(),
+            lock: lock.clone(),
             reason: Rejection::NotWeaker {
                 held: Mode::S,
                 requested: Mode::X,
             },
+        },
+        AgentMessage::Raised {
+            node,
+            lock,
+            floor: 1 << 50,
         },
     ];
     let introspection = [
@@ -139,7 +149,7 @@ fn one_of_each_kind() -> Vec<Envelope> {
 #[test]
 fn every_message_kind_round_trips() {
     let all = one_of_each_kind();
-    assert_eq!(all.len(), 14);
+    assert_eq!(all.len(), 16);
     for envelope in all {
         let bytes = encode_envelope(&envelope).unwrap();
         assert_eq!(decode_envelope(&bytes).unwrap(), envelope);

@@ -1,7 +1,9 @@
 //! Leader election through the API, in process: two campaigners of one group elect one leader,
 //! an observer sees the same one, and when the leader's client resigns (drops its stream) the
 //! other takes over with a larger term; a leader proclaims a new value, which every member's
-//! stream carries, and nobody else may.
+//! stream carries, and nobody else may; a lone campaign over three nodes leads although no
+//! member runs on the other two, an observer started later on one of them sees it, and a
+//! proclamation there, which no majority of members can confirm, is refused at its timeout.
 
 use locks_grpc::client::{Client, ClientError, ClientOptions};
 use locks_grpc::{GrpcConfig, pb, serve};
@@ -158,4 +160,53 @@ async fn a_leader_proclaims_a_new_value_without_a_new_election() {
     .await;
     assert_eq!(next.value, b"10.0.0.2:80");
     drop(second);
+}
+
+/// etcd's election: a campaign leads once it holds the election lock, whether or not others
+/// campaign or observe. One campaign over `ea`, `eb`, `ec` (connected over loopback), run on
+/// `ea`, with no member of the group on `eb` or `ec`, leads. A proclamation waits for members
+/// on a majority of the nodes to have the value, and there are none: it is refused at its
+/// call's timeout, the value taken all the same. An observer started afterwards through
+/// `eb`'s API sees that leader and its value.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lone_campaign_over_three_nodes_leads_with_no_member_on_the_others() {
+    let loopback = "127.0.0.1:0".parse().unwrap();
+    let names = ["ea", "eb", "ec"];
+    let configs = names.map(|n| {
+        NodeConfig::new(n)
+            .listen(loopback)
+            .cookie("secret")
+            .start_delay(Duration::ZERO)
+    });
+    let nodes = locks_testing::cluster::connected(configs, BOUND).await;
+    let group: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let on_a = serve(&nodes[0], GrpcConfig::new(loopback)).unwrap();
+    let mut client = Client::connect(&on_a.local_addr().to_string(), ClientOptions::default())
+        .await
+        .unwrap();
+    let mut campaign = client.campaign("jobs", &group).await.unwrap();
+    let won = until(&mut campaign, "the lone campaign leads", |e| {
+        e.is_this_campaign
+    })
+    .await;
+    assert_eq!(won.leader_node, "ea");
+    let refused = client
+        .proclaim("jobs", &won.leader, won.term, b"v2".to_vec())
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("not proclaimed"), "{refused}");
+    until(&mut campaign, "the value taken", |e| e.value == b"v2").await;
+    let on_b = serve(&nodes[1], GrpcConfig::new(loopback)).unwrap();
+    let mut other = Client::connect(&on_b.local_addr().to_string(), ClientOptions::default())
+        .await
+        .unwrap();
+    let mut observer = other.observe("jobs", &group).await.unwrap();
+    let seen = until(&mut observer, "the leader and its value", |e| {
+        e.has_leader && !e.value.is_empty()
+    })
+    .await;
+    assert_eq!(
+        (seen.leader, seen.term, seen.value),
+        (won.leader, won.term, b"v2".to_vec())
+    );
 }

@@ -314,9 +314,10 @@ impl<'a, C: Callbacks> Ctx<'a, C> {
         self.s.term()
     }
 
-    /// Whether this member leads. In majority mode: only once members on a majority of the
-    /// group's nodes accepted its term (in `elected` right after a new term is taken, not
-    /// yet; broadcasts are allowed all the same).
+    /// Whether this member leads. In majority mode: only once a majority of the group's nodes
+    /// accepted its term (a member there, or the lock server of a node where it knows no
+    /// member; in `elected` right after a new term is taken, not yet; broadcasts are allowed
+    /// all the same).
     pub fn is_leader(&self) -> bool {
         self.s.established()
     }

@@ -13,7 +13,7 @@
 //! ```text
 //!   Member handle ─calls─▶ member actor (MemberCore + Callbacks) ◀─MemberDelivery─ Router ◀─ other members
 //!                             │ election agent (AgentCore) ──Lock──▶ lock servers (the gate, then every node)
-//!                             │ member ──Watch──▶ lock servers (the gate and its own node; every node once it held the gate)
+//!                             │ member ──Watch──▶ lock servers (the gate and its own node; every node once it held the gate, or for a worker)
 //!                             │ ◀──Notice/Watched── lock servers            ◀─Forward── other agents
 //!                             └─ sync lock: a Transaction (abort_on_deadlock), never awaited by the actor
 //! ```
@@ -70,10 +70,17 @@
 //! - *Who leads*: a candidate that holds the election lock on every node it considers up (as in
 //!   islands mode) **and** on a majority of the group's nodes, has the sync lock, and has polled
 //!   every member known on those nodes for the largest term it accepted. It answers as
-//!   leader ([`Member::is_leader`], leader calls, casts) only once members on a majority of
-//!   the group's nodes (its own included) accepted its term; until then calls wait. So two
-//!   candidates and a worker on three nodes fail over when the leader's node goes: the other
-//!   candidate holds the lock on its node and the worker's.
+//!   leader ([`Member::is_leader`], leader calls, casts) only once a majority of the group's
+//!   nodes (its own included) accepted its term; until then calls wait. A node accepts it when
+//!   a member there does, or, where the candidate knows no member, when the node's lock server
+//!   has raised its versions to the term (no member there can accept it; every later grant
+//!   there, and so every later term through that node, is above it: module `core::majority`).
+//!   So the election lock decides, as etcd's election does (a campaign leads as soon as its
+//!   key is the oldest under the prefix, polling nobody): a lone candidate of a group
+//!   configured on nodes `a`, `b`, `c` leads once it holds the lock on two of them, whether or
+//!   not members run there, and a member started there later follows it. And two candidates
+//!   and a worker on three nodes fail over when the leader's node goes: the other candidate
+//!   holds the lock on its node and the worker's.
 //! - *Stepping down*: a leader that no longer holds the lock on a majority of the group's nodes
 //!   among those it considers up (a node went down or was cut off, a surrender) steps down at
 //!   once: `LeaderChanged(None)`, the [`Callbacks::stepped_down`] callback, `Uncertain` to every
@@ -128,9 +135,11 @@
 //! before it wrote with, even after the node with the highest lock versions is gone and clocks
 //! stepped back. In majority mode:
 //!
-//! 1. A leader writes (answers a leader call) only once members on a majority `Q` of the
-//!    group's nodes accepted its term `T`, and only while it holds the election lock on a
-//!    majority `M1`; a member's accepted term only grows.
+//! 1. A leader writes (answers a leader call) only once a majority `Q` of the group's nodes
+//!    accepted its term `T` (a member there accepted it, or, on a node where it knew no member,
+//!    the lock server raised its versions above `T`'s epoch while the leader held the lock
+//!    there), and only while it holds the election lock on a majority `M1`; a member's
+//!    accepted term only grows.
 //! 2. The next leader starts its poll only once it holds the election lock on a majority `M`
 //!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
 //!    granted to it only after the old leader lost it, so after the old leader's last write.
@@ -141,7 +150,12 @@
 //!    every candidate it sees in a view), and its epoch exceeds every term they answer with
 //!    (every message carries the largest term its sender accepted).
 //! 3. `Q` and `M` share a node; a member there accepted `T` before the old leader's first
-//!    write, and answers the poll after its last: with a term at least `T`. So the new term
+//!    write, and answers the poll after its last: with a term at least `T`. Or that node's
+//!    lock server raised its versions above `T`'s epoch while the old leader held the lock
+//!    there, so before the new leader's grant there, whose version is then above `T`'s epoch
+//!    (after a restart of that node too, with a data directory: the ceiling on disk moved
+//!    before the answer); a new term is at least the largest of its grant versions
+//!    (`next_term`). So the new term
 //!    exceeds `T`, whatever the clocks and lock versions say.
 //!
 //! Step 3 needs the next leader to know the workers of `M` when it polls: a worker that

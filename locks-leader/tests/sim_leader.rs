@@ -499,3 +499,101 @@ fn sim_majority_mode_acknowledged_stores_survive_a_crashed_leader() {
         );
     }
 }
+
+/// A candidate or, one time in three, a worker.
+fn any_role(rng: &mut Rng) -> Role {
+    if rng.chance(3) {
+        Role::Worker
+    } else {
+        Role::Candidate
+    }
+}
+
+/// Majority mode over a group configured on nodes some of which run no member: one candidate
+/// and members on a random number of the other nodes (often none), then members that come
+/// late, nodes that crash (the leader's, often) and come back with a member or without one,
+/// splits, heals and stores. The election lock decides: a candidate that holds it on a
+/// majority of the nodes leads whether or not members run there. Nodes start from random
+/// version bases, as nodes started at different times do, so a leader's term is often above
+/// every version of the nodes without members. Checked after every step: at most one member's
+/// leases prove it leads, and every new leadership's term exceeds the earlier ones; once
+/// quiet, each component with a majority of the nodes and a candidate has one leader.
+#[test]
+fn sim_majority_mode_nodes_without_members_and_members_that_come_late() {
+    let mut raised = 0;
+    for seed in seeds(30) {
+        let mut rng = Rng::new(seed ^ 0x1a7e);
+        let count = 3 + seed as usize % 3;
+        let mut sim = Sim::new(seed, "late");
+        sim.random_clocks = true;
+        sim.kinds = Some(Default::default());
+        let nodes: Vec<_> = (0..count).map(|i| sim.add_node(&format!("n{i}"))).collect();
+        sim.options = GroupOptions::majority().nodes(nodes.clone());
+        sim.check_single_leader = true;
+        sim.full_mesh();
+        let mut order = nodes.clone();
+        rng.shuffle(&mut order);
+        sim.add_member(&order[0], Role::Candidate);
+        for n in &order[1..1 + rng.below(count)] {
+            let role = any_role(&mut rng);
+            sim.add_member(n, role);
+        }
+        quiet(&mut sim, seed, "start");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(leading(&sim).is_some(), "seed {seed}: nobody leads");
+        let mut down: Vec<NodeId> = Vec::new();
+        let mut stores = 0;
+        for step in 0..16 {
+            let up: Vec<NodeId> = nodes
+                .iter()
+                .filter(|n| !down.contains(n))
+                .cloned()
+                .collect();
+            match rng.below(7) {
+                0 | 1 => {
+                    let role = any_role(&mut rng);
+                    sim.add_member(&up[rng.below(up.len())], role);
+                }
+                2 if up.len() > 1 => {
+                    let victim = match leading(&sim) {
+                        Some(t) if !rng.chance(3) => t.leader.node().clone(),
+                        _ => up[rng.below(up.len())].clone(),
+                    };
+                    sim.crash(&victim);
+                    down.push(victim);
+                }
+                3 if !down.is_empty() => {
+                    // Into the island of a node up, with a member or without one.
+                    let back = down.swap_remove(rng.below(down.len()));
+                    let peers = sim.peers(&up[rng.below(up.len())]);
+                    sim.revive(&back, &peers);
+                    if rng.chance(2) {
+                        let role = any_role(&mut rng);
+                        sim.add_member(&back, role);
+                    }
+                }
+                4 => split_at_random(&mut sim, &mut rng, &up),
+                5 => sim.islands_gradually(&[up], 30),
+                _ if !sim.members.is_empty() => {
+                    store_through_any_member(&mut sim, &mut rng, &mut stores)
+                }
+                _ => {}
+            }
+            quiet(&mut sim, seed, &format!("step {step}"));
+            sim.check_one_leader_per_component()
+                .unwrap_or_else(|e| panic!("seed {seed} step {step}: {e}"));
+        }
+        for n in down {
+            sim.revive(&n, &nodes);
+        }
+        sim.full_mesh();
+        quiet(&mut sim, seed, "final heal");
+        sim.check_one_leader_per_component()
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let kinds = sim.kinds.as_ref().expect("counted");
+        raised += kinds.get("agent Raised").copied().unwrap_or(0);
+    }
+    // The runs went through nodes where no member ran.
+    assert!(raised > 0, "no lock server ever raised its versions");
+}

@@ -328,7 +328,8 @@ impl Harness {
             }
             ServerRequest::Watch { .. }
             | ServerRequest::Unwatch { .. }
-            | ServerRequest::SurrenderTo { .. } => {}
+            | ServerRequest::SurrenderTo { .. }
+            | ServerRequest::RaiseVersions { .. } => {}
         }
         Ok(())
     }

@@ -516,6 +516,9 @@ impl AgentCore {
             AgentMessage::Watched { node, lock, view } => {
                 self.on_watched(node, lock, view, &mut out);
             }
+            // An agent never asks for a raise (a `locks-leader` member does, in its agent's
+            // name, and takes the answer itself).
+            AgentMessage::Raised { .. } => {}
         }
         out
     }

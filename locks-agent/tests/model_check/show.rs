@@ -144,5 +144,6 @@ pub fn show_msg(m: &Model, msg: &AgentMessage) -> String {
             format!("Probe {kind}at {} [{}]", p.next, edges.join(", "))
         }
         AgentMessage::Watched { .. } => "Watched".into(),
+        AgentMessage::Raised { node, lock, floor } => format!("Raised {lock}@{node} to {floor}"),
     }
 }

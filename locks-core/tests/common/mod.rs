@@ -112,6 +112,9 @@ pub fn server_request() -> impl Strategy<Value = ServerRequest> {
             .prop_map(|(watcher, lock)| ServerRequest::Unwatch { watcher, lock }),
         (agent_id(), lock_id(), agent_id())
             .prop_map(|(agent, lock, to)| ServerRequest::SurrenderTo { agent, lock, to }),
+        (agent_id(), lock_id(), any::<u64>()).prop_map(|(agent, lock, floor)| {
+            ServerRequest::RaiseVersions { agent, lock, floor }
+        }),
     ]
 }
 
@@ -196,6 +199,11 @@ pub fn agent_message() -> impl Strategy<Value = AgentMessage> {
         }),
         (node_id(), lock_id(), rejection())
             .prop_map(|(node, lock, reason)| { AgentMessage::Rejected { node, lock, reason } }),
+        (node_id(), lock_id(), any::<u64>()).prop_map(|(node, lock, floor)| AgentMessage::Raised {
+            node,
+            lock,
+            floor
+        }),
     ]
 }
 

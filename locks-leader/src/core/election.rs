@@ -92,10 +92,14 @@ impl<C: Callbacks> MemberCore<C> {
                     debug!(member = %self.s.me, grants = ?current, "election lock granted again; new term");
                     let term = self.next_term(&current);
                     self.take_term(term, current);
-                } else if current.len() < grants.len()
-                    && let State::Leader { grants, .. } = &mut self.s.state
-                {
-                    *grants = current;
+                } else {
+                    if current.len() < grants.len()
+                        && let State::Leader { grants, .. } = &mut self.s.state
+                    {
+                        *grants = current;
+                    }
+                    // A member it was waiting for may be gone from its node.
+                    self.raise_where_no_member();
                 }
             }
             _ => {}
@@ -167,10 +171,12 @@ impl<C: Callbacks> MemberCore<C> {
             grants,
         };
         self.s.acks.clear();
+        self.s.raising.clear();
         for k in self.s.members.values_mut() {
             k.synced = false;
         }
         self.publish();
+        self.raise_where_no_member();
         let e = self.invoke(|cb, ctx| cb.elected(None, ctx));
         self.elected_return(None, e);
     }
@@ -181,6 +187,7 @@ impl<C: Callbacks> MemberCore<C> {
         debug!(member = %self.s.me, "no longer holds its election locks; stepping down");
         self.s.state = State::Candidate;
         self.s.acks.clear();
+        self.s.raising.clear();
         // Replies waiting for a majority: the write may or may not survive this leadership.
         self.fail_held(CallError::LeaderDied);
         self.publish();

@@ -15,17 +15,41 @@
 //!   than the group had.
 //! - In majority mode a member enters `Syncing` only while it holds the election lock on a
 //!   majority of `group`, becomes `Leader` only once every member known on those nodes has
-//!   answered its poll, and counts as leader ([`Inner::established`]) only once members on
-//!   a majority of `group` (its own node included) accepted its term.
+//!   answered its poll, and counts as leader ([`Inner::established`]) only once a majority of
+//!   `group` (its own node included) accepted its term: a node accepts it when a member homed
+//!   there did, or, where the leader knows no member, when the node's lock server raised its
+//!   versions to the term while the leader held the lock there.
 //! - A leader that no longer holds the lock on a majority of `group` among the nodes it
 //!   considers up, or whose leases on them do not prove a majority, steps down before its
 //!   next answer.
+//!
+//! **Nodes without a member.** The election lock decides who leads: a group configured on
+//! nodes `a`, `b`, `c` whose one candidate runs on `a` leads once it holds the lock on two of
+//! them, whether or not members run there (etcd's election, where a campaign leads as soon as
+//! its key is the oldest, polls nobody either). What a member's acceptance adds is for the
+//! terms (crate documentation, "Terms as fencing tokens"): the next leader's majority shares a
+//! node with the ones that accepted, and learns the term from it. A node where no member runs
+//! has nobody to accept or remember the term, so its lock server stands in: the leader asks it
+//! (`ServerRequest::RaiseVersions`, in its agent's name) to raise its versions to the term's
+//! epoch, and it answers (`Raised`) only if the agent still holds the election lock there,
+//! checked after the raise. Whoever is granted the lock there next gets a larger version, and
+//! a term is at least its leader's grant versions (`next_term`), so the next leader whose
+//! majority includes that node takes a larger term although no member it polls knows this one.
+//! Counting such a node without the raise would not do: each node's versions start from its
+//! own start time, so a leader on a node started later than the others (or with a clock ahead)
+//! takes a term above every version they hand out, and a next leader elected on them alone
+//! would take a smaller one. A member that appears there later finds the leader as any
+//! newcomer does (on the gate's and its own node's queue) and accepts its term; one that
+//! appears after the leader is gone is a candidate like any other, and the raised versions
+//! keep the next term above. Only nodes without a known member are asked: a raise is as good
+//! as an acceptance anywhere, but where a member runs its `Accepted` comes anyway.
 
 use super::{Inner, MemberCore, MemberEffect, PeerMsg, Pending, Poll, State};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::Term;
+use locks_core::proto::ServerRequest;
 use locks_core::{MemberId, NodeId};
 use std::collections::BTreeSet;
 use tracing::debug;
@@ -70,8 +94,8 @@ impl<C: Callbacks> Inner<C> {
     }
 
     /// Whether this member leads and may answer as leader: in islands mode whenever it is in
-    /// the `Leader` state; in majority mode once members on a majority of the group's nodes
-    /// accepted its term.
+    /// the `Leader` state; in majority mode once a majority of the group's nodes accepted its
+    /// term (a member's `Accepted`, or a node's raised versions: see the module documentation).
     pub(crate) fn established(&self) -> bool {
         if !self.is_leader() {
             return false;
@@ -207,6 +231,59 @@ impl<C: Callbacks> MemberCore<C> {
             && self.s.members.contains_key(from)
         {
             self.s.acks.insert(from.node().clone());
+        }
+    }
+
+    /// Asks the lock server of every node where this leader holds the election lock and knows
+    /// no member (its own node aside) to raise its versions to the term: no member there can
+    /// accept it, and the raise stands in for an acceptance (see the module documentation).
+    pub(super) fn raise_where_no_member(&mut self) {
+        let State::Leader { term, grants } = &self.s.state else {
+            return;
+        };
+        if !self.s.majority_mode() {
+            return;
+        }
+        // Called at every settle of a leader: nothing more than a look at its grants once
+        // every node accepted or was asked.
+        let open: Vec<&NodeId> = grants
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| {
+                *n != self.s.me.node() && !self.s.acks.contains(*n) && !self.s.raising.contains(*n)
+            })
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let homes: BTreeSet<&NodeId> = self.s.members.keys().map(|m| m.node()).collect();
+        let ask: Vec<NodeId> = open
+            .into_iter()
+            .filter(|n| !homes.contains(n))
+            .cloned()
+            .collect();
+        let floor = term.epoch;
+        for node in ask {
+            debug!(member = %self.s.me, %node, floor, "no member known there; raising its versions to the term");
+            self.s.raising.insert(node.clone());
+            let request = ServerRequest::RaiseVersions {
+                agent: self.s.agent_id.clone(),
+                lock: self.s.lock.clone(),
+                floor,
+            };
+            self.s.out.push(MemberEffect::ToServer { node, request });
+        }
+    }
+
+    /// The lock server of `node` raised its versions to `floor` while this member's agent held
+    /// the election lock there: every later grant there has a version above `floor`, so a
+    /// leader's term that is at most `floor` counts as accepted on `node`.
+    pub(super) fn on_raised(&mut self, node: &NodeId, floor: u64) {
+        if let State::Leader { term, grants } = &self.s.state
+            && term.epoch <= floor
+            && grants.iter().any(|(n, _)| n == node)
+        {
+            self.s.acks.insert(node.clone());
         }
     }
 

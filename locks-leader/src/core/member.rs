@@ -71,7 +71,9 @@ impl<C: Callbacks> MemberCore<C> {
                 alive: BTreeSet::new(),
                 views: BTreeMap::new(),
                 watching: BTreeSet::new(),
-                watch_all: false,
+                // A worker is on no queue: it finds a leader only by seeing it hold the lock,
+                // wherever that is (see `refresh_watches`).
+                watch_all: role == Role::Worker,
                 members: BTreeMap::new(),
                 accepted: None,
                 seen: None,
@@ -87,6 +89,7 @@ impl<C: Callbacks> MemberCore<C> {
                 sync_held: None,
                 unleased: BTreeSet::new(),
                 acks: BTreeSet::new(),
+                raising: BTreeSet::new(),
                 deferred: BTreeSet::new(),
                 confirm: Default::default(),
                 published: None,
@@ -136,6 +139,12 @@ impl<C: Callbacks> MemberCore<C> {
             AgentMessage::Watched { node, lock, view } => {
                 if lock == self.s.lock {
                     self.on_view(node, view, now);
+                }
+            }
+            // The member asked for it in its agent's name (module `majority`).
+            AgentMessage::Raised { node, lock, floor } => {
+                if lock == self.s.lock {
+                    self.on_raised(&node, floor);
                 }
             }
             other => {
@@ -417,8 +426,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Watches the lock where the member is to and does not yet: on the gate and on its own
-    /// node, and on every node up once its agent held the lock on every node it asked (see
-    /// the module documentation of [`super`], "The four planes").
+    /// node, and on every node up once its agent held the lock on every node it asked, or if
+    /// it is a worker (see the module documentation of [`super`], "The four planes").
     pub(super) fn refresh_watches(&mut self) {
         if self.s.stopped {
             return;

@@ -19,7 +19,11 @@
 //!   (`ServerRequest::Watch`) on the gate (the smallest node it considers up, where every
 //!   candidate queues first: module `gate`) and on its own node, and on every node up once its
 //!   agent held the lock on every node it asked (the gate's holder, the one candidate that asks
-//!   the other nodes and may lead, whose poll needs their views). The lock servers tell it
+//!   the other nodes and may lead, whose poll needs their views); a worker watches every node
+//!   up from the start (it is on no queue, so it finds a leader only by seeing it hold the
+//!   lock, and a leader alone in its group that deferred the gate and the worker's node,
+//!   module `tenure`, holds it on neither: a few workers' watches cost N each, not N² per
+//!   election). The lock servers tell it
 //!   which candidates' agents hold or wait for the lock there; a candidate's member id has the
 //!   parts of its agent's id. A member says `Hello` only where it tells the other something
 //!   (`MemberCore::learn`): a worker to every candidate it finds (which is how candidates
@@ -49,7 +53,8 @@
 //!   a request extended to a new node) steps down at once and says `Uncertain`.
 //! - *Majority mode* (module `majority`): `Syncing` also needs the lock on a majority of the
 //!   group's nodes and a poll of the candidates there before the term is taken; a `Leader`
-//!   answers as leader only once members on a majority accepted its term (`Accepted`), and
+//!   answers as leader only once a majority of the nodes accepted its term (a member's
+//!   `Accepted`; on a node where it knows no member, the lock server's `Raised`), and
 //!   steps down when it loses the majority or its leases no longer prove it
 //!   ([`MemberCore::check_leases`]).
 //!
@@ -267,7 +272,8 @@ pub(crate) struct Inner<C: Callbacks> {
     /// The nodes whose lock server was asked to watch the lock (and has not gone down since).
     pub(crate) watching: BTreeSet<NodeId>,
     /// Whether the member watches the lock on every node up, not only on the gate and its own
-    /// node: from the first time its agent held the lock on every node it asked.
+    /// node: a worker always, a candidate from the first time its agent held the lock on every
+    /// node it asked.
     pub(crate) watch_all: bool,
     pub(crate) members: BTreeMap<MemberId, Known>,
     /// The largest term accepted (or taken as leader).
@@ -293,8 +299,12 @@ pub(crate) struct Inner<C: Callbacks> {
     /// until their node-down (or node-up) event: no majority is counted on them meanwhile,
     /// so the member does not take over again on a lease it knows has lapsed.
     pub(crate) unleased: BTreeSet<NodeId>,
-    /// The home nodes of the candidates that accepted this leader's current term.
+    /// The nodes that accepted this leader's current term: the home nodes of the members that
+    /// accepted it, and the nodes whose lock server raised its versions to it (module
+    /// `majority`).
     pub(crate) acks: BTreeSet<NodeId>,
+    /// The nodes whose lock server this leader asked to raise its versions to its current term.
+    pub(crate) raising: BTreeSet<NodeId>,
     /// The nodes that came up while this member led in majority mode, kept from its agent
     /// until it steps down (module `tenure`).
     pub(crate) deferred: BTreeSet<NodeId>,
@@ -467,8 +477,8 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.term()
     }
 
-    /// Whether this member leads: it is in the `Leader` state and, in majority mode, members
-    /// on a majority of the group's nodes accepted its term. (Whether its leases still hold is
+    /// Whether this member leads: it is in the `Leader` state and, in majority mode, a majority
+    /// of the group's nodes accepted its term (module `majority`). (Whether its leases still hold is
     /// for the shell to check: [`MemberCore::check_leases`], [`MemberCore::leader_proof`].)
     pub fn is_leader(&self) -> bool {
         self.s.established()
@@ -585,5 +595,7 @@ mod tests;
 mod tests_gate;
 #[cfg(test)]
 mod tests_majority;
+#[cfg(test)]
+mod tests_memberless;
 #[cfg(test)]
 mod tests_society;

@@ -14,7 +14,7 @@
 //! | `Nack` | a member → a leader whose term is below the one it accepted | the leader takes a larger term and announces again |
 //! | `LeaderCall`, `LeaderReply`, `LeaderCast` | follower ↔ leader | forwarded leader calls and casts; a non-leader answers a call with `NotLeader`, and the follower sends it again once it knows a leader |
 //! | `Poll`, `Polled` | a candidate about to lead (majority mode) → every member on the nodes where it holds the lock; the answer back | "which is the largest term you accepted?", answered in the envelope: the new term exceeds them all |
-//! | `Accepted` | a member → the leader whose `AmLeader` it accepted | in majority mode, a leader handles leader calls once members on a majority of the group's nodes accepted its term |
+//! | `Accepted` | a member → the leader whose `AmLeader` it accepted | in majority mode, a leader handles leader calls once a majority of the group's nodes accepted its term (a node where it knows no member accepts it through its lock server instead: `ServerRequest::RaiseVersions`, module `majority`) |
 //! | `Goodbye` | a stopping member → every member it knows | forget me |
 
 use crate::callbacks::{CallId, Callbacks};

@@ -188,16 +188,21 @@ fn serve(
     out
 }
 
+/// A worker asks for nothing and watches every node up, those that come up later too: it is
+/// on no queue, and finds a leader only by seeing it hold the lock somewhere (a leader that
+/// deferred the gate and the worker's node, module `tenure`, is on neither's queue).
 #[test]
-fn a_worker_only_watches() {
-    let mut w = member("a", 1, Role::Worker);
-    let effects = w.start(&[], T0).unwrap();
+fn a_worker_only_watches_every_node_up() {
+    let mut w = member("c", 1, Role::Worker);
+    let effects = w.start(&[n("a"), n("b")], T0).unwrap();
     let watch = ServerRequest::Watch {
         watcher: w.agent_id().clone(),
         lock: lock(),
     };
-    assert_eq!(requests(&effects), vec![(n("a"), watch)]);
-    assert_eq!(effects.len(), 1);
+    let at = |node: &str| (n(node), watch.clone());
+    assert_eq!(requests(&effects), vec![at("a"), at("b"), at("c")]);
+    assert_eq!(effects.len(), 3);
+    assert_eq!(requests(&w.node_up(&n("d"), T0)), vec![at("d")]);
 }
 
 #[test]
@@ -567,8 +572,8 @@ fn stopping_says_goodbye_releases_everything_and_fails_waiting_calls() {
         .filter(|(_, r)| matches!(r, ServerRequest::RemoveAgent { .. }))
         .map(|(n, _)| n)
         .collect();
-    // A worker watches the gate and its own node, both `a` here.
-    assert_eq!(removes, vec![n("a")]);
+    // A worker watches every node up.
+    assert_eq!(removes, vec![n("a"), n("b")]);
     assert!(matches!(effects.last(), Some(MemberEffect::Stopped { .. })));
     assert!(w.stop("again").is_empty());
 }

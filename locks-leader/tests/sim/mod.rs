@@ -25,6 +25,7 @@ use locks_testing::sim::{Net, Peers, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
+mod faults;
 mod leases;
 mod oracle;
 #[allow(unused_imports)]
@@ -86,6 +87,11 @@ pub struct Sim {
     pub proven_terms: Vec<Term>,
     /// Check after every step that at most one member's leases prove it leads (majority mode).
     pub check_single_leader: bool,
+    /// Give each new node a version base at random (as nodes started at different times, or
+    /// with clocks apart, have), instead of bases that grow with the order nodes are added.
+    pub random_clocks: bool,
+    /// The largest version base a node's table started from.
+    top_base: u64,
     /// The messages and rounds of the run (see [`Sim::counts`]).
     rounds: Rounds<End>,
     /// Messages delivered, by kind: counted only when set to `Some` (`sim_scale` does, with
@@ -142,6 +148,8 @@ impl Sim {
             options: GroupOptions::default(),
             proven_terms: Vec::new(),
             check_single_leader: false,
+            random_clocks: false,
+            top_base: 0,
             rounds: Rounds::default(),
             kinds: None,
         }
@@ -150,7 +158,12 @@ impl Sim {
     /// A node with its own lock table, connected to nobody.
     pub fn add_node(&mut self, name: &str) -> NodeId {
         let n = node(name);
-        let base = (self.world.tables.nodes().count() as u64 + 1) << 40;
+        let base = if self.random_clocks {
+            (1 + self.world.rng.below(16) as u64) << 40
+        } else {
+            (self.world.tables.nodes().count() as u64 + 1) << 40
+        };
+        self.top_base = self.top_base.max(base);
         self.world.tables.start(n.clone(), &self.modes, base);
         n
     }
@@ -243,85 +256,6 @@ impl Sim {
                 );
             }
         }
-    }
-
-    /// Splits the cluster into the given islands (every node in exactly one), cutting every link
-    /// between islands and making each island a full mesh.
-    pub fn islands(&mut self, islands: &[Vec<NodeId>]) {
-        let island_of = |n: &NodeId| islands.iter().position(|i| i.contains(n));
-        let nodes = self.nodes();
-        for a in &nodes {
-            for b in &nodes {
-                if a < b {
-                    if island_of(a) == island_of(b) && island_of(a).is_some() {
-                        self.connect(a, b);
-                    } else {
-                        self.disconnect(a, b);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Like [`Sim::islands`], but one link at a time, in random order, with up to `between`
-    /// random steps after each change: the cluster passes through the partial meshes a real
-    /// rewiring does (a node already cut off from one peer and not yet from another).
-    pub fn islands_gradually(&mut self, islands: &[Vec<NodeId>], between: usize) {
-        let island_of = |n: &NodeId| islands.iter().position(|i| i.contains(n));
-        let nodes = self.nodes();
-        let mut changes = Vec::new();
-        for a in &nodes {
-            for b in &nodes {
-                if a < b {
-                    let same = island_of(a) == island_of(b) && island_of(a).is_some();
-                    if same != self.connected(a, b) {
-                        changes.push((a.clone(), b.clone(), same));
-                    }
-                }
-            }
-        }
-        self.world.rng.shuffle(&mut changes);
-        for (a, b, up) in changes {
-            if up {
-                self.connect(&a, &b);
-            } else {
-                self.disconnect(&a, &b);
-            }
-            let k = self.world.rng.below(between + 1);
-            for _ in 0..k {
-                if !self.step() {
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Node `n` crashes: every connection to it is cut, what is in flight to, from and inside
-    /// it is lost, its members vanish without a word (their state with them), and its table
-    /// is gone. It stays down, connected to nobody, until [`Sim::restart`].
-    pub fn crash(&mut self, n: &NodeId) {
-        for other in self.nodes() {
-            self.disconnect(n, &other);
-        }
-        let lost = |from: &End, to: &End| from.node() == n || to.node() == n;
-        self.world.net.drop_channels(lost);
-        self.rounds.dropped(lost);
-        for m in self.members_on(n) {
-            self.members.remove(&m);
-            self.world.unsettled.remove(&m);
-        }
-        let base = (self.world.tables.nodes().count() as u64 + 1 + self.next_serial) << 40;
-        self.world.tables.start(n.clone(), &self.modes, base);
-        self.note(format!("[{}] {n} crashed", self.steps));
-    }
-
-    /// Node `n` comes back after [`Sim::crash`]: connected to every node, with a fresh
-    /// member of role `role` (an empty dictionary). Returns the member.
-    pub fn restart(&mut self, n: &NodeId, role: Role) -> MemberId {
-        for other in self.nodes() {
-            self.connect(n, &other);
-        }
-        self.add_member(n, role)
     }
 
     /// Up to `k` random steps (fewer if everything goes quiet first).

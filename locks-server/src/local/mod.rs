@@ -331,6 +331,11 @@ impl LocalTable {
     /// `crate::node_core`), applied unless it would take a peer past a quota.
     pub(crate) fn serve(&self, request: ServerRequest) {
         tracing::trace!(target: "lock_path", hop = 7, agent = %request.agent(), "to its shard");
+        if let ServerRequest::RaiseVersions { floor, .. } = &request {
+            // On disk before the table answers: the answer promises versions above `floor`
+            // after a restart too.
+            self.shards.reserve.ensure(*floor);
+        }
         if let ServerRequest::Lock { agent, lock, .. }
         | ServerRequest::TryLock { agent, lock, .. } = &request
         {

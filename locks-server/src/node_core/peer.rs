@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `Server(request)` | the request's agent (or watcher) lives on `p` |
 //! | `Member { from, .. }` | the sending member lives on `p` |
-//! | `Agent(Notice)`, `Agent(Rejected)`, `Agent(Watched)` | the lock server named is `p`'s |
+//! | `Agent(Notice)`, `Agent(Rejected)`, `Agent(Watched)`, `Agent(Raised)` | the lock server named is `p`'s |
 //! | `Agent(Forward { from, .. })` | the forwarding agent lives on `p` |
 //! | `Agent(Surrendered { by, .. })` | the surrendering agent lives on `p` |
 //! | `Agent(Probe)`, not refuted | it is a cycle, it goes to the waiter of its next edge, and `p` is the node of the agent that passes it on: the waiter of the edge before (the victim's, for the first edge) |
@@ -16,7 +16,8 @@
 //! | `Introspect`, `TableReport` | always (the introspection layer matches an answer to the node asked) |
 //!
 //! Every version a message carries (a notice's, its queue's and its note's, a watched or
-//! forwarded view's, a surrender's, a probe's edges') is at most [`version_ceiling`] of this
+//! forwarded view's, a surrender's, a probe's edges', the floor of a raise and of its
+//! answer) is at most [`version_ceiling`] of this
 //! node's clock. A node's versions start at its start time in microseconds times
 //! [`VERSIONS_PER_MICROSECOND`] and grow by one per operation, fewer than that many per
 //! microsecond (the scheme `version_base` relies on for versions to grow across restarts), so
@@ -34,7 +35,7 @@
 //! ([`crate::log_limit`]); nothing else sees it. Whatever a peer says within these rules
 //! about its own locks, agents and members it is entitled to say.
 
-use locks_core::proto::{AgentMessage, LockNotice, LockView, Message, Note, Probe};
+use locks_core::proto::{AgentMessage, LockNotice, LockView, Message, Note, Probe, ServerRequest};
 use locks_core::{AgentId, NodeId};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -144,7 +145,15 @@ pub fn check(
 ) -> Result<(), PeerFault> {
     let own = |agent: &AgentId| agent.node() == from;
     match message {
-        Message::Server(request) => ensure(own(request.agent()), PeerFault::ForeignAgent),
+        Message::Server(request) => {
+            ensure(own(request.agent()), PeerFault::ForeignAgent)?;
+            match request {
+                ServerRequest::RaiseVersions { floor, .. } => {
+                    ensure(admits(*floor), PeerFault::FutureVersion)
+                }
+                _ => Ok(()),
+            }
+        }
         Message::Member { from: member, .. } => {
             ensure(member.node() == from, PeerFault::ForeignMember)
         }
@@ -157,6 +166,10 @@ pub fn check(
                 )
             }
             AgentMessage::Rejected { node, .. } => ensure(node == from, PeerFault::ForeignServer),
+            AgentMessage::Raised { node, floor, .. } => {
+                ensure(node == from, PeerFault::ForeignServer)?;
+                ensure(admits(*floor), PeerFault::FutureVersion)
+            }
             AgentMessage::Watched { node, view, .. } => {
                 ensure(node == from, PeerFault::ForeignServer)?;
                 ensure(admits(view.version), PeerFault::FutureVersion)

@@ -205,7 +205,8 @@ impl Sharding {
                 | ServerRequest::Unlock { lock, .. }
                 | ServerRequest::SurrenderTo { lock, .. }
                 | ServerRequest::Watch { lock, .. }
-                | ServerRequest::Unwatch { lock, .. } => Route::One(self.shard_of(lock)),
+                | ServerRequest::Unwatch { lock, .. }
+                | ServerRequest::RaiseVersions { lock, .. } => Route::One(self.shard_of(lock)),
                 ServerRequest::Surrender { .. } => Route::Surrender,
                 ServerRequest::RemoveAgent { agent } => {
                     let used = self.used.lock().remove(agent);

@@ -195,7 +195,8 @@ impl AgentPort {
             AgentMessage::Probe(probe) => probe_route(probe).map(|(sender, _)| sender),
             AgentMessage::Notice(_)
             | AgentMessage::Watched { .. }
-            | AgentMessage::Rejected { .. } => None,
+            | AgentMessage::Rejected { .. }
+            | AgentMessage::Raised { .. } => None,
         };
         match sender {
             Some(sender) if sender == &self.agent => self.port.0.send_agent(to, msg),

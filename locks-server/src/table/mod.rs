@@ -67,7 +67,10 @@
 //! lock it changed takes the new value; a grant notice's version is the fencing token of that
 //! grant. A request that changes nothing (a `Lock` already covered by what is held) is answered
 //! with the lock's unchanged version, so an agent must take a notice whose version *equals* its
-//! copy's as current, and drop only older ones.
+//! copy's as current, and drop only older ones. `RaiseVersions` moves the counter up to its
+//! floor (never down) and changes no queue; its agent is answered with
+//! [`AgentMessage::Raised`] only if it holds the lock named, checked after the raise, so the
+//! answer proves that the next holder's grant has a version above the floor.
 //!
 //! # Notices: who gets what
 //!
@@ -234,6 +237,9 @@ impl LockTable {
             ServerRequest::RemoveAgent { agent } => self.remove_agent(&agent),
             ServerRequest::Watch { watcher, lock } => self.watch(&watcher, &lock),
             ServerRequest::Unwatch { watcher, lock } => self.unwatch(&watcher, &lock),
+            ServerRequest::RaiseVersions { agent, lock, floor } => {
+                self.raise_for(agent, lock, floor)
+            }
         }
     }
 
@@ -261,6 +267,18 @@ impl LockTable {
     /// above `floor` (versions only grow; nothing else changes).
     pub fn raise_version(&mut self, floor: u64) {
         self.version = self.version.max(floor);
+    }
+
+    /// `RaiseVersions`: raises the counter, then tells `agent` if it holds `lock`. In this
+    /// order, so that an answer proves that whoever is granted `lock` after `agent` gets a
+    /// version above `floor`.
+    fn raise_for(&mut self, agent: AgentId, lock: LockId, floor: u64) -> Sends {
+        self.raise_version(floor);
+        if self.holds(&agent, &lock).is_none() {
+            return Vec::new();
+        }
+        let node = self.node.clone();
+        vec![(agent, AgentMessage::Raised { node, lock, floor })]
     }
 
     /// How many lock records exist (locks with entries, or watched).

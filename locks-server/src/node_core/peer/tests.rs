@@ -79,6 +79,38 @@ fn a_lock_server_speaks_only_for_itself() {
     };
     assert_eq!(from_b(watched("b")), Ok(()));
     assert_eq!(from_b(watched("c")), Err(PeerFault::ForeignServer));
+    let raised = |server: &str, floor| AgentMessage::Raised {
+        node: node(server),
+        lock: lock(),
+        floor,
+    };
+    assert_eq!(from_b(raised("b", NOW)), Ok(()));
+    assert_eq!(from_b(raised("c", NOW)), Err(PeerFault::ForeignServer));
+    assert_eq!(from_b(raised("b", NOW + 1)), Err(PeerFault::FutureVersion));
+}
+
+#[test]
+fn a_raise_is_asked_only_for_an_agent_of_the_sender_and_only_up_to_the_ceiling() {
+    let raise = |by: AgentId, floor| {
+        Message::Server(ServerRequest::RaiseVersions {
+            agent: by,
+            lock: lock(),
+            floor,
+        })
+    };
+    assert_eq!(
+        check(&node("b"), &raise(agent("b", 1), NOW), admits),
+        Ok(())
+    );
+    assert_eq!(
+        check(&node("b"), &raise(agent("c", 1), NOW), admits),
+        Err(PeerFault::ForeignAgent)
+    );
+    // Versions only grow: one absurd floor would spoil every later version of the node.
+    assert_eq!(
+        check(&node("b"), &raise(agent("b", 1), u64::MAX), admits),
+        Err(PeerFault::FutureVersion)
+    );
 }
 
 #[test]

@@ -191,7 +191,7 @@ async fn a_lone_campaign_over_three_nodes_leads_with_no_member_on_the_others() {
     .await;
     assert_eq!(won.leader_node, "ea");
     let refused = client
-        .proclaim("jobs", &won.leader, won.term, b"v2".to_vec())
+        .proclaim("jobs", &won, b"v2".to_vec())
         .await
         .unwrap_err();
     assert!(refused.to_string().contains("not proclaimed"), "{refused}");

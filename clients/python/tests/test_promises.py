@@ -123,6 +123,22 @@ def test_wait_leading_returns_within_its_timeout_while_another_campaign_leads(no
             assert first.leader.is_me and not second.leader.is_me
 
 
+def test_a_lone_campaign_over_three_nodes_leads_with_no_member_on_the_others(nodes):
+    a = nodes("a")
+    b = nodes("b", [a.listen])
+    c = nodes("c", [a.listen, b.listen])
+    client = Client(a.client_addr, token=TOKEN)
+    deadline = time.monotonic() + BOUND
+    while len(client.info()[1]) < 3:
+        assert time.monotonic() < deadline, "the nodes connect"
+        time.sleep(0.02)
+    # Only this campaign runs: the election lock on a majority of a, b, c decides.
+    with client.campaign("jobs", nodes=["a", "b", "c"]) as campaign:
+        leading = campaign.wait_leading(timeout=BOUND)
+        assert leading.is_me and leading.node == "a", leading
+        assert leading.term > 0
+
+
 def test_a_request_over_the_size_limit_is_refused_and_the_session_goes_on(nodes):
     a = nodes("a")
     with Client(a.client_addr, token=TOKEN).session() as s:

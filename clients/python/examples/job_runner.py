@@ -29,9 +29,7 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from locks_client import Client, Fence, LocksError  # noqa: E402
+from locks_client import Client, Fence, LocksError
 
 GROUP = "job-runner"
 

@@ -107,6 +107,37 @@ def unanswered(address: str, bound: float) -> LocksError:
     )
 
 
+class SessionInfo:
+    """What a session tells of itself (both kinds of session): read from its core."""
+
+    _core: SessionCore
+
+    @property
+    def address(self) -> str:
+        """Where the session was opened."""
+        return self._core.address
+
+    @property
+    def agent(self) -> str:
+        """The transaction's id, as the lock table shows it."""
+        return self._core.agent
+
+    @property
+    def node(self) -> str:
+        """The name of the session's node."""
+        return self._core.node
+
+    @property
+    def keepalive(self) -> float:
+        """The lease's bound in seconds: the node's keepalive, or the client's when smaller."""
+        return self._core.keepalive
+
+    @property
+    def abort_on_deadlock(self) -> bool:
+        """Whether the transaction aborts as a deadlock's victim (the node says so)."""
+        return self._core.abort_on_deadlock
+
+
 def gave_up(path: str, bound: float, interrupted: bool) -> str:
     """Why a ``lock`` call of ``path`` was given up."""
     if interrupted:

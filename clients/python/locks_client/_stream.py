@@ -23,6 +23,7 @@ from locks_client._core import (
     Answer,
     Call,
     SessionCore,
+    SessionInfo,
     answered,
     unanswered,
 )
@@ -35,7 +36,7 @@ from locks_client.lease import Lost
 _END = None
 
 
-class SessionStream:
+class SessionStream(SessionInfo):
     """One session's stream and threads; :class:`~locks_client.Session` is its API."""
 
     def __init__(
@@ -87,31 +88,6 @@ class SessionStream:
         if self._core.ended is not None:
             raise self._core.ended.again()
         threading.Thread(target=self._keep, daemon=True).start()
-
-    @property
-    def address(self) -> str:
-        """Where the session was opened."""
-        return self._core.address
-
-    @property
-    def agent(self) -> str:
-        """The transaction's id, as the lock table shows it."""
-        return self._core.agent
-
-    @property
-    def node(self) -> str:
-        """The name of the session's node."""
-        return self._core.node
-
-    @property
-    def keepalive(self) -> float:
-        """The lease's bound in seconds: the node's keepalive, or the client's when smaller."""
-        return self._core.keepalive
-
-    @property
-    def abort_on_deadlock(self) -> bool:
-        """Whether the transaction aborts as a deadlock's victim (the node says so)."""
-        return self._core.abort_on_deadlock
 
     # The stream.
 

@@ -388,9 +388,8 @@ class SessionCore:
         if isinstance(answer, LocksError):
             if interrupted:
                 return None
-            raise LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the session ended: {answer.message}"
-            )
+            ended = f"{gave_up}; the session ended: {answer.message}"
+            raise LocksError(grpc.StatusCode.DEADLINE_EXCEEDED, ended)
         message, generation = answer
         if message.request_id == cancel.id:
             self.forget_call(call)

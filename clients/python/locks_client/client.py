@@ -136,7 +136,9 @@ class Client:
         )
         return reply
 
-    def _election(self, method: str, request: pb.ElectionRequest, timeout: float | None) -> Campaign:
+    def _election(
+        self, method: str, request: pb.ElectionRequest, timeout: float | None
+    ) -> Campaign:
         def attempt(node: _Node, seconds: float) -> Campaign:
             call = getattr(node.stub, method)(request, metadata=self._metadata)
             campaign = Campaign(call, node.address, request.group, via=node)

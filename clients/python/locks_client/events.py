@@ -91,7 +91,8 @@ class Event:
       ``surrendered``, ``aborted`` or ``revoked``. The client's own lease running out is a
       ``lost`` event with cause ``lease-expired`` and an empty ``lock`` (every lock of the
       session), ``message`` saying why;
-    - ``deadlock``: a deadlock involving the session was resolved (``surrendered_by_this_session``);
+    - ``deadlock``: a deadlock involving the session was resolved
+      (``surrendered_by_this_session``);
     - ``status``: the transaction's ``status`` changed;
     - ``closed``: the session ended, the last event: ``code`` (a ``grpc.StatusCode``) and
       ``message`` say why: OK when this client ended or closed it, the node's status when the

@@ -75,8 +75,8 @@ class Lease:
 
 
 class Lost(threading.Event):
-    """:attr:`locks_client.Session.lost`: set once a lock of the session was lost or the session ended,
-    including by its lease running out.
+    """:attr:`locks_client.Session.lost`: set once a lock of the session was lost or the
+    session ended, including by its lease running out.
 
     :meth:`is_set` reads the clock itself: a process resumed after a pause longer than the
     lease sees the session lost at its first check, before any background thread has run.

@@ -153,7 +153,9 @@ class Client:
         )
         return reply
 
-    async def graph(self, timeout: float | None = None, wait: float | None = None) -> pb.GraphReply:
+    async def graph(
+        self, timeout: float | None = None, wait: float | None = None
+    ) -> pb.GraphReply:
         """The cluster's wait-for graph, as :meth:`locks_client.Client.graph`."""
         request = graph_request(wait)
         reply: pb.GraphReply = await self._unary(

@@ -6,6 +6,7 @@ The tests import ``locks_client`` as users get it: installed (``pip install clie
 or the wheel), never from the source tree; nothing here puts ``clients/python`` on the path,
 and the client processes run in this directory, which holds no package."""
 
+import asyncio
 import contextlib
 import os
 import queue
@@ -137,6 +138,12 @@ def client_process(script, node, *extra):
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=BOUND)
+
+
+def run(main):
+    """Runs the coroutine ``main`` on an event loop of its own; fails the test if it takes
+    past 4 bounds."""
+    return asyncio.run(asyncio.wait_for(main, 4 * BOUND))
 
 
 def next_event_where(session, matches, bound=BOUND):

@@ -42,6 +42,7 @@ class _Node:
     """One address, its channel and stub."""
 
     def __init__(self, address: str, keepalive: float, tls: TLS | None) -> None:
+        """A channel to ``address`` (it connects at first use)."""
         self.address = address
         options = channel_options(keepalive, tls)
         if tls is None:

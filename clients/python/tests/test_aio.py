@@ -10,16 +10,18 @@ import asyncio
 import dataclasses
 import os
 import signal
+import socket
+import subprocess
 import time
 from collections.abc import Callable
 
 import grpc
 import pytest
 
-from conftest import BOUND, TOKEN, client_process, run
+from conftest import BOUND, NODE_BIN, TOKEN, client_process, run
 from fenced_db import fenced_write, read
 from locks_client import Event, LocksError
-from locks_client.aio import Client, Session
+from locks_client.aio import TLS, Client, Session
 
 async def next_event_where(
     session: Session, matches: Callable[[Event], bool], bound: float = BOUND
@@ -166,6 +168,8 @@ def test_a_cancelled_lock_task_withdraws_its_request_and_the_next_waiter_is_gran
             if how == "task.cancel()":
                 task = asyncio.ensure_future(quitter.lock("jobs/1"))
                 await until_waiting(client, quitter, ["jobs", "1"])
+                edges = [(e.waiter, e.blocker) for e in (await client.graph()).edges]
+                assert (quitter.agent, holder.agent) in edges, edges
                 # The next in line, behind the quitter.
                 await third.lock_nowait("jobs/1")
                 task.cancel()
@@ -305,5 +309,55 @@ def test_a_leader_proclaims_a_new_value_and_observers_see_it(nodes):
             # Resigned: an iteration over its changes ends once it has read what came before.
             async for _ in campaign:
                 pass
+
+    run(main())
+
+
+def test_a_client_of_several_nodes_opens_its_session_on_one_that_answers(nodes):
+    a = nodes("a")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"  # nothing listens there once closed
+
+    async def main() -> None:
+        async with Client([dead, a.client_addr], token=TOKEN) as client:
+            async with client.session() as session:
+                assert session.node == "a"
+                assert (await session.lock("db/x")).tokens["a"] > 0
+        async with Client(f"{dead},{dead}", token=TOKEN) as client:
+            with pytest.raises(LocksError) as e:
+                await client.session(timeout=5)
+            assert e.value.code == grpc.StatusCode.UNAVAILABLE and dead in e.value.message
+
+    run(main())
+
+
+def test_over_tls_an_async_client_with_a_certificate_of_the_ca_gets_in(nodes, tmp_path):
+    made = subprocess.run(
+        [NODE_BIN, "--gen-certs", str(tmp_path), "--names", "a,client"],
+        capture_output=True,
+        timeout=BOUND,
+    )
+    assert made.returncode == 0, made
+    pem = {name: str(tmp_path / name) for name in ("a.pem", "a.key", "ca.pem", "client.pem")}
+    a = nodes(
+        "a",
+        extra=[
+            "--client-tls-cert", pem["a.pem"],
+            "--client-tls-key", pem["a.key"],
+            "--client-tls-ca", pem["ca.pem"],
+        ],
+    )
+    tls = TLS(ca=pem["ca.pem"], cert=pem["client.pem"], key=str(tmp_path / "client.key"))
+
+    async def main() -> None:
+        async with Client(a.client_addr, token=TOKEN, tls=tls) as client:
+            async with client.lock("db/x") as grant:
+                assert grant.tokens["a"] > 0
+        # Without a client certificate the handshake fails: no session.
+        async with Client(a.client_addr, token=TOKEN, tls=TLS(ca=pem["ca.pem"])) as client:
+            with pytest.raises(LocksError) as e:
+                await client.session(timeout=5)
+            assert e.value.code == grpc.StatusCode.UNAVAILABLE
 
     run(main())

@@ -38,6 +38,7 @@ class _Node:
     to the event loop it is made on."""
 
     def __init__(self, address: str, keepalive: float, tls: TLS | None) -> None:
+        """The node at ``address``; its channel is made at first use."""
         self.address = address
         self._keepalive = keepalive
         self._tls = tls
@@ -46,6 +47,7 @@ class _Node:
 
     @property
     def stub(self) -> pb_grpc.LocksAsyncStub:
+        """The node's stub, on a channel made on the running loop the first time."""
         if self._stub is None:
             options = channel_options(self._keepalive, self._tls)
             if self._tls is None:

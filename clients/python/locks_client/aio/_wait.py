@@ -9,6 +9,7 @@ nothing) through ``asyncio.wait``, which raises the caller's cancellation as it 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from typing import Generic, TypeVar
 
@@ -55,8 +56,12 @@ class Mailbox(Generic[T]):
     async def get(self, timeout: float | None = None) -> T | None:
         """The first item, waiting at most ``timeout`` seconds (``None``: for ever) for one;
         ``None`` if none came."""
-        if not await wait_event(self._arrived, timeout):
-            return None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # Another getter may take the item that woke this one: then wait again.
+        while not self._items:
+            left = None if deadline is None else deadline - time.monotonic()
+            if not await wait_event(self._arrived, left):
+                return None
         return self.get_nowait()
 
     def push_back(self, item: T) -> None:

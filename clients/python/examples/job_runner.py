@@ -20,6 +20,8 @@ done exactly once or the run did not finish within ``--deadline`` seconds. The d
 new file in a temporary directory unless ``--db`` names one.
 """
 
+from __future__ import annotations
+
 import argparse
 import os
 import random
@@ -28,10 +30,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from locks_client import Client, Fence, LocksError  # noqa: E402
+from locks_client import Client, Fence, Grant, LocksError, Tokens
 
 GROUP = "job-runner"
 
@@ -39,7 +41,7 @@ GROUP = "job-runner"
 class Store:
     """The shared database: the jobs and, per fenced resource, the largest tokens seen."""
 
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.path = path
         with self._open() as db:
             db.execute(
@@ -51,10 +53,12 @@ class Store:
                 "PRIMARY KEY (resource, node))"
             )
 
-    def _open(self):
+    def _open(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)
 
-    def fenced(self, resource, tokens, write):
+    def fenced(
+        self, resource: str, tokens: Tokens, write: Callable[[sqlite3.Connection], None]
+    ) -> bool:
         """Runs ``write(db)`` in one transaction if ``tokens`` pass the Fence of ``resource``
         (kept in the same database, updated in the same transaction); whether it ran."""
         db = self._open()
@@ -77,7 +81,7 @@ class Store:
         finally:
             db.close()
 
-    def query(self, sql, *args):
+    def query(self, sql: str, *args: Any) -> list[Any]:
         db = self._open()
         try:
             return db.execute(sql, args).fetchall()
@@ -85,7 +89,7 @@ class Store:
             db.close()
 
 
-def hand_out(store, term, total, batch):
+def hand_out(store: Store, term: int, total: int, batch: int) -> None:
     """As the leader of ``term``: queues the next jobs when few are left to take."""
     (count, queued), = store.query(
         "SELECT count(*), coalesce(sum(state = 'queued'), 0) FROM jobs"
@@ -93,7 +97,7 @@ def hand_out(store, term, total, batch):
     if count >= total or queued >= batch:
         return
 
-    def add(db):
+    def add(db: sqlite3.Connection) -> None:
         first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM jobs").fetchone()[0]
         for job in range(first, min(first + batch, total + 1)):
             db.execute("INSERT INTO jobs VALUES (?, 'queued', NULL, NULL, NULL, 0)", (job,))
@@ -101,13 +105,23 @@ def hand_out(store, term, total, batch):
     store.fenced("leader", {"term": term}, add)
 
 
-def run(job):
+def run(job: int) -> str:
     """The job itself: a little work that takes a little time."""
     time.sleep(random.uniform(0.005, 0.03))
     return str(sum(i * i for i in range(job * 1000)))
 
 
-def worker(name, addresses, token, store, total, batch, deadline, done, failures):
+def worker(
+    name: str,
+    addresses: list[str],
+    token: str | None,
+    store: Store,
+    total: int,
+    batch: int,
+    deadline: float,
+    done: threading.Event,
+    failures: list[str],
+) -> None:
     """One worker: campaigns, hands out jobs while it leads, runs queued jobs until all are
     done; what stopped it otherwise goes to ``failures``."""
     try:
@@ -116,7 +130,16 @@ def worker(name, addresses, token, store, total, batch, deadline, done, failures
         failures.append(f"{name}: {e!r}")
 
 
-def _work(name, addresses, token, store, total, batch, deadline, done):
+def _work(
+    name: str,
+    addresses: list[str],
+    token: str | None,
+    store: Store,
+    total: int,
+    batch: int,
+    deadline: float,
+    done: threading.Event,
+) -> None:
     client = Client(addresses, token=token)
     campaign = client.campaign(GROUP, value=name.encode())
     nodes = sorted(client.info()[1])
@@ -150,7 +173,12 @@ def _work(name, addresses, token, store, total, batch, deadline, done):
                     continue
                 result = run(job)
 
-                def record(db, job=job, result=result, grant=grant):
+                def record(
+                    db: sqlite3.Connection,
+                    job: int = job,
+                    result: str = result,
+                    grant: Grant = grant,
+                ) -> None:
                     db.execute(
                         "UPDATE jobs SET state = 'done', result = ?, worker = ?, tokens = ?, "
                         "runs = runs + 1 WHERE id = ? AND state = 'queued'",
@@ -170,8 +198,8 @@ def _work(name, addresses, token, store, total, batch, deadline, done):
         client.close()
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--nodes", required=True, help="the nodes' client addresses, a,b,c")
     parser.add_argument("--token", default=os.environ.get("LOCKS_TOKEN"))
     parser.add_argument("--jobs", type=int, default=20)
@@ -193,7 +221,7 @@ def main():
     db = args.db or os.path.join(tempfile.mkdtemp(prefix="job-runner-"), "jobs.sqlite")
     store = Store(db)
     done = threading.Event()
-    failures = []
+    failures: list[str] = []
     threads = []
     for i in range(args.workers):
         # Each worker first tries another node.

@@ -1,4 +1,5 @@
-"""A Python client of a locks node's gRPC API (package ``locks.v1``).
+"""A Python client of a locks node's gRPC API (package ``locks.v1``), on threads; the same
+calls on asyncio are in :mod:`locks_client.aio`.
 
     from locks_client import Client, Fence
 
@@ -21,8 +22,9 @@ What the client promises:
   other calls take a ``timeout``; every failure is a :class:`LocksError` with a
   ``grpc.StatusCode`` and a message (a stream the node ended carries the node's status).
 - **A lock call given up is withdrawn.** When ``Session.lock`` gives up (its
-  ``Session.timeout``, KeyboardInterrupt), the client cancels the request and waits for the
-  node's last word, so nothing is granted to a call after it failed (:mod:`.session`).
+  ``Session.timeout``, KeyboardInterrupt; on asyncio, the awaiting task cancelled), the client
+  cancels the request and waits for the node's last word, so nothing is granted to a call
+  after it failed (:mod:`.session`).
 - **A lease tells a holder it may have lost its locks.** The session counts the node's
   keepalive bound from the send time of its last answered request, less a margin; past it,
   ``Session.lost`` is set (cause ``lease-expired``) and ``Grant.valid()`` is false, checked
@@ -35,9 +37,12 @@ What the client promises:
 from locks_client.campaign import Campaign, Leader
 from locks_client.client import TLS, Client
 from locks_client.errors import LocksError
-from locks_client.events import Event, Grant
-from locks_client.fence import Fence
+from locks_client.events import Event, Grant, LockId
+from locks_client.fence import Fence, Tokens
 from locks_client.session import Session
+
+# The major version is the API's: 1.x.y speaks locks.v1. pyproject.toml reads it from here.
+__version__ = "1.0.0"
 
 __all__ = [
     "Campaign",
@@ -46,7 +51,9 @@ __all__ = [
     "Fence",
     "Grant",
     "Leader",
+    "LockId",
     "LocksError",
     "Session",
     "TLS",
+    "Tokens",
 ]

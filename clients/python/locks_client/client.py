@@ -7,64 +7,48 @@ raises :class:`LocksError`, never a raw ``grpc.RpcError``. With several addresse
 to the next one, each address getting an equal share of what is left of the timeout.
 """
 
+from __future__ import annotations
+
 import contextlib
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
 
 import grpc
 
-from locks_client._stubs import pb, pb_grpc
-from locks_client.campaign import Campaign
+from locks_client._common import (
+    TLS,
+    Failover,
+    addresses,
+    channel_options,
+    graph_request,
+    metadata,
+    table_bound,
+    table_request,
+)
+from locks_client._proto import locks_pb2 as pb
+from locks_client._proto import locks_pb2_grpc as pb_grpc
+from locks_client.campaign import Campaign, Leader, proclaim_request
 from locks_client.errors import LocksError, from_rpc
-from locks_client.lease import now
+from locks_client.events import Grant, LockId
 from locks_client.session import Session
 
-# Failures that say a node cannot be reached (try the next address), not that it refused.
-_UNREACHABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+__all__ = ["TLS", "Client"]
 
-
-@dataclass
-class TLS:
-    """TLS to the node (its ``--client-tls-*`` flags): ``ca``, the PEM of the CA its certificate
-    must chain to; ``server_name``, the name it must carry; ``cert`` and ``key``, this client's
-    PEM certificate chain and key, for a node that asks for client certificates. Each is bytes
-    or a path to a file."""
-
-    ca: object
-    server_name: str = "locks"
-    cert: object = None
-    key: object = None
-
-
-def _pem(value):
-    if value is None or isinstance(value, bytes):
-        return value
-    with open(value, "rb") as f:
-        return f.read()
-
-
-def _addresses(addr):
-    addresses = addr.split(",") if isinstance(addr, str) else list(addr)
-    addresses = [a.strip() for a in addresses if a.strip()]
-    if not addresses:
-        raise ValueError("no node address")
-    return addresses
+T = TypeVar("T")
 
 
 class _Node:
     """One address, its channel and stub."""
 
-    def __init__(self, address, options, tls):
+    def __init__(self, address: str, keepalive: float, tls: TLS | None) -> None:
+        """A channel to ``address`` (it connects at first use)."""
         self.address = address
+        options = channel_options(keepalive, tls)
         if tls is None:
             self.channel = grpc.insecure_channel(address, options=options)
         else:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_pem(tls.ca),
-                private_key=_pem(tls.key),
-                certificate_chain=_pem(tls.cert),
-            )
-            options = [*options, ("grpc.ssl_target_name_override", tls.server_name)]
-            self.channel = grpc.secure_channel(address, credentials, options=options)
+            self.channel = grpc.secure_channel(address, tls.credentials(), options=options)
         self.stub = pb_grpc.LocksStub(self.channel)
 
 
@@ -82,52 +66,39 @@ class Client:
     on opening a session or a campaign and on the other calls.
     """
 
-    def __init__(self, addr, token=None, keepalive=10.0, tls=None, timeout=10.0):
-        half = max(1, int(keepalive * 500))
-        options = [
-            ("grpc.keepalive_time_ms", half),
-            ("grpc.keepalive_timeout_ms", half),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.max_pings_without_data", 0),
-        ]
-        self.addresses = _addresses(addr)
+    def __init__(
+        self,
+        addr: str | Sequence[str],
+        token: str | None = None,
+        keepalive: float = 10.0,
+        tls: TLS | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        """Channels to the nodes of ``addr`` (connected on first use)."""
+        self.addresses = addresses(addr)
         self.keepalive = keepalive
         self.timeout = timeout
-        self._nodes = [_Node(a, options, tls) for a in self.addresses]
+        self._nodes = [_Node(a, keepalive, tls) for a in self.addresses]
         self._current = 0
-        self._metadata = [("authorization", f"Bearer {token}")] if token else []
+        self._metadata = metadata(token)
 
-    def _each(self, attempt, timeout):
+    def _each(self, attempt: Callable[[_Node, float], T], timeout: float | None) -> T:
         """Runs ``attempt(node, seconds)`` on the node that answered last, then on the next
         ones while they cannot be reached, within ``timeout`` seconds in all; its result."""
-        timeout = self.timeout if timeout is None else timeout
-        deadline = now() + timeout
-        count = len(self._nodes)
-        first = self._current
-        failures = []
-        for i in range(count):
-            index = (first + i) % count
-            node = self._nodes[index]
-            left = deadline - now()
-            if left <= 0:
-                break
+        bound = self.timeout if timeout is None else timeout
+        failover = Failover(len(self._nodes), self._current, bound)
+        for index, seconds in failover.attempts():
             try:
-                result = attempt(node, left / (count - i))
+                result = attempt(self._nodes[index], seconds)
             except LocksError as e:
-                if e.code not in _UNREACHABLE:
-                    raise
-                failures.append(e)
+                failover.failed(e)
                 continue
             self._current = index
             return result
-        if count == 1 and failures:
-            raise failures[0]
-        tried = "; ".join(f.message for f in failures) or "no time left"
-        code = failures[-1].code if failures else grpc.StatusCode.DEADLINE_EXCEEDED
-        raise LocksError(code, f"none of {count} nodes answered ({tried})")
+        raise failover.error()
 
-    def _unary(self, method, request, timeout):
-        def attempt(node, seconds):
+    def _unary(self, method: str, request: Any, timeout: float | None) -> Any:
+        def attempt(node: _Node, seconds: float) -> Any:
             try:
                 return getattr(node.stub, method)(
                     request, metadata=self._metadata, timeout=seconds
@@ -137,36 +108,39 @@ class Client:
 
         return self._each(attempt, timeout)
 
-    def info(self, timeout=None):
+    def info(self, timeout: float | None = None) -> tuple[str, list[str]]:
         """The node's name and the nodes it reaches: ``(node, [nodes])``. Raises
         :class:`LocksError` (DEADLINE_EXCEEDED or UNAVAILABLE when no node answers within
         ``timeout`` seconds, the client's by default)."""
-        reply = self._unary("Info", pb.InfoRequest(), timeout)
+        reply: pb.InfoReply = self._unary("Info", pb.InfoRequest(), timeout)
         return reply.node, list(reply.nodes)
 
-    def table(self, max_locks_per_node=0, timeout=None, wait=None):
+    def table(
+        self, max_locks_per_node: int = 0, timeout: float | None = None, wait: float | None = None
+    ) -> pb.TableReply:
         """The lock tables of the node and of the nodes it reaches (a ``TableReply``: per node
         its locks' queues, and the nodes that did not answer within ``wait`` seconds, the
         node's default of 2 s when ``None``, 10 s at most). ``timeout`` bounds the call (by
         default the client's, or ``wait`` plus 5 s when longer). Raises :class:`LocksError`."""
-        request = pb.TableRequest(
-            max_locks_per_node=max_locks_per_node, timeout_ms=int((wait or 0) * 1000)
+        request = table_request(max_locks_per_node, wait)
+        reply: pb.TableReply = self._unary(
+            "Table", request, table_bound(self.timeout, timeout, wait)
         )
-        return self._unary("Table", request, self._bound(timeout, wait))
+        return reply
 
-    def graph(self, timeout=None, wait=None):
+    def graph(self, timeout: float | None = None, wait: float | None = None) -> pb.GraphReply:
         """The cluster's wait-for graph (a ``GraphReply``: edges, and the graph in DOT);
         ``wait`` and ``timeout`` as for :meth:`table`. Raises :class:`LocksError`."""
-        request = pb.GraphRequest(timeout_ms=int((wait or 0) * 1000))
-        return self._unary("Graph", request, self._bound(timeout, wait))
+        request = graph_request(wait)
+        reply: pb.GraphReply = self._unary(
+            "Graph", request, table_bound(self.timeout, timeout, wait)
+        )
+        return reply
 
-    def _bound(self, timeout, wait):
-        if timeout is not None:
-            return timeout
-        return max(self.timeout, (wait if wait is not None else 2.0) + 5)
-
-    def _election(self, method, request, timeout):
-        def attempt(node, seconds):
+    def _election(
+        self, method: str, request: pb.ElectionRequest, timeout: float | None
+    ) -> Campaign:
+        def attempt(node: _Node, seconds: float) -> Campaign:
             call = getattr(node.stub, method)(request, metadata=self._metadata)
             campaign = Campaign(call, node.address, request.group, via=node)
             campaign._started(seconds)
@@ -174,7 +148,13 @@ class Client:
 
         return self._each(attempt, timeout)
 
-    def campaign(self, group, nodes=(), value=b"", timeout=None):
+    def campaign(
+        self,
+        group: str,
+        nodes: Sequence[str] = (),
+        value: bytes = b"",
+        timeout: float | None = None,
+    ) -> Campaign:
         """Campaigns for the leadership of ``group`` (over ``nodes``, names; none: the nodes the
         members learn of), announcing ``value`` when leading: a :class:`Campaign`, once the
         node has said who leads now. Raises :class:`LocksError` (INVALID_ARGUMENT for a bad
@@ -183,33 +163,29 @@ class Client:
         request = pb.ElectionRequest(group=group, nodes=list(nodes), value=value)
         return self._election("Campaign", request, timeout)
 
-    def observe(self, group, nodes=(), timeout=None):
+    def observe(
+        self, group: str, nodes: Sequence[str] = (), timeout: float | None = None
+    ) -> Campaign:
         """Observes the leader of ``group`` without competing: a :class:`Campaign` (arguments
         and errors as :meth:`campaign`)."""
         request = pb.ElectionRequest(group=group, nodes=list(nodes))
         return self._election("Observe", request, timeout)
 
-    def proclaim(self, group, leader, value, timeout=30.0):
+    def proclaim(self, group: str, leader: Leader, value: bytes, timeout: float = 30.0) -> None:
         """The leader (a :class:`Leader` of a campaign that leads ``group``) changes its value
         without a new election; returns once a majority of the group's nodes have it. It is
         sent to the node the campaign runs on, with the campaign's secret. Raises
         :class:`LocksError`: FAILED_PRECONDITION when that campaign does not lead in
         ``leader.term``, PERMISSION_DENIED for a :class:`Leader` not heard on the campaign's
         own stream (an observer's), DEADLINE_EXCEEDED past ``timeout`` seconds."""
-        request = pb.ProclaimRequest(
-            group=group,
-            leader=leader.leader,
-            term=leader.term,
-            value=value,
-            campaign_secret=leader._secret,
-        )
-        node = leader._via or self._nodes[self._current]
+        request = proclaim_request(group, leader, value)
+        node = leader._via if isinstance(leader._via, _Node) else self._nodes[self._current]
         try:
             node.stub.Proclaim(request, metadata=self._metadata, timeout=timeout)
         except grpc.RpcError as e:
             raise from_rpc(e, node.address, timeout) from None
 
-    def session(self, timeout=None, abort_on_deadlock=False):
+    def session(self, timeout: float | None = None, abort_on_deadlock: bool = False) -> Session:
         """A new :class:`Session` (one transaction), on the node that answered last or the next
         one that answers. ``timeout``: the bound in seconds on its opening (the client's by
         default). ``abort_on_deadlock``: the transaction aborts when chosen as a deadlock's
@@ -218,7 +194,7 @@ class Client:
         UNAUTHENTICATED, RESOURCE_EXHAUSTED (the node's session limits), or DEADLINE_EXCEEDED
         or UNAVAILABLE when no node started a session in time."""
 
-        def attempt(node, seconds):
+        def attempt(node: _Node, seconds: float) -> Session:
             return Session(
                 node.stub,
                 self._metadata,
@@ -231,7 +207,15 @@ class Client:
         return self._each(attempt, timeout)
 
     @contextlib.contextmanager
-    def lock(self, lock, mode="X", nodes=(), requirement="all", wait=None, timeout=None):
+    def lock(
+        self,
+        lock: LockId,
+        mode: str = "X",
+        nodes: Sequence[str] = (),
+        requirement: str = "all",
+        wait: float | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[Grant]:
         """Holds ``lock`` for the ``with`` block, in a session of its own; yields the
         :class:`Grant` (``grant.session`` is the session; check ``grant.valid()`` before acting
         on it). Arguments as :meth:`Session.lock`; ``timeout`` sets the session's
@@ -245,14 +229,20 @@ class Client:
         finally:
             session.end()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the channels."""
         for node in self._nodes:
             node.channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> Client:
+        """The client itself; its channels close at the end of the block."""
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Closes the channels (:meth:`close`)."""
         self.close()
-        return False

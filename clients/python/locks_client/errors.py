@@ -1,5 +1,7 @@
 """The one exception of the client, :class:`LocksError`, and its conversions from gRPC."""
 
+from __future__ import annotations
+
 import grpc
 
 
@@ -11,13 +13,19 @@ class LocksError(Exception):
     wrong.
     """
 
-    def __init__(self, code, message):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        """The error ``code: message``."""
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
 
+    def again(self) -> LocksError:
+        """A new error with the same code and message: what a call raises when it hands on an
+        error that another call raised first (each raise gets a traceback of its own)."""
+        return LocksError(self.code, self.message)
 
-def code_of(number):
+
+def code_of(number: int) -> grpc.StatusCode:
     """The ``grpc.StatusCode`` of a status code number (UNKNOWN for a number it does not know)."""
     for code in grpc.StatusCode:
         if code.value[0] == number:
@@ -25,11 +33,13 @@ def code_of(number):
     return grpc.StatusCode.UNKNOWN
 
 
-def from_rpc(error, where, timeout=None):
+def from_rpc(error: grpc.RpcError, where: str, timeout: float | None = None) -> LocksError:
     """The :class:`LocksError` of a failed gRPC call ``error`` to ``where`` (an address), saying
     when the call's own bound of ``timeout`` seconds ran out."""
-    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
-    details = error.details() if hasattr(error, "details") else str(error)
+    try:
+        code, details = error.code(), error.details()
+    except AttributeError:  # an RpcError that is not a call's outcome
+        code, details = grpc.StatusCode.UNKNOWN, str(error)
     if code == grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None:
         return LocksError(code, f"no answer from {where} within {timeout:g} s")
     return LocksError(code, f"{where}: {details or code.name.lower()}")

@@ -20,9 +20,13 @@ merely paused (SIGSTOP, a long GC pause, a debugger) is covered on every system:
 keeps running while it is stopped.
 """
 
+from __future__ import annotations
+
 import threading
 import time
+from collections.abc import Callable
 
+_BOOTTIME: int | None
 try:
     _BOOTTIME = time.CLOCK_BOOTTIME
     time.clock_gettime(_BOOTTIME)
@@ -30,14 +34,14 @@ except (AttributeError, OSError):
     _BOOTTIME = None
 
 
-def now():
+def now() -> float:
     """Seconds on the lease's clock (see the module documentation); only differences count."""
     if _BOOTTIME is not None:
         return time.clock_gettime(_BOOTTIME)
     return time.monotonic()
 
 
-def margin_for(keepalive):
+def margin_for(keepalive: float) -> float:
     """The part of a keepalive bound of ``keepalive`` seconds that the lease leaves unused:
     ``max(10 %, 50 ms)``, at most half the bound."""
     return min(max(0.1 * keepalive, 0.05), keepalive / 2)
@@ -45,45 +49,46 @@ def margin_for(keepalive):
 
 class Lease:
     """A session's lease: it runs from the send time of the last answered request for the
-    node's keepalive bound less the margin. Not thread-safe: the session guards it."""
+    node's keepalive bound less the margin. Not thread-safe: the session guards it. Shared by
+    the thread-based and the asyncio sessions."""
 
-    def __init__(self, keepalive, since):
+    def __init__(self, keepalive: float, since: float) -> None:
         """``keepalive``: the bound in seconds; ``since``: the send time (:func:`now`) of the
         request that opened the session."""
         self.keepalive = keepalive
         self.margin = margin_for(keepalive)
         self.since = since
 
-    def renew(self, sent):
+    def renew(self, sent: float) -> None:
         """An answer arrived to a request sent at ``sent``: the lease runs from then at least."""
         if sent > self.since:
             self.since = sent
 
-    def expires(self):
+    def expires(self) -> float:
         """When the lease ends, on the :func:`now` clock."""
         return self.since + self.keepalive - self.margin
 
-    def ping_interval(self):
+    def ping_interval(self) -> float:
         """How long the session may send nothing before it sends a ping: a quarter of the
         bound, so that three pings in a row may go unanswered before the lease is in danger."""
         return self.keepalive / 4
 
 
 class Lost(threading.Event):
-    """:attr:`Session.lost`: set once a lock of the session was lost or the session ended,
-    including by its lease running out.
+    """:attr:`locks_client.Session.lost`: set once a lock of the session was lost or the
+    session ended, including by its lease running out.
 
     :meth:`is_set` reads the clock itself: a process resumed after a pause longer than the
     lease sees the session lost at its first check, before any background thread has run.
     """
 
-    def __init__(self, check):
+    def __init__(self, check: Callable[[], float | None]) -> None:
         """``check()`` ends the session if its lease has run out (setting this event) and
         returns the seconds the lease has left, or ``None`` when no lease is counted."""
         super().__init__()
         self._check = check
 
-    def is_set(self):
+    def is_set(self) -> bool:
         """Whether the session lost a lock or ended, the lease checked against the clock now."""
         if super().is_set():
             return True
@@ -92,7 +97,7 @@ class Lost(threading.Event):
 
     isSet = is_set
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> bool:
         """Waits until the session lost a lock or ended, at most ``timeout`` seconds; returns
         whether it did."""
         deadline = None if timeout is None else now() + timeout

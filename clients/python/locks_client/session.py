@@ -14,22 +14,25 @@ Two promises hold whatever the caller does:
   was just resumed and whose threads have not run yet.
 """
 
+from __future__ import annotations
+
 import queue
+from collections.abc import Sequence
+from types import TracebackType
 
 import grpc
 
-from locks_client._stream import Call, SessionStream, message_of
-from locks_client._stubs import pb
+from locks_client._core import (
+    Answer,
+    Call,
+    gave_up,
+    lock_bound,
+    lock_request,
+)
+from locks_client._proto import locks_pb2 as pb
+from locks_client._stream import SessionStream
 from locks_client.errors import LocksError
-from locks_client.events import path_of, path_text, status_name
-
-_REQUIREMENTS = {
-    "all": pb.REQUIREMENT_ALL,
-    "any": pb.REQUIREMENT_ANY,
-    "majority": pb.REQUIREMENT_MAJORITY,
-    "all_alive": pb.REQUIREMENT_ALL_ALIVE,
-    "majority_alive": pb.REQUIREMENT_MAJORITY_ALIVE,
-}
+from locks_client.events import Event, Grant, LockId, path_of, path_text, status_name
 
 
 class Session(SessionStream):
@@ -43,18 +46,14 @@ class Session(SessionStream):
     ``cancel_timeout`` (the bound on the wait for the node's answer to a cancel; 10 by default).
     """
 
-    @staticmethod
-    def _lock_request(lock, mode, nodes, requirement, wait):
-        if requirement not in _REQUIREMENTS:
-            raise ValueError(f"requirement must be one of {sorted(_REQUIREMENTS)}")
-        request = pb.Lock(
-            id=path_of(lock), mode=mode, nodes=list(nodes), requirement=_REQUIREMENTS[requirement]
-        )
-        if wait is not None:
-            request.wait_ms = int(wait * 1000)
-        return request
-
-    def lock(self, lock, mode="X", nodes=(), requirement="all", wait=None):
+    def lock(
+        self,
+        lock: LockId,
+        mode: str = "X",
+        nodes: Sequence[str] = (),
+        requirement: str = "all",
+        wait: float | None = None,
+    ) -> Grant:
         """Locks ``lock`` (``"a/b"`` or a list of keys) in ``mode`` on ``nodes`` (names; none:
         the session's node), ``requirement`` being how many of them must grant it (``all``,
         ``any``, ``majority``, ``all_alive``, ``majority_alive``), and waits for the grant.
@@ -72,42 +71,45 @@ class Session(SessionStream):
         bound ran out (the request withdrawn), or the session's end. ``ValueError`` for an
         unknown requirement.
         """
-        request = self._lock_request(lock, mode, nodes, requirement, wait)
-        bound = self.timeout if wait is None else max(self.timeout, wait + 10)
-        call = Call()
+        request = lock_request(lock, mode, nodes, requirement, wait)
+        bound = lock_bound(self.timeout, wait)
+        answers: queue.Queue[Answer] = queue.Queue()
+        call = Call(answers)
         try:
             self._send(call, lock=request)
-            answer = call.answers.get(timeout=bound)
+            answer = answers.get(timeout=bound)
         except queue.Empty:
-            return self._withdraw(call, path_text(request.id), bound)
+            grant = self._withdraw(call, answers, path_text(request.id), bound)
+            assert grant is not None  # the withdrawal raises otherwise
+            return grant
         except BaseException:
             # Interrupted: withdrawn if it was queued to be sent (an id), even if not sent yet.
             if call.id is not None:
-                self._withdraw(call, path_text(request.id), bound, interrupted=True)
+                self._withdraw(call, answers, path_text(request.id), bound, interrupted=True)
             raise
-        message, generation = self._answered(answer)
-        locked = message.locked
-        return self._grant(locked.grant, generation, locked.deadlocks, locked.surrendered)
+        with self._lock:
+            return self._core.locked(answer)
 
-    def _withdraw(self, call, path, bound, interrupted=False):
+    def _withdraw(
+        self,
+        call: Call,
+        answers: queue.Queue[Answer],
+        path: str,
+        bound: float,
+        interrupted: bool = False,
+    ) -> Grant | None:
         """Withdraws the ``lock`` call ``call`` that its caller gave up: the grant when the
         node granted it first; otherwise raises (returns ``None`` when ``interrupted``: the
-        caller raises its own exception).
-
-        The node answers the call before the cancel, so the cancel's own answer coming first
-        means the node never had the call. A node that cannot cancel (it refuses the request)
-        leaves the call waiting: the session is closed then, as when no answer comes."""
-        if interrupted:
-            gave_up = f"the wait for {path} was interrupted"
-        else:
-            gave_up = f"{path} not granted within {bound:g} s (Session.timeout)"
-        cancel = Call(call.answers)
+        caller raises its own exception)."""
+        why = gave_up(path, bound, interrupted)
+        cancel = Call(answers)
         try:
-            self._send(cancel, cancel=pb.Cancel(request_id=call.id))
+            self._send(cancel, cancel=pb.Cancel(request_id=call.id or 0))
         except LocksError:
             pass  # The session is over: the node ended its transaction, nothing is granted.
+        answer: Answer | None
         try:
-            answer = call.answers.get(timeout=self.cancel_timeout)
+            answer = answers.get(timeout=self.cancel_timeout)
         except queue.Empty:
             answer = None
         except BaseException:
@@ -119,94 +121,51 @@ class Session(SessionStream):
                 )
             )
             raise
-        if answer is None:
-            why = f"{self.address} did not answer its cancel within {self.cancel_timeout:g} s"
-            return self._abandon(gave_up, why, interrupted)
-        if isinstance(answer, LocksError):
-            if interrupted:
-                return None
-            raise LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the session ended: {answer.message}"
+        with self._lock:
+            return self._core.withdrawn(
+                call, cancel, answer, why, interrupted, self.cancel_timeout
             )
-        message, generation = answer
-        if message.request_id == cancel.id:
-            with self._lock:
-                self._calls.pop(call.id, None)
-            if message.WhichOneof("kind") == "error":
-                why = f"{self.address} cannot withdraw it ({message_of(answer)})"
-                return self._abandon(gave_up, why, interrupted)
-            # The node never had the call: nothing to withdraw.
-            if interrupted:
-                return None
-            raise LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the request was withdrawn"
-            )
-        kind = message.WhichOneof("kind")
-        if kind == "locked":
-            locked = message.locked
-            grant = self._grant(locked.grant, generation, locked.deadlocks, locked.surrendered)
-            return None if interrupted else grant
-        if interrupted:
-            return None
-        if kind == "error" and message.error.code == grpc.StatusCode.CANCELLED.value[0]:
-            raise LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED, f"{gave_up}; the request was withdrawn"
-            )
-        self._answered(answer)
-        raise LocksError(grpc.StatusCode.INTERNAL, f"{self.address} answered a lock with {kind}")
 
-    def _abandon(self, gave_up, why, interrupted):
-        """Closes the session when the node did not withdraw a call given up (``why``): the
-        node ends the transaction, so the call cannot be granted later. Raises
-        DEADLINE_EXCEEDED, or returns ``None`` when ``interrupted``."""
-        error = LocksError(
-            grpc.StatusCode.DEADLINE_EXCEEDED,
-            f"{gave_up}, and {why}: the session was closed, which releases its locks",
-        )
-        self._close(error)
-        if interrupted:
-            return None
-        raise error
-
-    def lock_nowait(self, lock, mode="X", nodes=(), requirement="all"):
+    def lock_nowait(
+        self, lock: LockId, mode: str = "X", nodes: Sequence[str] = (), requirement: str = "all"
+    ) -> None:
         """Queues a lock request (arguments as :meth:`lock`) without waiting: its grant comes as
         a ``granted`` event. Raises :class:`LocksError` for a refused request."""
-        self._call(lock_nowait=self._lock_request(lock, mode, nodes, requirement, None))
+        self._call(lock_nowait=lock_request(lock, mode, nodes, requirement, None))
 
-    def unlock(self, lock):
+    def unlock(self, lock: LockId) -> None:
         """Releases ``lock`` (or withdraws its request): its grants are no longer valid.
         Raises :class:`LocksError` for a refused request."""
-        path = path_text(path_of(lock))
         with self._lock:
-            self._generations[path] = self._generations.get(path, 0) + 1
-            self._held.pop(path, None)
+            self._core.forget(lock)
         self._call(unlock=pb.Unlock(id=path_of(lock)))
 
-    def convert(self, lock, mode):
+    def convert(self, lock: LockId, mode: str) -> None:
         """Converts ``lock``, held or requested, down to the weaker ``mode`` (``X`` to ``S``).
         Raises :class:`LocksError` for a refused request."""
         self._call(convert=pb.Convert(id=path_of(lock), mode=mode))
 
-    def tokens(self, lock):
+    def tokens(self, lock: LockId) -> Grant:
         """The current :class:`Grant` of ``lock``, a lock this session holds, with its fencing
         tokens as the node has them now. Raises :class:`LocksError` FAILED_PRECONDITION when it
         is not held now."""
         message, generation = self._call(tokens=pb.Tokens(id=path_of(lock)))
-        return self._grant(message.granted, generation)
+        with self._lock:
+            return self._core.grant(message.granted, generation)
 
-    def held(self):
+    def held(self) -> dict[str, Grant]:
         """The locks this session was told it holds and has not lost or released since, as
         ``{path: Grant}`` (a copy)."""
         with self._lock:
-            return dict(self._held)
+            return dict(self._core.held)
 
-    def status(self):
+    def status(self) -> str:
         """``no_locks``, ``waiting``, ``have_all_locks`` or ``cannot_serve``. Raises
         :class:`LocksError` once the session has ended."""
         message, _ = self._call(status=pb.StatusRequest())
         return status_name(message.status.status)
 
-    def next_event(self, timeout=None):
+    def next_event(self, timeout: float | None = None) -> Event | None:
         """The next pushed :class:`Event`; ``None`` if none came within ``timeout`` seconds.
         The last one is ``closed``."""
         try:
@@ -215,13 +174,14 @@ class Session(SessionStream):
             return None
 
     @property
-    def ended(self):
+    def ended(self) -> LocksError | None:
         """The :class:`LocksError` that ended the session (what its calls raise now), or
         ``None`` while it runs."""
-        self._check_lease()
-        return self._ended
+        with self._lock:
+            self._core.check_lease()
+            return self._core.ended
 
-    def end(self):
+    def end(self) -> None:
         """Ends the transaction, every lock released, and waits (at most :attr:`timeout`) for
         the node to say so; then closes the stream. Never raises for a session that is over."""
         try:
@@ -230,7 +190,7 @@ class Session(SessionStream):
             pass
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the stream without waiting: the node ends the transaction, releasing every
         lock, once it sees the stream go."""
         self._close(
@@ -240,9 +200,15 @@ class Session(SessionStream):
             clean=True,
         )
 
-    def __enter__(self):
+    def __enter__(self) -> Session:
+        """The session itself; it ends with the block (:meth:`end`)."""
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Ends the session (:meth:`end`)."""
         self.end()
-        return False

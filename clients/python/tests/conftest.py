@@ -1,7 +1,12 @@
 """Real `node` processes for the end-to-end tests: each started on ephemeral loopback ports,
 its stdout read on a thread, and killed by pid when the test ends, whatever happened; Python
-client processes run the same way; and bounded waits for what the tests expect."""
+client processes run the same way; and bounded waits for what the tests expect.
 
+The tests import ``locks_client`` as users get it: installed (``pip install clients/python``
+or the wheel), never from the source tree; nothing here puts ``clients/python`` on the path,
+and the client processes run in this directory, which holds no package."""
+
+import asyncio
 import contextlib
 import os
 import queue
@@ -14,8 +19,8 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
-sys.path.insert(0, os.path.normpath(os.path.join(HERE, "..")))
+PACKAGE_SOURCE = os.path.normpath(os.path.join(HERE, ".."))
+REPO = os.path.normpath(os.path.join(PACKAGE_SOURCE, "..", ".."))
 
 NODE_BIN = os.environ.get("LOCKS_NODE_BIN", os.path.join(REPO, "target", "debug", "node"))
 BOUND = 30.0
@@ -117,15 +122,15 @@ def nodes():
 @contextlib.contextmanager
 def client_process(script, node, *extra):
     """Runs ``script`` in a Python process of its own against ``node`` (its arguments: the
-    client package's directory, the node's client address, the token, then ``extra``); yields
-    the process and the number it prints first. The process is killed by pid at the end,
-    whatever happened."""
+    node's client address, the token, then ``extra``), in the tests' directory (so that it
+    imports ``fenced_db``); yields the process and the number it prints first. The process is
+    killed by pid at the end, whatever happened."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, os.path.join(HERE, ".."), node.client_addr, TOKEN]
-        + [str(e) for e in extra],
+        [sys.executable, "-c", script, node.client_addr, TOKEN] + [str(e) for e in extra],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        cwd=HERE,
     )
     try:
         yield proc, int(proc.stdout.readline())
@@ -133,6 +138,12 @@ def client_process(script, node, *extra):
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=BOUND)
+
+
+def run(main):
+    """Runs the coroutine ``main`` on an event loop of its own; fails the test if it takes
+    past 4 bounds."""
+    return asyncio.run(asyncio.wait_for(main, 4 * BOUND))
 
 
 def next_event_where(session, matches, bound=BOUND):

@@ -91,9 +91,8 @@ def test_two_clients_in_a_deadlock_cycle_both_finish(nodes):
 
 HOLDER = """
 import sys
-sys.path.insert(0, sys.argv[1])
 from locks_client import Client
-client = Client(sys.argv[2], token=sys.argv[3])
+client = Client(sys.argv[1], token=sys.argv[2])
 session = client.session()
 grant = session.lock("jobs/1")
 print(grant.tokens["a"], flush=True)
@@ -140,9 +139,8 @@ def test_a_paused_client_loses_its_lock_within_the_keepalive_bound(nodes):
 
 CAMPAIGNER = """
 import sys
-sys.path.insert(0, sys.argv[1])
 from locks_client import Client
-campaign = Client(sys.argv[2], token=sys.argv[3]).campaign("jobs")
+campaign = Client(sys.argv[1], token=sys.argv[2]).campaign("jobs")
 print(campaign.wait_leading(timeout=30).term, flush=True)
 sys.stdin.read()
 """

@@ -10,9 +10,8 @@ import grpc
 import pytest
 
 import locks_client.lease
-import locks_client._stream
 from locks_client import Fence, LocksError
-from locks_client._stubs import pb
+from locks_client._proto import locks_pb2 as pb
 from locks_client.session import Session
 
 
@@ -107,7 +106,6 @@ class _FakeStub:
 def clock(monkeypatch):
     """The lease's clock, moved only by the test."""
     now = [1000.0]
-    monkeypatch.setattr(locks_client._stream, "now", lambda: now[0])
     monkeypatch.setattr(locks_client.lease, "now", lambda: now[0])
     return now
 

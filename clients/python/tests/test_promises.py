@@ -14,7 +14,6 @@ import pytest
 
 from conftest import (
     BOUND,
-    HERE,
     TOKEN,
     client_process,
     events_so_far,
@@ -51,11 +50,9 @@ def test_a_lock_given_up_on_the_clients_deadline_is_withdrawn_from_the_queue(nod
 
 PAUSED_HOLDER = """
 import os, signal, sys, threading
-sys.path.insert(0, sys.argv[1])
-sys.path.insert(0, sys.argv[4])
 from locks_client import Client
 from fenced_db import fenced_write
-session = Client(sys.argv[2], token=sys.argv[3]).session()
+session = Client(sys.argv[1], token=sys.argv[2]).session()
 grant = session.lock("jobs/1")
 print(grant.tokens["a"], flush=True)
 os.kill(os.getpid(), signal.SIGSTOP)
@@ -63,7 +60,7 @@ os.kill(os.getpid(), signal.SIGSTOP)
 # left it is printed too: they may not have run yet.)
 flag = threading.Event.is_set(session.lost)
 print("lost", session.lost.is_set(), "valid", grant.valid(), "flag", flag, flush=True)
-print("written", fenced_write(sys.argv[5], "jobs/1", grant.tokens, "paused holder"), flush=True)
+print("written", fenced_write(sys.argv[3], "jobs/1", grant.tokens, "paused holder"), flush=True)
 """
 
 
@@ -72,7 +69,7 @@ def test_a_holder_paused_past_the_bound_knows_it_lost_the_lock_and_its_write_is_
 ):
     a = nodes("a")  # --client-keepalive-ms 1000
     db = tmp_path / "resource.sqlite"
-    with client_process(PAUSED_HOLDER, a, HERE, db) as (holder, first):
+    with client_process(PAUSED_HOLDER, a, db) as (holder, first):
         # The holder stops itself; the node drops its silent connection, and its lock.
         with Client(a.client_addr, token=TOKEN).session() as taker:
             grant = taker.lock("jobs/1", wait=BOUND)
@@ -198,9 +195,8 @@ def test_tokens_reads_a_held_locks_current_tokens(nodes):
 
 INTERRUPTED = """
 import os, signal, sys, threading, time
-sys.path.insert(0, sys.argv[1])
 from locks_client import Client
-client = Client(sys.argv[2], token=sys.argv[3])
+client = Client(sys.argv[1], token=sys.argv[2])
 session = client.session()
 
 def interrupt():

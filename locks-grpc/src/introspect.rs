@@ -1,7 +1,10 @@
 //! The node's lock tables and the cluster's wait-for graph for clients (`Table`, `Graph`): the
 //! view the node's `cluster-table` and `cluster-graph` commands read
 //! ([`Node::cluster_view`]), in `locks.v1` messages. Bounded by the introspection's own caps
-//! (locks per node) and by [`MAX_TIMEOUT_MS`] for the wait on other nodes.
+//! (locks per node, edges of the graph: `locks_server::introspect::graph::MAX_EDGES`) and by
+//! [`MAX_TIMEOUT_MS`] for the wait on other nodes; the tables are read a slice at a time, so a
+//! large one does not keep the node's thread (where these calls are served) from its other
+//! work.
 
 use crate::convert::keys;
 use crate::pb;

@@ -72,7 +72,7 @@
 //! | --- | --- |
 //! | the rule, its argument, the settings and their check ([`LeaseConfig::resolve`]), a link's lease ([`LeaseCell`]) | this file |
 //! | when a link pings, when its lease runs out, when its heartbeat times out | `net/heartbeat.rs` (`Heartbeat::on_tick`, pure; the link driver `net/link.rs` runs it and ends the link) |
-//! | what a link's end means (only a peer's current link; a lease run out or a disconnection), the start-delay, a downed peer's locks handed to ghosts for the lock-delay and released after it | `node_core/mod.rs` (`link_ended`, `NodeCore::step`; the table carries out `TableInput::NodeDown` and `DelayOver`) |
+//! | what a link's end means (only a peer's current link; a lease run out or a disconnection), the start-delay, a downed peer's locks handed to ghosts for the lock-delay and released after it | `node_core/mod.rs` (`link_ended`, `NodeCore::step`; the table carries out `TableInput::NodeDown`, and the lock server `DelayOver`, a part at a time: `local/whole.rs`) |
 //! | what an agent makes of a node down, and of a lease found not valid before it answers | `locks-agent`'s `core/agent/nodes.rs` (`node_down_because`, `check_leases`) |
 
 use crate::net::HeartbeatConfig;

@@ -360,7 +360,12 @@ impl Node {
             .unwrap_or_default()
     }
 
-    /// A copy of this node's lock table.
+    /// A copy of this node's lock table, taken after every request sent to the node's lock
+    /// server before it, a slice at a time so that a large table does not keep the node's
+    /// thread from its other work (see `crate::local`): each lock is as it was at one instant,
+    /// each is listed once, and a table that nothing changes meanwhile gives exactly its
+    /// picture at one instant. A lock that changes during the copy may show its state before
+    /// or after the change, and one taken or released meanwhile may be missing.
     pub async fn snapshot(&self) -> Result<TableSnapshot, Error> {
         self.inner
             .server
@@ -404,7 +409,7 @@ impl Node {
                 router.node(),
                 router.remote_nodes(),
                 |peer, envelope| router.send_node(peer, envelope),
-                &*table,
+                table,
                 max_frame,
                 query,
             )

@@ -566,9 +566,8 @@ impl Router {
                 fault,
             });
         }
-        let intercepted = introspect::intercept(&self.introspection, from, envelope, |reply| {
-            self.send_node(from, reply)
-        });
+        let intercepted =
+            introspect::intercept(&self.introspection, from, envelope, || self.remote(from));
         let Some(envelope) = intercepted else {
             return Ok(());
         };

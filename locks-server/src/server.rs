@@ -6,11 +6,12 @@
 //!   given to the core as [`NodeInput::Request`];
 //! - `LinkDown` (crate-private: only the node's cluster layer can say a link ended): given
 //!   to the core as [`NodeInput::LinkDown`];
-//! - [`Snapshot`]: a copy of the table for tools and tests;
+//! - [`Snapshot`]: a copy of the table for tools and tests, taken a slice at a time;
 //! - [`Watchers`]: who watches one lock.
 //!
 //! It carries the core's effects out: a request served or an input applied on the table
-//! ([`LocalTable::serve`], [`LocalTable::apply`], whose ghosts go back to the core), a timer
+//! ([`LocalTable::serve`], [`LocalTable::apply`], whose ghosts go back to the core; the release
+//! of ghosts whose lock-delay has passed a part at a time, on a task of its own), a timer
 //! (`run_later`), the fast path let in. What the core decides (start-delay, liveness filter,
 //! node down and lock-delay) is in `crate::node_core`; what the table decides, in
 //! [`LockTable::step`](crate::table::LockTable::step). Transactions on this node take and
@@ -24,7 +25,7 @@
 use crate::local::LocalTable;
 use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers};
 use crate::router::{LinkDown, Router, ToServer};
-use crate::table::TableSnapshot;
+use crate::table::{TableInput, TableSnapshot};
 use actix::prelude::*;
 use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
@@ -79,6 +80,14 @@ impl LockServer {
         for effect in effects {
             match effect {
                 NodeEffect::Serve(request) => self.table.serve(request),
+                NodeEffect::Table(TableInput::DelayOver(ghosts)) => {
+                    // A downed node's agents may hold a great many locks: released a part at a
+                    // time on a task of this thread, so that nothing here (a heartbeat, a
+                    // request) waits for the whole release. Later is safe: the lock-delay asks
+                    // only that nothing be granted before it has passed.
+                    let table = self.table.clone();
+                    actix::spawn(async move { table.release_paced(ghosts).await });
+                }
                 NodeEffect::Table(input) => {
                     for ghosts in self.table.apply(input) {
                         self.step(NodeInput::Ghosts(ghosts), ctx);
@@ -132,11 +141,15 @@ impl Handler<LinkDown> for LockServer {
 #[rtype(result = "TableSnapshot")]
 pub struct Snapshot;
 
+/// The copy starts once every message before it is handled, and is taken a slice at a time
+/// (`crate::local`): the server handles the messages that come meanwhile, and a large table
+/// does not keep the node's thread from its other work.
 impl Handler<Snapshot> for LockServer {
-    type Result = MessageResult<Snapshot>;
+    type Result = ResponseFuture<TableSnapshot>;
 
     fn handle(&mut self, _msg: Snapshot, _ctx: &mut Self::Context) -> Self::Result {
-        MessageResult(self.table.snapshot())
+        let table = self.table.clone();
+        Box::pin(async move { table.snapshot_paced().await })
     }
 }
 

@@ -11,13 +11,25 @@
 //! Invariants: everything here is a pure function of the view; edges are sorted (waiter,
 //! blocker, node, lock) and each appears once, so two equal views render byte for byte the
 //! same; DOT ids and labels are always quoted and escaped, whatever the lock keys contain.
+//!
+//! **Bounded.** A queue of `n` waiters alone implies up to `n²/2` edges (each waits for every
+//! incompatible entry ahead), so the graph takes at most [`MAX_EDGES`] edges, locks in the
+//! view's order: a queue whose edges would pass the bound is read only up to the last waiter
+//! that fits (the edges of a waiter depend only on the holders and the entries ahead of it, so
+//! those are exactly its edges), and its node is listed in [`WaitForGraph::truncated`]. The
+//! work is linear in the view and in the edges taken.
 
 use super::ClusterView;
 use locks_core::escape::Escaped;
+use locks_core::proto::LockView;
 use locks_core::waits::view_edges;
 use locks_core::{AgentId, Key, LockId, ModeTable, NodeId};
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
+
+/// The most edges a graph takes (see the module documentation).
+pub const MAX_EDGES: usize = 10_000;
 
 /// One edge of the wait-for graph: on `node`, `waiter` waits for `blocker` on `lock`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -42,16 +54,37 @@ pub struct WaitForGraph {
     pub edges: Vec<WaitEdge>,
     /// The nodes that did not answer: their waits are not in the graph.
     pub missing: Vec<NodeId>,
-    /// The nodes that listed only part of their table: some of their waits may be missing.
+    /// The nodes that listed only part of their table, or whose waits were more than the
+    /// graph takes ([`MAX_EDGES`]): some of their waits may be missing.
     pub truncated: Vec<NodeId>,
 }
 
 /// Builds the wait-for graph of `view`, reading every queue with the compatibility of `modes`.
 pub fn wait_for_graph(view: &ClusterView, modes: &ModeTable) -> WaitForGraph {
+    wait_for_graph_within(view, modes, MAX_EDGES)
+}
+
+/// [`wait_for_graph`] taking at most `max_edges` edges.
+pub(super) fn wait_for_graph_within(
+    view: &ClusterView,
+    modes: &ModeTable,
+    max_edges: usize,
+) -> WaitForGraph {
     let mut edges: BTreeSet<(AgentId, AgentId, NodeId, LockId)> = BTreeSet::new();
+    let mut left = max_edges;
+    let mut cut: BTreeSet<&NodeId> = view.truncated().into_iter().collect();
     for (node, table) in &view.nodes {
         for lock in &table.locks {
-            for (waiter, blocker) in view_edges(modes, &lock.view) {
+            let Some(queue) = within(&lock.view, left) else {
+                cut.insert(node);
+                continue;
+            };
+            if matches!(queue, Cow::Owned(_)) {
+                cut.insert(node);
+            }
+            let found = view_edges(modes, &queue);
+            left = left.saturating_sub(found.len());
+            for (waiter, blocker) in found {
                 edges.insert((
                     waiter.clone(),
                     blocker.clone(),
@@ -81,8 +114,44 @@ pub fn wait_for_graph(view: &ClusterView, modes: &ModeTable) -> WaitForGraph {
     WaitForGraph {
         edges,
         missing: view.missing.clone(),
-        truncated: view.truncated().into_iter().cloned().collect(),
+        truncated: cut.into_iter().cloned().collect(),
     }
+}
+
+/// `view` with only as many of its pending entries (conversions, then waiters: the order they
+/// are served in) as can imply at most `left` edges: a waiter has at most one edge per other
+/// entry, so `k` pending entries imply at most `k × (holders + k)`. Borrowed when whole;
+/// `None` when it has pending entries and not even one fits.
+fn within(view: &LockView, left: usize) -> Option<Cow<'_, LockView>> {
+    let (held, pending) = (
+        view.granted.len(),
+        view.converting.len() + view.waiting.len(),
+    );
+    let bound = |k: usize| k.saturating_mul(held.saturating_add(k));
+    if bound(pending) <= left {
+        return Some(Cow::Borrowed(view));
+    }
+    // The largest k that fits (the bound grows with k); k < pending here.
+    let (mut lo, mut hi) = (0, pending);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if bound(mid) <= left {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if lo == 0 {
+        return None;
+    }
+    let converting = view.converting.len().min(lo);
+    Some(Cow::Owned(LockView {
+        version: view.version,
+        group: view.group,
+        granted: view.granted.clone(),
+        converting: view.converting[..converting].to_vec(),
+        waiting: view.waiting[..lo - converting].to_vec(),
+    }))
 }
 
 /// The component number of every agent that lies on a cycle (a strongly connected component

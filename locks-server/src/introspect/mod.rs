@@ -3,17 +3,20 @@
 //!
 //! ```text
 //!   Node::cluster_view ─▶ Message::Introspect{id} ─▶ each peer's Router::deliver_from
-//!        │ (waits, bounded by the query's timeout)        └▶ answer(): LocalTable::read(report)
+//!        │ (waits, bounded by the query's timeout)        └▶ answer(): a task reads the table
+//!        │                                                   a slice at a time (report_paced)
 //!        ◀──────────────── Message::TableReport{id} ◀──────┘  (no agent, no actor involved)
 //! ```
 //!
 //! This module owns both halves:
 //! - **asking** (`Introspection::ask`, `cluster_view`, behind [`crate::Node::cluster_view`]): an
 //!   id per question, the waiting answers by id, and the [`ClusterView`] made of the answers
-//!   that came in time;
+//!   that came in time, with the node's own table read meanwhile;
 //! - **answering** (`answer`, called by the router as a question arrives): a peer's question is
-//!   answered from the node's table on the link's own task, at once, so nothing is kept per
-//!   question.
+//!   answered from the node's table by a task of its own on the node's thread, which reads the
+//!   table a slice at a time (`crate::local`, giving the thread's other work, heartbeats
+//!   included, a turn every few milliseconds) and sends the answer on the link the question
+//!   came by; nothing else is kept per question.
 //!
 //! Invariants (the bounds a peer cannot push past):
 //! - a waiting answer exists only while a local caller waits for it: it is removed when the
@@ -26,25 +29,30 @@
 //! - each peer gets at most [`ANSWER_BURST`] answers at once and one more per
 //!   [`ANSWER_REFILL`]: questions beyond that are not answered (the asker lists this node as
 //!   missing), and they are warned about at most once per ten seconds (the node's rate limit
-//!   for warnings a peer can cause).
+//!   for warnings a peer can cause). This also bounds the answering tasks a peer has running;
+//! - no read holds the node's thread or a shard's mutex for a whole pass over the table: the
+//!   asker's own table and every answer are read a slice at a time, and the graph takes at most
+//!   [`graph::MAX_EDGES`] edges.
 
 pub mod graph;
 
 use crate::log_limit::{LogLimiter, Verdict};
-use crate::router::RouteError;
+use crate::router::{RemoteLink, RouteError};
 use futures::channel::oneshot;
 use locks_core::codec::{self, HARD_MAX_FRAME};
 use locks_core::proto::{Envelope, IntrospectRequest, Message, TableReport};
 use locks_core::{ModeTable, NodeId};
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 pub use graph::{WaitEdge, WaitForGraph};
 
 /// The most locks a node lists in one answer, whatever it is asked for (a question costs the
-/// answering node one pass over its table and a copy of this many queues).
+/// answering node one pass over its table, a slice at a time, and a copy of this many queues).
 pub const MAX_LOCKS_ANSWERED: usize = 10_000;
 
 /// How many questions of one peer are answered back to back.
@@ -110,12 +118,19 @@ impl ClusterView {
     }
 }
 
+/// A report being read (see [`ReportSource::report_paced`]).
+pub type PacedReport = Pin<Box<dyn Future<Output = TableReport> + Send>>;
+
 /// What a node answers its peers' questions from: its table (`LocalTable`), as a report of its
 /// first `max_locks` locks. A trait so that the router, which holds the introspection state,
 /// does not reach up to the table built on it.
 pub trait ReportSource: Send + Sync {
-    /// The first `max_locks` locks by id, with the total count.
+    /// The first `max_locks` locks by id, with the total count, read at once.
     fn report(&self, max_locks: usize) -> TableReport;
+
+    /// The same, read a slice at a time, giving the other tasks of the thread that runs it a
+    /// turn between slices (`crate::local`): what a node's thread runs.
+    fn report_paced(self: Arc<Self>, max_locks: usize) -> PacedReport;
 }
 
 /// A local caller waiting for one peer's answer.
@@ -235,20 +250,25 @@ impl AnswerBudget {
 }
 
 /// Takes the introspection messages out of what `from` sent this node: a question is answered
-/// through `send` (the link to `from`, see [`answer`]), an answer handed to its caller or
+/// on the link to `from` that `link` gives (see [`answer`]), an answer handed to its caller or
 /// dropped; anything else is given back.
 pub(crate) fn intercept(
     intro: &Introspection,
     from: &NodeId,
     envelope: Envelope,
-    send: impl FnOnce(Envelope) -> Result<(), RouteError>,
+    link: impl FnOnce() -> Result<Arc<dyn RemoteLink>, RouteError>,
 ) -> Option<Envelope> {
     match envelope.message {
         Message::Introspect(request) => {
             if let Some((table, max_frame)) = intro.table.get()
                 && let Some(table) = table.upgrade()
             {
-                answer(intro, &*table, *max_frame, from, request, send);
+                match link() {
+                    Ok(link) => answer(intro, table, *max_frame, from, request, link),
+                    Err(err) => {
+                        tracing::debug!(peer = %from, %err, "an introspection question from a peer not connected; not answered")
+                    }
+                }
             }
             None
         }
@@ -263,17 +283,21 @@ pub(crate) fn intercept(
     }
 }
 
-/// Answers `from`'s question from `table` through `send` (the link to `from`), within the
-/// bounds of the module documentation. `own_max_frame` is this node's frame limit. Never
-/// fails: a question that cannot be answered is dropped, and the asker lists this node as
-/// missing.
+/// Answers `from`'s question from `table` on `link` (the link to `from`), within the bounds
+/// of the module documentation. `own_max_frame` is this node's frame limit. Never fails: a
+/// question that cannot be answered is dropped, and the asker lists this node as missing.
+///
+/// On a tokio runtime (the node's thread) the report is read on a task of its own, a slice at
+/// a time ([`ReportSource::report_paced`]), and sent when done: the link's task goes on at
+/// once, and a large table keeps neither it nor the rest of the thread waiting. Without one
+/// (a test's plain thread) it is read and sent before this returns.
 pub(crate) fn answer(
     intro: &Introspection,
-    table: &(impl ReportSource + ?Sized),
+    table: Arc<dyn ReportSource>,
     own_max_frame: usize,
     from: &NodeId,
     request: IntrospectRequest,
-    send: impl FnOnce(Envelope) -> Result<(), RouteError>,
+    link: Arc<dyn RemoteLink>,
 ) {
     let allowed = intro
         .budget
@@ -300,14 +324,23 @@ pub(crate) fn answer(
         .min(own_max_frame)
         .min(HARD_MAX_FRAME)
         .saturating_sub(FRAME_MARGIN);
-    let mut report = table.report(max_locks);
-    report.id = request.id;
-    let Some(envelope) = fit(report, limit) else {
-        tracing::debug!(peer = %from, limit, "not even an empty table report fits the frame limit; not answered");
-        return;
+    let from = from.clone();
+    let send = move |mut report: TableReport| {
+        report.id = request.id;
+        let Some(envelope) = fit(report, limit) else {
+            tracing::debug!(peer = %from, limit, "not even an empty table report fits the frame limit; not answered");
+            return;
+        };
+        if let Err(err) = link.send(envelope) {
+            tracing::debug!(peer = %from, %err, "an introspection answer could not be sent");
+        }
     };
-    if let Err(err) = send(envelope) {
-        tracing::debug!(peer = %from, %err, "an introspection answer could not be sent");
+    match tokio::runtime::Handle::try_current() {
+        // The budget above bounds how many of these a peer has running.
+        Ok(runtime) => drop(runtime.spawn(async move {
+            send(table.report_paced(max_locks).await);
+        })),
+        Err(_) => send(table.report(max_locks)),
     }
 }
 
@@ -344,15 +377,15 @@ impl Drop for Asked<'_> {
 }
 
 /// Asks each of `peers` (node `node`'s connected peers) for its table through `send`, waits for
-/// the answers until `query.timeout`, and adds the node's own `table` (see
-/// [`crate::Node::cluster_view`]). `max_frame` is the largest frame this node reads. Needs a
-/// tokio runtime (for the timer).
+/// the answers until `query.timeout`, and adds the node's own `table`, read a slice at a time
+/// meanwhile (see [`crate::Node::cluster_view`]). `max_frame` is the largest frame this node
+/// reads. Needs a tokio runtime (for the timer).
 pub(crate) async fn cluster_view(
     intro: &Introspection,
     node: &NodeId,
     peers: Vec<NodeId>,
     send: impl Fn(&NodeId, Envelope) -> Result<(), RouteError>,
-    table: &impl ReportSource,
+    table: Arc<impl ReportSource + 'static>,
     max_frame: usize,
     query: ClusterQuery,
 ) -> ClusterView {
@@ -381,8 +414,8 @@ pub(crate) async fn cluster_view(
             let answer = tokio::time::timeout_at(deadline, rx).await;
             drop(guard);
             (peer, answer.ok().and_then(Result::ok))
-        }))
-        .await;
+        }));
+    let (answers, own) = futures::future::join(answers, table.report_paced(max_locks)).await;
     let mut nodes = BTreeMap::new();
     for (peer, answer) in answers {
         match answer {
@@ -392,7 +425,6 @@ pub(crate) async fn cluster_view(
             None => missing.push(peer),
         }
     }
-    let own = table.report(max_locks);
     nodes.insert(own.node.clone(), own);
     missing.sort();
     ClusterView { nodes, missing }

@@ -301,6 +301,64 @@ fn lock_keys_cannot_break_out_of_their_dot_label() {
 }
 
 #[test]
+fn a_long_queue_gives_the_edges_of_its_first_waiters_up_to_the_bound() {
+    // 200 writers wait behind one: waiter k waits for the holder and the k - 1 ahead.
+    let holder = a("n1", 1_000);
+    let waiters: Vec<AgentId> = (0..200).map(|k| a("n1", k)).collect();
+    let long = |waiters: &[AgentId]| {
+        view(
+            vec![
+                table(
+                    "n1",
+                    vec![lock(
+                        lock_id!["hot"],
+                        vec![entry(&holder, Mode::X)],
+                        waiters.iter().map(|w| entry(w, Mode::X)).collect(),
+                    )],
+                ),
+                table(
+                    "n2",
+                    vec![lock(
+                        lock_id!["calm"],
+                        vec![entry(&a("n2", 1), Mode::X)],
+                        vec![entry(&a("n2", 2), Mode::X)],
+                    )],
+                ),
+            ],
+            &[],
+        )
+    };
+    let modes = ModeTable::default();
+    let whole = graph::wait_for_graph_within(&long(&waiters), &modes, usize::MAX);
+    assert_eq!(whole.edges.len(), 200 * 201 / 2 + 1);
+    assert!(whole.truncated.is_empty());
+    let cut = graph::wait_for_graph_within(&long(&waiters), &modes, 100);
+    // k waiters imply at most k × (1 + k) edges by the bound: 9 fit in 100 (45 edges), and
+    // n2's queue after them.
+    assert_eq!(cut.truncated, [n("n1")]);
+    assert_eq!(cut.edges.len(), 45 + 1);
+    let first: Vec<WaitEdge> = graph::wait_for_graph_within(&long(&waiters[..9]), &modes, 100)
+        .edges
+        .into_iter()
+        .filter(|e| e.node == n("n1"))
+        .collect();
+    let cut_n1: Vec<WaitEdge> = cut
+        .edges
+        .iter()
+        .filter(|e| e.node == n("n1"))
+        .cloned()
+        .collect();
+    assert_eq!(cut_n1, first);
+    // Nothing left for n2's queue: it is cut too.
+    let tight = graph::wait_for_graph_within(&long(&waiters), &modes, 1);
+    assert!(tight.edges.is_empty());
+    assert_eq!(tight.truncated, [n("n1"), n("n2")]);
+    let capped = long(&waiters).wait_for_graph(&modes);
+    assert!(capped.edges.len() <= graph::MAX_EDGES);
+    assert_eq!(capped.truncated, [n("n1")]);
+}
+
+#[test]
 fn an_empty_view_renders_an_empty_graph() {
     let graph = ClusterView::default().wait_for_graph(&ModeTable::default());
     assert!(graph.text_lines().is_empty());

@@ -37,7 +37,9 @@
 //!
 //! This module is the shell that holds the shards behind their mutexes, carries the messages
 //! through the router, and runs the fast path; the simulations run the same
-//! [`Sharding::apply`] over plain tables.
+//! [`Sharding::apply`] over plain tables. Work on the whole table (the report and the snapshot,
+//! the release of a downed node's ghosts) is taken a slice at a time (`whole.rs`), so that no
+//! shard's mutex, and no turn of the node's thread, lasts a whole pass over a large table.
 //!
 //! **Per-peer quotas.** A `Lock` of another node's agent that comes as a message is checked
 //! against the quota book ([`crate::node_core::quota`]) before the table sees it, and refused with
@@ -53,6 +55,7 @@
 //! nothing is taken while it is held.
 
 mod reads;
+mod whole;
 
 pub use crate::node_core::sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 

@@ -1,8 +1,10 @@
 //! Reads of a sharded table: about one lock (its shard), about one agent (the shards it used),
-//! or about the whole node (every shard, one after the other: with a mutex per shard, a
-//! whole-node read is not one instant of the node, as a census never was). Written once, over
-//! any [`ShardAccess`], for the node ([`LocalTable`]) and the simulations alike.
+//! or about the whole node (every shard, a slice of records at a time: with a mutex per shard, a
+//! whole-node read is not one instant of the node, as a census never was; `whole.rs` says what
+//! it guarantees). Written once, over any [`ShardAccess`], for the node ([`LocalTable`]) and the
+//! simulations alike.
 
+use super::whole::{ReportRead, SnapshotRead};
 use super::{LocalTable, ShardAccess, Sharding, Touched};
 use crate::table::{Census, LockTable, TableSnapshot};
 use locks_core::proto::{LockNotice, LockView, TableReport};
@@ -72,31 +74,27 @@ impl Sharding {
     }
 
     /// A copy of the whole table: every shard's locks, sorted by id; the version is the
-    /// largest any shard handed out.
+    /// largest any shard handed out. The slices (`whole.rs`) taken back to back; the node's
+    /// thread paces them instead (`LocalTable::snapshot_paced`).
     pub fn snapshot<S: ShardAccess + ?Sized>(&self, shards: &S) -> TableSnapshot {
-        let mut all = shards.read(0, LockTable::snapshot);
-        for i in 1..self.count() {
-            let shard = shards.read(i, LockTable::snapshot);
-            all.version = all.version.max(shard.version);
-            all.locks.extend(shard.locks);
+        let mut read = SnapshotRead::default();
+        loop {
+            if let Some(snapshot) = read.step(self, shards) {
+                return snapshot;
+            }
         }
-        all.locks.sort_unstable_by(|a, b| a.lock.cmp(&b.lock));
-        all
     }
 
     /// The first `max_locks` locks by id over every shard, with the total count
-    /// ([`LockTable::report`]).
+    /// ([`LockTable::report`]). The slices (`whole.rs`) taken back to back; the node's thread
+    /// paces them instead (`LocalTable::report_paced`).
     pub fn report<S: ShardAccess + ?Sized>(&self, shards: &S, max_locks: usize) -> TableReport {
-        let mut all = shards.read(0, |t| t.report(max_locks));
-        for i in 1..self.count() {
-            let shard = shards.read(i, |t| t.report(max_locks));
-            all.version = all.version.max(shard.version);
-            all.total_locks += shard.total_locks;
-            all.locks.extend(shard.locks);
+        let mut read = ReportRead::new(max_locks);
+        loop {
+            if let Some(report) = read.step(self, shards) {
+                return report;
+            }
         }
-        all.locks.sort_unstable_by(|a, b| a.lock.cmp(&b.lock));
-        all.locks.truncate(max_locks);
-        all
     }
 }
 
@@ -171,5 +169,12 @@ impl LocalTable {
 impl crate::introspect::ReportSource for LocalTable {
     fn report(&self, max_locks: usize) -> TableReport {
         LocalTable::report(self, max_locks)
+    }
+
+    fn report_paced(
+        self: std::sync::Arc<Self>,
+        max_locks: usize,
+    ) -> crate::introspect::PacedReport {
+        Box::pin(async move { LocalTable::report_paced(&self, max_locks).await })
     }
 }

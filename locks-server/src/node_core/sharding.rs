@@ -27,8 +27,9 @@
 //! the transaction's [`Touched`](crate::local::Touched), those its messages used in the `used`
 //! map); an agent found gone in one shard is removed from the others, as one table would have
 //! removed it everywhere; a surrender whose cycle crosses shards is checked in all of them before
-//! it is applied, or answered as stale, as one table would. Reads about an agent or the whole node
-//! (snapshot, report, census, what an agent has) visit the shards one after the other.
+//! it is applied, or answered as stale, as one table would. Reads about an agent visit the
+//! shards one after the other; reads of the whole node (snapshot, report, census) visit them a
+//! slice of records at a time (`crate::local`).
 //!
 //! Each shard hands out its own versions (from the same base): a lock's versions grow, which
 //! is all a fencing token promises; versions of locks in different shards are not comparable,

@@ -108,6 +108,14 @@ impl SlotSet {
         few.into_iter().flatten().chain(many.into_iter().flatten())
     }
 
+    /// How many slots.
+    pub fn len(&self) -> usize {
+        match self {
+            SlotSet::Few(few) => few.len(),
+            SlotSet::Many(many) => many.len(),
+        }
+    }
+
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         match self {

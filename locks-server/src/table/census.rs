@@ -2,13 +2,13 @@
 //! (`crate::metrics`). Read-only; one pass over the records, run about once a second by the
 //! node's sampler, so nothing is kept up to date on the grant path.
 //!
-//! The pass is taken [`SLICE`] record slots at a time: a million locks take 10-20 ms to count,
+//! The pass is taken `SLICE` record slots at a time: a million locks take 10-20 ms to count,
 //! which under one hold of the table's mutex would stall every fast-path call for as long, and
 //! on the node's thread every actor. A slice holds the mutex for some tens of microseconds, and
 //! the sampler yields between slices. The counts are then not of one instant (a lock may move
 //! between slices), which gauges sampled once a second do not need.
 
-use super::LockTable;
+use super::{LockTable, SLICE};
 use locks_core::Mode;
 
 /// Counts per mode, indexed by [`Mode::index`].
@@ -21,9 +21,6 @@ pub(crate) struct Census {
     /// Waiting or converting entries, by the mode they wait for.
     pub waiting: [u64; Mode::COUNT],
 }
-
-/// How many record slots one [`LockTable::census_slice`] counts.
-pub(crate) const SLICE: usize = 1024;
 
 impl LockTable {
     /// Counts the table's locks and entries per mode in one go (see [`Census`]).

@@ -150,6 +150,7 @@ mod surrender_to;
 mod try_lock;
 
 pub(crate) use census::Census;
+pub(crate) use report::Picks;
 pub(crate) use surrender::closes_cycle;
 
 pub use notify::Sends;
@@ -166,6 +167,14 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 
 /// Above this many entries a lock keeps an index of its entries and a count of holders per mode.
 const DEFAULT_INDEX_THRESHOLD: usize = 16;
+
+/// How many record slots one slice of a whole-table read visits (the census, the report's
+/// picking): some tens of microseconds, so that a shell that holds the table's mutex per slice
+/// never keeps the fast path or the node's thread waiting for a whole pass.
+pub(crate) const SLICE: usize = 1024;
+
+/// How many locks one slice of a snapshot copies (a copy costs far more than a look).
+pub(crate) const SNAPSHOT_SLICE: usize = 256;
 
 /// The lock table of one node (see the module documentation for the rules and the notices).
 ///
@@ -459,6 +468,83 @@ mod tests {
             lock: lock.clone(),
         });
         assert_eq!(t.watchers(&lock), vec![a2]);
+    }
+
+    #[test]
+    fn a_large_agent_released_in_parts_ends_as_one_removal_would() {
+        use locks_core::Mode;
+        let node = NodeId::new("n").unwrap();
+        let ghost = AgentId::new(NodeId::new("gone").unwrap(), 1, 1);
+        let mut t = LockTable::new(node.clone(), ModeTable::standard(), 0);
+        let lock = |t: &mut LockTable, agent: &AgentId, id: LockId, mode| {
+            t.handle(ServerRequest::Lock {
+                agent: agent.clone(),
+                lock: id,
+                mode,
+            })
+        };
+        for i in 0..10i64 {
+            lock(&mut t, &ghost, locks_core::lock_id!["r", i], Mode::X);
+            lock(
+                &mut t,
+                &ghost,
+                locks_core::lock_id!["r", i, "leaf"],
+                Mode::S,
+            );
+            lock(&mut t, &ghost, locks_core::lock_id!["flat", i], Mode::S);
+        }
+        t.handle(ServerRequest::Watch {
+            watcher: ghost.clone(),
+            lock: locks_core::lock_id!["w"],
+        });
+        // Others wait behind it, on a root, a child and a flat lock.
+        for (serial, id, mode) in [
+            (2, locks_core::lock_id!["r"], Mode::S),
+            (3, locks_core::lock_id!["r", 4], Mode::X),
+            (4, locks_core::lock_id!["flat", 7], Mode::X),
+        ] {
+            lock(&mut t, &AgentId::new(node.clone(), 1, serial), id, mode);
+        }
+        let mut whole = t.clone();
+        whole.handle(ServerRequest::RemoveAgent {
+            agent: ghost.clone(),
+        });
+        let mut parts = 0;
+        loop {
+            let (effects, gone) = t.step_release_some(&ghost, 4);
+            assert!(
+                effects.iter().all(|e| match e {
+                    TableEffect::Send { to, .. } => to != &ghost,
+                    TableEffect::ReleaseLater(_) => false,
+                }),
+                "the released agent is told nothing"
+            );
+            parts += 1;
+            if gone {
+                break;
+            }
+            // Between parts: the agent's entries still carry every intention its direct
+            // locks below need (an entry on every ancestor of each of them).
+            let snap = t.snapshot();
+            for l in &snap.locks {
+                if l.entry(&ghost).is_some_and(|e| e.direct.is_some()) {
+                    for anc in l.lock.ancestors() {
+                        assert!(snap.lock(&anc).and_then(|a| a.entry(&ghost)).is_some());
+                    }
+                }
+            }
+        }
+        assert!(parts > 3, "released in {parts} parts");
+        assert!(!t.knows(&ghost));
+        // The same queues as after one removal (versions differ: each part moved them).
+        let shape = |t: &LockTable| -> Vec<(LockId, Option<Mode>, Vec<_>, Vec<_>)> {
+            t.snapshot()
+                .locks
+                .into_iter()
+                .map(|l| (l.lock, l.group, l.granted, l.waiting))
+                .collect()
+        };
+        assert_eq!(shape(&t), shape(&whole));
     }
 
     #[test]

@@ -128,6 +128,47 @@ impl LockTable {
         Self::effects(sends)
     }
 
+    /// Releases some of `agent`'s locks: at most `max` of its direct locks, each by an `Unlock`
+    /// (which takes the intentions it caused on its ancestors with it), or, once the agent has
+    /// no more than `max` entries and watches, the agent as `RemoveAgent` does. Returns the
+    /// effects and whether the agent is gone. For a shell that releases a large agent (a
+    /// downed node's ghost) over several turns (`crate::local`): between two calls the table is
+    /// exactly as if the agent had unlocked those locks itself, so every invariant holds, and
+    /// the calls together release what one `RemoveAgent` would.
+    pub(crate) fn step_release_some(
+        &mut self,
+        agent: &AgentId,
+        max: usize,
+    ) -> (Vec<TableEffect>, bool) {
+        let Some(slot) = self.agents.lookup(agent).and_then(|a| self.agents.get(a)) else {
+            return (Vec::new(), true);
+        };
+        if slot.locks.len() + slot.watches.len() <= max {
+            return (self.step_remove_agent(agent), true);
+        }
+        let direct: Vec<LockId> = self
+            .records_of(agent)
+            .filter(|(a, rec)| rec.entry(*a).is_some_and(|e| e.direct.is_some()))
+            .map(|(_, rec)| rec.id.clone())
+            .take(max.max(1))
+            .collect();
+        if direct.is_empty() {
+            // Only intentions and watches left (not reached: an intention has a direct lock
+            // below it); the removal ends it whatever its size.
+            return (self.step_remove_agent(agent), true);
+        }
+        let mut sends = super::Sends::new();
+        for lock in direct {
+            let unlocked = self.handle(ServerRequest::Unlock {
+                agent: agent.clone(),
+                lock,
+            });
+            // Told nothing, as by its removal.
+            sends.extend(unlocked.into_iter().filter(|(to, _)| to != agent));
+        }
+        (Self::effects(sends), false)
+    }
+
     /// A `Surrender` as [`LockTable::step`] applies it, with `waits` only the cycle's waits in
     /// this table (the caller checked the others, in other shards of the node) and `whole`
     /// whether all of them together are a whole cycle through the victim (`node_core/sharding.rs`).

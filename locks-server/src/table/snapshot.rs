@@ -4,7 +4,8 @@
 //! queues in FIFO order, entries and watchers by agent id. Two tables that went through the same
 //! requests give equal snapshots.
 
-use super::{LockTable, notify};
+use super::record::LockRecord;
+use super::{LockTable, SNAPSHOT_SLICE, notify};
 use locks_core::proto::{Conversion, EntryState, LockView, QueueEntry};
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use serde::{Deserialize, Serialize};
@@ -97,48 +98,59 @@ pub struct EntrySnapshot {
 impl LockTable {
     /// A picture of every lock, sorted (see [`TableSnapshot`]).
     pub fn snapshot(&self) -> TableSnapshot {
-        let mut locks: Vec<LockSnapshot> = self
-            .locks
-            .iter()
-            .map(|rec| {
-                let view = notify::view(rec, &self.modes, &self.agents);
-                let mut entries: Vec<EntrySnapshot> = rec
-                    .entries()
-                    .iter()
-                    .filter_map(|e| {
-                        Some(EntrySnapshot {
-                            agent: self.agents.id(e.agent)?.clone(),
-                            state: e.state(),
-                            direct: e.direct,
-                            version: e.version,
-                        })
-                    })
-                    .collect();
-                entries.sort_unstable_by(|a, b| a.agent.cmp(&b.agent));
-                let mut watchers: Vec<AgentId> = rec
-                    .watchers()
-                    .iter()
-                    .filter_map(|&w| self.agents.id(w).cloned())
-                    .collect();
-                watchers.sort_unstable();
-                LockSnapshot {
-                    lock: rec.id.clone(),
-                    version: rec.version,
-                    group: view.group,
-                    granted: view.granted,
-                    converting: view.converting,
-                    waiting: view.waiting,
-                    entries,
-                    watchers,
-                }
-            })
-            .collect();
+        let mut locks = Vec::with_capacity(self.locks.len());
+        let mut from = Some(0);
+        while let Some(start) = from {
+            from = self.snapshot_slice(&mut locks, start);
+        }
         locks.sort_unstable_by(|a, b| a.lock.cmp(&b.lock));
         TableSnapshot {
             node: self.node.clone(),
             modes: self.modes.name().to_owned(),
             version: self.version,
             locks,
+        }
+    }
+
+    /// Appends the pictures of the locks in record slots `from..from + SNAPSHOT_SLICE` to
+    /// `out`, in slot order; returns where the next slice starts, `None` after the last. Every
+    /// lock in use for the whole of a pass of slices is copied exactly once.
+    pub(crate) fn snapshot_slice(&self, out: &mut Vec<LockSnapshot>, from: usize) -> Option<usize> {
+        let (records, more) = self.locks.slice(from, SNAPSHOT_SLICE);
+        out.extend(records.map(|rec| self.lock_snapshot(rec)));
+        more.then_some(from + SNAPSHOT_SLICE)
+    }
+
+    fn lock_snapshot(&self, rec: &LockRecord) -> LockSnapshot {
+        let view = notify::view(rec, &self.modes, &self.agents);
+        let mut entries: Vec<EntrySnapshot> = rec
+            .entries()
+            .iter()
+            .filter_map(|e| {
+                Some(EntrySnapshot {
+                    agent: self.agents.id(e.agent)?.clone(),
+                    state: e.state(),
+                    direct: e.direct,
+                    version: e.version,
+                })
+            })
+            .collect();
+        entries.sort_unstable_by(|a, b| a.agent.cmp(&b.agent));
+        let mut watchers: Vec<AgentId> = rec
+            .watchers()
+            .iter()
+            .filter_map(|&w| self.agents.id(w).cloned())
+            .collect();
+        watchers.sort_unstable();
+        LockSnapshot {
+            lock: rec.id.clone(),
+            version: rec.version,
+            group: view.group,
+            granted: view.granted,
+            converting: view.converting,
+            waiting: view.waiting,
+            entries,
+            watchers,
         }
     }
 }

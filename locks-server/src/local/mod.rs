@@ -212,15 +212,16 @@ impl LocalTable {
     /// `LocalTable::open_fast_path`.
     pub fn new(
         router: Arc<Router>,
-        mut make: impl FnMut() -> LockTable,
+        make: impl FnMut() -> LockTable,
         start_delay: bool,
     ) -> LocalTable {
+        let sharding = Sharding::new(SHARDS);
         LocalTable {
             shards: Shards {
-                tables: (0..SHARDS).map(|_| Mutex::new(make())).collect(),
+                tables: sharding.tables(make).into_iter().map(Mutex::new).collect(),
                 reserve: VersionReserve::none(),
             },
-            sharding: Sharding::new(SHARDS),
+            sharding,
             serving: AtomicBool::new(!start_delay),
             stopped: AtomicBool::new(false),
             quotas: Mutex::new(QuotaBook::new(router.node().clone(), PeerQuotas::default())),

@@ -157,6 +157,16 @@ impl Sharding {
         self.count
     }
 
+    /// The shards' tables, one `make()` each, numbering their ghosts apart
+    /// ([`LockTable::with_ghost_serials`]): a node's ghosts are unique across its shards, so a
+    /// `DelayOver`, which goes to every shard, releases only the ghosts it names.
+    pub fn tables(&self, mut make: impl FnMut() -> LockTable) -> Vec<LockTable> {
+        let step = self.count as u64;
+        (0..step)
+            .map(|i| make().with_ghost_serials(i + 1, step))
+            .collect()
+    }
+
     /// Every shard, as a set.
     pub fn all(&self) -> u64 {
         u64::MAX >> (MAX_SHARDS - self.count)

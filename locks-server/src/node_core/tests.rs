@@ -217,3 +217,78 @@ fn only_the_end_of_a_peers_current_link_is_a_node_down_and_a_lease_run_out_says_
     );
     assert_eq!(link_ended(true, None), Some(DownCause::Disconnected));
 }
+
+/// Two peers go down one after the other, with locks on different shards of this node: the end
+/// of the first one's lock-delay releases its ghosts only, and the second one's locks stay with
+/// their ghosts until their own delay has passed.
+#[test]
+fn the_end_of_one_peers_lock_delay_releases_no_other_peers_ghosts_on_another_shard() {
+    use crate::node_core::sharding::{Delivery, Sharding};
+    use crate::table::{LockTable, TableInput};
+    let sharding = Sharding::new(16);
+    let mut shards =
+        sharding.tables(|| LockTable::new(node("n"), locks_core::ModeTable::standard(), 0));
+    // A key of shard `s` other than `not`.
+    let key_on_another_shard = |not: usize| {
+        (0..1000)
+            .map(|i| format!("k{i}"))
+            .find(|k| sharding.shard_of(&LockId::new([k.as_str()]).unwrap()) != not)
+            .unwrap()
+    };
+    let b_key = "k0".to_owned();
+    let b_shard = sharding.shard_of(&LockId::new([b_key.as_str()]).unwrap());
+    let c_key = key_on_another_shard(b_shard);
+    let apply = |shards: &mut Vec<LockTable>, input: TableInput| {
+        sharding.apply(shards.as_mut_slice(), input, &mut |_, _| Delivery::Sent)
+    };
+    apply(
+        &mut shards,
+        TableInput::Request(lock(&agent("b", 1), &b_key)),
+    );
+    apply(
+        &mut shards,
+        TableInput::Request(lock(&agent("c", 1), &c_key)),
+    );
+    let b_ghosts = apply(
+        &mut shards,
+        TableInput::NodeDown {
+            node: node("b"),
+            ghosts: true,
+        },
+    );
+    let c_ghosts = apply(
+        &mut shards,
+        TableInput::NodeDown {
+            node: node("c"),
+            ghosts: true,
+        },
+    );
+    let all: HashSet<AgentId> = b_ghosts
+        .iter()
+        .chain(&c_ghosts)
+        .flatten()
+        .cloned()
+        .collect();
+    assert_eq!(
+        all.len(),
+        2,
+        "ghost ids repeat across shards: {b_ghosts:?} {c_ghosts:?}"
+    );
+    for ghosts in b_ghosts {
+        apply(&mut shards, TableInput::DelayOver(ghosts));
+    }
+    let held = |shards: &Vec<LockTable>, key: &str| {
+        let id = LockId::new([key]).unwrap();
+        shards[sharding.shard_of(&id)]
+            .view(&id)
+            .is_some_and(|v| !v.granted.is_empty())
+    };
+    assert!(
+        !held(&shards, &b_key),
+        "b's delay is over: its lock is free"
+    );
+    assert!(
+        held(&shards, &c_key),
+        "c's lock was released with b's ghosts"
+    );
+}

@@ -191,6 +191,9 @@ pub struct LockTable {
     agents: Agents,
     /// The serial of the next ghost.
     next_ghost: u64,
+    /// How far apart this table's ghost serials are: tables that share a node (its shards)
+    /// number their ghosts apart, so no two of the node's ghosts have one id.
+    ghost_step: u64,
 }
 
 impl LockTable {
@@ -206,7 +209,17 @@ impl LockTable {
             locks: Locks::default(),
             agents: Agents::default(),
             next_ghost: 1,
+            ghost_step: 1,
         }
+    }
+
+    /// Numbers this table's ghosts `first`, `first + step`, ...: the shards of one node take
+    /// `1..=step` as their firsts (see `Sharding::tables`), so their ghosts never share an id,
+    /// and the end of one lock-delay releases no other node's ghosts.
+    pub fn with_ghost_serials(mut self, first: u64, step: u64) -> Self {
+        self.next_ghost = first.max(1);
+        self.ghost_step = step.max(1);
+        self
     }
 
     /// Refuses lock ids with more than `depth` keys (at least 1).
@@ -328,7 +341,7 @@ impl LockTable {
                 continue;
             };
             let ghost = AgentId::ghost(self.node.clone(), self.next_ghost);
-            self.next_ghost += 1;
+            self.next_ghost += self.ghost_step;
             self.agents.rename(a, ghost.clone());
             ghosts.push(ghost);
         }

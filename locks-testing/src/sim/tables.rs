@@ -107,12 +107,11 @@ impl Tables {
     /// Starts `node`'s server with an empty table whose versions start after `version_base`;
     /// a table `node` had before is lost (a crash and restart: give a larger base).
     pub fn start(&mut self, node: NodeId, modes: &ModeTable, version_base: u64) {
-        let shards = (0..SIM_SHARDS)
-            .map(|_| LockTable::new(node.clone(), modes.clone(), version_base))
-            .collect();
+        let sharding = Sharding::new(SIM_SHARDS);
+        let shards = sharding.tables(|| LockTable::new(node.clone(), modes.clone(), version_base));
         let mut table = NodeTable {
             core: NodeCore::new(node.clone(), Duration::ZERO, Duration::ZERO),
-            sharding: Sharding::new(SIM_SHARDS),
+            sharding,
             shards,
         };
         let started = table.core.step(NodeInput::Started, &AllConnected);

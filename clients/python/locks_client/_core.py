@@ -108,9 +108,58 @@ def unanswered(address: str, bound: float) -> LocksError:
 
 
 class SessionInfo:
-    """What a session tells of itself (both kinds of session): read from its core."""
+    """What both kinds of session share: what a session tells of itself, read from its core;
+    the checks once its opening was waited for; the cancel that withdraws a ``lock`` call given
+    up; and ``close``. Each transport has its own ``_send`` and ``_close``."""
 
     _core: SessionCore
+
+    def _send(self, call: Call | None = None, **kind: Any) -> None:
+        """Sends one request; its answer goes to ``call`` if given."""
+        raise NotImplementedError
+
+    def _close(self, error: LocksError, clean: bool = False) -> None:
+        """Ends the session with ``error`` and closes the stream."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Closes the stream without waiting: the node ends the transaction, releasing every
+        lock, once it sees the stream go."""
+        self._close(
+            LocksError(
+                grpc.StatusCode.FAILED_PRECONDITION, "the session was closed by this client"
+            ),
+            clean=True,
+        )
+
+    def _open_interrupted(self) -> None:
+        """The wait for the session to start was interrupted: closes it."""
+        self._close(LocksError(grpc.StatusCode.CANCELLED, "interrupted while the session opened"))
+
+    def _check_started(self, started: bool, open_timeout: float) -> None:
+        """After the wait for the session to start (``started``: it did within
+        ``open_timeout`` seconds): raises DEADLINE_EXCEEDED, closing it, when it did not, or
+        the session's end when it ended first."""
+        if not started:
+            error = LocksError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"{self._core.address} did not start a session within {open_timeout:g} s",
+            )
+            self._close(error)
+            raise error
+        if self._core.ended is not None:
+            raise self._core.ended.again()
+
+    def _send_cancel(self, call: Call, answers: AnswerSink) -> Call:
+        """Sends the cancel of ``call``, whose answer goes to ``answers``; the cancel's call.
+        Sent nothing when the session is over: the node ended its transaction, nothing is
+        granted."""
+        cancel = Call(answers)
+        try:
+            self._send(cancel, cancel=pb.Cancel(request_id=call.id or 0))
+        except LocksError:
+            pass
+        return cancel
 
     @property
     def address(self) -> str:
@@ -136,6 +185,31 @@ class SessionInfo:
     def abort_on_deadlock(self) -> bool:
         """Whether the transaction aborts as a deadlock's victim (the node says so)."""
         return self._core.abort_on_deadlock
+
+
+def stream_ended(address: str, error: Exception | None, opened: bool) -> LocksError:
+    """Why the session's stream from ``address`` ended: it raised ``error`` (``None``: it ran
+    out), before the session started unless ``opened``."""
+    if error is None:
+        return LocksError(
+            grpc.StatusCode.UNAVAILABLE, f"{address} ended the session without a reason"
+        )
+    if isinstance(error, LocksError):
+        return error
+    if isinstance(error, grpc.RpcError):
+        what = "ended the session" if opened else "started no session"
+        return LocksError(error.code(), f"{address} {what}: {error.details()}")
+    return LocksError(grpc.StatusCode.INTERNAL, f"reading the session failed: {error!r}")
+
+
+def withdraw_interrupted(path: str) -> LocksError:
+    """What closes a session when the wait for the node to withdraw its given-up ``lock`` call
+    of ``path`` is interrupted."""
+    return LocksError(
+        grpc.StatusCode.CANCELLED,
+        f"the session was closed: {path} was given up, and the wait for the node to "
+        "withdraw it was interrupted",
+    )
 
 
 def gave_up(path: str, bound: float, interrupted: bool) -> str:

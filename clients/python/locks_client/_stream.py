@@ -14,7 +14,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
 
 from locks_client import lease as _lease
 from locks_client._common import Metadata
@@ -25,6 +24,7 @@ from locks_client._core import (
     SessionCore,
     SessionInfo,
     answered,
+    stream_ended,
     unanswered,
 )
 from locks_client._proto import locks_pb2 as pb
@@ -74,19 +74,9 @@ class SessionStream(SessionInfo):
         try:
             started = self._opened.wait(open_timeout)
         except BaseException:
-            self._close(
-                LocksError(grpc.StatusCode.CANCELLED, "interrupted while the session opened")
-            )
+            self._open_interrupted()
             raise
-        if not started:
-            error = LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"{address} did not start a session within {open_timeout:g} s",
-            )
-            self._close(error)
-            raise error
-        if self._core.ended is not None:
-            raise self._core.ended.again()
+        self._check_started(started, open_timeout)
         threading.Thread(target=self._keep, daemon=True).start()
 
     # The stream.
@@ -108,16 +98,9 @@ class SessionStream(SessionInfo):
                         self._opened.set()
                     else:
                         self._core.receive(message)
-            ended = LocksError(
-                grpc.StatusCode.UNAVAILABLE, f"{self.address} ended the session without a reason"
-            )
-        except grpc.RpcError as e:
-            what = "ended the session" if self._opened.is_set() else "started no session"
-            ended = LocksError(e.code(), f"{self.address} {what}: {e.details()}")
-        except LocksError as e:
-            ended = e
+            ended = stream_ended(self.address, None, True)
         except Exception as e:  # noqa: BLE001 - a waiting caller must hear of it
-            ended = LocksError(grpc.StatusCode.INTERNAL, f"reading the session failed: {e!r}")
+            ended = stream_ended(self.address, e, self._opened.is_set())
         # A session this client ended or closed says so, whatever the stream did after.
         with self._lock:
             self._core.finish(self._core.ending or ended, clean=self._core.ended_cleanly)

@@ -20,7 +20,6 @@ import queue
 from collections.abc import Sequence
 from types import TracebackType
 
-import grpc
 
 from locks_client._core import (
     Answer,
@@ -28,6 +27,7 @@ from locks_client._core import (
     gave_up,
     lock_bound,
     lock_request,
+    withdraw_interrupted,
 )
 from locks_client._proto import locks_pb2 as pb
 from locks_client._stream import SessionStream
@@ -102,24 +102,14 @@ class Session(SessionStream):
         node granted it first; otherwise raises (returns ``None`` when ``interrupted``: the
         caller raises its own exception)."""
         why = gave_up(path, bound, interrupted)
-        cancel = Call(answers)
-        try:
-            self._send(cancel, cancel=pb.Cancel(request_id=call.id or 0))
-        except LocksError:
-            pass  # The session is over: the node ended its transaction, nothing is granted.
+        cancel = self._send_cancel(call, answers)
         answer: Answer | None
         try:
             answer = answers.get(timeout=self.cancel_timeout)
         except queue.Empty:
             answer = None
         except BaseException:
-            self._close(
-                LocksError(
-                    grpc.StatusCode.CANCELLED,
-                    f"the session was closed: {path} was given up, and the wait for the node to "
-                    "withdraw it was interrupted",
-                )
-            )
+            self._close(withdraw_interrupted(path))
             raise
         with self._lock:
             return self._core.withdrawn(
@@ -189,16 +179,6 @@ class Session(SessionStream):
         except LocksError:
             pass
         self.close()
-
-    def close(self) -> None:
-        """Closes the stream without waiting: the node ends the transaction, releasing every
-        lock, once it sees the stream go."""
-        self._close(
-            LocksError(
-                grpc.StatusCode.FAILED_PRECONDITION, "the session was closed by this client"
-            ),
-            clean=True,
-        )
 
     def __enter__(self) -> Session:
         """The session itself; it ends with the block (:meth:`end`)."""

@@ -161,6 +161,15 @@ def next_event_where(session, matches, bound=BOUND):
         before.append(event)
 
 
+def wait_connected(client, count=3, bound=BOUND):
+    """Waits until the node ``client`` calls reaches ``count`` nodes, itself included (its
+    ``info()``); fails the test if they have not connected within ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    while len(client.info()[1]) < count:
+        assert time.monotonic() < deadline, "the nodes connect"
+        time.sleep(0.02)
+
+
 def events_so_far(session):
     """The events ``session`` has received and not handed out yet."""
     events = []

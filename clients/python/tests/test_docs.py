@@ -6,11 +6,10 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import BOUND, PACKAGE_SOURCE, REPO, TOKEN
+from conftest import BOUND, PACKAGE_SOURCE, REPO, TOKEN, wait_connected
 from locks_client import Client
 
 README = os.path.join(PACKAGE_SOURCE, "README.md")
@@ -97,10 +96,7 @@ def test_the_readme_example_of_several_nodes_runs_as_written(nodes, tmp_path):
     c = nodes("c", [a.listen, b.listen])
     addresses = ",".join(n.client_addr for n in (a, b, c))
     with Client(addresses, token=TOKEN) as client:
-        deadline = time.monotonic() + BOUND
-        while len(client.info()[1]) < 3:
-            assert time.monotonic() < deadline, "the nodes connect"
-            time.sleep(0.02)
+        wait_connected(client)
     out = run_program(section("Errors, several addresses, abort on deadlock"), tmp_path, addresses)
     held = re.search(r"^jobs/7 held on \[(.*)\] via a$", out, re.MULTILINE)
     assert held is not None, out

@@ -5,12 +5,11 @@ majority lock over three nodes, and bad input refused with its gRPC code."""
 import os
 import signal
 import threading
-import time
 
 import grpc
 import pytest
 
-from conftest import BOUND, TOKEN, client_process
+from conftest import BOUND, TOKEN, client_process, wait_connected
 from locks_client import Client, LocksError
 
 
@@ -118,10 +117,7 @@ def test_a_majority_lock_over_three_nodes(nodes):
     b = nodes("b", [a.listen])
     c = nodes("c", [a.listen, b.listen])
     client = Client(c.client_addr, token=TOKEN)
-    deadline = time.monotonic() + BOUND
-    while len(client.info()[1]) < 3:
-        assert time.monotonic() < deadline, "the nodes connect"
-        time.sleep(0.02)
+    wait_connected(client)
     with client.lock("db/x", nodes=["a", "b", "c"], requirement="majority", wait=10) as grant:
         assert len(grant.tokens) >= 2, grant
         assert set(grant.tokens) <= {"a", "b", "c"}

@@ -34,7 +34,9 @@ from locks_client._core import (
     gave_up,
     lock_bound,
     lock_request,
+    stream_ended,
     unanswered,
+    withdraw_interrupted,
 )
 from locks_client._proto import locks_pb2 as pb
 from locks_client._proto import locks_pb2_grpc as pb_grpc
@@ -128,19 +130,9 @@ class Session(SessionInfo):
         try:
             started = await wait_event(session._opened, open_timeout)
         except BaseException:
-            session._close(
-                LocksError(grpc.StatusCode.CANCELLED, "interrupted while the session opened")
-            )
+            session._open_interrupted()
             raise
-        if not started:
-            error = LocksError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"{address} did not start a session within {open_timeout:g} s",
-            )
-            session._close(error)
-            raise error
-        if session._core.ended is not None:
-            raise session._core.ended.again()
+        session._check_started(started, open_timeout)
         session._tasks.append(asyncio.ensure_future(session._keep()))
         return session
 
@@ -163,16 +155,9 @@ class Session(SessionInfo):
                     self._opened.set()
                 else:
                     self._core.receive(message)
-            ended = LocksError(
-                grpc.StatusCode.UNAVAILABLE, f"{self.address} ended the session without a reason"
-            )
-        except grpc.RpcError as e:
-            what = "ended the session" if self._opened.is_set() else "started no session"
-            ended = LocksError(e.code(), f"{self.address} {what}: {e.details()}")
-        except LocksError as e:
-            ended = e
+            ended = stream_ended(self.address, None, True)
         except Exception as e:  # noqa: BLE001 - a waiting caller must hear of it
-            ended = LocksError(grpc.StatusCode.INTERNAL, f"reading the session failed: {e!r}")
+            ended = stream_ended(self.address, e, self._opened.is_set())
         finally:
             # A session this client ended or closed says so, whatever the stream did after;
             # a stream cancelled by close() ends here with CancelledError, raised on.
@@ -283,21 +268,11 @@ class Session(SessionInfo):
         node granted it first; otherwise raises (returns ``None`` when ``interrupted``: the
         caller raises its own exception)."""
         why = gave_up(path, bound, interrupted)
-        cancel = Call(answers)
-        try:
-            self._send(cancel, cancel=pb.Cancel(request_id=call.id or 0))
-        except LocksError:
-            pass  # The session is over: the node ended its transaction, nothing is granted.
+        cancel = self._send_cancel(call, answers)
         try:
             answer = await answers.get(self.cancel_timeout)
         except BaseException:
-            self._close(
-                LocksError(
-                    grpc.StatusCode.CANCELLED,
-                    f"the session was closed: {path} was given up, and the wait for the node to "
-                    "withdraw it was interrupted",
-                )
-            )
+            self._close(withdraw_interrupted(path))
             raise
         return self._core.withdrawn(call, cancel, answer, why, interrupted, self.cancel_timeout)
 
@@ -357,16 +332,6 @@ class Session(SessionInfo):
             pass
         finally:
             self.close()
-
-    def close(self) -> None:
-        """Closes the stream without waiting: the node ends the transaction, releasing every
-        lock, once it sees the stream go."""
-        self._close(
-            LocksError(
-                grpc.StatusCode.FAILED_PRECONDITION, "the session was closed by this client"
-            ),
-            clean=True,
-        )
 
     async def __aenter__(self) -> Session:
         """The session itself; it ends with the block (:meth:`end`)."""

@@ -437,7 +437,9 @@ class GraphReply(_message.Message):
 
     @_builtins.property
     def truncated(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """The nodes that listed only part of their table: some of their waits may be missing."""
+        """The nodes that listed only part of their table, or whose waits were more than the graph
+        takes (10000 edges): some of their waits may be missing.
+        """
 
     def __init__(
         self,

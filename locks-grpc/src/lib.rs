@@ -56,7 +56,7 @@ pub mod pb {
     tonic::include_proto!("locks.v1");
 }
 
-pub use limits::{GrpcConfig, Limits, PortLimits, ServerTls};
+pub use limits::{GrpcConfig, Limits, PortLimits, ReleaseHook, ServerTls};
 pub use server::{GrpcServer, ServeError, serve};
 /// The gRPC crate the API is built on, for its `Code` and `Status` in client code.
 pub use tonic;

@@ -84,6 +84,37 @@ pub struct GrpcConfig {
     pub port: PortLimits,
     /// TLS for the clients' connections; `None` serves plain HTTP/2.
     pub tls: Option<ServerTls>,
+    /// Called each time a session ends or a client connection closes (see [`ReleaseHook`]).
+    pub on_release: Option<ReleaseHook>,
+}
+
+/// What the server calls each time a session ends (its transaction's locks are being
+/// released) or a client connection closes (its buffers are freed): the moments when memory
+/// held for a client may have been freed. An application whose allocator keeps freed memory
+/// (glibc's malloc keeps its arenas' free pages) can use it to give memory back; the `node`
+/// program does (`malloc_trim`, from a thread of its own).
+///
+/// It runs on the server's thread, the node's thread when the server runs there: it must only
+/// note the event (set a flag, nudge a thread), never do the work itself.
+#[derive(Clone)]
+pub struct ReleaseHook(Arc<dyn Fn() + Send + Sync>);
+
+impl ReleaseHook {
+    /// A hook that calls `f`.
+    pub fn new(f: impl Fn() + Send + Sync + 'static) -> ReleaseHook {
+        ReleaseHook(Arc::new(f))
+    }
+
+    /// Calls the hook.
+    pub(crate) fn call(&self) {
+        (self.0)();
+    }
+}
+
+impl std::fmt::Debug for ReleaseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReleaseHook")
+    }
 }
 
 /// The server's TLS settings, PEM-encoded.
@@ -116,6 +147,7 @@ impl GrpcConfig {
             limits: Limits::default(),
             port: PortLimits::default(),
             tls: None,
+            on_release: None,
         }
     }
 }
@@ -139,6 +171,8 @@ struct Counts {
     next: u64,
     /// By address: its sessions, by id (increasing with age), each with the token that evicts it.
     by_client: HashMap<IpAddr, BTreeMap<u64, CancellationToken>>,
+    /// Told when a session ends.
+    on_release: Option<ReleaseHook>,
 }
 
 /// One open session, counted until dropped; [`SessionPermit::evicted`] resolves when the node
@@ -156,6 +190,14 @@ pub(crate) const EVICTED: &str = "the node holds as many sessions as it allows a
      client's address holds the most of them: this session was ended to let another address in";
 
 impl Sessions {
+    /// No session yet; `on_release` is called each time one ends.
+    pub(crate) fn new(on_release: Option<ReleaseHook>) -> Sessions {
+        Sessions(Arc::new(Mutex::new(Counts {
+            on_release,
+            ..Counts::default()
+        })))
+    }
+
     /// Counts a new session of `client`, or says which limit it would break.
     pub(crate) fn open(
         &self,
@@ -320,6 +362,12 @@ impl Drop for SessionPermit {
                 counts.by_client.remove(&self.client);
             }
             counts.total -= 1;
+        }
+        let hook = counts.on_release.clone();
+        drop(counts);
+        // Outside the mutex: the hook is the application's.
+        if let Some(hook) = hook {
+            hook.call();
         }
     }
 }

@@ -19,6 +19,7 @@
 //! server stops (gracefully: open streams finish) or is dropped (at once), or the node stops;
 //! every connection the book counts has a task, and leaves the book when its task ends.
 
+use crate::limits::ReleaseHook;
 use crate::port::{Accept, ConnId, PortBook, PortLimits};
 use futures::FutureExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -63,6 +64,8 @@ pub(crate) struct Port {
     /// Proves a connection: the node's client token, if it has one.
     token: Option<String>,
     log: LogLimiter,
+    /// Told when a connection closes.
+    on_release: Option<ReleaseHook>,
 }
 
 struct PortInner {
@@ -71,7 +74,12 @@ struct PortInner {
 }
 
 impl Port {
-    pub(crate) fn new(limits: PortLimits, token: Option<String>, log: LogLimiter) -> Port {
+    pub(crate) fn new(
+        limits: PortLimits,
+        token: Option<String>,
+        log: LogLimiter,
+        on_release: Option<ReleaseHook>,
+    ) -> Port {
         Port {
             inner: Arc::new(Mutex::new(PortInner {
                 book: PortBook::new(limits),
@@ -79,6 +87,7 @@ impl Port {
             })),
             token,
             log,
+            on_release,
         }
     }
 
@@ -121,9 +130,14 @@ impl Port {
     }
 
     fn closed(&self, id: ConnId) {
-        let mut inner = self.lock();
-        inner.closers.remove(&id);
-        inner.book.closed(id);
+        {
+            let mut inner = self.lock();
+            inner.closers.remove(&id);
+            inner.book.closed(id);
+        }
+        if let Some(hook) = &self.on_release {
+            hook.call();
+        }
     }
 
     /// Whether a call's headers carry the token (any call does on a node without one).

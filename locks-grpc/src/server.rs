@@ -150,7 +150,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
             log: LogLimiter::default(),
             keepalive: config.keepalive,
         },
-        sessions: Sessions::default(),
+        sessions: Sessions::new(config.on_release.clone()),
         campaigns: Campaigns::default(),
     };
     // Messages up to the frame limit are read, so that a session request over
@@ -175,6 +175,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
             port_limits(&config.port),
             config.token.clone(),
             service_log.clone(),
+            config.on_release.clone(),
         );
         let done = on_node::serve(
             node,

@@ -25,6 +25,7 @@ use examples::node_cli::events::print_events;
 use examples::node_cli::metrics::serve as serve_metrics;
 use examples::node_cli::print::{print_table, report_granted, status_word};
 use examples::node_cli::stdin::{Line, Lines};
+use examples::node_cli::trim::Trimmer;
 use examples::node_cli::{HELP, out};
 use examples::say;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
@@ -236,8 +237,17 @@ async fn main() {
     if let Some(addr) = node.local_addr() {
         say!("listening {addr}");
     }
+    // Memory freed when clients' sessions end, or a peer's agents are released, is given back
+    // from a thread of its own (see `node_cli::trim`).
+    let trimmer = match Trimmer::start() {
+        Ok(trimmer) => trimmer,
+        Err(e) => {
+            eprintln!("node: cannot start the trimming thread: {e}");
+            std::process::exit(1);
+        }
+    };
     // Kept until the process exits: dropping it stops the client API.
-    let _client_api = match serve_clients(&args, &node) {
+    let _client_api = match serve_clients(&args, &node, &trimmer) {
         Ok(server) => server,
         Err(e) => {
             eprintln!("node: {e}");
@@ -249,7 +259,10 @@ async fn main() {
         while let Some(event) = events.recv().await {
             match event {
                 NodeEvent::Up(n) => say!("up {n}"),
-                NodeEvent::Down(n) => say!("down {n}"),
+                NodeEvent::Down(n) => {
+                    say!("down {n}");
+                    trimmer.nudge();
+                }
             }
         }
     });
@@ -308,7 +321,11 @@ async fn main() {
 }
 
 /// Starts the client API if the flags or the file ask for it.
-fn serve_clients(args: &Args, node: &Node) -> Result<Option<locks_grpc::GrpcServer>, String> {
+fn serve_clients(
+    args: &Args,
+    node: &Node,
+    trimmer: &Trimmer,
+) -> Result<Option<locks_grpc::GrpcServer>, String> {
     let flags = ClientFlags {
         listen: args.client_listen.clone(),
         token: args.client_token.clone(),
@@ -317,9 +334,11 @@ fn serve_clients(args: &Args, node: &Node) -> Result<Option<locks_grpc::GrpcServ
         tls_key: args.client_tls_key.clone(),
         tls_ca: args.client_tls_ca.clone(),
     };
-    let Some(config) = client_config(args.config.as_deref(), &flags)? else {
+    let Some(mut config) = client_config(args.config.as_deref(), &flags)? else {
         return Ok(None);
     };
+    let trimmer = trimmer.clone();
+    config.on_release = Some(locks_grpc::ReleaseHook::new(move || trimmer.nudge()));
     let server = locks_grpc::serve(node, config).map_err(|e| e.to_string())?;
     say!("client-listening {}", server.local_addr());
     Ok(Some(server))

@@ -4,7 +4,8 @@
 //! ([`print`](mod@print)), how the cluster's tables and wait-for graph are printed
 //! ([`cluster`]), the transaction events it prints unasked ([`events`]), its Prometheus
 //! endpoint ([`metrics`]), how it reads its command lines ([`stdin`]) and the settings of its
-//! client API ([`client`]). The binary owns the commands; this module owns the text.
+//! client API ([`client`]), and the thread that gives freed memory back to the system
+//! ([`trim`]). The binary owns the commands; this module owns the text.
 
 pub mod certs;
 pub mod client;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod out;
 pub mod print;
 pub mod stdin;
+pub mod trim;
 
 /// The commands the node reads on stdin, one per line, as `help` prints them.
 pub const HELP: &[&str] = &[

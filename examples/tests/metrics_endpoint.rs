@@ -196,3 +196,55 @@ fn idle_sockets_held_open_do_not_keep_a_scraper_out() {
     }
     drop(idle);
 }
+
+#[test]
+fn link_series_are_shown_for_the_peers_connected_now() {
+    let deadline = Deadline::after(Duration::from_secs(60));
+    let extra = ["--heartbeat-timeout-ms", "1000", "--metrics", "127.0.0.1:0"];
+    let mut n1 = Proc::start_with("n1", &[], COOKIE, "warn", deadline, &extra);
+    let at = metrics_addr(&mut n1);
+    let listen = n1.listen_addr();
+    let names = ["p1", "p2", "p3", "p4", "p5"];
+    let mut peers: Vec<Option<Proc>> = names
+        .iter()
+        .map(|name| {
+            let peer = Proc::start(
+                name,
+                std::slice::from_ref(&listen),
+                COOKIE,
+                "warn",
+                deadline,
+            );
+            n1.expect_line(&format!("up {name}"));
+            Some(peer)
+        })
+        .collect();
+    let heard_from = |s: &HashMap<String, f64>, name: &str| {
+        let key =
+            format!("locks_link_bytes_total{{node=\"n1\",peer=\"{name}\",direction=\"received\"}}");
+        value(s, &key) > 0.0
+    };
+    scrape_until(at, &deadline, "every peer's link series", |s| {
+        names.iter().all(|name| heard_from(s, name))
+    });
+    // Three leave (killed by pid when their `Proc` drops); the node declares them down.
+    for i in [0, 2, 4] {
+        peers[i] = None;
+        n1.expect_line(&format!("down {}", names[i]));
+    }
+    let shown = scrape_until(at, &deadline, "the series of the peers still up", |s| {
+        heard_from(s, "p2") && heard_from(s, "p4")
+    });
+    let with_peer: Vec<&String> = shown.keys().filter(|k| k.contains("peer=")).collect();
+    for gone in ["p1", "p3", "p5"] {
+        let label = format!("peer=\"{gone}\"");
+        assert!(
+            with_peer.iter().all(|k| !k.contains(&label)),
+            "{gone} left, yet: {with_peer:#?}"
+        );
+    }
+    // A peer that comes back shows its series again.
+    peers[0] = Some(Proc::start("p1", &[listen], COOKIE, "warn", deadline));
+    n1.expect_line("up p1");
+    scrape_until(at, &deadline, "p1's series again", |s| heard_from(s, "p1"));
+}

@@ -22,7 +22,7 @@ use examples::node_cli::cluster::{
 };
 use examples::node_cli::config::{Overrides, metrics_addr, node_config};
 use examples::node_cli::events::print_events;
-use examples::node_cli::metrics::serve as serve_metrics;
+use examples::node_cli::metrics::{Connected, serve as serve_metrics};
 use examples::node_cli::print::{print_table, report_granted, status_word};
 use examples::node_cli::stdin::{Line, Lines};
 use examples::node_cli::trim::Trimmer;
@@ -212,10 +212,12 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    // The recorder goes in before the node starts: the node's handles bind to it then.
+    // The recorder goes in before the node starts: the node's handles bind to it then. Its
+    // link series are shown for the peers connected to the node, once it runs.
+    let connected = Connected::default();
     match metrics_addr(args.config.as_deref(), args.metrics.as_deref()) {
         Ok(None) => {}
-        Ok(Some(addr)) => match serve_metrics(addr).await {
+        Ok(Some(addr)) => match serve_metrics(addr, connected.clone()).await {
             Ok(bound) => say!("metrics {bound}"),
             Err(e) => {
                 eprintln!("node: {e}");
@@ -234,6 +236,7 @@ async fn main() {
             std::process::exit(1);
         }
     };
+    connected.watch(&node);
     if let Some(addr) = node.local_addr() {
         say!("listening {addr}");
     }

@@ -11,11 +11,19 @@
 //! connection that has not sent its request yet (`Conns`), so idle sockets held open cannot
 //! keep a scraper out, and a stuck or hostile client costs a bounded amount. A task runs the recorder's upkeep every
 //! [`UPKEEP_INTERVAL`], which drains the histograms' buckets even when nobody scrapes.
+//!
+//! The exposition shows the link series (`peer` label) of the peers connected now only
+//! ([`Connected`], [`only_connected`]): the `metrics` facade cannot remove a series, so the
+//! recorder keeps one for every peer name it saw (at most
+//! `locks_server::metrics::MAX_PEER_SERIES`, then `peer="other"`), and a stream of names that
+//! connect and leave would otherwise stay in every scrape. A peer that comes back shows its
+//! series again, with its counts since the process started. The `other` series is always shown.
 
+use locks_server::Node;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -38,11 +46,102 @@ pub const BUCKETS: [f64; 14] = [
 /// How often the recorder's upkeep runs.
 pub const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
+/// The node whose connected peers `/metrics` shows link series for; until it is set (the
+/// endpoint starts before the node), no peer's. Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Connected(Arc<OnceLock<Node>>);
+
+impl Connected {
+    /// From now on, the peers connected to `node` are those shown (the first node set stays).
+    pub fn watch(&self, node: &Node) {
+        let _ = self.0.set(node.clone());
+    }
+
+    /// The names of the peers connected now.
+    fn names(&self) -> HashSet<String> {
+        let Some(node) = self.0.get() else {
+            return HashSet::new();
+        };
+        node.nodes()
+            .into_iter()
+            .filter(|n| n != node.id())
+            .map(|n| n.as_str().to_owned())
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Connected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Connected")
+            .field(&self.0.get().is_some())
+            .finish()
+    }
+}
+
+/// `text` (the Prometheus text format) without the samples whose `peer` label names a peer
+/// not in `connected`; `peer="other"` (the names beyond the exporter's bound) is kept, and so
+/// is every other line (comments, samples without a `peer` label).
+pub fn only_connected(text: &str, connected: &HashSet<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let keep = match peer_of(line) {
+            Some(peer) => peer == "other" || connected.contains(&peer),
+            None => true,
+        };
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The value of a sample line's `peer` label, unescaped; `None` for a comment, a sample
+/// without one, or a line that does not parse.
+fn peer_of(line: &str) -> Option<String> {
+    if line.starts_with('#') {
+        return None;
+    }
+    let open = line.find('{')?;
+    let mut chars = line[open + 1..].chars();
+    loop {
+        let mut name = String::new();
+        for c in chars.by_ref() {
+            if c == '=' {
+                break;
+            }
+            name.push(c);
+        }
+        if chars.next()? != '"' {
+            return None;
+        }
+        let mut value = String::new();
+        loop {
+            match chars.next()? {
+                '\\' => match chars.next()? {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        if name.trim() == "peer" {
+            return Some(value);
+        }
+        match chars.next()? {
+            ',' => continue,
+            _ => return None,
+        }
+    }
+}
+
 /// Binds `addr`, installs the Prometheus recorder as the global recorder and serves
-/// `/metrics` on the current tokio runtime. Returns the address bound (with the real port for
-/// port 0). Fails, saying why, if the address cannot be bound or a recorder is installed
-/// already. Call it before starting nodes.
-pub async fn serve(addr: SocketAddr) -> Result<SocketAddr, String> {
+/// `/metrics` on the current tokio runtime, with the link series of the peers `connected`
+/// names ([`only_connected`]). Returns the address bound (with the real port for port 0).
+/// Fails, saying why, if the address cannot be bound or a recorder is installed already. Call
+/// it before starting nodes.
+pub async fn serve(addr: SocketAddr, connected: Connected) -> Result<SocketAddr, String> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen for metrics on {addr}: {e}"))?;
@@ -62,7 +161,7 @@ pub async fn serve(addr: SocketAddr) -> Result<SocketAddr, String> {
             upkeep.run_upkeep();
         }
     });
-    tokio::spawn(accept(listener, handle));
+    tokio::spawn(accept(listener, handle, connected));
     Ok(bound)
 }
 
@@ -72,7 +171,7 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
         .map_err(|e| format!("bad metrics address {text:?} (want ip:port): {e}"))
 }
 
-async fn accept(listener: TcpListener, handle: PrometheusHandle) {
+async fn accept(listener: TcpListener, handle: PrometheusHandle, connected: Connected) {
     let conns = Arc::new(Mutex::new(Conns::default()));
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -84,11 +183,13 @@ async fn accept(listener: TcpListener, handle: PrometheusHandle) {
             continue; // every slot is answering: closed at once
         };
         let (handle, task_conns) = (handle.clone(), conns.clone());
+        let connected = connected.clone();
         let task = tokio::spawn(async move {
             let _done = Done(task_conns.clone(), id);
+            let render = || only_connected(&handle.render(), &connected.names());
             let _ = tokio::time::timeout(
                 REQUEST_TIMEOUT,
-                respond(stream, &handle, || lock(&task_conns).answering(id)),
+                respond(stream, render, || lock(&task_conns).answering(id)),
             )
             .await;
         });
@@ -169,7 +270,7 @@ impl Conns {
 /// path, 405 for another method, 400 for something that is not a request.
 async fn respond(
     mut stream: TcpStream,
-    handle: &PrometheusHandle,
+    render: impl FnOnce() -> String,
     answering: impl FnOnce(),
 ) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
@@ -189,7 +290,7 @@ async fn respond(
     let line = String::from_utf8_lossy(line);
     let mut words = line.split_whitespace();
     let (status, body) = match (words.next(), words.next()) {
-        (Some("GET"), Some("/metrics")) => ("200 OK", handle.render()),
+        (Some("GET"), Some("/metrics")) => ("200 OK", render()),
         (Some("GET"), Some(_)) => ("404 Not Found", "try /metrics\n".to_owned()),
         (Some(_), Some(_)) => ("405 Method Not Allowed", "GET only\n".to_owned()),
         _ => ("400 Bad Request", "not an HTTP request\n".to_owned()),
@@ -206,6 +307,32 @@ async fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_connected_peers_link_series_are_shown() {
+        let text = "# HELP locks_link_messages_total Envelopes\n\
+                    # TYPE locks_link_messages_total counter\n\
+                    locks_link_messages_total{node=\"a\",peer=\"b\",direction=\"sent\"} 3\n\
+                    locks_link_messages_total{node=\"a\",peer=\"gone\",direction=\"sent\"} 4\n\
+                    locks_link_messages_total{node=\"a\",peer=\"other\",direction=\"sent\"} 5\n\
+                    locks_link_rtt_seconds_bucket{node=\"a\",peer=\"gone\",le=\"0.1\"} 1\n\
+                    locks_link_rtt_seconds_bucket{node=\"a\",peer=\"q\\\"x\",le=\"0.1\"} 1\n\
+                    locks_peers_up{node=\"a\"} 1\n\
+                    locks_x{node=\"peer=\\\"gone\\\"\",peers=\"gone\"} 1\n";
+        let connected: HashSet<String> = ["b".to_owned(), "q\"x".to_owned()].into();
+        let shown = only_connected(text, &connected);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), 7, "{shown}");
+        assert!(!shown.contains("peer=\"gone\""), "{shown}");
+        assert!(shown.contains("peer=\"b\""));
+        assert!(shown.contains("peer=\"other\""));
+        assert!(shown.contains("peer=\"q\\\"x\""));
+        // Neither a `peer=` inside another label's value nor another label named like it.
+        assert!(shown.contains("locks_x{"));
+        assert_eq!(peer_of("# TYPE x counter"), None);
+        assert_eq!(peer_of("x 1"), None);
+        assert_eq!(peer_of("x{peer=\"unterminated"), None);
+    }
 
     #[test]
     fn a_newcomer_closes_the_oldest_connection_still_waiting_for_its_request() {

@@ -633,7 +633,11 @@ impl Transaction {
     ///
     /// It waits for nothing. The transaction's locks on its own node are released before `end`
     /// returns, on the caller's thread, so that the next holder need not wait for the node's
-    /// thread; the handle unregisters the agent, so that messages to it fail when `end`
+    /// thread; except, when the caller is the node's own thread, what is beyond the first 256
+    /// locks of one shard of the table: those are released by the node's lock server right
+    /// after, a part at a time with the thread's other work let in between, so that no end
+    /// holds the node's thread (and its links' heartbeats) for long. The handle unregisters
+    /// the agent, so that messages to it fail when `end`
     /// returns, and tells it to stop; the agent then asks every lock server it used (its own
     /// node's again, for any request sent before `end` that reached the server after that
     /// release) to release its locks, on the node's thread. Returns the error that ended the

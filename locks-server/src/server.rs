@@ -27,6 +27,7 @@ use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers};
 use crate::router::{LinkDown, Router, ToServer};
 use crate::table::{TableInput, TableSnapshot};
 use actix::prelude::*;
+use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, LockId, NodeId};
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,6 +80,14 @@ impl LockServer {
         let effects = self.core.step(input, &**self.table.router());
         for effect in effects {
             match effect {
+                NodeEffect::Serve(ServerRequest::RemoveAgent { agent }) => {
+                    // A transaction of many locks: the rest of its release is paced on a task
+                    // of this thread (see `LocalTable::remove_agent`); between two parts the
+                    // table is as if it had unlocked those locks itself.
+                    if let Some(rest) = self.table.remove_agent(agent) {
+                        actix::spawn(rest);
+                    }
+                }
                 NodeEffect::Serve(request) => self.table.serve(request),
                 NodeEffect::Table(TableInput::DelayOver(ghosts)) => {
                     // A downed node's agents may hold a great many locks: released a part at a
@@ -110,6 +119,7 @@ impl Actor for LockServer {
     fn started(&mut self, ctx: &mut Self::Context) {
         // Agents send with `do_send`, so the capacity only bounds `send` from tools.
         ctx.set_mailbox_capacity(1024);
+        self.table.set_home();
         debug!(node = %self.node(), "lock server started");
         self.step(NodeInput::Started, ctx);
     }

@@ -38,8 +38,9 @@
 //! This module is the shell that holds the shards behind their mutexes, carries the messages
 //! through the router, and runs the fast path; the simulations run the same
 //! [`Sharding::apply`] over plain tables. Work on the whole table (the report and the snapshot,
-//! the release of a downed node's ghosts) is taken a slice at a time (`whole.rs`), so that no
-//! shard's mutex, and no turn of the node's thread, lasts a whole pass over a large table.
+//! the release of a downed node's ghosts, the removal of an agent with many locks) is taken a
+//! slice at a time (`whole.rs`), so that no shard's mutex, and no turn of the node's thread,
+//! lasts a whole pass over a large table.
 //!
 //! **Per-peer quotas.** A `Lock` of another node's agent that comes as a message is checked
 //! against the quota book ([`crate::node_core::quota`]) before the table sees it, and refused with
@@ -195,6 +196,9 @@ pub struct LocalTable {
     /// inside a shard's lock (a notice is recorded as it is sent), never the other way round.
     quotas: Mutex<QuotaBook>,
     router: Arc<Router>,
+    /// The node's thread, once its lock server runs: a release there too large for one turn
+    /// is left to the lock server, paced.
+    home: std::sync::OnceLock<std::thread::ThreadId>,
 }
 
 impl std::fmt::Debug for LocalTable {
@@ -226,6 +230,7 @@ impl LocalTable {
             stopped: AtomicBool::new(false),
             quotas: Mutex::new(QuotaBook::new(router.node().clone(), PeerQuotas::default())),
             router,
+            home: std::sync::OnceLock::new(),
         }
     }
 
@@ -486,17 +491,59 @@ impl LocalTable {
         self.release_in(agent, touched.bits() | self.sharding.used_by(agent));
     }
 
+    /// Releases what `agent` has in the shards of `bits`. A part of [`whole::RELEASE_SLICE`]
+    /// locks per shard at most is released now; what is left (a transaction of many locks) is
+    /// released now too, a part at a time with the shard's mutex let go between parts, on any
+    /// thread but the node's, and on the node's thread by the node's lock server, paced (see
+    /// [`LocalTable::remove_agent`]), so that no release holds the node's thread for long.
     fn release_in(&self, agent: &AgentId, bits: u64) {
-        let mut send = |to: &AgentId, msg| self.send(to, msg);
-        let mut after = After::default();
-        for i in self.sharding.members(bits) {
-            let mut table = self.shards.lock(i);
-            let effects = table.step_remove_agent(agent);
-            self.sharding
-                .deliver(i, &mut table, effects, &mut after, &mut send);
+        let left = self.release_first(agent, bits);
+        if left == 0 {
+            return;
         }
-        let mut shards = &self.shards;
-        self.sharding.finish(&mut shards, after, &mut send);
+        if self.on_node_thread() {
+            // Behind whatever the thread has queued: a waiter granted a little later, nothing
+            // granted twice (each part is the agent's own `Unlock`s).
+            if self
+                .router
+                .send_server(
+                    self.router.node(),
+                    ServerRequest::RemoveAgent {
+                        agent: agent.clone(),
+                    },
+                )
+                .is_ok()
+            {
+                return;
+            }
+        }
+        for shard in self.sharding.members(left) {
+            while !self.on_shard(shard, |t| t.step_release_some(agent, whole::RELEASE_SLICE)) {}
+        }
+    }
+
+    /// Releases at most [`whole::RELEASE_SLICE`] of `agent`'s locks in each shard of `bits`
+    /// (all of them where it has no more); returns the shards where it has more left.
+    fn release_first(&self, agent: &AgentId, bits: u64) -> u64 {
+        let mut left = 0;
+        for shard in self.sharding.members(bits) {
+            if !self.on_shard(shard, |t| t.step_release_some(agent, whole::RELEASE_SLICE)) {
+                left |= 1 << shard;
+            }
+        }
+        left
+    }
+
+    /// Whether the calling thread is the node's (the one its lock server runs on).
+    fn on_node_thread(&self) -> bool {
+        self.home
+            .get()
+            .is_some_and(|home| *home == std::thread::current().id())
+    }
+
+    /// The node's lock server runs on the calling thread (called once, when it starts).
+    pub(crate) fn set_home(&self) {
+        let _ = self.home.set(std::thread::current().id());
     }
 
     /// A transaction's agent actor starts: its removal must also reach the shards its fast

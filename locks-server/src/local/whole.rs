@@ -1,7 +1,8 @@
 //! Work on the whole node's table taken a slice at a time, so that no read or release of a
 //! large table holds a shard's mutex, or the thread it runs on, for long: the report of the
-//! first locks by id ([`ReportRead`]), the snapshot ([`SnapshotRead`]) and the release of a
-//! downed node's ghosts ([`LocalTable::release_paced`]).
+//! first locks by id ([`ReportRead`]), the snapshot ([`SnapshotRead`]), the release of a
+//! downed node's ghosts ([`LocalTable::release_paced`]) and of an ended transaction's many
+//! locks ([`LocalTable::remove_agent`]).
 //!
 //! This module owns the slicing and the pacing:
 //! - a read is a state machine whose [`step`](ReportRead::step) does one bounded piece of work
@@ -10,9 +11,10 @@
 //!   plain read the simulations use (`reads.rs`); the node runs it with [`pace`] between two
 //!   steps, which gives the thread's other tasks (the links' heartbeats among them) a turn
 //!   after every [`TURN`] of the thread's paced work;
-//! - a paced release of a ghost is a series of table operations, each releasing at most
-//!   [`RELEASE_SLICE`] of its locks (`LockTable::step_release_some`), each delivered under its
-//!   shard's lock like any other operation.
+//! - a paced release of a ghost, or of an agent removed (its transaction ended) with more than
+//!   [`RELEASE_SLICE`] locks in a shard, is a series of table operations, each releasing at
+//!   most [`RELEASE_SLICE`] of its locks (`LockTable::step_release_some`), each delivered under
+//!   its shard's lock like any other operation.
 //!
 //! What a read taken in slices guarantees (the tables go on changing between slices, as they
 //! did between the shards of a whole-node read, which was never of one instant):
@@ -322,6 +324,32 @@ impl LocalTable {
             }
             pace().await;
         }
+    }
+
+    /// Removes `agent` (its `RemoveAgent`, as a message): at most [`RELEASE_SLICE`] of its
+    /// locks per shard now, and what is left a part at a time by the future this returns
+    /// (`None` when nothing is left), which runs on the node's thread with the thread's other
+    /// tasks let in between parts. The quota book forgets the agent once it is gone.
+    pub(crate) fn remove_agent(
+        self: &std::sync::Arc<Self>,
+        agent: AgentId,
+    ) -> Option<impl std::future::Future<Output = ()> + use<>> {
+        let bits = self.sharding.forget_agent(&agent);
+        let left = self.release_first(&agent, bits);
+        if left == 0 {
+            self.quotas.lock().remove_agent(&agent);
+            return None;
+        }
+        let table = self.clone();
+        Some(async move {
+            for shard in table.sharding.members(left) {
+                pace().await;
+                while !table.on_shard(shard, |t| t.step_release_some(&agent, RELEASE_SLICE)) {
+                    pace().await;
+                }
+            }
+            table.quotas.lock().remove_agent(&agent);
+        })
     }
 
     /// Releases what `ghosts` hold (their lock-delay has passed), at most [`RELEASE_SLICE`] of

@@ -192,6 +192,13 @@ impl Sharding {
         *self.used.lock().entry(agent.clone()).or_default() |= bits;
     }
 
+    /// The shards a `RemoveAgent` of `agent` goes to (every shard for an agent not noted),
+    /// no longer noted: what routing its `RemoveAgent` does, for a shell that removes the
+    /// agent a part at a time.
+    pub fn forget_agent(&self, agent: &AgentId) -> u64 {
+        self.used.lock().remove(agent).unwrap_or(self.all())
+    }
+
     /// The shards `agent`'s messages used so far (none noted: the empty set).
     pub fn used_by(&self, agent: &AgentId) -> u64 {
         self.used.lock().get(agent).copied().unwrap_or(0)

@@ -117,6 +117,11 @@ pub(super) struct NodeProcess {
 }
 
 impl NodeProcess {
+    /// The process's id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn start(name: &str) -> Result<NodeProcess, String> {
         NodeProcess::start_with(name, &[])
     }

@@ -28,6 +28,7 @@ pub mod report;
 pub mod rig;
 pub mod row;
 pub mod scale;
+pub mod soak;
 pub mod stats;
 pub mod threads;
 pub mod uncontended;
@@ -71,6 +72,9 @@ pub enum Workload {
     Client,
     /// SCALE: 8 to 64 `node` processes (only when named: it starts up to 64 processes).
     Scale,
+    /// SOAK: the client port's attacks against a `node` process while good clients lock and
+    /// unlock, for `--soak-secs` (only when named: it runs 10 minutes by default).
+    Soak,
     /// W1-metrics: W1 without and then with the Prometheus recorder (last in a full run: the
     /// recorder stays installed).
     #[value(name = "w1-metrics")]
@@ -122,6 +126,8 @@ pub struct Config {
     pub workloads: Vec<Workload>,
     /// Where the rig's nodes keep their data directories (`<dir>/<name>`), if anywhere.
     pub data_dir: Option<std::path::PathBuf>,
+    /// How long SOAK runs its attacks, in seconds.
+    pub soak_secs: u64,
 }
 
 impl Config {
@@ -138,6 +144,7 @@ impl Config {
             etcd: None,
             workloads: Vec::new(),
             data_dir: None,
+            soak_secs: 600,
         }
     }
 
@@ -148,7 +155,8 @@ impl Config {
 
     /// Whether `w` is selected.
     pub fn selected(&self, w: Workload) -> bool {
-        (self.workloads.is_empty() && w != Workload::Scale) || self.workloads.contains(&w)
+        (self.workloads.is_empty() && !matches!(w, Workload::Scale | Workload::Soak))
+            || self.workloads.contains(&w)
     }
 }
 
@@ -399,6 +407,12 @@ pub fn run(cfg: Config) -> Result<Vec<Row>, String> {
     }
     if sel(Workload::Scale) {
         plan.push(("SCALE 8 to 64 node processes", scale::run));
+    }
+    if sel(Workload::Soak) {
+        plan.push((
+            "SOAK the client port's attacks, good clients served",
+            soak::run,
+        ));
     }
     // Last: the recorder it installs stays for the rest of the process.
     if sel(Workload::W1Metrics) {

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release -p examples --bin bench -- [workloads...] [--quick] [--json FILE] [--redis ADDR]
-//!     [--etcd ADDR] [--processes] [--rounds N] [--round-limit SECS]
+//!     [--etcd ADDR] [--processes] [--rounds N] [--round-limit SECS] [--soak-secs SECS]
 //! ```
 //!
 //! Prints a progress line per workload on stderr, then the table, the comparison with Redis and
@@ -50,6 +50,9 @@ struct Args {
     /// what keeping one costs.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// How long the SOAK workload runs its attacks, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    soak_secs: u64,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
     mem_child: Option<u64>,
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
     cfg.etcd = args.etcd;
     cfg.processes = args.processes;
     cfg.data_dir = args.data_dir;
+    cfg.soak_secs = args.soak_secs.max(1);
     cfg.workloads = args.workloads;
     if cfg.redis.is_none() && cfg.workloads == [Workload::Redis] {
         eprintln!("the redis workload needs --redis ADDR");

@@ -150,7 +150,10 @@ fn memory_of_ended_sessions_is_given_back() {
         peak >= baseline + HELD_KB,
         "the sessions held too little to tell: VmRSS {baseline} kB -> {peak} kB"
     );
+    // The client's side closed: its runtime is shut down with the connections it drives (a
+    // runtime left undriven would leave them open until the node's keepalive gave up on them).
     drop(sessions);
+    drop(rt);
     let after = wait_rss_at_most(
         pid,
         baseline + RETURNED_WITHIN_KB,
@@ -158,7 +161,6 @@ fn memory_of_ended_sessions_is_given_back() {
         "memory given back after the sessions ended",
     );
     println!("VmRSS: baseline {baseline} kB, peak {peak} kB, after the sessions {after} kB");
-    drop(rt);
 }
 
 #[test]

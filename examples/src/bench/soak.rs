@@ -73,6 +73,25 @@ pub struct SoakReport {
     pub good_failed: u64,
     /// Attack rounds run, over every kind.
     pub attack_rounds: u64,
+    /// Why good operations were not served: the first [`REASONS`] reasons.
+    pub reasons: Vec<String>,
+}
+
+/// How many reasons for good operations not served a report keeps.
+pub const REASONS: usize = 8;
+
+/// The reasons good clients were not served, shared by the good clients.
+type Reasons = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// Counts a good operation not served and keeps its reason (the first [`REASONS`]).
+fn not_served(failed: &AtomicU64, reasons: &Reasons, why: String) {
+    failed.fetch_add(1, Ordering::Relaxed);
+    let mut reasons = reasons
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if reasons.len() < REASONS {
+        reasons.push(why);
+    }
 }
 
 impl SoakReport {
@@ -80,8 +99,10 @@ impl SoakReport {
     pub fn failure(&self) -> Option<String> {
         if self.good_failed > 0 || self.good_ops == 0 {
             return Some(format!(
-                "{} good operations not served ({} served)",
-                self.good_failed, self.good_ops
+                "{} good operations not served ({} served): {}",
+                self.good_failed,
+                self.good_ops,
+                self.reasons.join("; ")
             ));
         }
         if self.rss_end > self.rss_start + RSS_SLACK {
@@ -141,6 +162,7 @@ pub async fn soak(addr: SocketAddr, pid: u32, duration: Duration) -> Result<Soak
     let rounds = Arc::new(AtomicU64::new(0));
     let good_ops = Arc::new(AtomicU64::new(0));
     let good_failed = Arc::new(AtomicU64::new(0));
+    let reasons: Reasons = Arc::default();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..IDLE {
         let stop = stop.clone();
@@ -164,7 +186,8 @@ pub async fn soak(addr: SocketAddr, pid: u32, duration: Duration) -> Result<Soak
     }
     for g in 0..GOOD {
         let (s, ops, failed) = (stop.clone(), good_ops.clone(), good_failed.clone());
-        tasks.spawn(good_client(addr, ip(0, 101 + g as u8), s, ops, failed));
+        let why = reasons.clone();
+        tasks.spawn(good_client(addr, ip(0, 101 + g as u8), s, ops, failed, why));
     }
     let started = Instant::now();
     let mut rss_peak = rss_start;
@@ -197,6 +220,10 @@ pub async fn soak(addr: SocketAddr, pid: u32, duration: Duration) -> Result<Soak
         good_ops: good_ops.load(Ordering::Relaxed),
         good_failed: good_failed.load(Ordering::Relaxed),
         attack_rounds: rounds.load(Ordering::Relaxed),
+        reasons: reasons
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone(),
     })
 }
 
@@ -465,6 +492,7 @@ async fn good_client(
     stop: Arc<AtomicBool>,
     ops: Arc<AtomicU64>,
     failed: Arc<AtomicU64>,
+    reasons: Reasons,
 ) {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -476,10 +504,17 @@ async fn good_client(
                 .map_err(|e| e.to_string())
         })
         .await;
-        let Ok(Ok(mut session)) = session else {
-            failed.fetch_add(1, Ordering::Relaxed);
-            nap(&stop, Duration::from_millis(100)).await;
-            continue;
+        let mut session = match session {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => {
+                not_served(&failed, &reasons, format!("a session: {e}"));
+                nap(&stop, Duration::from_millis(100)).await;
+                continue;
+            }
+            Err(_) => {
+                not_served(&failed, &reasons, "a session: not within 5 s".to_owned());
+                continue;
+            }
         };
         while !stop.load(Ordering::Relaxed) {
             n += 1;
@@ -493,8 +528,12 @@ async fn good_client(
                 Ok(Ok(())) => {
                     ops.fetch_add(1, Ordering::Relaxed);
                 }
-                _ => {
-                    failed.fetch_add(1, Ordering::Relaxed);
+                Ok(Err(e)) => {
+                    not_served(&failed, &reasons, format!("lock+unlock: {e}"));
+                    break;
+                }
+                Err(_) => {
+                    not_served(&failed, &reasons, "lock+unlock: not within 5 s".to_owned());
                     break;
                 }
             }
@@ -534,7 +573,7 @@ pub fn row(name: String, report: Result<SoakReport, String>) -> Row {
         Err(e) => return Row::failed(name, "ops/s", e),
     };
     let figures = format!(
-        "rss start={:.1}MB peak={:.1}MB end={:.1}MB; good ops={} failed={}; attack rounds={}",
+        "rss start={:.1}MB peak={:.1}MB end={:.1}MB; good ops={} not served={}; attack rounds={}",
         mb(report.rss_start),
         mb(report.rss_peak),
         mb(report.rss_end),

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release -p examples --bin bench -- [workloads...] [--quick] [--json FILE] [--redis ADDR]
-//!     [--etcd ADDR] [--processes] [--rounds N] [--round-limit SECS]
+//!     [--etcd ADDR] [--python PATH] [--processes] [--rounds N] [--round-limit SECS]
 //! ```
 //!
 //! Prints a progress line per workload on stderr, then the table, the comparison with Redis and
@@ -36,6 +36,10 @@ struct Args {
     /// this server (one you started, `host:port`; nothing else is contacted).
     #[arg(long, value_name = "ADDR")]
     etcd: Option<String>,
+    /// With the CLIENT workload, also measure the Python client through this interpreter (one
+    /// with the `locks-client` package installed, such as a virtualenv's `bin/python`).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
     /// W6 also with two of its three nodes in processes of their own (needs the `node`
     /// program built beside this one).
     #[arg(long)]
@@ -50,6 +54,20 @@ struct Args {
     /// what keeping one costs.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// Only put C1's load on the node serving clients at ADDR (one you started): `--sessions`
+    /// sessions doing lock+unlock for `--seconds`, then print the rate (for profiling the
+    /// node under a steady load, see BENCHMARKS.md).
+    #[arg(long, value_name = "ADDR")]
+    load: Option<String>,
+    /// Sessions of `--load`.
+    #[arg(long, default_value_t = 64)]
+    sessions: usize,
+    /// Seconds of `--load`.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Worker threads of `--load`'s runtime (0: a current-thread runtime).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
     mem_child: Option<u64>,
@@ -66,6 +84,19 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(addr) = args.load {
+        let run_for = Duration::from_secs(args.seconds);
+        return match bench::client::load(&addr, args.sessions, run_for, args.workers) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("load: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let mut cfg = Config::new(args.quick);
     if let Some(rounds) = args.rounds {
         cfg.rounds = rounds.max(1);
@@ -75,6 +106,7 @@ fn main() -> ExitCode {
     }
     cfg.redis = args.redis;
     cfg.etcd = args.etcd;
+    cfg.python = args.python;
     cfg.processes = args.processes;
     cfg.data_dir = args.data_dir;
     cfg.workloads = args.workloads;

@@ -142,6 +142,9 @@ pub(crate) async fn run(
     // everything from its start (see `Transaction::events_once_started`).
     let mut events = session.txn.events_once_started();
     let mut pending = Pending::new();
+    // One wait for the eviction for the whole session: a new one per turn of the loop would
+    // take the token's lock and register a waiter again for every request.
+    let mut evicted = std::pin::pin!(permit.evicted());
     let ended = loop {
         let sent = tokio::select! {
             request = inbound.message() => match request {
@@ -157,7 +160,7 @@ pub(crate) async fn run(
                 // A message that could not be read, or the connection is gone.
                 Err(status) => break Ending::Failed(session.stream_failed(&status)),
             },
-            () = permit.evicted() => {
+            () = &mut evicted => {
                 break Ending::Failed(Status::resource_exhausted(crate::limits::EVICTED));
             }
             Some(event) = events.next() => session.pushed(event, !pending.is_empty()),

@@ -31,10 +31,10 @@ use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, LockBooking, SessionPermit};
 use crate::pb;
 use crate::pb::session_event::Kind;
-use futures::channel::{mpsc, oneshot};
+use futures::channel::oneshot;
 use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, SinkExt, StreamExt};
+use futures::{FutureExt, StreamExt};
 use locks_agent::{LockState, Locked, Options, Transaction, TransactionEvent, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use locks_server::Node;
@@ -77,7 +77,7 @@ pub(crate) struct Shared {
     pub(crate) keepalive: Duration,
 }
 
-type Out = mpsc::Sender<Result<pb::SessionEvent, Status>>;
+type Out = crate::outbox::Outbox<Result<pb::SessionEvent, Status>>;
 
 /// What a waiting `lock` call ends with.
 enum Answer {
@@ -197,7 +197,10 @@ enum Ending {
     Failed(Status),
 }
 
-async fn send_all(out: &mut Out, events: Vec<pb::SessionEvent>) -> Result<(), mpsc::SendError> {
+async fn send_all(
+    out: &mut Out,
+    events: Vec<pb::SessionEvent>,
+) -> Result<(), crate::outbox::Closed> {
     for event in events {
         out.send(Ok(event)).await?;
     }

@@ -22,10 +22,11 @@
 //! clients and 10x etcd's 64 sessions; C1 at one session 10x etcd's; C2 at 64 sessions 10x
 //! etcd's (one etcd member) at 64.
 //!
-//! The ratio column is the p50 over the TCP loopback floor's. A sequential client (C1 local
-//! and session+lock+end, C2, and etcd's E1 and E2) runs on a current-thread runtime of its own,
-//! as the TCP floor's client does; a fleet runs on the harness's runtime (2 workers). The nodes
-//! are stopped (stdin closed, killed by handle after 5 s) when done.
+//! The ratio column is the p50 over the TCP loopback floor's. Every client of this workload
+//! (sequential or a fleet, locks' or etcd's; Redis's too) runs on a current-thread runtime of
+//! its own, as the TCP floor's client does: on two cores beside a node, a fleet on two worker
+//! threads spent twice the CPU per operation (their wake-ups of each other), which the node
+//! then lacked. The nodes are stopped (stdin closed, killed by handle after 5 s) when done.
 
 use super::cluster::NodeProcess;
 use super::floors::Floor;
@@ -245,12 +246,14 @@ fn local_lock(s: usize, i: u64) -> (String, LockSpec) {
 
 /// C1's fleet of `sessions` sessions against the node serving clients at `addr`, for
 /// `run_for`, alone (`bench --load`), on a runtime of `workers` threads (0: a current-thread
-/// runtime): the rate and the p50 and p99, as a line of text.
+/// runtime); with `majority` (node names), C2's fleet instead, locking on those nodes: the
+/// rate and the p50 and p99, as a line of text.
 pub fn load(
     addr: &str,
     sessions: usize,
     run_for: Duration,
     workers: usize,
+    majority: &[String],
 ) -> Result<String, String> {
     let rt = if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
@@ -265,10 +268,21 @@ pub fn load(
     .map_err(err)?;
     let limit = run_for + Duration::from_secs(60);
     let sample = rt.block_on(async {
-        let fleet = concurrent(addr.to_owned(), sessions, run_for, local_lock);
-        tokio::time::timeout(limit, fleet)
-            .await
-            .map_err(|_| format!("not done within {} s", limit.as_secs()))?
+        let timeout = |_| format!("not done within {} s", limit.as_secs());
+        if majority.is_empty() {
+            let fleet = concurrent(addr.to_owned(), sessions, run_for, local_lock);
+            return tokio::time::timeout(limit, fleet).await.map_err(timeout)?;
+        }
+        let mut client = connect(addr).await?;
+        all_connected(&mut client, majority.len()).await?;
+        let nodes = majority.to_vec();
+        let lock = move |s: usize, i: u64| {
+            let path = format!("c2m/{s}/{i}");
+            let lock = majority_spec(&path, &nodes);
+            (path, lock)
+        };
+        let fleet = concurrent(addr.to_owned(), sessions, run_for, lock);
+        tokio::time::timeout(limit, fleet).await.map_err(timeout)?
     })?;
     let p = super::stats::percentiles(&sample.latencies).ok_or("no operation")?;
     Ok(format!(
@@ -309,7 +323,7 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
                 let spec = std::slice::from_ref(spec);
                 rows.extend(ctx.run_rounds(spec, |_| {
                     let sample = concurrent(addr.clone(), sessions, run_for, local_lock);
-                    Ok(vec![bounded(ctx, sample)?])
+                    Ok(vec![alone(ctx, sample)?])
                 }));
             }
             rows.extend(client_python::run(ctx, &python, &addr));
@@ -364,7 +378,7 @@ fn c2_rows(ctx: &mut Ctx) -> Vec<Row> {
             let lock = majority_spec(&path, &nodes);
             (path, lock)
         };
-        Ok(vec![bounded(
+        Ok(vec![alone(
             ctx,
             concurrent(addr.clone(), C2_SESSIONS, run_for, lock),
         )?])
@@ -415,7 +429,7 @@ fn etcd_rows(ctx: &mut Ctx, addr: &str) -> Vec<Row> {
         rows.extend(ctx.run_rounds(std::slice::from_ref(&spec), |round| {
             let addr = addr.to_owned();
             let sample = client_etcd::concurrent(addr, round, sessions, run_for);
-            Ok(vec![bounded(ctx, sample)?])
+            Ok(vec![alone(ctx, sample)?])
         }));
     }
     let elect = client_etcd::election_spec();

@@ -65,8 +65,11 @@ struct Args {
     /// Seconds of `--load`.
     #[arg(long, default_value_t = 10)]
     seconds: u64,
+    /// With `--load`: C2's lock instead, `Majority` on these nodes (names, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    majority: Vec<String>,
     /// Worker threads of `--load`'s runtime (0: a current-thread runtime).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 0)]
     workers: usize,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
@@ -86,7 +89,13 @@ fn main() -> ExitCode {
     }
     if let Some(addr) = args.load {
         let run_for = Duration::from_secs(args.seconds);
-        return match bench::client::load(&addr, args.sessions, run_for, args.workers) {
+        return match bench::client::load(
+            &addr,
+            args.sessions,
+            run_for,
+            args.workers,
+            &args.majority,
+        ) {
             Ok(line) => {
                 println!("{line}");
                 ExitCode::SUCCESS

@@ -46,6 +46,7 @@ mod election;
 mod introspect;
 mod limits;
 mod on_node;
+mod outbox;
 mod port;
 mod server;
 mod session;

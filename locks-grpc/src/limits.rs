@@ -264,9 +264,10 @@ impl SessionPermit {
         }
     }
 
-    /// Resolves when the node evicts this session (see [`Sessions`]).
-    pub(crate) async fn evicted(&self) {
-        self.evicted.cancelled().await;
+    /// Resolves when the node evicts this session (see [`Sessions`]); owns what it waits on,
+    /// so a session can keep one such wait while it gives its permit back.
+    pub(crate) fn evicted(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.evicted.clone().cancelled_owned()
     }
 }
 

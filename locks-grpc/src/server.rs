@@ -12,8 +12,7 @@ use crate::on_node::{self, Stop};
 use crate::pb;
 use crate::pb::locks_server::{Locks, LocksServer};
 use crate::session::{self, Known, Shared};
-use futures::channel::mpsc;
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use locks_agent::Options;
 use locks_leader::Role;
 use locks_server::Node;
@@ -391,7 +390,7 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<pb::SessionEvent, Status>> +
 /// would.
 struct Driven {
     session: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
-    events: mpsc::Receiver<Result<pb::SessionEvent, Status>>,
+    events: crate::outbox::Outlet<Result<pb::SessionEvent, Status>>,
 }
 
 impl Stream for Driven {
@@ -401,10 +400,16 @@ impl Stream for Driven {
         if let Some(session) = &mut self.session
             && session.as_mut().poll(cx).is_ready()
         {
-            // Its sender is dropped: the events end after those buffered.
+            // The events end after those queued.
             self.session = None;
         }
-        self.events.poll_next_unpin(cx)
+        // What the session queued in this poll, or before it. Nothing wakes this task for it
+        // (`outbox.rs`): the session only runs here, and its inputs wake the task.
+        match self.events.take() {
+            Some(event) => Poll::Ready(Some(event)),
+            None if self.session.is_none() => Poll::Ready(None),
+            None => Poll::Pending,
+        }
     }
 }
 
@@ -418,7 +423,7 @@ impl Locks for Service {
     ) -> Result<Response<EventStream>, Status> {
         let options = session_options(request.metadata())?;
         let permit = self.permit(&request)?;
-        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let (tx, rx) = crate::outbox::outbox(EVENT_BUFFER);
         let session = session::run(
             self.shared.clone(),
             request.into_inner(),

@@ -31,10 +31,10 @@ use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, LockBooking, SessionPermit};
 use crate::pb;
 use crate::pb::session_event::Kind;
-use futures::channel::{mpsc, oneshot};
+use futures::channel::oneshot;
 use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
-use futures::{FutureExt, SinkExt, StreamExt};
+use futures::{FutureExt, StreamExt};
 use locks_agent::{LockState, Locked, Options, Transaction, TransactionEvent, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use locks_server::Node;
@@ -77,7 +77,7 @@ pub(crate) struct Shared {
     pub(crate) keepalive: Duration,
 }
 
-type Out = mpsc::Sender<Result<pb::SessionEvent, Status>>;
+type Out = crate::outbox::Outbox<Result<pb::SessionEvent, Status>>;
 
 /// What a waiting `lock` call ends with.
 enum Answer {
@@ -142,6 +142,9 @@ pub(crate) async fn run(
     // everything from its start (see `Transaction::events_once_started`).
     let mut events = session.txn.events_once_started();
     let mut pending = Pending::new();
+    // One wait for the eviction for the whole session: a new one per turn of the loop would
+    // take the token's lock and register a waiter again for every request.
+    let mut evicted = std::pin::pin!(permit.evicted());
     let ended = loop {
         let sent = tokio::select! {
             request = inbound.message() => match request {
@@ -157,7 +160,7 @@ pub(crate) async fn run(
                 // A message that could not be read, or the connection is gone.
                 Err(status) => break Ending::Failed(session.stream_failed(&status)),
             },
-            () = permit.evicted() => {
+            () = &mut evicted => {
                 break Ending::Failed(Status::resource_exhausted(crate::limits::EVICTED));
             }
             Some(event) = events.next() => session.pushed(event, !pending.is_empty()),
@@ -194,7 +197,10 @@ enum Ending {
     Failed(Status),
 }
 
-async fn send_all(out: &mut Out, events: Vec<pb::SessionEvent>) -> Result<(), mpsc::SendError> {
+async fn send_all(
+    out: &mut Out,
+    events: Vec<pb::SessionEvent>,
+) -> Result<(), crate::outbox::Closed> {
     for event in events {
         out.send(Ok(event)).await?;
     }

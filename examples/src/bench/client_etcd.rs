@@ -5,14 +5,15 @@
 //!
 //! - `E1 etcd lock+unlock`: one lease (the session); each operation is `Lock(name, lease)` on
 //!   its own name, then `Unlock(key)`: two round trips, as C1's lock and unlock.
-//! - `E1 etcd 64 sessions lock+unlock`: 64 leases on one connection (as C1's 64 sessions share
-//!   one), each doing lock+unlock on its own names for a fixed time.
+//! - `E1 etcd N sessions lock+unlock` (N of 16, 64, 256): N leases at once (a `fleet`, 16 per
+//!   connection as C1's sessions), each doing lock+unlock on its own names for a fixed time.
 //! - `E2 etcd campaign+resign`: one lease; each operation campaigns for one election, which it
 //!   wins at once (no other candidate), and resigns.
 //!
 //! The stubs are generated at build time by protox from the subset of etcd's `.proto` files in
 //! `examples/proto/etcd` (see `build.rs`): no `protoc` needed.
 
+use super::fleet;
 use super::floors::Floor;
 use super::rig::err;
 use super::stats::Sample;
@@ -46,8 +47,15 @@ const LEASE_TTL: i64 = 120;
 
 /// The single-session row's name.
 pub const E1: &str = "E1 etcd lock+unlock";
-/// The concurrent row's name (its sessions: [`super::client::SESSIONS`]).
-pub const E1_MANY: &str = "E1 etcd 64 sessions lock+unlock";
+
+/// The name of the Lock/Unlock row of `sessions` sessions.
+pub fn name(sessions: usize) -> String {
+    if sessions == 1 {
+        E1.to_owned()
+    } else {
+        format!("E1 etcd {sessions} sessions lock+unlock")
+    }
+}
 
 /// One connection to etcd, with a client of each service used.
 #[derive(Clone)]
@@ -148,39 +156,40 @@ pub async fn sequential(addr: String, round: usize, n: u64) -> Result<Sample, St
     Ok(sample)
 }
 
-/// `sessions` sessions on one connection, each doing lock+unlock for `run_for`.
+/// `sessions` sessions spread over [`fleet::connections`] connections, each doing
+/// lock+unlock for `run_for`.
 pub async fn concurrent(
     addr: String,
     round: usize,
     sessions: usize,
     run_for: Duration,
 ) -> Result<Sample, String> {
-    let etcd = Etcd::connect(&addr).await?;
+    let mut conns = Vec::new();
+    for _ in 0..fleet::connections(sessions) {
+        conns.push(Etcd::connect(&addr).await?);
+    }
     let prefix = prefix("e1m-", round);
-    let mut tasks = Vec::with_capacity(sessions);
-    let start = Instant::now();
-    for s in 0..sessions {
-        let mut etcd = etcd.clone();
+    fleet::run(sessions, run_for, |s, start| {
+        let mut etcd = conns[s % conns.len()].clone();
         let prefix = prefix.clone();
-        tasks.push(tokio::spawn(async move {
+        async move {
             let lease = etcd.grant().await?;
+            let deadline = start.ready().await;
             let mut lat = Vec::new();
             let mut i = 0u64;
-            while start.elapsed() < run_for {
+            let mut done = Instant::now();
+            while done < deadline {
                 let t = Instant::now();
                 etcd.lock_unlock(format!("{prefix}/{s}/{i}"), lease).await?;
-                lat.push(t.elapsed().as_nanos() as u64);
+                done = Instant::now();
+                lat.push((done - t).as_nanos() as u64);
                 i += 1;
             }
             etcd.revoke(lease).await?;
-            Ok::<_, String>(lat)
-        }));
-    }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.map_err(err)??);
-    }
-    Ok(Sample::new(all.len() as u64, start.elapsed(), all))
+            Ok((lat, done))
+        }
+    })
+    .await
 }
 
 /// `n` elections won and resigned in one session, each timed.
@@ -217,18 +226,25 @@ pub async fn elections(addr: String, round: usize, n: u64) -> Result<Sample, Str
     Ok(sample)
 }
 
-/// The specs of the etcd rows, with the goals of the locks rows beside them (decided by
-/// [`super::client::decide_etcd_goals`] once both are measured).
-pub fn specs() -> [Spec; 3] {
-    [
-        Spec::rate(E1, "op/s", Floor::Tcp).goal(
+/// The spec of the Lock/Unlock row of `sessions` sessions, with the goal of the locks row
+/// beside it where the issue sets one (decided by [`super::client::decide_goals`] once both
+/// are measured).
+pub fn spec(sessions: usize) -> Spec {
+    let spec = Spec::rate(name(sessions), "op/s", Floor::Tcp);
+    match sessions {
+        1 => spec.goal(
             "goal: C1 grpc local lock+unlock >= 10x this rate",
             Check::AfterRounds,
         ),
-        Spec::rate(E1_MANY, "op/s", Floor::Tcp).goal(
-            "goal: C1 grpc 64 sessions lock+unlock >= 10x this rate",
+        64 => spec.goal(
+            "goal: C1 grpc 64 sessions >= 10x this rate",
             Check::AfterRounds,
         ),
-        Spec::rate("E2 etcd campaign+resign", "op/s", Floor::Tcp),
-    ]
+        _ => spec,
+    }
+}
+
+/// The spec of the Campaign/Resign row.
+pub fn election_spec() -> Spec {
+    Spec::rate("E2 etcd campaign+resign", "op/s", Floor::Tcp)
 }

@@ -16,9 +16,11 @@
 
 pub mod client;
 pub mod client_etcd;
+pub mod client_python;
 pub mod cluster;
 pub mod contended;
 pub mod election;
+pub mod fleet;
 pub mod floors;
 pub mod graph;
 pub mod mem;
@@ -122,6 +124,9 @@ pub struct Config {
     /// The address of an etcd server the user started, if any (the CLIENT workload measures
     /// its lock and election services beside the gRPC API's).
     pub etcd: Option<String>,
+    /// A Python interpreter with the `locks-client` package installed, if any (the CLIENT
+    /// workload measures the Python client through it).
+    pub python: Option<std::path::PathBuf>,
     /// The workloads to run (empty: all).
     pub workloads: Vec<Workload>,
     /// Where the rig's nodes keep their data directories (`<dir>/<name>`), if anywhere.
@@ -142,6 +147,7 @@ impl Config {
             processes: false,
             redis: None,
             etcd: None,
+            python: None,
             workloads: Vec::new(),
             data_dir: None,
             soak_secs: 600,

@@ -7,6 +7,10 @@
 //! - `R-HOT`: 8 clients, each with its own connection, on ONE key for a fixed time; a failed
 //!   `SET NX` is retried at once, a success is released at once. Successful cycles/s, and the
 //!   p50/p99 of the wait from a client's first attempt to its success.
+//! - `R-C redis N clients lock cycle` (the CLIENT workload's anchor, N of 1, 16, 64, 256): N
+//!   clients at once (a `fleet`), each with its own connection and its own keys; a cycle is
+//!   `SET key token NX PX 30000` (the recipe's expiry), then the release script, each reply
+//!   waited for. Cycles/s over all of them, and the p50/p99 of a cycle.
 //!
 //! Clients run on a current-thread tokio runtime (the faster of the two runtimes measured for
 //! Redis on this machine, so the comparison favours Redis). The RESP client is the minimum
@@ -117,6 +121,24 @@ impl Resp {
             Reply::Simple(ok) if ok == "OK" => Ok(true),
             Reply::Bulk(None) => Ok(false),
             other => Err(format!("redis SET NX answered {other:?}")),
+        }
+    }
+
+    /// `SET key token NX PX ms`: as [`Resp::acquire`], the key expiring after `ms`.
+    pub async fn acquire_px(&mut self, key: &str, token: &str, ms: u64) -> Result<bool, String> {
+        let ms = ms.to_string();
+        let args: [&[u8]; 6] = [
+            b"SET",
+            key.as_bytes(),
+            token.as_bytes(),
+            b"NX",
+            b"PX",
+            ms.as_bytes(),
+        ];
+        match self.call(&args).await? {
+            Reply::Simple(ok) if ok == "OK" => Ok(true),
+            Reply::Bulk(None) => Ok(false),
+            other => Err(format!("redis SET NX PX answered {other:?}")),
         }
     }
 
@@ -234,5 +256,55 @@ pub fn hot(addr: &str, round: usize, duration: Duration) -> Result<Sample, Strin
                 attempts as f64 / successes.max(1) as f64,
             )
             .with_extra("least client share", share))
+    })
+}
+
+/// The expiry of the lock cycle's keys: longer than any round.
+const CYCLE_PX_MS: u64 = 30_000;
+
+/// The name of the lock-cycle row of `clients` clients.
+pub fn cycles_name(clients: usize) -> String {
+    let plural = if clients == 1 { "" } else { "s" };
+    format!("R-C redis {clients} client{plural} lock cycle")
+}
+
+/// One round of `R-C`: `clients` clients, each on its own connection and keys, doing lock
+/// cycles for `run_for` (on a current-thread runtime, as the other Redis rows).
+pub fn cycles(
+    addr: &str,
+    round: usize,
+    clients: usize,
+    run_for: Duration,
+) -> Result<Sample, String> {
+    runtime()?.block_on(async {
+        let mut conns = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            conns.push(Resp::connect(addr).await?);
+        }
+        let mut conns: Vec<Option<Resp>> = conns.into_iter().map(Some).collect();
+        super::fleet::run(clients, run_for, |client, start| {
+            let c = conns[client].take();
+            async move {
+                let mut c = c.ok_or("harness bug: a connection used twice")?;
+                let key = format!("locks-bench:cycle:{round}:{client}");
+                let deadline = start.ready().await;
+                let mut lat = Vec::new();
+                let mut done = Instant::now();
+                let mut i = 0u64;
+                while done < deadline {
+                    let token = format!("c{client}-{i}");
+                    let t = Instant::now();
+                    if !c.acquire_px(&key, &token, CYCLE_PX_MS).await? {
+                        return Err(format!("{key} is held by someone else"));
+                    }
+                    c.release(&key, &token).await?;
+                    done = Instant::now();
+                    lat.push((done - t).as_nanos() as u64);
+                    i += 1;
+                }
+                Ok((lat, done))
+            }
+        })
+        .await
     })
 }

@@ -120,6 +120,12 @@ pub fn redis_comparison(rows: &[Row]) -> String {
         ("W1 node-rt txn", "R-SEQ"),
         ("W1 foreign-rt txn", "R-SEQ"),
         ("W3 hot lock", "R-HOT"),
+        ("C1 grpc local lock+unlock", "R-C redis 1 client"),
+        ("C1 grpc 16 sessions", "R-C redis 16 clients"),
+        ("C1 grpc 64 sessions", "R-C redis 64 clients"),
+        ("C1 grpc 256 sessions", "R-C redis 256 clients"),
+        ("PY python 1 thread", "R-C redis 1 client"),
+        ("PY python 16 threads", "R-C redis 16 clients"),
     ];
     comparison(rows, "beside the Redis mutex of this run:\n", &pairs)
 }
@@ -128,7 +134,12 @@ pub fn redis_comparison(rows: &[Row]) -> String {
 pub fn etcd_comparison(rows: &[Row]) -> String {
     let pairs = [
         ("C1 grpc local lock+unlock", "E1 etcd lock+unlock"),
+        ("C1 grpc 16 sessions", "E1 etcd 16 sessions"),
         ("C1 grpc 64 sessions", "E1 etcd 64 sessions"),
+        ("C1 grpc 256 sessions", "E1 etcd 256 sessions"),
+        ("C2 grpc Majority 3 procs 64", "E1 etcd 64 sessions"),
+        ("PY python 1 thread", "E1 etcd lock+unlock"),
+        ("PY python 16 threads", "E1 etcd 16 sessions"),
     ];
     comparison(rows, "beside etcd in this run:\n", &pairs)
 }

@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! cargo run --release -p examples --bin bench -- [workloads...] [--quick] [--json FILE] [--redis ADDR]
-//!     [--etcd ADDR] [--processes] [--rounds N] [--round-limit SECS] [--soak-secs SECS]
+//!     [--etcd ADDR] [--python PATH] [--processes] [--rounds N] [--round-limit SECS]
+//!     [--soak-secs SECS]
 //! ```
 //!
 //! Prints a progress line per workload on stderr, then the table, the comparison with Redis and
@@ -36,6 +37,10 @@ struct Args {
     /// this server (one you started, `host:port`; nothing else is contacted).
     #[arg(long, value_name = "ADDR")]
     etcd: Option<String>,
+    /// With the CLIENT workload, also measure the Python client through this interpreter (one
+    /// with the `locks-client` package installed, such as a virtualenv's `bin/python`).
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
     /// W6 also with two of its three nodes in processes of their own (needs the `node`
     /// program built beside this one).
     #[arg(long)]
@@ -53,6 +58,23 @@ struct Args {
     /// How long the SOAK workload runs its attacks, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     soak_secs: u64,
+    /// Only put C1's load on the node serving clients at ADDR (one you started): `--sessions`
+    /// sessions doing lock+unlock for `--seconds`, then print the rate (for profiling the
+    /// node under a steady load, see BENCHMARKS.md).
+    #[arg(long, value_name = "ADDR")]
+    load: Option<String>,
+    /// Sessions of `--load`.
+    #[arg(long, default_value_t = 64)]
+    sessions: usize,
+    /// Seconds of `--load`.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// With `--load`: C2's lock instead, `Majority` on these nodes (names, comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    majority: Vec<String>,
+    /// Worker threads of `--load`'s runtime (0: a current-thread runtime).
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
     mem_child: Option<u64>,
@@ -69,6 +91,25 @@ fn main() -> ExitCode {
             }
         };
     }
+    if let Some(addr) = args.load {
+        let run_for = Duration::from_secs(args.seconds);
+        return match bench::client::load(
+            &addr,
+            args.sessions,
+            run_for,
+            args.workers,
+            &args.majority,
+        ) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("load: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let mut cfg = Config::new(args.quick);
     if let Some(rounds) = args.rounds {
         cfg.rounds = rounds.max(1);
@@ -78,6 +119,7 @@ fn main() -> ExitCode {
     }
     cfg.redis = args.redis;
     cfg.etcd = args.etcd;
+    cfg.python = args.python;
     cfg.processes = args.processes;
     cfg.data_dir = args.data_dir;
     cfg.soak_secs = args.soak_secs.max(1);

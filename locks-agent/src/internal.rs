@@ -18,6 +18,7 @@ pub use crate::core::agent::{AgentCore, AgentEffect, Lease};
 pub use crate::core::graph::{Cycle, ViewGraph, WaitLabel};
 pub use crate::core::knowledge::Knowledge;
 pub use crate::core::requests::LockRequest;
+pub use crate::core::victim::{lock_given_up, victim_order};
 pub use crate::core::{Answer, CallFailure, CallId};
 /// The one executor of [`AgentCore`] effects, used by the agent actor and by the leader's
 /// member actor, which embeds a core.

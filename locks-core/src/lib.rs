@@ -3,7 +3,8 @@
 //! It owns:
 //! - [`Mode`] and [`ModeTable`]: the six lock modes of StickyLocking with the compatibility and
 //!   group-mode matrices, and installable custom tables;
-//! - [`LockId`]: hierarchical lock names (a non-empty path of [`Key`]s);
+//! - [`LockId`]: hierarchical lock names (a non-empty path of [`Key`]s), and when a lock of the
+//!   hierarchy is held ([`held_in_hierarchy`]);
 //! - [`NodeId`], [`AgentId`] and [`MemberId`]: who is who, with the total order the deadlock
 //!   algorithm needs;
 //! - [`fence`]: a resource's check that refuses writes from holders whose grant is stale;
@@ -45,6 +46,7 @@ pub mod codec;
 #[doc(hidden)]
 pub mod escape;
 pub mod fence;
+mod hold;
 mod id;
 mod ident;
 pub mod lock_word;
@@ -76,6 +78,7 @@ pub mod internal {
     pub use crate::waits;
 }
 
+pub use hold::held_in_hierarchy;
 pub use id::{Key, LockId, LockIdError};
 pub use ident::{AgentId, MAX_NODE_NAME, MemberId, NodeId, NodeNameError};
 pub use mode::{Mode, ModeTable, ModeTableError};

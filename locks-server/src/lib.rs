@@ -69,6 +69,7 @@ pub mod metrics;
 mod net;
 mod node;
 mod node_core;
+mod route;
 mod router;
 mod server;
 mod table;

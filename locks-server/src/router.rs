@@ -21,14 +21,13 @@
 //! which knows the sender.
 
 pub(crate) mod agents;
-mod messages;
 use crate::node_core::delivery::{self, ForAgent};
 pub(crate) use crate::node_core::peer;
 mod port;
+pub(crate) use crate::route::LinkDown;
+pub use crate::route::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 pub use agents::Presence;
 use agents::{Agents, Mailbox};
-pub(crate) use messages::LinkDown;
-pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 pub use port::{AgentPort, FreshAgent, Port};
 
 use crate::introspect::{self, Introspection, ReportSource};

@@ -120,10 +120,11 @@ fn our_dependencies(krate: &str) -> BTreeSet<String> {
             in_deps = line == "[dependencies]";
             continue;
         }
-        if in_deps && let Some(name) = line.split(['.', ' ', '=']).next() {
-            if let Some(short) = name.strip_prefix("locks-") {
-                deps.insert(short.to_string());
-            }
+        if in_deps
+            && let Some(name) = line.split(['.', ' ', '=']).next()
+            && let Some(short) = name.strip_prefix("locks-")
+        {
+            deps.insert(short.to_string());
         }
     }
     deps
@@ -223,7 +224,7 @@ fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);

@@ -76,7 +76,7 @@
 // Every type a public item mentions is nameable from the root or from `internal`.
 #![warn(unnameable_types)]
 
-mod agent;
+mod actor;
 mod blocking;
 mod core;
 mod error;

@@ -29,7 +29,7 @@
 //! macro), [`NodeId`], [`AgentId`] and [`MemberId`], the copy of a lock's queue a watch
 //! reports ([`LockView`], [`QueueEntry`], [`Conversion`]), [`RwuLock`] and its guards, and the
 //! errors of each ([`LockIdError`], [`NodeNameError`], [`ModeTableError`]); the modules
-//! [`fence`] (a resource's check of fencing tokens) and [`lock_word`] (the lock word
+//! [`fence`] (a resource's check of fencing versions) and [`lock_word`] (the lock word
 //! [`RwuLock`] is built on, its state and procedures, for locks in shared memory).
 //!
 //! **Internal seam**: [`internal`] holds what the other crates of this workspace share with

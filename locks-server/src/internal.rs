@@ -257,8 +257,8 @@ pub mod sim {
     }
 
     /// Serves `request` on `table` as if its agent sent it.
-    pub fn serve(table: &LocalTable, request: ServerRequest) {
-        table.serve(request);
+    pub fn admit(table: &LocalTable, request: ServerRequest) {
+        table.admit(request);
     }
 
     /// Applies `input` to `table` (any input: a node down, a timer, a request).

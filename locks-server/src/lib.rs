@@ -85,7 +85,7 @@ pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
-pub use node_core::peer::{MAX_CLOCK_AHEAD, PeerFault};
+pub use node_core::peer_check::{MAX_CLOCK_AHEAD, PeerFault};
 pub use node_core::quota::PeerQuotas;
 pub use router::RouteError;
 pub use table::{EntrySnapshot, LockSnapshot, TableSnapshot};

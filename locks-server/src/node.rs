@@ -504,9 +504,9 @@ fn incarnation_now() -> u64 {
 /// Without a data directory, versions of a node incarnation start at its start time in
 /// microseconds times 1024: a later incarnation starts above every version the earlier one
 /// could have handed out, unless that one ran more than 1024 operations per microsecond or the
-/// clock went back. (Peers refuse versions beyond their own clock's bound: `node_core/peer.rs`.)
+/// clock went back. (Peers refuse versions beyond their own clock's bound: `node_core/peer_check.rs`.)
 fn version_base(incarnation: u64) -> u64 {
-    incarnation.saturating_mul(crate::node_core::peer::VERSIONS_PER_MICROSECOND)
+    incarnation.saturating_mul(crate::node_core::peer_check::VERSIONS_PER_MICROSECOND)
 }
 
 /// What the other crates of this workspace need of a [`Node`] to run actors on it (agents,

@@ -89,13 +89,13 @@ pub enum RouteError {
     },
     /// A peer sent a message that it may not send (it spoke for an agent, member or lock
     /// server of another node, or carried a version no node can have issued): refused and
-    /// dropped (see `node_core/peer.rs`).
+    /// dropped (see `node_core/peer_check.rs`).
     #[error("a message from node {from} refused: {fault}")]
     Refused {
         /// The peer that sent it.
         from: NodeId,
         /// What was wrong with it.
-        fault: crate::node_core::peer::PeerFault,
+        fault: crate::node_core::peer_check::PeerFault,
     },
     /// A request or message was handed to the port of one agent ([`crate::router::AgentPort`]) in
     /// the name of another: refused and not sent (an agent's port speaks for that agent only).

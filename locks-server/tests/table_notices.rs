@@ -148,7 +148,7 @@ fn versions_start_above_the_base_and_move_once_per_operation() {
     assert_eq!(fx.len(), 1);
     lock(&mut tb, 2, &ab, Mode::X);
     assert_eq!(tb.version(), (1 << 40) + 3);
-    // A new holder gets a larger fencing token.
+    // A new holder gets a larger fencing version.
     let fx = remove(&mut tb, 1);
     let n = notice_to(&fx, 2, &ab).expect("T2 granted");
     assert_eq!(

@@ -55,7 +55,7 @@ fn surrender_at(
     r2: &LockId,
     version: u64,
 ) {
-    sim::serve(
+    sim::admit(
         table,
         ServerRequest::Surrender {
             agent: a.clone(),
@@ -143,7 +143,7 @@ async fn removing_an_agent_releases_it_in_every_shard() {
     let touched = Touched::default();
     granted(sim::fast_lock(table, &z, &r1, Mode::X, &touched));
     granted(sim::fast_lock(table, &z, &r2, Mode::X, &touched));
-    sim::serve(table, ServerRequest::RemoveAgent { agent: z.clone() });
+    sim::admit(table, ServerRequest::RemoveAgent { agent: z.clone() });
     assert!(table.snapshot().locks.is_empty(), "{:?}", table.snapshot());
     assert!(!table.knows(&z, &Touched::all()));
 }

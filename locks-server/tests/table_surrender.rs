@@ -126,7 +126,7 @@ fn surrender_regrants_at_once_when_nobody_else_waits() {
     assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait []");
     let n = notice_to(&fx, 1, &l).expect("told");
     assert_eq!(n.state, EntryState::Granted(Mode::X));
-    assert_eq!(n.version, v + 1, "a new grant, with a new fencing token");
+    assert_eq!(n.version, v + 1, "a new grant, with a new fencing version");
 }
 
 #[test]

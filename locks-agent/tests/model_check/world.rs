@@ -7,7 +7,7 @@
 //! `(sender, receiver)` pair, as over an actix mailbox or a TCP connection; channels of
 //! different pairs interleave freely.
 //!
-//! The steps ([`Action`]) are exactly what the agent actor (`locks-agent/src/agent.rs`) does:
+//! The steps ([`Action`]) are exactly what the agent actor (`locks-agent/src/actor.rs`) does:
 //! - a client call (`request`, `unlock`, `convert`) is fed to the core, its effects are carried
 //!   out in order, and a settle round is scheduled; a blocking `lock` leaves the client waiting
 //!   until a settle round finds the transaction with all its locks (the actor answers waiting
@@ -429,7 +429,7 @@ impl World {
                 let chans = &mut self.chans;
                 let served =
                     self.tables
-                        .serve(&m.node_ids[n], [req], &AllConnected, |agent, msg| {
+                        .admit(&m.node_ids[n], [req], &AllConnected, |agent, msg| {
                             let a = m.by_id[&agent];
                             if verbose {
                                 let _ = write!(

@@ -527,7 +527,7 @@ fn a_leader_defers_a_node_that_comes_up_until_it_steps_down() {
     );
     let effects = e.b.settle(T0);
     assert!(e.b.is_leader(), "{effects:?}");
-    // Nor on one that becomes the smallest node up (the gate).
+    // Nor on one that becomes the smallest node up (the first node).
     let mut effects = e.b.node_up(&n("a"), T0);
     effects.extend(e.b.settle(T0));
     assert!(!asks_lock_on(&effects, &n("a")), "{effects:?}");

@@ -315,13 +315,13 @@ impl Sim {
     }
 
     /// Applies a request to a node's table and sends the notices (see [`route`]).
-    fn serve(&mut self, n: &NodeId, request: ServerRequest) {
+    fn admit(&mut self, n: &NodeId, request: ServerRequest) {
         let (members, links, net) = (&self.members, &self.links, &mut self.world.net);
         let rounds = &mut self.rounds;
         let peers = LinksOf { node: n, links };
         self.world
             .tables
-            .serve(n, [request], &peers, |agent, msg| {
+            .admit(n, [request], &peers, |agent, msg| {
                 route(links, members, net, rounds, n, agent, msg)
             })
             .expect("a table per node");
@@ -459,7 +459,7 @@ impl Sim {
         match to {
             End::Server(n) => {
                 if let Msg::Server(req) = msg {
-                    self.serve(&n, req);
+                    self.admit(&n, req);
                 }
             }
             End::Member(m) => {

@@ -56,7 +56,7 @@
 //! **Versions.** One counter per table, starting above the `version_base` given to
 //! [`LockTable::new`] (the actor derives it from the node's incarnation, so versions keep growing
 //! across restarts). An operation that changes any lock's queue increments it once, and every
-//! lock it changed takes the new value; a grant notice's version is the fencing token of that
+//! lock it changed takes the new value; a grant notice's version is the fencing version of that
 //! grant. A request that changes nothing (a `Lock` already covered by what is held) is answered
 //! with the lock's unchanged version, so an agent must take a notice whose version *equals* its
 //! copy's as current, and drop only older ones. `RaiseVersions` moves the counter up to its

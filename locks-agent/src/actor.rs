@@ -47,7 +47,7 @@ use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::internal::{AgentPort, Deliver, DownCause, Port};
+use locks_server::embed::{AgentPort, Deliver, DownCause, Port};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ops::ControlFlow;

@@ -27,7 +27,7 @@ use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
-use locks_server::internal::{NodeInternals, Presence, Touched};
+use locks_server::embed::{NodeInternals, Presence, Touched};
 use pending::Pending;
 use smallvec::SmallVec;
 use std::future::Future;

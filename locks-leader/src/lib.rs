@@ -48,10 +48,10 @@
 //! `serde` is the one third-party crate in this crate's signatures, deliberately: what a
 //! group's members send each other is encoded with it.
 //!
-//! **Internal seam**: [`internal`], the pure member state machine (`MemberCore`, its `State`
-//! and `MemberEffect`s, the messages between members, `Peer`, and the `LeaderProof`) that the
-//! workspace's simulations drive. It carries no stability promise; everything else is private
-//! to the crate.
+//! The pure member state machine, for shells, simulations and tools of one's own:
+//! [`state_machine`] (`MemberCore`, its `State` and `MemberEffect`s, the messages between
+//! members, `Peer`, and the `LeaderProof`), which the workspace's simulations drive.
+//! Everything else is private to the crate.
 //!
 //! # Majority and islands
 //!
@@ -282,7 +282,7 @@
 //!   there): the lock decides who leads.
 
 #![forbid(unsafe_code)]
-// Every type a public item mentions is nameable from the root or from `internal`.
+// Every type a public item mentions is nameable from the root or from `state_machine`.
 #![warn(unnameable_types)]
 
 mod actor;
@@ -291,10 +291,10 @@ mod core;
 mod error;
 mod handle;
 mod info;
-pub mod internal;
 mod lease;
 mod options;
 mod remembered;
+pub mod state_machine;
 mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};

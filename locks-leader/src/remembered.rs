@@ -21,7 +21,7 @@
 
 use crate::term::Term;
 use locks_core::{Key, codec};
-use locks_server::internal::{LocalTable, NodeInternals};
+use locks_server::embed::{LocalTable, NodeInternals};
 use locks_server::{DataDir, DataDirError, Node};
 use std::sync::Arc;
 

@@ -509,11 +509,10 @@ fn version_base(incarnation: u64) -> u64 {
     incarnation.saturating_mul(crate::node_core::peer_check::VERSIONS_PER_MICROSECOND)
 }
 
-/// What the other crates of this workspace need of a [`Node`] to run actors on it (agents,
-/// group members): its router's [`Port`], its thread and fresh agent ids. Not part of the
-/// public surface: reached through [`crate::internal`]. Nothing here lets a caller act as a
-/// peer, tell the node a node went down, or take over a mailbox it was not given (see the
-/// `internal` module).
+/// What a shell needs of a [`Node`] to run actors on it (agents, group members): its router's
+/// [`Port`], its thread and fresh agent ids (in [`crate::embed`]). Nothing here lets a caller
+/// act as a peer, tell the node a node went down, or take over a mailbox it was not given (see
+/// the `embed` module's compile-fail tests).
 pub trait NodeInternals {
     /// What agents and members of this node get of its router.
     fn router(&self) -> &Port;

@@ -179,7 +179,7 @@ impl Router {
 
     /// Registers a local transaction that has no actor yet: messages for it are kept until
     /// [`Router::attach_agent`] (see `Mailbox::Idle`). (A transaction begun with
-    /// [`crate::internal::NodeInternals::begin_agent`] needs none: its mailbox is made when
+    /// [`crate::embed::NodeInternals::begin_agent`] needs none: its mailbox is made when
     /// the first message for it comes.)
     pub fn register_idle_agent(&self, agent: AgentId) {
         self.agents.register_idle(agent);

@@ -7,8 +7,8 @@ use common::net::{RawLink, id as node, init_tracing, loopback, raw_handshake, wi
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::internal::net::{
+use locks_server::transport::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::transport::net::{
     Connection, DialError, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig, PeerFrame,
     Refusal, RefusalCode, Role, SendError, connect, establish,
 };
@@ -48,7 +48,7 @@ async fn raw_acceptor(
     config: NetConfig,
 ) -> (
     SocketAddr,
-    tokio::task::JoinHandle<Result<locks_server::internal::net::Connection, Refusal>>,
+    tokio::task::JoinHandle<Result<locks_server::transport::net::Connection, Refusal>>,
 ) {
     let listener = TcpListener::bind(loopback()).await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -4,8 +4,8 @@
 
 use locks_core::proto::{EntryState, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, Mode, lock_id};
-use locks_server::internal::sim;
-use locks_server::internal::{FastLock, LocalTable, NodeInternals, Touched};
+use locks_server::embed::sim;
+use locks_server::embed::{FastLock, LocalTable, NodeInternals, Touched};
 use locks_server::{Node, NodeConfig};
 
 /// A new agent id of `node`, registered as a transaction without an actor (so that notices to

@@ -22,7 +22,7 @@ use std::cmp::Ordering;
 /// greatest is the victim).
 ///
 /// ```
-/// use locks_agent::internal::victim_order;
+/// use locks_agent::state_machine::victim_order;
 /// use locks_core::{AgentId, NodeId};
 /// use std::cmp::Ordering;
 ///

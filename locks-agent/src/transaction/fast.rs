@@ -39,7 +39,7 @@ use crate::core::{LockState, Locked};
 use crate::error::Error;
 use actix::prelude::*;
 use locks_core::{LockId, Mode};
-use locks_server::internal::{FastLock, NodeInternals};
+use locks_server::embed::{FastLock, NodeInternals};
 use std::sync::PoisonError;
 
 /// What the fast path did with a lock request.

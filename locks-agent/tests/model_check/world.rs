@@ -1,6 +1,6 @@
 //! One state of the modelled system and the steps that lead out of it.
 //!
-//! A [`World`] is every lock table (the real `locks_server::internal::LockTable`, one per node, on the
+//! A [`World`] is every lock table (the real `locks_server::state_machine::LockTable`, one per node, on the
 //! shared harness's `Tables`), every
 //! agent (the real `AgentCore`, wrapped as [`Client`] with the position of its client in its
 //! script) and every message in flight. Messages travel on the FIFO channel of their
@@ -23,7 +23,7 @@
 //! actions replays to the same states (the explorer stores paths, not states, for its traces).
 
 use super::show::{show_msg, show_op, show_request, show_status};
-use locks_agent::internal::{AgentCore, AgentEffect, CallId};
+use locks_agent::state_machine::{AgentCore, AgentEffect, CallId};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};

@@ -25,7 +25,7 @@ pub use audit::Audit;
 pub use client::{Act, Ask, Client};
 pub use locks_testing::Rng;
 
-use locks_agent::internal::{AgentCore, AgentEffect};
+use locks_agent::state_machine::{AgentCore, AgentEffect};
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use locks_testing::sim::{AllConnected, Rounds, Route, Step, World};

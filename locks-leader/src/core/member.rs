@@ -10,7 +10,7 @@ use crate::core::member_messages::Peer;
 use crate::error::CallError;
 use crate::options::GroupOptions;
 use crate::term::Role;
-use locks_agent::internal::{AgentCore, AgentEffect};
+use locks_agent::state_machine::{AgentCore, AgentEffect};
 use locks_agent::{Options, Req};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, Mode, ModeTable, NodeId};

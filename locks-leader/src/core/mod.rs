@@ -90,7 +90,7 @@ use crate::callbacks::{CallId, Callbacks, Ctx, GroupView};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
-use locks_agent::internal::{AgentCore, AgentEffect};
+use locks_agent::state_machine::{AgentCore, AgentEffect};
 use locks_core::proto::{LockView, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -115,7 +115,7 @@ pub enum MemberEffect<C: Callbacks> {
         request: ServerRequest,
     },
     /// An effect of the election agent (a candidate's [`AgentCore`]): carried out by the
-    /// agent's executor (`locks_agent::internal::execute`) on that core, as the agent actor
+    /// agent's executor (`locks_agent::state_machine::execute`) on that core, as the agent actor
     /// does, which also tells the core of a lock server it cannot reach.
     Agent(AgentEffect),
     /// Send `msg` to another member. If it does not run any more, tell the core

@@ -7,7 +7,7 @@ use super::*;
 use crate::callbacks::{CallReturn, Caller, Elected, Handled};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{Key, Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// Records what it is told; doubles leader calls.
 #[derive(Default)]

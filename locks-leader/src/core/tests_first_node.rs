@@ -5,7 +5,7 @@ use super::tests::{T0, lock, member, n, requests, serve_locks_on};
 use super::*;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 #[test]
 fn a_candidate_asks_its_first_node_then_every_node_once_it_holds_it() {

@@ -7,7 +7,7 @@ use super::*;
 use crate::GroupOptions;
 use locks_core::proto::ServerRequest;
 use locks_core::{Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// Feeds `effects`' requests to the tables of their nodes and the resulting messages for `m`
 /// back to it (settling after each round); returns the other effects.

@@ -9,7 +9,7 @@ use super::*;
 use crate::GroupOptions;
 use locks_core::ModeTable;
 use locks_core::proto::{AgentMessage, ServerRequest};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// Members and the lock tables of their nodes, on a network that delivers at once.
 struct Net {

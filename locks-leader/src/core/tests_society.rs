@@ -5,7 +5,7 @@ use super::tests::{Rec, T0, env, lock, member, n, requests, serve_locks_on, term
 use super::*;
 use locks_core::proto::AgentMessage;
 use locks_core::{Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// A view of the election lock on `node` at `version` in which `waiting` wait.
 fn watched(node: &str, version: u64, waiting: &[&AgentId]) -> AgentMessage {

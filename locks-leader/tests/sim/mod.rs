@@ -1,7 +1,7 @@
 //! A deterministic in-memory cluster of member cores and lock tables, on the shared harness
 //! (`locks_testing::sim`: the seeded network, the real lock tables, the choice of each step).
 //!
-//! Each node has a real `locks_server::internal::LockTable`; each member is a pure
+//! Each node has a real `locks_server::state_machine::LockTable`; each member is a pure
 //! [`MemberCore`] with the test dictionary as its callbacks. Every message travels on the FIFO
 //! channel of its (sender, receiver) pair, as over an actix mailbox or a TCP connection; which
 //! channel delivers next, and when a member settles after a burst, is chosen by the seeded
@@ -15,11 +15,11 @@
 #![allow(dead_code)]
 
 use super::common::dict::{Dict, Rep, Req};
-use locks_agent::internal::AgentEffect;
+use locks_agent::state_machine::AgentEffect;
 use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
-use locks_leader::internal::{MemberCore, MemberEffect, Peer, State};
+use locks_leader::state_machine::{MemberCore, MemberEffect, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_testing::sim::{Net, Peers, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

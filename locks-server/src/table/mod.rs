@@ -222,7 +222,6 @@ impl LockTable {
 
     /// Sets how many entries a lock needs before it keeps an index (tests use 0 to run every
     /// lock on the indexed path). Behaviour and output do not depend on it.
-    #[doc(hidden)]
     pub(crate) fn with_index_threshold(mut self, threshold: usize) -> Self {
         self.index_threshold = threshold;
         self

@@ -1,12 +1,12 @@
-//! The simulated nodes' servers: each node's core ([`NodeCore`](locks_server::internal::NodeCore))
-//! around its real lock table (`locks_server::internal::LockTable`), in shards as a node's is.
+//! The simulated nodes' servers: each node's core ([`NodeCore`](locks_server::state_machine::NodeCore))
+//! around its real lock table (`locks_server::state_machine::LockTable`), in shards as a node's is.
 //!
 //! [`Tables::admit`] is the one place the simulations apply requests to a node, and
 //! [`Tables::release_node`] the one place they tell a node that another went down: both step
-//! the node's core ([`NodeCore::step`](locks_server::internal::NodeCore::step): the liveness
+//! the node's core ([`NodeCore::step`](locks_server::state_machine::NodeCore::step): the liveness
 //! filter, node down) and carry out its effects through the same function as the node's
-//! shells ([`Sharding::apply`](locks_server::internal::Sharding::apply), which steps each
-//! shard with [`LockTable::step`](locks_server::internal::LockTable::step)), so the
+//! shells ([`Sharding::apply`](locks_server::state_machine::Sharding::apply), which steps each
+//! shard with [`LockTable::step`](locks_server::state_machine::LockTable::step)), so the
 //! simulations run the node layer and the server protocol, and what spans a node's shards
 //! (removal, a surrender whose cycle crosses shards, an agent found gone), exactly as the lock
 //! server actor and the fast path do. A simulated node has no start-delay and no lock-delay
@@ -16,8 +16,9 @@
 use locks_core::proto::{AgentMessage, LockNotice, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use locks_server::TableSnapshot;
-use locks_server::internal::{Delivery, NodeCore, NodeEffect, NodeInput, Peers, Sharding};
-use locks_server::internal::{LockTable, TableInput};
+use locks_server::embed::Delivery;
+use locks_server::state_machine::{LockTable, TableInput};
+use locks_server::state_machine::{NodeCore, NodeEffect, NodeInput, Peers, Sharding};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;

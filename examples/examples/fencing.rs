@@ -1,7 +1,7 @@
 //! Fencing: a resource that refuses a stale lock holder.
 //!
 //! Three in-process nodes on 127.0.0.1 (ephemeral ports). A register is guarded by a
-//! [`Fence`]: every write carries the fencing tokens of the writer's grant. Transaction `t1` on
+//! [`Fence`]: every write carries the fencing versions of the writer's grant. Transaction `t1` on
 //! node `a` takes an exclusive `Majority` lock on `a`, `b`, `c` and writes. Then `a` is cut off
 //! from `b` and `c` while `t1` is paused in the middle of a write: `a`'s locks on `b` and `c`
 //! are released after the lock delay, and `t2` on node `b` is granted the lock by the majority
@@ -49,7 +49,7 @@ async fn node(name: &str) -> Node {
 }
 
 /// Takes `lock` exclusively on a majority of `nodes` in a new transaction on `on`; returns the
-/// transaction and the grant's fencing tokens.
+/// transaction and the grant's fencing versions.
 async fn take(on: &Node, lock: &LockId, nodes: &[NodeId]) -> (Transaction, Vec<(NodeId, u64)>) {
     let t = begin_transaction(on, Options::default())
         .await
@@ -61,7 +61,7 @@ async fn take(on: &Node, lock: &LockId, nodes: &[NodeId]) -> (Transaction, Vec<(
     .await
     .expect("the grant comes in time")
     .expect("lock granted");
-    // The grant's fencing tokens: each granting node with the lock's version there.
+    // The grant's fencing versions: each granting node with the lock's version there.
     let tokens = locked.granted.nodes.into_vec();
     (t, tokens)
 }

@@ -6,8 +6,8 @@
 //! # Public surface
 //!
 //! The modules and [`sees`] above, for this crate's examples, binaries and tests; it is no
-//! library for other programs and has no internal seam. It uses only the public surface of
-//! the lock crates, and `locks_agent::internal::ViewGraph` for the graph benchmark.
+//! library for other programs. It uses only the public surface of the lock crates (the graph
+//! benchmark: `locks_agent::state_machine::ViewGraph`).
 
 pub mod bench;
 pub mod gdict;

@@ -121,8 +121,7 @@ fn three_processes_survive_a_sigkill() {
 /// SIGTERM (what `kill`, systemd and container runtimes send to stop a process) is a clean
 /// stop: the node tells its peers to release its agents' locks before it closes its
 /// connections, so they pass on at once. The survivor's lock-delay is ten minutes here, so only
-/// the release can grant the lock before the deadline. (SIGTERM used to end the process at
-/// once, like SIGKILL.)
+/// the release can grant the lock before the deadline, not a SIGKILL-like end of the process.
 #[test]
 fn a_sigterm_stops_a_node_cleanly_and_its_locks_pass_on_at_once() {
     let deadline = Deadline::after(DEADLINE);

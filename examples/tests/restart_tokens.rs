@@ -1,4 +1,4 @@
-//! Fencing tokens across restarts of a `node` process with a data directory: a node started
+//! Fencing versions across restarts of a `node` process with a data directory: a node started
 //! again with its clock an hour behind (libfaketime's `faketime`, when installed) grants a lock
 //! at a larger version than it did before; without a data directory it grants a lower one,
 //! which is what the data directory is for. Bounded by `DEADLINE`.

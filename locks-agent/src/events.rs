@@ -17,7 +17,7 @@
 //! versions (see `locks_core::fence`); the signal here tells the holder, the versions protect the
 //! resource from a holder that has not heard yet.
 
-use crate::agent::{AwaitLost, GetLockState, Subscribe, outcome_error};
+use crate::actor::{AwaitLost, GetLockState, Subscribe, outcome_error};
 use crate::core::{LockState, LostLock, TransactionEvent};
 use crate::error::Error;
 use crate::transaction::Transaction;

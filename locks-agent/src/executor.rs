@@ -1,5 +1,5 @@
 //! The one executor of [`AgentCore`] effects: the agent actor and the leader's member actor
-//! (through [`crate::internal`]) both carry out their core's effects here.
+//! (through [`crate::state_machine`]) both carry out their core's effects here.
 //!
 //! It owns what goes over the [`Router`] and the rule for a lock server found unreachable:
 //! - [`AgentEffect::ToServer`] and [`AgentEffect::ToAgent`] are sent; a message to an agent that
@@ -25,7 +25,7 @@ use crate::core::{AgentCore, AgentEffect};
 use locks_core::NodeId;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_server::RouteError;
-use locks_server::internal::AgentPort;
+use locks_server::embed::AgentPort;
 use locks_server::metrics::NodeMetrics;
 use std::ops::ControlFlow;
 use tracing::{debug, trace, warn};

@@ -67,24 +67,24 @@
 //! third-party type appears in these signatures but the `futures` `Stream` trait, which
 //! [`TransactionEvents`] and [`LockWatch`] implement so that any runtime can consume them.
 //!
-//! **Internal seam**: [`internal`], the agent core `AgentCore` and its `AgentEffect`s, which
-//! `locks-leader` runs its election agent on, the `LockRequest` records and the
-//! `ViewGraph`, used by the leader, the simulations and the benches. It carries no stability
-//! promise; everything else is private to the crate.
+//! The pure agent state machine, for shells, simulations and tools of one's own:
+//! [`state_machine`] (the agent core `AgentCore` and its `AgentEffect`s, which `locks-leader`
+//! runs its election agent on, the `LockRequest` records, the `ViewGraph` and the victim
+//! order). Everything else is private to the crate.
 
 #![forbid(unsafe_code)]
-// Every type a public item mentions is nameable from the root or from `internal`.
+// Every type a public item mentions is nameable from the root or from `state_machine`.
 #![warn(unnameable_types)]
 
-mod agent;
+mod actor;
 mod blocking;
 mod core;
 mod error;
 mod events;
 mod executor;
-pub mod internal;
 mod lock_watch;
 mod options;
+pub mod state_machine;
 mod transaction;
 
 pub use crate::core::{

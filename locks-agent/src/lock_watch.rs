@@ -1,6 +1,6 @@
 //! [`LockWatch`]: the stream of views of a watched lock.
 
-use crate::agent::{Agent, DropWatch};
+use crate::actor::{Agent, DropWatch};
 use crate::core::WatchItem;
 use actix::Addr;
 use futures::Stream;

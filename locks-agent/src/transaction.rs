@@ -13,7 +13,7 @@
 //! Dropping the handle ends the transaction and releases its locks (also when the task that owns
 //! it panics, since the handle is dropped while unwinding).
 
-use crate::agent::{
+use crate::actor::{
     Agent, AwaitAll, Convert, Dot, GetStatus, LockCall, Outcome, SetOptions, SurrenderTo, Unlock,
     next_call, outcome_error,
 };
@@ -27,15 +27,15 @@ use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use locks_server::Node;
-use locks_server::internal::{NodeInternals, Presence, Touched};
+use locks_server::embed::{NodeInternals, Presence, Touched};
 use pending::Pending;
 use smallvec::SmallVec;
 use std::future::Future;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+mod agent_calls;
 mod bounded;
-mod calls;
 pub(crate) mod fast;
 mod pending;
 mod wait_time;
@@ -359,7 +359,7 @@ impl Transaction {
     /// let txn = begin_transaction(&a, Options::default()).await.unwrap();
     /// let nodes = [a.id().clone(), b.id().clone()];
     /// let locked = txn.lock_on(lock_id!["jobs", 7], Mode::WRITE, &nodes, Req::All).await.unwrap();
-    /// // One fencing token per granting node: send them with every write to the resource.
+    /// // One fencing version per granting node: send them with every write to the resource.
     /// assert!(locked.version_on(b.id()).is_some());
     /// txn.end().await.unwrap();
     /// # }
@@ -558,7 +558,7 @@ impl Transaction {
             return Ok(self.options.clone());
         }
         self.addr()
-            .send(crate::agent::GetOptions)
+            .send(crate::actor::GetOptions)
             .await
             .map_err(|_| outcome_error(self.outcome()))
     }

@@ -7,7 +7,7 @@ mod common;
 use common::{Harness, bounded};
 use locks_agent::{Error, Options, TransactionStatus};
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::internal::NodeInternals;
+use locks_server::embed::NodeInternals;
 
 fn l(name: &str) -> LockId {
     lock_id![name]

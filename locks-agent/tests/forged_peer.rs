@@ -1,6 +1,6 @@
 //! A member of the cluster (it knows the cookie) that sends what only another node may say:
 //! each attack is driven as a peer would drive it, frames over a real loopback link
-//! (`locks_testing::peer`), against a real node whose transactions hold and wait for locks. The
+//! (`locks_testing::forged_peer`), against a real node whose transactions hold and wait for locks. The
 //! node drops every such message and counts it; what its transactions believe they hold never
 //! changes. Every wait is bounded.
 
@@ -14,7 +14,7 @@ use locks_core::proto::{
 };
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
 use locks_server::Node;
-use locks_testing::peer::RawPeer;
+use locks_testing::forged_peer::RawPeer;
 use locks_testing::seeded::{Rng, seeds_from_env};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -5,7 +5,7 @@
 
 use locks_agent::{Options, begin_transaction};
 use locks_core::{LockId, Mode};
-use locks_server::internal::NodeInternals;
+use locks_server::embed::NodeInternals;
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 

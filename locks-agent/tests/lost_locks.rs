@@ -11,8 +11,8 @@ use locks_agent::{
 };
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::Node;
-use locks_server::internal::LeaseCell;
-use locks_server::internal::sim;
+use locks_server::embed::LeaseCell;
+use locks_server::embed::sim;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

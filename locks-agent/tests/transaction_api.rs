@@ -8,7 +8,7 @@ use common::{Harness, bounded};
 use locks_agent::{Error, Options, TransactionStatus, begin_transaction};
 use locks_core::proto::EntryState;
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::internal::NodeInternals;
+use locks_server::embed::NodeInternals;
 use locks_server::{Node, NodeConfig};
 
 #[tokio::test]
@@ -111,7 +111,7 @@ async fn end_releases_this_nodes_locks_before_it_returns_also_with_an_agent() {
         txn.end().await.unwrap();
         let table = h.node.local_table();
         assert!(
-            !table.knows(&id, &locks_server::internal::Touched::all()),
+            !table.knows(&id, &locks_server::embed::Touched::all()),
             "the table still has the ended transaction {id} (key {key})"
         );
     }

@@ -3,7 +3,7 @@
 //! A lock holder can be paused (a GC pause, `SIGSTOP`, a slow disk) or cut off by a partition
 //! long enough for the lock servers to give the lock to someone else; when it resumes it still
 //! believes it holds the lock and may write. No lock service can prevent that alone: the
-//! resource must check. Every grant carries a *fencing token* per node that granted it, the
+//! resource must check. Every grant carries a *fencing version* per node that granted it, the
 //! version of that node's lock table at the grant (the `nodes` of a granted lock:
 //! `(NodeId, u64)` pairs). A [`Fence`] sits in front of the resource, keeps the highest token
 //! seen per (lock, node), and accepts a write only if none of its tokens is below the highest
@@ -47,11 +47,11 @@ pub use tokens::{Tokens, TokensError};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FenceError {
     /// The write listed no tokens at all.
-    #[error("the write carries no fencing tokens")]
+    #[error("the write carries no fencing versions")]
     NoTokens,
     /// A token was below the highest seen for the same lock and node: a later holder has
     /// written since the writer's grant.
-    #[error("stale fencing token on node {node}: {token} < {highest} already seen")]
+    #[error("stale fencing version on node {node}: {token} < {highest} already seen")]
     Stale {
         /// The node whose token is stale.
         node: NodeId,
@@ -62,7 +62,7 @@ pub enum FenceError {
     },
 }
 
-/// The highest fencing token accepted per (lock, node); see the [module docs](self).
+/// The highest fencing version accepted per (lock, node); see the [module docs](self).
 ///
 /// A resource that restarts must not forget what its fence has seen (or a stale holder's
 /// write would pass once): save it with serde (it serializes as a list of

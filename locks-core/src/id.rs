@@ -361,8 +361,16 @@ impl LockId {
         LockId::new(keys)
     }
 
-    #[doc(hidden)]
-    pub fn __from_nonempty<const N: usize>(keys: [Key; N]) -> LockId {
+    /// Builds a lock id from an array of keys whose length is checked when compiling (an empty
+    /// array does not compile), so it cannot fail: what [`lock_id!`](crate::lock_id) expands to.
+    ///
+    /// ```
+    /// use locks_core::{Key, LockId};
+    ///
+    /// let id = LockId::from_keys([Key::from("db"), Key::from("row")]);
+    /// assert_eq!(id.depth(), 2);
+    /// ```
+    pub fn from_keys<const N: usize>(keys: [Key; N]) -> LockId {
         const { assert!(N > 0, "a lock id needs at least one key") };
         LockId(Arc::from(keys))
     }
@@ -385,14 +393,14 @@ impl From<LockId> for Vec<Key> {
 impl<const N: usize> From<[&str; N]> for LockId {
     /// A path of string keys. An empty array does not compile.
     fn from(keys: [&str; N]) -> Self {
-        LockId::__from_nonempty(keys.map(Key::from))
+        LockId::from_keys(keys.map(Key::from))
     }
 }
 
 impl<const N: usize> From<[Key; N]> for LockId {
     /// A path of keys. An empty array does not compile.
     fn from(keys: [Key; N]) -> Self {
-        LockId::__from_nonempty(keys)
+        LockId::from_keys(keys)
     }
 }
 
@@ -444,6 +452,6 @@ impl fmt::Display for LockId {
 #[macro_export]
 macro_rules! lock_id {
     ($($key:expr),+ $(,)?) => {
-        $crate::LockId::__from_nonempty([$($crate::Key::from($key)),+])
+        $crate::LockId::from_keys([$($crate::Key::from($key)),+])
     };
 }

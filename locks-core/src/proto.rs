@@ -15,7 +15,7 @@
 //!
 //! Every notice carries the lock's version on its server; versions only grow, so an agent keeps
 //! the newest copy of each `(lock, node)` and drops the rest (the Arts algorithm needs this).
-//! A grant's version is a fencing token: it grows with every new holder.
+//! A grant's version is a fencing version: it grows with every new holder.
 //!
 //! On the wire every message travels in an [`Envelope`] that carries [`PROTOCOL_VERSION`];
 //! [`crate::codec`] encodes it with a size limit.

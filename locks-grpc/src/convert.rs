@@ -9,7 +9,7 @@ use locks_agent::{
     Deadlock, Error as AgentError, GrantedLock, Locked, LossCause, LostLock, Req, RequestError,
     TransactionStatus,
 };
-use locks_core::internal::proto::Rejection;
+use locks_core::proto::Rejection;
 use locks_core::{Key, LockId, Mode, NodeId};
 use tonic::Code;
 

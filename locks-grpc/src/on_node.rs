@@ -24,7 +24,7 @@ use crate::port::{Accept, ConnId, PortBook, PortLimits};
 use futures::FutureExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use locks_server::Node;
-use locks_server::internal::{LogLimiter, Verdict};
+use locks_server::embed::{LogLimiter, Verdict};
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;

@@ -16,7 +16,7 @@ use futures::Stream;
 use locks_agent::Options;
 use locks_leader::Role;
 use locks_server::Node;
-use locks_server::internal::{LogLimiter, Verdict};
+use locks_server::embed::{LogLimiter, Verdict};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;

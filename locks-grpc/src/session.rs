@@ -38,7 +38,7 @@ use futures::{FutureExt, StreamExt};
 use locks_agent::{LockState, Locked, Options, Transaction, TransactionEvent, TransactionStatus};
 use locks_core::{LockId, NodeId};
 use locks_server::Node;
-use locks_server::internal::{LogLimiter, Verdict};
+use locks_server::embed::{LogLimiter, Verdict};
 use prost::Message;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -10,7 +10,7 @@
 //!   election agent analyses a burst of notices once, as the agent actor does).
 //!
 //! Effects are carried out in order; the election agent's ([`MemberEffect::Agent`]) through the
-//! agent actor's executor (`locks_agent::internal`), which also tells the agent of a lock server it
+//! agent actor's executor (`locks_agent::state_machine`), which also tells the agent of a lock server it
 //! cannot reach. The sync lock is a [`Transaction`] the actor starts and
 //! never waits for: the wait runs as a future beside the actor, and its result comes back as
 //! a message. Who holds its address: the handle (every clone), and the router's registries as
@@ -28,11 +28,11 @@ use crate::remembered::TermRecord;
 use crate::term::Term;
 use actix::prelude::*;
 use futures::channel::oneshot;
-use locks_agent::internal;
+use locks_agent::state_machine;
 use locks_agent::{Options, Req, Transaction, begin_transaction};
 use locks_core::codec;
 use locks_core::{LockId, MemberId, Mode, NodeId};
-use locks_server::internal::{AgentPort, Deliver, FreshAgent, MemberDelivery, NodeInternals};
+use locks_server::embed::{AgentPort, Deliver, FreshAgent, MemberDelivery, NodeInternals};
 use locks_server::{Node, RouteError};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -245,10 +245,11 @@ impl<C: Callbacks> MemberActor<C> {
                 if let Some(agent) = self.core.agent_mut() {
                     // The agent actor's executor: it also tells the agent of a lock server it
                     // cannot reach; the member reassesses at its next settle.
-                    let _ = internal::execute(&self.router, agent, vec![effect], &mut |effect| {
-                        note_agent_effect(&me, effect);
-                        ControlFlow::Continue(())
-                    });
+                    let _ =
+                        state_machine::execute(&self.router, agent, vec![effect], &mut |effect| {
+                            note_agent_effect(&me, effect);
+                            ControlFlow::Continue(())
+                        });
                 }
                 None
             }

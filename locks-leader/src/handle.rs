@@ -21,7 +21,7 @@ use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{Key, LockId, MemberId};
 use locks_server::Node;
-use locks_server::internal::{NodeInternals, Port};
+use locks_server::embed::{NodeInternals, Port};
 use std::future::Future;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;

@@ -10,7 +10,7 @@
 
 use crate::core::LeaderProof;
 use locks_core::NodeId;
-use locks_server::internal::Port;
+use locks_server::embed::Port;
 use std::sync::{Arc, RwLock};
 
 /// What a leader's claim rests on, shared by the member's actor (which writes it after every

@@ -5,15 +5,15 @@
 //! compete for the group's election lock `["locks_leader", group]` on every node they see up;
 //! the agents' deadlock resolution lets exactly one of each connected group hold it everywhere,
 //! and that one, after taking the sync lock `["locks_leader_sync", group]`, leads; the others
-//! follow. A leader has a [`Term`] larger than every term it has heard of, a fencing token for
+//! follow. A leader has a [`Term`] larger than every term it has heard of, a fencing version for
 //! what it writes. What happens when the network splits depends on the group's
 //! [`ElectionMode`], chosen when its members start ([`start`] takes the default, majority;
 //! [`start_with`] takes [`GroupOptions`]); every member of a group must use the same mode.
 //!
 //! ```text
 //!   Member handle ─calls─▶ member actor (MemberCore + Callbacks) ◀─MemberDelivery─ Router ◀─ other members
-//!                             │ election agent (AgentCore) ──Lock──▶ lock servers (the gate, then every node)
-//!                             │ member ──Watch──▶ lock servers (the gate and its own node; every node once it held the gate, or for a worker)
+//!                             │ election agent (AgentCore) ──Lock──▶ lock servers (the first node, then every node)
+//!                             │ member ──Watch──▶ lock servers (the first node and its own node; every node once it held the first node, or for a worker)
 //!                             │ ◀──Notice/Watched── lock servers            ◀─Forward── other agents
 //!                             └─ sync lock: a Transaction (abort_on_deadlock), never awaited by the actor
 //! ```
@@ -48,10 +48,10 @@
 //! `serde` is the one third-party crate in this crate's signatures, deliberately: what a
 //! group's members send each other is encoded with it.
 //!
-//! **Internal seam**: [`internal`], the pure member state machine (`MemberCore`, its `State`
-//! and `MemberEffect`s, the messages between members, `Peer`, and the `LeaderProof`) that the
-//! workspace's simulations drive. It carries no stability promise; everything else is private
-//! to the crate.
+//! The pure member state machine, for shells, simulations and tools of one's own:
+//! [`state_machine`] (`MemberCore`, its `State` and `MemberEffect`s, the messages between
+//! members, `Peer`, and the `LeaderProof`), which the workspace's simulations drive.
+//! Everything else is private to the crate.
 //!
 //! # Majority and islands
 //!
@@ -127,7 +127,7 @@
 //! the state of whichever leader remains wins where they conflict (in a dictionary, a key
 //! written on both sides keeps one value; a confirmed write to it is lost).
 //!
-//! # Terms as fencing tokens
+//! # Terms as fencing versions
 //!
 //! Every leadership has a [`Term`] `(epoch, leader)`; hand it to whatever the leader writes to,
 //! and have that resource refuse a term below the largest it has seen: a deposed leader that
@@ -144,7 +144,7 @@
 //!    (and on every node it considers up). `M` shares a node with `M1`, where the lock was
 //!    granted to it only after the old leader lost it, so after the old leader's last write.
 //!    It polls every member known on `M` (every live candidate is queued for the lock on
-//!    the gate, the smallest node up, which the new leader holds, and it waits for views of
+//!    the first node, the smallest node up, which the new leader holds, and it waits for views of
 //!    the nodes it holds newer than its grants, so it knows them; a worker watches the lock on
 //!    its own node, where the new leader holds it if the node is in `M`, and says `Hello` to
 //!    every candidate it sees in a view), and its epoch exceeds every term they answer with
@@ -282,7 +282,7 @@
 //!   there): the lock decides who leads.
 
 #![forbid(unsafe_code)]
-// Every type a public item mentions is nameable from the root or from `internal`.
+// Every type a public item mentions is nameable from the root or from `state_machine`.
 #![warn(unnameable_types)]
 
 mod actor;
@@ -291,10 +291,10 @@ mod core;
 mod error;
 mod handle;
 mod info;
-pub mod internal;
 mod lease;
 mod options;
 mod remembered;
+pub mod state_machine;
 mod term;
 
 pub use callbacks::{CallId, CallReturn, Callbacks, Caller, Ctx, Elected, Handled, Payload};

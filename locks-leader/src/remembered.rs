@@ -5,7 +5,7 @@
 //! accepted, so the member's polls and every message carry it, and a term it takes is above
 //! it), and the actor records a larger accepted term *before* it carries out any effect of the
 //! step that accepted it: before the `Accepted` that acknowledges it, and before a leader's
-//! first answer. The argument is in the crate documentation ("Terms as fencing tokens").
+//! first answer. The argument is in the crate documentation ("Terms as fencing versions").
 //!
 //! The node's lock versions are raised to the term's epoch at the same time (kept in the data
 //! directory's version ceiling): every later grant of the election lock on this node, also by
@@ -21,7 +21,7 @@
 
 use crate::term::Term;
 use locks_core::{Key, codec};
-use locks_server::internal::{LocalTable, NodeInternals};
+use locks_server::embed::{LocalTable, NodeInternals};
 use locks_server::{DataDir, DataDirError, Node};
 use std::sync::Arc;
 

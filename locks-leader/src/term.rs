@@ -11,14 +11,14 @@
 //! In majority mode a candidate also polls the candidates on the nodes of its majority before
 //! it takes a term, and answers as leader only once a majority accepted it, so a new leader's
 //! term exceeds every term a leader before it answered with (the argument is in the crate
-//! documentation, "Terms as fencing tokens"); with a data directory on every node, also after
+//! documentation, "Terms as fencing versions"); with a data directory on every node, also after
 //! every member restarted (`remembered.rs`).
 
 use locks_core::MemberId;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// One leadership: a fencing token for what the leader writes.
+/// One leadership: a fencing version for what the leader writes.
 ///
 /// Ordered by `(epoch, leader)`; two leaderships never share a term.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -299,7 +299,7 @@ fn keeps_majority(
     joining: usize,
 ) -> bool {
     let core = &sim.members[&term.leader].core;
-    let locks_leader::internal::State::Leader { grants, .. } = core.state() else {
+    let locks_leader::state_machine::State::Leader { grants, .. } = core.state() else {
         return false;
     };
     let held = grants.iter().filter(|(n, _)| Some(n) != lost).count();

@@ -65,7 +65,7 @@ fn election_counts_up_to_32_nodes() {
     measure(&[3, 5, 8, 16, 32]);
 }
 
-/// The goal: candidates queue on the gate (`core/gate.rs`), whose holder alone asks the other
+/// The goal: candidates queue on the first node (`core/first_node.rs`), whose holder alone asks the other
 /// nodes, so an election is no knot of N-way deadlocks.
 #[test]
 fn election_messages_and_rounds_grow_at_most_quadratically() {

@@ -8,7 +8,7 @@
 
 use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, Key, LockId, Mode, ModeTable, NodeId};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

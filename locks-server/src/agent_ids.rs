@@ -127,7 +127,7 @@ impl AgentIds {
     }
 
     /// A fresh agent id for an agent that registers its mailbox itself
-    /// ([`crate::internal::Router::register_agent`] or `register_idle_agent`).
+    /// ([`crate::embed::Router::register_agent`] or `register_idle_agent`).
     pub fn next(&self) -> AgentId {
         match self.draw() {
             Some((id, block)) => {

@@ -223,7 +223,7 @@ impl NodeConfig {
     }
 
     /// Keeps the node's data directory at `path` (created if missing; see
-    /// [`crate::data_dir`]): a restarted node's lock versions (fencing tokens), agent ids and
+    /// [`crate::data_dir`]): a restarted node's lock versions (fencing versions), agent ids and
     /// its leader members' terms then start above every one an earlier run handed out,
     /// whatever the clock says. Without one (the default of an in-process node) they derive
     /// from the start time, so a restart with the clock behind hands out lower ones.

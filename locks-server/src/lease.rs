@@ -173,7 +173,6 @@ fn to_nanos(at: Instant) -> u64 {
 /// [`LeaseCell::renew`] fails: an expired lease is final for its link. How it ended is final
 /// too, and decided once: it ran out ([`LeaseCell::expire`], or seen past its time), or its link
 /// ended first ([`LeaseCell::end`]).
-#[doc(hidden)] // the seam: reached through `crate::internal`
 #[derive(Debug)]
 pub struct LeaseCell {
     until: AtomicU64,
@@ -246,7 +245,6 @@ impl LeaseCell {
 }
 
 /// The lease had already expired ([`LeaseCell::renew`]'s error).
-#[doc(hidden)] // the seam, with `LeaseCell`: reached through `crate::internal`
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("the lease has expired")]
 pub struct Expired;

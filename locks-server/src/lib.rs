@@ -1,7 +1,7 @@
 //! `locks-server`: the node-local half of the lock manager.
 //!
-//! It owns the lock table (pure, synchronous: [`internal::LockTable`]), the lock server actor that wraps
-//! it, the router that carries messages between agents and lock servers, local or remote, the
+//! It owns the lock table (pure, synchronous: [`state_machine::LockTable`]), the lock server
+//! actor that wraps it, the router that carries messages between agents and lock servers, local or remote, the
 //! [`Node`] a program starts and its configuration ([`NodeConfig`]), the node-to-node
 //! transport (framing, handshake, heartbeats and TCP connections) and the cluster layer on top
 //! of it (which connections a node keeps, and what a node going down or up does), the leases
@@ -23,9 +23,9 @@
 //! transactions of this node, which take and release uncontended locks on their own thread
 //! (transactions on disjoint hierarchies on different threads share no mutex); both apply
 //! inputs with
-//! [`LockTable::step`](internal::LockTable::step) ([`TableInput`](internal::TableInput) in,
-//! [`TableEffect`](internal::TableEffect) out), the fast path with its quiet form
-//! ([`LockTable::step_quiet`](internal::LockTable::step_quiet)), which builds nothing for the
+//! [`LockTable::step`](state_machine::LockTable::step) ([`TableInput`](state_machine::TableInput) in,
+//! [`TableEffect`](state_machine::TableEffect) out), the fast path with its quiet form
+//! ([`LockTable::step_quiet`](state_machine::LockTable::step_quiet)), which builds nothing for the
 //! requester.
 //!
 //! What the node decides around its table (the start-delay, a node down and its lock-delay,
@@ -47,20 +47,22 @@
 //! the [`metrics`] module, what a node records through the `metrics` facade (install a
 //! recorder before starting nodes).
 //!
-//! **Internal seam**: [`internal`], what the other crates of this workspace (`locks-agent`,
-//! `locks-leader`) need of a node beyond this surface, and the pure lock table
-//! ([`internal::LockTable`] with its inputs and effects) the simulations run. It carries no
-//! stability promise; everything else is private to the crate.
+//! The layers, each a module of its own: [`state_machine`], the pure state machines (the lock
+//! table, the node core, the shards) that anyone can build and step; [`embed`], what runs
+//! them on a live node for shells of one's own (the agent and member actors of `locks-agent`
+//! and `locks-leader`: a node's port, the port of one agent, the table in shards), which lets
+//! no caller act as a peer or reach the node's router (its compile-fail tests); and
+//! [`transport`], the node-to-node connections. Everything else is private to the crate.
 
-// Every type a public item mentions is nameable from the root or from `internal`.
+// Every type a public item mentions is nameable from the root or from `state_machine`, `embed` or `transport`.
 #![warn(unnameable_types)]
 
 mod agent_ids;
 mod cluster;
 mod config;
 pub mod data_dir;
+pub mod embed;
 mod error;
-pub mod internal;
 pub mod introspect;
 pub mod lease;
 mod local;
@@ -69,9 +71,12 @@ pub mod metrics;
 mod net;
 mod node;
 mod node_core;
+mod route;
 mod router;
 mod server;
+pub mod state_machine;
 mod table;
+pub mod transport;
 
 pub use cluster::membership::{LinkRejection, NameRefusal};
 pub use cluster::{ConnectError, HandshakeRefusals, LinkInfo, NodeEvent, NodeEvents};
@@ -84,7 +89,7 @@ pub use net::tls;
 pub use net::{Cookie, DialError, HeartbeatConfig, IoFailure, Malformed, Refusal, RefusalCode};
 pub use net::{TlsConfig, TlsConfigError, TlsFailure};
 pub use node::Node;
-pub use node_core::peer::{MAX_CLOCK_AHEAD, PeerFault};
+pub use node_core::peer_check::{MAX_CLOCK_AHEAD, PeerFault};
 pub use node_core::quota::PeerQuotas;
 pub use router::RouteError;
 pub use table::{EntrySnapshot, LockSnapshot, TableSnapshot};

@@ -106,14 +106,13 @@ impl LogLimiter {
 /// the reason in an interval at that level, with `suppressed_since_last_warning`, the others
 /// at DEBUG. The rest are `tracing` fields and the message, as for `tracing::info!`.
 #[macro_export]
-#[doc(hidden)]
 macro_rules! limited {
     ($limiter:expr, $reason:expr, $level:ident, $($rest:tt)+) => {
         match $limiter.event($reason) {
-            $crate::internal::Verdict::Warn { suppressed } => {
+            $crate::embed::Verdict::Warn { suppressed } => {
                 ::tracing::$level!(suppressed_since_last_warning = suppressed, $($rest)+)
             }
-            $crate::internal::Verdict::Quiet => ::tracing::debug!($($rest)+),
+            $crate::embed::Verdict::Quiet => ::tracing::debug!($($rest)+),
         }
     };
 }

@@ -29,7 +29,7 @@
 //! others a fixed set of values (`cause`, `reason`, `kind`, `direction`). Nothing is ever
 //! labelled by a lock id or an agent id.
 
-use crate::node_core::peer::PeerFault;
+use crate::node_core::peer_check::PeerFault;
 use crate::table::Census;
 use locks_core::proto::Quota;
 use locks_core::{Mode, NodeId};

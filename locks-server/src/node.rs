@@ -504,16 +504,15 @@ fn incarnation_now() -> u64 {
 /// Without a data directory, versions of a node incarnation start at its start time in
 /// microseconds times 1024: a later incarnation starts above every version the earlier one
 /// could have handed out, unless that one ran more than 1024 operations per microsecond or the
-/// clock went back. (Peers refuse versions beyond their own clock's bound: `node_core/peer.rs`.)
+/// clock went back. (Peers refuse versions beyond their own clock's bound: `node_core/peer_check.rs`.)
 fn version_base(incarnation: u64) -> u64 {
-    incarnation.saturating_mul(crate::node_core::peer::VERSIONS_PER_MICROSECOND)
+    incarnation.saturating_mul(crate::node_core::peer_check::VERSIONS_PER_MICROSECOND)
 }
 
-/// What the other crates of this workspace need of a [`Node`] to run actors on it (agents,
-/// group members): its router's [`Port`], its thread and fresh agent ids. Not part of the
-/// public surface: reached through [`crate::internal`]. Nothing here lets a caller act as a
-/// peer, tell the node a node went down, or take over a mailbox it was not given (see the
-/// `internal` module).
+/// What a shell needs of a [`Node`] to run actors on it (agents, group members): its router's
+/// [`Port`], its thread and fresh agent ids (in [`crate::embed`]). Nothing here lets a caller
+/// act as a peer, tell the node a node went down, or take over a mailbox it was not given (see
+/// the `embed` module's compile-fail tests).
 pub trait NodeInternals {
     /// What agents and members of this node get of its router.
     fn router(&self) -> &Port;

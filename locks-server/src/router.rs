@@ -21,14 +21,13 @@
 //! which knows the sender.
 
 pub(crate) mod agents;
-mod messages;
 use crate::node_core::delivery::{self, ForAgent};
-pub(crate) use crate::node_core::peer;
+pub(crate) use crate::node_core::peer_check;
 mod port;
+pub(crate) use crate::route::LinkDown;
+pub use crate::route::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 pub use agents::Presence;
 use agents::{Agents, Mailbox};
-pub(crate) use messages::LinkDown;
-pub use messages::{Deliver, DownCause, MemberDelivery, RemoteLink, RouteError, ToServer};
 pub use port::{AgentPort, FreshAgent, Port};
 
 use crate::introspect::{self, Introspection, ReportSource};
@@ -74,7 +73,7 @@ pub struct Router {
     /// The node's metric handles (`crate::metrics`), registered with the router.
     metrics: crate::metrics::NodeMetrics,
     /// The largest version a peer's message may carry (`peer`).
-    ceiling: peer::VersionCeiling,
+    ceiling: peer_check::VersionCeiling,
     /// Warnings about refused peer messages, at most one per fault per interval.
     warnings: crate::log_limit::LogLimiter,
 }
@@ -100,7 +99,7 @@ impl Router {
             leaving: std::sync::atomic::AtomicBool::new(false),
             introspection: Introspection::default(),
             metrics: crate::metrics::NodeMetrics::register(&node),
-            ceiling: peer::VersionCeiling::default(),
+            ceiling: peer_check::VersionCeiling::default(),
             warnings: crate::log_limit::LogLimiter::default(),
             node,
         }
@@ -180,7 +179,7 @@ impl Router {
 
     /// Registers a local transaction that has no actor yet: messages for it are kept until
     /// [`Router::attach_agent`] (see `Mailbox::Idle`). (A transaction begun with
-    /// [`crate::internal::NodeInternals::begin_agent`] needs none: its mailbox is made when
+    /// [`crate::embed::NodeInternals::begin_agent`] needs none: its mailbox is made when
     /// the first message for it comes.)
     pub fn register_idle_agent(&self, agent: AgentId) {
         self.agents.register_idle(agent);
@@ -550,11 +549,11 @@ impl Router {
     /// is returned as well.
     ///
     /// A peer speaks only for itself: every envelope is checked against `from` first
-    /// (`peer::check`, whose documentation states the rules), and one that fails is dropped,
+    /// (`peer_check::check`, whose documentation states the rules), and one that fails is dropped,
     /// counted and warned about (at most once per fault per interval), and refused with
     /// [`RouteError::Refused`].
     pub fn deliver_from(&self, from: &NodeId, envelope: Envelope) -> Result<(), RouteError> {
-        if let Err(fault) = peer::check(from, &envelope.message, |v| self.ceiling.admits(v)) {
+        if let Err(fault) = peer_check::check(from, &envelope.message, |v| self.ceiling.admits(v)) {
             self.metrics.peer_refused(fault);
             crate::limited!(
                 self.warnings, fault.name(), warn,

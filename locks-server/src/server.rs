@@ -10,7 +10,7 @@
 //! - [`Watchers`]: who watches one lock.
 //!
 //! It carries the core's effects out: a request served or an input applied on the table
-//! ([`LocalTable::serve`], [`LocalTable::apply`], whose ghosts go back to the core; the release
+//! ([`LocalTable::admit`], [`LocalTable::apply`], whose ghosts go back to the core; the release
 //! of ghosts whose lock-delay has passed a part at a time, on a task of its own), a timer
 //! (`run_later`), the fast path let in. What the core decides (start-delay, liveness filter,
 //! node down and lock-delay) is in `crate::node_core`; what the table decides, in
@@ -80,7 +80,7 @@ impl LockServer {
         let effects = self.core.step(input, &**self.table.router());
         for effect in effects {
             match effect {
-                NodeEffect::Serve(ServerRequest::RemoveAgent { agent }) => {
+                NodeEffect::Admit(ServerRequest::RemoveAgent { agent }) => {
                     // A transaction of many locks: the rest of its release is paced on a task
                     // of this thread (see `LocalTable::remove_agent`); between two parts the
                     // table is as if it had unlocked those locks itself.
@@ -88,7 +88,7 @@ impl LockServer {
                         actix::spawn(rest);
                     }
                 }
-                NodeEffect::Serve(request) => self.table.serve(request),
+                NodeEffect::Admit(request) => self.table.admit(request),
                 NodeEffect::Table(TableInput::DelayOver(ghosts)) => {
                     // A downed node's agents may hold a great many locks: released a part at a
                     // time on a task of this thread, so that nothing here (a heartbeat, a

@@ -9,8 +9,8 @@ use common::net::{id, init_tracing, loopback, raw_handshake, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::PROTOCOL_VERSION;
-use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::internal::net::{
+use locks_server::transport::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::transport::net::{
     Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role,
 };
 use locks_server::{Error, Node, NodeConfig};

@@ -10,7 +10,7 @@ use common::net::{Captured, id};
 use locks_core::proto::{AgentMessage, Envelope, Message, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, NodeId};
 use locks_server::RouteError;
-use locks_server::internal::{LeaseCell, RemoteLink, Router};
+use locks_server::embed::{LeaseCell, RemoteLink, Router};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,8 +57,8 @@ fn a_message_for_an_agent_of_another_node_is_not_answered() {
 /// arrives, in order, by way of the overflow queue.
 #[tokio::test]
 async fn a_full_connection_queue_neither_drops_nor_reorders() {
-    use locks_server::internal::cluster::ClusterLink;
-    use locks_server::internal::net::{Listener, NetConfig, connect};
+    use locks_server::transport::ClusterLink;
+    use locks_server::transport::net::{Listener, NetConfig, connect};
 
     let mut tiny = NetConfig::new(id("a"), "cookie");
     tiny.outgoing_capacity = 1;

@@ -10,7 +10,7 @@ use common::net::{id, init_tracing, loopback, within};
 use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::NodeEvent;
-use locks_server::internal::{Deliver, NodeInternals, sim};
+use locks_server::embed::{Deliver, NodeInternals, sim};
 use locks_server::{Node, NodeConfig, TableSnapshot};
 use locks_testing::wait::poll;
 use std::future::Future;

@@ -7,8 +7,8 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::sim;
-use locks_server::internal::{FastLock, NodeInternals, Presence, Touched};
+use locks_server::embed::sim;
+use locks_server::embed::{FastLock, NodeInternals, Presence, Touched};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 

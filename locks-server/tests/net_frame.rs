@@ -6,11 +6,11 @@ use bytes::BytesMut;
 use locks_core::codec::{self, CodecError};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::internal::net::frame::{
+use locks_server::transport::net::frame::{
     FrameError, HANDSHAKE_MAX_FRAME, Hello, MAC_LEN, Proof, decode_frame, encode_frame,
     encode_payload, length_codec,
 };
-use locks_server::internal::net::{
+use locks_server::transport::net::{
     Cookie, Handshake, HandshakeOutcome, PeerFrame, RefusalCode, Role,
 };
 use proptest::prelude::*;

@@ -4,9 +4,9 @@
 use locks_core::NodeId;
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, codec::CodecError};
-use locks_server::internal::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
-use locks_server::internal::net::handshake::Step;
-use locks_server::internal::net::{
+use locks_server::transport::net::frame::{FrameError, Hello, MAC_LEN, Nonce, Proof};
+use locks_server::transport::net::handshake::Step;
+use locks_server::transport::net::{
     Cookie, Handshake, HandshakeOutcome, Malformed, NameVerdict, PeerFrame, Refusal, RefusalCode,
     Role, TlsFailure,
 };

@@ -1,6 +1,6 @@
 //! The heartbeat detector on its own, driven by hand-made instants.
 
-use locks_server::internal::net::{Heartbeat, HeartbeatAction, HeartbeatConfig};
+use locks_server::transport::net::{Heartbeat, HeartbeatAction, HeartbeatConfig};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 

@@ -9,8 +9,8 @@ use common::logs::{Capture, send_and_wait_closed};
 use common::net::{id, loopback, within};
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::PROTOCOL_VERSION;
-use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::internal::net::{Cookie, Handshake, PeerFrame, Role};
+use locks_server::transport::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::transport::net::{Cookie, Handshake, PeerFrame, Role};
 use locks_server::{Node, NodeConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -114,8 +114,7 @@ async fn an_attack_of_bad_connections_writes_a_bounded_number_of_warnings() {
 
     // At most one warning per reason per interval: the reasons here are a handful (malformed,
     // wrong version, wrong cookie, timeout, closed), however many connections there were.
-    let intervals =
-        1 + started.elapsed().as_secs() / locks_server::internal::WARN_INTERVAL.as_secs();
+    let intervals = 1 + started.elapsed().as_secs() / locks_server::embed::WARN_INTERVAL.as_secs();
     let warnings = capture.lines_at("WARN");
     assert!(
         warnings.len() as u64 <= 6 * intervals,

@@ -10,7 +10,7 @@ use common::net::{expect_event, id, loopback, within};
 use locks_core::proto::{AgentMessage, EntryState, LockNotice, Message};
 use locks_core::{AgentId, lock_id};
 use locks_server::{Node, NodeConfig, NodeEvent};
-use locks_testing::peer::RawPeer;
+use locks_testing::forged_peer::RawPeer;
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(20);

@@ -7,8 +7,8 @@ use common::net::{RawLink, id as node, init_tracing, loopback, raw_handshake, wi
 use futures::{SinkExt, StreamExt};
 use locks_core::proto::{Envelope, Message, PROTOCOL_VERSION, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::internal::net::frame::{Hello, decode_frame, encode_frame, length_codec};
-use locks_server::internal::net::{
+use locks_server::transport::net::frame::{Hello, decode_frame, encode_frame, length_codec};
+use locks_server::transport::net::{
     Connection, DialError, DownReason, HeartbeatConfig, Listener, NameInUse, NetConfig, PeerFrame,
     Refusal, RefusalCode, Role, SendError, connect, establish,
 };
@@ -48,7 +48,7 @@ async fn raw_acceptor(
     config: NetConfig,
 ) -> (
     SocketAddr,
-    tokio::task::JoinHandle<Result<locks_server::internal::net::Connection, Refusal>>,
+    tokio::task::JoinHandle<Result<locks_server::transport::net::Connection, Refusal>>,
 ) {
     let listener = TcpListener::bind(loopback()).await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -152,8 +152,8 @@ async fn two_nodes_handshake_and_exchange_envelopes_both_ways() {
 /// The peer sends its last frames and resets the connection (it closed with our frames
 /// unread) while this side is still writing, and is slow to read: the write fails first, yet
 /// every frame the peer sent is delivered before the link is reported down (the kernel hands
-/// them over before the reset's error). The link used to end on the failed write and leave
-/// them unread: a leaving node's releases, which its peer then replaced with a node down.
+/// them over before the reset's error). A link that ended on the failed write would leave
+/// them unread: a leaving node's releases, which its peer would replace with a node down.
 #[tokio::test]
 async fn frames_sent_before_a_reset_are_delivered_though_a_write_failed_first() {
     init_tracing();

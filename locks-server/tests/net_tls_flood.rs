@@ -76,8 +76,7 @@ async fn an_attack_of_bad_tls_connections_writes_a_bounded_number_of_warnings() 
 
     // At most one warning per reason per interval, however many connections there were: two
     // reasons here (not TLS, untrusted), each warned about at least once.
-    let intervals =
-        1 + started.elapsed().as_secs() / locks_server::internal::WARN_INTERVAL.as_secs();
+    let intervals = 1 + started.elapsed().as_secs() / locks_server::embed::WARN_INTERVAL.as_secs();
     let warnings: Vec<String> = capture
         .lines("WARN", "a")
         .into_iter()

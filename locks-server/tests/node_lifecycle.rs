@@ -7,7 +7,7 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::internal::sim;
+use locks_server::embed::sim;
 use locks_server::{Error, Node, NodeConfig};
 use std::time::Duration;
 

@@ -9,7 +9,7 @@ use common::net::{Captured, id};
 use locks_core::MemberId;
 use locks_core::proto::{Envelope, Message as WireMessage};
 use locks_server::RouteError;
-use locks_server::internal::{MemberDelivery, Router};
+use locks_server::embed::{MemberDelivery, Router};
 use std::sync::{Arc, Mutex};
 
 fn member(node: &str, serial: u64) -> MemberId {

@@ -12,7 +12,7 @@
 //! machine, `nice -n -10` in front of the test binary steadies the figures).
 
 use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::internal::{FastLock, NodeInternals, Touched, sim};
+use locks_server::embed::{FastLock, NodeInternals, Touched, sim};
 use locks_server::{ClusterQuery, Node, NodeConfig};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -8,8 +8,8 @@ use actix::prelude::*;
 use common::net::{loopback, within};
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode};
-use locks_server::internal::sim;
-use locks_server::internal::{Deliver, NodeInternals};
+use locks_server::embed::sim;
+use locks_server::embed::{Deliver, NodeInternals};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 

@@ -12,7 +12,7 @@ use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Note, Rejection};
 use locks_core::{Mode, lock_id};
 
-fn rejection(fx: &locks_server::internal::Sends) -> Option<Rejection> {
+fn rejection(fx: &locks_server::state_machine::Sends) -> Option<Rejection> {
     match &fx[..] {
         [(_, AgentMessage::Rejected { reason, .. })] => Some(reason.clone()),
         _ => None,

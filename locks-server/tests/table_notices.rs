@@ -7,7 +7,7 @@ use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{LockId, Mode, ModeTable, lock_id};
 use locks_server::TableSnapshot;
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// The hot root: 10,000 agents hold IS on a shared root and one of them takes
 /// and releases a child lock. Exactly the agent itself is told, about the two locks its entry
@@ -148,7 +148,7 @@ fn versions_start_above_the_base_and_move_once_per_operation() {
     assert_eq!(fx.len(), 1);
     lock(&mut tb, 2, &ab, Mode::X);
     assert_eq!(tb.version(), (1 << 40) + 3);
-    // A new holder gets a larger fencing token.
+    // A new holder gets a larger fencing version.
     let fx = remove(&mut tb, 1);
     let n = notice_to(&fx, 2, &ab).expect("T2 granted");
     assert_eq!(
@@ -302,7 +302,7 @@ fn a_removed_agent_s_notices_come_in_lock_id_order() {
     let mut tb = table();
     let (a, b) = (lock_id!["a"], lock_id!["b"]);
     let (a1, b1) = (a.child(1), b.child(1));
-    tb.step(locks_server::internal::TableInput::Request(
+    tb.step(locks_server::state_machine::TableInput::Request(
         ServerRequest::Watch {
             watcher: t(3),
             lock: a1.clone(),

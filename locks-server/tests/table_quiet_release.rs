@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use locks_core::proto::{EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, NodeId, lock_id};
-use locks_server::internal::{LockTable, Sends};
+use locks_server::state_machine::{LockTable, Sends};
 
 /// The agents told anything by `fx`, in order.
 fn told(fx: &Sends) -> Vec<String> {

@@ -9,7 +9,7 @@ use common::net::ChannelAgent;
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::internal::{NodeInternals, sim};
+use locks_server::embed::{NodeInternals, sim};
 use locks_server::{Node, NodeConfig};
 use std::path::PathBuf;
 use std::time::Duration;

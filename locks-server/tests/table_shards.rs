@@ -4,8 +4,8 @@
 
 use locks_core::proto::{EntryState, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, Mode, lock_id};
-use locks_server::internal::sim;
-use locks_server::internal::{FastLock, LocalTable, NodeInternals, Touched};
+use locks_server::embed::sim;
+use locks_server::embed::{FastLock, LocalTable, NodeInternals, Touched};
 use locks_server::{Node, NodeConfig};
 
 /// A new agent id of `node`, registered as a transaction without an actor (so that notices to
@@ -55,7 +55,7 @@ fn surrender_at(
     r2: &LockId,
     version: u64,
 ) {
-    sim::serve(
+    sim::admit(
         table,
         ServerRequest::Surrender {
             agent: a.clone(),
@@ -143,7 +143,7 @@ async fn removing_an_agent_releases_it_in_every_shard() {
     let touched = Touched::default();
     granted(sim::fast_lock(table, &z, &r1, Mode::X, &touched));
     granted(sim::fast_lock(table, &z, &r2, Mode::X, &touched));
-    sim::serve(table, ServerRequest::RemoveAgent { agent: z.clone() });
+    sim::admit(table, ServerRequest::RemoveAgent { agent: z.clone() });
     assert!(table.snapshot().locks.is_empty(), "{:?}", table.snapshot());
     assert!(!table.knows(&z, &Touched::all()));
 }

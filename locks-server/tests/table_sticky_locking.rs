@@ -22,7 +22,7 @@ fn sticky_immediate_grant() {
     assert_eq!(shape(&tb, &l()), "-");
     let fx = lock(&mut tb, 1, &l(), Mode::S);
     assert_eq!(shape(&tb, &l()), "S [T1 S] conv [] wait []");
-    // T1 is told, with the version of the grant (the fencing token) and no queue view.
+    // T1 is told, with the version of the grant (the fencing version) and no queue view.
     assert_eq!(fx.len(), 1);
     let n = notice_to(&fx, 1, &l()).expect("T1 is told");
     assert_eq!(n.state, EntryState::Granted(Mode::S));

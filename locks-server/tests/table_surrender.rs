@@ -126,7 +126,7 @@ fn surrender_regrants_at_once_when_nobody_else_waits() {
     assert_eq!(shape(&tb, &l), "X [T1 X] conv [] wait []");
     let n = notice_to(&fx, 1, &l).expect("told");
     assert_eq!(n.state, EntryState::Granted(Mode::X));
-    assert_eq!(n.version, v + 1, "a new grant, with a new fencing token");
+    assert_eq!(n.version, v + 1, "a new grant, with a new fencing version");
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn sticky_conversion_deadlock_is_broken_by_a_surrender() {
 }
 
 /// 1 holds L and waits for K; 2 holds K and waits for L: a cycle on this node.
-fn cycle(tb: &mut locks_server::internal::LockTable) -> (LockId, LockId) {
+fn cycle(tb: &mut locks_server::state_machine::LockTable) -> (LockId, LockId) {
     let (l, k) = (lock_id!["l"], lock_id!["k"]);
     lock(tb, 1, &l, Mode::X);
     lock(tb, 2, &k, Mode::X);
@@ -176,7 +176,12 @@ fn wait(waiter: u64, blocker: u64, lock: &LockId) -> Wait {
 
 /// Agent 2's surrender of `k` at `version` with `waits` is refused: nothing moves, and 2 is
 /// told so.
-fn refused(tb: &mut locks_server::internal::LockTable, k: &LockId, version: u64, waits: Vec<Wait>) {
+fn refused(
+    tb: &mut locks_server::state_machine::LockTable,
+    k: &LockId,
+    version: u64,
+    waits: Vec<Wait>,
+) {
     let before = tb.snapshot();
     let fx = tb.handle(ServerRequest::Surrender {
         agent: t(2),

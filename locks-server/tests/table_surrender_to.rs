@@ -7,10 +7,10 @@ mod common;
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, Note, Rejection, ServerRequest};
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::internal::Sends;
+use locks_server::state_machine::Sends;
 
 fn surrender_to(
-    tb: &mut locks_server::internal::LockTable,
+    tb: &mut locks_server::state_machine::LockTable,
     n: u64,
     lock: &LockId,
     to: u64,

@@ -6,7 +6,7 @@
 //! - `recorded` (feature `metrics`): what a node recorded through the `metrics` facade, read
 //!   back from a `DebuggingRecorder`;
 //! - `cluster` (feature `cluster`): in-process nodes, every pair connected;
-//! - `peer` (feature `cluster`): a peer that speaks the wire protocol by hand, to send a node
+//! - `forged_peer` (feature `cluster`): a peer that speaks the wire protocol by hand, to send a node
 //!   what a misbehaving member could;
 //! - [`seeded`]: the seeded generator and seed ranges of the simulations;
 //! - `sim` (feature `sim`): the deterministic simulation harness shared by
@@ -26,7 +26,7 @@ pub mod certs;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 #[cfg(feature = "cluster")]
-pub mod peer;
+pub mod forged_peer;
 #[cfg(feature = "metrics")]
 pub mod recorded;
 pub mod seeded;

@@ -11,7 +11,7 @@
 use crate::clock::Ns;
 use locks_core::NodeId;
 
-/// The fencing tokens of a grant: each granting node with the lock's version there.
+/// The fencing versions of a grant: each granting node with the lock's version there.
 pub type Tokens = Vec<(NodeId, u64)>;
 
 /// One recorded event.
@@ -33,7 +33,7 @@ pub enum What {
         client: usize,
         /// The transaction.
         txn: String,
-        /// The grant's fencing tokens.
+        /// The grant's fencing versions.
         tokens: Tokens,
     },
     /// The node told `txn` that it lost the lock (a belief ends).

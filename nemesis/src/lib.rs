@@ -23,7 +23,7 @@
 //! # Public surface
 //!
 //! The modules above, for this crate's binary and tests; it is no library for other programs
-//! and has no internal seam. It uses only the public surface of the lock crates.
+//! and uses only the public surface of the lock crates.
 
 pub mod checker;
 pub mod client;

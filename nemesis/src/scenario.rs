@@ -28,7 +28,7 @@ pub enum Fault {
     /// The holder's process is killed (SIGKILL), then started again.
     Kill,
     /// The holder's process is killed (SIGKILL), then started again with its wall clock an
-    /// hour behind (libfaketime): its fencing tokens must still grow.
+    /// hour behind (libfaketime): its fencing versions must still grow.
     ClockBack,
     /// Every process is killed (SIGKILL) and started again with its wall clock an hour behind;
     /// one of them is killed again while it writes its data directory (at once after its

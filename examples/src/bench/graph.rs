@@ -14,7 +14,7 @@
 
 use super::stats::{RankBy, Sample};
 use super::{Ctx, Row, Spec};
-use locks_agent::internal::ViewGraph;
+use locks_agent::state_machine::ViewGraph;
 use locks_core::proto::{LockView, QueueEntry};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId, lock_id};
 use std::hint::black_box;

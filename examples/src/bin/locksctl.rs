@@ -16,7 +16,7 @@
 //! connects. A lock taken without `--nodes` is a lock on the node that answered, so with several
 //! addresses give the lock's `--nodes` too, or two clients may hold "the same" lock on two nodes.
 //!
-//! `lock` takes the lock, runs the command while it is held with the fencing tokens in
+//! `lock` takes the lock, runs the command while it is held with the fencing versions in
 //! `LOCKS_TOKENS` (`a@123,b@456`: node and version per granting node) and the lock in
 //! `LOCKS_LOCK`, and ends the session when the command exits, with the command's exit code. If
 //! the lock is lost (a node it depends on down or unreachable, the connection to the node gone),

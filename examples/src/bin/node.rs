@@ -143,13 +143,13 @@ struct Args {
     /// (PEM). Also `client_tls_ca`.
     #[arg(long, value_name = "PATH")]
     client_tls_ca: Option<PathBuf>,
-    /// Keep the node's data directory here, so that a restart hands out larger fencing tokens
+    /// Keep the node's data directory here, so that a restart hands out larger fencing versions
     /// and terms whatever the clock says (default: the file's `data_dir`, else
     /// $XDG_STATE_HOME/locks/NAME, else $HOME/.local/state/locks/NAME).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Run without a data directory: a restart with the clock behind then hands out lower
-    /// fencing tokens and terms.
+    /// fencing versions and terms.
     #[arg(long, conflicts_with = "data_dir")]
     no_data_dir: bool,
 }

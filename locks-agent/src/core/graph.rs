@@ -7,10 +7,11 @@
 //! **Edges** come from each view by the rules of [`locks_core::waits`] (who waits for whom in
 //! one queue); each edge is labelled with the `(lock, node)` copies that cause it.
 //!
-//! **Deadlocks.** A cycle of two or more agents is a deadlock, and its largest agent id is its
-//! victim (`locks_agent_lib:max_agent/1`): an agent must give way exactly when it lies on a
-//! cycle of agents no larger than itself, that is, when it is in a strongly connected component
-//! (petgraph's `tarjan_scc`) of two or more agents of the graph restricted to ids up to its own.
+//! **Deadlocks.** A cycle of two or more agents is a deadlock, and its greatest agent by
+//! [`victim_order`] is its victim (see [`super::victim`]): an agent must give way exactly when
+//! it lies on a cycle of agents it does not rank below, that is, when it is in a strongly
+//! connected component (petgraph's `tarjan_scc`) of two or more agents of the graph restricted
+//! to agents up to itself by that order.
 //! This is a property of the graph alone, so every agent that knows the same edges names the
 //! same victims, whatever order it learnt them in. Deciding by cycle rather than by whole
 //! component also keeps the real victim acting when other agents' knowledge is outdated: a
@@ -18,10 +19,11 @@
 //! cannot hide a real cycle from that cycle's largest agent. (A decision taken on a stale edge
 //! is harmless: the surrender names the version it saw, and the server ignores a stale one.)
 //!
-//! The victim gives up the smallest `(lock, node)` labelling an edge into it from its
-//! component: a lock it holds (or is queued ahead on) that another agent of the cycle waits
-//! for.
+//! The victim gives up the copy [`lock_given_up`] picks among the `(lock, node)` labels of the
+//! edges into it from its component: a lock it holds (or is queued ahead on) that another
+//! agent of the cycle waits for.
 
+use super::victim::{lock_given_up, victim_order};
 use locks_core::proto::LockView;
 use locks_core::waits::pending_of;
 pub(crate) use locks_core::waits::{
@@ -59,10 +61,10 @@ impl fmt::Display for WaitLabel {
 pub struct Cycle {
     /// The agents of the component, in increasing id order.
     pub agents: Vec<AgentId>,
-    /// The largest of them: the agent that must give way.
+    /// The greatest of them by [`victim_order`]: the agent that must give way.
     pub victim: AgentId,
-    /// The lock the victim gives up: the smallest `(lock, node)` on an edge into the victim
-    /// from inside the component.
+    /// The lock the victim gives up ([`lock_given_up`] of the copies on the edges into the
+    /// victim from inside the component).
     pub lock: LockId,
     /// The node of that lock.
     pub node: NodeId,
@@ -232,8 +234,8 @@ impl ViewGraph {
         out
     }
 
-    /// Every strongly connected component of two or more agents, with its largest agent as
-    /// victim, ordered by victim. (With several cycles in one component, more than one agent may
+    /// Every strongly connected component of two or more agents, with its greatest agent by
+    /// [`victim_order`] as victim, ordered by victim. (With several cycles in one component, more than one agent may
     /// have to give way: see [`ViewGraph::victims`].)
     pub fn cycles(&self) -> Vec<Cycle> {
         let mut out: Vec<Cycle> = petgraph::algo::tarjan_scc(&self.graph)
@@ -241,15 +243,18 @@ impl ViewGraph {
             .filter(|scc| scc.len() >= 2)
             .filter_map(|scc| self.cycle_of(&scc))
             .collect();
-        out.sort_by(|a, b| a.victim.cmp(&b.victim));
+        out.sort_by(|a, b| victim_order(&a.victim, &b.victim));
         out
     }
 
     /// The deadlock `agent` must break, if any: its strongly connected component in the graph
-    /// restricted to agents no larger than itself, when that has two or more agents.
+    /// restricted to agents not above itself by [`victim_order`], when that has two or more
+    /// agents.
     pub fn victim_cycle(&self, agent: &AgentId) -> Option<Cycle> {
         let me = self.index_of(agent)?;
-        let sub = NodeFiltered::from_fn(&self.graph, |n| self.graph[n] <= *agent);
+        let sub = NodeFiltered::from_fn(&self.graph, |n| {
+            victim_order(&self.graph[n], agent) != std::cmp::Ordering::Greater
+        });
         let scc = petgraph::algo::tarjan_scc(&sub)
             .into_iter()
             .find(|c| c.contains(&me))?;
@@ -271,14 +276,14 @@ impl ViewGraph {
         let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
         let victim_ix = *scc
             .iter()
-            .max_by(|a, b| self.graph[**a].cmp(&self.graph[**b]))?;
-        let lock = self
-            .graph
-            .edges_directed(victim_ix, Direction::Incoming)
-            .filter(|e| members.contains(&e.source()))
-            .filter_map(|e| e.weight().0.iter().next())
-            .min()?
-            .clone();
+            .max_by(|a, b| victim_order(&self.graph[**a], &self.graph[**b]))?;
+        let lock = lock_given_up(
+            self.graph
+                .edges_directed(victim_ix, Direction::Incoming)
+                .filter(|e| members.contains(&e.source()))
+                .filter_map(|e| e.weight().0.iter().next()),
+        )?
+        .clone();
         let mut agents: Vec<AgentId> = scc.iter().map(|i| self.graph[*i].clone()).collect();
         agents.sort();
         Some(Cycle {

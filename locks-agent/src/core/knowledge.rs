@@ -544,7 +544,7 @@ impl Knowledge {
             .is_some_and(|c| matches!(c.entry, Some(EntryState::Waiting(_))))
     }
 
-    /// The version of the newest notice of `(lock, node)`: the fencing token of a grant.
+    /// The version of the newest notice of `(lock, node)`: the fencing version of a grant.
     pub fn entry_version(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
         self.copies
             .get(KeyRef::of(lock, node).as_dyn())

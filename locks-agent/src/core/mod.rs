@@ -6,7 +6,8 @@
 //!
 //! - [`requests`]: the client's requests and when each counts as held;
 //! - [`knowledge`]: the agent's versioned copies of its entries and of lock queues;
-//! - [`graph`]: the wait-for graph, its cycles and the choice of the victim;
+//! - [`graph`]: the wait-for graph and its cycles;
+//! - [`victim`]: the victim order and the lock the victim gives up;
 //! - [`agent`]: the state machine that ties them together.
 
 pub(crate) mod agent;
@@ -15,6 +16,7 @@ pub(crate) mod graph;
 pub(crate) mod knowledge;
 pub(crate) mod requests;
 mod status;
+pub(crate) mod victim;
 
 pub use agent::{AgentCore, AgentEffect, Answer, CallFailure, CallId};
 pub(crate) use error::comma_list;

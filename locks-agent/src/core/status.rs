@@ -105,13 +105,13 @@ pub struct GrantedLock {
     pub lock: LockId,
     /// The mode requested (and held).
     pub mode: Mode,
-    /// The nodes that grant it, each with the lock's version at the grant: a fencing token that
+    /// The nodes that grant it, each with the lock's version at the grant: a fencing version that
     /// grows with every new holder.
     pub nodes: GrantNodes,
 }
 
 impl GrantedLock {
-    /// The grant's fencing tokens ([`GrantedLock::nodes`]), which display as `a@1042,b@977`
+    /// The grant's fencing versions ([`GrantedLock::nodes`]), which display as `a@1042,b@977`
     /// and parse back ([`locks_core::fence::Tokens`]).
     pub fn tokens(&self) -> locks_core::fence::Tokens {
         locks_core::fence::Tokens::from(&self.nodes[..])
@@ -324,7 +324,7 @@ mod tests {
 /// the fencing version of each node, and the deadlocks resolved on the way.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Locked {
-    /// The lock, the mode held and each granting node's version: a fencing token that grows
+    /// The lock, the mode held and each granting node's version: a fencing version that grows
     /// with every new holder on that node.
     pub granted: GrantedLock,
     /// The deadlocks resolved so far, as in [`LockResult::deadlocks`](crate::LockResult)
@@ -341,7 +341,7 @@ impl Locked {
         locks
     }
 
-    /// The grant's fencing tokens, to send with every write to the resource the lock guards:
+    /// The grant's fencing versions, to send with every write to the resource the lock guards:
     /// they display as `a@1042,b@977` and parse back
     /// ([`Tokens`](locks_core::fence::Tokens)), and a
     /// [`Fence`](locks_core::fence::Fence) in front of the resource admits or refuses them.

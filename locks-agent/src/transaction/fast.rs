@@ -32,14 +32,14 @@
 //! nothing, and its locks are on its own node, so no node down or lease applies to them.
 
 use super::Transaction;
-use crate::agent::{Adopt, Agent, Subscribe};
+use crate::actor::{Adopt, Agent, Subscribe};
 use crate::core::agent::status_without_agent;
 use crate::core::{GrantNodes, GrantedLock, LockResult, RequestError, TransactionStatus};
 use crate::core::{LockState, Locked};
 use crate::error::Error;
 use actix::prelude::*;
 use locks_core::{LockId, Mode};
-use locks_server::internal::{FastLock, NodeInternals};
+use locks_server::embed::{FastLock, NodeInternals};
 use std::sync::PoisonError;
 
 /// What the fast path did with a lock request.
@@ -275,7 +275,7 @@ impl Transaction {
                 self.node
                     .local_table()
                     .release_started(&self.presence, &self.touched);
-                addr.do_send(crate::agent::End);
+                addr.do_send(crate::actor::End);
             }
         }
     }

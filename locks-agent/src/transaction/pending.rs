@@ -8,7 +8,7 @@
 //! what the call asked for (`AgentCore::withdraw`). An answer that was already on its way is
 //! kept: the lock is then held, claimed and reported as any grant (`lock_state`, `events`).
 
-use crate::agent::{Agent, Outcome, Withdraw, outcome_error};
+use crate::actor::{Agent, Outcome, Withdraw, outcome_error};
 use crate::core::CallId;
 use crate::error::Error;
 use actix::Addr;

@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use locks_server::Node;
-use locks_server::internal::NodeInternals;
+use locks_server::embed::NodeInternals;
 use std::future::Future;
 use std::time::Instant;
 

@@ -2,7 +2,7 @@
 //! `watchers/1`): served by the transaction's agent, which starts for it.
 
 use super::Transaction;
-use crate::agent::{Unwatch, Watch, outcome_error};
+use crate::actor::{Unwatch, Watch, outcome_error};
 use crate::error::Error;
 use crate::lock_watch::LockWatch;
 use locks_core::{AgentId, LockId, NodeId};

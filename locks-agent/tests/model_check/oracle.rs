@@ -23,8 +23,8 @@
 //! of an agent whose request is already met elsewhere (`Any`, `Majority`) is no wait.
 
 use super::world::{Model, World};
-use locks_agent::internal::LockRequest;
-use locks_agent::internal::ViewGraph;
+use locks_agent::state_machine::LockRequest;
+use locks_agent::state_machine::ViewGraph;
 use locks_core::proto::{EntryState, LockView};
 use locks_core::{AgentId, LockId, Mode};
 use locks_server::TableSnapshot;

@@ -1,13 +1,13 @@
 //! One state of the modelled system and the steps that lead out of it.
 //!
-//! A [`World`] is every lock table (the real `locks_server::internal::LockTable`, one per node, on the
+//! A [`World`] is every lock table (the real `locks_server::state_machine::LockTable`, one per node, on the
 //! shared harness's `Tables`), every
 //! agent (the real `AgentCore`, wrapped as [`Client`] with the position of its client in its
 //! script) and every message in flight. Messages travel on the FIFO channel of their
 //! `(sender, receiver)` pair, as over an actix mailbox or a TCP connection; channels of
 //! different pairs interleave freely.
 //!
-//! The steps ([`Action`]) are exactly what the agent actor (`locks-agent/src/agent.rs`) does:
+//! The steps ([`Action`]) are exactly what the agent actor (`locks-agent/src/actor.rs`) does:
 //! - a client call (`request`, `unlock`, `convert`) is fed to the core, its effects are carried
 //!   out in order, and a settle round is scheduled; a blocking `lock` leaves the client waiting
 //!   until a settle round finds the transaction with all its locks (the actor answers waiting
@@ -23,7 +23,7 @@
 //! actions replays to the same states (the explorer stores paths, not states, for its traces).
 
 use super::show::{show_msg, show_op, show_request, show_status};
-use locks_agent::internal::{AgentCore, AgentEffect, CallId};
+use locks_agent::state_machine::{AgentCore, AgentEffect, CallId};
 use locks_agent::{Options, Req, TransactionStatus};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
@@ -429,7 +429,7 @@ impl World {
                 let chans = &mut self.chans;
                 let served =
                     self.tables
-                        .serve(&m.node_ids[n], [req], &AllConnected, |agent, msg| {
+                        .admit(&m.node_ids[n], [req], &AllConnected, |agent, msg| {
                             let a = m.by_id[&agent];
                             if verbose {
                                 let _ = write!(

@@ -3,7 +3,7 @@
 //! counts as real.
 
 use super::Sim;
-use locks_agent::internal::{Cycle, ViewGraph};
+use locks_agent::state_machine::{Cycle, ViewGraph};
 use locks_core::AgentId;
 use locks_core::proto::{AgentMessage, Note, ServerRequest};
 

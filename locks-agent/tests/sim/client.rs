@@ -6,7 +6,7 @@
 //! is granted, waiting, or converting up for a request of the same phase.
 
 use super::Sim;
-use locks_agent::internal::AgentCore;
+use locks_agent::state_machine::AgentCore;
 use locks_agent::{LockResult, Options, Req, TransactionStatus};
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use std::collections::VecDeque;
@@ -73,7 +73,7 @@ pub struct Client {
     /// The current phase has had its pause (or was chosen to go on at once).
     pub held_once: bool,
     /// The `lock` calls of the current phase that may still be dropped (`drops.rs`).
-    pub calls: Vec<locks_agent::internal::CallId>,
+    pub calls: Vec<locks_agent::state_machine::CallId>,
 }
 
 impl Sim {

@@ -13,7 +13,7 @@
 //! the agreement oracle checks that the tables keep nothing of a withdrawn request.
 
 use super::Sim;
-use locks_agent::internal::CallId;
+use locks_agent::state_machine::CallId;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 
 impl Sim {

@@ -3,7 +3,7 @@
 //!
 //! With [`Sim::fast_path`] on, every client with an odd serial starts *idle*: a request on its
 //! own node alone, with the default requirement, is applied to that node's table at once (the
-//! same `Tables::serve` as every request), and the table's answers to the client are not sent
+//! same `Tables::admit` as every request), and the table's answers to the client are not sent
 //! (they update the servers' truth, which the oracles read). If the table grants it, the client
 //! was told it holds it and stays idle; otherwise, or at the first request of another kind, a
 //! conversion, or anything that needs the agent, the client's core takes over with
@@ -67,7 +67,7 @@ impl Sim {
             mode,
         };
         self.stats.fast += 1;
-        let granted = self.serve_as(node.clone(), request, Some(id)).is_ok()
+        let granted = self.admit_as(node.clone(), request, Some(id)).is_ok()
             && self
                 .world
                 .tables
@@ -166,7 +166,7 @@ impl Sim {
             assert!(effects.is_empty(), "an idle client's core sent nothing");
         }
         let request = ServerRequest::RemoveAgent { agent: id.clone() };
-        self.serve_as(id.node().clone(), request, Some(id))
+        self.admit_as(id.node().clone(), request, Some(id))
             .expect("the client's own node has a table");
     }
 
@@ -191,7 +191,7 @@ impl Sim {
                 agent: id.clone(),
                 lock: lock.clone(),
             };
-            self.serve_as(id.node().clone(), request, Some(id))
+            self.admit_as(id.node().clone(), request, Some(id))
                 .expect("the client's own node has a table");
             if let Some(idle) = self.clients.get_mut(id).and_then(|c| c.idle.as_mut()) {
                 idle.told.retain(|l| l != lock);

@@ -25,7 +25,7 @@ pub use audit::Audit;
 pub use client::{Act, Ask, Client};
 pub use locks_testing::Rng;
 
-use locks_agent::internal::{AgentCore, AgentEffect};
+use locks_agent::state_machine::{AgentCore, AgentEffect};
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{AgentId, LockId, ModeTable, NodeId};
 use locks_testing::sim::{AllConnected, Rounds, Route, Step, World};
@@ -319,7 +319,7 @@ impl Sim {
 
     fn deliver(&mut self, to: End, msg: Payload) -> Result<(), String> {
         match (to, msg) {
-            (End::Server(node), Payload::Server(req)) => self.serve(node, req)?,
+            (End::Server(node), Payload::Server(req)) => self.admit(node, req)?,
             (End::Agent(id), Payload::Agent(msg)) => {
                 self.world.trace.push(format!("{id} <- {msg:?}"));
                 if matches!(msg, AgentMessage::Notice(_)) {
@@ -354,13 +354,13 @@ impl Sim {
 
     /// A request reaches `node`'s server: the table applies it, its notices update the truth
     /// and go out to the agents.
-    fn serve(&mut self, node: NodeId, req: ServerRequest) -> Result<(), String> {
-        self.serve_as(node, req, None)
+    fn admit(&mut self, node: NodeId, req: ServerRequest) -> Result<(), String> {
+        self.admit_as(node, req, None)
     }
 
-    /// [`Sim::serve`], for a request of `own`'s fast path: the table's answers to `own` update
+    /// [`Sim::admit`], for a request of `own`'s fast path: the table's answers to `own` update
     /// the truth but are not sent (the caller reads the table).
-    fn serve_as(
+    fn admit_as(
         &mut self,
         node: NodeId,
         req: ServerRequest,
@@ -402,7 +402,7 @@ impl Sim {
         let served = self
             .world
             .tables
-            .serve(&node, [req], &AllConnected, |agent, msg| {
+            .admit(&node, [req], &AllConnected, |agent, msg| {
                 if let AgentMessage::Notice(n) = &msg {
                     if audit::surrendered(&msg) {
                         any_surrendered = true;

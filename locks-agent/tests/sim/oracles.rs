@@ -15,7 +15,7 @@
 
 use super::{End, Sim};
 use locks_agent::TransactionStatus;
-use locks_agent::internal::LockRequest;
+use locks_agent::state_machine::LockRequest;
 use locks_core::proto::EntryState;
 use locks_core::{AgentId, LockId, Mode, NodeId};
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The fencing tokens of one grant as text (`a@1042,b@977`), to carry with a write over any
+//! The fencing versions of one grant as text (`a@1042,b@977`), to carry with a write over any
 //! protocol, and the saved state of a [`Fence`].
 
 use super::Fence;
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// The fencing tokens of one grant: each granting node with the lock's version there. Displays
+/// The fencing versions of one grant: each granting node with the lock's version there. Displays
 /// and parses as `node@version` pairs joined by commas (`a@1042,b@977`), the form the `node`
 /// binary prints, so a client can send them in a header or a field and the resource parse
 /// them back.
@@ -45,18 +45,18 @@ impl fmt::Display for Tokens {
     }
 }
 
-/// Why a text is not a list of fencing tokens.
+/// Why a text is not a list of fencing versions.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TokensError {
     /// The text is empty.
-    #[error("no fencing tokens")]
+    #[error("no fencing versions")]
     Empty,
     /// A pair is not `node@version`.
-    #[error("not a fencing token (node@version): {}", crate::escape::Escaped::bounded(.0, 64))]
+    #[error("not a fencing version (node@version): {}", crate::escape::Escaped::bounded(.0, 64))]
     Malformed(String),
     /// A node name is not valid.
     #[error(
-        "bad node name in fencing token {}: {why}",
+        "bad node name in fencing version {}: {why}",
         crate::escape::Escaped::bounded(pair, 64)
     )]
     BadNode {

@@ -27,7 +27,7 @@
 //! nodes `a`, `b`, `c` whose one candidate runs on `a` leads once it holds the lock on two of
 //! them, whether or not members run there (etcd's election, where a campaign leads as soon as
 //! its key is the oldest, polls nobody either). What a member's acceptance adds is for the
-//! terms (crate documentation, "Terms as fencing tokens"): the next leader's majority shares a
+//! terms (crate documentation, "Terms as fencing versions"): the next leader's majority shares a
 //! node with the ones that accepted, and learns the term from it. A node where no member runs
 //! has nobody to accept or remember the term, so its lock server stands in: the leader asks it
 //! (`ServerRequest::RaiseVersions`, in its agent's name) to raise its versions to the term's
@@ -39,7 +39,7 @@
 //! own start time, so a leader on a node started later than the others (or with a clock ahead)
 //! takes a term above every version they hand out, and a next leader elected on them alone
 //! would take a smaller one. A member that appears there later finds the leader as any
-//! newcomer does (on the gate's and its own node's queue) and accepts its term; one that
+//! newcomer does (on the first node's and its own node's queue) and accepts its term; one that
 //! appears after the leader is gone is a candidate like any other, and the raised versions
 //! keep the next term above. Only nodes without a known member are asked: a raise is as good
 //! as an acceptance anywhere, but where a member runs its `Accepted` comes anyway.

@@ -6,11 +6,11 @@
 use super::society::Learnt;
 use super::{Inner, MemberCore, MemberEffect, PeerMsg, State};
 use crate::callbacks::Callbacks;
-use crate::core::peer::Peer;
+use crate::core::member_messages::Peer;
 use crate::error::CallError;
 use crate::options::GroupOptions;
 use crate::term::Role;
-use locks_agent::internal::{AgentCore, AgentEffect};
+use locks_agent::state_machine::{AgentCore, AgentEffect};
 use locks_agent::{Options, Req};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, Mode, ModeTable, NodeId};
@@ -100,8 +100,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// Starts the member on a node that sees `nodes` up: runs `init`, then a candidate asks
-    /// for the election lock on the gate (module `gate`) and the member watches the lock on
-    /// the gate and on its own node.
+    /// for the election lock on the first node (module `first_node`) and the member watches the lock on
+    /// the first node and on its own node.
     /// An `init` error is returned, and the member is stopped.
     pub fn start(
         &mut self,
@@ -116,11 +116,11 @@ impl<C: Callbacks> MemberCore<C> {
         }
         self.s.alive = nodes.iter().cloned().collect();
         self.s.alive.insert(self.s.me.node().clone());
-        let gate: Vec<NodeId> = self.gate().into_iter().collect();
-        // The request first: the gate's lock server lists a candidate before it answers any
-        // of the member's watches, so members learn of it from the gate first.
+        let first_node: Vec<NodeId> = self.first_node().into_iter().collect();
+        // The request first: the first node's lock server lists a candidate before it answers any
+        // of the member's watches, so members learn of it from the first node first.
         if let Some(agent) = &mut self.s.agent {
-            match agent.request(self.s.lock.clone(), Mode::WRITE, &gate, Req::AllAlive) {
+            match agent.request(self.s.lock.clone(), Mode::WRITE, &first_node, Req::AllAlive) {
                 Ok(effects) => self.agent_effects(effects),
                 Err(e) => return Err(format!("cannot request the election lock: {e}")),
             }
@@ -172,8 +172,8 @@ impl<C: Callbacks> MemberCore<C> {
     }
 
     /// The lock server of `node` is reachable (again, or for the first time): watch the lock
-    /// there and (a candidate) extend the request to it, now or once it holds the gate (module
-    /// `gate`; its agent is told of the node at once either way). A leader whose request grows steps
+    /// there and (a candidate) extend the request to it, now or once it holds the first node (module
+    /// `first_node`; its agent is told of the node at once either way). A leader whose request grows steps
     /// down until it holds the lock there too; in majority mode a leader defers the node
     /// instead (module `tenure`).
     pub fn node_up(&mut self, node: &NodeId, now: Duration) -> Vec<MemberEffect<C>> {
@@ -206,7 +206,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.unleased.remove(node);
         self.s.views.remove(node);
         self.s.watching.remove(node);
-        // The gate may have moved.
+        // The first node may have moved.
         self.refresh_watches();
         // A deferred node's agent still knows it as it was before it came up.
         let deferred = self.s.deferred.remove(node);
@@ -310,7 +310,7 @@ impl<C: Callbacks> MemberCore<C> {
                     self.announce_to(from);
                 }
                 // A member watches few nodes (module `society`): a leader on no lock queue it
-                // watches (one that deferred the gate), or one it forgot while cut off, is found
+                // watches (one that deferred the first node), or one it forgot while cut off, is found
                 // through those that follow it. A follower names its leader to a sender that has
                 // none (a new sender was greeted by `learn`); only senders without a leader are
                 // answered, so two followers of different leaders do not answer each other.
@@ -425,7 +425,7 @@ impl<C: Callbacks> MemberCore<C> {
         self.s.out.push(MemberEffect::Stopped { reason });
     }
 
-    /// Watches the lock where the member is to and does not yet: on the gate and on its own
+    /// Watches the lock where the member is to and does not yet: on the first node and on its own
     /// node, and on every node up once its agent held the lock on every node it asked, or if
     /// it is a worker (see the module documentation of [`super`], "The four planes").
     pub(super) fn refresh_watches(&mut self) {
@@ -435,7 +435,7 @@ impl<C: Callbacks> MemberCore<C> {
         let wanted: Vec<NodeId> = if self.s.watch_all {
             self.s.alive.iter().cloned().collect()
         } else {
-            let mut w: Vec<NodeId> = self.gate().into_iter().collect();
+            let mut w: Vec<NodeId> = self.first_node().into_iter().collect();
             let home = self.s.me.node();
             if self.s.alive.contains(home) && w.first() != Some(home) {
                 w.push(home.clone());

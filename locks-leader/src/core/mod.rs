@@ -16,12 +16,12 @@
 //!
 //! **The four planes** of a `locks_leader` member and how each is done here:
 //! - *Society* (who is in the group): every member watches the election lock
-//!   (`ServerRequest::Watch`) on the gate (the smallest node it considers up, where every
-//!   candidate queues first: module `gate`) and on its own node, and on every node up once its
-//!   agent held the lock on every node it asked (the gate's holder, the one candidate that asks
+//!   (`ServerRequest::Watch`) on the first node (the smallest node it considers up, where every
+//!   candidate queues first: module `first_node`) and on its own node, and on every node up once its
+//!   agent held the lock on every node it asked (the first node's holder, the one candidate that asks
 //!   the other nodes and may lead, whose poll needs their views); a worker watches every node
 //!   up from the start (it is on no queue, so it finds a leader only by seeing it hold the
-//!   lock, and a leader alone in its group that deferred the gate and the worker's node,
+//!   lock, and a leader alone in its group that deferred the first node and the worker's node,
 //!   module `tenure`, holds it on neither: a few workers' watches cost N each, not N² per
 //!   election). The lock servers tell it
 //!   which candidates' agents hold or wait for the lock there; a candidate's member id has the
@@ -29,19 +29,19 @@
 //!   (`MemberCore::learn`): a worker to every candidate it finds (which is how candidates
 //!   learn of workers, which never appear in the queues), any member to a holder of the lock
 //!   it finds, a follower to a member without a leader, naming its leader, and a member
-//!   without a leader to a leader it is told of (a leader that deferred the gate, module
+//!   without a leader to a leader it is told of (a leader that deferred the first node, module
 //!   `tenure`, is on no queue a newcomer watches). Watching every node, and a `Hello` per
-//!   pair each way, would cost N² watches, their views and N² `Hello`s per election; the gate
+//!   pair each way, would cost N² watches, their views and N² `Hello`s per election; the first node
 //!   lists every candidate that sees the same nodes, and a leader holds the lock on its
-//!   members' own nodes and announces itself to every member it finds. A gate that moves (a
-//!   smaller node up, the gate down) is watched at once, so members of a node that joins late
+//!   members' own nodes and announces itself to every member it finds. A first node that moves (a
+//!   smaller node up, the first node down) is watched at once, so members of a node that joins late
 //!   or of an island that heals are found the same way. A member is forgotten when it says
 //!   `Goodbye`, when its node goes down, or (a candidate) when the view of its own node's lock
 //!   no longer lists it, or, for a member that does not watch that node, when no view it has
 //!   lists it any more.
 //! - *Contest*: a candidate embeds an [`AgentCore`] that write-locks the election lock on every
-//!   node it considers up, with `Req::AllAlive` and `await_nodes`, the smallest node (the gate)
-//!   first and the others once it holds the gate (module `gate`); a node that comes up extends
+//!   node it considers up, with `Req::AllAlive` and `await_nodes`, the smallest node (the first node)
+//!   first and the others once it holds the first node (module `first_node`); a node that comes up extends
 //!   the request (but not a leader's in majority mode, which defers the node until it steps
 //!   down: module `tenure`). The agents' deadlock resolution decides, without back-off: in a
 //!   connected group exactly one candidate ends up holding the lock everywhere.
@@ -75,22 +75,22 @@
 mod calls;
 mod confirm;
 mod election;
-mod gate;
+mod first_node;
 mod majority;
 mod member;
-mod peer;
+mod member_messages;
 mod society;
 mod tenure;
 
 pub use majority::LeaderProof;
 pub(crate) use member::note_agent_effect;
-pub use peer::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
+pub use member_messages::{Peer, PeerEnvelope, PeerMessage, PeerMsg};
 
 use crate::callbacks::{CallId, Callbacks, Ctx, GroupView};
 use crate::error::CallError;
 use crate::options::ElectionMode;
 use crate::term::{Role, Term};
-use locks_agent::internal::{AgentCore, AgentEffect};
+use locks_agent::state_machine::{AgentCore, AgentEffect};
 use locks_core::proto::{LockView, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -115,7 +115,7 @@ pub enum MemberEffect<C: Callbacks> {
         request: ServerRequest,
     },
     /// An effect of the election agent (a candidate's [`AgentCore`]): carried out by the
-    /// agent's executor (`locks_agent::internal::execute`) on that core, as the agent actor
+    /// agent's executor (`locks_agent::state_machine::execute`) on that core, as the agent actor
     /// does, which also tells the core of a lock server it cannot reach.
     Agent(AgentEffect),
     /// Send `msg` to another member. If it does not run any more, tell the core
@@ -271,7 +271,7 @@ pub(crate) struct Inner<C: Callbacks> {
     pub(crate) views: BTreeMap<NodeId, Arc<LockView>>,
     /// The nodes whose lock server was asked to watch the lock (and has not gone down since).
     pub(crate) watching: BTreeSet<NodeId>,
-    /// Whether the member watches the lock on every node up, not only on the gate and its own
+    /// Whether the member watches the lock on every node up, not only on the first node and its own
     /// node: a worker always, a candidate from the first time its agent held the lock on every
     /// node it asked.
     pub(crate) watch_all: bool,
@@ -592,7 +592,7 @@ impl<C: Callbacks> MemberCore<C> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_gate;
+mod tests_first_node;
 #[cfg(test)]
 mod tests_majority;
 #[cfg(test)]

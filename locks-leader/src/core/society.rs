@@ -39,7 +39,7 @@ impl<C: Callbacks> MemberCore<C> {
     /// - a member learnt from its own `Hello` knows this one already: it is greeted back only
     ///   by a follower, whose `Hello` names its leader (a leader announces itself instead);
     /// - a candidate learnt from a view, waiting there, finds this member on the same queue
-    ///   (every candidate queues on the gate, which every member watches), unless this member
+    ///   (every candidate queues on the first node, which every member watches), unless this member
     ///   is a worker, which is on no queue; the holder of the lock there is greeted (it may
     ///   lead without knowing that this member follows nobody).
     pub(super) fn learn(&mut self, m: &MemberId, role: Role, from: Learnt) -> bool {
@@ -300,7 +300,7 @@ impl<C: Callbacks> MemberCore<C> {
     /// watches it) no longer lists it, and either it did before, or no view lists it any more
     /// though one did.
     ///
-    /// It runs on every view that arrives, and an election's gate lists every candidate: the
+    /// It runs on every view that arrives, and an election's first node lists every candidate: the
     /// agents of all views are gathered once per run (and only if a candidate missing from its
     /// own node's view needs them), not once per candidate, so a run costs the size of the
     /// views plus the members rather than their product.

@@ -7,7 +7,7 @@ use super::*;
 use crate::callbacks::{CallReturn, Caller, Elected, Handled};
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{Key, Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// Records what it is told; doubles leader calls.
 #[derive(Default)]
@@ -190,7 +190,7 @@ fn serve(
 
 /// A worker asks for nothing and watches every node up, those that come up later too: it is
 /// on no queue, and finds a leader only by seeing it hold the lock somewhere (a leader that
-/// deferred the gate and the worker's node, module `tenure`, is on neither's queue).
+/// deferred the first node and the worker's node, module `tenure`, is on neither's queue).
 #[test]
 fn a_worker_only_watches_every_node_up() {
     let mut w = member("c", 1, Role::Worker);

@@ -7,7 +7,7 @@ use super::*;
 use crate::GroupOptions;
 use locks_core::proto::ServerRequest;
 use locks_core::{Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// Feeds `effects`' requests to the tables of their nodes and the resulting messages for `m`
 /// back to it (settling after each round); returns the other effects.
@@ -527,7 +527,7 @@ fn a_leader_defers_a_node_that_comes_up_until_it_steps_down() {
     );
     let effects = e.b.settle(T0);
     assert!(e.b.is_leader(), "{effects:?}");
-    // Nor on one that becomes the smallest node up (the gate).
+    // Nor on one that becomes the smallest node up (the first node).
     let mut effects = e.b.node_up(&n("a"), T0);
     effects.extend(e.b.settle(T0));
     assert!(!asks_lock_on(&effects, &n("a")), "{effects:?}");

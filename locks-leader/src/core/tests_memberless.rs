@@ -9,7 +9,7 @@ use super::*;
 use crate::GroupOptions;
 use locks_core::ModeTable;
 use locks_core::proto::{AgentMessage, ServerRequest};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// Members and the lock tables of their nodes, on a network that delivers at once.
 struct Net {
@@ -265,7 +265,7 @@ fn a_leader_that_takes_a_larger_term_is_established_again_only_once_raised_to_it
 #[test]
 fn a_worker_on_a_node_the_leader_deferred_finds_it() {
     // A lone candidate on `b` leads over `b` and `c`; `a` comes up, and the leader watches it
-    // but does not ask for the lock there (module `tenure`): `a`, the gate now, is held by
+    // but does not ask for the lock there (module `tenure`): `a`, the first node now, is held by
     // nobody. A worker started on `a` finds the leader where it holds the lock.
     let mut net = Net::new(&[("b", 1000), ("c", 2000)]);
     let b = net.start("b", 1);

@@ -5,7 +5,7 @@ use super::tests::{Rec, T0, env, lock, member, n, requests, serve_locks_on, term
 use super::*;
 use locks_core::proto::AgentMessage;
 use locks_core::{Mode, ModeTable};
-use locks_server::internal::LockTable;
+use locks_server::state_machine::LockTable;
 
 /// A view of the election lock on `node` at `version` in which `waiting` wait.
 fn watched(node: &str, version: u64, waiting: &[&AgentId]) -> AgentMessage {
@@ -71,10 +71,10 @@ fn watches(effects: &[MemberEffect<Rec>]) -> Vec<NodeId> {
         .collect()
 }
 
-/// A member watches the lock on the gate and on its own node, not on the other nodes up, and
-/// the new gate when the gate goes down; a node that comes up is watched only as the gate.
+/// A member watches the lock on the first node and on its own node, not on the other nodes up, and
+/// the new first node when the first node goes down; a node that comes up is watched only as the first node.
 #[test]
-fn a_member_watches_the_gate_and_its_own_node() {
+fn a_member_watches_its_first_node_and_its_own_node() {
     let mut c = member("c", 1, Role::Candidate);
     let effects = c.start(&[n("a"), n("b"), n("d")], T0).unwrap();
     assert_eq!(watches(&effects), vec![n("a"), n("c")]);
@@ -86,10 +86,10 @@ fn a_member_watches_the_gate_and_its_own_node() {
     assert_eq!(watches(&c.node_up(&n("c"), T0)), vec![n("c")]);
 }
 
-/// A candidate whose agent holds the lock on every node it asked (the gate) watches every node
+/// A candidate whose agent holds the lock on every node it asked (the first node) watches every node
 /// up from then on, those that come up later too: it asks them all, and may lead.
 #[test]
-fn the_gates_holder_watches_every_node() {
+fn the_first_nodes_holder_watches_every_node() {
     let mut c = member("c", 1, Role::Candidate);
     let start = c.start(&[n("b"), n("d")], T0).unwrap();
     assert_eq!(watches(&start), vec![n("b"), n("c")]);

@@ -1,7 +1,7 @@
 //! A deterministic in-memory cluster of member cores and lock tables, on the shared harness
 //! (`locks_testing::sim`: the seeded network, the real lock tables, the choice of each step).
 //!
-//! Each node has a real `locks_server::internal::LockTable`; each member is a pure
+//! Each node has a real `locks_server::state_machine::LockTable`; each member is a pure
 //! [`MemberCore`] with the test dictionary as its callbacks. Every message travels on the FIFO
 //! channel of its (sender, receiver) pair, as over an actix mailbox or a TCP connection; which
 //! channel delivers next, and when a member settles after a burst, is chosen by the seeded
@@ -15,11 +15,11 @@
 #![allow(dead_code)]
 
 use super::common::dict::{Dict, Rep, Req};
-use locks_agent::internal::AgentEffect;
+use locks_agent::state_machine::AgentEffect;
 use locks_core::codec;
 use locks_core::proto::{AgentMessage, LockView, QueueEntry, ServerRequest};
 use locks_core::{AgentId, LockId, MemberId, ModeTable, NodeId};
-use locks_leader::internal::{MemberCore, MemberEffect, Peer, State};
+use locks_leader::state_machine::{MemberCore, MemberEffect, Peer, State};
 use locks_leader::{CallError, CallId, GroupOptions, Role, Term, election_lock};
 use locks_testing::sim::{Net, Peers, Rounds, Route, Step, World};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -315,13 +315,13 @@ impl Sim {
     }
 
     /// Applies a request to a node's table and sends the notices (see [`route`]).
-    fn serve(&mut self, n: &NodeId, request: ServerRequest) {
+    fn admit(&mut self, n: &NodeId, request: ServerRequest) {
         let (members, links, net) = (&self.members, &self.links, &mut self.world.net);
         let rounds = &mut self.rounds;
         let peers = LinksOf { node: n, links };
         self.world
             .tables
-            .serve(n, [request], &peers, |agent, msg| {
+            .admit(n, [request], &peers, |agent, msg| {
                 route(links, members, net, rounds, n, agent, msg)
             })
             .expect("a table per node");
@@ -459,7 +459,7 @@ impl Sim {
         match to {
             End::Server(n) => {
                 if let Msg::Server(req) = msg {
-                    self.serve(&n, req);
+                    self.admit(&n, req);
                 }
             }
             End::Member(m) => {

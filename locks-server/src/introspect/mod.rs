@@ -37,7 +37,7 @@
 pub mod graph;
 
 use crate::log_limit::{LogLimiter, Verdict};
-use crate::router::{RemoteLink, RouteError};
+use crate::route::{RemoteLink, RouteError};
 use futures::channel::oneshot;
 use locks_core::codec::{self, HARD_MAX_FRAME};
 use locks_core::proto::{Envelope, IntrospectRequest, Message, TableReport};

@@ -338,7 +338,7 @@ impl LocalTable {
 
     /// A request that came as a message (and that the node's core let through: see
     /// `crate::node_core`), applied unless it would take a peer past a quota.
-    pub(crate) fn serve(&self, request: ServerRequest) {
+    pub(crate) fn admit(&self, request: ServerRequest) {
         tracing::trace!(target: "lock_path", hop = 7, agent = %request.agent(), "to its shard");
         if let ServerRequest::RaiseVersions { floor, .. } = &request {
             // On disk before the table answers: the answer promises versions above `floor`

@@ -34,7 +34,7 @@
 //! - [`delivery`]: where a message for an agent of this node goes (its actor, kept for a
 //!   transaction without one, a probe refuted, an agent gone);
 //! - [`sharding`]: which shard of the table an input goes to, and what spans shards;
-//! - [`quota`]: what one peer's agents may take of the table (applied by `LocalTable::serve`).
+//! - [`quota`]: what one peer's agents may take of the table (applied by `LocalTable::admit`).
 //!
 //! Invariant: every request given as [`NodeInput::Request`] is served exactly once or ignored
 //! by the liveness filter, in the order given.
@@ -47,7 +47,7 @@ use locks_core::{AgentId, NodeId};
 use std::time::Duration;
 
 pub mod delivery;
-pub mod peer;
+pub mod peer_check;
 pub mod quota;
 pub mod sharding;
 
@@ -80,7 +80,7 @@ pub enum NodeInput {
     /// The node's lock server started.
     Started,
     /// A request for this node's lock server, from a local agent or from a peer's (whose
-    /// envelope `node_core::peer::check` admitted).
+    /// envelope `node_core::peer_check::check` admitted).
     Request(ServerRequest),
     /// The link to `node` ended (closed, broken, or its lease ran out).
     LinkDown(NodeId),
@@ -102,8 +102,8 @@ pub enum Timer {
 /// What the node layer wants done, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeEffect {
-    /// Serve the request on the table (after the per-peer quotas: `LocalTable::serve`).
-    Serve(ServerRequest),
+    /// Admit the request to the table (after the per-peer quotas: `LocalTable::admit`).
+    Admit(ServerRequest),
     /// Apply this input to the table (`LocalTable::apply`); feed the ghosts it makes back as
     /// [`NodeInput::Ghosts`].
     Table(TableInput),
@@ -166,7 +166,7 @@ impl NodeCore {
                     held.push(request);
                     Vec::new()
                 }
-                None => self.serve(request, peers).into_iter().collect(),
+                None => self.admit(request, peers).into_iter().collect(),
             },
             NodeInput::Timer(Timer::StartDelayOver) => {
                 let Some(held) = self.held_back.take() else {
@@ -175,7 +175,7 @@ impl NodeCore {
                 tracing::debug!(node = %self.node, requests = held.len(), "start-delay over; serving");
                 let mut out: Vec<NodeEffect> = held
                     .into_iter()
-                    .filter_map(|request| self.serve(request, peers))
+                    .filter_map(|request| self.admit(request, peers))
                     .collect();
                 out.push(NodeEffect::OpenFastPath);
                 out
@@ -197,7 +197,7 @@ impl NodeCore {
     }
 
     /// A request to serve now, unless the liveness filter ignores it.
-    fn serve(&self, request: ServerRequest, peers: &impl Peers) -> Option<NodeEffect> {
+    fn admit(&self, request: ServerRequest, peers: &impl Peers) -> Option<NodeEffect> {
         let newcomer = match &request {
             ServerRequest::Lock { agent, .. }
             | ServerRequest::TryLock { agent, .. }
@@ -208,7 +208,7 @@ impl NodeCore {
             tracing::debug!(node = %self.node, agent = %request.agent(), peer = %node, "request of an agent whose node is not connected ignored");
             return None;
         }
-        Some(NodeEffect::Serve(request))
+        Some(NodeEffect::Admit(request))
     }
 }
 

@@ -32,7 +32,7 @@
 //! slice of records at a time (`crate::local`).
 //!
 //! Each shard hands out its own versions (from the same base): a lock's versions grow, which
-//! is all a fencing token promises; versions of locks in different shards are not comparable,
+//! is all a fencing version promises; versions of locks in different shards are not comparable,
 //! as those of different nodes are not. For the agents, one node's shards are like several
 //! lock servers: the messages of different locks may reach an agent in any relative order,
 //! which the agent protocol allows for any two locks (they may be on different nodes).

@@ -57,7 +57,7 @@ impl Peers for Connected {
 fn serves(core: &mut NodeCore, request: ServerRequest, peers: &Connected) {
     assert_eq!(
         core.step(NodeInput::Request(request.clone()), peers),
-        vec![NodeEffect::Serve(request)]
+        vec![NodeEffect::Admit(request)]
     );
 }
 
@@ -104,8 +104,8 @@ fn requests_during_the_start_delay_are_kept_and_served_in_order_before_the_fast_
     assert_eq!(
         core.step(NodeInput::Timer(Timer::StartDelayOver), &peers),
         vec![
-            NodeEffect::Serve(first),
-            NodeEffect::Serve(second),
+            NodeEffect::Admit(first),
+            NodeEffect::Admit(second),
             NodeEffect::OpenFastPath,
         ]
     );

@@ -18,7 +18,7 @@
 use super::{Deliver, MemberDelivery, Presence, RouteError, Router};
 use crate::log_limit::LogLimiter;
 use crate::metrics::NodeMetrics;
-use crate::node_core::peer::probe_route;
+use crate::node_core::peer_check::probe_route;
 use actix::Recipient;
 use locks_core::proto::{AgentMessage, ServerRequest};
 use locks_core::{AgentId, MemberId, NodeId};
@@ -152,7 +152,7 @@ impl Port {
 /// requests to lock servers in that agent's name only. Made only from what the agent's owner
 /// was handed ([`Port::for_transaction`], [`Port::for_agent`]), so code that holds one agent's
 /// port cannot speak for another agent of the process, as the node-to-node check
-/// (`node_core::peer`) keeps a peer from speaking for an agent of another node.
+/// (`node_core::peer_check`) keeps a peer from speaking for an agent of another node.
 #[derive(Clone)]
 pub struct AgentPort {
     port: Port,
@@ -184,7 +184,7 @@ impl AgentPort {
 
     /// Sends a message to an agent, wherever it lives ([`Router::send_agent`]), if this
     /// port's agent is its sender, by the rule the node-to-node check applies to a peer
-    /// (`node_core::peer`): the forwarding agent of a `Forward`, the surrendering agent of a
+    /// (`node_core::peer_check`): the forwarding agent of a `Forward`, the surrendering agent of a
     /// `Surrendered`, the agent that passes a probe on. One naming another sender is refused
     /// ([`RouteError::NotThisAgent`]), one naming none (a lock server's message, a probe that
     /// is not a cycle) too ([`RouteError::NoAgentSender`]); neither is sent.

@@ -1,6 +1,6 @@
 //! Whether a request is granted at once or queued, and in what order queued requests are
-//! granted: the table's grant rules (StickyLocking's lock queues, made precise in the table's
-//! module documentation), decided here and nowhere else.
+//! granted: the table's grant rules (StickyLocking's lock queues, made precise where
+//! StickyLocking is loose), stated and decided here and nowhere else.
 //!
 //! **A `Lock` request** ([`LockTable::lock_as`]) is one entry per lock of its path: on the lock
 //! itself the requested mode (grouped with the direct mode the agent already had there), on
@@ -12,8 +12,9 @@
 //!   the conversion queue, and one that needs less is converted down at once;
 //! - a pending entry whose need changes keeps its place with the new mode.
 //!
-//! The agent holds its lock once its entry on the lock *and* on every ancestor are granted, so
-//! a read of `[a]` and a write of `[a, b]` are kept apart by the intention entry on `[a]`.
+//! When the agent holds its lock is the hierarchy's rule, [`locks_core::held_in_hierarchy`]:
+//! its entry on the lock *and* on every ancestor granted, so a read of `[a]` and a write of
+//! `[a, b]` are kept apart by the intention entry on `[a]`.
 //!
 //! **Grant order** ([`LockRecord::process_grants`], after every change of a lock): conversions
 //! first, in FIFO order, each while compatible with the group of the *other* holders; then,

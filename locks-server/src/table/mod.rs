@@ -11,18 +11,11 @@
 //! `IS`/`S`, `IX` otherwise). The entry needs the group of all of these; the table counts the
 //! descendant locks per intention mode, so releasing one lowers the need exactly.
 //!
-//! The rules are StickyLocking's lock queues, made precise where StickyLocking is loose:
-//! - a new entry is granted at once when nobody converts or waits and its mode is compatible
-//!   with the group; otherwise it joins the back of the wait queue;
-//! - an entry that needs more than it holds is an up-conversion to `group(need, held)`, granted
-//!   at once when no other conversion waits and it is compatible with the group of the *other*
-//!   holders, otherwise queued behind the other conversions; a pending entry that needs more
-//!   changes its pending mode in place and keeps its place; an entry that needs less is
-//!   down-converted at once;
-//! - after every change, conversions are granted in FIFO order while compatible with the other
-//!   holders, then (only when no conversion waits) waiters in FIFO order while compatible with
-//!   the group, each queue stopping at the first request that cannot be granted;
-//! - the group mode is always recomputed from the granted entries.
+//! Whether a request is granted at once or queued, and in what order queued requests are
+//! granted, is decided in `grant.rs` (`LockTable::lock_as`, `LockRecord::place`,
+//! `LockRecord::process_grants`), whose module documentation states the rules: StickyLocking's
+//! lock queues, made precise where StickyLocking is loose. The group mode is always recomputed
+//! from the granted entries.
 //!
 //! **Converting down.** `Convert` sets the agent's direct mode on the lock to a weaker one
 //! whatever the state of its entry, and is granted at once: it never waits. A granted entry is
@@ -36,10 +29,9 @@
 //! `group(need, held)` in its place. So a client that converts down while its entry waits to
 //! convert up never leaves a stronger mode behind it in the table.
 //!
-//! **Holding a direct lock.** The table grants each lock's entries on their own. An agent holds
-//! its direct lock on `[a, b]` once its entry on `[a, b]` *and* its entries on every ancestor
-//! (`[a]`) are granted: the intention entries on ancestors are what keeps a read of `[a]` and a
-//! write of `[a, b]` apart. Agents work this out from their notices.
+//! **Holding a direct lock.** The table grants each lock's entries on their own; when an
+//! agent holds its direct lock is the hierarchy's rule, [`locks_core::held_in_hierarchy`]
+//! ([`LockTable::holds`] applies it to the granted entries; agents to their notices).
 //!
 //! **Surrender** of lock `L` at version `v`, with the waits of the victim's cycle on this node,
 //! takes the grant from the agent's entries on `L` and on every descendant of `L` and puts them
@@ -64,7 +56,7 @@
 //! **Versions.** One counter per table, starting above the `version_base` given to
 //! [`LockTable::new`] (the actor derives it from the node's incarnation, so versions keep growing
 //! across restarts). An operation that changes any lock's queue increments it once, and every
-//! lock it changed takes the new value; a grant notice's version is the fencing token of that
+//! lock it changed takes the new value; a grant notice's version is the fencing version of that
 //! grant. A request that changes nothing (a `Lock` already covered by what is held) is answered
 //! with the lock's unchanged version, so an agent must take a notice whose version *equals* its
 //! copy's as current, and drop only older ones. `RaiseVersions` moves the counter up to its
@@ -230,7 +222,6 @@ impl LockTable {
 
     /// Sets how many entries a lock needs before it keeps an index (tests use 0 to run every
     /// lock on the indexed path). Behaviour and output do not depend on it.
-    #[doc(hidden)]
     pub(crate) fn with_index_threshold(mut self, threshold: usize) -> Self {
         self.index_threshold = threshold;
         self

@@ -24,7 +24,7 @@
 
 use super::LockTable;
 use locks_core::proto::{AgentMessage, LockNotice, Rejection, ServerRequest, Wait};
-use locks_core::{AgentId, LockId, Mode, NodeId};
+use locks_core::{AgentId, LockId, Mode, NodeId, held_in_hierarchy};
 
 /// An input of the lock table (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -290,8 +290,8 @@ impl LockTable {
         out
     }
 
-    /// Whether `agent` holds its direct lock on `lock`: its entry there is granted and so is
-    /// its entry on every ancestor. Returns the direct mode and the lock's version.
+    /// Whether `agent` holds its direct lock on `lock` ([`locks_core::held_in_hierarchy`], an
+    /// entry holding when it is granted). Returns the direct mode and the lock's version.
     pub fn holds(&self, agent: &AgentId, lock: &LockId) -> Option<(Mode, u64)> {
         let a = self.agents.lookup(agent)?;
         self.holds_at(a, self.locks.find(lock.keys())?, lock)
@@ -300,12 +300,12 @@ impl LockTable {
     /// [`LockTable::holds`] for interned agent `a` and `lock`'s record in slot `s`.
     fn holds_at(&self, a: u32, s: u32, lock: &LockId) -> Option<(Mode, u64)> {
         let held = self.direct_held(a, s)?;
-        let ancestors_granted = lock.ancestors().all(|anc| {
+        held_in_hierarchy(lock.keys(), true, |anc| {
             self.locks
-                .find(anc.keys())
+                .find(anc)
                 .is_some_and(|s| self.entry_granted(s, a))
-        });
-        ancestors_granted.then_some(held)
+        })
+        .then_some(held)
     }
 
     /// Agent `a`'s direct mode on lock slot `s` and the lock's version, if its entry there is

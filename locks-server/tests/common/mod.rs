@@ -12,8 +12,8 @@ use locks_core::proto::{AgentMessage, EntryState, LockNotice, ServerRequest, Wai
 use locks_core::waits::blockers_of;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use locks_server::TableSnapshot;
-use locks_server::internal::LockTable;
-use locks_server::internal::{Sends, TableEffect};
+use locks_server::state_machine::LockTable;
+use locks_server::state_machine::{Sends, TableEffect};
 
 pub fn node() -> NodeId {
     NodeId::new("n1").expect("valid node name")

@@ -6,10 +6,10 @@ use futures::{SinkExt, StreamExt};
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
 use locks_server::RouteError;
-use locks_server::internal::RemoteLink;
-use locks_server::internal::net::frame::{decode_frame, encode_frame, length_codec};
-use locks_server::internal::net::session::Tagger;
-use locks_server::internal::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, Role};
+use locks_server::embed::RemoteLink;
+use locks_server::transport::net::frame::{decode_frame, encode_frame, length_codec};
+use locks_server::transport::net::session::Tagger;
+use locks_server::transport::net::{Cookie, Handshake, HandshakeOutcome, PeerFrame, Role};
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -126,11 +126,11 @@ impl actix::Actor for ChannelAgent {
     type Context = actix::Context<Self>;
 }
 
-impl actix::Handler<locks_server::internal::Deliver> for ChannelAgent {
+impl actix::Handler<locks_server::embed::Deliver> for ChannelAgent {
     type Result = ();
 
-    fn handle(&mut self, msg: locks_server::internal::Deliver, _ctx: &mut Self::Context) {
-        if let locks_server::internal::Deliver::Message(m) = msg {
+    fn handle(&mut self, msg: locks_server::embed::Deliver, _ctx: &mut Self::Context) {
+        if let locks_server::embed::Deliver::Message(m) = msg {
             let _ = self.0.send(m);
         }
     }

@@ -18,7 +18,7 @@ mod rounds;
 mod tables;
 mod trace;
 
-pub use locks_server::internal::Peers;
+pub use locks_server::state_machine::Peers;
 pub use net::Net;
 pub use rounds::{Rounds, assert_at_most, assert_at_most_quadratic, largest_over_seeds};
 pub use tables::{AllConnected, NodeTable, Route, SIM_SHARDS, Tables};

@@ -1,12 +1,12 @@
-//! The simulated nodes' servers: each node's core ([`NodeCore`](locks_server::internal::NodeCore))
-//! around its real lock table (`locks_server::internal::LockTable`), in shards as a node's is.
+//! The simulated nodes' servers: each node's core ([`NodeCore`](locks_server::state_machine::NodeCore))
+//! around its real lock table (`locks_server::state_machine::LockTable`), in shards as a node's is.
 //!
-//! [`Tables::serve`] is the one place the simulations apply requests to a node, and
+//! [`Tables::admit`] is the one place the simulations apply requests to a node, and
 //! [`Tables::release_node`] the one place they tell a node that another went down: both step
-//! the node's core ([`NodeCore::step`](locks_server::internal::NodeCore::step): the liveness
+//! the node's core ([`NodeCore::step`](locks_server::state_machine::NodeCore::step): the liveness
 //! filter, node down) and carry out its effects through the same function as the node's
-//! shells ([`Sharding::apply`](locks_server::internal::Sharding::apply), which steps each
-//! shard with [`LockTable::step`](locks_server::internal::LockTable::step)), so the
+//! shells ([`Sharding::apply`](locks_server::state_machine::Sharding::apply), which steps each
+//! shard with [`LockTable::step`](locks_server::state_machine::LockTable::step)), so the
 //! simulations run the node layer and the server protocol, and what spans a node's shards
 //! (removal, a surrender whose cycle crosses shards, an agent found gone), exactly as the lock
 //! server actor and the fast path do. A simulated node has no start-delay and no lock-delay
@@ -16,8 +16,9 @@
 use locks_core::proto::{AgentMessage, LockNotice, LockView, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use locks_server::TableSnapshot;
-use locks_server::internal::{Delivery, NodeCore, NodeEffect, NodeInput, Peers, Sharding};
-use locks_server::internal::{LockTable, TableInput};
+use locks_server::embed::Delivery;
+use locks_server::state_machine::{LockTable, TableInput};
+use locks_server::state_machine::{NodeCore, NodeEffect, NodeInput, Peers, Sharding};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use std::time::Duration;
 /// How many shards a simulated node's table has.
 pub const SIM_SHARDS: usize = 3;
 
-/// What the simulation did with a message a table sent (see [`Tables::serve`]).
+/// What the simulation did with a message a table sent (see [`Tables::admit`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
     /// Sent it on (or dropped it: the table does not care).
@@ -147,7 +148,7 @@ impl Tables {
     /// node ignores it), and passes every message its table sends, in order, to `route`. An
     /// agent `route` says does not run is removed before the next request (and what its
     /// removal sends is routed too).
-    pub fn serve(
+    pub fn admit(
         &mut self,
         node: &NodeId,
         requests: impl IntoIterator<Item = ServerRequest>,
@@ -163,7 +164,7 @@ impl Tables {
     }
 
     /// Steps `node`'s core with `inputs` in order and carries out its effects; see
-    /// [`Tables::serve`].
+    /// [`Tables::admit`].
     fn step(
         &mut self,
         node: &NodeId,
@@ -182,7 +183,7 @@ impl Tables {
         for input in inputs {
             for effect in table.core.step(input, peers) {
                 let input = match effect {
-                    NodeEffect::Serve(request) => TableInput::Request(request),
+                    NodeEffect::Admit(request) => TableInput::Request(request),
                     NodeEffect::Table(input) => input,
                     // Only a start-delay or a lock-delay schedules or opens anything, and a
                     // simulated node has neither.
@@ -199,7 +200,7 @@ impl Tables {
 
     /// Tells `on`'s server that node `down` went down: it releases every agent of `down` at
     /// once (in id order), as a node without a lock-delay does; what that sends goes to
-    /// `route` as in [`Tables::serve`].
+    /// `route` as in [`Tables::admit`].
     pub fn release_node(
         &mut self,
         on: &NodeId,
@@ -265,12 +266,12 @@ mod tests {
             Route::Sent
         };
         tables
-            .serve(&a, [lock_by(&stranger)], &Alone(a.clone()), &mut route)
+            .admit(&a, [lock_by(&stranger)], &Alone(a.clone()), &mut route)
             .unwrap();
         assert!(!tables.get(&a).unwrap().knows(&stranger));
 
         tables
-            .serve(&a, [lock_by(&stranger)], &AllConnected, &mut route)
+            .admit(&a, [lock_by(&stranger)], &AllConnected, &mut route)
             .unwrap();
         let lock = LockId::new(["a"]).unwrap();
         assert_eq!(

@@ -1,8 +1,8 @@
 //! When the transaction has all its locks: the rule, decided here and nowhere else.
 //!
-//! **A request is held on a node** ([`held_on`]) when the agent's copy of its lock there is
-//! held in a mode covering the request's, and its copy of every ancestor in a mode covering the
-//! intention mode; a conversion down or an unlock of that lock or of a descendant that the
+//! **A request is held on a node** ([`held_on`]) when the hierarchy's hold rule
+//! ([`locks_core::held_in_hierarchy`]) says so of the agent's copies there (its copy of the lock
+//! covering the request's mode, of each ancestor the intention mode); a conversion down or an unlock of that lock or of a descendant that the
 //! server has not answered yet caps what the copy counts for (what the agent's knowledge of
 //! the copies says, `core/knowledge.rs`). **A request is held** ([`LockRequest::is_held`]) when
 //! enough of its nodes hold it, by its requirement ([`Req::is_met`]: all, any, a majority, all
@@ -34,7 +34,7 @@ use crate::core::knowledge::Knowledge;
 use crate::core::requests::LockRequest;
 use crate::core::status::TransactionStatus;
 use crate::options::Req;
-use locks_core::{Key, LockId, Mode, ModeTable, NodeId};
+use locks_core::{Key, LockId, Mode, ModeTable, NodeId, held_in_hierarchy};
 use smallvec::SmallVec;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -410,7 +410,8 @@ impl Req {
     }
 }
 
-/// Whether `lock` is held in `mode` on `node`, with the intention mode on every ancestor.
+/// Whether `lock` is held in `mode` on `node` ([`held_in_hierarchy`] over the agent's copies:
+/// its own copy covering `mode`, each ancestor's covering the intention mode).
 ///
 /// A conversion down of `lock` not answered yet caps what its entry counts for, and so does a
 /// conversion down or an unlock of a descendant not answered yet, which may lower the entry's
@@ -421,10 +422,10 @@ pub fn held_on(modes: &ModeTable, k: &Knowledge, lock: &LockId, mode: Mode, node
     let covers = |keys: &[Key], m: Mode| k.held_at(keys, node).is_some_and(|h| modes.covers(h, m));
     let intention = modes.intention(mode);
     let keys = lock.keys();
-    covers(keys, mode)
+    let own = covers(keys, mode)
         && k.unanswered_conversions(lock, node)
-            .all(|c| modes.covers(c, mode))
-        && (1..keys.len()).all(|depth| covers(&keys[..depth], intention))
+            .all(|c| modes.covers(c, mode));
+    held_in_hierarchy(keys, own, |ancestor| covers(ancestor, intention))
         && (!k.has_caps() || within_caps(modes, k, lock, mode, node))
 }
 

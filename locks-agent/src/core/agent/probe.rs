@@ -8,7 +8,7 @@
 //! check on a surrender covers only the victim's own lock.
 //!
 //! **How.** The analysis (`resolve.rs`) never gives way itself. When the victim of a cycle
-//! (its largest agent, [`crate::core::ViewGraph::victim_cycle`]) sees it, it picks one
+//! (its greatest agent by [`victim_order`], [`crate::core::ViewGraph::victim_cycle`]) sees it, it picks one
 //! simple cycle through itself that ends with the edge into it on the lock the graph
 //! designates, and sends a [`Probe`] along it. The probe visits the waiter of each edge in turn;
 //! each checks its own edge from what it knows first hand ([`AgentCore::check_edge`]): it is
@@ -55,8 +55,10 @@ use crate::core::graph::{Cycle, ViewGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::LockRequest;
 use crate::core::status::Deadlock;
+use crate::core::victim::victim_order;
 use locks_core::proto::{AgentMessage, LockView, Probe, ProbeEdge, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
@@ -440,7 +442,10 @@ impl AgentCore {
         let (lock, node) = (into.lock.clone(), into.node.clone());
         if self.knowledge.surrender_outstanding()
             || probe.epoch != self.probes.epoch
-            || probe.edges.iter().any(|e| e.waiter > self.id)
+            || probe
+                .edges
+                .iter()
+                .any(|e| victim_order(&e.waiter, &self.id) == Ordering::Greater)
             || self.knowledge.is_suspended(&lock, &node)
             || self
                 .knowledge

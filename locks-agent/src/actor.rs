@@ -6,8 +6,8 @@
 //! - [`LockCall`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
-//! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`agent/calls.rs`) and [`Watch`],
-//!   [`Unwatch`], [`DropWatch`] (`agent/subscriptions.rs`, which also owns the client's watch
+//! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`actor/other_calls.rs`) and [`Watch`],
+//!   [`Unwatch`], [`DropWatch`] (`actor/subscriptions.rs`, which also owns the client's watch
 //!   streams): the rest of the Erlang original's API, from the handle and its
 //!   [`crate::LockWatch`] streams.
 //!
@@ -47,7 +47,7 @@ use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::internal::{AgentPort, Deliver, DownCause, Port};
+use locks_server::embed::{AgentPort, Deliver, DownCause, Port};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -154,12 +154,12 @@ pub(crate) struct Agent {
     replies: Replies,
     settle_scheduled: bool,
     outcome: Outcome,
-    /// The client's watch streams (`agent/subscriptions.rs`).
+    /// The client's watch streams (`actor/subscriptions.rs`).
     subscriptions: subscriptions::Subscriptions,
-    /// The `surrender_nowait` calls waiting for their nodes' answers (`agent/calls.rs`).
-    surrender_calls: calls::SurrenderCalls,
-    /// The client's event subscriptions and the losses not made good (`agent/events.rs`).
-    events: events::Events,
+    /// The `surrender_nowait` calls waiting for their nodes' answers (`actor/other_calls.rs`).
+    surrender_calls: other_calls::SurrenderCalls,
+    /// The client's event subscriptions and the losses not made good (`actor/event_push.rs`).
+    events: event_push::Events,
     /// What `unlock` calls answered in this turn send to other nodes, sent at the agent's next
     /// turn ([`Settler`]): the answer goes first, so a gRPC session's client has it before the
     /// node writes to its links. Any execution before then sends these first, so every node
@@ -184,8 +184,8 @@ impl Agent {
             settle_scheduled: false,
             outcome,
             subscriptions: subscriptions::Subscriptions::default(),
-            surrender_calls: calls::SurrenderCalls::default(),
-            events: events::Events::default(),
+            surrender_calls: other_calls::SurrenderCalls::default(),
+            events: event_push::Events::default(),
             unlocks: Vec::new(),
             unlocks_waited: false,
         }
@@ -602,10 +602,10 @@ impl Handler<Dot> for Agent {
 }
 
 mod adopt;
-mod calls;
-mod events;
+mod event_push;
+mod other_calls;
 mod subscriptions;
 pub(crate) use adopt::Adopt;
-pub(crate) use calls::{GetOptions, SetOptions, SurrenderTo};
-pub(crate) use events::{AwaitLost, GetLockState, Subscribe};
+pub(crate) use event_push::{AwaitLost, GetLockState, Subscribe};
+pub(crate) use other_calls::{GetOptions, SetOptions, SurrenderTo};
 pub(crate) use subscriptions::{DropWatch, Unwatch, Watch};

@@ -2,7 +2,7 @@
 //! changing the options, watching locks, and surrendering a lock to a waiter.
 //!
 //! Each handler feeds the call to the core and carries out its effects, as the handlers of
-//! `agent.rs` do; nothing here decides anything the core could.
+//! `actor.rs` do; nothing here decides anything the core could.
 
 use super::Agent;
 use crate::core::{RequestError, SurrenderRefusal};
@@ -22,7 +22,7 @@ impl Handler<SetOptions> for Agent {
 
     fn handle(&mut self, msg: SetOptions, ctx: &mut Self::Context) -> Self::Result {
         if !self.core.is_running() {
-            return Err(crate::agent::outcome_error(&self.outcome));
+            return Err(crate::actor::outcome_error(&self.outcome));
         }
         let effects = self.core.set_options(msg.0);
         self.execute(effects, ctx);

@@ -1,10 +1,12 @@
-//! **Internal seam, not covered by semver**: what `locks-agent` and `locks-leader` (and the
-//! workspace's own tests, benches and tools) need of `locks-server` beyond its public surface —
-//! a node's [`Port`] (its router as an agent or a group member of the node may use it), fresh
-//! agent ids ([`NodeInternals`]), the pure lock table ([`LockTable`]) and the router's pieces
-//! for routers of the caller's own ([`Router`]), the node-to-node transport ([`net`]) and the
-//! cluster's link ([`cluster`]). Anything here may change with any release, in step with the
-//! crates of this workspace. Programs use the names at the crate's root.
+//! What runs a node's cores on a live node, as a public API for shells of one's own (the agent
+//! actor of `locks-agent` and the member actor of `locks-leader` are two): a node's [`Port`]
+//! (its router as an agent or a group member of the node may use it, [`NodeInternals`]), the
+//! port of one agent ([`AgentPort`]) and what it delivers ([`Deliver`], [`MemberDelivery`]),
+//! fresh agent ids ([`FreshAgent`], [`Presence`]), the node's table in shards as the fast path
+//! uses it ([`LocalTable`], [`FastLock`], [`Touched`]), the lock server actor
+//! ([`LockServer`]), a link's lease ([`LeaseCell`]) and the rate limiter of logs that outside
+//! input can trigger ([`LogLimiter`]). A [`Router`] made here is the caller's own. The pure
+//! state machines are in [`crate::state_machine`], the transport in [`crate::transport`].
 //!
 //! # What it cannot do
 //!
@@ -32,7 +34,8 @@
 //! ```compile_fail
 //! use locks_core::NodeId;
 //! use locks_server::Node;
-//! use locks_server::internal::{NodeInternals, TableInput};
+//! use locks_server::embed::NodeInternals;
+//! use locks_server::state_machine::TableInput;
 //!
 //! fn drop_node(node: &Node, peer: NodeId) {
 //!     node.local_table().apply(TableInput::NodeDown { node: peer, ghosts: false });
@@ -45,7 +48,7 @@
 //! use locks_core::NodeId;
 //! use locks_core::proto::Envelope;
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn as_peer(node: &Node, peer: NodeId, envelope: Envelope) {
 //!     let _ = node.router().deliver_from(&peer, envelope);
@@ -57,7 +60,7 @@
 //! ```compile_fail
 //! use locks_core::AgentId;
 //! use locks_server::Node;
-//! use locks_server::internal::{Deliver, NodeInternals};
+//! use locks_server::embed::{Deliver, NodeInternals};
 //!
 //! fn take_mailbox(node: &Node, victim: AgentId, mine: actix::Recipient<Deliver>) {
 //!     node.router().attach_agent(&victim, mine);
@@ -67,7 +70,7 @@
 //! ```compile_fail
 //! use locks_core::AgentId;
 //! use locks_server::Node;
-//! use locks_server::internal::{Deliver, NodeInternals};
+//! use locks_server::embed::{Deliver, NodeInternals};
 //!
 //! fn take_mailbox(node: &Node, victim: AgentId, mine: actix::Recipient<Deliver>) {
 //!     node.router().register_agent(victim, mine, None);
@@ -80,7 +83,7 @@
 //! ```compile_fail
 //! use locks_core::AgentId;
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn drop_theirs(node: &Node, victim: AgentId) {
 //!     node.router().unregister_agent(&victim);
@@ -90,7 +93,7 @@
 //! ```compile_fail
 //! use locks_core::MemberId;
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn drop_theirs(node: &Node, victim: MemberId) {
 //!     node.router().unregister_member(&victim);
@@ -104,7 +107,7 @@
 //! ```compile_fail
 //! use locks_core::{AgentId, LockId, Mode};
 //! use locks_server::Node;
-//! use locks_server::internal::{NodeInternals, Touched};
+//! use locks_server::embed::{NodeInternals, Touched};
 //!
 //! fn release_theirs(node: &Node, victim: &AgentId, lock: &LockId) {
 //!     let _ = node.local_table().unlock(victim, lock);
@@ -114,7 +117,7 @@
 //!
 //! ```compile_fail
 //! use locks_core::AgentId;
-//! use locks_server::internal::Presence;
+//! use locks_server::embed::Presence;
 //!
 //! fn their_presence(victim: AgentId) -> Presence {
 //!     Presence { id: victim, block: None }
@@ -128,7 +131,7 @@
 //! ```compile_fail
 //! use locks_core::{AgentId, proto::ServerRequest};
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn release_theirs(node: &Node, victim: AgentId) {
 //!     let _ = node.router().send_server(node.id(), ServerRequest::RemoveAgent { agent: victim });
@@ -142,7 +145,7 @@
 //! ```compile_fail
 //! use locks_core::{AgentId, proto::AgentMessage};
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn as_them(node: &Node, to: AgentId, msg: AgentMessage) {
 //!     let _ = node.router().send_agent(&to, msg);
@@ -152,7 +155,7 @@
 //! ```compile_fail
 //! use locks_core::MemberId;
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn as_them(node: &Node, to: MemberId, victim: MemberId) {
 //!     let _ = node.router().send_member(&to, victim, Vec::new());
@@ -162,7 +165,7 @@
 //! ```compile_fail
 //! use locks_core::MemberId;
 //! use locks_server::Node;
-//! use locks_server::internal::NodeInternals;
+//! use locks_server::embed::NodeInternals;
 //!
 //! fn as_them(node: &Node, to: MemberId, victim: MemberId) {
 //!     let fresh = node.next_agent_id();
@@ -175,7 +178,7 @@
 //! ```no_run
 //! use locks_core::{LockId, Mode, proto::ServerRequest};
 //! use locks_server::Node;
-//! use locks_server::internal::{NodeInternals, Touched};
+//! use locks_server::embed::{NodeInternals, Touched};
 //!
 //! fn mine(node: &Node, lock: &LockId) {
 //!     let presence = node.begin_agent();
@@ -198,41 +201,14 @@
 //! ```
 
 pub use crate::lease::{Expired, LeaseCell};
-pub use crate::local::{
-    After, Delivery, FastLock, LocalTable, MAX_SHARDS, SHARDS, ShardAccess, Sharding, Touched,
-};
+pub use crate::local::{After, Delivery, FastLock, LocalTable, Touched};
 pub use crate::log_limit::{LogLimiter, Verdict, WARN_INTERVAL};
 pub use crate::node::NodeInternals;
-pub use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers, Timer};
 pub use crate::router::{
     AgentPort, Deliver, DownCause, FreshAgent, MemberDelivery, Port, Presence, RemoteLink, Router,
     ToServer,
 };
 pub use crate::server::{LockServer, Snapshot, Watchers};
-pub use crate::table::{DEFAULT_MAX_DEPTH, LockTable, Sends, TableEffect, TableInput, Undelivered};
-
-/// Test-only settings of a [`LockTable`].
-pub trait TableInternals {
-    /// Sets how many entries a lock needs before it keeps an index (tests use 0 to run every
-    /// lock on the indexed path). Behaviour and output do not depend on it.
-    fn with_index_threshold(self, threshold: usize) -> Self;
-}
-
-impl TableInternals for LockTable {
-    fn with_index_threshold(self, threshold: usize) -> Self {
-        LockTable::with_index_threshold(self, threshold)
-    }
-}
-
-/// The node-to-node transport: framing, handshake, heartbeats and TCP connections.
-pub mod net {
-    pub use crate::net::*;
-}
-
-/// The cluster layer's pieces the tests drive directly.
-pub mod cluster {
-    pub use crate::cluster::remote::ClusterLink;
-}
 
 /// **Only with the `__sim` feature, which only the workspace's own tests enable; not covered
 /// by semver.** The forging capabilities the tests of the workspace need on a live node: its
@@ -240,8 +216,9 @@ pub mod cluster {
 /// entry points that act for any agent or node.
 #[cfg(feature = "__sim")]
 pub mod sim {
-    use super::{FastLock, LocalTable, Router, TableInput, Touched};
+    use super::{FastLock, LocalTable, Router, Touched};
     use crate::Node;
+    use crate::state_machine::TableInput;
     use locks_core::proto::{Rejection, ServerRequest};
     use locks_core::{AgentId, LockId, Mode};
     use std::sync::Arc;
@@ -257,8 +234,8 @@ pub mod sim {
     }
 
     /// Serves `request` on `table` as if its agent sent it.
-    pub fn serve(table: &LocalTable, request: ServerRequest) {
-        table.serve(request);
+    pub fn admit(table: &LocalTable, request: ServerRequest) {
+        table.admit(request);
     }
 
     /// Applies `input` to `table` (any input: a node down, a timer, a request).

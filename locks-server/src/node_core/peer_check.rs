@@ -60,7 +60,7 @@ pub enum PeerFault {
     ForeignEdge,
     /// A probe that is not one cycle.
     MalformedProbe,
-    /// A version larger than any node could have issued by now (see `node_core/peer.rs`).
+    /// A version larger than any node could have issued by now (see `node_core/peer_check.rs`).
     FutureVersion,
 }
 

@@ -8,7 +8,7 @@
 use super::fast::{Fast, Queued};
 use super::pending::Pending;
 use super::{Transaction, cooperative, wait_time};
-use crate::agent::{Agent, LockCall, next_call};
+use crate::actor::{Agent, LockCall, next_call};
 use crate::core::Locked;
 use crate::error::Error;
 use crate::options::Req;

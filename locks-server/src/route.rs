@@ -1,6 +1,7 @@
-//! The messages the [`Router`](super::Router) carries to local actors and the errors of
-//! routing: what agents, group members and the lock server receive, and what a connection to
-//! another node must offer.
+//! The messages the [`Router`](crate::router::Router) carries to local actors and the errors
+//! of routing: what agents, group members and the lock server receive, and what a connection
+//! to another node must offer. A leaf of the crate's imports: the router and the modules it
+//! holds (introspection) both name these, and this names neither.
 
 use actix::prelude::*;
 use locks_core::proto::{AgentMessage, Envelope, ServerRequest};
@@ -52,7 +53,7 @@ pub struct MemberDelivery {
 /// The link to a peer node ended: the lock server's core decides what becomes of the locks
 /// and watches of the agents that live on it (`crate::node_core`). Crate-private: only the
 /// cluster layer, which saw the link end, may say so (through
-/// [`Router::server_link_down`](super::Router::server_link_down)).
+/// [`Router::server_link_down`](crate::router::Router::server_link_down)).
 #[derive(Debug, Message)]
 #[rtype(result = "()")]
 pub(crate) struct LinkDown(pub NodeId);
@@ -88,15 +89,15 @@ pub enum RouteError {
     },
     /// A peer sent a message that it may not send (it spoke for an agent, member or lock
     /// server of another node, or carried a version no node can have issued): refused and
-    /// dropped (see `node_core/peer.rs`).
+    /// dropped (see `node_core/peer_check.rs`).
     #[error("a message from node {from} refused: {fault}")]
     Refused {
         /// The peer that sent it.
         from: NodeId,
         /// What was wrong with it.
-        fault: crate::node_core::peer::PeerFault,
+        fault: crate::node_core::peer_check::PeerFault,
     },
-    /// A request or message was handed to the port of one agent ([`super::AgentPort`]) in
+    /// A request or message was handed to the port of one agent ([`crate::router::AgentPort`]) in
     /// the name of another: refused and not sent (an agent's port speaks for that agent only).
     #[error("a message naming agent {named} refused: this port sends for agent {port} only")]
     NotThisAgent {
@@ -105,7 +106,7 @@ pub enum RouteError {
         /// The agent the request named.
         named: AgentId,
     },
-    /// A message handed to the port of one agent ([`super::AgentPort`]) to send to another
+    /// A message handed to the port of one agent ([`crate::router::AgentPort`]) to send to another
     /// agent names no agent as its sender (only a lock server sends it, or it is a probe that
     /// is not a cycle): refused and not sent.
     #[error(

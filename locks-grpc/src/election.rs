@@ -149,7 +149,7 @@ pub(crate) async fn proclaim(
         ))
     };
     let running = campaigns.get(&request.leader).ok_or_else(not_leading)?;
-    if !crate::server::same(&request.campaign_secret, &running.secret) {
+    if !crate::auth::same(&request.campaign_secret, &running.secret) {
         return Err(Status::permission_denied(format!(
             "only the campaign of {} may proclaim for it: the request lacks its secret \
              (LeaderEvent.campaign_secret on that campaign's stream)",

@@ -40,6 +40,7 @@
 
 #![forbid(unsafe_code)]
 
+mod auth;
 pub mod client;
 pub mod convert;
 mod election;

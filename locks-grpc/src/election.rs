@@ -9,9 +9,9 @@
 //! keeps the value it last heard in a watch that its stream follows. Campaigns running on this
 //! node are kept by member id while their stream lasts, for `Proclaim` to find.
 
-use crate::convert::Refusal;
 use crate::limits::SessionPermit;
 use crate::pb;
+use crate::wire::WireRefusal;
 use futures::Stream;
 use locks_core::{Key, MemberId, NodeId};
 use locks_leader::{
@@ -149,7 +149,7 @@ pub(crate) async fn proclaim(
         ))
     };
     let running = campaigns.get(&request.leader).ok_or_else(not_leading)?;
-    if !crate::server::same(&request.campaign_secret, &running.secret) {
+    if !crate::auth::same(&request.campaign_secret, &running.secret) {
         return Err(Status::permission_denied(format!(
             "only the campaign of {} may proclaim for it: the request lacks its secret \
              (LeaderEvent.campaign_secret on that campaign's stream)",
@@ -171,15 +171,15 @@ pub(crate) async fn proclaim(
 }
 
 /// The group and options of a request, checked.
-pub(crate) fn parse(request: &pb::ElectionRequest) -> Result<(Key, GroupOptions), Refusal> {
+pub(crate) fn parse(request: &pb::ElectionRequest) -> Result<(Key, GroupOptions), WireRefusal> {
     if request.group.is_empty() || request.group.len() > MAX_GROUP_BYTES {
-        return Err(Refusal::new(
+        return Err(WireRefusal::new(
             Code::InvalidArgument,
             format!("a group name has 1 to {MAX_GROUP_BYTES} bytes"),
         ));
     }
     if request.value.len() > MAX_VALUE_BYTES {
-        return Err(Refusal::new(
+        return Err(WireRefusal::new(
             Code::InvalidArgument,
             format!("a value has at most {MAX_VALUE_BYTES} bytes"),
         ));
@@ -191,7 +191,7 @@ pub(crate) fn parse(request: &pb::ElectionRequest) -> Result<(Key, GroupOptions)
             .iter()
             .map(|n| {
                 NodeId::new(n.as_str()).map_err(|e| {
-                    Refusal::new(Code::InvalidArgument, format!("bad node name {n:?}: {e}"))
+                    WireRefusal::new(Code::InvalidArgument, format!("bad node name {n:?}: {e}"))
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;

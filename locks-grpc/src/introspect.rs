@@ -6,8 +6,8 @@
 //! large one does not keep the node's thread (where these calls are served) from its other
 //! work.
 
-use crate::convert::keys;
 use crate::pb;
+use crate::wire::keys;
 use locks_core::NodeId;
 use locks_server::{ClusterQuery, ClusterView, Node};
 use std::time::Duration;

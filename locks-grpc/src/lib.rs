@@ -17,7 +17,7 @@
 //! `Graph` read the lock tables of the cluster and its wait-for graph.
 //!
 //! [`serve`] runs the service for a node; [`client`] is the Rust client. Requests are checked
-//! (`convert`) and bounded per client ([`Limits`]); refusals are logged at DEBUG, with at most
+//! ([`wire`]) and bounded per client ([`Limits`]); refusals are logged at DEBUG, with at most
 //! one INFO or WARN line per reason per interval, so a client cannot flood the log. The `.proto`
 //! is compiled by protox in `build.rs`: the build needs no `protoc`.
 //!
@@ -40,8 +40,8 @@
 
 #![forbid(unsafe_code)]
 
+mod auth;
 pub mod client;
-pub mod convert;
 mod election;
 mod introspect;
 mod limits;
@@ -50,6 +50,7 @@ mod outbox;
 mod port;
 mod server;
 mod session;
+pub mod wire;
 
 /// The `locks.v1` messages and service, generated from `proto/locks/v1/locks.proto`.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]

@@ -145,8 +145,8 @@ impl Port {
         let Some(token) = &self.token else {
             return true;
         };
-        crate::server::bearer(request.headers().get("authorization"))
-            .is_some_and(|given| crate::server::same(given.as_bytes(), token.as_bytes()))
+        crate::auth::bearer(request.headers().get("authorization"))
+            .is_some_and(|given| crate::auth::same(given.as_bytes(), token.as_bytes()))
     }
 
     /// Counts a call of connection `id` (proving the connection first if the call does), or

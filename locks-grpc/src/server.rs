@@ -1,10 +1,11 @@
 //! The `locks.v1.Locks` service on a node: [`serve`] binds the address (and serves plain
 //! connections on the node's thread, `on_node.rs`), checks each call's
-//! bearer token, counts sessions (and campaigns, and table and graph reads while they run) per
+//! bearer token (`auth.rs`), counts sessions (and campaigns, and table and graph reads while they run) per
 //! client, and runs each session (`session.rs`) in the task that sends its events, and each
 //! campaign (`election.rs`) as a task of the runtime it is called on; `Table` and `Graph` are
 //! answered by `introspect.rs`.
 
+use crate::auth::Auth;
 use crate::election::{self, Campaigns, LeaderStream};
 use crate::introspect;
 use crate::limits::{GrpcConfig, PortLimits, SessionPermit, Sessions};
@@ -158,10 +159,7 @@ pub fn serve(node: &Node, config: GrpcConfig) -> Result<GrpcServer, ServeError> 
         .limits
         .max_frame_bytes
         .max(config.limits.max_message_bytes);
-    let auth = Auth {
-        token: config.token.clone(),
-        log: service.shared.log.clone(),
-    };
+    let auth = Auth::new(config.token.clone(), service.shared.log.clone());
     let service_log = service.shared.log.clone();
     let svc = LocksServer::new(service).max_decoding_message_size(max);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, auth);
@@ -267,41 +265,6 @@ fn open_file_limit() -> Option<usize> {
         .ok()
 }
 
-/// The bearer-token check on every call.
-#[derive(Clone)]
-pub(crate) struct Auth {
-    token: Option<String>,
-    log: LogLimiter,
-}
-
-impl tonic::service::Interceptor for Auth {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let Some(token) = &self.token else {
-            return Ok(request);
-        };
-        match bearer(
-            request
-                .metadata()
-                .get("authorization")
-                .map(|v| v.as_bytes()),
-        ) {
-            Some(given) if same(given.as_bytes(), token.as_bytes()) => Ok(request),
-            _ => {
-                if let Verdict::Warn { suppressed } = self.log.event("grpc-bad-token") {
-                    tracing::warn!(
-                        suppressed,
-                        peer = ?request.remote_addr(),
-                        "a client call without the client token was refused"
-                    );
-                }
-                Err(Status::unauthenticated(
-                    "this node wants `authorization: Bearer <token>` with its client token",
-                ))
-            }
-        }
-    }
-}
-
 /// The metadata that asks a session to abort its transaction when it is a deadlock's victim.
 pub(crate) const ABORT_ON_DEADLOCK: &str = "locks-abort-on-deadlock";
 
@@ -320,18 +283,6 @@ fn session_options(metadata: &tonic::metadata::MetadataMap) -> Result<Options, S
         };
     }
     Ok(options)
-}
-
-/// The token of an `authorization: Bearer <token>` header's value.
-pub(crate) fn bearer<V: AsRef<[u8]> + ?Sized>(value: Option<&V>) -> Option<&str> {
-    std::str::from_utf8(value?.as_ref())
-        .ok()?
-        .strip_prefix("Bearer ")
-}
-
-/// Compares two byte strings in a time that does not depend on where they differ.
-pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The `locks.v1.Locks` service.
@@ -504,13 +455,5 @@ mod tests {
         assert_eq!(fit_to_fds(&limits, Some(1 << 20)).max_connections, 4096);
         assert_eq!(fit_to_fds(&limits, None).max_connections, 4096);
         assert!(super::open_file_limit().is_none_or(|n| n > 0));
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(super::same(b"secret", b"secret"));
-        assert!(!super::same(b"secret", b"secreT"));
-        assert!(!super::same(b"secret", b"secret2"));
-        assert!(!super::same(b"", b"x"));
     }
 }

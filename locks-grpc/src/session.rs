@@ -27,10 +27,10 @@
 //! Not writing it spares a write and a wake-up of the client in the middle of every lock that
 //! waits (a lock on other nodes waits for their answers).
 
-use crate::convert::{self, LockCall, Refusal};
 use crate::limits::{Limits, LockBooking, SessionPermit};
 use crate::pb;
 use crate::pb::session_event::Kind;
+use crate::wire::{self, WireLock, WireRefusal};
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, Either};
 use futures::stream::FuturesUnordered;
@@ -80,7 +80,7 @@ pub(crate) struct Shared {
 type Out = crate::outbox::Outbox<Result<pb::SessionEvent, Status>>;
 
 /// What a waiting `lock` call ends with.
-enum Answer {
+enum WaitOutcome {
     Done(Result<Locked, locks_agent::Error>),
     /// Its wait bound ran out.
     TimedOut(LockId, u64),
@@ -89,7 +89,7 @@ enum Answer {
 }
 
 /// The `lock` calls that wait, as futures answering with their request id.
-type Pending = FuturesUnordered<BoxFuture<'static, (u64, Answer)>>;
+type Pending = FuturesUnordered<BoxFuture<'static, (u64, WaitOutcome)>>;
 
 /// What the session knows of its waiting `lock` calls, besides their futures.
 #[derive(Default)]
@@ -124,7 +124,7 @@ pub(crate) async fn run(
         keepalive_ms: u64::try_from(shared.keepalive.as_millis()).unwrap_or(u64::MAX),
         abort_on_deadlock,
     });
-    if out.send(Ok(convert::event(0, started))).await.is_err() {
+    if out.send(Ok(wire::event(0, started))).await.is_err() {
         return;
     }
     let mut session = Session {
@@ -164,8 +164,8 @@ pub(crate) async fn run(
                 break Ending::Failed(Status::resource_exhausted(crate::limits::EVICTED));
             }
             Some(event) = events.next() => session.pushed(event, !pending.is_empty()),
-            Some((id, answer)) = pending.next(), if !pending.is_empty() => {
-                session.answer(id, answer).await
+            Some((id, outcome)) = pending.next(), if !pending.is_empty() => {
+                session.answer(id, outcome).await
             }
         };
         if send_all(&mut out, sent).await.is_err() {
@@ -235,7 +235,7 @@ impl Session {
         let size = request.encoded_len();
         let max = self.shared.limits.max_message_bytes;
         if size > max {
-            let refusal = Refusal::new(
+            let refusal = WireRefusal::new(
                 Code::ResourceExhausted,
                 format!(
                     "a request has at most {max} bytes (max_message_bytes); this one has {size}"
@@ -244,23 +244,23 @@ impl Session {
             return (vec![self.refused(id, &refusal)], false);
         }
         let reply = match request.kind {
-            None => Err(Refusal::new(
+            None => Err(WireRefusal::new(
                 Code::InvalidArgument,
                 "a request with no kind (lock, lock_nowait, unlock, convert, status, cancel, \
                  tokens, ping or end)",
             )),
             Some(pb::session_request::Kind::End(_)) => {
-                return (vec![convert::event(id, Kind::Ended(pb::Ended {}))], true);
+                return (vec![wire::event(id, Kind::Ended(pb::Ended {}))], true);
             }
             Some(pb::session_request::Kind::Lock(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
                     Ok(call) => {
                         let (cancel, cancelled) = oneshot::channel();
-                        let mut wait = lock_call(&self.txn, id, call, cancelled);
+                        let mut wait = parse_lock(&self.txn, id, call, cancelled);
                         // A lock granted at once (the fast path) is answered now, without a
                         // turn of the session's loop.
-                        if let Some((id, answer)) = (&mut wait).now_or_never() {
-                            return (self.answer(id, answer).await, false);
+                        if let Some((id, outcome)) = (&mut wait).now_or_never() {
+                            return (self.answer(id, outcome).await, false);
                         }
                         self.waiting.cancel.insert(id, cancel);
                         pending.push(wait);
@@ -276,14 +276,14 @@ impl Session {
                 }
             }
             Some(pb::session_request::Kind::Unlock(unlock)) => {
-                match convert::lock_id(&unlock.id, &self.shared.limits) {
+                match wire::lock_id(&unlock.id, &self.shared.limits) {
                     Ok(lock) => {
                         self.forget(&lock);
                         self.txn
                             .unlock(lock)
                             .await
                             .map(|()| Kind::Accepted(pb::Accepted {}))
-                            .map_err(|e| convert::agent_error(&e))
+                            .map_err(|e| wire::agent_error(&e))
                     }
                     Err(refusal) => Err(refusal),
                 }
@@ -294,7 +294,7 @@ impl Session {
                     .convert(lock, mode)
                     .await
                     .map(|()| Kind::Accepted(pb::Accepted {}))
-                    .map_err(|e| convert::agent_error(&e)),
+                    .map_err(|e| wire::agent_error(&e)),
                 Err(refusal) => Err(refusal),
             },
             Some(pb::session_request::Kind::Cancel(c)) => {
@@ -305,13 +305,13 @@ impl Session {
             Some(pb::session_request::Kind::Status(_)) => match self.txn.status().await {
                 Ok(s) => {
                     self.told_cannot_serve = matches!(s, TransactionStatus::CannotServe { .. });
-                    Ok(Kind::Status(convert::status(&s, self.deadlocks)))
+                    Ok(Kind::Status(wire::status(&s, self.deadlocks)))
                 }
-                Err(e) => Err(convert::agent_error(&e)),
+                Err(e) => Err(wire::agent_error(&e)),
             },
         };
         let event = match reply {
-            Ok(kind) => convert::event(id, kind),
+            Ok(kind) => wire::event(id, kind),
             Err(refusal) => self.refused(id, &refusal),
         };
         (vec![event], false)
@@ -320,36 +320,36 @@ impl Session {
     /// Queues a request without waiting: `Accepted`, then the pushed `Grant`. The agent pushes
     /// the grant of a request it serves; a request granted at once on the fast path (no agent
     /// after the call) is pushed here, with what the node's table says is held.
-    async fn lock_nowait(&mut self, id: u64, call: LockCall) -> (Vec<pb::SessionEvent>, bool) {
+    async fn lock_nowait(&mut self, id: u64, call: WireLock) -> (Vec<pb::SessionEvent>, bool) {
         let lock = call.lock.clone();
         let queued = self
             .txn
             .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
             .await;
         if let Err(e) = queued {
-            return (vec![self.refused(id, &convert::agent_error(&e))], false);
+            return (vec![self.refused(id, &wire::agent_error(&e))], false);
         }
-        let mut sent = vec![convert::event(id, Kind::Accepted(pb::Accepted {}))];
+        let mut sent = vec![wire::event(id, Kind::Accepted(pb::Accepted {}))];
         if !self.txn.has_agent()
             && let Ok(LockState::Held(granted)) = self.txn.lock_state(lock).await
         {
-            sent.push(convert::event(0, Kind::Granted(convert::grant(&granted))));
+            sent.push(wire::event(0, Kind::Granted(wire::grant(&granted))));
         }
         (sent, false)
     }
 
     /// The lock and mode of a `convert` request, checked.
-    fn conversion(&self, c: &pb::Convert) -> Result<(LockId, locks_core::Mode), Refusal> {
-        let lock = convert::lock_id(&c.id, &self.shared.limits)?;
+    fn conversion(&self, c: &pb::Convert) -> Result<(LockId, locks_core::Mode), WireRefusal> {
+        let lock = wire::lock_id(&c.id, &self.shared.limits)?;
         let mode = c.mode.parse().map_err(|_| {
-            Refusal::new(Code::InvalidArgument, format!("unknown mode {:?}", c.mode))
+            WireRefusal::new(Code::InvalidArgument, format!("unknown mode {:?}", c.mode))
         })?;
         Ok((lock, mode))
     }
 
-    fn parse(&self, lock: &pb::Lock) -> Result<LockCall, Refusal> {
+    fn parse(&self, lock: &pb::Lock) -> Result<WireLock, WireRefusal> {
         let known = &self.shared.known;
-        convert::lock_call(
+        wire::parse_lock(
             lock,
             self.shared.node.id(),
             |n| known.contains(n),
@@ -358,24 +358,24 @@ impl Session {
     }
 
     /// Checks the session's limits for one more request.
-    fn admit(&mut self, call: LockCall, pending: &Pending) -> Result<LockCall, Refusal> {
+    fn admit(&mut self, call: WireLock, pending: &Pending) -> Result<WireLock, WireRefusal> {
         let limits = &self.shared.limits;
         if pending.len() >= limits.max_pending {
-            return Err(Refusal::new(
+            return Err(WireRefusal::new(
                 Code::ResourceExhausted,
                 format!("{} lock calls already wait in this session", pending.len()),
             ));
         }
         if !self.requested.contains(&call.lock) {
             if self.requested.len() >= limits.max_locks {
-                return Err(Refusal::new(
+                return Err(WireRefusal::new(
                     Code::ResourceExhausted,
                     format!("this session has requested {} locks", self.requested.len()),
                 ));
             }
             self.booking
                 .take(id_bytes(&call.lock), limits)
-                .map_err(|why| Refusal::new(Code::ResourceExhausted, why))?;
+                .map_err(|why| WireRefusal::new(Code::ResourceExhausted, why))?;
             self.requested.insert(call.lock.clone());
         }
         Ok(call)
@@ -386,7 +386,7 @@ impl Session {
     /// its request is withdrawn), and this request right after it. With no such call waiting,
     /// it is answered at once.
     fn cancel(&mut self, id: u64, target: u64) -> Vec<pb::SessionEvent> {
-        let accepted = convert::event(id, Kind::Accepted(pb::Accepted {}));
+        let accepted = wire::event(id, Kind::Accepted(pb::Accepted {}));
         if let Some(trigger) = self.waiting.cancel.remove(&target) {
             // A call that was granted meanwhile ignores the trigger: its future answers with
             // the grant.
@@ -405,10 +405,10 @@ impl Session {
     }
 
     /// The answer to `tokens`: the lock as held now, with its current fencing tokens.
-    async fn tokens(&mut self, t: &pb::Tokens) -> Result<Kind, Refusal> {
-        let lock = convert::lock_id(&t.id, &self.shared.limits)?;
+    async fn tokens(&mut self, t: &pb::Tokens) -> Result<Kind, WireRefusal> {
+        let lock = wire::lock_id(&t.id, &self.shared.limits)?;
         match self.txn.lock_state(lock.clone()).await {
-            Ok(LockState::Held(granted)) => Ok(Kind::Granted(convert::grant(&granted))),
+            Ok(LockState::Held(granted)) => Ok(Kind::Granted(wire::grant(&granted))),
             Ok(state) => {
                 let now = match state {
                     LockState::NotRequested => "not requested",
@@ -416,12 +416,12 @@ impl Session {
                     LockState::Lost(_) => "lost",
                     LockState::Held(_) => "held",
                 };
-                Err(Refusal::new(
+                Err(WireRefusal::new(
                     Code::FailedPrecondition,
                     format!("{lock} is not held by this session: it is {now}"),
                 ))
             }
-            Err(e) => Err(convert::agent_error(&e)),
+            Err(e) => Err(wire::agent_error(&e)),
         }
     }
 
@@ -461,7 +461,7 @@ impl Session {
 
     /// The `Error` event for a refused request, logged at DEBUG (a client sending bad requests
     /// in a loop must not fill the log), with one rate-limited INFO line per interval.
-    fn refused(&self, id: u64, refusal: &Refusal) -> pb::SessionEvent {
+    fn refused(&self, id: u64, refusal: &WireRefusal) -> pb::SessionEvent {
         tracing::debug!(agent = %self.me, code = ?refusal.code, "request refused: {}", refusal.message);
         if let Verdict::Warn { suppressed } = self.shared.log.event("grpc-request-refused") {
             tracing::info!(
@@ -475,24 +475,24 @@ impl Session {
 
     /// The answer to a `lock` call that ended, followed by the answers to the `Cancel`s that
     /// named it.
-    async fn answer(&mut self, id: u64, answer: Answer) -> Vec<pb::SessionEvent> {
+    async fn answer(&mut self, id: u64, outcome: WaitOutcome) -> Vec<pb::SessionEvent> {
         self.waiting.cancel.remove(&id);
-        let event = match answer {
-            Answer::Done(Ok(locked)) => {
-                convert::event(id, Kind::Locked(convert::locked(&locked, &self.me)))
+        let event = match outcome {
+            WaitOutcome::Done(Ok(locked)) => {
+                wire::event(id, Kind::Locked(wire::locked(&locked, &self.me)))
             }
-            Answer::Done(Err(e)) => self.refused(id, &convert::agent_error(&e)),
-            Answer::TimedOut(lock, ms) => {
+            WaitOutcome::Done(Err(e)) => self.refused(id, &wire::agent_error(&e)),
+            WaitOutcome::TimedOut(lock, ms) => {
                 self.withdraw(&lock).await;
-                let refusal = Refusal::new(
+                let refusal = WireRefusal::new(
                     Code::DeadlineExceeded,
                     format!("{lock} not granted within {ms} ms; the request was withdrawn"),
                 );
                 self.refused(id, &refusal)
             }
-            Answer::Cancelled(lock) => {
+            WaitOutcome::Cancelled(lock) => {
                 self.withdraw(&lock).await;
-                let refusal = Refusal::new(
+                let refusal = WireRefusal::new(
                     Code::Cancelled,
                     format!(
                         "{lock} was not granted; the request was withdrawn at the client's request"
@@ -503,7 +503,7 @@ impl Session {
         };
         let mut sent = vec![event];
         for cancel in self.waiting.cancels.remove(&id).unwrap_or_default() {
-            sent.push(convert::event(cancel, Kind::Accepted(pb::Accepted {})));
+            sent.push(wire::event(cancel, Kind::Accepted(pb::Accepted {})));
         }
         sent
     }
@@ -528,15 +528,15 @@ impl Session {
     fn pushed(&mut self, event: TransactionEvent, lock_waits: bool) -> Vec<pb::SessionEvent> {
         match event {
             TransactionEvent::Granted(g) => {
-                vec![convert::event(0, Kind::Granted(convert::grant(&g)))]
+                vec![wire::event(0, Kind::Granted(wire::grant(&g)))]
             }
-            TransactionEvent::Lost(l) => vec![convert::event(0, Kind::Lost(convert::loss(&l)))],
+            TransactionEvent::Lost(l) => vec![wire::event(0, Kind::Lost(wire::loss(&l)))],
             TransactionEvent::Status(s) => {
                 let mut sent = Vec::new();
                 if let TransactionStatus::HaveAllLocks { deadlocks } = &s {
                     for d in deadlocks.iter().skip(self.deadlocks) {
-                        let d = convert::deadlock(d, &self.me);
-                        sent.push(convert::event(0, Kind::Deadlock(d)));
+                        let d = wire::deadlock(d, &self.me);
+                        sent.push(wire::event(0, Kind::Deadlock(d)));
                     }
                     self.deadlocks = self.deadlocks.max(deadlocks.len());
                 }
@@ -545,8 +545,8 @@ impl Session {
                     && !self.told_cannot_serve;
                 if !said {
                     self.told_cannot_serve = matches!(s, TransactionStatus::CannotServe { .. });
-                    let status = convert::status(&s, self.deadlocks);
-                    sent.push(convert::event(0, Kind::Status(status)));
+                    let status = wire::status(&s, self.deadlocks);
+                    sent.push(wire::event(0, Kind::Status(status)));
                 }
                 sent
             }
@@ -562,20 +562,20 @@ fn id_bytes(lock: &LockId) -> usize {
 /// Starts one `lock` call: the request reaches the agent now; the future waits for its answer
 /// (within its wait bound, if any) or for `cancelled`. The call is polled before the trigger,
 /// so a call already answered when the trigger fires ends with its answer.
-fn lock_call(
+fn parse_lock(
     txn: &Transaction,
     id: u64,
-    call: LockCall,
+    call: WireLock,
     cancelled: oneshot::Receiver<()>,
-) -> BoxFuture<'static, (u64, Answer)> {
+) -> BoxFuture<'static, (u64, WaitOutcome)> {
     let wait = txn.lock_on(call.lock.clone(), call.mode, &call.nodes, call.req);
     let lock = call.lock.clone();
     let bounded = async move {
         match call.wait_ms {
-            None => Answer::Done(wait.await),
+            None => WaitOutcome::Done(wait.await),
             Some(ms) => match tokio::time::timeout(Duration::from_millis(ms), wait).await {
-                Ok(r) => Answer::Done(r),
-                Err(_) => Answer::TimedOut(call.lock, ms),
+                Ok(r) => WaitOutcome::Done(r),
+                Err(_) => WaitOutcome::TimedOut(call.lock, ms),
             },
         }
     };
@@ -588,7 +588,7 @@ fn lock_call(
         });
         match futures::future::select(Box::pin(bounded), Box::pin(cancelled)).await {
             Either::Left((answer, _)) => (id, answer),
-            Either::Right(((), _)) => (id, Answer::Cancelled(lock)),
+            Either::Right(((), _)) => (id, WaitOutcome::Cancelled(lock)),
         }
     }
     .boxed()

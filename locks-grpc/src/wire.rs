@@ -1,7 +1,14 @@
-//! Between the wire and the agent: a request's fields checked and parsed into what
-//! `locks_agent::Transaction` takes, and what a transaction reports written as `locks.v1`
-//! messages. Pure functions; every refusal says what was wrong and carries the gRPC code the
-//! session answers with.
+//! The wire side of the API: a `locks.v1` request's fields checked and parsed into what
+//! `locks_agent::Transaction` takes ([`parse_lock`] into a [`WireLock`], [`lock_id`]), and what
+//! a transaction reports written as `locks.v1` messages ([`grant`], [`loss`], [`status`],
+//! [`deadlock`], [`locked`]). Pure functions; a request refused (a session's, or an election's
+//! in `election.rs`) is a [`WireRefusal`], which says what was wrong and carries the gRPC code
+//! the answer has.
+//!
+//! The types are named for the wire so that each name means one thing in the workspace: the
+//! agent actor's `LockCall` message, the agent core's answers
+//! (`locks_agent::state_machine::Answer`) and a peer handshake's refusals
+//! (`locks_server::Refusal`) are other things.
 
 use crate::limits::Limits;
 use crate::pb;
@@ -13,26 +20,26 @@ use locks_core::proto::Rejection;
 use locks_core::{Key, LockId, Mode, NodeId};
 use tonic::Code;
 
-/// A request refused: the code of its `Error` event and what was wrong.
+/// A request from the wire refused: the code of its `Error` event and what was wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
+pub struct WireRefusal {
     /// The gRPC code.
     pub code: Code,
     /// For a person.
     pub message: String,
 }
 
-impl Refusal {
+impl WireRefusal {
     /// A refusal with `code` and `message`.
-    pub fn new(code: Code, message: impl Into<String>) -> Refusal {
-        Refusal {
+    pub fn new(code: Code, message: impl Into<String>) -> WireRefusal {
+        WireRefusal {
             code,
             message: message.into(),
         }
     }
 
-    fn invalid(message: impl Into<String>) -> Refusal {
-        Refusal::new(Code::InvalidArgument, message)
+    fn invalid(message: impl Into<String>) -> WireRefusal {
+        WireRefusal::new(Code::InvalidArgument, message)
     }
 
     /// The `Error` event of this refusal, answering request `request_id`.
@@ -47,9 +54,9 @@ impl Refusal {
     }
 }
 
-/// A lock request parsed: what `Transaction::lock_on` takes.
+/// A `Lock` request from the wire, checked and parsed: what `Transaction::lock_on` takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LockCall {
+pub struct WireLock {
     /// The lock.
     pub lock: LockId,
     /// The mode.
@@ -63,12 +70,12 @@ pub struct LockCall {
 }
 
 /// Parses a lock id: at least one key, within the limits' key count and total length.
-pub fn lock_id(keys: &[String], limits: &Limits) -> Result<LockId, Refusal> {
+pub fn lock_id(keys: &[String], limits: &Limits) -> Result<LockId, WireRefusal> {
     if keys.is_empty() {
-        return Err(Refusal::invalid("malformed lock id: it has no keys"));
+        return Err(WireRefusal::invalid("malformed lock id: it has no keys"));
     }
     if keys.len() > limits.max_id_keys {
-        return Err(Refusal::invalid(format!(
+        return Err(WireRefusal::invalid(format!(
             "malformed lock id: {} keys, at most {} allowed",
             keys.len(),
             limits.max_id_keys
@@ -76,33 +83,33 @@ pub fn lock_id(keys: &[String], limits: &Limits) -> Result<LockId, Refusal> {
     }
     let bytes: usize = keys.iter().map(String::len).sum();
     if bytes > limits.max_id_bytes {
-        return Err(Refusal::invalid(format!(
+        return Err(WireRefusal::invalid(format!(
             "malformed lock id: {bytes} bytes of keys, at most {} allowed",
             limits.max_id_bytes
         )));
     }
     if keys.iter().any(String::is_empty) {
-        return Err(Refusal::invalid("malformed lock id: an empty key"));
+        return Err(WireRefusal::invalid("malformed lock id: an empty key"));
     }
     LockId::new(keys.iter().map(|k| Key::from(k.as_str())))
-        .map_err(|e| Refusal::invalid(format!("malformed lock id: {e}")))
+        .map_err(|e| WireRefusal::invalid(format!("malformed lock id: {e}")))
 }
 
 /// Parses a lock request. `me` is the session's node; `known` says whether a node name is one
 /// the node knows (a node it reaches or has reached).
-pub fn lock_call(
+pub fn parse_lock(
     lock: &pb::Lock,
     me: &NodeId,
     known: impl Fn(&NodeId) -> bool,
     limits: &Limits,
-) -> Result<LockCall, Refusal> {
+) -> Result<WireLock, WireRefusal> {
     let id = lock_id(&lock.id, limits)?;
     let mode = lock
         .mode
         .parse::<Mode>()
-        .map_err(|_| Refusal::invalid(format!("unknown mode {:?}", lock.mode)))?;
+        .map_err(|_| WireRefusal::invalid(format!("unknown mode {:?}", lock.mode)))?;
     if lock.nodes.len() > limits.max_nodes {
-        return Err(Refusal::invalid(format!(
+        return Err(WireRefusal::invalid(format!(
             "{} nodes named, at most {} allowed",
             lock.nodes.len(),
             limits.max_nodes
@@ -111,9 +118,9 @@ pub fn lock_call(
     let mut nodes = Vec::with_capacity(lock.nodes.len().max(1));
     for name in &lock.nodes {
         let node = NodeId::new(name.as_str())
-            .map_err(|e| Refusal::invalid(format!("bad node name {name:?}: {e}")))?;
+            .map_err(|e| WireRefusal::invalid(format!("bad node name {name:?}: {e}")))?;
         if node != *me && !known(&node) {
-            return Err(Refusal::new(
+            return Err(WireRefusal::new(
                 Code::NotFound,
                 format!("unknown node {name:?}: node {me} has never reached it"),
             ));
@@ -132,13 +139,13 @@ pub fn lock_call(
         Ok(pb::Requirement::AllAlive) => Req::AllAlive,
         Ok(pb::Requirement::MajorityAlive) => Req::MajorityAlive,
         Err(_) => {
-            return Err(Refusal::invalid(format!(
+            return Err(WireRefusal::invalid(format!(
                 "unknown requirement {}",
                 lock.requirement
             )));
         }
     };
-    Ok(LockCall {
+    Ok(WireLock {
         lock: id,
         mode,
         nodes,
@@ -246,7 +253,7 @@ pub fn locked(locked: &Locked, me: &str) -> pb::Locked {
 }
 
 /// The refusal for a failed transaction call.
-pub fn agent_error(e: &AgentError) -> Refusal {
+pub fn agent_error(e: &AgentError) -> WireRefusal {
     let code = match e {
         AgentError::Deadlock { .. } => Code::Aborted,
         AgentError::CannotServe { .. } => Code::FailedPrecondition,
@@ -259,7 +266,7 @@ pub fn agent_error(e: &AgentError) -> Refusal {
         AgentError::TimedOut { .. } => Code::DeadlineExceeded,
         AgentError::Ended | AgentError::Node(_) => Code::Unavailable,
     };
-    Refusal::new(code, e.to_string())
+    WireRefusal::new(code, e.to_string())
 }
 
 #[cfg(test)]
@@ -288,13 +295,13 @@ mod tests {
     #[test]
     fn a_good_request_parses_with_the_sessions_node_by_default() {
         let limits = Limits::default();
-        let call = lock_call(&request(&["db", "x"], "x", &[], 0), &me(), known, &limits).unwrap();
+        let call = parse_lock(&request(&["db", "x"], "x", &[], 0), &me(), known, &limits).unwrap();
         assert_eq!(call.lock, lock_id!["db", "x"]);
         assert_eq!(call.mode, Mode::X);
         assert_eq!(call.nodes, vec![me()]);
         assert_eq!(call.req, Req::All);
         let majority = request(&["db"], "read", &["a", "b", "c", "b"], 2);
-        let call = lock_call(&majority, &me(), known, &limits).unwrap();
+        let call = parse_lock(&majority, &me(), known, &limits).unwrap();
         assert_eq!(call.mode, Mode::S);
         assert_eq!(call.nodes.len(), 3, "a node named twice counts once");
         assert_eq!(call.req, Req::Majority);
@@ -303,7 +310,7 @@ mod tests {
     #[test]
     fn bad_requests_are_refused_saying_what_was_wrong() {
         let limits = Limits::default();
-        let refuse = |r: pb::Lock| lock_call(&r, &me(), known, &limits).unwrap_err();
+        let refuse = |r: pb::Lock| parse_lock(&r, &me(), known, &limits).unwrap_err();
         let e = refuse(request(&["db"], "Q", &[], 0));
         assert_eq!(e.code, Code::InvalidArgument);
         assert!(e.message.contains("unknown mode \"Q\""), "{}", e.message);

@@ -253,10 +253,10 @@ fn the_numbers_the_architecture_quotes_are_the_codes() {
         "ARCHITECTURE.md",
         "let in every 2 ms of it (`local/whole.rs`)",
     );
-    let max_locks = grouped(locks_grpc::Limits::default().max_locks);
+    let release_slice = constant("locks-server/src/local/whole.rs", "RELEASE_SLICE");
     assert_says(
         "ARCHITECTURE.md",
-        &format!("(a gRPC session: {max_locks} locks)"),
+        &format!("A transaction's own release is at most {release_slice} locks per shard at once"),
     );
 }
 

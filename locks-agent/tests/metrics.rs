@@ -135,3 +135,31 @@ fn the_gauges_sample_held_and_waiting_entries_per_mode() {
         node.shutdown().await;
     });
 }
+
+/// Every loss cause has a `cause` series of its own: a new `LossCause` fails to build here
+/// (the match has no catch-all) until it is named, and then fails until `LOST_CAUSES` lists it
+/// (else its losses would be counted as `revoked`).
+#[test]
+fn every_loss_cause_has_a_series() {
+    let every = |cause: LossCause| match cause {
+        LossCause::NodeDown
+        | LossCause::LeaseExpired
+        | LossCause::Surrendered
+        | LossCause::Aborted
+        | LossCause::Revoked => cause.as_str(),
+    };
+    let causes = [
+        LossCause::NodeDown,
+        LossCause::LeaseExpired,
+        LossCause::Surrendered,
+        LossCause::Aborted,
+        LossCause::Revoked,
+    ];
+    for cause in causes {
+        assert!(
+            locks_server::metrics::LOST_CAUSES.contains(&every(cause)),
+            "{cause} has no series of its own in LOST_CAUSES"
+        );
+    }
+    assert_eq!(locks_server::metrics::LOST_CAUSES.len(), causes.len());
+}

@@ -29,6 +29,7 @@
 //! then lacked. The nodes are stopped (stdin closed, killed by handle after 5 s) when done.
 
 use super::cluster::NodeProcess;
+use super::fleet::fleet_time;
 use super::floors::Floor;
 use super::rig::err;
 use super::stats::Sample;
@@ -201,19 +202,6 @@ fn client_flags(peers: &[std::net::SocketAddr]) -> Vec<String> {
     flags
 }
 
-/// Runs `f` on the harness runtime within the round limit.
-pub fn bounded<T>(
-    ctx: &Ctx,
-    f: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    let limit = ctx.cfg.round_limit;
-    ctx.rt.block_on(async move {
-        tokio::time::timeout(limit, f)
-            .await
-            .map_err(|_| format!("not done within {} s", limit.as_secs()))?
-    })
-}
-
 /// Runs `f` within the round limit on a current-thread runtime of its own, as the TCP floor's
 /// client runs: a sequential client's answers then wake it on its own thread.
 pub fn alone<T>(
@@ -230,11 +218,6 @@ pub fn alone<T>(
             .await
             .map_err(|_| format!("not done within {} s", limit.as_secs()))?
     })
-}
-
-/// How long one round of a fleet runs.
-pub fn fleet_time(ctx: &Ctx) -> Duration {
-    Duration::from_millis(ctx.cfg.size(1_000, 200))
 }
 
 /// The lock of C1's fleets: session `s`'s operation `i`, on the session's node.

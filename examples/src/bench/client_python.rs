@@ -98,12 +98,12 @@ pub fn run(ctx: &Ctx, specs: &[Spec], addr: &str) -> Vec<Row> {
     let Some(python) = ctx.cfg.python.clone() else {
         return Vec::new();
     };
-    let seconds = super::client::fleet_time(ctx).as_secs_f64();
+    let seconds = super::fleet::fleet_time(ctx).as_secs_f64();
     let mut rows = Vec::new();
     for (spec, &threads) in specs.iter().zip(&THREADS) {
         rows.extend(ctx.run_rounds(std::slice::from_ref(spec), |_| {
             let sample = once(&python, addr, threads, seconds);
-            Ok(vec![super::client::bounded(ctx, sample)?])
+            Ok(vec![super::rig::bounded(ctx, sample)?])
         }));
     }
     rows

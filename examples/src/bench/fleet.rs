@@ -7,6 +7,7 @@
 //! The clients of one fleet are spread over connections as a real client fleet is: at most
 //! [`PER_CONNECTION`] clients share one (an HTTP/2 connection multiplexes them).
 
+use super::Ctx;
 use super::stats::Sample;
 use std::future::Future;
 use std::sync::Arc;
@@ -77,4 +78,9 @@ where
         last = last.max(done);
     }
     Ok(Sample::new(all.len() as u64, last - began, all))
+}
+
+/// How long one round of a fleet runs.
+pub fn fleet_time(ctx: &Ctx) -> Duration {
+    Duration::from_millis(ctx.cfg.size(1_000, 200))
 }

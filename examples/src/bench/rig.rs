@@ -236,3 +236,16 @@ fn probe(ctx: &Ctx) -> Result<(), String> {
 pub fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
+
+/// Runs `f` on the harness runtime within the round limit.
+pub fn bounded<T>(
+    ctx: &Ctx,
+    f: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let limit = ctx.cfg.round_limit;
+    ctx.rt.block_on(async move {
+        tokio::time::timeout(limit, f)
+            .await
+            .map_err(|_| format!("not done within {} s", limit.as_secs()))?
+    })
+}

@@ -6,7 +6,7 @@
 //! for one (a node down, a message, a view) is noticed where it arrives, and the function's
 //! documentation says where. The facts a transition asks for are kept elsewhere, each by the
 //! part that keeps them up to date: which nodes the first node has asked and whether they
-//! cover the nodes up (`first node.rs`: `widen`, `covers_alive`), what a majority of the group's
+//! cover the nodes up (`first_node.rs`: `widen`, `covers_alive`), what a majority of the group's
 //! nodes is (`majority.rs`: `is_majority`), and whether a view received contradicts an
 //! announcement (`society.rs`: `contradicted`).
 //!

@@ -16,26 +16,11 @@ const BOUND: Duration = Duration::from_secs(30);
 
 /// A node serving clients on an ephemeral port, with a client token; and that port.
 fn node(name: &str, deadline: Deadline) -> (Proc, String) {
-    let mut node = Proc::start_with(
+    Proc::start_serving(
         name,
-        &[],
-        "cookie",
-        "warn",
         deadline,
-        &[
-            "--start-delay-ms",
-            "0",
-            "--client-listen",
-            "127.0.0.1:0",
-            "--client-token",
-            "tk",
-            "--client-keepalive-ms",
-            "1000",
-        ],
-    );
-    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
-    let addr = line.trim_start_matches("client-listening ").to_owned();
-    (node, addr)
+        &["--client-token", "tk", "--client-keepalive-ms", "1000"],
+    )
 }
 
 /// `locksctl` with the client token, no `--node` and no `LOCKS_NODES`; its stdin is not a
@@ -206,8 +191,7 @@ fn over_tls_with_client_certificates_locksctl_gets_in_only_with_its_certificate(
             file("ca.pem"),
         ],
     );
-    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
-    let addr = line.trim_start_matches("client-listening ").to_owned();
+    let addr = node.client_addr();
     let run = |extra: &[String]| {
         let mut cmd = locksctl(&addr, &["--ca", &file("ca.pem")]);
         cmd.args(extra)

@@ -54,17 +54,7 @@ fn wait_rss_at_most(pid: u32, ceiling_kb: u64, deadline: Deadline, what: &str) -
 
 /// A node serving clients on an ephemeral loopback port, and that port's address.
 fn node(name: &str, deadline: Deadline) -> (Proc, String) {
-    let mut node = Proc::start_with(
-        name,
-        &[],
-        "cookie",
-        "warn",
-        deadline,
-        &["--start-delay-ms", "0", "--client-listen", "127.0.0.1:0"],
-    );
-    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
-    let addr = line.trim_start_matches("client-listening ").to_owned();
-    (node, addr)
+    Proc::start_serving(name, deadline, &[])
 }
 
 /// A connection to `addr` from the loopback address `local`.

@@ -16,26 +16,8 @@ const SOAK: Duration = Duration::from_secs(40);
 #[test]
 fn the_client_ports_attacks_leave_good_clients_served_and_memory_returned() {
     let deadline = Deadline::after(Duration::from_secs(180));
-    let mut node = Proc::start_with(
-        "soak",
-        &[],
-        "cookie",
-        "warn",
-        deadline,
-        &[
-            "--start-delay-ms",
-            "0",
-            "--client-listen",
-            "127.0.0.1:0",
-            "--client-token",
-            TOKEN,
-        ],
-    );
-    let line = node.expect("client-listening", |l| l.starts_with("client-listening "));
-    let addr = line
-        .trim_start_matches("client-listening ")
-        .parse()
-        .expect("an address");
+    let (node, addr) = Proc::start_serving("soak", deadline, &["--client-token", TOKEN]);
+    let addr = addr.parse().expect("an address");
     let pid = node.child.id();
     // Two workers, as the bench's driver: the attacks' tasks and the good clients share them.
     let rt = tokio::runtime::Builder::new_multi_thread()

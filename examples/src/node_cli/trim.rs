@@ -10,9 +10,11 @@
 //! What this module guarantees:
 //! - nothing here runs on the node's thread but [`Trimmer::nudge`], which only wakes the
 //!   trimming thread (a bounded channel of one slot: a nudge while one is pending is free);
-//! - the allocator is trimmed at most once per [`GAP`], and after a nudge [`ROUNDS`] times in a
-//!   row, a [`GAP`] apart: what a release frees after the event that announced it (a large
-//!   session's locks are released over several turns of the node's thread) is returned too;
+//! - the allocator is trimmed at most once per [`GAP`]; after a nudge it is trimmed a [`GAP`]
+//!   apart until [`ROUNDS`] trims in a row gave nothing back (at most [`MAX_ROUNDS`] times):
+//!   what a release frees after the event that announced it (a large session's locks are
+//!   released over many turns of the node's thread, slower on a loaded machine) is returned
+//!   too;
 //! - on a target without glibc the trimmer does nothing (other allocators give memory back on
 //!   their own or not at all; there is no portable call).
 
@@ -22,8 +24,12 @@ use std::time::Duration;
 /// The shortest time between two trims.
 pub const GAP: Duration = Duration::from_millis(500);
 
-/// How many trims follow one nudge, [`GAP`] apart.
+/// How many trims in a row that give nothing back end the trims that follow a nudge.
 pub const ROUNDS: u32 = 4;
+
+/// The most trims that follow one nudge: a release that goes on for longer (a paced release of
+/// millions of locks on a loaded machine) is trimmed again at its next nudge.
+pub const MAX_ROUNDS: u32 = 240;
 
 /// The handle that wakes the trimming thread. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -51,16 +57,14 @@ impl Trimmer {
     }
 }
 
-/// The thread: waits for a nudge, then trims [`ROUNDS`] times [`GAP`] apart (a nudge meanwhile
-/// starts the rounds over), then waits again.
-fn run(woken: &Receiver<()>, mut trim: impl FnMut()) {
+/// The thread: waits for a nudge, then trims [`GAP`] apart as long as [`Rounds`] says, a
+/// nudge meanwhile starting the count over. Then it waits again.
+fn run(woken: &Receiver<()>, mut trim: impl FnMut() -> bool) {
     while woken.recv().is_ok() {
-        let mut left = ROUNDS;
-        while left > 0 {
-            trim();
-            left -= 1;
+        let mut rounds = Rounds::default();
+        while rounds.after_trim(trim()) {
             match woken.recv_timeout(GAP) {
-                Ok(()) => left = ROUNDS,
+                Ok(()) => rounds = Rounds::default(),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
@@ -68,19 +72,37 @@ fn run(woken: &Receiver<()>, mut trim: impl FnMut()) {
     }
 }
 
-/// Returns the allocator's free pages to the system.
+/// When the trims that follow a nudge end: once [`ROUNDS`] trims in a row gave nothing back (a
+/// release paced over many turns of the node's thread frees its memory over seconds, and a
+/// trim that gives some back means more may follow), or after [`MAX_ROUNDS`] trims.
+#[derive(Debug, Default)]
+struct Rounds {
+    idle: u32,
+    done: u32,
+}
+
+impl Rounds {
+    /// Counts a trim (`gave_back`: it returned memory); whether another one follows.
+    fn after_trim(&mut self, gave_back: bool) -> bool {
+        self.idle = if gave_back { 0 } else { self.idle + 1 };
+        self.done += 1;
+        self.idle < ROUNDS && self.done < MAX_ROUNDS
+    }
+}
+
+/// Returns the allocator's free pages to the system; whether it gave any back.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn trim() {
+fn trim() -> bool {
     // SAFETY: malloc_trim takes no pointer and may be called from any thread at any time; it
     // takes each arena's own lock while it walks it.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    unsafe { libc::malloc_trim(0) == 1 }
 }
 
 /// No portable way to give memory back: nothing to do.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn trim() {}
+fn trim() -> bool {
+    false
+}
 
 #[cfg(test)]
 mod tests {
@@ -98,12 +120,34 @@ mod tests {
         trimmer.nudge();
         trimmer.nudge();
         let thread = std::thread::spawn(move || {
-            run(&woken, || *counted.lock().unwrap() += 1);
+            run(&woken, || {
+                *counted.lock().unwrap() += 1;
+                false
+            });
         });
         drop(trimmer);
         thread.join().unwrap();
         // One pending nudge: its first round, then the handle was gone.
         let trims = *count.lock().unwrap();
         assert!((1..=ROUNDS).contains(&trims), "{trims}");
+    }
+
+    #[test]
+    fn trims_go_on_while_they_give_memory_back_and_end_after_rounds_that_do_not() {
+        let count = |gave_back: &dyn Fn(u32) -> bool| {
+            let mut rounds = Rounds::default();
+            let mut n = 0;
+            loop {
+                n += 1;
+                if !rounds.after_trim(gave_back(n)) {
+                    return n;
+                }
+            }
+        };
+        assert_eq!(count(&|_| false), ROUNDS);
+        assert_eq!(count(&|n| n <= 6), 6 + ROUNDS);
+        // Every other trim gives memory back: never ROUNDS idle in a row, so the cap ends it.
+        assert_eq!(count(&|n| n % 2 == 0), MAX_ROUNDS);
+        assert_eq!(count(&|_| true), MAX_ROUNDS);
     }
 }

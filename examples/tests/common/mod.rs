@@ -120,6 +120,23 @@ impl Proc {
         [n1, n2, n3]
     }
 
+    /// A node serving clients on an ephemeral loopback port (`--client-listen 127.0.0.1:0`,
+    /// no start delay, log level `warn`), with `flags` added; and that port's address.
+    pub fn start_serving(name: &str, deadline: Deadline, flags: &[&str]) -> (Proc, String) {
+        let mut all = vec!["--start-delay-ms", "0", "--client-listen", "127.0.0.1:0"];
+        all.extend_from_slice(flags);
+        let mut node = Proc::start_with(name, &[], "cookie", "warn", deadline, &all);
+        let addr = node.client_addr();
+        (node, addr)
+    }
+
+    /// The address from the node's `client-listening <addr>` line.
+    pub fn client_addr(&mut self) -> String {
+        self.expect("client-listening", |l| l.starts_with("client-listening "))
+            .trim_start_matches("client-listening ")
+            .to_owned()
+    }
+
     /// The address from the node's `listening <addr>` line.
     pub fn listen_addr(&mut self) -> String {
         self.expect("listening", |l| l.starts_with("listening "))

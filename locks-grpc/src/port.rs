@@ -7,14 +7,16 @@
 //! *idle* while it has no call open.
 //!
 //! - At most [`PortLimits::max_unproven`] connections are unproven at once: one more evicts the
-//!   oldest unproven connection (as the peer port treats unproven handshakes), so a flood of
-//!   silent or slow connections never locks a real client out; and an unproven connection is
-//!   closed [`PortLimits::unproven_deadline`] after its acceptance whatever happens.
+//!   oldest unproven connection of the address that has the most unproven connections (as the
+//!   peer port treats unproven handshakes, and fairly between addresses), so a flood of silent
+//!   or slow connections from a few addresses never pushes out a real client's connection
+//!   between its acceptance and its first call; and an unproven connection is closed
+//!   [`PortLimits::unproven_deadline`] after its acceptance whatever happens.
 //! - At most [`PortLimits::max_connections`] connections are open at once (the server keeps the
 //!   file descriptors the peer port needs out of this bound), and at most
-//!   [`PortLimits::max_connections_per_client`] from one IP address. One more evicts the oldest
-//!   unproven connection, else the oldest idle one (of that address, for its bound); when every
-//!   one is busy, the newcomer is closed at once.
+//!   [`PortLimits::max_connections_per_client`] from one IP address. One more evicts an
+//!   unproven connection (as above), else the oldest idle one (of that address, for its
+//!   bound); when every one is busy, the newcomer is closed at once.
 //! - A proven connection idle for [`PortLimits::idle_timeout`] is closed (a gRPC client opens a
 //!   new one when it next calls).
 //! - At most [`PortLimits::max_calls`] calls are open on the node and
@@ -103,6 +105,8 @@ impl Conn {
 #[derive(Clone, Copy, Debug, Default)]
 struct Client {
     conns: usize,
+    /// Of `conns`, those not proven yet.
+    unproven: usize,
     calls: usize,
 }
 
@@ -148,12 +152,15 @@ impl PortBook {
             }
         }
         if self.unproven >= self.limits.max_unproven.max(1)
-            && let Some(id) = self.oldest(|c| !c.proven, |_| false)
+            && let Some(id) = self.heaviest_unproven()
         {
             evict.push(self.close(id));
         }
         if self.conns.len() >= self.limits.max_connections.max(1) {
-            match self.oldest(|c| !c.proven, Conn::idle) {
+            match self
+                .heaviest_unproven()
+                .or_else(|| self.oldest(Conn::idle, |_| false))
+            {
                 Some(id) => evict.push(self.close(id)),
                 None => {
                     let why = "the node has as many busy connections as it allows";
@@ -171,9 +178,20 @@ impl PortBook {
             idle_since: now,
         };
         self.conns.insert(id, conn);
-        self.clients.entry(client).or_default().conns += 1;
+        let entry = self.clients.entry(client).or_default();
+        entry.conns += 1;
+        entry.unproven += 1;
         self.unproven += 1;
         Accept::Open { id, evict }
+    }
+
+    /// The oldest unproven connection of the address with the most unproven connections: a
+    /// flood from a few addresses evicts its own connections, not those of an address that
+    /// has one connection between its acceptance and its first call.
+    fn heaviest_unproven(&self) -> Option<ConnId> {
+        let unproven_of = |c: &Conn| self.clients.get(&c.client).map_or(0, |k| k.unproven);
+        let most = self.clients.values().map(|k| k.unproven).max()?;
+        self.oldest(|c| !c.proven && unproven_of(c) == most, |_| false)
     }
 
     /// The oldest connection that `first` selects, else the oldest that `then` selects.
@@ -195,6 +213,9 @@ impl PortBook {
         {
             c.proven = true;
             self.unproven -= 1;
+            if let Some(client) = self.clients.get_mut(&c.client) {
+                client.unproven -= 1;
+            }
         }
     }
 
@@ -241,6 +262,7 @@ impl PortBook {
             self.calls -= c.calls;
             if let Some(client) = self.clients.get_mut(&c.client) {
                 client.conns -= 1;
+                client.unproven -= usize::from(!c.proven);
                 client.calls -= c.calls;
                 if client.conns == 0 {
                     self.clients.remove(&c.client);

@@ -47,6 +47,35 @@ fn a_flood_of_unproven_connections_evicts_the_oldest_and_never_a_proven_one() {
     assert_eq!(book.counts(), (3, 2, 0));
 }
 
+/// A flood of unproven connections from one address evicts its own, never the one connection
+/// of another address that has not made its first call yet (before, the oldest unproven
+/// connection of any address went, and a good client's new connection was pushed out by a
+/// flood before it could prove itself).
+#[test]
+fn a_flood_from_one_address_evicts_its_own_unproven_connections_not_another_addresss() {
+    let now = Instant::now();
+    let limits = PortLimits {
+        max_unproven: 4,
+        ..PortLimits::default()
+    };
+    let mut book = PortBook::new(limits);
+    for _ in 0..4 {
+        open(&mut book, ip(9), now);
+    }
+    let (good, _) = open(&mut book, ip(1), now);
+    for _ in 0..100 {
+        let (_, evicted) = open(&mut book, ip(9), now);
+        assert_eq!(evicted.len(), 1);
+        assert!(
+            !evicted.contains(&good),
+            "the good client's connection was evicted"
+        );
+    }
+    assert!(book.call_opened(good).is_ok());
+    book.proven(good);
+    assert_eq!(book.counts(), (4, 3, 1));
+}
+
 #[test]
 fn an_unproven_connection_is_closed_at_its_deadline_and_an_idle_one_after_the_idle_timeout() {
     let t0 = Instant::now();

@@ -5,7 +5,7 @@ from locks_client import Client, Fence
 # As for locksctl: the nodes' client addresses and their token, from the environment.
 nodes = os.environ.get("LOCKS_NODES", "127.0.0.1:7100")
 client = Client(nodes, token=os.environ.get("LOCKS_TOKEN", "s3cret"))
-fence = Fence()  # the resource's side: the largest fencing token seen per node
+fence = Fence()  # the resource's side: the largest fencing version seen per node
 
 with client.lock("db/x", mode="X", wait=5) as grant:  # held for the block
     print("holding", grant.lock, "with tokens", grant.token_text)  # a@1042

@@ -45,7 +45,7 @@ use super::requests::LockRequest;
 use super::status::{Deadlock, GrantedLock, LossCause, LostLock, TransactionStatus};
 use crate::options::{Options, Req};
 use have_all::Stale;
-use locks_core::proto::{AgentMessage, Rejection, ServerRequest};
+use locks_core::proto::{AgentMessage, EntryState, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
@@ -417,12 +417,50 @@ impl AgentCore {
                 self.unlock_copy(lock, node, &mut out);
             }
             self.rejected.remove(&(lock.clone(), node.clone()));
+            // A copy whose entry was gone already (taken back, or never granted) is not
+            // answered again.
+            self.forget_left(lock, node);
         }
         self.dirty = true;
         self.mark_request(lock);
         self.cancel_callers(lock, &mut out);
         self.refresh_status(&mut out);
         Ok(out)
+    }
+
+    /// Forgets the copies of `lock` and of its ancestors on `node` that the agent left for good
+    /// (`knowledge/withdrawn.rs`): an ancestor's copy goes with the answer to the unlock of its
+    /// last descendant, which the ancestor's own notice precedes.
+    fn forget_left(&mut self, lock: &LockId, node: &NodeId) {
+        if !self.asks_for(lock, node) {
+            self.knowledge.forget_left(lock, node);
+        }
+        // Each ancestor on its own: one may be forgotten while a view keeps the lock's copy.
+        for ancestor in lock.ancestors().rev() {
+            if self.asks_for(&ancestor, node) {
+                return;
+            }
+            self.knowledge.forget_left(&ancestor, node);
+        }
+    }
+
+    /// How many copies the agent no longer asks for keeps it with nothing outstanding or kept
+    /// of them: none once every answer of a server to it has come (the simulations' oracle that a
+    /// session locking ever new ids keeps only what it holds).
+    pub fn forgettable_copies(&self) -> usize {
+        self.knowledge
+            .forgettable_left(|lock, node| self.asks_for(lock, node))
+    }
+
+    /// Whether a request of this agent on `lock` or on a descendant of it names `node`: the
+    /// agent asks for that copy, as the lock or as an ancestor of one. (Descendants follow
+    /// their ancestor in lock id order.)
+    fn asks_for(&self, lock: &LockId, node: &NodeId) -> bool {
+        self.requests
+            .range::<LockId, _>((Bound::Included(lock), Bound::Unbounded))
+            .map(|(_, r)| r)
+            .take_while(|r| r.lock == *lock || lock.is_ancestor_of(&r.lock))
+            .any(|r| r.nodes.contains(node))
     }
 
     /// Sends `Unlock` of `lock` to `node` (up), and counts no grant of that copy, nor the
@@ -466,7 +504,13 @@ impl AgentCore {
                 // A late notice from a node marked down would bring back what was forgotten.
                 if !self.down.contains(&n.node) {
                     let lock = n.lock.clone();
+                    let gone = (n.state == EntryState::Absent).then(|| n.node.clone());
                     let news = self.knowledge.take_notice(&self.id, n);
+                    // A copy left for good is forgotten: a session that locks ever new ids
+                    // keeps what it holds, not every id it held (`knowledge/withdrawn.rs`).
+                    if let Some(node) = gone {
+                        self.forget_left(&lock, &node);
+                    }
                     if news != News::Nothing {
                         self.dirty = true;
                         self.probes.news();
@@ -486,14 +530,20 @@ impl AgentCore {
                 lock,
                 view,
             } => {
+                let asked = self.asks_for(&lock, &node);
                 if from != self.id
                     && !self.down.contains(&node)
                     && self
                         .knowledge
-                        .on_forward(&self.id, &lock, &node, &from, view)
+                        .on_forward(&self.id, &lock, &node, &from, view, asked)
                 {
                     self.knowledge.clear_excuses();
                     self.dirty = true;
+                }
+                if !asked {
+                    // A view kept for the others' waits keeps its copy; one not kept leaves
+                    // nothing behind.
+                    self.forget_left(&lock, &node);
                 }
             }
             AgentMessage::Surrendered { by, node, lock, .. } => {
@@ -510,7 +560,10 @@ impl AgentCore {
                 }
             }
             AgentMessage::Rejected { node, lock, reason } => {
+                // A refusal answers an unlock too: the copy may be left for good.
+                let key = (lock.clone(), node.clone());
                 self.on_rejected(node, lock, reason, &mut out);
+                self.forget_left(&key.0, &key.1);
             }
             AgentMessage::Probe(probe) => self.take_probe(probe),
             AgentMessage::Watched { node, lock, view } => {

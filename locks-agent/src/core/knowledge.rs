@@ -386,7 +386,7 @@ impl Knowledge {
         node: &NodeId,
         view: Arc<LockView>,
     ) -> bool {
-        self.take_view(me, lock, node, view, Source::Unknown)
+        self.take_view(me, lock, node, view, Source::Unknown, true)
     }
 
     fn take_view(
@@ -396,9 +396,10 @@ impl Knowledge {
         node: &NodeId,
         view: Arc<LockView>,
         source: Source,
+        asked: bool,
     ) -> bool {
         let key = (lock.clone(), node.clone());
-        let (view, raw) = withdrawn::seen(view, me, self.gone_at(&key));
+        let (view, raw) = withdrawn::seen(view, me, self.gone_at_if(&key, asked));
         let source = if raw.is_some() {
             Source::Unknown
         } else {
@@ -467,7 +468,7 @@ impl Knowledge {
         let copy = Self::copy_mut(&mut self.copies, key);
         copy.view_min = copy.view_min.min(version);
         if let Some(q) = queue {
-            self.take_view(me, &key.0, &key.1, q, Source::Unknown);
+            self.take_view(me, &key.0, &key.1, q, Source::Unknown, true);
         }
         true
     }
@@ -559,7 +560,9 @@ impl Knowledge {
             .map(|s| &s.view)
     }
 
-    /// Takes in a view forwarded by agent `from` to `me`. Returns whether it was news.
+    /// Takes in a view forwarded by agent `from` to `me`, which `asked` for that copy or not (a
+    /// request of its own on the lock or a descendant names the node: otherwise the view counts
+    /// without `me`'s own entries, `withdrawn.rs`). Returns whether it was news.
     pub fn on_forward(
         &mut self,
         me: &AgentId,
@@ -567,6 +570,7 @@ impl Knowledge {
         node: &NodeId,
         from: &AgentId,
         view: Arc<LockView>,
+        asked: bool,
     ) -> bool {
         let version = view.version;
         if self.floors.get(node).is_some_and(|floor| version <= *floor) {
@@ -583,7 +587,7 @@ impl Knowledge {
             unexcused = true;
         }
         let source = Source::ForwardedBy(from.clone());
-        let news = self.take_view(me, lock, node, view, source) || unexcused;
+        let news = self.take_view(me, lock, node, view, source, asked) || unexcused;
         if let Some(stored) = self.views.get_mut(KeyRef::of(lock, node).as_dyn())
             && stored.view.version == version
             && !stored.sent.contains(from)
@@ -649,6 +653,12 @@ impl Knowledge {
     /// How many views are stored.
     pub fn view_count(&self) -> usize {
         self.views.len()
+    }
+
+    /// How many copies the agent knows of: what it holds, waits for, or left and still has
+    /// something outstanding or kept of (`withdrawn.rs`).
+    pub fn copy_count(&self) -> usize {
+        self.copies.len()
     }
 
     /// Records a deadlock (once). A surrender touches the surrendered lock and its descendants,

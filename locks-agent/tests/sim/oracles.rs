@@ -12,6 +12,10 @@
 //!   request asks of that lock (its own mode, or the intention mode of a request below): the
 //!   agent holds what it believes it holds. (Not always exactly the entry's need: the group
 //!   of `U` and `IX` is `X`, so an entry holding `SIX`, which covers both, may still convert.)
+//!
+//! Forgetting, for an agent that runs and has no server's message on its way to it: it keeps no
+//! copy it no longer asks for with nothing outstanding or kept of it
+//! (`AgentCore::forgettable_copies` is 0).
 
 use super::{End, Sim};
 use locks_agent::TransactionStatus;
@@ -38,6 +42,7 @@ impl Sim {
     /// agreement: for the agent that received or settled in this step).
     pub fn check(&mut self) -> Result<(), String> {
         if let Some(id) = self.subject.take() {
+            self.check_forgotten(&id)?;
             self.check_agreement(&id)?;
         }
         let changed = std::mem::take(&mut self.changed);
@@ -83,6 +88,29 @@ impl Sim {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The forgetting oracle for agent `id`: once every answer of a server to it has come, it
+    /// keeps no copy it left for good (a session that locks ever new ids keeps what it holds,
+    /// not every id it held).
+    fn check_forgotten(&self, id: &AgentId) -> Result<(), String> {
+        let Some(c) = self.clients.get(id) else {
+            return Ok(());
+        };
+        let me = End::Agent(id.clone());
+        let answers_due = self
+            .world
+            .net
+            .channels()
+            .any(|(from, to, _)| *to == me && matches!(from, End::Server(_)));
+        let left = c.core.forgettable_copies();
+        if c.core.is_running() && !answers_due && left > 0 {
+            return Err(format!(
+                "{id} keeps {left} copies it left, with nothing outstanding\n{}",
+                self.last_trace()
+            ));
         }
         Ok(())
     }

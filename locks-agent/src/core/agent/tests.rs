@@ -567,6 +567,7 @@ mod claims;
 mod convert;
 mod forwarding;
 mod gate;
+mod left;
 mod nodes;
 mod probe;
 

@@ -250,13 +250,13 @@ fn a_forward_from_before_a_node_went_down_is_refused_after_it() {
     let mut k = Knowledge::default();
     k.on_notice(&me(), notice(&l, 12, EntryState::Waiting(X)));
     k.forget_node(&node());
-    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), queue(12, 2, &[1, 3])));
-    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), queue(9, 2, &[1, 3])));
+    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), queue(12, 2, &[1, 3]), true));
+    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), queue(9, 2, &[1, 3]), true));
     assert_eq!(k.views().count(), 0);
     // The server's own notices are taken whatever their version; newer forwards too.
     let waiting = |version: u64, q: Arc<LockView>| waiting_in(&l, version, q);
     assert!(k.on_notice(&me(), waiting(5, queue(5, 4, &[1]))));
-    assert!(k.on_forward(&me(), &l, &node(), &agent(3), queue(13, 4, &[1, 3])));
+    assert!(k.on_forward(&me(), &l, &node(), &agent(3), queue(13, 4, &[1, 3]), true));
 }
 
 #[test]
@@ -282,7 +282,7 @@ fn who_else_was_sent_a_view() {
     assert!(sent(&k, 4));
     assert!(!sent(&k, 5));
     // Forwarded by 4, which waits for everyone ahead of it: sent to all of them.
-    k.on_forward(&me(), &l, &node(), &agent(4), queue(8, 5, &[1, 4, 9]));
+    k.on_forward(&me(), &l, &node(), &agent(4), queue(8, 5, &[1, 4, 9]), true);
     assert!(sent(&k, 5) && sent(&k, 4));
     assert!(!sent(&k, 9), "4 does not wait for 9");
     // A change of holders seen after a view in which this agent did not wait proves nothing.
@@ -313,7 +313,7 @@ fn an_agent_that_withdrew_keeps_the_others_waits_without_its_own() {
     k.withdrew(&me(), &l, &node());
     assert_eq!(waiters(&k, &l), vec![agent(3)]);
     // A forward of the same version, or of an older one, shows this agent only as it was.
-    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), held_by_2(5, &[3, 1])));
+    assert!(!k.on_forward(&me(), &l, &node(), &agent(3), held_by_2(5, &[3, 1]), true));
     assert!(!k.on_view(&me(), &l, &node(), held_by_2(4, &[3, 1])));
     // The answer: nobody ahead of it was told, so the view stays, at its version.
     let answer = LockNotice {

@@ -25,7 +25,16 @@
 //!   outstanding `Unlock` (which may leave an entry: the intention of another request); the
 //!   rest is the copy's entry (`Absent`) and its version, so nothing is kept per lock the agent
 //!   left beyond its copy.
+//! - A copy the agent left and no longer asks for (no request on the lock or a descendant on
+//!   that node) is forgotten once nothing else is known of it ([`Knowledge::forget_left`]): its
+//!   `Unlock` answered, no surrender, conversion or cap outstanding, no view kept. A session
+//!   that locks and unlocks ever new ids keeps what it holds, not every id it ever held. From
+//!   then on a view of that copy counts without this agent's own entries whatever its version
+//!   (the agent has no place there unless it asks again, and a request of its own is the only
+//!   way back), which is what the forgotten `Absent` entry said of every older view; a newer
+//!   one cannot show it, as it is not there.
 
+use super::key::{CopyKey, KeyRef};
 use super::{Knowledge, Source, is_pending_in};
 use locks_core::proto::{EntryState, LockView};
 use locks_core::{AgentId, LockId, NodeId};
@@ -53,6 +62,45 @@ pub(super) fn seen(
 }
 
 impl Knowledge {
+    /// Forgets the copy `(lock, node)`, which the agent no longer asks for, if nothing is left to
+    /// know of it: its newest notice says its entry is gone and nothing of it is outstanding or
+    /// kept (module documentation). Returns whether it was forgotten.
+    pub fn forget_left(&mut self, lock: &LockId, node: &NodeId) -> bool {
+        let key = KeyRef::of(lock, node);
+        if self.forgettable(key.as_dyn()) {
+            self.copies.remove(key.as_dyn());
+            return true;
+        }
+        false
+    }
+
+    /// How many copies [`Knowledge::forget_left`] would forget, of those `asked` says the
+    /// agent does not ask for: none, once every answer of a server to the agent has come.
+    pub fn forgettable_left(&self, asked: impl Fn(&LockId, &NodeId) -> bool) -> usize {
+        self.copies
+            .keys()
+            .filter(|(l, n)| !asked(l, n) && self.forgettable(KeyRef::of(l, n).as_dyn()))
+            .count()
+    }
+
+    /// Whether the newest notice of the copy says the agent's entry is gone (or none came), and
+    /// nothing of the copy is outstanding or kept.
+    fn forgettable(&self, key: &dyn CopyKey) -> bool {
+        let gone = self
+            .copies
+            .get(key)
+            .is_some_and(|c| c.entry.is_none_or(|e| e == EntryState::Absent));
+        let kept = self.views.contains_key(key)
+            || self.unlocking.contains_key(key)
+            || self.withdrawn.contains(key)
+            || self.suspended.contains_key(key)
+            || self.surrenders.contains(key)
+            || self.lowering.contains_key(key)
+            || self.capped.contains_key(key)
+            || self.excused.contains_key(key);
+        gone && !kept
+    }
+
     /// Records that `me` withdrew its request on `(lock, node)` (module documentation), after
     /// [`Knowledge::unlock_sent`]: the stored view is kept without `me`'s own entry, until the
     /// answer to the copy's last outstanding unlock, and after it if the entry is gone.
@@ -65,6 +113,21 @@ impl Knowledge {
     /// The version from which the views of `key` show `me` as it is, if `me` left that copy:
     /// its withdrawal is unanswered, or its newest notice says its entry is gone.
     pub(super) fn gone_at(&self, key: &(LockId, NodeId)) -> Option<u64> {
+        self.gone_at_if(key, true)
+    }
+
+    /// [`Knowledge::gone_at`] of a copy the agent asks for (`asked`: a request of its own on
+    /// the lock or a descendant names the node) or not: a copy it does not ask for shows it in
+    /// no view (module documentation).
+    pub(super) fn gone_at_if(&self, key: &(LockId, NodeId), asked: bool) -> Option<u64> {
+        if !asked {
+            return Some(self.left_at(key).unwrap_or(UNANSWERED));
+        }
+        self.left_at(key)
+    }
+
+    /// The version from which `me` is gone from the copy, by what the agent recorded of it.
+    fn left_at(&self, key: &(LockId, NodeId)) -> Option<u64> {
         if !self.withdrawn.is_empty() && self.withdrawn.contains(key) {
             return Some(UNANSWERED);
         }

@@ -33,6 +33,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
 
 mod blocking;
+#[cfg(test)]
+mod tests;
 
 /// A running node. Cheap to clone; the node stops when the last clone is dropped or on
 /// [`Node::shutdown`].

@@ -533,14 +533,6 @@ pub trait NodeInternals {
     fn local_table(&self) -> &Arc<LocalTable>;
 }
 
-impl Node {
-    /// The node's router with every capability (the cluster layer's, and the simulations').
-    #[cfg_attr(not(feature = "__sim"), allow(dead_code))]
-    pub(crate) fn raw_router(&self) -> &Arc<Router> {
-        &self.inner.router
-    }
-}
-
 impl NodeInternals for Node {
     fn router(&self) -> &Port {
         &self.inner.port

@@ -34,16 +34,21 @@ fn locks() -> usize {
 /// served there), the others agents of the peer, whose requests come over the link.
 const SESSIONS: u64 = 16;
 
-/// Requests of the peer's sessions on their way at most: well under what a link queues before
-/// it closes a connection that falls behind (`cluster::remote::MAX_OVERFLOW`).
-const IN_FLIGHT: u64 = 8192;
+/// Requests of the peer's sessions on their way at most. A ping between two nodes waits
+/// behind the requests sent before it and their notices: with a few thousand on their way, a
+/// slow (debug) build on a busy machine took longer than the lease to answer one, and the peer
+/// declared the node down mid-fill. (Also far under what a link queues before it closes a
+/// connection that falls behind, `cluster::remote::MAX_OVERFLOW`.)
+const IN_FLIGHT: u64 = 1024;
 
 fn lock(session: u64, k: usize) -> LockId {
     LockId::new(vec![format!("s{session}"), format!("{k:08}")]).unwrap()
 }
 
 /// Fills session 0 with `per` locks in X, on `node`'s thread, as the requests of sessions
-/// served there are (the allocator then frees the records where they were made).
+/// served there are (the allocator then frees the records where they were made). The thread
+/// is given up every 1024 locks, as between a session's requests: its links answer their
+/// pings meanwhile, so the peer does not see the node's lease run out during the fill.
 async fn fill_local(node: &Node, per: usize) -> (Presence, Touched) {
     let on = node.clone();
     node.spawn(async move {
@@ -54,6 +59,9 @@ async fn fill_local(node: &Node, per: usize) -> (Presence, Touched) {
                 .local_table()
                 .fast_lock(&session, &lock(0, k), Mode::X, &touched);
             assert!(matches!(got, FastLock::Granted { .. }), "{got:?}");
+            if k % 1024 == 1023 {
+                tokio::task::yield_now().await;
+            }
         }
         (session, touched)
     })
@@ -61,8 +69,9 @@ async fn fill_local(node: &Node, per: usize) -> (Presence, Touched) {
     .unwrap()
 }
 
-/// A session agent of the peer: counts the grants it is told of.
-struct Counter(mpsc::UnboundedSender<()>);
+/// A session agent of the peer: passes on each grant it is told of, and a node down (which
+/// would lose the requests on their way: the fill then fails at once rather than at its bound).
+struct Counter(mpsc::UnboundedSender<Result<(), String>>);
 
 impl Actor for Counter {
     type Context = Context<Self>;
@@ -72,10 +81,16 @@ impl Handler<Deliver> for Counter {
     type Result = ();
 
     fn handle(&mut self, msg: Deliver, _ctx: &mut Self::Context) {
-        if let Deliver::Message(AgentMessage::Notice(n)) = msg
-            && matches!(n.state, EntryState::Granted(_))
-        {
-            let _ = self.0.send(());
+        match msg {
+            Deliver::Message(AgentMessage::Notice(n))
+                if matches!(n.state, EntryState::Granted(_)) =>
+            {
+                let _ = self.0.send(Ok(()));
+            }
+            Deliver::NodeDown(node, cause) => {
+                let _ = self.0.send(Err(format!("{node} down ({cause:?})")));
+            }
+            _ => {}
         }
     }
 }
@@ -101,8 +116,10 @@ async fn fill_remote(node: &Node, peer: &Node, per: usize) -> Vec<Addr<Counter>>
     let mut wait_for = async |target: u64, granted: &mut u64| {
         within(BOUND, "the peer's sessions granted", async {
             while *granted < target {
-                grants.recv().await.expect("the counters run");
-                *granted += 1;
+                match grants.recv().await.expect("the counters run") {
+                    Ok(()) => *granted += 1,
+                    Err(down) => panic!("the peer saw {down} during the fill"),
+                }
             }
         })
         .await;

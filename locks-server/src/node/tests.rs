@@ -3,8 +3,9 @@
 //! `AgentIds::begin` does on a thread without thread-locals, where a transaction has no block
 //! to be live in), and a request in the name of an agent of a node that is not connected (a
 //! late message, or a forged one), which the liveness filter must keep out of the table. The
-//! same tests for transactions begun as they usually are, through the public API, are in
-//! `tests/fast_path.rs` and `tests/cluster_server.rs`. Every wait is bounded by `BOUND`.
+//! first two tests for transactions begun as they usually are, through the public API, are in
+//! `tests/fast_path.rs`; the other tests of lock servers across nodes in
+//! `tests/cluster_server.rs`. Every wait is bounded by `BOUND`.
 
 use super::*;
 use crate::NodeEvent;

@@ -5,16 +5,15 @@
 
 mod common;
 
-use common::{Harness, bounded, config, wait_connected};
+use common::{BOUND, Harness, bounded, config, wait_connected};
 use locks_agent::{
     LockState, LossCause, Options, Req, TransactionEvent, TransactionEvents, begin_transaction,
 };
 use locks_core::{LockId, Mode, NodeId, lock_id};
 use locks_server::Node;
-use locks_server::embed::LeaseCell;
-use locks_server::embed::sim;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use locks_server::embed::NodeInternals;
+use locks_testing::wait::poll;
+use std::time::Duration;
 
 fn n(name: &str) -> NodeId {
     NodeId::new(name).unwrap()
@@ -207,7 +206,11 @@ async fn a_remote_holder_hears_of_the_loss_before_the_lock_is_given_away() {
 }
 
 /// `status()` consults the lease before it answers: a lease seen expired makes the lock lost
-/// at once, whatever the link's own timer has noticed yet.
+/// at once, whatever the link's own timer has noticed yet. The fault is a real one: the
+/// holder's node is paused (its thread held, as a stopped process's would be) past its lease
+/// on the lock's node, and the status call is made during the pause. When the node runs again
+/// its agent answers the call before any news of the link, which could not be acted on during
+/// the pause and comes into the agent's mailbox behind the call: only the lease can tell it.
 #[tokio::test]
 async fn status_consults_the_lease_first() {
     let a = bounded(Node::start(config("la").start_delay(Duration::ZERO)))
@@ -224,9 +227,34 @@ async fn status_consults_the_lease_first() {
         .await
         .unwrap();
     assert!(bounded(holder.status()).await.unwrap().have_all_locks());
-    // What a pause past the lease looks like to the holder: the lease is over.
-    sim::router(&a).set_lease(n("lb"), Arc::new(LeaseCell::new(Instant::now())));
-    assert!(!bounded(holder.status()).await.unwrap().have_all_locks());
+    // Pause a: hold its thread until `release` sends or is dropped.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (paused_tx, paused) = futures::channel::oneshot::channel::<()>();
+    let pause = a.spawn(async move {
+        let _ = paused_tx.send(());
+        // Blocks the node's thread on purpose.
+        let _ = held.recv();
+    });
+    bounded(paused).await.unwrap();
+    // The lease is read from this thread, by the clock: wait until it has run out.
+    let port = a.router().clone();
+    poll(
+        BOUND,
+        "a's lease on lb runs out",
+        Duration::from_millis(10),
+        || {
+            let valid = port.lease_valid(&n("lb"));
+            async move { if valid { Err("valid") } else { Ok(()) } }
+        },
+    )
+    .await;
+    // The call reaches the agent's mailbox during the pause (one poll sends it; the agent,
+    // on the held thread, cannot answer yet).
+    let mut status = Box::pin(holder.status());
+    assert!(futures::poll!(&mut status).is_pending());
+    drop(release);
+    bounded(pause).await.unwrap();
+    assert!(!bounded(status).await.unwrap().have_all_locks());
     let lost = bounded(holder.lost()).await.unwrap();
     assert_eq!(lost.cause, LossCause::LeaseExpired);
     assert!(matches!(

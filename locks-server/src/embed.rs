@@ -24,10 +24,11 @@
 //! agent id another mailbox or dropping it, and acting for an agent id the caller was not
 //! handed.
 //!
-//! Why private rather than behind a feature alone: a cargo feature is unified across a build,
-//! so any crate of a program could switch it on for all. The workspace's tests that must forge
-//! on a live node (expire a lease, deliver as a peer) use `sim`, compiled only with the
-//! `__sim` feature, which only dev-dependencies enable and which is no API.
+//! No cargo feature turns them on either: a feature is unified across a build, so any crate of
+//! a program could switch it on for all. The workspace's tests reach a live node as any caller
+//! does (the ports of agents they were handed, transactions they began, peers that speak the
+//! handshake, real faults); the few that must forge on a live node are unit tests of this
+//! crate.
 //!
 //! None of these compiles from outside the crate. Dropping a live node's locks:
 //!
@@ -209,58 +210,3 @@ pub use crate::router::{
     ToServer,
 };
 pub use crate::server::{LockServer, Snapshot, Watchers};
-
-/// **Only with the `__sim` feature, which only the workspace's own tests enable; not covered
-/// by semver.** The forging capabilities the tests of the workspace need on a live node: its
-/// raw [`Router`] (deliver as a peer, register any mailbox, set leases) and the lock table
-/// entry points that act for any agent or node.
-#[cfg(feature = "__sim")]
-pub mod sim {
-    use super::{FastLock, LocalTable, Router, Touched};
-    use crate::Node;
-    use crate::state_machine::TableInput;
-    use locks_core::proto::{Rejection, ServerRequest};
-    use locks_core::{AgentId, LockId, Mode};
-    use std::sync::Arc;
-
-    /// The node's router with every capability.
-    pub fn router(node: &Node) -> &Arc<Router> {
-        node.raw_router()
-    }
-
-    /// A fresh agent id of `node`, as a bare id.
-    pub fn next_agent_id(node: &Node) -> AgentId {
-        super::NodeInternals::next_agent_id(node).into_id()
-    }
-
-    /// Serves `request` on `table` as if its agent sent it.
-    pub fn admit(table: &LocalTable, request: ServerRequest) {
-        table.admit(request);
-    }
-
-    /// Applies `input` to `table` (any input: a node down, a timer, a request).
-    pub fn apply(table: &LocalTable, input: TableInput) -> Vec<Vec<AgentId>> {
-        table.apply(input)
-    }
-
-    /// [`LocalTable::fast_lock`] for any agent id.
-    pub fn fast_lock(
-        table: &LocalTable,
-        agent: &AgentId,
-        lock: &LockId,
-        mode: Mode,
-        touched: &Touched,
-    ) -> FastLock {
-        table.fast_lock_as(agent, lock, mode, touched)
-    }
-
-    /// [`LocalTable::unlock`] for any agent id.
-    pub fn unlock(table: &LocalTable, agent: &AgentId, lock: &LockId) -> Result<(), Rejection> {
-        table.unlock_as(agent, lock)
-    }
-
-    /// [`LocalTable::release`] for any agent id.
-    pub fn release(table: &LocalTable, agent: &AgentId, touched: &Touched) {
-        table.release_as(agent, touched);
-    }
-}

@@ -33,6 +33,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::{debug, info};
 
 mod blocking;
+#[cfg(test)]
+mod tests;
 
 /// A running node. Cheap to clone; the node stops when the last clone is dropped or on
 /// [`Node::shutdown`].
@@ -529,14 +531,6 @@ pub trait NodeInternals {
     /// The node's lock table, for the fast path of the transactions of this node (see
     /// `crate::local`).
     fn local_table(&self) -> &Arc<LocalTable>;
-}
-
-impl Node {
-    /// The node's router with every capability (the cluster layer's, and the simulations').
-    #[cfg_attr(not(feature = "__sim"), allow(dead_code))]
-    pub(crate) fn raw_router(&self) -> &Arc<Router> {
-        &self.inner.router
-    }
 }
 
 impl NodeInternals for Node {

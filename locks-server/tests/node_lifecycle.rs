@@ -7,35 +7,44 @@ use actix::prelude::*;
 use common::net::ChannelAgent;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{Mode, lock_id};
-use locks_server::embed::sim;
+use locks_server::embed::{AgentPort, NodeInternals};
 use locks_server::{Error, Node, NodeConfig};
 use std::time::Duration;
 
 const BOUND: Duration = Duration::from_secs(10);
 
+/// An agent of `node` with its mailbox `tx`, registered on the node's thread (where its
+/// actor runs), and the port it sends its requests through.
+async fn agent(node: &Node, tx: tokio::sync::mpsc::UnboundedSender<AgentMessage>) -> AgentPort {
+    let fresh = node.next_agent_id();
+    let port = node.router().for_agent(&fresh);
+    let router = node.router().clone();
+    node.spawn(async move {
+        let addr = ChannelAgent(tx).start();
+        router.register_agent(fresh, addr.recipient(), None);
+    })
+    .await
+    .unwrap();
+    port
+}
+
+/// `agent`'s request for `lock` in `X`.
+fn lock_x(agent: &locks_core::AgentId, lock: &locks_core::LockId) -> ServerRequest {
+    ServerRequest::Lock {
+        agent: agent.clone(),
+        lock: lock.clone(),
+        mode: Mode::X,
+    }
+}
+
 #[tokio::test]
 async fn a_request_through_the_router_is_answered_with_a_notice() {
     let node = Node::start(NodeConfig::new("life1")).await.unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let agent = sim::next_agent_id(&node);
-    let (router, id) = (sim::router(&node).clone(), agent.clone());
-    node.spawn(async move {
-        let addr = ChannelAgent(tx).start();
-        router.register_agent(id, addr.recipient());
-    })
-    .await
-    .unwrap();
+    let port = agent(&node, tx).await;
+    let agent = port.agent().clone();
     let lock = lock_id!["a"];
-    sim::router(&node)
-        .send_server(
-            node.id(),
-            ServerRequest::Lock {
-                agent: agent.clone(),
-                lock: lock.clone(),
-                mode: Mode::X,
-            },
-        )
-        .unwrap();
+    port.send_server(node.id(), lock_x(&agent, &lock)).unwrap();
     let msg = tokio::time::timeout(BOUND, rx.recv())
         .await
         .unwrap()
@@ -56,32 +65,20 @@ async fn a_request_through_the_router_is_answered_with_a_notice() {
 #[tokio::test]
 async fn an_agent_that_vanishes_loses_its_locks() {
     let node = Node::start(NodeConfig::new("life2")).await.unwrap();
-    let holder = sim::next_agent_id(&node);
-    let waiter = sim::next_agent_id(&node);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (router, w) = (sim::router(&node).clone(), waiter.clone());
-    node.spawn(async move {
-        router.register_agent(w, ChannelAgent(tx).start().recipient());
-    })
-    .await
-    .unwrap();
     // The holder never registers a mailbox: the first notice to it fails, and the server
     // takes that as its death.
+    let holder = node.next_agent_id();
+    let holder_port = node.router().for_agent(&holder);
+    let holder = holder.into_id();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let waiter = agent(&node, tx).await;
     let lock = lock_id!["a"];
-    let send = |agent: &locks_core::AgentId| {
-        sim::router(&node)
-            .send_server(
-                node.id(),
-                ServerRequest::Lock {
-                    agent: agent.clone(),
-                    lock: lock.clone(),
-                    mode: Mode::X,
-                },
-            )
-            .unwrap()
-    };
-    send(&holder);
-    send(&waiter);
+    holder_port
+        .send_server(node.id(), lock_x(&holder, &lock))
+        .unwrap();
+    waiter
+        .send_server(node.id(), lock_x(waiter.agent(), &lock))
+        .unwrap();
     let deadline = tokio::time::Instant::now() + BOUND;
     loop {
         let msg = tokio::time::timeout_at(deadline, rx.recv())
@@ -113,7 +110,7 @@ async fn shutdown_stops_the_node_and_later_calls_fail() {
 #[tokio::test]
 async fn dropping_the_last_handle_stops_the_node() {
     let node = Node::start(NodeConfig::new("life4")).await.unwrap();
-    let router = sim::router(&node).clone();
+    let router = node.router().clone();
     assert_eq!(node.spawn(async { 41 + 1 }).await.unwrap(), 42);
     assert!(router.server_running());
     // Dropping joins the node's thread, so the system has stopped when `drop` returns.

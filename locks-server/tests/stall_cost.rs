@@ -11,12 +11,16 @@
 //! `nothing` is that gap while the node does nothing: the machine's own noise (on a shared
 //! machine, `nice -n -10` in front of the test binary steadies the figures).
 
-use locks_core::{AgentId, LockId, Mode, NodeId};
-use locks_server::embed::{FastLock, NodeInternals, Touched, sim};
-use locks_server::{ClusterQuery, Node, NodeConfig};
+use actix::prelude::*;
+use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
+use locks_core::{LockId, Mode};
+use locks_server::embed::{Deliver, FastLock, NodeInternals, Presence, Touched};
+use locks_server::{ClusterQuery, Node, NodeConfig, PeerQuotas};
+use locks_testing::wait::within;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 fn locks() -> usize {
     std::env::var("STALL_LOCKS")
@@ -25,26 +29,117 @@ fn locks() -> usize {
         .unwrap_or(1_000_000)
 }
 
-/// The 16 sessions of the attack trial, each its own agent of node `of`.
+/// The 16 sessions of the attack trial, each under a root of its own (`["s<i>", k]`, as a
+/// client's keys under one prefix): session 0 a transaction of the node (a client session
+/// served there), the others agents of the peer, whose requests come over the link.
 const SESSIONS: u64 = 16;
 
-fn agent(of: &NodeId, session: u64) -> AgentId {
-    AgentId::new(of.clone(), 1, 1_000 + session)
+/// Requests of the peer's sessions on their way at most. A ping between two nodes waits
+/// behind the requests sent before it and their notices: with a few thousand on their way, a
+/// slow (debug) build on a busy machine took longer than the lease to answer one, and the peer
+/// declared the node down mid-fill. (Also far under what a link queues before it closes a
+/// connection that falls behind, `cluster::remote::MAX_OVERFLOW`.)
+const IN_FLIGHT: u64 = 1024;
+
+fn lock(session: u64, k: usize) -> LockId {
+    LockId::new(vec![format!("s{session}"), format!("{k:08}")]).unwrap()
 }
 
-/// Fills `node` with `n` locks in X, spread over the sessions' agents of node `of`, each under
-/// the session's own root (`["s<i>", k]`, as a client's keys under one prefix).
-fn fill(node: &Node, of: &NodeId, n: usize, touched: &[Touched]) {
-    let per = n.div_ceil(SESSIONS as usize);
-    for s in 0..SESSIONS {
-        let a = agent(of, s);
-        let root = format!("s{s}");
+/// Fills session 0 with `per` locks in X, on `node`'s thread, as the requests of sessions
+/// served there are (the allocator then frees the records where they were made). The thread
+/// is given up every 1024 locks, as between a session's requests: its links answer their
+/// pings meanwhile, so the peer does not see the node's lease run out during the fill.
+async fn fill_local(node: &Node, per: usize) -> (Presence, Touched) {
+    let on = node.clone();
+    node.spawn(async move {
+        let session = on.begin_agent();
+        let touched = Touched::default();
         for k in 0..per {
-            let lock = LockId::new(vec![root.clone(), format!("{k:08}")]).unwrap();
-            let got = sim::fast_lock(node.local_table(), &a, &lock, Mode::X, &touched[s as usize]);
+            let got = on
+                .local_table()
+                .fast_lock(&session, &lock(0, k), Mode::X, &touched);
             assert!(matches!(got, FastLock::Granted { .. }), "{got:?}");
+            if k % 1024 == 1023 {
+                tokio::task::yield_now().await;
+            }
+        }
+        (session, touched)
+    })
+    .await
+    .unwrap()
+}
+
+/// A session agent of the peer: passes on each grant it is told of, and a node down (which
+/// would lose the requests on their way: the fill then fails at once rather than at its bound).
+struct Counter(mpsc::UnboundedSender<Result<(), String>>);
+
+impl Actor for Counter {
+    type Context = Context<Self>;
+}
+
+impl Handler<Deliver> for Counter {
+    type Result = ();
+
+    fn handle(&mut self, msg: Deliver, _ctx: &mut Self::Context) {
+        match msg {
+            Deliver::Message(AgentMessage::Notice(n))
+                if matches!(n.state, EntryState::Granted(_)) =>
+            {
+                let _ = self.0.send(Ok(()));
+            }
+            Deliver::NodeDown(node, cause) => {
+                let _ = self.0.send(Err(format!("{node} down ({cause:?})")));
+            }
+            _ => {}
         }
     }
+}
+
+/// Fills `node` with `per` locks in X for each of the other sessions, agents of `peer` whose
+/// requests go over the link (at most [`IN_FLIGHT`] at a time, each batch waited for by its
+/// grants). Returns the agents' actors, which must outlive the measurement.
+async fn fill_remote(node: &Node, peer: &Node, per: usize) -> Vec<Addr<Counter>> {
+    let (tx, mut grants) = mpsc::unbounded_channel();
+    let mut sessions = Vec::new();
+    let mut actors = Vec::new();
+    for s in 1..SESSIONS {
+        let fresh = peer.next_agent_id();
+        let port = peer.router().for_agent(&fresh);
+        let tx = tx.clone();
+        let addr = Counter::start_in_arbiter(peer.arbiter(), move |_| Counter(tx));
+        peer.router()
+            .register_agent(fresh, addr.clone().recipient(), None);
+        sessions.push((s, port));
+        actors.push(addr);
+    }
+    let (mut sent, mut granted) = (0u64, 0u64);
+    let mut wait_for = async |target: u64, granted: &mut u64| {
+        within(BOUND, "the peer's sessions granted", async {
+            while *granted < target {
+                match grants.recv().await.expect("the counters run") {
+                    Ok(()) => *granted += 1,
+                    Err(down) => panic!("the peer saw {down} during the fill"),
+                }
+            }
+        })
+        .await;
+    };
+    for (s, port) in &sessions {
+        for k in 0..per {
+            let request = ServerRequest::Lock {
+                agent: port.agent().clone(),
+                lock: lock(*s, k),
+                mode: Mode::X,
+            };
+            port.send_server(node.id(), request).unwrap();
+            sent += 1;
+            if sent - granted >= IN_FLIGHT {
+                wait_for(sent - IN_FLIGHT / 2, &mut granted).await;
+            }
+        }
+    }
+    wait_for(sent, &mut granted).await;
+    actors
 }
 
 /// A task on the node's thread that records the longest gap between its 1 ms ticks.
@@ -104,11 +199,17 @@ async fn measure<T, F: std::future::Future<Output = T>>(ticker: &Ticker, what: &
     out
 }
 
+/// A node of the trial; its peer's agents may take the whole table.
 fn config(name: &str) -> NodeConfig {
     NodeConfig::new(name)
         .listen(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
         .cookie("stall-cost")
         .start_delay(Duration::ZERO)
+        .peer_quotas(PeerQuotas {
+            locks: u64::MAX,
+            queued: u64::MAX,
+            bytes: u64::MAX,
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,19 +218,11 @@ async fn reads_and_releases_of_a_large_table() {
     let n = locks();
     let nodes = locks_testing::cluster::connected([config("a"), config("b")], BOUND).await;
     let (node, peer) = (nodes[0].clone(), nodes[1].clone());
-    let b = peer.id().clone();
     let t = Instant::now();
-    // On the node's thread, as the requests of sessions served there are (the allocator
-    // then frees the records where they were made).
-    let on = node.clone();
-    let of = b.clone();
-    node.spawn(async move {
-        let touched: Vec<Touched> = (0..SESSIONS).map(|_| Touched::default()).collect();
-        fill(&on, &of, n, &touched);
-    })
-    .await
-    .unwrap();
-    let total = n.div_ceil(SESSIONS as usize) * SESSIONS as usize + SESSIONS as usize;
+    let per = n.div_ceil(SESSIONS as usize);
+    let (session, touched) = fill_local(&node, per).await;
+    let _counters = fill_remote(&node, &peer, per).await;
+    let total = per * SESSIONS as usize + SESSIONS as usize;
     println!("filled {total} locks in {:.1} s", t.elapsed().as_secs_f64());
     let ticker = Ticker::start(&node);
 
@@ -178,12 +271,10 @@ async fn reads_and_releases_of_a_large_table() {
     // One session's end: its 1/16 of the table released on the node's thread (the fast path's
     // release, as a gRPC session served there ends).
     let table = node.local_table().clone();
-    let one = agent(&b, 0);
-    measure(&ticker, &format!("one session ends ({} locks)", n / 16), {
+    measure(&ticker, &format!("one session ends ({per} locks)"), {
         let node = node.clone();
-        let touched = Touched::all();
         async move {
-            node.spawn(async move { sim::release(&table, &one, &touched) })
+            node.spawn(async move { table.release(&session, &touched) })
                 .await
                 .unwrap()
         }

@@ -8,8 +8,7 @@ use actix::prelude::*;
 use common::net::{loopback, within};
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode};
-use locks_server::embed::sim;
-use locks_server::embed::{Deliver, NodeInternals};
+use locks_server::embed::{AgentPort, Deliver, NodeInternals};
 use locks_server::{Node, NodeConfig};
 use std::time::Duration;
 
@@ -29,16 +28,24 @@ impl Handler<Deliver> for Sink {
     fn handle(&mut self, _msg: Deliver, _ctx: &mut Self::Context) {}
 }
 
-/// A lock request of a new stand-in agent registered on `node`.
-fn lock_request(node: &Node, lock: &LockId) -> ServerRequest {
-    let agent = sim::next_agent_id(node);
+/// A lock request of a new stand-in agent registered on `node`, and the port of that agent
+/// (through which it is sent).
+fn lock_request(node: &Node, lock: &LockId) -> (AgentPort, ServerRequest) {
+    let fresh = node.next_agent_id();
+    let port = node.router().for_agent(&fresh);
     let addr = Sink::start_in_arbiter(node.arbiter(), |_| Sink);
-    sim::router(node).register_agent(agent.clone(), addr.recipient());
-    ServerRequest::Lock {
-        agent,
+    node.router().register_agent(fresh, addr.recipient(), None);
+    let request = ServerRequest::Lock {
+        agent: port.agent().clone(),
         lock: lock.clone(),
         mode: Mode::X,
-    }
+    };
+    (port, request)
+}
+
+/// Sends the request of [`lock_request`] to `node`'s lock server, as its agent.
+fn send(node: &Node, (port, request): (AgentPort, ServerRequest)) {
+    port.send_server(node.id(), request).unwrap();
 }
 
 #[tokio::test]
@@ -50,9 +57,7 @@ async fn a_clustered_node_holds_requests_back_for_its_start_delay() {
         .start_delay(Duration::from_secs(600));
     let node = within(BOUND, "start", Node::start(config)).await.unwrap();
     let l = LockId::from(["l"]);
-    sim::router(&node)
-        .send_server(node.id(), lock_request(&node, &l))
-        .unwrap();
+    send(&node, lock_request(&node, &l));
     // The snapshot is answered after the request was handled (one mailbox, in order).
     let snap = within(BOUND, "snapshot", node.snapshot()).await.unwrap();
     assert!(
@@ -65,9 +70,7 @@ async fn a_clustered_node_holds_requests_back_for_its_start_delay() {
         .cookie("start-delay")
         .start_delay(Duration::ZERO);
     let other = within(BOUND, "start", Node::start(config)).await.unwrap();
-    sim::router(&other)
-        .send_server(other.id(), lock_request(&other, &l))
-        .unwrap();
+    send(&other, lock_request(&other, &l));
     let snap = within(BOUND, "snapshot", other.snapshot()).await.unwrap();
     assert_eq!(snap.lock(&l).expect("granted at once").granted.len(), 1);
 }
@@ -81,14 +84,9 @@ async fn requests_held_back_are_served_in_order_once_the_delay_has_passed() {
     let node = within(BOUND, "start", Node::start(config)).await.unwrap();
     let l = LockId::from(["l"]);
     let (first, second) = (lock_request(&node, &l), lock_request(&node, &l));
-    let (ServerRequest::Lock { agent: a1, .. }, ServerRequest::Lock { agent: a2, .. }) =
-        (&first, &second)
-    else {
-        unreachable!()
-    };
-    let (a1, a2) = (a1.clone(), a2.clone());
-    sim::router(&node).send_server(node.id(), first).unwrap();
-    sim::router(&node).send_server(node.id(), second).unwrap();
+    let (a1, a2) = (first.0.agent().clone(), second.0.agent().clone());
+    send(&node, first);
+    send(&node, second);
     within(BOUND, "served", async {
         loop {
             let snap = node.snapshot().await.unwrap();
@@ -110,9 +108,7 @@ async fn a_local_only_node_serves_at_once() {
         .await
         .unwrap();
     let l = LockId::from(["l"]);
-    sim::router(&node)
-        .send_server(node.id(), lock_request(&node, &l))
-        .unwrap();
+    send(&node, lock_request(&node, &l));
     let snap = within(BOUND, "snapshot", node.snapshot()).await.unwrap();
     assert_eq!(snap.lock(&l).expect("granted at once").granted.len(), 1);
 }

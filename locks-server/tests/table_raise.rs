@@ -9,7 +9,7 @@ use common::net::ChannelAgent;
 use common::*;
 use locks_core::proto::{AgentMessage, EntryState, ServerRequest};
 use locks_core::{LockId, Mode, lock_id};
-use locks_server::embed::{NodeInternals, sim};
+use locks_server::embed::NodeInternals;
 use locks_server::{Node, NodeConfig};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -77,16 +77,18 @@ async fn a_raise_is_answered_through_the_router_and_outlives_a_restart() {
     let node = Node::start(NodeConfig::new("raise").data_dir(&dir.0))
         .await
         .unwrap();
-    let agent = sim::next_agent_id(&node);
+    let fresh = node.next_agent_id();
+    let port = node.router().for_agent(&fresh);
+    let agent = port.agent().clone();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let (router, id) = (sim::router(&node).clone(), agent.clone());
+    let router = node.router().clone();
     node.spawn(async move {
-        router.register_agent(id, ChannelAgent(tx).start().recipient());
+        router.register_agent(fresh, ChannelAgent(tx).start().recipient(), None);
     })
     .await
     .unwrap();
     let l = lock_id!["g"];
-    let send = |request| sim::router(&node).send_server(node.id(), request).unwrap();
+    let send = |request| port.send_server(node.id(), request).unwrap();
     send(ServerRequest::Lock {
         agent: agent.clone(),
         lock: l.clone(),

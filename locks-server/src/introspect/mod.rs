@@ -431,4 +431,6 @@ pub(crate) async fn cluster_view(
 }
 
 #[cfg(test)]
+mod answer_tests;
+#[cfg(test)]
 mod tests;

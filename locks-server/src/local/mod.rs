@@ -413,7 +413,7 @@ impl LocalTable {
         self.fast_lock_as(presence.id(), lock, mode, touched)
     }
 
-    /// [`Self::fast_lock`] for any agent id (the simulations' and the crate's own).
+    /// [`Self::fast_lock`] for any agent id (the crate's own).
     pub(crate) fn fast_lock_as(
         &self,
         agent: &AgentId,

@@ -183,15 +183,21 @@ pub fn grant(g: &GrantedLock) -> pb::Grant {
     }
 }
 
+/// The `locks.v1` value of a loss cause: the one named `LOSS_CAUSE_` and the cause's name in
+/// capitals (`node-down` is `LOSS_CAUSE_NODE_DOWN`), so that a new `LossCause` needs only its
+/// value in the proto. A cause the proto does not name is sent as unspecified (a test checks
+/// that every cause has its value).
+pub fn loss_cause(cause: LossCause) -> pb::LossCause {
+    let name = format!(
+        "LOSS_CAUSE_{}",
+        cause.name().to_ascii_uppercase().replace('-', "_")
+    );
+    pb::LossCause::from_str_name(&name).unwrap_or(pb::LossCause::Unspecified)
+}
+
 /// A loss on the wire.
 pub fn loss(l: &LostLock) -> pb::Loss {
-    let cause = match l.cause {
-        LossCause::NodeDown => pb::LossCause::NodeDown,
-        LossCause::LeaseExpired => pb::LossCause::LeaseExpired,
-        LossCause::Surrendered => pb::LossCause::Surrendered,
-        LossCause::Aborted => pb::LossCause::Aborted,
-        LossCause::Revoked => pb::LossCause::Revoked,
-    };
+    let cause = loss_cause(l.cause);
     pb::Loss {
         id: keys(&l.lock),
         mode: l.mode.to_string(),
@@ -332,6 +338,25 @@ mod tests {
         let big = "k".repeat(limits.max_id_bytes + 1);
         let e = refuse(request(&[&big], "X", &[], 0));
         assert!(e.message.contains("bytes of keys"), "{}", e.message);
+    }
+
+    /// A new `LossCause` fails here until the proto has its value (by name), rather than
+    /// being sent as unspecified.
+    #[test]
+    fn every_loss_cause_has_its_own_value_on_the_wire() {
+        let mut seen = Vec::new();
+        for cause in LossCause::ALL {
+            let wire = loss_cause(cause);
+            assert_ne!(
+                wire,
+                pb::LossCause::Unspecified,
+                "{cause} has no locks.v1 value"
+            );
+            assert!(!seen.contains(&wire), "{cause} shares {wire:?}");
+            seen.push(wire);
+        }
+        assert_eq!(loss_cause(LossCause::NodeDown), pb::LossCause::NodeDown);
+        assert_eq!(loss_cause(LossCause::Revoked), pb::LossCause::Revoked);
     }
 
     #[test]

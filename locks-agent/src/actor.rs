@@ -38,7 +38,7 @@
 
 use crate::core::Locked;
 use crate::core::{
-    AgentCore, AgentEffect, Answer, CallFailure, CallId, LockResult, LossCause, TransactionEvent,
+    AgentCore, AgentEffect, Answer, CallFailure, CallId, LockResult, TransactionEvent,
     TransactionStatus,
 };
 use crate::error::Error;
@@ -47,7 +47,8 @@ use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::embed::{AgentPort, Deliver, DownCause, Port};
+use locks_server::embed::{AgentPort, Deliver, Port};
+use locks_server::lease;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -385,10 +386,9 @@ impl Handler<Deliver> for Agent {
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         let effects = match msg {
             Deliver::Message(msg) => self.core.receive(msg),
-            Deliver::NodeDown(node, DownCause::LeaseExpired) => {
-                self.core.node_down_because(&node, LossCause::LeaseExpired)
+            Deliver::NodeDown(node, cause) => {
+                self.core.node_down_because(&node, lease::loss_cause(cause))
             }
-            Deliver::NodeDown(node, _) => self.core.node_down(&node),
             Deliver::NodeUp(node) => self.core.node_up(&node),
         };
         // A message that taught the agent nothing (a view it had already) needs no settling;

@@ -403,21 +403,43 @@ impl Handler<Deliver> for Agent {
     }
 }
 
-/// A lock request from the client; `reply` is set for a blocking `lock`, with the call's id.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct LockCall {
+/// The options of one lock call, carried as one value from the transaction's call to the
+/// agent's core: what is asked for (the lock, its mode, its nodes, the requirement) and how
+/// the call waits. A new per-lock option is a field here, set by the call that takes it
+/// (`transaction/agent_calls.rs`) and read where it is acted on.
+#[derive(Clone, Debug)]
+pub(crate) struct LockArgs {
     pub lock: LockId,
     pub mode: Mode,
     /// Inline for one node, the common case: a burst of requests is one allocation fewer each.
     pub nodes: SmallVec<[NodeId; 1]>,
     pub req: Req,
+    /// How long a `lock` call waits before it gives up (`AgentCore::time_out`).
+    pub wait: Option<std::time::Duration>,
+}
+
+impl LockArgs {
+    /// `lock` in `mode` on `nodes` with `req`, with every other option at its default.
+    pub(crate) fn new(lock: LockId, mode: Mode, nodes: SmallVec<[NodeId; 1]>, req: Req) -> Self {
+        LockArgs {
+            lock,
+            mode,
+            nodes,
+            req,
+            wait: None,
+        }
+    }
+}
+
+/// A lock request from the client; `reply` is set for a blocking `lock`, with the call's id.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct LockCall {
+    pub args: LockArgs,
     pub reply: Option<(CallId, LockReply)>,
     /// Set when the node's fast path queued the request just before this agent took over:
     /// the mode its entry held before (`AgentCore::lock_and_wait_queued`).
     pub queued: Option<Option<Mode>>,
-    /// How long a `lock` call waits before it gives up (`AgentCore::time_out`).
-    pub wait: Option<std::time::Duration>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -426,25 +448,30 @@ impl Handler<LockCall> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
-        trace!(target: "lock_path", hop = 3, agent = %self.core.id(), lock = %msg.lock, "to the core");
+        let args = msg.args;
+        trace!(target: "lock_path", hop = 3, agent = %self.core.id(), lock = %args.lock, "to the core");
         let call = msg
             .reply
             .map(|(call, reply)| self.replies.add(call, Caller::Lock(reply)));
         let requested = match (call, msg.queued) {
-            (Some(call), Some(held)) => self
+            (Some(call), Some(held)) => {
+                self.core
+                    .lock_and_wait_queued(call, args.lock, args.mode, &args.nodes, held)
+            }
+            (Some(call), None) => {
+                self.core
+                    .lock_and_wait(call, args.lock, args.mode, &args.nodes, args.req)
+            }
+            (None, _) => self
                 .core
-                .lock_and_wait_queued(call, msg.lock, msg.mode, &msg.nodes, held),
-            (Some(call), None) => self
-                .core
-                .lock_and_wait(call, msg.lock, msg.mode, &msg.nodes, msg.req),
-            (None, _) => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
+                .request(args.lock, args.mode, &args.nodes, args.req),
         };
         match requested {
             Ok(effects) => {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Ok(()));
                 }
-                if let (Some(call), Some(wait)) = (call, msg.wait) {
+                if let (Some(call), Some(wait)) = (call, args.wait) {
                     ctx.run_later(wait, move |agent, ctx| agent.time_out(call, ctx));
                 }
                 self.execute(effects, ctx);

@@ -1,9 +1,11 @@
 //! The wire side of the API: a `locks.v1` request's fields checked and parsed into what
 //! `locks_agent::Transaction` takes ([`parse_lock`] into a [`WireLock`], [`lock_id`]), and what
 //! a transaction reports written as `locks.v1` messages ([`grant`], [`loss`], [`status`],
-//! [`deadlock`], [`locked`]). Pure functions; a request refused (a session's, or an election's
-//! in `election.rs`) is a [`WireRefusal`], which says what was wrong and carries the gRPC code
-//! the answer has.
+//! [`deadlock`], [`locked`], [`loss_cause`]). Pure functions, but for the one place a parsed
+//! `Lock` request becomes its transaction call ([`WireLock::call`], [`WireLock::queue`]), so
+//! that every option of a lock call is read and passed on in this file alone. A request refused
+//! (a session's, or an election's in `election.rs`) is a [`WireRefusal`], which says what was
+//! wrong and carries the gRPC code the answer has.
 //!
 //! The types are named for the wire so that each name means one thing in the workspace: the
 //! agent actor's `LockCall` message, the agent core's answers
@@ -14,7 +16,7 @@ use crate::limits::Limits;
 use crate::pb;
 use locks_agent::{
     Deadlock, Error as AgentError, GrantedLock, Locked, LossCause, LostLock, Req, RequestError,
-    TransactionStatus,
+    Transaction, TransactionStatus,
 };
 use locks_core::proto::Rejection;
 use locks_core::{Key, LockId, Mode, NodeId};
@@ -67,6 +69,26 @@ pub struct WireLock {
     pub req: Req,
     /// The wait bound in milliseconds, if any.
     pub wait_ms: Option<u64>,
+}
+
+impl WireLock {
+    /// The transaction's call for a `Lock` request: [`Transaction::lock_on`] with the request's
+    /// options. Every option a request carries is read by [`parse_lock`] and passed on here (or
+    /// in [`WireLock::queue`]): the session runs the call and knows none of them but the wait
+    /// bound, which it applies itself.
+    pub fn call(
+        &self,
+        txn: &Transaction,
+    ) -> impl Future<Output = Result<Locked, AgentError>> + Send + 'static {
+        txn.lock_on(self.lock.clone(), self.mode, &self.nodes, self.req)
+    }
+
+    /// The transaction's call for a `LockNowait` request: [`Transaction::lock_nowait_on`] with
+    /// the request's options.
+    pub async fn queue(&self, txn: &Transaction) -> Result<(), AgentError> {
+        txn.lock_nowait_on(self.lock.clone(), self.mode, &self.nodes, self.req)
+            .await
+    }
 }
 
 /// Parses a lock id: at least one key, within the limits' key count and total length.

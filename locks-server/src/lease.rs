@@ -73,19 +73,55 @@
 //!
 //! | part | decided by | carried out by |
 //! | --- | --- | --- |
-//! | the settings and their check | [`LeaseConfig::resolve`] | the node's start |
+//! | the settings and their check: the heartbeat's, the lease's and the delays | [`HeartbeatConfig`], [`LeaseConfig::resolve`] | the node's start |
 //! | a link's lease: valid until `s + lease`, final once expired, and whether it ran out or its link ended | [`LeaseCell`] | the link driver renews it, the router reads it (`lease_valid`) |
 //! | when a link pings, when its peer is down (heartbeat timeout), when its lease runs out | [`link_verdict`], [`next_verdict_at`], [`lease_deadline`] | `net/heartbeat.rs` keeps the link's times (`Heartbeat::on_tick`), the link driver `net/link.rs` ends the link |
 //! | what a link's end means: only a peer's current link is a node down, for a lease run out or a disconnection | [`link_ended`] | the cluster layer (`cluster/run.rs`) tells the node core and every local agent |
 //! | the start-delay; a downed peer's locks to ghosts (or released at once), and when the ghosts' lock-delay ends | [`NodeDelays`] (`start_hold`, `node_down`, `ghosts_released_after`) | `NodeCore::step` (`node_core/mod.rs`), the table (`TableInput::NodeDown`, `DelayOver`, a part at a time: `local/whole.rs`) |
 //! | whether an agent's claim on a node still stands given its lease, and what a lock lost with a node down reports | [`claim_lost`] (with [`Lease`]), [`loss_cause`] | `locks-agent`'s `core/agent/nodes.rs` (`check_leases`, `node_down_because`) and its actor |
 
-use crate::net::{DownReason, HeartbeatConfig};
 use crate::route::DownCause;
 use locks_core::{AgentId, LossCause, NodeId};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// When a link pings its peer and when it gives up on it: the heartbeat settings, which the
+/// lease's are derived from and checked against ([`LeaseConfig::resolve`]); a link's detector
+/// (`net/heartbeat.rs`) applies them as [`link_verdict`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// Silence after which a ping is sent (and between pings). Default 500 ms. Values at or
+    /// above half the timeout are treated as half the timeout, so at least one ping goes out
+    /// before the peer is declared down (see [`HeartbeatConfig::effective_interval`]).
+    pub interval: Duration,
+    /// Silence after which the peer is down. Default 2 s.
+    pub timeout: Duration,
+    /// The lease, if the link keeps one (cluster links do; see [`crate::lease`]): pings go out
+    /// every interval, and the lease runs out this long after the send time of the latest
+    /// answered ping. Default `None`.
+    pub lease: Option<Duration>,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            interval: Duration::from_millis(500),
+            timeout: Duration::from_secs(2),
+            lease: None,
+        }
+    }
+}
+
+impl HeartbeatConfig {
+    /// The interval actually used: at most half the timeout, at least 1 ms (so that a zero
+    /// interval cannot make a caller tick in a busy loop).
+    pub fn effective_interval(&self) -> Duration {
+        self.interval
+            .min(self.timeout / 2)
+            .max(Duration::from_millis(1))
+    }
+}
 
 /// The largest clock-rate difference between two nodes the lock-delay must allow for (1 %).
 pub const MAX_CLOCK_DRIFT_PERCENT: u32 = 1;
@@ -366,20 +402,22 @@ fn leased_ping_at(config: &HeartbeatConfig, times: &LinkTimes) -> Instant {
 }
 
 /// What the end of a link to a peer means, asked by the cluster layer as each link ends
-/// (`current`: it was the peer's registered link; `reason`: what ended it, `None` when its
-/// driver was dropped). `None`: the peer is not down (a link that lost a race with another, or
+/// (`current`: it was the peer's registered link; `ran_out`: its driver ended it because its
+/// lease ran out, `DownReason::LeaseExpired`, rather than for a disconnection, a silence, or
+/// its driver being dropped). `None`: the peer is not down (a link that lost a race with another, or
 /// was replaced). Otherwise the peer is down (the node core hands its locks here to
 /// [`NodeDelays::node_down`]), and the cause is what this node's agents are told and what a
 /// lock lost with the peer reports ([`loss_cause`]): [`DownCause::LeaseExpired`] when this
 /// node's lease on the peer ran out (its claims there ended by this node's own clock), else
 /// [`DownCause::Disconnected`].
-pub fn link_ended(current: bool, reason: Option<&DownReason>) -> Option<DownCause> {
+pub fn link_ended(current: bool, ran_out: bool) -> Option<DownCause> {
     if !current {
         return None;
     }
-    Some(match reason {
-        Some(DownReason::LeaseExpired { .. }) => DownCause::LeaseExpired,
-        _ => DownCause::Disconnected,
+    Some(if ran_out {
+        DownCause::LeaseExpired
+    } else {
+        DownCause::Disconnected
     })
 }
 

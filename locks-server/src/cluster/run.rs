@@ -442,7 +442,8 @@ impl Cluster {
             entry.remote.close();
         }
         let current = state.membership.link_down(peer, link);
-        let down = lease::link_ended(current, reason);
+        let ran_out = matches!(reason, Some(DownReason::LeaseExpired { .. }));
+        let down = lease::link_ended(current, ran_out);
         if let Some(cause) = down {
             self.router.remove_remote(peer);
             self.router.server_link_down(peer.clone());

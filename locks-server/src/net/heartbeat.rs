@@ -24,6 +24,7 @@
 //! [`Heartbeat::next_tick`] (earlier ticks are harmless). Invariant: once the detector has
 //! said [`HeartbeatAction::Down`] or [`HeartbeatAction::LeaseExpired`] it keeps saying it.
 
+pub use crate::lease::HeartbeatConfig;
 use crate::lease::{self, LinkTimes, LinkVerdict};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -31,41 +32,6 @@ use std::time::{Duration, Instant};
 /// The most pings remembered while unanswered: more than a lease can span at any sane
 /// interval; the oldest are forgotten first (their answers then renew nothing, which is safe).
 const MAX_OUTSTANDING: usize = 64;
-
-/// When to ping a silent peer and when to give up on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeartbeatConfig {
-    /// Silence after which a ping is sent (and between pings). Default 500 ms. Values at or
-    /// above half the timeout are treated as half the timeout, so at least one ping goes out
-    /// before the peer is declared down (see [`HeartbeatConfig::effective_interval`]).
-    pub interval: Duration,
-    /// Silence after which the peer is down. Default 2 s.
-    pub timeout: Duration,
-    /// The lease, if the link keeps one (cluster links do; see [`crate::lease`]): pings go out
-    /// every interval, and the lease runs out this long after the send time of the latest
-    /// answered ping. Default `None`.
-    pub lease: Option<Duration>,
-}
-
-impl Default for HeartbeatConfig {
-    fn default() -> Self {
-        HeartbeatConfig {
-            interval: Duration::from_millis(500),
-            timeout: Duration::from_secs(2),
-            lease: None,
-        }
-    }
-}
-
-impl HeartbeatConfig {
-    /// The interval actually used: at most half the timeout, at least 1 ms (so that a zero
-    /// interval cannot make a caller tick in a busy loop).
-    pub fn effective_interval(&self) -> Duration {
-        self.interval
-            .min(self.timeout / 2)
-            .max(Duration::from_millis(1))
-    }
-}
 
 /// What the caller does after a tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

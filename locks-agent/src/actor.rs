@@ -3,10 +3,11 @@
 //! Messages it handles:
 //! - [`Deliver`] (from the [`Router`]): notices from lock servers, views forwarded by other
 //!   agents, surrender reports. Fed to the core; a settle round is scheduled.
-//! - [`LockCall`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
+//! - [`LockCall`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
-//! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`actor/other_calls.rs`) and [`Watch`],
+//! - [`Convert`], [`Dot`], [`SetOptions`], [`GetOptions`], [`SurrenderTo`]
+//!   (`actor/other_calls.rs`) and [`Watch`],
 //!   [`Unwatch`], [`DropWatch`] (`actor/subscriptions.rs`, which also owns the client's watch
 //!   streams): the rest of the Erlang original's API, from the handle and its
 //!   [`crate::LockWatch`] streams.
@@ -586,22 +587,6 @@ impl Handler<Unlock> for Agent {
     }
 }
 
-/// Convert a lock down to a weaker mode.
-#[derive(Message)]
-#[rtype(result = "Result<(), Error>")]
-pub(crate) struct Convert(pub LockId, pub Mode);
-
-impl Handler<Convert> for Agent {
-    type Result = Result<(), Error>;
-
-    fn handle(&mut self, msg: Convert, ctx: &mut Self::Context) -> Self::Result {
-        let effects = self.core.convert(&msg.0, msg.1).map_err(Error::Request)?;
-        self.execute(effects, ctx);
-        self.schedule_settle(ctx);
-        Ok(())
-    }
-}
-
 /// End the transaction: release everything and stop.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -615,24 +600,11 @@ impl Handler<End> for Agent {
     }
 }
 
-/// The wait-for graph as the agent sees it, in DOT.
-#[derive(Message)]
-#[rtype(result = "String")]
-pub(crate) struct Dot;
-
-impl Handler<Dot> for Agent {
-    type Result = String;
-
-    fn handle(&mut self, _msg: Dot, _ctx: &mut Self::Context) -> String {
-        self.core.wait_for_graph_dot()
-    }
-}
-
 mod adopt;
 mod event_push;
 mod other_calls;
 mod subscriptions;
 pub(crate) use adopt::Adopt;
 pub(crate) use event_push::{AwaitLost, GetLockState, Subscribe};
-pub(crate) use other_calls::{GetOptions, SetOptions, SurrenderTo};
+pub(crate) use other_calls::{Convert, Dot, GetOptions, SetOptions, SurrenderTo};
 pub(crate) use subscriptions::{DropWatch, Unwatch, Watch};

@@ -175,7 +175,7 @@ fn loss_causes() -> Vec<&'static str> {
             | LossCause::Revoked => {}
         }
     }
-    all.iter().map(|c| c.as_str()).collect()
+    all.iter().map(|c| c.name()).collect()
 }
 
 #[test]

@@ -3,10 +3,11 @@
 //! Messages it handles:
 //! - [`Deliver`] (from the [`Router`]): notices from lock servers, views forwarded by other
 //!   agents, surrender reports. Fed to the core; a settle round is scheduled.
-//! - [`LockCall`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`Convert`], [`End`]: from the
+//! - [`LockCall`], [`AwaitAll`], [`GetStatus`], [`Unlock`], [`End`]: from the
 //!   [`crate::Transaction`] handle.
 //!   `Deliver` also carries node up/down news from the node's cluster layer.
-//! - [`SetOptions`], [`GetOptions`], [`SurrenderTo`] (`actor/other_calls.rs`) and [`Watch`],
+//! - [`Convert`], [`Dot`], [`SetOptions`], [`GetOptions`], [`SurrenderTo`]
+//!   (`actor/other_calls.rs`) and [`Watch`],
 //!   [`Unwatch`], [`DropWatch`] (`actor/subscriptions.rs`, which also owns the client's watch
 //!   streams): the rest of the Erlang original's API, from the handle and its
 //!   [`crate::LockWatch`] streams.
@@ -38,7 +39,7 @@
 
 use crate::core::Locked;
 use crate::core::{
-    AgentCore, AgentEffect, Answer, CallFailure, CallId, LockResult, LossCause, TransactionEvent,
+    AgentCore, AgentEffect, Answer, CallFailure, CallId, LockResult, TransactionEvent,
     TransactionStatus,
 };
 use crate::error::Error;
@@ -47,7 +48,8 @@ use crate::options::{Options, Req};
 use actix::prelude::*;
 use futures::channel::oneshot;
 use locks_core::{AgentId, LockId, Mode, ModeTable, NodeId};
-use locks_server::embed::{AgentPort, Deliver, DownCause, Port};
+use locks_server::embed::{AgentPort, Deliver, Port};
+use locks_server::lease;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -385,10 +387,9 @@ impl Handler<Deliver> for Agent {
     fn handle(&mut self, msg: Deliver, ctx: &mut Self::Context) {
         let effects = match msg {
             Deliver::Message(msg) => self.core.receive(msg),
-            Deliver::NodeDown(node, DownCause::LeaseExpired) => {
-                self.core.node_down_because(&node, LossCause::LeaseExpired)
+            Deliver::NodeDown(node, cause) => {
+                self.core.node_down_because(&node, lease::loss_cause(cause))
             }
-            Deliver::NodeDown(node, _) => self.core.node_down(&node),
             Deliver::NodeUp(node) => self.core.node_up(&node),
         };
         // A message that taught the agent nothing (a view it had already) needs no settling;
@@ -403,21 +404,43 @@ impl Handler<Deliver> for Agent {
     }
 }
 
-/// A lock request from the client; `reply` is set for a blocking `lock`, with the call's id.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(crate) struct LockCall {
+/// The options of one lock call, carried as one value from the transaction's call to the
+/// agent's core: what is asked for (the lock, its mode, its nodes, the requirement) and how
+/// the call waits. A new per-lock option is a field here, set by the call that takes it
+/// (`transaction/agent_calls.rs`) and read where it is acted on.
+#[derive(Clone, Debug)]
+pub(crate) struct LockArgs {
     pub lock: LockId,
     pub mode: Mode,
     /// Inline for one node, the common case: a burst of requests is one allocation fewer each.
     pub nodes: SmallVec<[NodeId; 1]>,
     pub req: Req,
+    /// How long a `lock` call waits before it gives up (`AgentCore::time_out`).
+    pub wait: Option<std::time::Duration>,
+}
+
+impl LockArgs {
+    /// `lock` in `mode` on `nodes` with `req`, with every other option at its default.
+    pub(crate) fn new(lock: LockId, mode: Mode, nodes: SmallVec<[NodeId; 1]>, req: Req) -> Self {
+        LockArgs {
+            lock,
+            mode,
+            nodes,
+            req,
+            wait: None,
+        }
+    }
+}
+
+/// A lock request from the client; `reply` is set for a blocking `lock`, with the call's id.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct LockCall {
+    pub args: LockArgs,
     pub reply: Option<(CallId, LockReply)>,
     /// Set when the node's fast path queued the request just before this agent took over:
     /// the mode its entry held before (`AgentCore::lock_and_wait_queued`).
     pub queued: Option<Option<Mode>>,
-    /// How long a `lock` call waits before it gives up (`AgentCore::time_out`).
-    pub wait: Option<std::time::Duration>,
     /// For `lock_nowait`: told whether the request was accepted.
     pub accepted: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -426,25 +449,30 @@ impl Handler<LockCall> for Agent {
     type Result = ();
 
     fn handle(&mut self, msg: LockCall, ctx: &mut Self::Context) {
-        trace!(target: "lock_path", hop = 3, agent = %self.core.id(), lock = %msg.lock, "to the core");
+        let args = msg.args;
+        trace!(target: "lock_path", hop = 3, agent = %self.core.id(), lock = %args.lock, "to the core");
         let call = msg
             .reply
             .map(|(call, reply)| self.replies.add(call, Caller::Lock(reply)));
         let requested = match (call, msg.queued) {
-            (Some(call), Some(held)) => self
+            (Some(call), Some(held)) => {
+                self.core
+                    .lock_and_wait_queued(call, args.lock, args.mode, &args.nodes, held)
+            }
+            (Some(call), None) => {
+                self.core
+                    .lock_and_wait(call, args.lock, args.mode, &args.nodes, args.req)
+            }
+            (None, _) => self
                 .core
-                .lock_and_wait_queued(call, msg.lock, msg.mode, &msg.nodes, held),
-            (Some(call), None) => self
-                .core
-                .lock_and_wait(call, msg.lock, msg.mode, &msg.nodes, msg.req),
-            (None, _) => self.core.request(msg.lock, msg.mode, &msg.nodes, msg.req),
+                .request(args.lock, args.mode, &args.nodes, args.req),
         };
         match requested {
             Ok(effects) => {
                 if let Some(accepted) = msg.accepted {
                     let _ = accepted.send(Ok(()));
                 }
-                if let (Some(call), Some(wait)) = (call, msg.wait) {
+                if let (Some(call), Some(wait)) = (call, args.wait) {
                     ctx.run_later(wait, move |agent, ctx| agent.time_out(call, ctx));
                 }
                 self.execute(effects, ctx);
@@ -559,22 +587,6 @@ impl Handler<Unlock> for Agent {
     }
 }
 
-/// Convert a lock down to a weaker mode.
-#[derive(Message)]
-#[rtype(result = "Result<(), Error>")]
-pub(crate) struct Convert(pub LockId, pub Mode);
-
-impl Handler<Convert> for Agent {
-    type Result = Result<(), Error>;
-
-    fn handle(&mut self, msg: Convert, ctx: &mut Self::Context) -> Self::Result {
-        let effects = self.core.convert(&msg.0, msg.1).map_err(Error::Request)?;
-        self.execute(effects, ctx);
-        self.schedule_settle(ctx);
-        Ok(())
-    }
-}
-
 /// End the transaction: release everything and stop.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -588,24 +600,11 @@ impl Handler<End> for Agent {
     }
 }
 
-/// The wait-for graph as the agent sees it, in DOT.
-#[derive(Message)]
-#[rtype(result = "String")]
-pub(crate) struct Dot;
-
-impl Handler<Dot> for Agent {
-    type Result = String;
-
-    fn handle(&mut self, _msg: Dot, _ctx: &mut Self::Context) -> String {
-        self.core.wait_for_graph_dot()
-    }
-}
-
 mod adopt;
 mod event_push;
 mod other_calls;
 mod subscriptions;
 pub(crate) use adopt::Adopt;
 pub(crate) use event_push::{AwaitLost, GetLockState, Subscribe};
-pub(crate) use other_calls::{GetOptions, SetOptions, SurrenderTo};
+pub(crate) use other_calls::{Convert, Dot, GetOptions, SetOptions, SurrenderTo};
 pub(crate) use subscriptions::{DropWatch, Unwatch, Watch};

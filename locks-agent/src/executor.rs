@@ -137,7 +137,7 @@ fn count(metrics: &NodeMetrics, core: &AgentCore, effect: &AgentEffect) {
             metrics.aborts.increment(1);
             metrics.deadlocks_resolved.increment(1);
         }
-        AgentEffect::Lost(lost) => metrics.lost(lost.cause.as_str()),
+        AgentEffect::Lost(lost) => metrics.lost(lost.cause),
         _ => {}
     }
 }

@@ -14,8 +14,8 @@
 //! it panics, since the handle is dropped while unwinding).
 
 use crate::actor::{
-    Agent, AwaitAll, Convert, Dot, GetStatus, LockCall, Outcome, SetOptions, SurrenderTo, Unlock,
-    next_call, outcome_error,
+    Agent, AwaitAll, Convert, Dot, GetStatus, LockArgs, LockCall, Outcome, SetOptions, SurrenderTo,
+    Unlock, next_call, outcome_error,
 };
 use crate::core::Locked;
 use crate::core::{LockResult, TransactionStatus};
@@ -252,20 +252,13 @@ impl Transaction {
 
     fn send_request(
         addr: &Addr<Agent>,
-        lock: LockId,
-        mode: Mode,
-        nodes: SmallVec<[NodeId; 1]>,
-        req: Req,
+        args: LockArgs,
         accepted: Option<oneshot::Sender<Result<(), Error>>>,
     ) {
         addr.do_send(LockCall {
-            lock,
-            mode,
-            nodes,
-            req,
+            args,
             reply: None,
             queued: None,
-            wait: None,
             accepted,
         });
     }
@@ -333,7 +326,11 @@ impl Transaction {
         queued: Queued,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
-        self.call_lock(addr, lock, mode, self.local(), Req::All, queued, wait)
+        let args = LockArgs {
+            wait,
+            ..LockArgs::new(lock, mode, self.local(), Req::All)
+        };
+        self.call_lock(addr, args, queued)
     }
 
     /// Locks `lock` on several nodes, held when `req` is met (see [`Req`]), and waits as
@@ -382,7 +379,11 @@ impl Transaction {
             Fast::Agent(addr, lock, _) => (addr, lock),
         };
         let (tx, rx) = oneshot::channel();
-        Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx));
+        Self::send_request(
+            &addr,
+            LockArgs::new(lock, mode, self.local(), Req::All),
+            Some(tx),
+        );
         self.wait(rx).await
     }
 
@@ -405,7 +406,7 @@ impl Transaction {
         };
         let (tx, rx) = oneshot::channel();
         let nodes = nodes.iter().cloned().collect();
-        Self::send_request(&addr, lock, mode, nodes, req, Some(tx));
+        Self::send_request(&addr, LockArgs::new(lock, mode, nodes, req), Some(tx));
         self.wait(rx).await
     }
 
@@ -435,7 +436,11 @@ impl Transaction {
                 Fast::Agent(addr, lock, _) => {
                     let (tx, rx) = oneshot::channel();
                     let last = objects.peek().is_none();
-                    Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx));
+                    Self::send_request(
+                        &addr,
+                        LockArgs::new(lock, mode, self.local(), Req::All),
+                        Some(tx),
+                    );
                     let accepted = self.wait(rx).await;
                     if last {
                         return accepted;
@@ -450,7 +455,11 @@ impl Transaction {
             let last = objects.peek().is_none();
             if last || sent % LOCK_OBJECTS_SLICE == 0 {
                 let (tx, rx) = oneshot::channel();
-                Self::send_request(&addr, lock, mode, self.local(), Req::All, Some(tx));
+                Self::send_request(
+                    &addr,
+                    LockArgs::new(lock, mode, self.local(), Req::All),
+                    Some(tx),
+                );
                 let accepted = self.wait(rx).await;
                 // Only the very last request's outcome is the caller's answer, as when every
                 // request went out at once: a slice's acceptance only paces the sending.
@@ -458,7 +467,11 @@ impl Transaction {
                     return accepted;
                 }
             } else {
-                Self::send_request(&addr, lock, mode, self.local(), Req::All, None);
+                Self::send_request(
+                    &addr,
+                    LockArgs::new(lock, mode, self.local(), Req::All),
+                    None,
+                );
             }
         }
         Ok(())

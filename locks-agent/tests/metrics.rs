@@ -146,7 +146,7 @@ fn every_loss_cause_has_a_series() {
         | LossCause::LeaseExpired
         | LossCause::Surrendered
         | LossCause::Aborted
-        | LossCause::Revoked => cause.as_str(),
+        | LossCause::Revoked => cause.name(),
     };
     let causes = [
         LossCause::NodeDown,

@@ -8,6 +8,8 @@
 //! - [`NodeId`], [`AgentId`] and [`MemberId`]: who is who, with the total order the deadlock
 //!   algorithm needs;
 //! - [`fence`]: a resource's check that refuses writes from holders whose grant is stale;
+//! - [`LossCause`]: the one list of reasons a lock a client was told it holds is lost (the
+//!   agent's reports, the metrics' `cause` series, the gRPC API's values follow it);
 //! - [`lock_word`] and [`RwuLock`]: Chronicle Map's 64-bit read/update/write lock word and a
 //!   safe lock built on it, for in-process (and shared-memory) locking without any actor;
 //! - [`proto`]: the messages between agents, lock servers and nodes, and [`codec`], their
@@ -27,8 +29,8 @@
 //!
 //! At the root: [`Mode`] and [`ModeTable`], [`LockId`] (with [`Key`] and the [`lock_id!`]
 //! macro), [`NodeId`], [`AgentId`] and [`MemberId`], the copy of a lock's queue a watch
-//! reports ([`LockView`], [`QueueEntry`], [`Conversion`]), [`RwuLock`] and its guards, and the
-//! errors of each ([`LockIdError`], [`NodeNameError`], [`ModeTableError`]); the modules
+//! reports ([`LockView`], [`QueueEntry`], [`Conversion`]), why a lock is lost ([`LossCause`]),
+//! [`RwuLock`] and its guards, and the errors of each ([`LockIdError`], [`NodeNameError`], [`ModeTableError`]); the modules
 //! [`fence`] (a resource's check of fencing versions) and [`lock_word`] (the lock word
 //! [`RwuLock`] is built on, its state and procedures, for locks in shared memory).
 //!
@@ -46,6 +48,7 @@ mod hold;
 mod id;
 mod ident;
 pub mod lock_word;
+mod loss;
 mod mode;
 pub mod proto;
 #[allow(unsafe_code)] // the one module that needs it: `UnsafeCell` behind the guards
@@ -56,6 +59,7 @@ pub mod waits;
 pub use hold::held_in_hierarchy;
 pub use id::{Key, LockId, LockIdError};
 pub use ident::{AgentId, MAX_NODE_NAME, MemberId, NodeId, NodeNameError};
+pub use loss::LossCause;
 pub use mode::{Mode, ModeTable, ModeTableError};
 pub use proto::{Conversion, LockView, QueueEntry};
 pub use rwu::{ReadGuard, RwuLock, UpdateGuard, WriteGuard};

@@ -355,12 +355,13 @@ pub struct LockSpec(pub pb::Lock);
 impl LockSpec {
     /// A request for `path` (`a/b/c`, split on `/`) in `mode` on the session's node.
     pub fn new(path: &str, mode: &str) -> LockSpec {
+        // Every other field at its default, so that a new field of `Lock` is a new method
+        // here only if the Rust client should set it.
         LockSpec(pb::Lock {
             id: path.split('/').map(str::to_owned).collect(),
             mode: mode.to_owned(),
-            nodes: vec![],
             requirement: pb::Requirement::All as i32,
-            wait_ms: None,
+            ..pb::Lock::default()
         })
     }
 

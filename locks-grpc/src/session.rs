@@ -256,7 +256,7 @@ impl Session {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
                     Ok(call) => {
                         let (cancel, cancelled) = oneshot::channel();
-                        let mut wait = parse_lock(&self.txn, id, call, cancelled);
+                        let mut wait = waiting_lock(&self.txn, id, call, cancelled);
                         // A lock granted at once (the fast path) is answered now, without a
                         // turn of the session's loop.
                         if let Some((id, outcome)) = (&mut wait).now_or_never() {
@@ -322,10 +322,7 @@ impl Session {
     /// after the call) is pushed here, with what the node's table says is held.
     async fn lock_nowait(&mut self, id: u64, call: WireLock) -> (Vec<pb::SessionEvent>, bool) {
         let lock = call.lock.clone();
-        let queued = self
-            .txn
-            .lock_nowait_on(call.lock, call.mode, &call.nodes, call.req)
-            .await;
+        let queued = call.queue(&self.txn).await;
         if let Err(e) = queued {
             return (vec![self.refused(id, &wire::agent_error(&e))], false);
         }
@@ -562,13 +559,13 @@ fn id_bytes(lock: &LockId) -> usize {
 /// Starts one `lock` call: the request reaches the agent now; the future waits for its answer
 /// (within its wait bound, if any) or for `cancelled`. The call is polled before the trigger,
 /// so a call already answered when the trigger fires ends with its answer.
-fn parse_lock(
+fn waiting_lock(
     txn: &Transaction,
     id: u64,
     call: WireLock,
     cancelled: oneshot::Receiver<()>,
 ) -> BoxFuture<'static, (u64, WaitOutcome)> {
-    let wait = txn.lock_on(call.lock.clone(), call.mode, &call.nodes, call.req);
+    let wait = call.call(txn);
     let lock = call.lock.clone();
     let bounded = async move {
         match call.wait_ms {

@@ -1,9 +1,11 @@
 //! The wire side of the API: a `locks.v1` request's fields checked and parsed into what
 //! `locks_agent::Transaction` takes ([`parse_lock`] into a [`WireLock`], [`lock_id`]), and what
 //! a transaction reports written as `locks.v1` messages ([`grant`], [`loss`], [`status`],
-//! [`deadlock`], [`locked`]). Pure functions; a request refused (a session's, or an election's
-//! in `election.rs`) is a [`WireRefusal`], which says what was wrong and carries the gRPC code
-//! the answer has.
+//! [`deadlock`], [`locked`], [`loss_cause`]). Pure functions, but for the one place a parsed
+//! `Lock` request becomes its transaction call ([`WireLock::call`], [`WireLock::queue`]), so
+//! that every option of a lock call is read and passed on in this file alone. A request refused
+//! (a session's, or an election's in `election.rs`) is a [`WireRefusal`], which says what was
+//! wrong and carries the gRPC code the answer has.
 //!
 //! The types are named for the wire so that each name means one thing in the workspace: the
 //! agent actor's `LockCall` message, the agent core's answers
@@ -14,7 +16,7 @@ use crate::limits::Limits;
 use crate::pb;
 use locks_agent::{
     Deadlock, Error as AgentError, GrantedLock, Locked, LossCause, LostLock, Req, RequestError,
-    TransactionStatus,
+    Transaction, TransactionStatus,
 };
 use locks_core::proto::Rejection;
 use locks_core::{Key, LockId, Mode, NodeId};
@@ -67,6 +69,26 @@ pub struct WireLock {
     pub req: Req,
     /// The wait bound in milliseconds, if any.
     pub wait_ms: Option<u64>,
+}
+
+impl WireLock {
+    /// The transaction's call for a `Lock` request: [`Transaction::lock_on`] with the request's
+    /// options. Every option a request carries is read by [`parse_lock`] and passed on here (or
+    /// in [`WireLock::queue`]): the session runs the call and knows none of them but the wait
+    /// bound, which it applies itself.
+    pub fn call(
+        &self,
+        txn: &Transaction,
+    ) -> impl Future<Output = Result<Locked, AgentError>> + Send + 'static {
+        txn.lock_on(self.lock.clone(), self.mode, &self.nodes, self.req)
+    }
+
+    /// The transaction's call for a `LockNowait` request: [`Transaction::lock_nowait_on`] with
+    /// the request's options.
+    pub async fn queue(&self, txn: &Transaction) -> Result<(), AgentError> {
+        txn.lock_nowait_on(self.lock.clone(), self.mode, &self.nodes, self.req)
+            .await
+    }
 }
 
 /// Parses a lock id: at least one key, within the limits' key count and total length.
@@ -183,15 +205,21 @@ pub fn grant(g: &GrantedLock) -> pb::Grant {
     }
 }
 
+/// The `locks.v1` value of a loss cause: the one named `LOSS_CAUSE_` and the cause's name in
+/// capitals (`node-down` is `LOSS_CAUSE_NODE_DOWN`), so that a new `LossCause` needs only its
+/// value in the proto. A cause the proto does not name is sent as unspecified (a test checks
+/// that every cause has its value).
+pub fn loss_cause(cause: LossCause) -> pb::LossCause {
+    let name = format!(
+        "LOSS_CAUSE_{}",
+        cause.name().to_ascii_uppercase().replace('-', "_")
+    );
+    pb::LossCause::from_str_name(&name).unwrap_or(pb::LossCause::Unspecified)
+}
+
 /// A loss on the wire.
 pub fn loss(l: &LostLock) -> pb::Loss {
-    let cause = match l.cause {
-        LossCause::NodeDown => pb::LossCause::NodeDown,
-        LossCause::LeaseExpired => pb::LossCause::LeaseExpired,
-        LossCause::Surrendered => pb::LossCause::Surrendered,
-        LossCause::Aborted => pb::LossCause::Aborted,
-        LossCause::Revoked => pb::LossCause::Revoked,
-    };
+    let cause = loss_cause(l.cause);
     pb::Loss {
         id: keys(&l.lock),
         mode: l.mode.to_string(),
@@ -332,6 +360,25 @@ mod tests {
         let big = "k".repeat(limits.max_id_bytes + 1);
         let e = refuse(request(&[&big], "X", &[], 0));
         assert!(e.message.contains("bytes of keys"), "{}", e.message);
+    }
+
+    /// A new `LossCause` fails here until the proto has its value (by name), rather than
+    /// being sent as unspecified.
+    #[test]
+    fn every_loss_cause_has_its_own_value_on_the_wire() {
+        let mut seen = Vec::new();
+        for cause in LossCause::ALL {
+            let wire = loss_cause(cause);
+            assert_ne!(
+                wire,
+                pb::LossCause::Unspecified,
+                "{cause} has no locks.v1 value"
+            );
+            assert!(!seen.contains(&wire), "{cause} shares {wire:?}");
+            seen.push(wire);
+        }
+        assert_eq!(loss_cause(LossCause::NodeDown), pb::LossCause::NodeDown);
+        assert_eq!(loss_cause(LossCause::Revoked), pb::LossCause::Revoked);
     }
 
     #[test]

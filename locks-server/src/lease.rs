@@ -68,17 +68,60 @@
 //!
 //! # Where each part is decided
 //!
-//! | part | file |
-//! | --- | --- |
-//! | the rule, its argument, the settings and their check ([`LeaseConfig::resolve`]), a link's lease ([`LeaseCell`]) | this file |
-//! | when a link pings, when its lease runs out, when its heartbeat times out | `net/heartbeat.rs` (`Heartbeat::on_tick`, pure; the link driver `net/link.rs` runs it and ends the link) |
-//! | what a link's end means (only a peer's current link; a lease run out or a disconnection), the start-delay, a downed peer's locks handed to ghosts for the lock-delay and released after it | `node_core/mod.rs` (`link_ended`, `NodeCore::step`; the table carries out `TableInput::NodeDown`, and the lock server `DelayOver`, a part at a time: `local/whole.rs`) |
-//! | what an agent makes of a node down, and of a lease found not valid before it answers | `locks-agent`'s `core/agent/nodes.rs` (`node_down_because`, `check_leases`) |
+//! Every part of the rule is decided in this file, by a pure function or type; the files that
+//! run it only carry its verdicts out.
+//!
+//! | part | decided by | carried out by |
+//! | --- | --- | --- |
+//! | the settings and their check: the heartbeat's, the lease's and the delays | [`HeartbeatConfig`], [`LeaseConfig::resolve`] | the node's start |
+//! | a link's lease: valid until `s + lease`, final once expired, and whether it ran out or its link ended | [`LeaseCell`] | the link driver renews it, the router reads it (`lease_valid`) |
+//! | when a link pings, when its peer is down (heartbeat timeout), when its lease runs out | [`link_verdict`], [`next_verdict_at`], [`lease_deadline`] | `net/heartbeat.rs` keeps the link's times (`Heartbeat::on_tick`), the link driver `net/link.rs` ends the link |
+//! | what a link's end means: only a peer's current link is a node down, for a lease run out or a disconnection | [`link_ended`] | the cluster layer (`cluster/run.rs`) tells the node core and every local agent |
+//! | the start-delay; a downed peer's locks to ghosts (or released at once), and when the ghosts' lock-delay ends | [`NodeDelays`] (`start_hold`, `node_down`, `ghosts_released_after`) | `NodeCore::step` (`node_core/mod.rs`), the table (`TableInput::NodeDown`, `DelayOver`, a part at a time: `local/whole.rs`) |
+//! | whether an agent's claim on a node still stands given its lease, and what a lock lost with a node down reports | [`claim_lost`] (with [`Lease`]), [`loss_cause`] | `locks-agent`'s `core/agent/nodes.rs` (`check_leases`, `node_down_because`) and its actor |
 
-use crate::net::HeartbeatConfig;
+use crate::route::DownCause;
+use locks_core::{AgentId, LossCause, NodeId};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// When a link pings its peer and when it gives up on it: the heartbeat settings, which the
+/// lease's are derived from and checked against ([`LeaseConfig::resolve`]); a link's detector
+/// (`net/heartbeat.rs`) applies them as [`link_verdict`] says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// Silence after which a ping is sent (and between pings). Default 500 ms. Values at or
+    /// above half the timeout are treated as half the timeout, so at least one ping goes out
+    /// before the peer is declared down (see [`HeartbeatConfig::effective_interval`]).
+    pub interval: Duration,
+    /// Silence after which the peer is down. Default 2 s.
+    pub timeout: Duration,
+    /// The lease, if the link keeps one (cluster links do; see [`crate::lease`]): pings go out
+    /// every interval, and the lease runs out this long after the send time of the latest
+    /// answered ping. Default `None`.
+    pub lease: Option<Duration>,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig {
+            interval: Duration::from_millis(500),
+            timeout: Duration::from_secs(2),
+            lease: None,
+        }
+    }
+}
+
+impl HeartbeatConfig {
+    /// The interval actually used: at most half the timeout, at least 1 ms (so that a zero
+    /// interval cannot make a caller tick in a busy loop).
+    pub fn effective_interval(&self) -> Duration {
+        self.interval
+            .min(self.timeout / 2)
+            .max(Duration::from_millis(1))
+    }
+}
 
 /// The largest clock-rate difference between two nodes the lock-delay must allow for (1 %).
 pub const MAX_CLOCK_DRIFT_PERCENT: u32 = 1;
@@ -249,106 +292,217 @@ impl LeaseCell {
 #[error("the lease has expired")]
 pub struct Expired;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// What a link's failure detector knows of its times at a tick (`net/heartbeat.rs` keeps them
+/// and asks [`link_verdict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkTimes {
+    /// When the link was established (with a lease, the first ping is due an interval later).
+    pub created: Instant,
+    /// When the peer was last heard from (any frame).
+    pub last_heard: Instant,
+    /// When the last ping went out, if one has.
+    pub last_ping: Option<Instant>,
+    /// The send time of the latest answered ping, or the start of the handshake: `s` of the
+    /// rule (module documentation).
+    pub proved: Instant,
+    /// The origin of the grid the pings are aligned to, if any (`Heartbeat::aligned_to`).
+    pub grid: Option<Instant>,
+}
 
-    const MS: Duration = Duration::from_millis(1);
+/// What a link does at a tick ([`link_verdict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkVerdict {
+    /// Nothing to do.
+    Idle,
+    /// Send a ping now.
+    Ping,
+    /// The peer has been silent for `silent_for`, at least the heartbeat timeout: it is down.
+    Silent {
+        /// How long nothing was heard.
+        silent_for: Duration,
+    },
+    /// No ping sent in the last lease was answered: the lease ran out.
+    RanOut {
+        /// How long ago `s` (the latest answered ping, or the start of the handshake) was.
+        proved_ago: Duration,
+    },
+}
 
-    fn heartbeat(interval_ms: u64, timeout_ms: u64) -> HeartbeatConfig {
-        HeartbeatConfig {
-            interval: MS * interval_ms as u32,
-            timeout: MS * timeout_ms as u32,
-            ..HeartbeatConfig::default()
+/// What a link with `config` and these times does at `now`. A silent peer is down first; with
+/// a lease, the lease runs out `lease` after `s` however much the peer is heard (a one-way
+/// partition), and a ping goes out every interval whatever else arrives (only answered pings
+/// renew the lease), on the grid's instants when aligned; without one, a ping goes out only
+/// after an interval of silence, and then once an interval.
+pub fn link_verdict(config: &HeartbeatConfig, times: &LinkTimes, now: Instant) -> LinkVerdict {
+    let silent_for = now.saturating_duration_since(times.last_heard);
+    if silent_for >= config.timeout {
+        return LinkVerdict::Silent { silent_for };
+    }
+    if let Some(lease) = config.lease {
+        let proved_ago = now.saturating_duration_since(times.proved);
+        if proved_ago >= lease {
+            return LinkVerdict::RanOut { proved_ago };
         }
     }
-
-    #[test]
-    fn defaults_follow_the_heartbeat_timeout_and_cover_the_drift() {
-        let l = LeaseConfig::default()
-            .resolve(&heartbeat(500, 2000))
-            .unwrap();
-        assert_eq!(l.lease, 1500 * MS);
-        assert_eq!(l.lock_delay, 2000 * MS);
-        assert_eq!(l.start_delay, l.lock_delay);
-        for timeout in [4, 10, 100, 2000, 60_000] {
-            let l = LeaseConfig::default()
-                .resolve(&heartbeat(timeout / 4, timeout))
-                .unwrap();
-            assert!(l.lock_delay >= l.lease + l.lease / 100, "timeout {timeout}");
-        }
-    }
-
-    #[test]
-    fn a_lock_delay_shorter_than_the_lease_and_drift_is_refused() {
-        let c = LeaseConfig {
-            lease: Some(1000 * MS),
-            lock_delay: Some(1005 * MS),
-            start_delay: None,
-        };
-        assert_eq!(
-            c.resolve(&heartbeat(250, 2000)),
-            Err(LeaseError::LockDelayTooShort {
-                lock_delay: 1005 * MS,
-                needed: 1010 * MS
-            })
-        );
-    }
-
-    #[test]
-    fn a_lease_that_would_expire_between_pings_is_refused() {
-        let c = LeaseConfig {
-            lease: Some(200 * MS),
-            ..LeaseConfig::default()
-        };
-        assert!(matches!(
-            c.resolve(&heartbeat(250, 2000)),
-            Err(LeaseError::LeaseTooShort { .. })
-        ));
-    }
-
-    #[test]
-    fn an_expired_lease_stays_expired() {
-        let t0 = Instant::now();
-        let cell = LeaseCell::new(t0 + 100 * MS);
-        assert!(cell.valid(t0 + 99 * MS));
-        assert!(cell.renew(t0 + 300 * MS).is_ok());
-        assert!(cell.valid(t0 + 299 * MS));
-        assert!(!cell.valid(t0 + 300 * MS));
-        assert_eq!(cell.renew(t0 + 900 * MS), Err(Expired));
-        assert!(
-            !cell.valid(t0 + 301 * MS),
-            "a renewal after expiry revives nothing"
-        );
-        assert!(cell.is_expired());
-    }
-
-    #[test]
-    fn a_lease_whose_link_ended_did_not_run_out_and_the_first_end_stands() {
-        let t0 = Instant::now();
-        let ended = LeaseCell::new(t0 + 100 * MS);
-        ended.end();
-        assert!(!ended.valid(t0 + 10 * MS));
-        assert!(ended.is_expired() && !ended.ran_out());
-        assert_eq!(ended.renew(t0 + 900 * MS), Err(Expired));
-        // Seen past its time afterwards: still a link that ended.
-        assert!(!ended.valid(t0 + 200 * MS));
-        assert!(!ended.ran_out());
-
-        let ran_out = LeaseCell::new(t0 + 100 * MS);
-        assert!(!ran_out.valid(t0 + 100 * MS));
-        ran_out.end();
-        assert!(
-            ran_out.ran_out(),
-            "the link's end after the expiry changes nothing"
-        );
-    }
-
-    #[test]
-    fn renewing_never_shortens() {
-        let t0 = Instant::now();
-        let cell = LeaseCell::new(t0 + 100 * MS);
-        cell.renew(t0 + 50 * MS).unwrap();
-        assert!(cell.valid(t0 + 99 * MS));
+    let interval = config.effective_interval();
+    let ping_due = if config.lease.is_some() {
+        now >= leased_ping_at(config, times)
+    } else {
+        silent_for >= interval
+            && times
+                .last_ping
+                .is_none_or(|at| now.saturating_duration_since(at) >= interval)
+    };
+    if ping_due {
+        LinkVerdict::Ping
+    } else {
+        LinkVerdict::Idle
     }
 }
+
+/// The latest instant at which a link with `config` and these times must ask
+/// [`link_verdict`] again for it to act on time: its next ping, the heartbeat timeout, or the
+/// end of its lease, whichever comes first.
+pub fn next_verdict_at(config: &HeartbeatConfig, times: &LinkTimes) -> Instant {
+    let interval = config.effective_interval();
+    let down_at = times.last_heard + config.timeout;
+    let ping_at = match (config.lease, times.last_ping) {
+        (Some(_), _) => leased_ping_at(config, times),
+        (None, Some(at)) => (times.last_heard + interval).max(at + interval),
+        (None, None) => times.last_heard + interval,
+    };
+    let at = ping_at.min(down_at);
+    match lease_deadline(config, times.proved) {
+        Some(deadline) => at.min(deadline),
+        None => at,
+    }
+}
+
+/// When the lease of a link with `config` whose latest answered ping was sent at `proved` runs
+/// out, if the link keeps one: `s + lease`.
+pub fn lease_deadline(config: &HeartbeatConfig, proved: Instant) -> Option<Instant> {
+    config.lease.map(|lease| proved + lease)
+}
+
+/// When the next ping is due on a link with a lease: an interval after the previous one (or
+/// the link's start), moved back onto the grid when aligned: never more than an interval after
+/// the previous ping (so the lease is renewed at least as often), never less than half of one.
+fn leased_ping_at(config: &HeartbeatConfig, times: &LinkTimes) -> Instant {
+    let interval = config.effective_interval();
+    let due = times.last_ping.unwrap_or(times.created) + interval;
+    let Some(origin) = times.grid else {
+        return due;
+    };
+    let Some(since) = due.checked_duration_since(origin) else {
+        return due;
+    };
+    // The remainder is below the interval, so it fits in a u64 of nanoseconds.
+    let past_grid = (since.as_nanos() % interval.as_nanos()) as u64;
+    (due - Duration::from_nanos(past_grid)).max(due - interval / 2)
+}
+
+/// What the end of a link to a peer means, asked by the cluster layer as each link ends
+/// (`current`: it was the peer's registered link; `ran_out`: its driver ended it because its
+/// lease ran out, `DownReason::LeaseExpired`, rather than for a disconnection, a silence, or
+/// its driver being dropped). `None`: the peer is not down (a link that lost a race with another, or
+/// was replaced). Otherwise the peer is down (the node core hands its locks here to
+/// [`NodeDelays::node_down`]), and the cause is what this node's agents are told and what a
+/// lock lost with the peer reports ([`loss_cause`]): [`DownCause::LeaseExpired`] when this
+/// node's lease on the peer ran out (its claims there ended by this node's own clock), else
+/// [`DownCause::Disconnected`].
+pub fn link_ended(current: bool, ran_out: bool) -> Option<DownCause> {
+    if !current {
+        return None;
+    }
+    Some(if ran_out {
+        DownCause::LeaseExpired
+    } else {
+        DownCause::Disconnected
+    })
+}
+
+/// A node's start-delay and lock-delay, as its node core (`NodeCore`) applies them: both zero
+/// for a node outside a cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeDelays {
+    /// How long a downed peer's agents' locks stay with their ghosts (zero: released at once).
+    pub lock_delay: Duration,
+    /// How long the node grants nothing after it starts (zero: none).
+    pub start_delay: Duration,
+}
+
+/// What a peer going down does to its agents' locks on this node ([`NodeDelays::node_down`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DownedLocks {
+    /// They go to ghosts, released [`NodeDelays::ghosts_released_after`] the ghosts are made.
+    ToGhosts,
+    /// They are released at once (the node has no lock-delay).
+    Released,
+}
+
+impl NodeDelays {
+    /// How long a node that starts now grants nothing, keeping the requests that come (`None`:
+    /// it grants at once). Only a node with a start-delay waits, so that no lock it held before
+    /// a crash is granted while the old holders may still believe in it.
+    pub fn start_hold(&self) -> Option<Duration> {
+        (!self.start_delay.is_zero()).then_some(self.start_delay)
+    }
+
+    /// What the end of `peer`'s link (a node down: [`link_ended`]) does to its agents' locks
+    /// on node `this`: nothing when `peer` is `this` (a node is never down to itself), else
+    /// ghosts when the node has a lock-delay, so that a cut-off holder's lease has run out
+    /// before anyone else is granted (module documentation), and a release at once without one.
+    pub fn node_down(&self, this: &NodeId, peer: &NodeId) -> Option<DownedLocks> {
+        if peer == this {
+            return None;
+        }
+        Some(if self.lock_delay.is_zero() {
+            DownedLocks::Released
+        } else {
+            DownedLocks::ToGhosts
+        })
+    }
+
+    /// How long after `ghosts` are made their locks are released: the lock-delay (`None` when
+    /// there are none, so nothing is scheduled).
+    pub fn ghosts_released_after(&self, ghosts: &[AgentId]) -> Option<Duration> {
+        (!ghosts.is_empty()).then_some(self.lock_delay)
+    }
+}
+
+/// This node's lease on a peer, as an agent finds it before it answers (the router's
+/// `lease_valid` and `lease_ran_out`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// Valid: the claims there hold.
+    Valid,
+    /// It ran out: no ping was answered within the lease.
+    RanOut,
+    /// The link ended (or the router no longer knows the node).
+    Ended,
+}
+
+/// Whether an agent's claims on a peer's locks still stand given this node's `lease` there:
+/// `None` while it is valid; otherwise the peer counts as down at once, and each claim there
+/// is lost for [`LossCause::LeaseExpired`] when the lease ran out, or for
+/// [`LossCause::NodeDown`] when its link ended (the news of which is on its way). A process
+/// paused past its lease so says "lost" before it says anything stale.
+pub fn claim_lost(lease: Lease) -> Option<LossCause> {
+    match lease {
+        Lease::Valid => None,
+        Lease::RanOut => Some(loss_cause(DownCause::LeaseExpired)),
+        Lease::Ended => Some(loss_cause(DownCause::Disconnected)),
+    }
+}
+
+/// What a lock lost with a node down reports, given why the node is down ([`link_ended`]):
+/// [`LossCause::LeaseExpired`] for a lease that ran out, [`LossCause::NodeDown`] otherwise.
+pub fn loss_cause(cause: DownCause) -> LossCause {
+    match cause {
+        DownCause::Disconnected => LossCause::NodeDown,
+        DownCause::LeaseExpired => LossCause::LeaseExpired,
+    }
+}
+
+#[cfg(test)]
+mod tests;

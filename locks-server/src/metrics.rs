@@ -32,7 +32,7 @@
 use crate::node_core::peer_check::PeerFault;
 use crate::table::Census;
 use locks_core::proto::Quota;
-use locks_core::{Mode, NodeId};
+use locks_core::{LossCause, Mode, NodeId};
 use metrics::{
     Counter, Gauge, Histogram, Unit, counter, describe_counter, describe_gauge, describe_histogram,
     gauge, histogram,
@@ -91,14 +91,16 @@ pub const PEER_MESSAGES_REFUSED: &str = "locks_peer_messages_refused_total";
 /// `quota` (`locks`, `queued` or `bytes`: see [`PeerQuotas`](crate::PeerQuotas)) (counter).
 pub const PEER_REQUESTS_REFUSED: &str = "locks_peer_requests_refused_total";
 
-/// The causes of [`LOST`], as `locks-agent` names its loss causes.
-pub const LOST_CAUSES: [&str; 5] = [
-    "node-down",
-    "lease-expired",
-    "surrendered",
-    "aborted",
-    "revoked",
-];
+/// The causes of [`LOST`]: the names of [`LossCause::ALL`], in its order.
+pub const LOST_CAUSES: [&str; LossCause::COUNT] = {
+    let mut names = [""; LossCause::COUNT];
+    let mut i = 0;
+    while i < LossCause::COUNT {
+        names[i] = LossCause::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// The reasons of [`HANDSHAKES_REFUSED`]: the fields of
 /// [`HandshakeRefusals`](crate::HandshakeRefusals).
@@ -263,14 +265,9 @@ impl NodeMetrics {
         }
     }
 
-    /// Counts a lost lock; `cause` is one of [`LOST_CAUSES`] (anything else counts as
-    /// `revoked`, the catch-all).
-    pub fn lost(&self, cause: &str) {
-        let i = LOST_CAUSES
-            .iter()
-            .position(|c| *c == cause)
-            .unwrap_or(LOST_CAUSES.len() - 1);
-        self.lost[i].increment(1);
+    /// Counts a lost lock in the series of its cause.
+    pub fn lost(&self, cause: LossCause) {
+        self.lost[cause.index()].increment(1);
     }
 
     /// Counts a failed handshake; `reason` is one of [`REFUSAL_REASONS`] (anything else counts

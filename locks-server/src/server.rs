@@ -12,8 +12,9 @@
 //! It carries the core's effects out: a request served or an input applied on the table
 //! ([`LocalTable::admit`], [`LocalTable::apply`], whose ghosts go back to the core; the release
 //! of ghosts whose lock-delay has passed a part at a time, on a task of its own), a timer
-//! (`run_later`), the fast path let in. What the core decides (start-delay, liveness filter,
-//! node down and lock-delay) is in `crate::node_core`; what the table decides, in
+//! (`run_later`), the fast path let in. What the core decides (the liveness filter) and
+//! carries out (the start-delay, node down and lock-delay, as `crate::lease` decides them) is
+//! in `crate::node_core`; what the table decides, in
 //! [`LockTable::step`](crate::table::LockTable::step). Transactions on this node take and
 //! release their uncontended locks through the same [`LocalTable`] on their own thread (the
 //! fast path), without a message to this actor.

@@ -1,7 +1,7 @@
 //! The node's pure state machines, as a public API: the lock table ([`LockTable`]: a
 //! [`TableInput`] in, [`TableEffect`]s out; one request in, its [`Sends`] out), the node's core
-//! around it ([`NodeCore`]: start-delay, node down and lock-delay, the liveness filter; a
-//! [`NodeInput`] in, [`NodeEffect`]s out) and the split of a node's table into shards
+//! around it ([`NodeCore`]: the liveness filter, and the start-delay, node down and lock-delay
+//! as [`crate::lease`] decides them; a [`NodeInput`] in, [`NodeEffect`]s out) and the split of a node's table into shards
 //! ([`Sharding`], [`SHARDS`]). None of them sends, sleeps or reads a clock, so a node can be
 //! stepped by hand, simulated on a seeded network or checked by a model checker, as the
 //! workspace's simulations do (`locks-testing`'s `sim`). The lock server actor and the fast path

@@ -8,12 +8,12 @@
 
 use super::Agent;
 use crate::core::LockState;
-use crate::core::agent::Lease;
 use crate::core::{LostLock, TransactionEvent};
 use crate::error::Error;
 use actix::prelude::*;
 use futures::channel::{mpsc, oneshot};
 use locks_core::LockId;
+use locks_server::lease::Lease;
 use std::collections::BTreeMap;
 
 /// The client's subscriptions and the losses not made good yet.

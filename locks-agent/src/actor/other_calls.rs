@@ -1,5 +1,6 @@
-//! The agent actor's handlers for the calls of the Erlang original's API beyond locking:
-//! changing the options, watching locks, and surrendering a lock to a waiter.
+//! The agent actor's handlers for the calls of the Erlang original's API beyond taking and
+//! releasing locks: converting a lock down, changing the options, surrendering a lock to a
+//! waiter, and the wait-for graph in DOT.
 //!
 //! Each handler feeds the call to the core and carries out its effects, as the handlers of
 //! `actor.rs` do; nothing here decides anything the core could.
@@ -10,7 +11,36 @@ use crate::error::Error;
 use crate::options::Options;
 use actix::prelude::*;
 use futures::channel::oneshot;
-use locks_core::{AgentId, LockId, NodeId};
+use locks_core::{AgentId, LockId, Mode, NodeId};
+
+/// Convert a lock down to a weaker mode.
+#[derive(Message)]
+#[rtype(result = "Result<(), Error>")]
+pub(crate) struct Convert(pub LockId, pub Mode);
+
+impl Handler<Convert> for Agent {
+    type Result = Result<(), Error>;
+
+    fn handle(&mut self, msg: Convert, ctx: &mut Self::Context) -> Self::Result {
+        let effects = self.core.convert(&msg.0, msg.1).map_err(Error::Request)?;
+        self.execute(effects, ctx);
+        self.schedule_settle(ctx);
+        Ok(())
+    }
+}
+
+/// The wait-for graph as the agent sees it, in DOT.
+#[derive(Message)]
+#[rtype(result = "String")]
+pub(crate) struct Dot;
+
+impl Handler<Dot> for Agent {
+    type Result = String;
+
+    fn handle(&mut self, _msg: Dot, _ctx: &mut Self::Context) -> String {
+        self.core.wait_for_graph_dot()
+    }
+}
 
 /// Change the transaction's options (the original's `change_flag/3`).
 #[derive(Message)]

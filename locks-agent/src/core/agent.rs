@@ -664,4 +664,4 @@ mod watches;
 
 pub use callers::{Answer, CallFailure, CallId};
 pub(crate) use have_all::status_without_agent;
-pub use nodes::Lease;
+pub use locks_server::lease::Lease;

@@ -216,43 +216,7 @@ pub struct LockResult {
     pub deadlocks: Vec<Deadlock>,
 }
 
-/// Why a lock the client was told it holds is no longer held.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LossCause {
-    /// A node the grant depends on went down (its connection ended).
-    NodeDown,
-    /// The lease of this node on a node the grant depends on ran out (see
-    /// `locks_server::lease`): that node may be running and give the lock away once its
-    /// lock-delay has passed.
-    LeaseExpired,
-    /// The lock (or an ancestor) was surrendered to resolve a deadlock.
-    Surrendered,
-    /// The transaction aborted (`abort_on_deadlock`).
-    Aborted,
-    /// The lock server no longer grants it for another reason (it refused a conversion, or
-    /// its table lost the entry).
-    Revoked,
-}
-
-impl LossCause {
-    /// The cause's name: `node-down`, `lease-expired`, `surrendered`, `aborted` or `revoked`
-    /// (also the `cause` label of the `locks_lost_total` metric).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            LossCause::NodeDown => "node-down",
-            LossCause::LeaseExpired => "lease-expired",
-            LossCause::Surrendered => "surrendered",
-            LossCause::Aborted => "aborted",
-            LossCause::Revoked => "revoked",
-        }
-    }
-}
-
-impl fmt::Display for LossCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use locks_core::LossCause;
 
 /// A lock the client was told it holds, and no longer holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

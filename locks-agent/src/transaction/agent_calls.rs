@@ -8,7 +8,7 @@
 use super::fast::{Fast, Queued};
 use super::pending::Pending;
 use super::{Transaction, cooperative, wait_time};
-use crate::actor::{Agent, LockCall, next_call};
+use crate::actor::{Agent, LockArgs, LockCall, next_call};
 use crate::core::Locked;
 use crate::error::Error;
 use crate::options::Req;
@@ -16,36 +16,26 @@ use actix::Addr;
 use futures::channel::oneshot;
 use futures::future::Either;
 use locks_core::{LockId, Mode, NodeId};
-use smallvec::SmallVec;
 use std::future::Future;
 use std::time::Duration;
 
 impl Transaction {
-    /// Sends a `lock` call's request with its caller (and its bound, if `wait`), and returns
-    /// the wait for its answer, which withdraws the call if dropped before it
-    /// (`transaction/pending.rs`).
-    #[allow(clippy::too_many_arguments)]
+    /// Sends a `lock` call's request with its caller and its options (`args`: its bound, if
+    /// `wait`), and returns the wait for its answer, which withdraws the call if dropped before
+    /// it (`transaction/pending.rs`).
     pub(crate) fn call_lock(
         &self,
         addr: Addr<Agent>,
-        lock: LockId,
-        mode: Mode,
-        nodes: SmallVec<[NodeId; 1]>,
-        req: Req,
+        args: LockArgs,
         queued: Queued,
-        wait: Option<Duration>,
     ) -> impl Future<Output = Result<Locked, Error>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         let call = next_call();
-        tracing::trace!(target: "lock_path", hop = 2, %lock, "sent to the agent actor");
+        tracing::trace!(target: "lock_path", hop = 2, lock = %args.lock, "sent to the agent actor");
         addr.do_send(LockCall {
-            lock,
-            mode,
-            nodes,
-            req,
+            args,
             reply: Some((call, tx)),
             queued,
-            wait,
             accepted: None,
         });
         wait_time::timed(
@@ -123,7 +113,10 @@ impl Transaction {
         } else {
             (self.addr(), lock, None)
         };
-        let nodes = nodes.iter().cloned().collect();
-        Either::Right(self.call_lock(addr, lock, mode, nodes, req, queued, wait))
+        let args = LockArgs {
+            wait,
+            ..LockArgs::new(lock, mode, nodes.iter().cloned().collect(), req)
+        };
+        Either::Right(self.call_lock(addr, args, queued))
     }
 }

@@ -7,10 +7,10 @@ use super::membership::{HandshakeId, LinkId, LinkRejection, NameRefusal};
 use super::remote::ClusterLink;
 use super::{Cluster, ConnectError, LinkEntry, LinkInfo, NodeEvent};
 use crate::config::ClusterConfig;
+use crate::lease;
 use crate::log_limit::Verdict;
 use crate::net::admission::{Admission, Ticket};
 use crate::net::{self, Connection, DownReason, Link, Refusal, RefusalCode, Role, establish};
-use crate::node_core;
 use crate::router::Router;
 use locks_core::NodeId;
 use locks_core::proto::Envelope;
@@ -434,7 +434,7 @@ impl Cluster {
     }
 
     /// A link ended, after everything it delivered was handed on: whether the peer is down, and
-    /// why, is `node_core::link_ended`'s to say (see the module documentation for the order of
+    /// why, is `lease::link_ended`'s to say (see the module documentation for the order of
     /// the effects).
     fn link_down(&self, peer: &NodeId, link: LinkId, reason: Option<&DownReason>) {
         let mut state = self.state();
@@ -442,7 +442,8 @@ impl Cluster {
             entry.remote.close();
         }
         let current = state.membership.link_down(peer, link);
-        let down = node_core::link_ended(current, reason);
+        let ran_out = matches!(reason, Some(DownReason::LeaseExpired { .. }));
+        let down = lease::link_ended(current, ran_out);
         if let Some(cause) = down {
             self.router.remove_remote(peer);
             self.router.server_link_down(peer.clone());

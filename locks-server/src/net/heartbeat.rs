@@ -1,15 +1,13 @@
-//! Failure detection for one connection, as a pure state machine.
+//! Failure detection for one connection: the state a link's detector keeps, with the
+//! verdict at each tick decided by [`lease::link_verdict`] (when to ping, when the peer is
+//! down, when the lease ran out: the whole rule of a node going down with leases is in
+//! [`crate::lease`]).
 //!
-//! Any frame from the peer proves it alive. When nothing has been heard for
-//! [`HeartbeatConfig::interval`], the detector asks for a `Ping` (and for another every
-//! `interval` while the silence lasts); the peer answers every ping with a `Pong`, and pings
-//! on its own when it hears nothing from us. When nothing has been heard for
-//! [`HeartbeatConfig::timeout`], the peer is down.
-//!
-//! With a lease ([`HeartbeatConfig::lease`], see [`crate::lease`]) it also pings every
-//! interval whatever else arrives, remembers when each ping went out, and keeps the lease: valid
-//! until the send time of the latest answered ping plus the lease. When the lease runs out it
-//! says [`HeartbeatAction::LeaseExpired`], even if the peer is still heard (a one-way partition).
+//! It owns the link's times (when the peer was last heard from: any frame proves it alive;
+//! the pings sent and not answered yet; the send time of the latest answered ping, which
+//! [`Heartbeat::on_pong`] moves forward and from which the lease runs), the ping sequence
+//! numbers, and the verdict once the peer is down. The peer answers every ping with a `Pong`,
+//! and pings on its own when it hears nothing from us.
 //!
 //! A detector [`aligned`](Heartbeat::aligned_to) to a grid pings on the grid's instants
 //! (`origin + k × interval`) instead of one interval after its previous ping: never more than
@@ -23,50 +21,17 @@
 //! which cost far more than the frames, no longer grow with N per node.
 //!
 //! Inputs are the current instant, "a frame arrived" and ticks; the caller ticks at
-//! [`Heartbeat::next_tick`] (earlier ticks are harmless). Once the detector has said
-//! [`HeartbeatAction::Down`] or [`HeartbeatAction::LeaseExpired`] it keeps saying it.
+//! [`Heartbeat::next_tick`] (earlier ticks are harmless). Invariant: once the detector has
+//! said [`HeartbeatAction::Down`] or [`HeartbeatAction::LeaseExpired`] it keeps saying it.
 
+pub use crate::lease::HeartbeatConfig;
+use crate::lease::{self, LinkTimes, LinkVerdict};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// The most pings remembered while unanswered: more than a lease can span at any sane
 /// interval; the oldest are forgotten first (their answers then renew nothing, which is safe).
 const MAX_OUTSTANDING: usize = 64;
-
-/// When to ping a silent peer and when to give up on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeartbeatConfig {
-    /// Silence after which a ping is sent (and between pings). Default 500 ms. Values at or
-    /// above half the timeout are treated as half the timeout, so at least one ping goes out
-    /// before the peer is declared down (see [`HeartbeatConfig::effective_interval`]).
-    pub interval: Duration,
-    /// Silence after which the peer is down. Default 2 s.
-    pub timeout: Duration,
-    /// The lease, if the link keeps one (cluster links do; see [`crate::lease`]): pings go out
-    /// every interval, and the lease runs out this long after the send time of the latest
-    /// answered ping. Default `None`.
-    pub lease: Option<Duration>,
-}
-
-impl Default for HeartbeatConfig {
-    fn default() -> Self {
-        HeartbeatConfig {
-            interval: Duration::from_millis(500),
-            timeout: Duration::from_secs(2),
-            lease: None,
-        }
-    }
-}
-
-impl HeartbeatConfig {
-    /// The interval actually used: at most half the timeout, at least 1 ms (so that a zero
-    /// interval cannot make a caller tick in a busy loop).
-    pub fn effective_interval(&self) -> Duration {
-        self.interval
-            .min(self.timeout / 2)
-            .max(Duration::from_millis(1))
-    }
-}
 
 /// What the caller does after a tick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,79 +126,49 @@ impl Heartbeat {
         }
     }
 
-    /// Time passed: decide whether to ping or to declare the peer down.
+    /// Time passed: ping, or declare the peer down, as [`lease::link_verdict`] decides.
     pub fn on_tick(&mut self, now: Instant) -> HeartbeatAction {
         if let Some(down) = self.down {
             return down;
         }
-        let silent_for = now.saturating_duration_since(self.last_heard);
-        if silent_for >= self.config.timeout {
-            return *self.down.insert(HeartbeatAction::Down { silent_for });
-        }
-        if let Some(lease) = self.config.lease {
-            let proved_ago = now.saturating_duration_since(self.proved);
-            if proved_ago >= lease {
-                return *self
-                    .down
-                    .insert(HeartbeatAction::LeaseExpired { proved_ago });
+        match lease::link_verdict(&self.config, &self.times(), now) {
+            LinkVerdict::Idle => HeartbeatAction::Idle,
+            LinkVerdict::Silent { silent_for } => {
+                *self.down.insert(HeartbeatAction::Down { silent_for })
             }
-        }
-        let interval = self.config.effective_interval();
-        let ping_due = if self.config.lease.is_some() {
-            // Ping whatever arrives: only answered pings renew the lease.
-            now >= self.leased_ping_at()
-        } else {
-            silent_for >= interval
-                && self
-                    .last_ping
-                    .is_none_or(|(_, at)| now.saturating_duration_since(at) >= interval)
-        };
-        if ping_due {
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.last_ping = Some((seq, now));
-            if self.config.lease.is_some() {
-                if self.outstanding.len() == MAX_OUTSTANDING {
-                    self.outstanding.pop_front();
+            LinkVerdict::RanOut { proved_ago } => *self
+                .down
+                .insert(HeartbeatAction::LeaseExpired { proved_ago }),
+            LinkVerdict::Ping => {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                self.last_ping = Some((seq, now));
+                if self.config.lease.is_some() {
+                    if self.outstanding.len() == MAX_OUTSTANDING {
+                        self.outstanding.pop_front();
+                    }
+                    self.outstanding.push_back((seq, now));
                 }
-                self.outstanding.push_back((seq, now));
+                HeartbeatAction::Ping { seq }
             }
-            HeartbeatAction::Ping { seq }
-        } else {
-            HeartbeatAction::Idle
         }
     }
 
-    /// The latest instant at which the caller must tick for the detector to act on time.
+    /// The latest instant at which the caller must tick for the detector to act on time
+    /// ([`lease::next_verdict_at`]).
     pub fn next_tick(&self) -> Instant {
-        let interval = self.config.effective_interval();
-        let down_at = self.last_heard + self.config.timeout;
-        let ping_at = match (self.config.lease, self.last_ping) {
-            (Some(_), _) => self.leased_ping_at(),
-            (None, Some((_, at))) => (self.last_heard + interval).max(at + interval),
-            (None, None) => self.last_heard + interval,
-        };
-        let tick = ping_at.min(down_at);
-        match self.lease_deadline() {
-            Some(deadline) => tick.min(deadline),
-            None => tick,
-        }
+        lease::next_verdict_at(&self.config, &self.times())
     }
 
-    /// When the next ping is due on a link with a lease: an interval after the previous one
-    /// (or the start), moved back onto the grid when aligned.
-    fn leased_ping_at(&self) -> Instant {
-        let interval = self.config.effective_interval();
-        let due = self.last_ping.map_or(self.created, |(_, at)| at) + interval;
-        let Some(origin) = self.grid else {
-            return due;
-        };
-        let Some(since) = due.checked_duration_since(origin) else {
-            return due;
-        };
-        // The remainder is below the interval, so it fits in a u64 of nanoseconds.
-        let past_grid = (since.as_nanos() % interval.as_nanos()) as u64;
-        (due - Duration::from_nanos(past_grid)).max(due - interval / 2)
+    /// The times [`lease::link_verdict`] decides on.
+    fn times(&self) -> LinkTimes {
+        LinkTimes {
+            created: self.created,
+            last_heard: self.last_heard,
+            last_ping: self.last_ping.map(|(_, at)| at),
+            proved: self.proved,
+            grid: self.grid,
+        }
     }
 
     /// The send time of the latest answered ping (or the start of the handshake).
@@ -241,9 +176,9 @@ impl Heartbeat {
         self.proved
     }
 
-    /// When the lease runs out, if the link keeps one.
+    /// When the lease runs out, if the link keeps one ([`lease::lease_deadline`]).
     pub fn lease_deadline(&self) -> Option<Instant> {
-        self.config.lease.map(|lease| self.proved + lease)
+        lease::lease_deadline(&self.config, self.proved)
     }
 
     /// Whether the detector has declared the peer down (silent, or its lease ran out).

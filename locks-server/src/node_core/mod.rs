@@ -4,29 +4,27 @@
 //! effects out, and so do the simulations' nodes (`locks-testing`'s `sim::Tables`, without
 //! delays); the table itself (`crate::table`, through `crate::local`) is what it acts on.
 //!
-//! **Rules** decided here and nowhere else:
+//! **Rule** decided here and nowhere else: **the liveness filter**: a `Lock` or a `Watch` of
+//! an agent whose node is not connected is ignored: only a node down removes a remote node's
+//! agents, and that node's down has been handled already, or it never connected. It is checked
+//! when the request is served (after the start-delay for a kept one), so a request on its way
+//! when its node went down is covered whatever the order of the two. Other requests
+//! (releases) are served: they only take away.
 //!
-//! - **start-delay**: a clustered node that has just started grants nothing for its
-//!   start-delay, so that no lock it held before a crash is granted while the old holders may
-//!   still believe in it ([`crate::lease`]). The requests that come meanwhile are kept, in
-//!   order, and served when the delay ends ([`Timer::StartDelayOver`]); only then is the fast
-//!   path let in ([`NodeEffect::OpenFastPath`]), so a fast-path request comes after every kept
-//!   one;
-//! - **the liveness filter**: a `Lock` or a `Watch` of an agent whose node is not connected
-//!   is ignored: only a node down removes a remote node's agents, and that node's down has
-//!   been handled already, or it never connected. It is checked when the request is served
-//!   (after the start-delay for a kept one), so a request on its way when its node went down
-//!   is covered whatever the order of the two. Other requests (releases) are served: they only
-//!   take away;
-//! - **node down and lock-delay**: only the end of a peer's current link is a node down, and
-//!   it is for a lease that ran out or for a disconnection ([`link_ended`], asked by the
-//!   cluster layer, which then tells this core ([`NodeInput::LinkDown`]) and every local agent).
-//!   The downed peer's agents' entries are handed to ghosts for the lock-delay when the node
-//!   has one (released at once when it has none): the table makes the ghosts
-//!   ([`TableInput::NodeDown`]) and says which ([`NodeInput::Ghosts`]); they are released when
-//!   [`Timer::LockDelayOver`] fires. The lock-delay is longer than the peer's lease on this
-//!   node, so a cut-off holder is told before anyone else is granted (the argument is in
-//!   [`crate::lease`]). This node is never down to itself.
+//! **Carried out** here, decided with the rest of the lease rule in [`crate::lease`]
+//! ([`NodeDelays`]):
+//!
+//! - **start-delay**: while the node grants nothing after its start
+//!   ([`NodeDelays::start_hold`]), the requests that come are kept, in order, and served when
+//!   the delay ends ([`Timer::StartDelayOver`]); only then is the fast path let in
+//!   ([`NodeEffect::OpenFastPath`]), so a fast-path request comes after every kept one;
+//! - **node down and lock-delay**: the cluster layer asks `lease::link_ended` whether the end
+//!   of a link is a node down, then tells this core ([`NodeInput::LinkDown`]) and every local
+//!   agent. What it does to the downed peer's agents' entries is
+//!   [`NodeDelays::node_down`]'s to say (ghosts, or released at once; nothing for this node
+//!   itself): the table makes the ghosts ([`TableInput::NodeDown`]) and says which
+//!   ([`NodeInput::Ghosts`]); they are released when [`Timer::LockDelayOver`] fires, after
+//!   [`NodeDelays::ghosts_released_after`].
 //!
 //! The node layer's other decisions are in this module's children, each pure:
 //! - [`peer`]: what a peer may say, checked before anything acts on a message from it (called
@@ -39,8 +37,7 @@
 //! Invariant: every request given as [`NodeInput::Request`] is served exactly once or ignored
 //! by the liveness filter, in the order given.
 
-use crate::net::DownReason;
-use crate::router::DownCause;
+use crate::lease::{DownedLocks, NodeDelays};
 use crate::table::TableInput;
 use locks_core::proto::ServerRequest;
 use locks_core::{AgentId, NodeId};
@@ -50,23 +47,6 @@ pub mod delivery;
 pub mod peer_check;
 pub mod quota;
 pub mod sharding;
-
-/// What the end of a link to a peer means, asked by the cluster layer as each link ends
-/// (`current`: it was the peer's registered link; `reason`: what ended it, `None` when its
-/// driver was dropped). `None`: the peer is not down (a link that lost a race with another, or
-/// was replaced). Otherwise the peer is down, and its locks here go to
-/// [`NodeInput::LinkDown`]; the cause is what this node's agents are told, and what a lock lost
-/// with the peer reports: [`DownCause::LeaseExpired`] when this node's lease on the peer ran
-/// out (its claims there ended by this node's own clock), else [`DownCause::Disconnected`].
-pub fn link_ended(current: bool, reason: Option<&DownReason>) -> Option<DownCause> {
-    if !current {
-        return None;
-    }
-    Some(match reason {
-        Some(DownReason::LeaseExpired { .. }) => DownCause::LeaseExpired,
-        _ => DownCause::Disconnected,
-    })
-}
 
 /// What the node knows of its peers when it decides: the router's view, passed in.
 pub trait Peers {
@@ -122,10 +102,8 @@ pub enum NodeEffect {
 #[derive(Clone, Debug)]
 pub struct NodeCore {
     node: NodeId,
-    /// How long a downed node's agents' locks stay with their ghosts (zero: released at once).
-    lock_delay: Duration,
-    /// How long to grant nothing after the start (zero: none).
-    start_delay: Duration,
+    /// The start-delay and the lock-delay, and what they decide ([`NodeDelays`]).
+    delays: NodeDelays,
     /// The requests kept during the start-delay (`None` once it has passed).
     held_back: Option<Vec<ServerRequest>>,
 }
@@ -133,11 +111,14 @@ pub struct NodeCore {
 impl NodeCore {
     /// The core of node `node` with these delays (both zero for a node outside a cluster).
     pub fn new(node: NodeId, lock_delay: Duration, start_delay: Duration) -> NodeCore {
-        NodeCore {
-            node,
+        let delays = NodeDelays {
             lock_delay,
             start_delay,
-            held_back: (!start_delay.is_zero()).then(Vec::new),
+        };
+        NodeCore {
+            node,
+            delays,
+            held_back: delays.start_hold().map(|_| Vec::new()),
         }
     }
 
@@ -151,15 +132,15 @@ impl NodeCore {
     /// connected now.
     pub fn step(&mut self, input: NodeInput, peers: &impl Peers) -> Vec<NodeEffect> {
         match input {
-            NodeInput::Started => match self.held_back {
-                Some(_) => {
-                    tracing::info!(node = %self.node, delay = ?self.start_delay, "granting nothing until the start-delay has passed");
+            NodeInput::Started => match self.delays.start_hold() {
+                Some(delay) if self.held_back.is_some() => {
+                    tracing::info!(node = %self.node, ?delay, "granting nothing until the start-delay has passed");
                     vec![NodeEffect::Schedule {
-                        after: self.start_delay,
+                        after: delay,
                         timer: Timer::StartDelayOver,
                     }]
                 }
-                None => Vec::new(),
+                _ => Vec::new(),
             },
             NodeInput::Request(request) => match &mut self.held_back {
                 Some(held) => {
@@ -180,16 +161,20 @@ impl NodeCore {
                 out.push(NodeEffect::OpenFastPath);
                 out
             }
-            NodeInput::LinkDown(node) if node == self.node => Vec::new(),
-            NodeInput::LinkDown(node) => vec![NodeEffect::Table(TableInput::NodeDown {
-                node,
-                ghosts: !self.lock_delay.is_zero(),
-            })],
-            NodeInput::Ghosts(ghosts) if ghosts.is_empty() => Vec::new(),
-            NodeInput::Ghosts(ghosts) => vec![NodeEffect::Schedule {
-                after: self.lock_delay,
-                timer: Timer::LockDelayOver(ghosts),
-            }],
+            NodeInput::LinkDown(node) => match self.delays.node_down(&self.node, &node) {
+                None => Vec::new(),
+                Some(downed) => vec![NodeEffect::Table(TableInput::NodeDown {
+                    node,
+                    ghosts: downed == DownedLocks::ToGhosts,
+                })],
+            },
+            NodeInput::Ghosts(ghosts) => match self.delays.ghosts_released_after(&ghosts) {
+                None => Vec::new(),
+                Some(after) => vec![NodeEffect::Schedule {
+                    after,
+                    timer: Timer::LockDelayOver(ghosts),
+                }],
+            },
             NodeInput::Timer(Timer::LockDelayOver(ghosts)) => {
                 vec![NodeEffect::Table(TableInput::DelayOver(ghosts))]
             }

@@ -193,31 +193,6 @@ fn this_node_is_never_down_to_itself() {
     assert_eq!(core.step(NodeInput::LinkDown(node("a")), &peers), vec![]);
 }
 
-#[test]
-fn only_the_end_of_a_peers_current_link_is_a_node_down_and_a_lease_run_out_says_so() {
-    let lease = DownReason::LeaseExpired {
-        proved_ago: Duration::from_millis(1600),
-    };
-    let silent = DownReason::HeartbeatTimeout {
-        silent_for: Duration::from_secs(2),
-    };
-    assert_eq!(link_ended(false, Some(&lease)), None);
-    assert_eq!(link_ended(false, None), None);
-    assert_eq!(
-        link_ended(true, Some(&lease)),
-        Some(DownCause::LeaseExpired)
-    );
-    assert_eq!(
-        link_ended(true, Some(&silent)),
-        Some(DownCause::Disconnected)
-    );
-    assert_eq!(
-        link_ended(true, Some(&DownReason::ClosedByPeer)),
-        Some(DownCause::Disconnected)
-    );
-    assert_eq!(link_ended(true, None), Some(DownCause::Disconnected));
-}
-
 /// Two peers go down one after the other, with locks on different shards of this node: the end
 /// of the first one's lock-delay releases its ghosts only, and the second one's locks stay with
 /// their ghosts until their own delay has passed.

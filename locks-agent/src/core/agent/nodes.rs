@@ -3,11 +3,11 @@
 //! ([`AgentCore::node_down_because`]), a lease found not valid before the agent answers
 //! ([`AgentCore::check_leases`]), and a node up again ([`AgentCore::node_up`]).
 //!
-//! A process paused past its lease must say "lost" before it says anything stale (the rule and
-//! its argument are in `locks_server::lease`): so before every answer the shell asks the router
-//! about this node's lease on every remote node the agent's claims rely on, and a node whose
-//! lease is not valid counts as down at once, for [`LossCause::LeaseExpired`] when the lease
-//! ran out and [`LossCause::NodeDown`] when its link ended (the news of which is on its way).
+//! Whether a claim on a node still stands given this node's lease there, and what a lock lost
+//! with a node down reports, are decided with the rest of the lease rule in
+//! `locks_server::lease` (`claim_lost`, `loss_cause`): before every answer the shell asks the
+//! router about this node's lease on every remote node the agent's claims rely on, and a node
+//! whose claims no longer stand counts as down at once, with the cause `claim_lost` gives.
 //!
 //! Invariants:
 //! - a node counts as down from the first of these inputs until `node_up`, and each is handled
@@ -20,22 +20,12 @@ use super::{AgentCore, AgentEffect, Phase};
 use crate::core::status::LossCause;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode, NodeId};
-
-/// What this node's lease on a peer is, as the router says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lease {
-    /// Valid: the agent's claims there hold.
-    Valid,
-    /// It ran out: no ping was answered within the lease.
-    RanOut,
-    /// The link ended (or the router no longer knows the node).
-    Ended,
-}
+use locks_server::lease::{self, Lease};
 
 impl AgentCore {
     /// Checks this node's lease on every remote node the agent's claims rely on (`local`: the
     /// agent's own node, which needs none; `lease`: the router's answer for a node), and
-    /// treats each node whose lease is not valid as down (see the module documentation).
+    /// treats each node whose claims there no longer stand (`lease::claim_lost`) as down.
     pub fn check_leases(
         &mut self,
         local: &NodeId,
@@ -47,12 +37,9 @@ impl AgentCore {
             return out;
         }
         for node in self.claimed_remote_nodes(local) {
-            let cause = match lease(&node) {
-                Lease::Valid => continue,
-                Lease::RanOut => LossCause::LeaseExpired,
-                Lease::Ended => LossCause::NodeDown,
-            };
-            out.extend(self.node_down_because(&node, cause));
+            if let Some(cause) = lease::claim_lost(lease(&node)) {
+                out.extend(self.node_down_because(&node, cause));
+            }
         }
         out
     }

@@ -1,6 +1,10 @@
 //! Whether a request is granted at once or queued, and in what order queued requests are
 //! granted: the table's grant rules (StickyLocking's lock queues, made precise where
-//! StickyLocking is loose), stated and decided here and nowhere else.
+//! StickyLocking is loose), stated and decided here. Two requests apply them with a twist of
+//! their own, each in its file: a `TryLock` is granted only if every entry of its path would be
+//! granted at once, and is otherwise refused whole (`try_lock.rs`, `grants_at_once`); an entry
+//! whose conversion up waits and that is asked to convert down gives up at once what it no
+//! longer asks for (`record.rs`, `LockRecord::convert_direct`).
 //!
 //! **A `Lock` request** ([`LockTable::lock_as`]) is one entry per lock of its path: on the lock
 //! itself the requested mode (grouped with the direct mode the agent already had there), on

@@ -4,7 +4,8 @@
 //! its lease expired, a surrender, a grant taken back) is reported lost ([`AgentEffect::Lost`]) and
 //! unclaimed, so that a later grant is reported again with its new versions. Asking for more
 //! keeps the claim on what is held; converting down lowers it. Losses are found while the
-//! status is evaluated (`pending.rs`) and reported at the end of that refresh.
+//! status is evaluated (`have_all.rs`, `evaluate_stale`) and reported at the end of that refresh
+//! (`report_losses`, here).
 
 use super::have_all::held_on;
 use super::{AgentCore, AgentEffect};

@@ -40,9 +40,16 @@ async fn deadlock(node: &Node, victim_options: Options) -> locks_agent::LostLock
     within(BOUND, "b locks l2", b.lock(l2.clone(), Mode::WRITE))
         .await
         .unwrap();
+    // The victim's `lost` call reaches its agent before the deadlock exists: an agent that
+    // aborts ends with its transaction, and a call that comes after that fails (`Deadlock`).
+    let mut b_lost = Box::pin(b.lost());
+    assert!(futures::poll!(&mut b_lost).is_pending());
+    within(BOUND, "b's agent has the call", b.status())
+        .await
+        .unwrap();
     let a_waits = a.lock(l2.clone(), Mode::WRITE);
     let b_waits = b.lock(l1.clone(), Mode::WRITE);
-    let lost = within(BOUND, "b loses l2", b.lost()).await.unwrap();
+    let lost = within(BOUND, "b loses l2", b_lost).await.unwrap();
     within(BOUND, "a gets l2", a_waits).await.unwrap();
     a.end().await.unwrap();
     // The victim that surrendered gets both back; one that aborted fails.

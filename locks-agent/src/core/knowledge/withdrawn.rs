@@ -28,11 +28,11 @@
 //! - A copy the agent left and no longer asks for (no request on the lock or a descendant on
 //!   that node) is forgotten once nothing else is known of it ([`Knowledge::forget_left`]): its
 //!   `Unlock` answered, no surrender, conversion or cap outstanding, no view kept. A session
-//!   that locks and unlocks ever new ids keeps what it holds, not every id it ever held. From
-//!   then on a view of that copy counts without this agent's own entries whatever its version
-//!   (the agent has no place there unless it asks again, and a request of its own is the only
-//!   way back), which is what the forgotten `Absent` entry said of every older view; a newer
-//!   one cannot show it, as it is not there.
+//!   that locks and unlocks ever new ids keeps what it holds, not every id it ever held. A
+//!   view of a copy the agent does not ask for counts without its own entries up to the
+//!   version it left at, and every view when that is not recorded (forgotten), which is what
+//!   the forgotten `Absent` entry said of the older views: the agent has no place there unless
+//!   it asks again, and a request of its own is the only way back.
 
 use super::key::{CopyKey, KeyRef};
 use super::{Knowledge, Source, is_pending_in};
@@ -113,26 +113,22 @@ impl Knowledge {
     /// The version from which the views of `key` show `me` as it is, if `me` left that copy:
     /// its withdrawal is unanswered, or its newest notice says its entry is gone.
     pub(super) fn gone_at(&self, key: &(LockId, NodeId)) -> Option<u64> {
-        self.gone_at_if(key, true)
-    }
-
-    /// [`Knowledge::gone_at`] of a copy the agent asks for (`asked`: a request of its own on
-    /// the lock or a descendant names the node) or not: a copy it does not ask for shows it in
-    /// no view (module documentation).
-    pub(super) fn gone_at_if(&self, key: &(LockId, NodeId), asked: bool) -> Option<u64> {
-        if !asked {
-            return Some(self.left_at(key).unwrap_or(UNANSWERED));
-        }
-        self.left_at(key)
-    }
-
-    /// The version from which `me` is gone from the copy, by what the agent recorded of it.
-    fn left_at(&self, key: &(LockId, NodeId)) -> Option<u64> {
         if !self.withdrawn.is_empty() && self.withdrawn.contains(key) {
             return Some(UNANSWERED);
         }
         let copy = self.copies.get(key)?;
         (copy.entry == Some(EntryState::Absent)).then_some(copy.entry_version)
+    }
+
+    /// [`Knowledge::gone_at`] of a copy the agent asks for (`asked`: a request of its own on
+    /// the lock or a descendant names the node) or not: where it does not ask, every view is
+    /// from before it left when that is not recorded (module documentation).
+    pub(super) fn gone_at_if(&self, key: &(LockId, NodeId), asked: bool) -> Option<u64> {
+        let gone_at = self.gone_at(key);
+        if asked {
+            return gone_at;
+        }
+        Some(gone_at.unwrap_or(UNANSWERED))
     }
 
     /// Counts the stored view of `key` again (from the view as received) by whether `me` is

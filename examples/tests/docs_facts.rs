@@ -233,16 +233,16 @@ fn grouped(n: usize) -> String {
 }
 
 #[test]
-fn the_numbers_the_architecture_quotes_are_the_codes() {
+fn the_numbers_the_invariants_quote_are_the_codes() {
     let serial_block = constant("locks-server/src/router/agents.rs", "SERIAL_BLOCK");
     assert_says(
-        "ARCHITECTURE.md",
+        "docs/invariants.md",
         &format!("blocks of `SERIAL_BLOCK` ({serial_block}; `locks-server/src/router/agents.rs`"),
     );
     let shards = constant("locks-server/src/local/mod.rs", "SHARDS");
     let sim_shards = constant("locks-testing/src/sim/tables.rs", "SIM_SHARDS");
     assert_says(
-        "ARCHITECTURE.md",
+        "docs/invariants.md",
         &format!(
             "The node's table is {shards} `LockTable`s (`local/`; a simulated node has {sim_shards})"
         ),
@@ -250,12 +250,12 @@ fn the_numbers_the_architecture_quotes_are_the_codes() {
     let turn = constant("locks-server/src/local/whole.rs", "TURN");
     assert_eq!(turn, "Duration::frommillis(2)", "local/whole.rs's TURN");
     assert_says(
-        "ARCHITECTURE.md",
+        "docs/invariants.md",
         "let in every 2 ms of it (`local/whole.rs`)",
     );
     let release_slice = constant("locks-server/src/local/whole.rs", "RELEASE_SLICE");
     assert_says(
-        "ARCHITECTURE.md",
+        "docs/invariants.md",
         &format!("A transaction's own release is at most {release_slice} locks per shard at once"),
     );
 }

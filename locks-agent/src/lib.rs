@@ -29,7 +29,7 @@
 //! An uncontended lock on the transaction's own node is granted on the caller's thread, from any
 //! runtime or thread: a transaction has no agent actor until it needs one (a request that must
 //! wait, a lock on other nodes, events, watches), and then the actor takes it over with
-//! everything it holds (the fast path: `transaction/fast.rs`, and `ARCHITECTURE.md` for why it
+//! everything it holds (the fast path: `transaction/fast.rs`, and `docs/invariants.md` for why it
 //! keeps every guarantee). Synchronous callers use [`begin_transaction_blocking`] and the
 //! `blocking_*` methods, with no async runtime of their own.
 //!

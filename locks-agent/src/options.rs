@@ -3,8 +3,9 @@
 //! [`Options`] are given when a transaction begins (the Erlang original's
 //! `begin_transaction/2` options) and can be changed while it runs
 //! (`Transaction::set_options`, the original's `change_flag/3`). [`Req`] says how many of the
-//! nodes a request names must grant it before it counts as held; the counting rules live here
-//! so that the status computation and the "can this still be served" check use one definition.
+//! nodes a request names must grant it before it counts as held; its counting rules
+//! (`Req::is_met`, `Req::can_be_met`, `Req::stronger`) are decided with the rest of "has all
+//! its locks" in `core/agent/have_all.rs`.
 
 /// How a transaction behaves when things go wrong.
 ///
@@ -51,38 +52,6 @@ pub enum Req {
     /// [`Req::AllAlive`]: a node going down never makes the request unservable. With every
     /// listed node down there is no live majority, so the request waits for one to come back.
     MajorityAlive,
-}
-
-impl Req {
-    /// The requirement a request has after the same lock was asked for again with `other`: the
-    /// stronger of the two, or `None` when neither implies the other.
-    ///
-    /// `a` is stronger than `b` when every state (listed, granting, down) with at least one
-    /// listed node up that meets `a` meets `b`. (With every listed node down, `AllAlive` is met
-    /// vacuously and nothing else is; that state is left out, or `AllAlive` would compare with
-    /// nothing.) `All` implies every other one (all listed granting means none is down); each
-    /// of the others implies `Any`; `Majority` implies `MajorityAlive` (more than half of the
-    /// listed nodes is more than half of the live ones), and so does `AllAlive` (every live node
-    /// is more than half of them). The one pair that does not compare is `Majority` and
-    /// `AllAlive`: 2 of 3 up nodes granting meets only `Majority`, the 1 live node of 3
-    /// granting meets only `AllAlive`.
-    pub fn stronger(self, other: Req) -> Option<Req> {
-        match (self, other) {
-            (Req::Majority, Req::Majority)
-            | (Req::AllAlive, Req::AllAlive)
-            | (Req::MajorityAlive, Req::MajorityAlive) => Some(self),
-            (Req::All, _) | (_, Req::All) => Some(Req::All),
-            (Req::Any, b) => Some(b),
-            (a, Req::Any) => Some(a),
-            (Req::Majority, Req::MajorityAlive) | (Req::MajorityAlive, Req::Majority) => {
-                Some(Req::Majority)
-            }
-            (Req::AllAlive, Req::MajorityAlive) | (Req::MajorityAlive, Req::AllAlive) => {
-                Some(Req::AllAlive)
-            }
-            (Req::Majority, Req::AllAlive) | (Req::AllAlive, Req::Majority) => None,
-        }
-    }
 }
 
 impl std::fmt::Display for Req {

@@ -180,8 +180,9 @@ impl Router {
     /// Registers a local transaction that has no actor yet: messages for it are kept until
     /// [`Router::attach_agent`] (see `Mailbox::Idle`). (A transaction begun with
     /// [`crate::embed::NodeInternals::begin_agent`] needs none: its mailbox is made when
-    /// the first message for it comes.)
-    pub fn register_idle_agent(&self, agent: AgentId) {
+    /// the first message for it comes; this is for the crate's tests.)
+    #[cfg(test)]
+    pub(crate) fn register_idle_agent(&self, agent: AgentId) {
         self.agents.register_idle(agent);
     }
 

@@ -1,8 +1,10 @@
 //! A peer that speaks the wire protocol by hand: it runs the handshake's pure machine over a
 //! raw TCP stream, then sends whatever envelopes the test makes, as a misbehaving member of
 //! the cluster (one that knows the cookie) could. [`RawPeer::sync`] waits until the node has
-//! handled everything sent before it: the node answers an introspection question in the order
-//! the link delivers envelopes, so its answer comes after every earlier envelope was routed.
+//! routed everything sent before it: the node answers an introspection question in the order
+//! the link delivers envelopes, so its answer comes after every earlier envelope was handed to
+//! its recipient (the lock server or an agent). A recipient may not have handled it yet: a test
+//! that needs the effect waits for the effect itself.
 //! (A node answers a peer's questions in bursts of 8, then one per 100 ms: a test syncs a few
 //! times, not in a tight loop.)
 

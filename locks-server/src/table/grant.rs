@@ -1,10 +1,7 @@
 //! Whether a request is granted at once or queued, and in what order queued requests are
 //! granted: the table's grant rules (StickyLocking's lock queues, made precise where
-//! StickyLocking is loose), stated and decided here. Two requests apply them with a twist of
-//! their own, each in its file: a `TryLock` is granted only if every entry of its path would be
-//! granted at once, and is otherwise refused whole (`try_lock.rs`, `grants_at_once`); an entry
-//! whose conversion up waits and that is asked to convert down gives up at once what it no
-//! longer asks for (`record.rs`, `LockRecord::convert_direct`).
+//! StickyLocking is loose), stated and decided here and nowhere else: the other files of the
+//! table only call these functions.
 //!
 //! **A `Lock` request** ([`LockTable::lock_as`]) is one entry per lock of its path: on the lock
 //! itself the requested mode (grouped with the direct mode the agent already had there), on
@@ -25,6 +22,13 @@
 //! only when no conversion waits, new requests in FIFO order while compatible with the group.
 //! Each queue stops at the first request that cannot be granted, so nobody overtakes a waiter.
 //! A surrendered entry goes to the back of the wait queue ([`LockRecord::requeue`]).
+//!
+//! **`TryLock`** ([`LockTable::try_lock`]) is a `Lock` carried out only if every entry of its
+//! path would be granted at once ([`LockRecord::admits_new`], the same test `place` applies to
+//! a new entry), and otherwise refused whole with [`Rejection::Busy`], changing nothing.
+//!
+//! **`Convert` down** ([`LockRecord::convert_direct`]): an entry whose conversion up waits
+//! gives up at once what it no longer asks for.
 
 use super::LockTable;
 use super::notify::{Audience, Sends};
@@ -140,7 +144,90 @@ impl LockTable {
     }
 }
 
+impl LockTable {
+    /// `TryLock`: carried out as a `Lock` only if the table grants it at once, refused with
+    /// [`Rejection::Busy`] otherwise. A refused `TryLock` leaves the table exactly as it was (no
+    /// entry, no version, no notice to anybody); a granted one is the same operation as `Lock`,
+    /// with the same notices. The check is conservative: an agent that already has an entry on
+    /// the lock or on one of its ancestors is refused, although a `Lock` might have been granted
+    /// it; the agent asks again with `Lock` later, so a refusal only ever delays it.
+    pub(super) fn try_lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {
+        if let Some(r) = self.refusal(lock, Some(mode)) {
+            return self.reject(agent, lock, r);
+        }
+        if !self.grants_at_once(agent, lock, mode) {
+            return self.reject(agent, lock, Rejection::Busy);
+        }
+        self.lock(agent, lock, mode)
+    }
+
+    /// Whether a `Lock` of `lock` in `mode` by `agent` would be granted at once, on the lock and
+    /// on every ancestor: the agent has no entry on any of them, and on each that exists nobody
+    /// waits or converts and the holders' group allows the mode needed there (what
+    /// [`LockRecord::admits_new`]).
+    fn grants_at_once(&self, agent: &AgentId, lock: &LockId, mode: Mode) -> bool {
+        let a = self.agents.lookup(agent);
+        let intention = self.modes.intention(mode);
+        (1..=lock.depth()).all(|depth| {
+            let need = if depth == lock.depth() {
+                mode
+            } else {
+                intention
+            };
+            let Some(record) = self
+                .locks
+                .find(&lock.keys()[..depth])
+                .and_then(|s| self.locks.get(s))
+            else {
+                return true;
+            };
+            a.is_none_or(|a| record.entry(a).is_none()) && record.admits_new(need, &self.modes)
+        })
+    }
+}
+
 impl LockRecord {
+    /// Whether a new entry needing `need` is granted at once: nobody converts or waits here and
+    /// `need` is compatible with the group of the holders (StickyLocking's immediate grant: what
+    /// [`Self::process_grants`] would do with it at the front of an empty queue).
+    pub fn admits_new(&self, need: Mode, modes: &ModeTable) -> bool {
+        let queues_empty = self
+            .extra
+            .as_deref()
+            .is_none_or(|x| x.converting.is_empty() && x.waiting.is_empty());
+        queues_empty && self.group(modes).is_none_or(|g| modes.compatible(need, g))
+    }
+
+    /// `Convert`: sets the direct mode of the entry at `pos` to `direct`, weaker than the one it
+    /// had (call [`Self::place`] afterwards). A converting entry also gives up at once what it
+    /// holds and no longer asks for: its held mode `h` becomes what it still asks for of `h`
+    /// (`Entry::still_asked`), when `h` covers that. A conversion down is granted at once, so
+    /// nobody may be blocked by a mode its holder gave up while its conversion up waits; if the
+    /// new direct mode is not covered by `h` (the entry was upgrading to it), `h` stays, since
+    /// the entry cannot be granted more than it holds without waiting. Granted and waiting
+    /// entries need nothing here: `place` down-converts the one and lowers the other's pending
+    /// mode in place.
+    pub fn convert_direct(
+        &mut self,
+        pos: usize,
+        direct: Mode,
+        modes: &ModeTable,
+        ch: &mut Changes,
+    ) {
+        let e = &mut self.entries[pos];
+        e.direct = Some(direct);
+        let (Some(h), Some(_)) = (e.held, e.want) else {
+            return;
+        };
+        let kept = e.still_asked(modes, direct, h);
+        if kept != h && modes.covers(h, kept) {
+            let agent = e.agent;
+            self.set_held(pos, Some(kept));
+            ch.holders = true;
+            ch.entry(agent);
+        }
+    }
+
     /// Brings the entry at `pos` in line with what it needs now, without granting anything that
     /// must wait ([`Self::process_grants`] does that). Returns true if the entry was removed
     /// because it needs nothing.
@@ -206,11 +293,7 @@ impl LockRecord {
             }
             (None, None) => {
                 self.entries[pos].version = v;
-                let queues_empty = self
-                    .extra
-                    .as_deref()
-                    .is_none_or(|x| x.converting.is_empty() && x.waiting.is_empty());
-                if queues_empty && self.group(modes).is_none_or(|g| modes.compatible(need, g)) {
+                if self.admits_new(need, modes) {
                     // What `process_grants` would do with it at the front of an empty queue,
                     // with the same changes, without the boxed queue an uncontended lock
                     // would allocate and free for every new entry.

@@ -139,7 +139,6 @@ mod report;
 mod snapshot;
 mod surrender;
 mod surrender_to;
-mod try_lock;
 
 pub(crate) use census::Census;
 pub(crate) use report::Picks;

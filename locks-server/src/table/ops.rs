@@ -35,7 +35,7 @@ pub(super) enum Edit {
         add: Option<Mode>,
         remove: Option<Mode>,
     },
-    /// `Convert` the direct mode down to this one (see `LockRecord::convert_direct`).
+    /// `Convert` the direct mode down to this one (see `LockRecord::convert_direct`, `grant.rs`).
     Convert(Mode),
     /// Surrender: lose the grant, go to the back of the wait queue.
     Requeue,

@@ -239,36 +239,6 @@ impl LockRecord {
         self.entries[pos].direct = direct;
     }
 
-    /// `Convert`: sets the direct mode of the entry at `pos` to `direct`, weaker than the one it
-    /// had (call [`Self::place`] afterwards). A converting entry also gives up at once what it
-    /// holds and no longer asks for: its held mode `h` becomes what it still asks for of `h`
-    /// ([`Entry::still_asked`]), when `h` covers that. A conversion down is granted at once, so
-    /// nobody may be blocked by a mode its holder gave up while its conversion up waits; if the
-    /// new direct mode is not covered by `h` (the entry was upgrading to it), `h` stays, since
-    /// the entry cannot be granted more than it holds without waiting. Granted and waiting
-    /// entries need nothing here: `place` down-converts the one and lowers the other's pending
-    /// mode in place.
-    pub fn convert_direct(
-        &mut self,
-        pos: usize,
-        direct: Mode,
-        modes: &ModeTable,
-        ch: &mut Changes,
-    ) {
-        let e = &mut self.entries[pos];
-        e.direct = Some(direct);
-        let (Some(h), Some(_)) = (e.held, e.want) else {
-            return;
-        };
-        let kept = e.still_asked(modes, direct, h);
-        if kept != h && modes.covers(h, kept) {
-            let agent = e.agent;
-            self.set_held(pos, Some(kept));
-            ch.holders = true;
-            ch.entry(agent);
-        }
-    }
-
     /// Counts one more descendant lock needing `mode` (call [`Self::place`] afterwards).
     pub fn add_intent(&mut self, pos: usize, mode: Mode) {
         self.entries[pos].add_intent(mode);

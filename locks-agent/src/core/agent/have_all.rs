@@ -408,6 +408,36 @@ impl Req {
     pub fn excuses_down_nodes(self) -> bool {
         matches!(self, Req::AllAlive | Req::MajorityAlive)
     }
+
+    /// The requirement a request has after the same lock was asked for again with `other`: the
+    /// stronger of the two, or `None` when neither implies the other.
+    ///
+    /// `a` is stronger than `b` when every state (listed, granting, down) with at least one
+    /// listed node up that meets `a` meets `b`. (With every listed node down, `AllAlive` is met
+    /// vacuously and nothing else is; that state is left out, or `AllAlive` would compare with
+    /// nothing.) `All` implies every other one (all listed granting means none is down); each
+    /// of the others implies `Any`; `Majority` implies `MajorityAlive` (more than half of the
+    /// listed nodes is more than half of the live ones), and so does `AllAlive` (every live node
+    /// is more than half of them). The one pair that does not compare is `Majority` and
+    /// `AllAlive`: 2 of 3 up nodes granting meets only `Majority`, the 1 live node of 3
+    /// granting meets only `AllAlive`.
+    pub fn stronger(self, other: Req) -> Option<Req> {
+        match (self, other) {
+            (Req::Majority, Req::Majority)
+            | (Req::AllAlive, Req::AllAlive)
+            | (Req::MajorityAlive, Req::MajorityAlive) => Some(self),
+            (Req::All, _) | (_, Req::All) => Some(Req::All),
+            (Req::Any, b) => Some(b),
+            (a, Req::Any) => Some(a),
+            (Req::Majority, Req::MajorityAlive) | (Req::MajorityAlive, Req::Majority) => {
+                Some(Req::Majority)
+            }
+            (Req::AllAlive, Req::MajorityAlive) | (Req::MajorityAlive, Req::AllAlive) => {
+                Some(Req::AllAlive)
+            }
+            (Req::Majority, Req::AllAlive) | (Req::AllAlive, Req::Majority) => None,
+        }
+    }
 }
 
 /// Whether `lock` is held in `mode` on `node` ([`held_in_hierarchy`] over the agent's copies:

@@ -20,6 +20,7 @@ use super::{AgentCore, AgentEffect, Phase};
 use crate::core::status::LossCause;
 use locks_core::proto::ServerRequest;
 use locks_core::{LockId, Mode, NodeId};
+use locks_server::embed::DownCause;
 use locks_server::lease::{self, Lease};
 
 impl AgentCore {
@@ -54,7 +55,7 @@ impl AgentCore {
     /// held there any more, and (without `await_nodes`) requests that can no longer be met make
     /// the status `CannotServe`.
     pub fn node_down(&mut self, node: &NodeId) -> Vec<AgentEffect> {
-        self.node_down_because(node, LossCause::NodeDown)
+        self.node_down_because(node, lease::loss_cause(DownCause::Disconnected))
     }
 
     /// [`AgentCore::node_down`], saying why (what a lost lock reports:

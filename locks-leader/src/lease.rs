@@ -4,7 +4,7 @@
 //! are valid (see [`crate::core::LeaderProof`]). The node layer's link leases
 //! (`locks_server::lease`) say how long a node's claim on a peer holds: until the send time of
 //! the last acknowledged ping plus the lease; a node that declares a peer down keeps that
-//! peer's agents' locks held by nobody for a lock delay longer than the lease, so the election
+//! peer's agents' locks held by nobody for a lock-delay longer than the lease, so the election
 //! lock of a cut-off leader is granted to nobody else before that leader's own lease has
 //! expired. An expiry seen here is final for that link.
 

@@ -92,10 +92,10 @@
 //! - *Why before the other side can elect*: a node's lease on a peer runs from the send time of
 //!   the last acknowledged ping, so it expires on the leader's node no later than the peer
 //!   declares the leader's node down; the peer then keeps the old leader's locks held by nobody
-//!   for a lock delay longer than the lease before it grants them to anyone. So the election
+//!   for a lock-delay longer than the lease before it grants them to anyone. So the election
 //!   lock of a cut-off leader reaches another candidate only after the old leader's leases on
 //!   that node have expired, and from that instant the old leader refuses to answer as leader.
-//!   The margin (lock delay − lease) must cover the time the old leader's node takes to handle
+//!   The margin (lock-delay − lease) must cover the time the old leader's node takes to handle
 //!   the node-down event; a node whose thread stalls longer than that can overlap, as with any
 //!   lease (see `locks_server::lease` for the node layer's side of the argument).
 //! - *A leader that stays put*: a node that comes up while a member leads (a new node, a

@@ -31,7 +31,9 @@
 //! answered was read before `D`, hence sent before `D`: `s ≤ D`, and H's lease ends by
 //! `D + lease` in real time. R then hands the locks of H's agents to **nobody** for
 //! `lock_delay`: they stay held by a placeholder (a *ghost* of the agent, which never answers
-//! and is never told anything), and only at `D + lock_delay` are they released to the waiters.
+//! and is never told anything; H's waiting entries stay queued under it too, and a request of
+//! the agent once H is back is a new one, behind its ghost), and only at `D + lock_delay` are
+//! they released to the waiters.
 //! With
 //!
 //! ```text
@@ -78,6 +80,8 @@
 //! | when a link pings, when its peer is down (heartbeat timeout), when its lease runs out | [`link_verdict`], [`next_verdict_at`], [`lease_deadline`] | `net/heartbeat.rs` keeps the link's times (`Heartbeat::on_tick`), the link driver `net/link.rs` ends the link |
 //! | what a link's end means: only a peer's current link is a node down, for a lease run out or a disconnection | [`link_ended`] | the cluster layer (`cluster/run.rs`) tells the node core and every local agent |
 //! | the start-delay; a downed peer's locks to ghosts (or released at once), and when the ghosts' lock-delay ends | [`NodeDelays`] (`start_hold`, `node_down`, `ghosts_released_after`) | `NodeCore::step` (`node_core/mod.rs`), the table (`TableInput::NodeDown`, `DelayOver`, a part at a time: `local/whole.rs`) |
+//! | what a ghost keeps: every entry and watch of the downed node's agent, held or queued, where it was, told nothing; the agent's node back, its requests are new ones, behind its own ghost | this rule (above) | the table renames the agent's entries (`LockTable::ghost_agents_of`, `table/mod.rs`) |
+//! | a clean shutdown: the node's own leases end at once, and its peers release its agents' locks with no lock-delay (their holders are gone, not cut off) | this rule: a peer's `RemoveAgent` before the link's end | `Cluster::leave` (`cluster/mod.rs`) sends them, `Router::expire_leases` ends the leases |
 //! | whether an agent's claim on a node still stands given its lease, and what a lock lost with a node down reports | [`claim_lost`] (with [`Lease`]), [`loss_cause`] | `locks-agent`'s `core/agent/nodes.rs` (`check_leases`, `node_down_because`) and its actor |
 
 use crate::route::DownCause;

@@ -1,4 +1,4 @@
-"""The client-side lease of a session (Chubby's "jeopardy"), and the clock it is counted on.
+"""The session lease: the client-side lease of a session (Chubby's "jeopardy"), and the clock it is counted on.
 
 The node ends a session, releasing its locks, once it has heard nothing from the client's
 connection for its keepalive bound (``Started.keepalive_ms``). Whatever the node answers was

@@ -281,7 +281,7 @@ impl ViewGraph {
             self.graph
                 .edges_directed(victim_ix, Direction::Incoming)
                 .filter(|e| members.contains(&e.source()))
-                .filter_map(|e| e.weight().0.iter().next()),
+                .flat_map(|e| e.weight().0.iter()),
         )?
         .clone();
         let mut agents: Vec<AgentId> = scc.iter().map(|i| self.graph[*i].clone()).collect();

@@ -11,9 +11,12 @@
 //! **The lock it gives up** ([`lock_given_up`]): the smallest `(lock, node)` copy on an edge
 //! into the victim from inside its cycle.
 //!
-//! To make the victim another agent of the cycle (the youngest transaction, say), change
-//! [`victim_order`]: the graph, the probe and the tests of `graph/tests.rs` follow it, and
-//! nothing else compares agent ids for this purpose.
+//! To make the victim another agent of the cycle, change [`victim_order`]: the graph, the probe
+//! and the tests of `graph/tests.rs` follow it, and nothing else compares agent ids for this
+//! purpose. An order by what the ids hold is this one change. The present order already makes
+//! the later of two transactions of one thread (the larger serial) the victim; an order by real
+//! age across threads and nodes needs the age in the id as well (`locks-core/src/ident.rs`, made
+//! in `locks-server/src/agent_ids.rs`): see ARCHITECTURE.md, "A different victim order".
 
 use locks_core::{AgentId, LockId, NodeId};
 use std::cmp::Ordering;

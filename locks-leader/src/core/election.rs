@@ -1,6 +1,7 @@
 //! One election step: how a member moves between states as its agent's status says
 //! (`reassess`) and as other members announce themselves (`on_am_leader`), the grants it
-//! holds, the terms it takes (`next_term`, `bump`, `take_term`) and accepts, becoming leader,
+//! holds, the terms it takes (`next_term`, `bump`, `take_term`), sees and accepts (`see`,
+//! `recall`, and each transition that accepts one), becoming leader,
 //! following and stepping down (see the module documentation of [`super`] for the states).
 //! Every transition is made here, in the function the list below names; an input that calls
 //! for one (a node down, a message, a view) is noticed where it arrives, and the function's
@@ -36,7 +37,9 @@
 //! - **Any state → candidate, for good** (`stand_down`): the member stops (`member.rs`,
 //!   `stop_with`, which then takes no more steps).
 
-use super::{MemberCore, MemberEffect, PeerMsg, Pending, RECHECK, SYNC_TIMEOUT, Stashed, State};
+use super::{
+    Inner, MemberCore, MemberEffect, PeerMsg, Pending, RECHECK, SYNC_TIMEOUT, Stashed, State,
+};
 use crate::callbacks::Callbacks;
 use crate::error::CallError;
 use crate::term::{Role, Term};
@@ -467,5 +470,25 @@ impl<C: Callbacks> MemberCore<C> {
         }
         self.s.state = State::Candidate;
         self.publish();
+    }
+}
+
+/// The terms a member has seen and accepted, which every term it takes exceeds.
+impl<C: Callbacks> Inner<C> {
+    /// Notes a term seen in a message.
+    pub(crate) fn see(&mut self, term: Option<&Term>) {
+        if let Some(t) = term
+            && self.seen.as_ref().is_none_or(|s| t > s)
+        {
+            self.seen = Some(t.clone());
+        }
+    }
+
+    /// A term accepted by this group's member on this node before (the data directory's):
+    /// counts as accepted unless a larger one already is.
+    pub(crate) fn recall(&mut self, term: Term) {
+        if self.accepted.as_ref().is_none_or(|a| &term > a) {
+            self.accepted = Some(term);
+        }
     }
 }

@@ -1,5 +1,6 @@
-//! Majority mode: who may lead, for how long, and with which term (see the crate
-//! documentation, "Majority and islands", for what it promises and why).
+//! Majority mode: who may lead and for how long (see the crate documentation, "Majority and
+//! islands", for what it promises and why); the term a leader takes is taken with the rest of
+//! the election step, in `election.rs`.
 //!
 //! This module owns the group's node set, the count of a majority against it, the poll a
 //! candidate makes before it takes a term (when the poll is done and when the member takes

@@ -419,15 +419,6 @@ impl<C: Callbacks> Inner<C> {
             msg: envelope,
         });
     }
-
-    /// Notes a term seen in a message.
-    pub(crate) fn see(&mut self, term: Option<&Term>) {
-        if let Some(t) = term
-            && self.seen.as_ref().is_none_or(|s| t > s)
-        {
-            self.seen = Some(t.clone());
-        }
-    }
 }
 
 /// One member of a group: see the module documentation.
@@ -523,9 +514,7 @@ impl<C: Callbacks> MemberCore<C> {
     /// the node's data directory): it counts as accepted, so every message carries it and
     /// every term this member takes is above it. Call before [`MemberCore::start`].
     pub fn recall(&mut self, term: Term) {
-        if self.s.accepted.as_ref().is_none_or(|a| &term > a) {
-            self.s.accepted = Some(term);
-        }
+        self.s.recall(term);
     }
 
     /// How many leader-call replies wait for a majority to apply their broadcast (majority

@@ -3,7 +3,9 @@
 //! StickyLocking is loose), stated and decided here and nowhere else: the other files of the
 //! table only call these functions.
 //!
-//! **A `Lock` request** ([`LockTable::lock_as`]) is one entry per lock of its path: on the lock
+//! **A `Lock` request** ([`LockTable::lock_as`]) is refused before anything is placed when its
+//! mode is not in the table, its id is deeper than the node accepts, or the table is full
+//! ([`LockTable::refusal`]); otherwise it is one entry per lock of its path: on the lock
 //! itself the requested mode (grouped with the direct mode the agent already had there), on
 //! every ancestor the intention of that mode ([`ModeTable::intention`]: `IS` for `IS`/`S`,
 //! `IX` otherwise). Each entry is placed on its own lock ([`LockRecord::place`]):
@@ -21,7 +23,11 @@
 //! first, in FIFO order, each while compatible with the group of the *other* holders; then,
 //! only when no conversion waits, new requests in FIFO order while compatible with the group.
 //! Each queue stops at the first request that cannot be granted, so nobody overtakes a waiter.
-//! A surrendered entry goes to the back of the wait queue ([`LockRecord::requeue`]).
+//! A surrendered entry goes to the back of the wait queue ([`LockRecord::requeue`]). The
+//! deadlock detector's model of this order, who waits for whom in a queue served so, is
+//! `locks_core::waits` (the agents read it off the queues' views): a change of the order here
+//! changes who waits for whom there, and the table's property test (`tests/table_oracle`)
+//! fails while an entry left pending has no blocker in it.
 //!
 //! **`TryLock`** ([`LockTable::try_lock`]) is a `Lock` carried out only if every entry of its
 //! path would be granted at once ([`LockRecord::admits_new`], the same test `place` applies to
@@ -38,6 +44,25 @@ use locks_core::proto::Rejection;
 use locks_core::{AgentId, LockId, Mode, ModeTable};
 
 impl LockTable {
+    /// Whether a request that may create a lock is refused before anything is placed: a mode
+    /// the table does not have, a lock id deeper than the node accepts, a full table.
+    pub(super) fn refusal(&self, lock: &LockId, mode: Option<Mode>) -> Option<Rejection> {
+        if let Some(m) = mode.filter(|m| !self.modes.contains(*m)) {
+            return Some(Rejection::ModeNotInTable(m));
+        }
+        if lock.depth() > self.max_depth {
+            return Some(Rejection::LockIdTooLarge(format!(
+                "{} keys deep; this node accepts at most {}",
+                lock.depth(),
+                self.max_depth
+            )));
+        }
+        if self.locks.capacity_used().saturating_add(lock.depth()) >= u32::MAX as usize {
+            return Some(Rejection::LockIdTooLarge("the lock table is full".into()));
+        }
+        None
+    }
+
     /// `Lock`: the entry on `lock` needs `mode` (grouped with any direct mode it had), every
     /// ancestor needs `intention(mode)`.
     pub(super) fn lock(&mut self, agent: &AgentId, lock: &LockId, mode: Mode) -> Sends {

@@ -44,24 +44,6 @@ pub(super) enum Edit {
 }
 
 impl LockTable {
-    /// Checks what every request that may create a lock must satisfy.
-    pub(super) fn refusal(&self, lock: &LockId, mode: Option<Mode>) -> Option<Rejection> {
-        if let Some(m) = mode.filter(|m| !self.modes.contains(*m)) {
-            return Some(Rejection::ModeNotInTable(m));
-        }
-        if lock.depth() > self.max_depth {
-            return Some(Rejection::LockIdTooLarge(format!(
-                "{} keys deep; this node accepts at most {}",
-                lock.depth(),
-                self.max_depth
-            )));
-        }
-        if self.locks.capacity_used().saturating_add(lock.depth()) >= u32::MAX as usize {
-            return Some(Rejection::LockIdTooLarge("the lock table is full".into()));
-        }
-        None
-    }
-
     /// `Convert`: sets the agent's direct mode on `lock` to a weaker one, whatever the state of
     /// its entry there (granted, converting or waiting), and the intention on every ancestor to
     /// match; it never waits. Refused only when the agent has no direct lock on `lock` or

@@ -109,6 +109,12 @@ pub(super) struct LockRecord {
     pub(super) extra: Option<Box<Extra>>,
 }
 
+// The holders' masks (`held_mask`, `fold_mask`) have a bit per mode in a `u8`.
+const _: () = assert!(
+    Mode::COUNT <= 8,
+    "a mode mask is a u8: widen it for more modes"
+);
+
 /// Folds the modes set in `mask` (bit `i` = mode with index `i`) in matrix order.
 pub(super) fn fold_mask(modes: &ModeTable, mask: u8) -> Option<Mode> {
     // No holder, or holders of one mode (every uncontended lock): nothing to fold.

@@ -45,6 +45,18 @@ impl Harness {
             } else if let Some(w) = l.waiting.first() {
                 prop_assert!(!others_ok(&w.agent, w.mode), "lost wake-up {:?}", l);
             }
+            // The wait-for rules (`locks_core::waits`, the deadlock detector's model of the
+            // grant order of `table/grant.rs`) see why every entry the order leaves pending
+            // waits: it has a blocker in the lock's view.
+            let view = l.view();
+            for e in l.entries.iter().filter(|e| e.state.is_waiting()) {
+                prop_assert!(
+                    !blockers_of(modes, &view, &e.agent).is_empty(),
+                    "{:?} waits for nobody the wait-for rules see: {:?}",
+                    e.agent,
+                    l
+                );
+            }
             // Entries agree with the queues and with the model.
             prop_assert_eq!(
                 l.entries.len(),

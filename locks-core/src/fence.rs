@@ -5,15 +5,15 @@
 //! believes it holds the lock and may write. No lock service can prevent that alone: the
 //! resource must check. Every grant carries a *fencing version* per node that granted it, the
 //! version of that node's lock table at the grant (the `nodes` of a granted lock:
-//! `(NodeId, u64)` pairs). A [`Fence`] sits in front of the resource, keeps the highest token
-//! seen per (lock, node), and accepts a write only if none of its tokens is below the highest
+//! `(NodeId, u64)` pairs). A [`Fence`] sits in front of the resource, keeps the highest version
+//! seen per (lock, node), and accepts a write only if none of its versions is below the highest
 //! seen for the same lock and node; it then records them.
 //!
 //! # Invariants
 //!
-//! - For each (lock, node) the recorded token only grows.
-//! - A write is either accepted and all its tokens recorded, or refused and nothing recorded.
-//! - A write with no tokens is refused: it carries no evidence of any grant.
+//! - For each (lock, node) the recorded version only grows.
+//! - A write is either accepted and all its versions recorded, or refused and nothing recorded.
+//! - A write with no versions is refused: it carries no evidence of any grant.
 //!
 //! # Why this is right for `Majority` locks
 //!
@@ -27,12 +27,12 @@
 //! `b_n > a_n`. Once the fence has seen a write from `B`, its highest for (lock, `n`) is at least
 //! `b_n`, and every later write from `A` carries `a_n < b_n` for `n` and is refused, whichever
 //! other nodes it lists. A write from `B` is never refused on `A`'s account: on every node both
-//! list, `B`'s token is the later one. The same holds for `All` locks (every node is in both sets)
+//! list, `B`'s version is the later one. The same holds for `All` locks (every node is in both sets)
 //! and fails only for requirements whose node sets need not intersect (`Any`, `*_alive` after a
 //! split), where the fence can merely refuse what it can compare.
 //!
-//! The fence decides by the tokens alone: it does not know which grant is current, only which
-//! ones have been superseded on a node it has heard from. A stale holder whose every token is on
+//! The fence decides by the versions alone: it does not know which grant is current, only which
+//! ones have been superseded on a node it has heard from. A stale holder whose every version is on
 //! nodes no later writer listed gets through, which the intersection argument above rules out
 //! for `Majority` and `All`.
 
@@ -40,24 +40,24 @@ use crate::{LockId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-mod tokens;
-pub use tokens::{Tokens, TokensError};
+mod versions;
+pub use versions::{Versions, VersionsError};
 
 /// Why a [`Fence`] refused a write.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FenceError {
-    /// The write listed no tokens at all.
+    /// The write listed no versions at all.
     #[error("the write carries no fencing versions")]
-    NoTokens,
-    /// A token was below the highest seen for the same lock and node: a later holder has
+    NoVersions,
+    /// A version was below the highest seen for the same lock and node: a later holder has
     /// written since the writer's grant.
-    #[error("stale fencing version on node {node}: {token} < {highest} already seen")]
+    #[error("stale fencing version on node {node}: {version} < {highest} already seen")]
     Stale {
-        /// The node whose token is stale.
+        /// The node whose version is stale.
         node: NodeId,
-        /// The writer's token for that node.
-        token: u64,
-        /// The highest token the fence has accepted for that lock and node.
+        /// The writer's version for that node.
+        version: u64,
+        /// The highest version the fence has accepted for that lock and node.
         highest: u64,
     },
 }
@@ -70,23 +70,23 @@ pub enum FenceError {
 /// your own, and restore it with serde or with [`Fence::record`], without replaying the writes.
 ///
 /// ```
-/// use locks_core::fence::{Fence, Tokens};
+/// use locks_core::fence::{Fence, Versions};
 /// use locks_core::lock_id;
 /// let lock = lock_id!["register"];
 /// let mut fence = Fence::new();
-/// let tokens: Tokens = "a@1042,b@977".parse().unwrap();
-/// fence.admit(&lock, tokens.as_slice()).unwrap();
+/// let versions: Versions = "a@1042,b@977".parse().unwrap();
+/// fence.admit(&lock, versions.as_slice()).unwrap();
 /// // Saved, then restored after a restart: the older grant is still refused.
 /// let saved: Vec<_> = fence.entries().collect();
 /// let mut restored = Fence::new();
 /// for (lock, node, highest) in &saved {
 ///     restored.record(lock, node, *highest);
 /// }
-/// let stale: Tokens = "a@1000,b@977".parse().unwrap();
+/// let stale: Versions = "a@1000,b@977".parse().unwrap();
 /// assert!(restored.admit(&lock, stale.as_slice()).is_err());
 /// ```
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(from = "tokens::Saved", into = "tokens::Saved")]
+#[serde(from = "versions::Saved", into = "versions::Saved")]
 pub struct Fence {
     highest: HashMap<LockId, HashMap<NodeId, u64>>,
 }
@@ -97,21 +97,21 @@ impl Fence {
         Fence::default()
     }
 
-    /// Whether a write under `lock` carrying `tokens` would be accepted, without recording it.
-    pub fn check(&self, lock: &LockId, tokens: &[(NodeId, u64)]) -> Result<(), FenceError> {
-        if tokens.is_empty() {
-            return Err(FenceError::NoTokens);
+    /// Whether a write under `lock` carrying `versions` would be accepted, without recording it.
+    pub fn check(&self, lock: &LockId, versions: &[(NodeId, u64)]) -> Result<(), FenceError> {
+        if versions.is_empty() {
+            return Err(FenceError::NoVersions);
         }
         let Some(seen) = self.highest.get(lock) else {
             return Ok(());
         };
-        for (node, token) in tokens {
+        for (node, version) in versions {
             if let Some(&highest) = seen.get(node)
-                && *token < highest
+                && *version < highest
             {
                 return Err(FenceError::Stale {
                     node: node.clone(),
-                    token: *token,
+                    version: *version,
                     highest,
                 });
             }
@@ -119,38 +119,38 @@ impl Fence {
         Ok(())
     }
 
-    /// Accepts a write under `lock` carrying `tokens` (and records them) or refuses it (and
+    /// Accepts a write under `lock` carrying `versions` (and records them) or refuses it (and
     /// records nothing).
     ///
-    /// A token equal to the highest seen is accepted: the same holder writes again.
-    pub fn admit(&mut self, lock: &LockId, tokens: &[(NodeId, u64)]) -> Result<(), FenceError> {
-        self.check(lock, tokens)?;
-        for (node, token) in tokens {
-            self.record(lock, node, *token);
+    /// A version equal to the highest seen is accepted: the same holder writes again.
+    pub fn admit(&mut self, lock: &LockId, versions: &[(NodeId, u64)]) -> Result<(), FenceError> {
+        self.check(lock, versions)?;
+        for (node, version) in versions {
+            self.record(lock, node, *version);
         }
         Ok(())
     }
 
-    /// The highest token accepted for `lock` on `node`, if any.
+    /// The highest version accepted for `lock` on `node`, if any.
     pub fn highest(&self, lock: &LockId, node: &NodeId) -> Option<u64> {
         self.highest.get(lock)?.get(node).copied()
     }
 
-    /// Raises the highest token of `lock` on `node` to at least `token`, as if a write
-    /// carrying it had been accepted: restores a saved fence, or starts one from the tokens a
+    /// Raises the highest version of `lock` on `node` to at least `version`, as if a write
+    /// carrying it had been accepted: restores a saved fence, or starts one from the versions a
     /// resource stored beside its data. Never lowers what was seen.
-    pub fn record(&mut self, lock: &LockId, node: &NodeId, token: u64) {
+    pub fn record(&mut self, lock: &LockId, node: &NodeId, version: u64) {
         let seen = self.highest.entry(lock.clone()).or_default();
-        let highest = seen.entry(node.clone()).or_insert(token);
-        *highest = (*highest).max(token);
+        let highest = seen.entry(node.clone()).or_insert(version);
+        *highest = (*highest).max(version);
     }
 
-    /// Every (lock, node, highest token) the fence holds, in no particular order: what to
+    /// Every (lock, node, highest version) the fence holds, in no particular order: what to
     /// save ([`Fence::record`] restores it).
     pub fn entries(&self) -> impl Iterator<Item = (LockId, NodeId, u64)> + '_ {
         self.highest.iter().flat_map(|(lock, seen)| {
             seen.iter()
-                .map(move |(node, token)| (lock.clone(), node.clone(), *token))
+                .map(move |(node, version)| (lock.clone(), node.clone(), *version))
         })
     }
 }
@@ -181,11 +181,11 @@ mod tests {
             fence.admit(&r, &toks(&[("a", 5), ("b", 3)])),
             Err(FenceError::Stale {
                 node: NodeId::new("b").unwrap(),
-                token: 3,
+                version: 3,
                 highest: 9
             })
         );
-        // The current holder writes again with the same tokens.
+        // The current holder writes again with the same versions.
         assert_eq!(fence.admit(&r, &toks(&[("b", 9), ("c", 2)])), Ok(()));
     }
 
@@ -203,8 +203,8 @@ mod tests {
     #[test]
     fn no_tokens_no_write() {
         let mut fence = Fence::new();
-        assert_eq!(fence.admit(&lock("r"), &[]), Err(FenceError::NoTokens));
-        assert_eq!(fence.check(&lock("r"), &[]), Err(FenceError::NoTokens));
+        assert_eq!(fence.admit(&lock("r"), &[]), Err(FenceError::NoVersions));
+        assert_eq!(fence.check(&lock("r"), &[]), Err(FenceError::NoVersions));
     }
 
     #[test]
@@ -286,18 +286,18 @@ mod tests {
             let mut fence = Fence::new();
             let r = lock("r");
             for w in writes {
-                let tokens: Vec<(NodeId, u64)> = w
+                let versions: Vec<(NodeId, u64)> = w
                     .into_iter()
                     .map(|(n, v)| (NodeId::new(format!("n{n}")).unwrap(), v))
                     .collect();
                 let before = fence.clone();
-                let checked = fence.check(&r, &tokens);
-                prop_assert_eq!(fence.admit(&r, &tokens), checked.clone());
+                let checked = fence.check(&r, &versions);
+                prop_assert_eq!(fence.admit(&r, &versions), checked.clone());
                 for n in 0..3 {
                     let n = NodeId::new(format!("n{n}")).unwrap();
                     if checked.is_err() {
                         prop_assert_eq!(fence.highest(&r, &n), before.highest(&r, &n));
-                    } else if let Some(max) = tokens.iter().filter(|(m, _)| *m == n).map(|(_, v)| *v).max() {
+                    } else if let Some(max) = versions.iter().filter(|(m, _)| *m == n).map(|(_, v)| *v).max() {
                         prop_assert!(fence.highest(&r, &n) >= Some(max));
                     }
                 }

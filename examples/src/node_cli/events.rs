@@ -30,7 +30,7 @@ pub async fn print_events(txn: String, mut events: TransactionEvents) {
                 lost.insert(l.lock);
             }
             TransactionEvent::Granted(g) if lost.remove(&g.lock) => {
-                say!("granted {txn} {} {}", slash(&g.lock), g.tokens());
+                say!("granted {txn} {} {}", slash(&g.lock), g.versions());
             }
             _ => {}
         }

@@ -29,7 +29,7 @@ pub async fn report_granted(t: &Transaction, txn: &str, path: &str) {
 pub fn fencing(result: &locks_agent::LockResult, path: &str) -> String {
     let held = result.locks.iter().find(|g| slash(&g.lock) == path);
     match held {
-        Some(g) if !g.nodes.is_empty() => g.tokens().to_string(),
+        Some(g) if !g.nodes.is_empty() => g.versions().to_string(),
         _ => "-".to_owned(),
     }
 }

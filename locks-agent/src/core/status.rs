@@ -112,9 +112,9 @@ pub struct GrantedLock {
 
 impl GrantedLock {
     /// The grant's fencing versions ([`GrantedLock::nodes`]), which display as `a@1042,b@977`
-    /// and parse back ([`locks_core::fence::Tokens`]).
-    pub fn tokens(&self) -> locks_core::fence::Tokens {
-        locks_core::fence::Tokens::from(&self.nodes[..])
+    /// and parse back ([`locks_core::fence::Versions`]).
+    pub fn versions(&self) -> locks_core::fence::Versions {
+        locks_core::fence::Versions::from(&self.nodes[..])
     }
 }
 
@@ -307,10 +307,10 @@ impl Locked {
 
     /// The grant's fencing versions, to send with every write to the resource the lock guards:
     /// they display as `a@1042,b@977` and parse back
-    /// ([`Tokens`](locks_core::fence::Tokens)), and a
+    /// ([`Versions`](locks_core::fence::Versions)), and a
     /// [`Fence`](locks_core::fence::Fence) in front of the resource admits or refuses them.
-    pub fn tokens(&self) -> locks_core::fence::Tokens {
-        self.granted.tokens()
+    pub fn versions(&self) -> locks_core::fence::Versions {
+        self.granted.versions()
     }
 
     /// The fencing version of `node`'s grant, if that node grants the lock.

@@ -13,29 +13,29 @@ use std::str::FromStr;
 /// them back.
 ///
 /// ```
-/// use locks_core::fence::Tokens;
-/// let tokens: Tokens = "a@1042,b@977".parse().unwrap();
-/// assert_eq!(tokens.to_string(), "a@1042,b@977");
-/// assert_eq!(tokens.as_slice()[1].1, 977);
-/// assert!("a@x".parse::<Tokens>().is_err());
+/// use locks_core::fence::Versions;
+/// let versions: Versions = "a@1042,b@977".parse().unwrap();
+/// assert_eq!(versions.to_string(), "a@1042,b@977");
+/// assert_eq!(versions.as_slice()[1].1, 977);
+/// assert!("a@x".parse::<Versions>().is_err());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Tokens(pub Vec<(NodeId, u64)>);
+pub struct Versions(pub Vec<(NodeId, u64)>);
 
-impl Tokens {
+impl Versions {
     /// The pairs, for [`Fence::admit`].
     pub fn as_slice(&self) -> &[(NodeId, u64)] {
         &self.0
     }
 }
 
-impl From<&[(NodeId, u64)]> for Tokens {
-    fn from(pairs: &[(NodeId, u64)]) -> Tokens {
-        Tokens(pairs.to_vec())
+impl From<&[(NodeId, u64)]> for Versions {
+    fn from(pairs: &[(NodeId, u64)]) -> Versions {
+        Versions(pairs.to_vec())
     }
 }
 
-impl fmt::Display for Tokens {
+impl fmt::Display for Versions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, (node, version)) in self.0.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
@@ -47,7 +47,7 @@ impl fmt::Display for Tokens {
 
 /// Why a text is not a list of fencing versions.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum TokensError {
+pub enum VersionsError {
     /// The text is empty.
     #[error("no fencing versions")]
     Empty,
@@ -67,34 +67,34 @@ pub enum TokensError {
     },
 }
 
-impl FromStr for Tokens {
-    type Err = TokensError;
+impl FromStr for Versions {
+    type Err = VersionsError;
 
-    fn from_str(text: &str) -> Result<Tokens, TokensError> {
+    fn from_str(text: &str) -> Result<Versions, VersionsError> {
         let text = text.trim();
         if text.is_empty() {
-            return Err(TokensError::Empty);
+            return Err(VersionsError::Empty);
         }
         let mut pairs = Vec::new();
         for pair in text.split(',') {
             let pair = pair.trim();
             let (node, version) = pair
                 .rsplit_once('@')
-                .ok_or_else(|| TokensError::Malformed(pair.to_owned()))?;
+                .ok_or_else(|| VersionsError::Malformed(pair.to_owned()))?;
             let version = version
                 .parse::<u64>()
-                .map_err(|_| TokensError::Malformed(pair.to_owned()))?;
-            let node = NodeId::new(node).map_err(|e| TokensError::BadNode {
+                .map_err(|_| VersionsError::Malformed(pair.to_owned()))?;
+            let node = NodeId::new(node).map_err(|e| VersionsError::BadNode {
                 pair: pair.to_owned(),
                 why: e.to_string(),
             })?;
             pairs.push((node, version));
         }
-        Ok(Tokens(pairs))
+        Ok(Versions(pairs))
     }
 }
 
-/// What a [`Fence`] saves: every (lock, node, highest token), in order (a list, so that any
+/// What a [`Fence`] saves: every (lock, node, highest version), in order (a list, so that any
 /// serde format can hold it, JSON included).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Saved {
@@ -112,8 +112,8 @@ impl From<Fence> for Saved {
 impl From<Saved> for Fence {
     fn from(saved: Saved) -> Fence {
         let mut fence = Fence::new();
-        for (lock, node, token) in saved.highest {
-            fence.record(&lock, &node, token);
+        for (lock, node, version) in saved.highest {
+            fence.record(&lock, &node, version);
         }
         fence
     }
@@ -124,7 +124,7 @@ mod tests {
     #[test]
     fn errors_show_the_text_escaped_not_debug_quoted() {
         let bad = "a@1,b\u{1b}[31m"
-            .parse::<super::Tokens>()
+            .parse::<super::Versions>()
             .unwrap_err()
             .to_string();
         assert!(!bad.contains('"'), "{bad}");
@@ -142,30 +142,30 @@ mod tests {
     }
 
     proptest! {
-        /// Every list of tokens displays to a text that parses back to it.
+        /// Every list of versions displays to a text that parses back to it.
         #[test]
-        fn tokens_round_trip(pairs in prop::collection::vec((node_name(), any::<u64>()), 1..5)) {
-            let tokens = Tokens(
+        fn versions_round_trip(pairs in prop::collection::vec((node_name(), any::<u64>()), 1..5)) {
+            let versions = Versions(
                 pairs.iter().map(|(n, v)| (NodeId::new(n).unwrap(), *v)).collect(),
             );
-            prop_assert_eq!(tokens.to_string().parse::<Tokens>(), Ok(tokens));
+            prop_assert_eq!(versions.to_string().parse::<Versions>(), Ok(versions));
         }
     }
 
     #[test]
-    fn bad_tokens_say_why() {
-        assert_eq!("".parse::<Tokens>(), Err(TokensError::Empty));
+    fn bad_versions_say_why() {
+        assert_eq!("".parse::<Versions>(), Err(VersionsError::Empty));
         assert_eq!(
-            "a@1,b".parse::<Tokens>(),
-            Err(TokensError::Malformed("b".into()))
+            "a@1,b".parse::<Versions>(),
+            Err(VersionsError::Malformed("b".into()))
         );
         assert_eq!(
-            "a@-1".parse::<Tokens>(),
-            Err(TokensError::Malformed("a@-1".into()))
+            "a@-1".parse::<Versions>(),
+            Err(VersionsError::Malformed("a@-1".into()))
         );
         assert!(matches!(
-            "@5".parse::<Tokens>(),
-            Err(TokensError::BadNode { .. })
+            "@5".parse::<Versions>(),
+            Err(VersionsError::BadNode { .. })
         ));
     }
 
@@ -174,12 +174,12 @@ mod tests {
         let lock = crate::lock_id!["register"];
         let mut fence = Fence::new();
         fence
-            .admit(&lock, "a@10,b@20".parse::<Tokens>().unwrap().as_slice())
+            .admit(&lock, "a@10,b@20".parse::<Versions>().unwrap().as_slice())
             .unwrap();
         let bytes = bincode::serde::encode_to_vec(&fence, bincode::config::standard()).unwrap();
         let (restored, _): (Fence, usize) =
             bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
-        let stale: Tokens = "a@9,b@20".parse().unwrap();
+        let stale: Versions = "a@9,b@20".parse().unwrap();
         assert!(restored.check(&lock, stale.as_slice()).is_err());
         assert_eq!(
             restored.highest(&lock, &NodeId::new("b").unwrap()),

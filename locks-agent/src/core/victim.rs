@@ -4,9 +4,10 @@
 //! **The victim order** ([`victim_order`]): of the agents on one cycle, the greatest by this
 //! order is the victim. [`ViewGraph`](super::graph::ViewGraph) names a cycle's victim with it
 //! (`cycle_of`, `victim_cycle`), and the probe (`agent/probe.rs`, `give_way`) checks with it that
-//! no agent of a confirmed cycle outranks the one about to give way. It is the order of
-//! [`AgentId`] (`(node, incarnation, serial)`): every agent computes it from ids alone, so all
-//! agents that know the same edges name the same victim.
+//! no agent of a confirmed cycle outranks the one about to give way. It compares the ids'
+//! `(node, incarnation, serial)`, written out here (not taken from [`AgentId`]'s `Ord`, which
+//! orders ids for maps and logs): every agent computes it from ids alone, so all agents that
+//! know the same edges name the same victim.
 //!
 //! **The lock it gives up** ([`lock_given_up`]): the smallest `(lock, node)` copy on an edge
 //! into the victim from inside its cycle.
@@ -35,7 +36,10 @@ use std::cmp::Ordering;
 /// assert_eq!(victim_order(&newer, &older), Ordering::Greater);
 /// ```
 pub fn victim_order(a: &AgentId, b: &AgentId) -> Ordering {
-    a.cmp(b)
+    fn key(x: &AgentId) -> (&NodeId, u64, u64) {
+        (x.node(), x.incarnation(), x.serial())
+    }
+    key(a).cmp(&key(b))
 }
 
 /// The copy the victim gives up, from the `(lock, node)` copies labelling the edges into it

@@ -217,8 +217,11 @@ impl LockTable {
     ) -> (Vec<TableEffect>, Option<(Mode, u64)>) {
         let (sends, placed) = self.lock_as(agent, lock, mode, true);
         let held = placed.and_then(|p| match p.ancestors_granted {
-            Some(true) => self.direct_held(p.agent, p.slot),
-            Some(false) => None,
+            // The placement just saw every ancestor's entry: the hierarchy's rule on what it
+            // saw, without finding the ancestors again.
+            Some(granted) => self
+                .direct_held(p.agent, p.slot)
+                .filter(|_| held_in_hierarchy(lock.keys(), true, |_| granted)),
             None => self.holds_at(p.agent, p.slot, lock),
         });
         self.locks.evict();

@@ -191,8 +191,8 @@ impl AgentId {
     /// The incarnation reserved for ghosts (no node incarnation is `u64::MAX`).
     pub const GHOST_INCARNATION: u64 = u64::MAX;
 
-    /// A ghost of the lock server of `node`: the placeholder that holds a downed node's
-    /// agents' locks there during the lock-delay. It is never sent anything and never asks for
+    /// A ghost made by the lock server of `node`: the placeholder, one per agent of a downed
+    /// node, that holds that agent's locks in `node`'s table during the lock-delay. It is never sent anything and never asks for
     /// anything; the lock server removes it when the delay has passed.
     pub fn ghost(node: NodeId, serial: u64) -> AgentId {
         AgentId::new(node, AgentId::GHOST_INCARNATION, serial)

@@ -62,9 +62,11 @@
 //!
 //! # The trade-off
 //!
-//! After a holder's node crashes or is cut off, its locks are unavailable to others for about
+//! After a holder's node is cut off or paused, its locks are unavailable to others for about
 //! `lease + lock_delay` (the time to notice, then the delay): with the defaults (heartbeat
-//! interval 500 ms, timeout 2 s, lease 1.5 s, lock-delay 2 s) about 3.5-4 s. Shorter timings
+//! interval 500 ms, timeout 2 s, lease 1.5 s, lock-delay 2 s) about 3.5-4 s (README.md: 3.2 s
+//! measured after `SIGSTOP`). A crash resets its connections at once, so only the lock-delay
+//! remains (2.0 s measured after `kill -9`). Shorter timings
 //! make failover faster and make a slow network or a long GC pause look like a fault more
 //! often. All of them are in [`crate::NodeConfig`] and the TOML file.
 //!

@@ -1,5 +1,6 @@
 //! A Rust client of the `locks.v1` API: [`Client::connect`] to a node, [`Client::session`] for
-//! a transaction, and on it [`Session::lock`], [`Session::unlock`], [`Session::status`],
+//! a transaction, and on it [`Session::lock`], [`Session::unlock`] (or
+//! [`Session::send_unlock`], which does not wait for the answer), [`Session::status`],
 //! [`Session::convert`], [`Session::end`] and the pushed events ([`Session::next_event`]);
 //! [`Client::campaign`], [`Client::observe`] and [`Client::proclaim`] for leader election;
 //! [`Client::table`] and [`Client::graph`] to look at the cluster's locks.
@@ -275,6 +276,7 @@ impl Client {
             pushed: VecDeque::new(),
             ended: false,
             started,
+            unanswered: VecDeque::new(),
         })
     }
 }
@@ -338,6 +340,9 @@ pub struct Session {
     /// The stream has ended or failed.
     ended: bool,
     started: pb::Started,
+    /// The request ids of the unlocks sent by [`Session::send_unlock`] whose answers have not
+    /// come yet, in the order sent (the node answers a session's requests in that order).
+    unanswered: VecDeque<u64>,
 }
 
 /// What one read of the stream gave.
@@ -422,9 +427,7 @@ impl Session {
         let event = loop {
             match self.read().await {
                 Read::Event(event) if event.request_id == request_id => break event,
-                Read::Event(event) if event.request_id == 0 => self.pushed.push_back(Ok(event)),
-                // The answer to a call that was dropped before it came.
-                Read::Event(_) => {}
+                Read::Event(event) => self.aside(event),
                 Read::Ended => return Err(self.why_ended()),
             }
         };
@@ -435,6 +438,25 @@ impl Session {
             }),
             Some(kind) => Ok(kind),
             None => Err(ClientError::Unexpected(Box::new(event))),
+        }
+    }
+
+    /// Keeps an event that is not the answer a call waits for: a pushed event for
+    /// [`Session::next_event`], and the refusal of an unlock sent by [`Session::send_unlock`]
+    /// as well (its `Accepted` is dropped, as is the answer to a call dropped before it came).
+    fn aside(&mut self, event: pb::SessionEvent) {
+        let id = event.request_id;
+        if id == 0 {
+            self.pushed.push_back(Ok(event));
+            return;
+        }
+        // The node answers an unlock before it reads the next request, so the answers of the
+        // sent unlocks come in the order they were sent.
+        if self.unanswered.front() == Some(&id) {
+            self.unanswered.pop_front();
+            if matches!(event.kind, Some(Kind::Error(_))) {
+                self.pushed.push_back(Ok(event));
+            }
         }
     }
 
@@ -508,6 +530,31 @@ impl Session {
         }
     }
 
+    /// Sends the release of `path` (or the withdrawal of its request) and returns without
+    /// waiting for the node's answer: the request is on its way when this returns.
+    ///
+    /// The node carries out a session's requests in the order they were sent, so whatever the
+    /// session asks next is answered after the release is done: `send_unlock` then `lock` is
+    /// one round trip to the node where [`Session::unlock`] then `lock` is two. A refusal of
+    /// the unlock (a path the node does not take) comes from [`Session::next_event`] as an
+    /// `Error` event with the unlock's request id; its `Accepted` is not reported. Fails with
+    /// [`ClientError::Closed`] when the session has ended.
+    pub async fn send_unlock(&mut self, path: &str) -> Result<(), ClientError> {
+        let request_id = self.next_id;
+        self.next_id += 1;
+        let request = pb::SessionRequest {
+            request_id,
+            kind: Some(pb::session_request::Kind::Unlock(pb::Unlock {
+                id: path.split('/').map(str::to_owned).collect(),
+            })),
+        };
+        if self.ended || self.tx.send(request).await.is_err() {
+            return Err(ClientError::Closed);
+        }
+        self.unanswered.push_back(request_id);
+        Ok(())
+    }
+
     /// Converts `path`, requested by this session, down to the weaker `mode`.
     pub async fn convert(&mut self, path: &str, mode: &str) -> Result<(), ClientError> {
         let c = pb::Convert {
@@ -542,7 +589,8 @@ impl Session {
         }
     }
 
-    /// The next pushed event; `Some(Err(_))` when the stream failed (the connection is gone),
+    /// The next pushed event (or refusal of an unlock sent by [`Session::send_unlock`]);
+    /// `Some(Err(_))` when the stream failed (the connection is gone),
     /// `None` once it has ended. Cancel-safe (for `select!`): an event is returned once, or
     /// kept.
     pub async fn next_event(&mut self) -> Option<Result<pb::SessionEvent, tonic::Status>> {
@@ -551,9 +599,7 @@ impl Session {
                 return Some(event);
             }
             match self.read().await {
-                Read::Event(event) if event.request_id == 0 => return Some(Ok(event)),
-                // The answer to a call that was dropped before it came.
-                Read::Event(_) => {}
+                Read::Event(event) => self.aside(event),
                 Read::Ended => return self.pushed.pop_front(),
             }
         }

@@ -362,3 +362,54 @@ async fn a_session_converts_a_lock_down_and_the_tables_and_graph_show_the_queues
     reader.end().await.unwrap();
     drop(node);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_sent_unlock_is_carried_out_before_the_next_call_and_only_its_refusal_is_reported() {
+    let (_node, server) = node_and_server("g11", |_| {}).await;
+    let mut s = session(&server, None).await.unwrap();
+    let mut client = Client::connect(&server.local_addr().to_string(), ClientOptions::default())
+        .await
+        .unwrap();
+    let held = |table: &pb::TableReply| -> Vec<Vec<String>> {
+        let node = &table.nodes[0];
+        let held = node.locks.iter().filter(|q| !q.granted.is_empty());
+        held.map(|q| q.id.clone()).collect()
+    };
+    s.lock(LockSpec::new("db/x", "X")).await.unwrap();
+    s.lock(LockSpec::new("db/y", "X")).await.unwrap();
+    s.send_unlock("db/x").await.unwrap();
+    // A malformed path: refused, and the refusal comes as an event; the valid unlock's
+    // `Accepted` does not.
+    s.send_unlock("db//z").await.unwrap();
+    s.send_unlock("db/y").await.unwrap();
+    // The node answers the status after it carried out the three unlocks: nothing is held.
+    let status = s.status().await.unwrap();
+    assert_eq!(status.status, pb::TransactionStatus::NoLocks as i32);
+    let table = client.table(pb::TableRequest::default()).await.unwrap();
+    assert_eq!(held(&table), Vec::<Vec<String>>::new(), "{table:?}");
+    // The events hold the refusals, in order, and no `Accepted`: a second malformed unlock,
+    // answered before the ping, is the last of them.
+    s.send_unlock("//").await.unwrap();
+    s.ping().await.unwrap();
+    let mut refusals = Vec::new();
+    while refusals.len() < 2 {
+        let event = within(BOUND, "a refusal", s.next_event())
+            .await
+            .unwrap()
+            .unwrap();
+        match event.kind.unwrap() {
+            Kind::Error(e) => refusals.push((event.request_id, tonic::Code::from_i32(e.code))),
+            Kind::Accepted(a) => panic!("an unlock's Accepted was reported: {a:?}"),
+            _ => {}
+        }
+    }
+    // Requests 1 and 2 were the locks, 3 the valid unlock, 4 the malformed one, 5 the third
+    // unlock, 6 the status, 7 the second malformed unlock.
+    assert_eq!(
+        refusals,
+        vec![(4, Code::InvalidArgument), (7, Code::InvalidArgument)]
+    );
+    // The session goes on: the lock is free for it again.
+    s.lock(LockSpec::new("db/x", "X")).await.unwrap();
+    s.end().await.unwrap();
+}

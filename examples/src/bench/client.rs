@@ -4,13 +4,19 @@
 //! instead, measured in the same run at the same numbers of clients.
 //!
 //! - `C1 grpc local lock+unlock`: one session on one node; each operation is `lock([c1, i], X)`
-//!   on that node, then `unlock` (two round trips to the node). Operations/s and the p50/p99.
+//!   on that node, waiting for the grant, then `send_unlock`, which sends the unlock without
+//!   waiting for its answer: the node carries out a session's requests in order, so the next
+//!   `lock`'s answer comes after the release, and an operation is one round trip to the node
+//!   ([`Cycle::Pipelined`]). Operations/s and the p50/p99.
+//! - `C1 grpc local lock+unlock awaited`: the same with `unlock`, each answer waited for (two
+//!   round trips, [`Cycle::Awaited`]), as the anchors' clients do.
 //! - `C1 grpc session+lock+end`: each operation opens a session, locks, and ends it.
 //! - `C1 grpc N sessions lock+unlock` (N of [`C1_SESSIONS`]): N sessions at once (a
-//!   [`fleet`], 16 per HTTP/2 connection), each doing lock, wait for the grant, unlock, wait for
-//!   its answer, on its own keys for a fixed time: operations/s over all of them.
+//!   [`fleet`], 16 per HTTP/2 connection), each doing lock, wait for the grant, send the
+//!   unlock, on its own keys for a fixed time: operations/s over all of them; and
+//!   `C1 grpc 64 sessions lock+unlock awaited`, the 64 with each unlock's answer waited for.
 //! - `C2 grpc Majority 3 procs`: three node processes, the client talks to one; each operation
-//!   is `lock([c2, i], X, [all three], Majority)`, then `unlock`; and the same with
+//!   is `lock([c2, i], X, [all three], Majority)`, then `send_unlock`; and the same with
 //!   [`C2_SESSIONS`] sessions at once.
 //! - With `--python PATH` (`client_python`): the installed Python client's lock+unlock at 1 and
 //!   16 threads, one session each.
@@ -49,6 +55,32 @@ pub const ANCHOR_CLIENTS: [usize; 4] = [1, 16, 64, 256];
 
 /// The single-session C1 row.
 pub const C1_ONE: &str = "C1 grpc local lock+unlock";
+/// The single-session C1 row whose unlocks are awaited.
+pub const C1_ONE_AWAITED: &str = "C1 grpc local lock+unlock awaited";
+/// The C1 fleet whose unlocks are awaited.
+pub const C1_MANY_AWAITED: &str = "C1 grpc 64 sessions lock+unlock awaited";
+/// The sessions of [`C1_MANY_AWAITED`].
+const AWAITED_SESSIONS: usize = 64;
+
+/// How a lock+unlock operation releases its lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cycle {
+    /// `send_unlock`: the unlock goes out without waiting for its answer, and the session's
+    /// next request is answered after it (one round trip per operation).
+    Pipelined,
+    /// `unlock`, its answer waited for (two round trips per operation).
+    Awaited,
+}
+
+impl Cycle {
+    /// Releases `path` in `session` this way.
+    async fn release(self, session: &mut Session, path: &str) -> Result<(), String> {
+        match self {
+            Cycle::Pipelined => session.send_unlock(path).await.map_err(err),
+            Cycle::Awaited => session.unlock(path).await.map_err(err),
+        }
+    }
+}
 /// The single-session C2 row.
 pub const C2_ONE: &str = "C2 grpc Majority 3 procs";
 
@@ -76,36 +108,35 @@ async fn connect(addr: &str) -> Result<Client, String> {
         .map_err(err)
 }
 
-/// `n` lock+unlock operations in `session`, each timed.
+/// `n` lock+unlock operations in `session`, each timed, then the session's end (which waits
+/// for the last unlock's answer).
 async fn lock_unlock(
-    session: &mut Session,
+    mut session: Session,
     spec: impl Fn(u64) -> LockSpec,
     n: u64,
     tag: &str,
-) -> Result<Vec<u64>, String> {
+    cycle: Cycle,
+) -> Result<Sample, String> {
     let mut lat = Vec::with_capacity(n as usize);
+    let start = Instant::now();
     for i in 0..n {
         let t = Instant::now();
         session.lock(spec(i)).await.map_err(err)?;
-        session.unlock(&format!("{tag}/{i}")).await.map_err(err)?;
+        cycle.release(&mut session, &format!("{tag}/{i}")).await?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
-    Ok(lat)
+    session.end().await.map_err(err)?;
+    Ok(Sample::new(n, start.elapsed(), lat))
 }
 
 async fn sequential(addr: String, n: u64) -> Result<Vec<Sample>, String> {
     let mut client = connect(&addr).await?;
-    let mut session = client.session().await.map_err(err)?;
-    let start = Instant::now();
-    let lat = lock_unlock(
-        &mut session,
-        |i| LockSpec::new(&format!("c1/{i}"), "X"),
-        n,
-        "c1",
-    )
-    .await?;
-    let one = Sample::new(n, start.elapsed(), lat);
-    session.end().await.map_err(err)?;
+    let mut samples = Vec::new();
+    for (cycle, tag) in [(Cycle::Pipelined, "c1"), (Cycle::Awaited, "c1a")] {
+        let session = client.session().await.map_err(err)?;
+        let spec = |i| LockSpec::new(&format!("{tag}/{i}"), "X");
+        samples.push(lock_unlock(session, spec, n, tag, cycle).await?);
+    }
     let m = (n / 4).max(1);
     let mut lat = Vec::with_capacity(m as usize);
     let start = Instant::now();
@@ -119,16 +150,18 @@ async fn sequential(addr: String, n: u64) -> Result<Vec<Sample>, String> {
         session.end().await.map_err(err)?;
         lat.push(t.elapsed().as_nanos() as u64);
     }
-    let per_session = Sample::new(m, start.elapsed(), lat);
-    Ok(vec![one, per_session])
+    samples.push(Sample::new(m, start.elapsed(), lat));
+    Ok(samples)
 }
 
 /// `sessions` sessions, spread over [`fleet::connections`] connections, each doing lock+unlock
-/// on its own locks (`spec(session, i)`, unlocked by its path) until the deadline.
+/// (released as `cycle` says) on its own locks (`spec(session, i)`, unlocked by its path) until
+/// the deadline.
 async fn concurrent(
     addr: String,
     sessions: usize,
     run_for: Duration,
+    cycle: Cycle,
     spec: impl Fn(usize, u64) -> (String, LockSpec) + Send + Sync + Clone + 'static,
 ) -> Result<Sample, String> {
     let mut clients = Vec::new();
@@ -148,7 +181,7 @@ async fn concurrent(
                 let t = Instant::now();
                 let (path, lock) = spec(s, i);
                 session.lock(lock).await.map_err(err)?;
-                session.unlock(&path).await.map_err(err)?;
+                cycle.release(&mut session, &path).await?;
                 done = Instant::now();
                 lat.push((done - t).as_nanos() as u64);
                 i += 1;
@@ -182,13 +215,9 @@ fn majority_spec(path: &str, nodes: &[String]) -> LockSpec {
 async fn majority(addr: String, nodes: Vec<String>, n: u64) -> Result<Sample, String> {
     let mut client = connect(&addr).await?;
     all_connected(&mut client, nodes.len()).await?;
-    let mut session = client.session().await.map_err(err)?;
+    let session = client.session().await.map_err(err)?;
     let spec = |i| majority_spec(&format!("c2/{i}"), &nodes);
-    let start = Instant::now();
-    let lat = lock_unlock(&mut session, spec, n, "c2").await?;
-    let sample = Sample::new(n, start.elapsed(), lat);
-    session.end().await.map_err(err)?;
-    Ok(sample)
+    lock_unlock(session, spec, n, "c2", Cycle::Pipelined).await
 }
 
 fn client_flags(peers: &[std::net::SocketAddr]) -> Vec<String> {
@@ -228,15 +257,16 @@ fn local_lock(s: usize, i: u64) -> (String, LockSpec) {
 }
 
 /// C1's fleet of `sessions` sessions against the node serving clients at `addr`, for
-/// `run_for`, alone (`bench --load`), on a runtime of `workers` threads (0: a current-thread
-/// runtime); with `majority` (node names), C2's fleet instead, locking on those nodes: the
-/// rate and the p50 and p99, as a line of text.
+/// `run_for`, alone (`bench --load`), releasing as `cycle` says, on a runtime of `workers`
+/// threads (0: a current-thread runtime); with `majority` (node names), C2's fleet instead,
+/// locking on those nodes: the rate and the p50 and p99, as a line of text.
 pub fn load(
     addr: &str,
     sessions: usize,
     run_for: Duration,
     workers: usize,
     majority: &[String],
+    cycle: Cycle,
 ) -> Result<String, String> {
     let rt = if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
@@ -253,7 +283,7 @@ pub fn load(
     let sample = rt.block_on(async {
         let timeout = |_| format!("not done within {} s", limit.as_secs());
         if majority.is_empty() {
-            let fleet = concurrent(addr.to_owned(), sessions, run_for, local_lock);
+            let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, local_lock);
             return tokio::time::timeout(limit, fleet).await.map_err(timeout)?;
         }
         let mut client = connect(addr).await?;
@@ -264,7 +294,7 @@ pub fn load(
             let lock = majority_spec(&path, &nodes);
             (path, lock)
         };
-        let fleet = concurrent(addr.to_owned(), sessions, run_for, lock);
+        let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, lock);
         tokio::time::timeout(limit, fleet).await.map_err(timeout)?
     })?;
     let p = super::stats::percentiles(&sample.latencies).ok_or("no operation")?;
@@ -283,29 +313,42 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
             "goal: local lock+unlock through the API p50 <= 3 TCP round trips",
             Check::FloorRatioAtMost(3.0),
         ),
+        Spec::rate(C1_ONE_AWAITED, "op/s", Floor::Tcp),
         Spec::rate("C1 grpc session+lock+end", "op/s", Floor::Tcp),
     ];
-    let many: Vec<Spec> = C1_SESSIONS
+    let many: Vec<(Spec, usize, Cycle)> = C1_SESSIONS
         .iter()
-        .map(|&n| Spec::rate(c1_name(n), "op/s", Floor::Tcp))
+        .map(|&n| {
+            (
+                Spec::rate(c1_name(n), "op/s", Floor::Tcp),
+                n,
+                Cycle::Pipelined,
+            )
+        })
+        .chain(std::iter::once((
+            Spec::rate(C1_MANY_AWAITED, "op/s", Floor::Tcp),
+            AWAITED_SESSIONS,
+            Cycle::Awaited,
+        )))
         .collect();
+    let many_specs: Vec<Spec> = many.iter().map(|(spec, _, _)| spec.clone()).collect();
     let python = client_python::specs(ctx);
     let mut rows = Vec::new();
     let run_for = fleet_time(ctx);
     match NodeProcess::start_with("c1", &client_flags(&[])) {
         Err(e) => {
             rows.extend(fail(&local, &e));
-            rows.extend(fail(&many, &e));
+            rows.extend(fail(&many_specs, &e));
             rows.extend(fail(&python, &e));
         }
         Ok(node) => {
             let addr = node.client_addr.clone().unwrap_or_default();
             let n = ctx.cfg.size(5_000, 300);
             rows.extend(ctx.run_rounds(&local, |_| alone(ctx, sequential(addr.clone(), n))));
-            for (spec, &sessions) in many.iter().zip(&C1_SESSIONS) {
+            for (spec, sessions, cycle) in &many {
                 let spec = std::slice::from_ref(spec);
                 rows.extend(ctx.run_rounds(spec, |_| {
-                    let sample = concurrent(addr.clone(), sessions, run_for, local_lock);
+                    let sample = concurrent(addr.clone(), *sessions, run_for, *cycle, local_lock);
                     Ok(vec![alone(ctx, sample)?])
                 }));
             }
@@ -363,7 +406,7 @@ fn c2_rows(ctx: &mut Ctx) -> Vec<Row> {
         };
         Ok(vec![alone(
             ctx,
-            concurrent(addr.clone(), C2_SESSIONS, run_for, lock),
+            concurrent(addr.clone(), C2_SESSIONS, run_for, Cycle::Pipelined, lock),
         )?])
     }));
     drop(procs);
@@ -437,6 +480,8 @@ pub fn decide_goals(rows: &mut [Row]) {
     for n in std::iter::once(1).chain(C1_SESSIONS) {
         ours.push((c1_name(n), n));
     }
+    ours.push((C1_ONE_AWAITED.to_owned(), 1));
+    ours.push((C1_MANY_AWAITED.to_owned(), AWAITED_SESSIONS));
     ours.push((C2_ONE.to_owned(), 1));
     ours.push((c2_name(C2_SESSIONS), C2_SESSIONS));
     for n in client_python::THREADS {

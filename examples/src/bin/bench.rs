@@ -75,6 +75,10 @@ struct Args {
     /// Worker threads of `--load`'s runtime (0: a current-thread runtime).
     #[arg(long, default_value_t = 0)]
     workers: usize,
+    /// With `--load`: wait for each unlock's answer (two round trips per lock+unlock) instead
+    /// of sending it with the next lock (one).
+    #[arg(long)]
+    await_unlock: bool,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
     mem_child: Option<u64>,
@@ -99,6 +103,11 @@ fn main() -> ExitCode {
             run_for,
             args.workers,
             &args.majority,
+            if args.await_unlock {
+                bench::client::Cycle::Awaited
+            } else {
+                bench::client::Cycle::Pipelined
+            },
         ) {
             Ok(line) => {
                 println!("{line}");

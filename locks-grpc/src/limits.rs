@@ -167,7 +167,7 @@ struct Counts {
     /// Locks requested by every session, and their ids' bytes.
     locks: usize,
     /// By address: locks requested by its sessions, and their ids' bytes.
-    locks_by_client: HashMap<IpAddr, (usize, usize)>,
+    locks_by_client: HashMap<IpAddr, (usize, usize), ahash::RandomState>,
     next: u64,
     /// By address: its sessions, by id (increasing with age), each with the token that evicts it.
     by_client: HashMap<IpAddr, BTreeMap<u64, CancellationToken>>,

@@ -41,6 +41,8 @@ use locks_server::Node;
 use locks_server::embed::{LogLimiter, Verdict};
 use prost::Message;
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tonic::{Code, Status, Streaming};
@@ -131,7 +133,7 @@ pub(crate) async fn run(
         shared,
         txn,
         me,
-        requested: HashSet::new(),
+        requested: HashSet::default(),
         booking: permit.booking(),
         deadlocks: 0,
         told_cannot_serve: false,
@@ -213,7 +215,7 @@ struct Session {
     /// The transaction's agent id, as written in deadlock reports.
     me: String,
     /// The locks requested and not unlocked, bounded by `Limits::max_locks`.
-    requested: HashSet<LockId>,
+    requested: HashSet<LockId, ahash::RandomState>,
     /// The same locks, booked against the bounds of the client's address and of the node.
     booking: LockBooking,
     /// The deadlocks reported so far.
@@ -255,15 +257,15 @@ impl Session {
             Some(pb::session_request::Kind::Lock(lock)) => {
                 match self.parse(&lock).and_then(|call| self.admit(call, pending)) {
                     Ok(call) => {
-                        let (cancel, cancelled) = oneshot::channel();
-                        let mut wait = waiting_lock(&self.txn, id, call, cancelled);
                         // A lock granted at once (the fast path) is answered now, without a
-                        // turn of the session's loop.
-                        if let Some((id, outcome)) = (&mut wait).now_or_never() {
-                            return (self.answer(id, outcome).await, false);
+                        // turn of the session's loop, a trigger or a boxed wait.
+                        let mut wait = Box::pin(call.call(&self.txn));
+                        if let Some(answer) = (&mut wait).now_or_never() {
+                            return (self.answer(id, WaitOutcome::Done(answer)).await, false);
                         }
+                        let (cancel, cancelled) = oneshot::channel();
                         self.waiting.cancel.insert(id, cancel);
-                        pending.push(wait);
+                        pending.push(waiting_lock(wait, id, call, cancelled));
                         return (vec![], false);
                     }
                     Err(refusal) => Err(refusal),
@@ -556,16 +558,15 @@ fn id_bytes(lock: &LockId) -> usize {
     lock.keys().iter().map(|k| k.payload_len()).sum()
 }
 
-/// Starts one `lock` call: the request reaches the agent now; the future waits for its answer
-/// (within its wait bound, if any) or for `cancelled`. The call is polled before the trigger,
-/// so a call already answered when the trigger fires ends with its answer.
+/// The wait of one `lock` call (`wait`, the call started and polled once, which reached the
+/// agent): its answer (within the call's wait bound, if any) or `cancelled`. The call is polled
+/// before the trigger, so a call already answered when the trigger fires ends with its answer.
 fn waiting_lock(
-    txn: &Transaction,
+    wait: Pin<Box<dyn Future<Output = Result<Locked, locks_agent::Error>> + Send>>,
     id: u64,
     call: WireLock,
     cancelled: oneshot::Receiver<()>,
 ) -> BoxFuture<'static, (u64, WaitOutcome)> {
-    let wait = call.call(txn);
     let lock = call.lock.clone();
     let bounded = async move {
         match call.wait_ms {

@@ -14,11 +14,6 @@
 //! (`RUST_LOG`, default `info`), without colour codes unless stderr is a terminal.
 
 use clap::Parser;
-
-/// The client port's small, short-lived buffers are cheaper on mimalloc than on glibc's
-/// malloc (see `examples/Cargo.toml`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use examples::gdict::Gdict;
 use examples::node_cli::certs::gen_certs;
 use examples::node_cli::client::{ClientFlags, client_config};

@@ -62,6 +62,9 @@ pub const C1_MANY_AWAITED: &str = "C1 grpc 64 sessions lock+unlock awaited";
 /// The sessions of [`C1_MANY_AWAITED`].
 const AWAITED_SESSIONS: usize = 64;
 
+/// The single-session C2 row.
+pub const C2_ONE: &str = "C2 grpc Majority 3 procs";
+
 /// How a lock+unlock operation releases its lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cycle {
@@ -81,8 +84,6 @@ impl Cycle {
         }
     }
 }
-/// The single-session C2 row.
-pub const C2_ONE: &str = "C2 grpc Majority 3 procs";
 
 /// The name of the C1 row of `sessions` sessions.
 pub fn c1_name(sessions: usize) -> String {

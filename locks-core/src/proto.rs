@@ -39,7 +39,9 @@ use std::sync::Arc;
 ///
 /// 6: [`ServerRequest::RaiseVersions`] and [`AgentMessage::Raised`], which a node of version 5
 /// could not decode.
-pub const PROTOCOL_VERSION: u16 = 6;
+///
+/// 7: [`Message::Notices`], which a node of version 6 could not decode.
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// A request from an agent to the lock server of one node.
 ///
@@ -613,6 +615,17 @@ pub enum Message {
     /// The answer to a [`Message::Introspect`]. An answer nobody waits for (late, or never
     /// asked for) is dropped.
     TableReport(TableReport),
+    /// Several notices of one lock server to one agent living on the receiving node, in the
+    /// order the server sent them: the receiver delivers them as that many
+    /// [`Message::Agent`]s with [`AgentMessage::Notice`]. A server sends the notices of one
+    /// operation to one agent this way (a lock and its ancestors' intention entries change
+    /// together), one frame instead of one per notice.
+    Notices {
+        /// The recipient.
+        to: AgentId,
+        /// The notices, in order; every one from the sending node's server.
+        notices: Vec<LockNotice>,
+    },
 }
 
 /// A request for a node's lock table (see [`Message::Introspect`]).

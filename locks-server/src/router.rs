@@ -33,7 +33,9 @@ pub use port::{AgentPort, FreshAgent, Port};
 use crate::introspect::{self, Introspection, ReportSource};
 use crate::lease::LeaseCell;
 use actix::prelude::*;
-use locks_core::proto::{AgentMessage, Envelope, Message as WireMessage, ServerRequest};
+use locks_core::proto::{
+    AgentMessage, Envelope, LockNotice, Message as WireMessage, ServerRequest,
+};
 use locks_core::{AgentId, MemberId, NodeId};
 use std::collections::HashMap;
 
@@ -444,6 +446,27 @@ impl Router {
         }
     }
 
+    /// Sends `notices` to `to`, an agent of another node, as one message
+    /// ([`WireMessage::Notices`]); on an error nothing was sent. (To a local agent they go
+    /// one by one, as [`Router::send_agent`] sends them.)
+    pub fn send_agent_notices(
+        &self,
+        to: &AgentId,
+        notices: Vec<LockNotice>,
+    ) -> Result<(), RouteError> {
+        if to.node() != &self.node {
+            return self
+                .remote(to.node())?
+                .send(Envelope::new(WireMessage::Notices {
+                    to: to.clone(),
+                    notices,
+                }));
+        }
+        notices
+            .into_iter()
+            .try_for_each(|notice| self.send_agent(to, AgentMessage::Notice(notice)))
+    }
+
     /// Sends a message to an agent, wherever it lives; to a local one as
     /// `node_core::delivery::for_agent` decides (a probe for a local agent that is gone goes back
     /// to its victim, refuted).
@@ -597,6 +620,16 @@ impl Router {
                     return Err(RouteError::UnknownAgent(to));
                 }
                 self.send_agent(&to, msg)
+            }
+            WireMessage::Notices { to, notices } => {
+                if to.node() != &self.node {
+                    return Err(RouteError::UnknownAgent(to));
+                }
+                // In order, as that many messages; once one finds the agent gone, so would the
+                // rest.
+                notices
+                    .into_iter()
+                    .try_for_each(|notice| self.send_agent(&to, AgentMessage::Notice(notice)))
             }
             WireMessage::Member { to, from, payload } => {
                 if to.node() != &self.node {

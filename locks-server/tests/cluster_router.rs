@@ -1,5 +1,5 @@
-//! The router's side of the cluster: a message from a peer to an agent that does not run here
-//! is answered with `RemoveAgent` to the peer's lock server; a cluster link whose connection
+//! The router's side of the cluster: a message (or a run of notices) from a peer to an agent
+//! that does not run here is answered with `RemoveAgent` to the peer's lock server, once; a cluster link whose connection
 //! queue is full keeps every envelope, in order; a deadlock probe for an agent that is gone goes
 //! back to its victim, refuted; a peer speaks only for its own agents and members; a link's
 //! lease says whether it ran out or its link ended.
@@ -32,6 +32,36 @@ fn a_message_for_an_unknown_local_agent_makes_the_sender_remove_it() {
     router.add_remote(id("a"), link.clone());
     let gone = AgentId::new(id("b"), 7, 3);
     let result = router.deliver_from(&id("a"), to_agent(gone.clone()));
+    assert_eq!(result, Err(RouteError::UnknownAgent(gone.clone())));
+    assert_eq!(
+        *link.0.lock().unwrap(),
+        [Envelope::new(Message::Server(ServerRequest::RemoveAgent {
+            agent: gone
+        }))]
+    );
+}
+
+#[test]
+fn a_run_of_notices_for_an_unknown_local_agent_makes_the_sender_remove_it_once() {
+    use locks_core::Mode;
+    use locks_core::proto::{EntryState, LockNotice};
+    let router = Router::new(id("b"));
+    let link = Arc::new(Captured::default());
+    router.add_remote(id("a"), link.clone());
+    let gone = AgentId::new(id("b"), 7, 3);
+    let notice = |keys: &[&str]| LockNotice {
+        node: id("a"),
+        lock: LockId::new(keys.iter().copied()).unwrap(),
+        version: 2,
+        state: EntryState::Granted(Mode::IX),
+        queue: None,
+        note: None,
+    };
+    let run = Envelope::new(Message::Notices {
+        to: gone.clone(),
+        notices: vec![notice(&["l"]), notice(&["l", "m"])],
+    });
+    let result = router.deliver_from(&id("a"), run);
     assert_eq!(result, Err(RouteError::UnknownAgent(gone.clone())));
     assert_eq!(
         *link.0.lock().unwrap(),

@@ -212,6 +212,18 @@ pub fn envelope() -> impl Strategy<Value = Envelope> {
     prop_oneof![
         server_request().prop_map(Message::Server),
         (agent_id(), agent_message()).prop_map(|(to, msg)| Message::Agent { to, msg }),
+        (agent_id(), proptest::collection::vec(agent_message(), 0..4)).prop_map(|(to, msgs)| {
+            Message::Notices {
+                to,
+                notices: msgs
+                    .into_iter()
+                    .filter_map(|m| match m {
+                        AgentMessage::Notice(n) => Some(n),
+                        _ => None,
+                    })
+                    .collect(),
+            }
+        }),
         (
             agent_id(),
             agent_id(),

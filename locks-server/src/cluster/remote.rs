@@ -183,6 +183,7 @@ impl ClusterLink {
         let kind = match &envelope.message {
             Message::Server(_) => "server request",
             Message::Agent { .. } => "agent message",
+            Message::Notices { .. } => "agent notices",
             Message::Member { .. } => "member message",
             Message::Introspect(_) | Message::TableReport(_) => "introspection",
         };

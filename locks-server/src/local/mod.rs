@@ -58,13 +58,13 @@
 mod reads;
 mod whole;
 
-pub use crate::node_core::sharding::{After, Delivery, MAX_SHARDS, ShardAccess, Sharding};
+pub use crate::node_core::sharding::{After, Delivery, MAX_SHARDS, Outbox, ShardAccess, Sharding};
 
 use crate::data_dir::VersionReserve;
 use crate::node_core::quota::{PeerQuotas, QuotaBook};
 use crate::router::{Presence, RouteError, Router};
 use crate::table::{LockTable, TableEffect, TableInput};
-use locks_core::proto::{AgentMessage, Quota, Rejection, ServerRequest};
+use locks_core::proto::{AgentMessage, LockNotice, Quota, Rejection, ServerRequest};
 use locks_core::{AgentId, LockId, Mode};
 use parking_lot::{Mutex, MutexGuard};
 use std::sync::Arc;
@@ -148,6 +148,23 @@ impl ShardAccess for &Shards {
 
     fn read<T>(&self, id: usize, f: impl FnOnce(&LockTable) -> T) -> T {
         f(&self.tables[id].lock())
+    }
+}
+
+/// The shards' [`Outbox`]: the table's messages through the router, booked in the quotas.
+struct Carrier<'a>(&'a LocalTable);
+
+impl Outbox for Carrier<'_> {
+    fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery {
+        self.0.send(to, msg)
+    }
+
+    fn send_notices(
+        &mut self,
+        to: &AgentId,
+        notices: Vec<LockNotice>,
+    ) -> Result<(), Vec<LockNotice>> {
+        self.0.send_notices(to, notices)
     }
 }
 
@@ -292,9 +309,32 @@ impl LocalTable {
         delivery
     }
 
+    /// Sends several notices to an agent of another node as one message (see
+    /// [`Outbox::send_notices`]), and books them as [`Self::send`] does; gives them back if
+    /// that did not go as sent.
+    fn send_notices(&self, to: &AgentId, notices: Vec<LockNotice>) -> Result<(), Vec<LockNotice>> {
+        // Kept to give back: on a refusal the router has consumed the message.
+        let back = notices.clone();
+        match self.delivery(to, self.router.send_agent_notices(to, notices)) {
+            Delivery::Sent => {
+                let mut quotas = self.quotas.lock();
+                for notice in &back {
+                    quotas.notice(to, &notice.lock, notice.state);
+                }
+                Ok(())
+            }
+            Delivery::TooLarge | Delivery::Gone => Err(back),
+        }
+    }
+
     /// [`Self::send`] without the quota book.
     fn deliver(&self, to: &AgentId, msg: AgentMessage) -> Delivery {
-        match self.router.send_agent(to, msg) {
+        self.delivery(to, self.router.send_agent(to, msg))
+    }
+
+    /// What a send's result means to the table.
+    fn delivery(&self, to: &AgentId, sent: Result<(), RouteError>) -> Delivery {
+        match sent {
             Ok(()) => Delivery::Sent,
             // A remote node that is down: its agents are removed by the node-down handling,
             // not here, so a partition does not look like a death.
@@ -325,9 +365,7 @@ impl LocalTable {
             _ => None,
         };
         let mut shards = &self.shards;
-        let ghosts = self
-            .sharding
-            .apply(&mut shards, input, &mut |to, msg| self.send(to, msg));
+        let ghosts = self.sharding.apply(&mut shards, input, &mut Carrier(self));
         match forget {
             Some(Forget::Node(node)) => self.quotas.lock().node_down(&node),
             Some(Forget::Agent(agent)) => self.quotas.lock().remove_agent(&agent),
@@ -386,7 +424,7 @@ impl LocalTable {
         i: usize,
         step: impl FnOnce(&mut LockTable) -> (Vec<TableEffect>, T),
     ) -> T {
-        let mut send = |to: &AgentId, msg| self.send(to, msg);
+        let mut send = Carrier(self);
         let mut after = After::default();
         let out = {
             let mut table = self.shards.lock(i);

@@ -412,9 +412,11 @@ mod tests {
     }
 
     fn request(sharding: &Sharding, tables: &mut [LockTable], request: ServerRequest) {
-        sharding.apply(tables, TableInput::Request(request), &mut |_, _| {
-            Delivery::Sent
-        });
+        sharding.apply(
+            tables,
+            TableInput::Request(request),
+            &mut |_: &AgentId, _| Delivery::Sent,
+        );
     }
 
     fn lock(sharding: &Sharding, tables: &mut [LockTable], serial: u64, id: LockId) {

@@ -8,7 +8,7 @@
 //! | --- | --- |
 //! | `Server(request)` | the request's agent (or watcher) lives on `p` |
 //! | `Member { from, .. }` | the sending member lives on `p` |
-//! | `Agent(Notice)`, `Agent(Rejected)`, `Agent(Watched)`, `Agent(Raised)` | the lock server named is `p`'s |
+//! | `Agent(Notice)`, every notice of `Notices`, `Agent(Rejected)`, `Agent(Watched)`, `Agent(Raised)` | the lock server named is `p`'s |
 //! | `Agent(Forward { from, .. })` | the forwarding agent lives on `p` |
 //! | `Agent(Surrendered { by, .. })` | the surrendering agent lives on `p` |
 //! | `Agent(Probe)`, not refuted | it is a cycle, it goes to the waiter of its next edge, and `p` is the node of the agent that passes it on: the waiter of the edge before (the victim's, for the first edge) |
@@ -157,14 +157,11 @@ pub fn check(
         Message::Member { from: member, .. } => {
             ensure(member.node() == from, PeerFault::ForeignMember)
         }
+        Message::Notices { notices, .. } => notices
+            .iter()
+            .try_for_each(|notice| check_notice(from, notice, &admits)),
         Message::Agent { to, msg } => match msg {
-            AgentMessage::Notice(notice) => {
-                ensure(&notice.node == from, PeerFault::ForeignServer)?;
-                ensure(
-                    notice_versions(notice).all(admits),
-                    PeerFault::FutureVersion,
-                )
-            }
+            AgentMessage::Notice(notice) => check_notice(from, notice, &admits),
             AgentMessage::Rejected { node, .. } => ensure(node == from, PeerFault::ForeignServer),
             AgentMessage::Raised { node, floor, .. } => {
                 ensure(node == from, PeerFault::ForeignServer)?;
@@ -194,6 +191,19 @@ pub fn check(
         },
         Message::Introspect(_) | Message::TableReport(_) => Ok(()),
     }
+}
+
+/// A notice must come from its own server, with versions within the ceiling.
+fn check_notice(
+    from: &NodeId,
+    notice: &LockNotice,
+    admits: &impl Fn(u64) -> bool,
+) -> Result<(), PeerFault> {
+    ensure(&notice.node == from, PeerFault::ForeignServer)?;
+    ensure(
+        notice_versions(notice).all(admits),
+        PeerFault::FutureVersion,
+    )
 }
 
 /// The probe rows of the table in the module documentation.

@@ -42,7 +42,7 @@
 //! it has anything in, except those its fast path used before (which the transaction keeps).
 
 use crate::table::{LockTable, TableEffect, TableInput, Undelivered, closes_cycle};
-use locks_core::proto::{AgentMessage, ServerRequest, Wait};
+use locks_core::proto::{AgentMessage, LockNotice, ServerRequest, Wait};
 use locks_core::{AgentId, LockId, NodeId};
 use parking_lot::Mutex;
 use smallvec::SmallVec;
@@ -87,6 +87,57 @@ pub enum Delivery {
     Gone,
     /// The message does not fit in a frame to the agent's node.
     TooLarge,
+}
+
+/// Who carries the messages the shards send (the `send` of [`Sharding::apply`]): any
+/// `FnMut(&AgentId, AgentMessage) -> Delivery` carries them one by one.
+pub trait Outbox {
+    /// Sends `msg` to `to`, and says what became of it.
+    fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery;
+
+    /// Sends several notices of one operation to `to`, an agent of another node, as one
+    /// message, in order; or gives them back unsent (then each goes through
+    /// [`Outbox::send`], which says what became of it). Gives them back unless overridden.
+    fn send_notices(
+        &mut self,
+        to: &AgentId,
+        notices: Vec<LockNotice>,
+    ) -> Result<(), Vec<LockNotice>> {
+        let _ = to;
+        Err(notices)
+    }
+}
+
+impl<F: FnMut(&AgentId, AgentMessage) -> Delivery> Outbox for F {
+    fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery {
+        self(to, msg)
+    }
+}
+
+/// `first` and the notices to `to` that follow it in `effects`, taken from there.
+fn notices_to(
+    to: &AgentId,
+    first: LockNotice,
+    effects: &mut std::iter::Peekable<std::vec::IntoIter<TableEffect>>,
+) -> Vec<LockNotice> {
+    let mut run = vec![first];
+    while let Some(TableEffect::Send {
+        to: next,
+        msg: AgentMessage::Notice(_),
+    }) = effects.peek()
+    {
+        if next != to {
+            break;
+        }
+        if let Some(TableEffect::Send {
+            msg: AgentMessage::Notice(notice),
+            ..
+        }) = effects.next()
+        {
+            run.push(notice);
+        }
+    }
+    run
 }
 
 /// Where an input goes.
@@ -259,7 +310,7 @@ impl Sharding {
         &self,
         shards: &mut S,
         input: TableInput,
-        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+        send: &mut impl Outbox,
     ) -> Vec<Vec<AgentId>> {
         let mut after = After::default();
         match self.route(&input) {
@@ -307,7 +358,7 @@ impl Sharding {
         version: u64,
         waits: Vec<Wait>,
         after: &mut After,
-        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+        send: &mut impl Outbox,
     ) {
         let home = self.shard_of(&lock);
         let mut involved: SmallVec<[usize; 2]> =
@@ -356,7 +407,7 @@ impl Sharding {
         table: &mut LockTable,
         effects: Vec<TableEffect>,
         after: &mut After,
-        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+        send: &mut impl Outbox,
     ) {
         if effects.is_empty() {
             // The common case of the fast path: nothing to send, nothing to allocate.
@@ -364,19 +415,49 @@ impl Sharding {
         }
         let mut batches = vec![effects];
         while let Some(batch) = batches.pop() {
-            for effect in batch {
-                let (to, msg) = match effect {
-                    TableEffect::Send { to, msg } => (to, msg),
-                    TableEffect::ReleaseLater(ghosts) => {
-                        after.later.push(ghosts);
-                        continue;
+            let mut batch = batch.into_iter().peekable();
+            // Notices `send_notices` gave back, to send one by one first, and their addressee.
+            let mut unsent: Option<(AgentId, std::vec::IntoIter<LockNotice>)> = None;
+            loop {
+                let retry = unsent
+                    .as_mut()
+                    .and_then(|(to, run)| Some((to.clone(), run.next()?)));
+                let (to, msg) = match retry {
+                    Some((to, notice)) => (to, AgentMessage::Notice(notice)),
+                    None => {
+                        unsent = None;
+                        match batch.next() {
+                            None => break,
+                            Some(TableEffect::Send { to, msg }) => (to, msg),
+                            Some(TableEffect::ReleaseLater(ghosts)) => {
+                                after.later.push(ghosts);
+                                continue;
+                            }
+                        }
                     }
+                };
+                // The notices of one operation to one agent of another node go as one message.
+                let msg = match msg {
+                    AgentMessage::Notice(first)
+                        if unsent.is_none() && to.node() != table.node() =>
+                    {
+                        let mut run = notices_to(&to, first, &mut batch);
+                        if run.len() > 1 {
+                            match send.send_notices(&to, run) {
+                                Ok(()) => {}
+                                Err(back) => unsent = Some((to, back.into_iter())),
+                            }
+                            continue;
+                        }
+                        AgentMessage::Notice(run.pop().expect("a run holds its first notice"))
+                    }
+                    msg => msg,
                 };
                 // Only a message to another node can be too large for its frame, and only then
                 // does the table need it back: a copy for every notice to a local agent (three
                 // reference counts up and down) was a fortieth of a hot lock's hand-off.
                 let copy = (to.node() != table.node()).then(|| msg.clone());
-                let why = match (send(&to, msg), copy) {
+                let why = match (send.send(&to, msg), copy) {
                     (Delivery::Sent, _) => continue,
                     (Delivery::TooLarge, Some(msg)) => Undelivered::TooLarge(msg),
                     (Delivery::TooLarge, None) => {
@@ -400,7 +481,7 @@ impl Sharding {
         &self,
         shards: &mut S,
         mut after: After,
-        send: &mut impl FnMut(&AgentId, AgentMessage) -> Delivery,
+        send: &mut impl Outbox,
     ) -> Vec<Vec<AgentId>> {
         if after.gone.is_empty() {
             return after.later;
@@ -424,3 +505,6 @@ impl Sharding {
         after.later
     }
 }
+
+#[cfg(test)]
+mod tests;

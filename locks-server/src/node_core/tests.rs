@@ -214,7 +214,9 @@ fn the_end_of_one_peers_lock_delay_releases_no_other_peers_ghosts_on_another_sha
     let b_shard = sharding.shard_of(&LockId::new([b_key.as_str()]).unwrap());
     let c_key = key_on_another_shard(b_shard);
     let apply = |shards: &mut Vec<LockTable>, input: TableInput| {
-        sharding.apply(shards.as_mut_slice(), input, &mut |_, _| Delivery::Sent)
+        sharding.apply(shards.as_mut_slice(), input, &mut |_: &AgentId, _| {
+            Delivery::Sent
+        })
     };
     apply(
         &mut shards,

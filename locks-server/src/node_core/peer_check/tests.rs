@@ -90,6 +90,30 @@ fn a_lock_server_speaks_only_for_itself() {
 }
 
 #[test]
+fn every_notice_of_a_run_must_be_the_senders_own_and_within_the_ceiling() {
+    let run = |notices: Vec<AgentMessage>| Message::Notices {
+        to: agent("a", 1),
+        notices: notices
+            .into_iter()
+            .map(|n| match n {
+                AgentMessage::Notice(n) => n,
+                other => panic!("not a notice: {other:?}"),
+            })
+            .collect(),
+    };
+    let from_b = |msg: Message| check(&node("b"), &msg, admits);
+    assert_eq!(from_b(run(vec![notice("b", 5), notice("b", 6)])), Ok(()));
+    assert_eq!(
+        from_b(run(vec![notice("b", 5), notice("c", 6)])),
+        Err(PeerFault::ForeignServer)
+    );
+    assert_eq!(
+        from_b(run(vec![notice("b", 5), notice("b", NOW + 1)])),
+        Err(PeerFault::FutureVersion)
+    );
+}
+
+#[test]
 fn a_raise_is_asked_only_for_an_agent_of_the_sender_and_only_up_to_the_ceiling() {
     let raise = |by: AgentId, floor| {
         Message::Server(ServerRequest::RaiseVersions {

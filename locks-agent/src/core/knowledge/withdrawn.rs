@@ -90,6 +90,10 @@ impl Knowledge {
             .copies
             .get(key)
             .is_some_and(|c| c.entry.is_none_or(|e| e == EntryState::Absent));
+        if !gone {
+            // Most calls: an ancestor's copy still held for another lock.
+            return false;
+        }
         let kept = self.views.contains_key(key)
             || self.unlocking.contains_key(key)
             || self.withdrawn.contains(key)
@@ -98,7 +102,7 @@ impl Knowledge {
             || self.lowering.contains_key(key)
             || self.capped.contains_key(key)
             || self.excused.contains_key(key);
-        gone && !kept
+        !kept
     }
 
     /// Records that `me` withdrew its request on `(lock, node)` (module documentation), after

@@ -26,7 +26,7 @@ pub enum Key {
     /// An integer key, such as a row number.
     Int(i64),
     /// A string key, such as a table name.
-    Str(Arc<str>),
+    Str(#[serde(deserialize_with = "crate::wire_ids::arc_str")] Arc<str>),
     /// An opaque byte-string key.
     Bytes(Arc<[u8]>),
     /// An unsigned integer key above `i64::MAX` (smaller ones are [`Key::Int`]); it sorts after
@@ -255,8 +255,9 @@ pub enum LockIdError {
 /// assert_eq!(row.parent(), Some(LockId::from(["db", "accounts"])));
 /// assert!(LockId::from(["db"]).is_ancestor_of(&row));
 /// ```
-#[derive(Clone, Eq, Serialize, Deserialize)]
-#[serde(try_from = "Vec<Key>", into = "Vec<Key>")]
+///
+/// Encoded as the sequence of its keys (`wire_ids.rs`).
+#[derive(Clone, Eq)]
 pub struct LockId(Arc<[Key]>);
 
 /// The hash of the keys (as [`PartialEq`] compares them).
@@ -296,6 +297,14 @@ impl LockId {
         } else {
             Ok(LockId(keys))
         }
+    }
+
+    /// The id of `keys` (cloned), or an error if there are none.
+    pub(crate) fn from_slice(keys: &[Key]) -> Result<LockId, LockIdError> {
+        if keys.is_empty() {
+            return Err(LockIdError::Empty);
+        }
+        Ok(LockId(keys.iter().cloned().collect()))
     }
 
     /// The keys of the path, root first. Never empty.

@@ -43,8 +43,9 @@ pub enum NodeNameError {
 }
 
 /// The name of a node, unique within its cluster.
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+///
+/// Encoded as its name's string (`wire_ids.rs`).
+#[derive(Clone)]
 pub struct NodeId(Arc<str>);
 
 /// By name, the pointer first (`Arc`'s own equality has that shortcut only for sized values).

@@ -55,6 +55,7 @@ pub mod proto;
 mod rwu;
 mod sync;
 pub mod waits;
+mod wire_ids;
 
 pub use hold::held_in_hierarchy;
 pub use id::{Key, LockId, LockIdError};

@@ -275,8 +275,12 @@ impl Knowledge {
             copy.view_min = copy.view_min.max(n.version);
         }
         let mut restrip = false;
-        match self.views.entry(key.clone()) {
-            Entry::Occupied(stored) => {
+        // No view stored and none sent: nothing to keep or outdate (most notices of an
+        // uncontended lock), without a search and a key clone.
+        let no_view = n.queue.is_none() && self.views.is_empty();
+        match (!no_view).then(|| self.views.entry(key.clone())) {
+            None => {}
+            Some(Entry::Occupied(stored)) => {
                 let before = &stored.get().view;
                 let edited = stored.get().raw.is_some();
                 let replaces = |q: &&Arc<LockView>| {
@@ -302,7 +306,7 @@ impl Knowledge {
                     restrip = absent || edited;
                 }
             }
-            vacant => {
+            Some(vacant) => {
                 if let Some(q) = &n.queue {
                     let (q, raw) = withdrawn::seen(q.clone(), me, gone_at);
                     Self::keep_view(copy, vacant, q, Source::Unknown, raw);

@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// to `i64`, `u8` to `u64`, `isize` and `usize` (and `i128`/`u128` by `TryFrom`, within that
 /// range). An integer has one form whatever its type: a value that fits an `i64` is
 /// [`Key::Int`], a larger `u64` is [`Key::UInt`], so `5u64` and `5i32` name the same key.
-#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Eq, Hash, Serialize, Deserialize)]
 pub enum Key {
     /// An integer key, such as a row number.
     Int(i64),
@@ -67,10 +67,11 @@ pub(crate) fn shared_first<T: ?Sized>(
     }
 }
 
-/// The order of byte strings, as `<[u8]>::cmp`. A short key (a table or column name) is
-/// compared in place: the library's comparison calls `memcmp`, whose call cost more than the
-/// few bytes, and a lock id's keys are compared in every look-up of the agents' ordered maps.
-fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+/// The order of byte strings, as `<[u8]>::cmp`. A short key (a table or column name) or node
+/// name is compared in place: the library's comparison calls `memcmp`, whose call cost more
+/// than the few bytes, and a lock id's keys and a copy's node are compared in every look-up of
+/// the agents' ordered maps.
+pub(crate) fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
     const SHORT: usize = 16;
     if a.len().min(b.len()) > SHORT {
         return a.cmp(b);
@@ -81,6 +82,22 @@ fn cmp_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         }
     }
     a.len().cmp(&b.len())
+}
+
+/// The same kind and the same value (as the derived equality, with short strings compared in
+/// place as [`Ord`] compares them).
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        match (self, other) {
+            (Key::Int(a), Key::Int(b)) => a == b,
+            (Key::UInt(a), Key::UInt(b)) => a == b,
+            (Key::Str(a), Key::Str(b)) => {
+                shared_first(a, b, |a, b| cmp_bytes(a.as_bytes(), b.as_bytes())).is_eq()
+            }
+            (Key::Bytes(a), Key::Bytes(b)) => shared_first(a, b, cmp_bytes).is_eq(),
+            _ => false,
+        }
+    }
 }
 
 impl PartialOrd for Key {

@@ -51,7 +51,8 @@ pub struct NodeId(Arc<str>);
 /// By name, the pointer first (`Arc`'s own equality has that shortcut only for sized values).
 impl PartialEq for NodeId {
     fn eq(&self, other: &NodeId) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+        Arc::ptr_eq(&self.0, &other.0)
+            || crate::id::cmp_bytes(self.0.as_bytes(), other.0.as_bytes()).is_eq()
     }
 }
 
@@ -70,7 +71,9 @@ impl std::hash::Hash for NodeId {
 /// keys.
 impl Ord for NodeId {
     fn cmp(&self, other: &NodeId) -> std::cmp::Ordering {
-        crate::id::shared_first(&self.0, &other.0, Ord::cmp)
+        crate::id::shared_first(&self.0, &other.0, |a, b| {
+            crate::id::cmp_bytes(a.as_bytes(), b.as_bytes())
+        })
     }
 }
 

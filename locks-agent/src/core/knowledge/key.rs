@@ -61,8 +61,14 @@ impl<'a> Borrow<dyn CopyKey + 'a> for (LockId, NodeId) {
 
 impl PartialEq for dyn CopyKey + '_ {
     fn eq(&self, other: &Self) -> bool {
-        self.keys() == other.keys() && self.node() == other.node()
+        same_keys(self.keys(), other.keys()) && self.node() == other.node()
     }
+}
+
+/// Whether `a` and `b` are the same slice (an id and its clones share their keys): equal
+/// without comparing them.
+fn same_keys(a: &[Key], b: &[Key]) -> bool {
+    std::ptr::eq(a, b) || a == b
 }
 
 impl Eq for dyn CopyKey + '_ {}
@@ -75,9 +81,13 @@ impl PartialOrd for dyn CopyKey + '_ {
 
 impl Ord for dyn CopyKey + '_ {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.keys()
-            .cmp(other.keys())
-            .then_with(|| self.node().cmp(other.node()))
+        let (a, b) = (self.keys(), other.keys());
+        let keys = if std::ptr::eq(a, b) {
+            Ordering::Equal
+        } else {
+            a.cmp(b)
+        };
+        keys.then_with(|| self.node().cmp(other.node()))
     }
 }
 

@@ -21,6 +21,9 @@ use std::sync::Arc;
 /// to `i64`, `u8` to `u64`, `isize` and `usize` (and `i128`/`u128` by `TryFrom`, within that
 /// range). An integer has one form whatever its type: a value that fits an `i64` is
 /// [`Key::Int`], a larger `u64` is [`Key::UInt`], so `5u64` and `5i32` name the same key.
+// The equality is the derived one, written out only to compare short strings in place: the
+// derived hash stays consistent with it.
+#[allow(clippy::derived_hash_with_manual_eq)]
 #[derive(Clone, Eq, Hash, Serialize, Deserialize)]
 pub enum Key {
     /// An integer key, such as a row number.

@@ -30,7 +30,7 @@
 //! assert_eq!(table.holds(&a, &lock_id!["a"]).map(|(mode, _)| mode), Some(Mode::X));
 //! ```
 
-pub use crate::local::{MAX_SHARDS, Outbox, SHARDS, ShardAccess, Sharding};
+pub use crate::local::{Carrier, MAX_SHARDS, SHARDS, ShardAccess, Sharding};
 pub use crate::node_core::{NodeCore, NodeEffect, NodeInput, Peers, Timer};
 pub use crate::table::{DEFAULT_MAX_DEPTH, LockTable, Sends, TableEffect, TableInput, Undelivered};
 

@@ -58,7 +58,7 @@
 mod reads;
 mod whole;
 
-pub use crate::node_core::sharding::{After, Delivery, MAX_SHARDS, Outbox, ShardAccess, Sharding};
+pub use crate::node_core::sharding::{After, Carrier, Delivery, MAX_SHARDS, ShardAccess, Sharding};
 
 use crate::data_dir::VersionReserve;
 use crate::node_core::quota::{PeerQuotas, QuotaBook};
@@ -151,10 +151,10 @@ impl ShardAccess for &Shards {
     }
 }
 
-/// The shards' [`Outbox`]: the table's messages through the router, booked in the quotas.
-struct Carrier<'a>(&'a LocalTable);
+/// The shards' [`Carrier`]: the table's messages through the router, booked in the quotas.
+struct Routed<'a>(&'a LocalTable);
 
-impl Outbox for Carrier<'_> {
+impl Carrier for Routed<'_> {
     fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery {
         self.0.send(to, msg)
     }
@@ -310,7 +310,7 @@ impl LocalTable {
     }
 
     /// Sends several notices to an agent of another node as one message (see
-    /// [`Outbox::send_notices`]), and books them as [`Self::send`] does; gives them back if
+    /// [`Carrier::send_notices`]), and books them as [`Self::send`] does; gives them back if
     /// that did not go as sent.
     fn send_notices(&self, to: &AgentId, notices: Vec<LockNotice>) -> Result<(), Vec<LockNotice>> {
         // Kept to give back: on a refusal the router has consumed the message.
@@ -365,7 +365,7 @@ impl LocalTable {
             _ => None,
         };
         let mut shards = &self.shards;
-        let ghosts = self.sharding.apply(&mut shards, input, &mut Carrier(self));
+        let ghosts = self.sharding.apply(&mut shards, input, &mut Routed(self));
         match forget {
             Some(Forget::Node(node)) => self.quotas.lock().node_down(&node),
             Some(Forget::Agent(agent)) => self.quotas.lock().remove_agent(&agent),
@@ -424,7 +424,7 @@ impl LocalTable {
         i: usize,
         step: impl FnOnce(&mut LockTable) -> (Vec<TableEffect>, T),
     ) -> T {
-        let mut send = Carrier(self);
+        let mut send = Routed(self);
         let mut after = After::default();
         let out = {
             let mut table = self.shards.lock(i);

@@ -91,13 +91,13 @@ pub enum Delivery {
 
 /// Who carries the messages the shards send (the `send` of [`Sharding::apply`]): any
 /// `FnMut(&AgentId, AgentMessage) -> Delivery` carries them one by one.
-pub trait Outbox {
+pub trait Carrier {
     /// Sends `msg` to `to`, and says what became of it.
     fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery;
 
     /// Sends several notices of one operation to `to`, an agent of another node, as one
     /// message, in order; or gives them back unsent (then each goes through
-    /// [`Outbox::send`], which says what became of it). Gives them back unless overridden.
+    /// [`Carrier::send`], which says what became of it). Gives them back unless overridden.
     fn send_notices(
         &mut self,
         to: &AgentId,
@@ -108,7 +108,7 @@ pub trait Outbox {
     }
 }
 
-impl<F: FnMut(&AgentId, AgentMessage) -> Delivery> Outbox for F {
+impl<F: FnMut(&AgentId, AgentMessage) -> Delivery> Carrier for F {
     fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery {
         self(to, msg)
     }
@@ -310,7 +310,7 @@ impl Sharding {
         &self,
         shards: &mut S,
         input: TableInput,
-        send: &mut impl Outbox,
+        send: &mut impl Carrier,
     ) -> Vec<Vec<AgentId>> {
         let mut after = After::default();
         match self.route(&input) {
@@ -358,7 +358,7 @@ impl Sharding {
         version: u64,
         waits: Vec<Wait>,
         after: &mut After,
-        send: &mut impl Outbox,
+        send: &mut impl Carrier,
     ) {
         let home = self.shard_of(&lock);
         let mut involved: SmallVec<[usize; 2]> =
@@ -407,7 +407,7 @@ impl Sharding {
         table: &mut LockTable,
         effects: Vec<TableEffect>,
         after: &mut After,
-        send: &mut impl Outbox,
+        send: &mut impl Carrier,
     ) {
         if effects.is_empty() {
             // The common case of the fast path: nothing to send, nothing to allocate.
@@ -481,7 +481,7 @@ impl Sharding {
         &self,
         shards: &mut S,
         mut after: After,
-        send: &mut impl Outbox,
+        send: &mut impl Carrier,
     ) -> Vec<Vec<AgentId>> {
         if after.gone.is_empty() {
             return after.later;

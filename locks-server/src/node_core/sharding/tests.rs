@@ -1,6 +1,6 @@
 //! [`Sharding::deliver`]'s runs of notices: whatever the operations, an agent of another node
 //! is told the same messages in the same order whether its notices go one by one, as runs, or
-//! as runs that the outbox gives back; and a run is exactly the notices of one operation to
+//! as runs that the carrier gives back; and a run is exactly the notices of one operation to
 //! one agent of another node, next to each other in the table's effects.
 
 use super::*;
@@ -31,7 +31,7 @@ struct Recorder {
     gone: Option<AgentId>,
 }
 
-impl Outbox for Recorder {
+impl Carrier for Recorder {
     fn send(&mut self, to: &AgentId, msg: AgentMessage) -> Delivery {
         if self.gone.as_ref() == Some(to) {
             return Delivery::Gone;
@@ -82,18 +82,18 @@ fn request() -> impl Strategy<Value = ServerRequest> {
     })
 }
 
-/// Applies `requests` with `outbox`, and returns it.
-fn run(requests: &[ServerRequest], mut outbox: Recorder) -> Recorder {
+/// Applies `requests` with `carrier`, and returns it.
+fn run(requests: &[ServerRequest], mut carrier: Recorder) -> Recorder {
     let sharding = Sharding::new(4);
     let mut shards = tables(&sharding);
     for r in requests {
         sharding.apply(
             shards.as_mut_slice(),
             TableInput::Request(r.clone()),
-            &mut outbox,
+            &mut carrier,
         );
     }
-    outbox
+    carrier
 }
 
 #[test]

@@ -2,13 +2,15 @@
 //! small tree, in random orders, so deadlocks are frequent. Every transaction must end with all
 //! its locks, and an oracle that sees every transaction while it holds everything finds no two
 //! incompatible holders — on one lock, or on a lock and its ancestor or descendant (expanded
-//! with the intention modes). Bounded in iterations; a hang fails at the harness bound.
+//! with the intention modes). Bounded in iterations; a hang fails at the harness bound. The same
+//! across two nodes linked by TCP: each lock on one node, the other, or both, so that the
+//! notices of a lock and its ancestors reach the agents of the other node as runs.
 
 mod common;
 
-use common::{Harness, bounded};
-use locks_agent::{Options, begin_transaction};
-use locks_core::{LockId, Mode, ModeTable, lock_id};
+use common::{Harness, bounded, cluster};
+use locks_agent::{Options, Req, begin_transaction};
+use locks_core::{LockId, Mode, ModeTable, NodeId, lock_id};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -136,4 +138,103 @@ async fn sixteen_clients_random_lock_sets_all_complete_and_never_conflict() {
     println!("{checks} transactions checked, {deadlocks} of them went through a deadlock");
     // Every transaction ended: the releases follow on the node's thread.
     h.wait_all_released().await;
+}
+
+/// What a client of the two-node test holds: `(lock, node)` copies with their modes, the
+/// ancestors' intention modes included.
+type Copies = Vec<((LockId, NodeId), Mode)>;
+
+/// The copies of `direct` (each lock on its nodes), expanded as [`expand`] does.
+fn expand_on(direct: &[(LockId, Mode, Vec<NodeId>)], modes: &ModeTable) -> Copies {
+    direct
+        .iter()
+        .flat_map(|(lock, mode, nodes)| {
+            let expanded = expand(&[(lock.clone(), *mode)], modes);
+            nodes
+                .iter()
+                .flat_map(move |n| {
+                    expanded
+                        .clone()
+                        .into_iter()
+                        .map(move |(l, m)| ((l, n.clone()), m))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Who holds which copies now, checked as each client enters.
+#[derive(Default)]
+struct CopyOracle {
+    holding: HashMap<u64, Copies>,
+    checks: usize,
+}
+
+impl CopyOracle {
+    fn enter(&mut self, client: u64, held: Copies, modes: &ModeTable) {
+        for (other, theirs) in &self.holding {
+            for (copy, mine) in &held {
+                for (their_copy, their_mode) in theirs {
+                    assert!(
+                        copy != their_copy || modes.compatible(*mine, *their_mode),
+                        "clients {client} ({mine}) and {other} ({their_mode}) both hold {} on {}",
+                        copy.0,
+                        copy.1
+                    );
+                }
+            }
+        }
+        self.checks += 1;
+        self.holding.insert(client, held);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_of_two_nodes_lock_random_sets_on_either_or_both_and_never_conflict() {
+    let hs = cluster(&["ra", "rb"]).await;
+    let names = [hs[0].node.id().clone(), hs[1].node.id().clone()];
+    let modes = ModeTable::standard();
+    let oracle = Arc::new(Mutex::new(CopyOracle::default()));
+    let mut tasks = Vec::new();
+    for client in 0..CLIENTS {
+        let node = hs[(client % 2) as usize].node.clone();
+        let (names, oracle, modes) = (names.clone(), oracle.clone(), modes.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (client + 1).wrapping_mul(0x2545_F491));
+            for _ in 0..ROUNDS {
+                let set: Vec<(LockId, Mode, Vec<NodeId>)> = random_set(&mut rng)
+                    .into_iter()
+                    .map(|(lock, mode)| {
+                        let nodes = match rng.below(3) {
+                            0 => vec![names[0].clone()],
+                            1 => vec![names[1].clone()],
+                            _ => names.to_vec(),
+                        };
+                        (lock, mode, nodes)
+                    })
+                    .collect();
+                let txn = begin_transaction(&node, Options::default()).await.unwrap();
+                for (lock, mode, nodes) in &set {
+                    txn.lock_nowait_on(lock.clone(), *mode, nodes, Req::All)
+                        .await
+                        .unwrap();
+                }
+                txn.await_all_locks().await.unwrap();
+                oracle
+                    .lock()
+                    .unwrap()
+                    .enter(client, expand_on(&set, &modes), &modes);
+                tokio::task::yield_now().await;
+                oracle.lock().unwrap().holding.remove(&client);
+                txn.end().await.unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        bounded(task).await.unwrap();
+    }
+    assert_eq!(oracle.lock().unwrap().checks, CLIENTS as usize * ROUNDS);
+    for h in &hs {
+        h.wait_all_released().await;
+    }
 }

@@ -16,7 +16,11 @@
 //!   find, so it answers as to a stale surrender) otherwise;
 //! - a message that cannot be delivered is fed back into the shard that sent it, as
 //!   [`TableInput::Undelivered`]; an agent found gone is then removed from every other shard
-//!   too, once the shard that found it is released (each agent once).
+//!   too, once the shard that found it is released (each agent once);
+//! - notices next to each other in a shard's effects, all to one agent of another node (a lock
+//!   and its ancestors), go to the carrier as one run ([`Carrier::send_notices`]); a run it
+//!   gives back goes one notice at a time, each fed back like any message. Either way the
+//!   agent is sent the same notices in the same order.
 //!
 //! **Why the shards decide as one table would.** Every decision of the table about a lock reads
 //! only the records of its own hierarchy (the lock, its ancestors, its descendants), which are all

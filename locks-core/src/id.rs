@@ -319,14 +319,6 @@ impl LockId {
         }
     }
 
-    /// The id of `keys` (cloned), or an error if there are none.
-    pub(crate) fn from_slice(keys: &[Key]) -> Result<LockId, LockIdError> {
-        if keys.is_empty() {
-            return Err(LockIdError::Empty);
-        }
-        Ok(LockId(keys.iter().cloned().collect()))
-    }
-
     /// The keys of the path, root first. Never empty.
     pub fn keys(&self) -> &[Key] {
         &self.0

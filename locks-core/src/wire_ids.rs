@@ -44,7 +44,7 @@ impl<'de> Deserialize<'de> for LockId {
                 while let Some(key) = seq.next_element()? {
                     keys.push(key);
                 }
-                LockId::from_slice(&keys).map_err(de::Error::custom)
+                LockId::new(keys.iter().cloned()).map_err(de::Error::custom)
             }
         }
 

@@ -446,9 +446,9 @@ impl Router {
         }
     }
 
-    /// Sends `notices` to `to`, an agent of another node, as one message
-    /// ([`WireMessage::Notices`]); on an error nothing was sent. (To a local agent they go
-    /// one by one, as [`Router::send_agent`] sends them.)
+    /// Sends `notices` to `to`: to an agent of another node as one message
+    /// ([`WireMessage::Notices`]; on an error nothing was sent), to a local one (a run
+    /// received from a peer) one by one, as [`Router::send_agent`] sends each.
     pub fn send_agent_notices(
         &self,
         to: &AgentId,
@@ -462,6 +462,7 @@ impl Router {
                     notices,
                 }));
         }
+        // In order, as that many messages; once one finds the agent gone, so would the rest.
         notices
             .into_iter()
             .try_for_each(|notice| self.send_agent(to, AgentMessage::Notice(notice)))
@@ -625,11 +626,7 @@ impl Router {
                 if to.node() != &self.node {
                     return Err(RouteError::UnknownAgent(to));
                 }
-                // In order, as that many messages; once one finds the agent gone, so would the
-                // rest.
-                notices
-                    .into_iter()
-                    .try_for_each(|notice| self.send_agent(&to, AgentMessage::Notice(notice)))
+                self.send_agent_notices(&to, notices)
             }
             WireMessage::Member { to, from, payload } => {
                 if to.node() != &self.node {

@@ -3,8 +3,8 @@
 breakdown of a gRPC request on the node does.
 
 Each sampled function goes to the first group whose rule matches it, in this order: the kernel;
-allocation and copies (malloc, free, mimalloc, memmove, byte buffers); HTTP/2 (h2, hyper,
-http-body); gRPC framing and protobuf (tonic, prost); task hops (tokio, futures, actix,
+allocation and copies (malloc, free, jemalloc, mimalloc, memmove, byte buffers); HTTP/2 (h2,
+hyper, http-body); gRPC framing and protobuf (tonic, prost); task hops (tokio, futures, actix,
 wakers); the session (`locks_grpc`); the engine (`locks_agent`, `locks_server`, `locks_core`
 and their hash maps); the rest is "other". The rules read symbol names only, so a function
 inlined into another counts as its caller.
@@ -22,7 +22,7 @@ GROUPS = [
     ("kernel", None),
     (
         "alloc+copies",
-        r"\bmi_|_mi_|malloc|free|memmove|memcpy|realloc|_int_|calloc|alloc::raw_vec"
+        r"\bmi_|_mi_|\bje_|_rjem_|malloc|free|memmove|memcpy|realloc|_int_|calloc|alloc::raw_vec"
         r"|alloc::alloc|drop_in_place<alloc::vec|bytes::bytes_mut::|bytes::bytes::",
     ),
     ("http2", r"\bh2::|hyper::|hyper_util::|http_body|http::"),

@@ -17,9 +17,11 @@
 //!   `C1 grpc 64 sessions lock+unlock awaited`, the 64 with each unlock's answer waited for.
 //! - `C2 grpc Majority 3 procs`: three node processes, the client talks to one; each operation
 //!   is `lock([c2, i], X, [all three], Majority)`, then `send_unlock`; and the same with
-//!   [`C2_SESSIONS`] sessions at once.
+//!   [`C2_SESSIONS`] sessions at once (`[c2m, s, i]`), and those sessions on one-level ids
+//!   (`[c2m-s-i]`, [`C2_FLAT`]: a lock with no ancestors, as an etcd or Redis lock names one
+//!   key; no goal, it shows what the ancestors' entries and notices cost).
 //! - With `--python PATH` (`client_python`): the installed Python client's lock+unlock at 1 and
-//!   16 threads, one session each.
+//!   16 threads, one session each, and its asyncio client's at 16 sessions on one event loop.
 //! - With `--redis ADDR`: the Redis lock cycle (`redis::cycles`) at 1, 16, 64 and 256
 //!   clients; with `--etcd ADDR`, etcd's Lock/Unlock (`client_etcd`) at the same counts.
 //!
@@ -64,6 +66,8 @@ const AWAITED_SESSIONS: usize = 64;
 
 /// The single-session C2 row.
 pub const C2_ONE: &str = "C2 grpc Majority 3 procs";
+/// C2's fleet of [`C2_SESSIONS`] on one-level ids.
+pub const C2_FLAT: &str = "C2 grpc Majority 3 procs 64 sessions one-level ids";
 
 /// How a lock+unlock operation releases its lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,17 +254,51 @@ pub fn alone<T>(
     })
 }
 
+/// The shape of a fleet's lock ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ids {
+    /// `root/session/i`: three levels, as the rows lock (the lock and two ancestors' entries on
+    /// every node, and their notices).
+    Deep,
+    /// `root-session-i`: one level, as an etcd or Redis lock names one key.
+    Flat,
+}
+
+impl Ids {
+    /// Session `s`'s operation `i` under `root`.
+    fn path(self, root: &str, s: usize, i: u64) -> String {
+        match self {
+            Ids::Deep => format!("{root}/{s}/{i}"),
+            Ids::Flat => format!("{root}-{s}-{i}"),
+        }
+    }
+}
+
 /// The lock of C1's fleets: session `s`'s operation `i`, on the session's node.
 fn local_lock(s: usize, i: u64) -> (String, LockSpec) {
-    let path = format!("c1m/{s}/{i}");
+    let path = Ids::Deep.path("c1m", s, i);
     let lock = LockSpec::new(&path, "X");
     (path, lock)
+}
+
+/// The lock of C2's fleets: session `s`'s operation `i`, `Majority` on `nodes`.
+fn c2_lock(
+    nodes: &[String],
+    ids: Ids,
+) -> impl Fn(usize, u64) -> (String, LockSpec) + Send + Sync + Clone + 'static {
+    let nodes = nodes.to_vec();
+    move |s: usize, i: u64| {
+        let path = ids.path("c2m", s, i);
+        let lock = majority_spec(&path, &nodes);
+        (path, lock)
+    }
 }
 
 /// C1's fleet of `sessions` sessions against the node serving clients at `addr`, for
 /// `run_for`, alone (`bench --load`), releasing as `cycle` says, on a runtime of `workers`
 /// threads (0: a current-thread runtime); with `majority` (node names), C2's fleet instead,
-/// locking on those nodes: the rate and the p50 and p99, as a line of text.
+/// locking on those nodes; with `ids` [`Ids::Flat`], on one-level ids instead of the rows'
+/// three-level ones: the rate and the p50 and p99, as a line of text.
 pub fn load(
     addr: &str,
     sessions: usize,
@@ -268,6 +306,7 @@ pub fn load(
     workers: usize,
     majority: &[String],
     cycle: Cycle,
+    ids: Ids,
 ) -> Result<String, String> {
     let rt = if workers == 0 {
         tokio::runtime::Builder::new_current_thread()
@@ -284,18 +323,23 @@ pub fn load(
     let sample = rt.block_on(async {
         let timeout = |_| format!("not done within {} s", limit.as_secs());
         if majority.is_empty() {
-            let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, local_lock);
+            let lock = move |s: usize, i: u64| {
+                let path = ids.path("c1m", s, i);
+                let lock = LockSpec::new(&path, "X");
+                (path, lock)
+            };
+            let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, lock);
             return tokio::time::timeout(limit, fleet).await.map_err(timeout)?;
         }
         let mut client = connect(addr).await?;
         all_connected(&mut client, majority.len()).await?;
-        let nodes = majority.to_vec();
-        let lock = move |s: usize, i: u64| {
-            let path = format!("c2m/{s}/{i}");
-            let lock = majority_spec(&path, &nodes);
-            (path, lock)
-        };
-        let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, lock);
+        let fleet = concurrent(
+            addr.to_owned(),
+            sessions,
+            run_for,
+            cycle,
+            c2_lock(majority, ids),
+        );
         tokio::time::timeout(limit, fleet).await.map_err(timeout)?
     })?;
     let p = super::stats::percentiles(&sample.latencies).ok_or("no operation")?;
@@ -353,7 +397,7 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
                     Ok(vec![alone(ctx, sample)?])
                 }));
             }
-            rows.extend(client_python::run(ctx, &python, &addr));
+            rows.extend(client_python::run(ctx, &addr));
             drop(node);
         }
     }
@@ -368,7 +412,8 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
     rows
 }
 
-/// C2: `Majority` over three node processes, one session and [`C2_SESSIONS`].
+/// C2: `Majority` over three node processes, one session and [`C2_SESSIONS`]; and
+/// [`C2_SESSIONS`] on one-level ids ([`C2_FLAT`]).
 fn c2_rows(ctx: &mut Ctx) -> Vec<Row> {
     let one = vec![Spec::rate(C2_ONE, "op/s", Floor::Tcp).goal(
         "goal: Majority over 3 processes through the API p50 <= 4 TCP round trips",
@@ -381,14 +426,23 @@ fn c2_rows(ctx: &mut Ctx) -> Vec<Row> {
             Check::AfterRounds,
         );
     }
-    let many = vec![many];
+    let fleets = [
+        (vec![many], Ids::Deep),
+        (vec![Spec::rate(C2_FLAT, "op/s", Floor::Tcp)], Ids::Flat),
+    ];
     let started = NodeProcess::start_with("c2a", &client_flags(&[])).and_then(|a| {
         let b = NodeProcess::start_with("c2b", &client_flags(&[a.addr]))?;
         let c = NodeProcess::start_with("c2c", &client_flags(&[a.addr, b.addr]))?;
         Ok([a, b, c])
     });
     let procs = match started {
-        Err(e) => return [fail(&one, &e), fail(&many, &e)].concat(),
+        Err(e) => {
+            let mut rows = fail(&one, &e);
+            for (specs, _) in &fleets {
+                rows.extend(fail(specs, &e));
+            }
+            return rows;
+        }
         Ok(procs) => procs,
     };
     let addr = procs[0].client_addr.clone().unwrap_or_default();
@@ -398,18 +452,15 @@ fn c2_rows(ctx: &mut Ctx) -> Vec<Row> {
         Ok(vec![alone(ctx, majority(addr.clone(), nodes.clone(), n))?])
     });
     let run_for = fleet_time(ctx);
-    rows.extend(ctx.run_rounds(&many, |_| {
-        let nodes = nodes.clone();
-        let lock = move |s: usize, i: u64| {
-            let path = format!("c2m/{s}/{i}");
-            let lock = majority_spec(&path, &nodes);
-            (path, lock)
-        };
-        Ok(vec![alone(
-            ctx,
-            concurrent(addr.clone(), C2_SESSIONS, run_for, Cycle::Pipelined, lock),
-        )?])
-    }));
+    for (specs, ids) in &fleets {
+        rows.extend(ctx.run_rounds(specs, |_| {
+            let lock = c2_lock(&nodes, *ids);
+            Ok(vec![alone(
+                ctx,
+                concurrent(addr.clone(), C2_SESSIONS, run_for, Cycle::Pipelined, lock),
+            )?])
+        }));
+    }
     drop(procs);
     rows
 }
@@ -485,9 +536,11 @@ pub fn decide_goals(rows: &mut [Row]) {
     ours.push((C1_MANY_AWAITED.to_owned(), AWAITED_SESSIONS));
     ours.push((C2_ONE.to_owned(), 1));
     ours.push((c2_name(C2_SESSIONS), C2_SESSIONS));
+    ours.push((C2_FLAT.to_owned(), C2_SESSIONS));
     for n in client_python::THREADS {
         ours.push((client_python::name(n), n));
     }
+    ours.push((client_python::aio_name(), client_python::AIO_SESSIONS));
     for (name, n) in &ours {
         let Some(us) = rate(rows, name) else {
             continue;

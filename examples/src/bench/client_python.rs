@@ -1,20 +1,24 @@
 //! PY: the installed Python client (`clients/python`, package `locks-client`) as its users see
 //! it, with `--python PATH` (a Python interpreter that has the package installed, such as a
-//! virtualenv's `bin/python`): lock+unlock at 1 and 16 threads against the C1 node.
+//! virtualenv's `bin/python`): lock+unlock at 1 and 16 threads against the C1 node, and with
+//! the asyncio client (`locks_client.aio`) at 16 sessions on one event loop.
 //!
-//! Each round runs [`SCRIPT`] in a new interpreter: one `Client`, one session per thread, all
-//! threads started together once their sessions are open, each doing `session.lock(path)`
-//! (waiting for the grant) then `session.unlock(path)` on its own paths until the deadline.
-//! The script prints its count, wall time and every latency; the interpreter's start and the
-//! sessions' opening are not timed. The child is killed if it outlives the round limit.
+//! Each round runs [`SCRIPT`] (or [`AIO_SCRIPT`]) in a new interpreter: one `Client`, one
+//! session per thread (per task), all started together once their sessions are open, each
+//! doing `session.lock(path)` (waiting for the grant) then `session.unlock(path)` on its own
+//! paths until the deadline. The script prints its count, wall time and every latency; the
+//! interpreter's start and the sessions' opening are not timed. The child is killed if it
+//! outlives the round limit.
 
 use super::floors::Floor;
 use super::stats::Sample;
 use super::{Ctx, Row, Spec};
 use std::time::Duration;
 
-/// Threads of the rows.
+/// Threads of the rows of the thread-based client.
 pub const THREADS: [usize; 2] = [1, 16];
+/// Sessions of the asyncio client's row.
+pub const AIO_SESSIONS: usize = 16;
 
 /// The name of the row of `threads` threads.
 pub fn name(threads: usize) -> String {
@@ -25,15 +29,38 @@ pub fn name(threads: usize) -> String {
     }
 }
 
-/// The rows' specs: none without `--python`.
-pub fn specs(ctx: &Ctx) -> Vec<Spec> {
+/// The name of the asyncio client's row.
+pub fn aio_name() -> String {
+    format!("PY python asyncio {AIO_SESSIONS} sessions lock+unlock")
+}
+
+/// Which of the package's clients a row drives, and with how many sessions.
+#[derive(Clone, Copy, Debug)]
+enum Driver {
+    /// `locks_client.Client`, one thread per session.
+    Threads(usize),
+    /// `locks_client.aio.Client`, one task per session on one event loop.
+    Asyncio(usize),
+}
+
+/// The rows, their specs and their drivers: none without `--python`.
+fn rows(ctx: &Ctx) -> Vec<(Spec, Driver)> {
     if ctx.cfg.python.is_none() {
         return Vec::new();
     }
-    THREADS
+    let threads = THREADS
         .iter()
-        .map(|&n| Spec::rate(name(n), "op/s", Floor::Tcp))
-        .collect()
+        .map(|&n| (Spec::rate(name(n), "op/s", Floor::Tcp), Driver::Threads(n)));
+    let aio = (
+        Spec::rate(aio_name(), "op/s", Floor::Tcp),
+        Driver::Asyncio(AIO_SESSIONS),
+    );
+    threads.chain(std::iter::once(aio)).collect()
+}
+
+/// The rows' specs: none without `--python`.
+pub fn specs(ctx: &Ctx) -> Vec<Spec> {
+    rows(ctx).into_iter().map(|(spec, _)| spec).collect()
 }
 
 /// The measuring script: `python -c SCRIPT ADDR THREADS SECONDS`. Prints `ops elapsed_ns`,
@@ -93,34 +120,74 @@ print(" ".join(map(str, all_lat)))
 client.close()
 "#;
 
+/// The asyncio client's script: `python -c AIO_SCRIPT ADDR SESSIONS SECONDS`, one task per
+/// session on one event loop; prints as [`SCRIPT`] does.
+pub const AIO_SCRIPT: &str = r#"
+import asyncio, sys, time
+from locks_client.aio import Client
+
+addr, sessions, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+
+async def run(session, out, deadline):
+    i, done = 0, time.perf_counter_ns()
+    while done < deadline:
+        path = f"pya/{id(out)}/{i}"
+        began = time.perf_counter_ns()
+        await session.lock(path)
+        await session.unlock(path)
+        done = time.perf_counter_ns()
+        out.append(done - began)
+        i += 1
+    return done
+
+async def main():
+    lat = [[] for _ in range(sessions)]
+    async with Client(addr) as client:
+        opened = await asyncio.gather(*(client.session() for _ in range(sessions)))
+        began = time.perf_counter_ns()
+        deadline = began + int(seconds * 1e9)
+        ended = await asyncio.gather(*(run(s, lat[t], deadline) for t, s in enumerate(opened)))
+        for s in opened:
+            await s.end()
+    all_lat = [x for l in lat for x in l]
+    print(len(all_lat), max(ended) - began)
+    print(" ".join(map(str, all_lat)))
+
+asyncio.run(main())
+"#;
+
 /// The Python rows against the node serving clients at `addr` (none without `--python`).
-pub fn run(ctx: &Ctx, specs: &[Spec], addr: &str) -> Vec<Row> {
+pub fn run(ctx: &Ctx, addr: &str) -> Vec<Row> {
     let Some(python) = ctx.cfg.python.clone() else {
         return Vec::new();
     };
     let seconds = super::fleet::fleet_time(ctx).as_secs_f64();
-    let mut rows = Vec::new();
-    for (spec, &threads) in specs.iter().zip(&THREADS) {
-        rows.extend(ctx.run_rounds(std::slice::from_ref(spec), |_| {
-            let sample = once(&python, addr, threads, seconds);
+    let mut out = Vec::new();
+    for (spec, driver) in rows(ctx) {
+        out.extend(ctx.run_rounds(std::slice::from_ref(&spec), |_| {
+            let sample = once(&python, addr, driver, seconds);
             Ok(vec![super::rig::bounded(ctx, sample)?])
         }));
     }
-    rows
+    out
 }
 
 /// One round: the script in a new interpreter (killed when this future is dropped).
 async fn once(
     python: &std::path::Path,
     addr: &str,
-    threads: usize,
+    driver: Driver,
     seconds: f64,
 ) -> Result<Sample, String> {
+    let (script, sessions) = match driver {
+        Driver::Threads(n) => (SCRIPT, n),
+        Driver::Asyncio(n) => (AIO_SCRIPT, n),
+    };
     let output = tokio::process::Command::new(python)
         .arg("-c")
-        .arg(SCRIPT)
+        .arg(script)
         .arg(addr)
-        .arg(threads.to_string())
+        .arg(sessions.to_string())
         .arg(seconds.to_string())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -79,6 +79,10 @@ struct Args {
     /// of sending it with the next lock (one).
     #[arg(long)]
     await_unlock: bool,
+    /// With `--load`: lock one-level ids (`c1m-S-I`) instead of the rows' three-level ones
+    /// (`c1m/S/I`), to see what the ancestors' entries cost.
+    #[arg(long)]
+    flat: bool,
     /// Internal: measure MEM for this many locks in this process and print the result.
     #[arg(long, hide = true, value_name = "N")]
     mem_child: Option<u64>,
@@ -107,6 +111,11 @@ fn main() -> ExitCode {
                 bench::client::Cycle::Awaited
             } else {
                 bench::client::Cycle::Pipelined
+            },
+            if args.flat {
+                bench::client::Ids::Flat
+            } else {
+                bench::client::Ids::Deep
             },
         ) {
             Ok(line) => {

@@ -275,10 +275,12 @@ impl Ids {
 }
 
 /// The lock of C1's fleets: session `s`'s operation `i`, on the session's node.
-fn local_lock(s: usize, i: u64) -> (String, LockSpec) {
-    let path = Ids::Deep.path("c1m", s, i);
-    let lock = LockSpec::new(&path, "X");
-    (path, lock)
+fn c1_lock(ids: Ids) -> impl Fn(usize, u64) -> (String, LockSpec) + Send + Sync + Clone + 'static {
+    move |s: usize, i: u64| {
+        let path = ids.path("c1m", s, i);
+        let lock = LockSpec::new(&path, "X");
+        (path, lock)
+    }
 }
 
 /// The lock of C2's fleets: session `s`'s operation `i`, `Majority` on `nodes`.
@@ -323,12 +325,7 @@ pub fn load(
     let sample = rt.block_on(async {
         let timeout = |_| format!("not done within {} s", limit.as_secs());
         if majority.is_empty() {
-            let lock = move |s: usize, i: u64| {
-                let path = ids.path("c1m", s, i);
-                let lock = LockSpec::new(&path, "X");
-                (path, lock)
-            };
-            let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, lock);
+            let fleet = concurrent(addr.to_owned(), sessions, run_for, cycle, c1_lock(ids));
             return tokio::time::timeout(limit, fleet).await.map_err(timeout)?;
         }
         let mut client = connect(addr).await?;
@@ -393,7 +390,8 @@ pub fn run(ctx: &mut Ctx) -> Vec<Row> {
             for (spec, sessions, cycle) in &many {
                 let spec = std::slice::from_ref(spec);
                 rows.extend(ctx.run_rounds(spec, |_| {
-                    let sample = concurrent(addr.clone(), *sessions, run_for, *cycle, local_lock);
+                    let sample =
+                        concurrent(addr.clone(), *sessions, run_for, *cycle, c1_lock(Ids::Deep));
                     Ok(vec![alone(ctx, sample)?])
                 }));
             }

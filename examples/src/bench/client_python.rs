@@ -128,10 +128,10 @@ from locks_client.aio import Client
 
 addr, sessions, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 
-async def run(session, out, deadline):
+async def run(session, t, out, deadline):
     i, done = 0, time.perf_counter_ns()
     while done < deadline:
-        path = f"pya/{id(out)}/{i}"
+        path = f"pya/{t}/{i}"
         began = time.perf_counter_ns()
         await session.lock(path)
         await session.unlock(path)
@@ -146,7 +146,7 @@ async def main():
         opened = await asyncio.gather(*(client.session() for _ in range(sessions)))
         began = time.perf_counter_ns()
         deadline = began + int(seconds * 1e9)
-        ended = await asyncio.gather(*(run(s, lat[t], deadline) for t, s in enumerate(opened)))
+        ended = await asyncio.gather(*(run(s, t, lat[t], deadline) for t, s in enumerate(opened)))
         for s in opened:
             await s.end()
     all_lat = [x for l in lat for x in l]

@@ -275,10 +275,16 @@ impl LockRecord {
         ch.entry(agent);
     }
 
-    /// Drops the boxed extras when unused and the index when the lock has become small.
+    /// Drops the boxed extras when unused and the index when the lock has become small, and
+    /// the mark of a quiet release once nothing is pending (an operation that empties the
+    /// queues without telling anyone pending leaves it set otherwise, and whether it survived
+    /// then depended on whether the extras were kept for an index).
     pub fn trim(&mut self, index_threshold: usize) {
         let len = self.entries.len();
         if let Some(x) = self.extra.as_deref_mut() {
+            if x.converting.is_empty() && x.waiting.is_empty() {
+                x.stale_pending = false;
+            }
             if x.index.is_some() && len.saturating_mul(2) < index_threshold {
                 x.index = None;
             }
@@ -420,6 +426,28 @@ mod tests {
     #[test]
     fn a_lock_with_one_holder_stays_small() {
         assert_eq!(std::mem::size_of::<LockRecord>(), 64);
+    }
+
+    #[test]
+    fn the_mark_of_a_quiet_release_goes_once_nothing_is_pending_index_or_not() {
+        // A table whose records keep their extras for an index and one whose records drop
+        // them must tell the same agents: the mark cannot outlive the queues in one of them.
+        for index_threshold in [0, usize::MAX] {
+            let mut rec = LockRecord::new(locks_core::lock_id!["l"], 1);
+            rec.extra_mut().waiting.push_back(7);
+            rec.set_stale_pending(true);
+            assert!(rec.stale_pending());
+            rec.trim(index_threshold);
+            assert!(rec.stale_pending(), "a waiter is still there");
+            // An operation empties the queue and tells nobody pending (`emit` returns `None`).
+            rec.extra_mut().waiting.clear();
+            rec.build_index();
+            rec.trim(index_threshold);
+            assert!(!rec.stale_pending(), "threshold {index_threshold}");
+            // A waiter that joins later is told the queue as it is: nothing stale.
+            rec.extra_mut().waiting.push_back(8);
+            assert!(!rec.stale_pending(), "threshold {index_threshold}");
+        }
     }
 
     #[test]

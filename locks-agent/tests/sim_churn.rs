@@ -4,7 +4,8 @@
 //! other), unlocks of held and of pending locks and ends in the middle of a transaction (which
 //! leave the views others were forwarded stale), and agents with `abort_on_deadlock` (whose
 //! victims' queued copies may not be needed). Runs with *twists* add pauses (an unlock or an
-//! end after the views went round; a request withdrawn a while after it was asked) and a crash
+//! end after the views went round; a request withdrawn a while after it was asked), clients
+//! that give up waiting (they end while their agent waits, probes maybe in hand) and a crash
 //! of n2's server, which comes back a while later. Every transaction must finish, the simulation's
 //! oracles hold after every step, and the surrenders the tables apply are audited against
 //! their own wait-for graphs (printed; the share decided on outdated knowledge is a figure, not
@@ -36,6 +37,10 @@ enum Op {
     Idle(u64),
     /// End the transaction now.
     End,
+    /// Ask and wait, giving up after this many steps of the network: a client whose wait ran
+    /// out ends its transaction, waiting or not (its agent may hold probes it has not handled
+    /// yet, and its waits sit in views that agents holding the locks keep).
+    LockOrGiveUp(Ask, u64),
 }
 
 /// How the scripts draw their requests.
@@ -91,13 +96,16 @@ fn random_script(rng: &mut Rng, shape: Shape, twists: Twists) -> VecDeque<Op> {
     let mut asks = 0;
     for _ in 0..len {
         let op = match rng.below(10) {
+            0..=4 if twists.gives_up && rng.below(3) == 0 => {
+                Op::LockOrGiveUp(random_ask(rng, shape, nodes), 1 + rng.below(60) as u64)
+            }
             0..=4 => Op::Lock(random_ask(rng, shape, nodes)),
             5..=7 => Op::NoWait(random_ask(rng, shape, nodes)),
             8 => Op::Unlock(rng.below(4)),
             _ => Op::End,
         };
         let no_wait = matches!(op, Op::NoWait(_));
-        asks += usize::from(matches!(op, Op::Lock(_)) || no_wait);
+        asks += usize::from(matches!(op, Op::Lock(_) | Op::LockOrGiveUp(..)) || no_wait);
         // With pauses, an unlock or an end half the time waits a while for the network first,
         // and a request asked without waiting is half the time withdrawn after a while: its
         // views have gone round, and the agents ahead of it are not told it left.
@@ -123,6 +131,8 @@ struct Script {
     blocked: bool,
     /// Idle until this step (0: not idle).
     idle_until: u64,
+    /// While blocked, the step at which the client gives up and ends (0: never).
+    give_up_at: u64,
 }
 
 /// What a run adds to the scripts.
@@ -135,6 +145,9 @@ struct Twists {
     crash: bool,
     /// Requests name three nodes (n3 too) rather than two.
     three_nodes: bool,
+    /// A third of the blocking requests are given up after a while, or half the time as soon
+    /// as the agent takes in a probe: the client ends its transaction while it waits.
+    gives_up: bool,
 }
 
 impl Twists {
@@ -149,12 +162,19 @@ const PLAIN: Twists = Twists {
     pauses: false,
     crash: false,
     three_nodes: false,
+    gives_up: false,
 };
 
 /// Pauses before unlocks and ends, and requests withdrawn after a while.
 const PAUSES: Twists = Twists {
     pauses: true,
     ..PLAIN
+};
+
+/// Pauses, and clients that give up waiting and end.
+const GIVE_UP: Twists = Twists {
+    gives_up: true,
+    ..PAUSES
 };
 
 /// Pauses, and a crash of n2's server.
@@ -199,6 +219,7 @@ fn run(seed: u64, agents: u64, shape: Shape, twists: Twists) -> Result<(u64, Aud
             asked: Vec::new(),
             blocked: false,
             idle_until: 0,
+            give_up_at: 0,
         };
         scripts.insert(id, script);
     }
@@ -271,9 +292,19 @@ fn issue_ready(
             }
             if script.blocked {
                 if !sim.status(id).have_all_locks() {
+                    // A client that gives up may do so just as its agent took in a probe.
+                    let gives_up = script.give_up_at != 0
+                        && (now >= script.give_up_at
+                            || (sim.probed.as_ref() == Some(id) && sim.rng().below(2) == 0));
+                    if gives_up {
+                        sim.kill(id);
+                        script.ops.clear();
+                        issued = true;
+                    }
                     break;
                 }
                 script.blocked = false;
+                script.give_up_at = 0;
             }
             let Some(op) = script.ops.pop_front() else {
                 break;
@@ -284,6 +315,12 @@ fn issue_ready(
                     script.asked.push(ask.lock.clone());
                     asked(sim, id, ask)?;
                     script.blocked = true;
+                }
+                Op::LockOrGiveUp(ask, steps) => {
+                    script.asked.push(ask.lock.clone());
+                    asked(sim, id, ask)?;
+                    script.blocked = true;
+                    script.give_up_at = now + steps;
                 }
                 Op::NoWait(ask) => {
                     script.asked.push(ask.lock.clone());
@@ -345,6 +382,12 @@ const REGRESSIONS: &[(Shape, Twists, u64)] = &[
     // notice that its entry was gone, at that same version, was taken for an old one, and the
     // surrender, which the server ignores without an answer, never ended.
     (Shape::Tree, THREE_NODES, 590),
+    // A victim's probe reached an agent that withdrew its wait and ended before it handled
+    // the probe: the probe went with the agent's end, and the victim, holding the lock of the
+    // gone agent's wait and so never told it ended, saw the same cycle and never probed again.
+    (Shape::Tree, PAUSES, 4279),
+    // The same, found by the clients that give up waiting.
+    (Shape::Tree, GIVE_UP, 1433),
 ];
 
 fn churn(shape: Shape, agents: u64, twists: Twists) {
@@ -385,6 +428,12 @@ fn churning_transactions_on_hot_locks_met_on_one_node_queued_on_the_other_all_fi
 fn churning_transactions_that_pause_before_they_unlock_or_end_all_finish() {
     churn(Shape::Hot, 6, PAUSES);
     churn(Shape::Tree, 12, PAUSES);
+}
+
+#[test]
+fn churning_transactions_that_give_up_waiting_all_finish() {
+    churn(Shape::Hot, 6, GIVE_UP);
+    churn(Shape::Tree, 12, GIVE_UP);
 }
 
 #[test]

@@ -492,11 +492,18 @@ impl AgentCore {
     }
 
     /// Takes in a message from a lock server or another agent. Knowledge is recorded; the
-    /// status and the analysis wait for [`AgentCore::settle`].
+    /// status and the analysis wait for [`AgentCore::settle`]. Once the agent ended or aborted,
+    /// nothing is taken in, and a probe goes back to its victim refuted.
     pub fn receive(&mut self, msg: AgentMessage) -> Vec<AgentEffect> {
         tracing::trace!(target: "lock_path", hop = 10, agent = %self.id, "taken in");
         let mut out = Vec::new();
-        if self.phase != Phase::Running || self.on_surrender_answer(&msg, &mut out) {
+        if self.phase != Phase::Running {
+            if let AgentMessage::Probe(probe) = msg {
+                self.bounce(probe, &mut out);
+            }
+            return out;
+        }
+        if self.on_surrender_answer(&msg, &mut out) {
             return out;
         }
         match msg {

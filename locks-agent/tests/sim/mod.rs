@@ -100,6 +100,9 @@ pub struct Sim {
     pub fast_path: bool,
     /// Clients ask as `lock` calls, and a step may drop one (`drops.rs`).
     pub drops: bool,
+    /// The running agent the last delivery handed a probe to, which it has not handled yet:
+    /// a test may end it right then, the probe in hand.
+    pub probed: Option<AgentId>,
     /// The last call id handed out (`drops.rs`).
     next_call: u64,
     /// Every message sent and the rounds of the run (see [`Sim::counts`]).
@@ -131,6 +134,7 @@ impl Sim {
             audit: Audit::default(),
             fast_path: false,
             drops: false,
+            probed: None,
             next_call: 0,
             rounds: Rounds::default(),
         }
@@ -322,6 +326,7 @@ impl Sim {
             (End::Server(node), Payload::Server(req)) => self.admit(node, req)?,
             (End::Agent(id), Payload::Agent(msg)) => {
                 self.world.trace.push(format!("{id} <- {msg:?}"));
+                self.probed = None;
                 if matches!(msg, AgentMessage::Notice(_)) {
                     self.stats.notices += 1;
                 }
@@ -330,6 +335,9 @@ impl Sim {
                 } else if let Some(c) = self.clients.get_mut(&id)
                     && c.core.is_running()
                 {
+                    if matches!(msg, AgentMessage::Probe(_)) {
+                        self.probed = Some(id.clone());
+                    }
                     let effects = c.core.receive(msg);
                     self.world.unsettled.insert(id.clone());
                     self.route(&id, effects);

@@ -229,7 +229,8 @@ impl AgentCore {
     }
 
     /// Ends the transaction: the waiting callers fail, then `RemoveAgent` goes to every node
-    /// the agent sent anything to. The core accepts nothing afterwards; a second `end` does
+    /// the agent sent anything to, and every probe it holds goes back to its victim refuted.
+    /// The core accepts nothing afterwards (a probe is sent back refuted); a second `end` does
     /// nothing.
     pub fn end(&mut self) -> Vec<AgentEffect> {
         let mut out = Vec::new();
@@ -246,6 +247,7 @@ impl AgentCore {
                 },
             }
         }));
+        self.bounce_held_probes(&mut out);
         self.requests.clear();
         self.knowledge = Knowledge::default();
         self.probes = super::probe::Probes::default();

@@ -24,10 +24,17 @@
 //!   probe is dropped. A real deadlock never loses an edge, and its victim will see it again
 //!   with newer views (forwarding goes on as before), and probe again.
 //! - A probe with an edge into the agent that checks it, on a copy that agent left in a
-//!   retreat (`gate.rs`), is dropped: the agent's `Unlock` of that copy is on its way, and
+//!   retreat (`gate.rs`), stops there: the agent's `Unlock` of that copy is on its way, and
 //!   removes the edge when the server applies it (or the node goes down, which removes it
 //!   too). The waiter of that edge waits behind this agent there, so the server tells it of
-//!   the removal, and its analysis runs again on the news.
+//!   the removal. When that waiter is the victim, the news makes it probe again, and the
+//!   probe is dropped; otherwise the probe goes back to the victim with that edge refuted at
+//!   the version its waiter confirmed (the victim may hold only a forwarded view of that
+//!   copy, which nobody would replace).
+//! - An agent that ends or aborts sends every probe it holds back to its victim refuted, and
+//!   so does its core for any probe that comes after (the router does the same once the agent
+//!   is gone): it waits for nobody, and the victim must not wait for a probe that went with
+//!   it.
 //! - An edge the waiter cannot judge yet (its view is older than the probe's, or missing while
 //!   a surrender of its awaits the server's answer) parks the probe until the waiter's next
 //!   notice (at most [`PARKED`] probes; the oldest go first).
@@ -63,6 +70,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
+mod bounce;
+
 /// How many probes an agent keeps waiting for news at most.
 pub(super) const PARKED: usize = 8;
 
@@ -72,7 +81,7 @@ const INBOX: usize = 64;
 
 /// The longest cycle a probe may describe (agents of one deadlock; longer ones are refused as
 /// malformed).
-const MAX_EDGES: usize = 256;
+pub(super) const MAX_EDGES: usize = 256;
 
 /// The agent's probes in hand.
 #[derive(Clone, Debug, Default)]
@@ -287,9 +296,13 @@ impl AgentCore {
     /// Handles the probes received and those parked, now that the status is current.
     pub(super) fn run_probes(&mut self, out: &mut Vec<AgentEffect>) {
         self.retract_refutations(out);
-        let inbox = std::mem::take(&mut self.probes.inbox);
-        for mut probe in inbox {
+        let mut inbox = std::mem::take(&mut self.probes.inbox).into_iter();
+        while let Some(mut probe) = inbox.next() {
             if self.phase != Phase::Running {
+                // An earlier probe of this burst made it abort: it waits for nobody now.
+                for probe in std::iter::once(probe).chain(inbox) {
+                    self.bounce(probe, out);
+                }
                 return;
             }
             let next = probe.next as usize;
@@ -301,11 +314,12 @@ impl AgentCore {
             }
             // An edge into this agent on a copy it left in a retreat (`gate.rs`) ends with the
             // unlock it sent there: the cycle breaks without anyone giving way.
-            if probe
+            if let Some(into) = probe
                 .edges
                 .iter()
-                .any(|e| e.blocker == self.id && self.left_copy(&e.lock, &e.node))
+                .position(|e| e.blocker == self.id && self.left_copy(&e.lock, &e.node))
             {
+                self.refute_left(probe, into, out);
                 continue;
             }
             match self.check_edge(&probe.edges[next]) {

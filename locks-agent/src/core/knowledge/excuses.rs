@@ -1,13 +1,14 @@
-//! Waits a waiter said it does not have (it refuted a probe, `core/agent/probe.rs`): left out
-//! of the deadlock analysis as long as the views that showed them are not replaced by newer ones,
-//! the waiter does not vouch for them again, and no node comes or goes.
+//! Waits a waiter said it does not have (it refuted a probe, `core/agent/probe.rs`), or that the
+//! agent it waited for there said it left (the copy it left in a retreat): left out of the
+//! deadlock analysis as long as the views that showed them are not replaced by newer ones, the
+//! waiter does not vouch for them again, and no node comes or goes.
 
 use super::Knowledge;
 use locks_core::{AgentId, LockId, NodeId};
 use smallvec::SmallVec;
 
 impl Knowledge {
-    /// Records that `waiter` does not wait on `(lock, node)` as of `version` (it refuted a
+    /// Records that `waiter` does not wait on `(lock, node)` as of `version` (a refuted
     /// probe). Returns whether the graph may change.
     pub fn excuse(&mut self, waiter: &AgentId, lock: &LockId, node: &NodeId, version: u64) -> bool {
         let key = (lock.clone(), node.clone());

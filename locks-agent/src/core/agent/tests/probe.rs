@@ -138,3 +138,131 @@ fn a_surrender_the_server_ignores_was_reported_lost_and_is_reported_held_again()
     assert_eq!(again.nodes[..], [(n1(), 5)], "at the version of the answer");
     assert!(c.status().have_all_locks());
 }
+
+/// Agent 1 waits for `holder` on L (version 4) and has taken in agent 3's probe of its edge to
+/// 3 on L at `probe_version`, not handled yet.
+fn probed_waiter(holder: u64, probe_version: u64) -> AgentCore {
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), X, &[n1()], Req::All).unwrap();
+    c.receive(waiting_notice(&l, X, view(4, &[(holder, X)], &[(1, X)])));
+    c.settle();
+    c.receive(AgentMessage::Probe(Probe {
+        edges: vec![edge(1, 3, &l, n1(), probe_version), edge(3, 1, &k, n1(), 9)],
+        next: 0,
+        refuted: false,
+        epoch: 0,
+    }));
+    c
+}
+
+#[test]
+fn a_probe_taken_in_before_the_end_goes_back_refuted() {
+    let mut c = probed_waiter(3, 4);
+    let sent = probes(&c.end());
+    assert_eq!(
+        sent.len(),
+        1,
+        "the victim must not wait for a probe that went with the end"
+    );
+    let (to, back) = &sent[0];
+    assert_eq!(to, &agent(3));
+    assert!(back.refuted);
+    assert_eq!(back.next, 0);
+}
+
+#[test]
+fn a_probe_parked_for_news_goes_back_refuted_at_the_end() {
+    // Agent 1's view (version 4) shows agent 2 holding L; the probe saw version 6, where agent 3
+    // holds it: the settle parks the probe until agent 1's news.
+    let mut c = probed_waiter(2, 6);
+    assert!(probes(&c.settle()).is_empty(), "parked until news");
+    let sent = probes(&c.end());
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].1.refuted);
+}
+
+#[test]
+fn a_probe_that_comes_after_the_end_goes_back_refuted() {
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    let mut c = core(1, Options::default());
+    c.end();
+    let probe = Probe {
+        edges: vec![edge(1, 3, &l, n1(), 4), edge(3, 1, &k, n1(), 9)],
+        next: 0,
+        refuted: false,
+        epoch: 0,
+    };
+    let sent = probes(&c.receive(AgentMessage::Probe(probe.clone())));
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].1.refuted);
+    // One already refuted, or not asking agent 1, is not sent anywhere.
+    let refuted = Probe {
+        refuted: true,
+        ..probe.clone()
+    };
+    assert!(probes(&c.receive(AgentMessage::Probe(refuted))).is_empty());
+    let not_ours = Probe { next: 1, ..probe };
+    assert!(probes(&c.receive(AgentMessage::Probe(not_ours))).is_empty());
+}
+
+/// Agent 1's `All` request on L over n1 and n2 waits on its gate (n1, behind agent 2), so it
+/// left its copy on n2, granted there at version 5: its unlock is on its way.
+fn left_n2() -> AgentCore {
+    let l = lock_id!["l"];
+    let mut c = core(1, Options::default());
+    c.request(l.clone(), X, &[n1(), node("n2")], Req::All)
+        .unwrap();
+    c.receive(notice(&node("n2"), &l, 5, EntryState::Granted(X)));
+    c.receive(waiting_notice(&l, X, view(3, &[(2, X)], &[(1, X)])));
+    c.settle();
+    assert!(c.left_copy(&l, &node("n2")));
+    c
+}
+
+#[test]
+fn a_probe_through_a_copy_left_goes_back_to_a_victim_not_queued_there() {
+    let (l, k, m) = (lock_id!["l"], lock_id!["k"], lock_id!["m"]);
+    let mut c = left_n2();
+    // Victim 9 saw agent 3 wait for agent 1 on L at n2 (version 5), and 3 confirmed it. Agent
+    // 1 left that copy; 9 holds only a forwarded view of it, which nobody will replace.
+    let probe = Probe {
+        edges: vec![
+            edge(3, 1, &l, node("n2"), 5),
+            edge(1, 2, &l, n1(), 3),
+            edge(2, 9, &k, n1(), 7),
+            edge(9, 3, &m, n1(), 8),
+        ],
+        next: 1,
+        refuted: false,
+        epoch: 0,
+    };
+    c.receive(AgentMessage::Probe(probe));
+    let sent = probes(&c.settle());
+    assert_eq!(sent.len(), 1, "the victim must hear that the cycle broke");
+    let (to, back) = &sent[0];
+    assert_eq!(to, &agent(9));
+    assert!(back.refuted);
+    assert_eq!(back.next, 0, "the edge into agent 1 on the copy it left");
+    assert_eq!(back.edges[0].version, 5);
+}
+
+#[test]
+fn a_probe_through_a_copy_left_is_dropped_when_its_victim_waits_there() {
+    let (l, k) = (lock_id!["l"], lock_id!["k"]);
+    let mut c = left_n2();
+    // The victim itself waits behind agent 1 on L at n2: the server tells it of the unlock.
+    let probe = Probe {
+        edges: vec![
+            edge(1, 2, &l, n1(), 3),
+            edge(2, 9, &k, n1(), 7),
+            edge(9, 1, &l, node("n2"), 5),
+        ],
+        next: 0,
+        refuted: false,
+        epoch: 0,
+    };
+    c.receive(AgentMessage::Probe(probe));
+    let sent = probes(&c.settle());
+    assert!(sent.is_empty(), "{sent:?}");
+}

@@ -288,7 +288,11 @@ impl Agent {
             }
         }
         self.release();
-        ctx.stop();
+        // Unregistered now, the router sends a probe that comes from here on back to its
+        // victim; one already in the mailbox is handled first (the ended core sends it back),
+        // because actix drops what is left in a stopping actor's mailbox, and a probe dropped
+        // leaves its victim waiting for it for ever.
+        ctx.notify(Stop);
     }
 
     /// Unregisters the agent and carries out the core's end: the callers fail, every lock
@@ -345,7 +349,7 @@ const SETTLES_IN_A_ROW: usize = 8;
 /// The item of the agent's context that runs the settle rounds asked for: actix polls it each
 /// time the actor runs, after handling every message in the mailbox, so one round follows each
 /// burst. It never completes, so the agent does not stop by losing its last address; it
-/// stops by `ctx.stop()` on `End` (which the handle's end and its drop both
+/// stops by `ctx.stop()` after `End` (which the handle's end and its drop both
 /// send) or on an abort, and with its node's arbiter.
 struct Settler;
 
@@ -597,6 +601,19 @@ impl Handler<End> for Agent {
 
     fn handle(&mut self, _msg: End, ctx: &mut Self::Context) {
         self.stop_with(Error::Ended, ctx);
+    }
+}
+
+/// Stop, the agent having ended: queued after the messages already in its mailbox.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Stop;
+
+impl Handler<Stop> for Agent {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Stop, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 

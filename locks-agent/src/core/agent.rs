@@ -456,11 +456,7 @@ impl AgentCore {
     /// agent asks for that copy, as the lock or as an ancestor of one. (Descendants follow
     /// their ancestor in lock id order.)
     fn asks_for(&self, lock: &LockId, node: &NodeId) -> bool {
-        self.requests
-            .range::<LockId, _>((Bound::Included(lock), Bound::Unbounded))
-            .map(|(_, r)| r)
-            .take_while(|r| r.lock == *lock || lock.is_ancestor_of(&r.lock))
-            .any(|r| r.nodes.contains(node))
+        asks_for(&self.requests, lock, node)
     }
 
     /// Sends `Unlock` of `lock` to `node` (up), and counts no grant of that copy, nor the
@@ -672,3 +668,13 @@ mod watches;
 pub use callers::{Answer, CallFailure, CallId};
 pub(crate) use have_all::status_without_agent;
 pub use locks_server::lease::Lease;
+
+/// Whether a request of `requests` on `lock` or on a descendant of it names `node`
+/// ([`AgentCore::asks_for`]).
+fn asks_for(requests: &BTreeMap<LockId, LockRequest>, lock: &LockId, node: &NodeId) -> bool {
+    requests
+        .range::<LockId, _>((Bound::Included(lock), Bound::Unbounded))
+        .map(|(_, r)| r)
+        .take_while(|r| r.lock == *lock || lock.is_ancestor_of(&r.lock))
+        .any(|r| r.nodes.contains(node))
+}

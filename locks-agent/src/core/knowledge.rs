@@ -429,7 +429,17 @@ impl Knowledge {
 
     /// Records that this agent surrendered `(lock, node)` at `version`: suspends that entry and
     /// the entries on the lock's descendants on that node, and forgets the view (it will change).
-    pub fn surrendered(&mut self, lock: &LockId, node: &NodeId, version: u64) {
+    /// A descendant's entry already gone is suspended only if the agent asks for that copy
+    /// (`asked`: a grant sent before the server applies the surrender may be on its way):
+    /// otherwise there is nothing to suspend, and a suspension would keep the copy from being
+    /// forgotten (`withdrawn.rs`) for good when the surrender is applied or ignored.
+    pub fn surrendered(
+        &mut self,
+        lock: &LockId,
+        node: &NodeId,
+        version: u64,
+        asked: impl Fn(&LockId, &NodeId) -> bool,
+    ) {
         let key = (lock.clone(), node.clone());
         let copy = self.copies.entry(key.clone()).or_default();
         copy.view_min = copy.view_min.max(version + 1);
@@ -442,7 +452,14 @@ impl Knowledge {
         self.views.remove(&key);
         self.surrenders.insert(key.clone());
         let under: Vec<(LockId, NodeId)> = Self::under(&self.copies, key)
-            .filter(|((_, n), c)| n == node && c.entry.is_some())
+            .filter(|((l, n), c)| {
+                n == node
+                    && match c.entry {
+                        None => false,
+                        Some(EntryState::Absent) => asked(l, n),
+                        Some(_) => true,
+                    }
+            })
             .map(|(k, _)| k.clone())
             .collect();
         for k in under {

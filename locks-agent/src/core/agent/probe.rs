@@ -57,7 +57,7 @@
 //! meet its requirement without it. A queued copy of an `Any` or `Majority` request, or one the
 //! requirement can spare, is surrendered silently.
 
-use super::{AgentCore, AgentEffect, Phase};
+use super::{AgentCore, AgentEffect, Phase, asks_for};
 use crate::core::graph::{Cycle, ViewGraph, blockers_of};
 use crate::core::knowledge::is_pending_in;
 use crate::core::requests::LockRequest;
@@ -519,7 +519,9 @@ impl AgentCore {
             lock: lock.clone(),
             node: node.clone(),
         });
-        self.knowledge.surrendered(&lock, &node, version);
+        let requests = &self.requests;
+        self.knowledge
+            .surrendered(&lock, &node, version, |l, n| asks_for(requests, l, n));
         self.mark_tree(&lock);
         self.refresh_status(out);
         // What is left is forwarded again in this settle.

@@ -101,13 +101,32 @@ fn views_without_waiters_are_not_kept() {
 }
 
 #[test]
+fn a_surrender_suspends_no_entry_already_gone_under_it() {
+    // Agent 1 held `a` and `a/1`, and its unlock of `a/1` was answered before it surrendered
+    // `a` (a session that went on with other ids). Nothing of `a/1` is left to suspend: its
+    // copy is forgotten at once, not kept until the surrender's answer (which, for a surrender
+    // the server ignores, would never let it go).
+    let (a, a1) = (lock_id!["a"], lock_id!["a", 1]);
+    let mut k = Knowledge::default();
+    k.on_notice(&me(), notice(&a, 2, EntryState::Granted(X)));
+    k.on_notice(&me(), notice(&a1, 2, EntryState::Granted(X)));
+    k.on_notice(&me(), notice(&a1, 3, EntryState::Absent));
+    k.on_view(&me(), &a, &node(), waiting_view(4, 1, 2));
+    // Agent 1 asks for nothing under `a` any more.
+    k.surrendered(&a, &node(), 4, |_, _| false);
+    assert!(k.is_suspended(&a, &node()));
+    assert!(!k.is_suspended(&a1, &node()));
+    assert!(k.forget_left(&a1, &node()));
+}
+
+#[test]
 fn an_applied_surrender_keeps_descendants_suspended_until_their_own_notice() {
     let (a, a1) = (lock_id!["a"], lock_id!["a", 1]);
     let mut k = Knowledge::default();
     k.on_notice(&me(), notice(&a, 2, EntryState::Granted(X)));
     k.on_notice(&me(), notice(&a1, 2, EntryState::Granted(X)));
     k.on_view(&me(), &a, &node(), waiting_view(4, 1, 2));
-    k.surrendered(&a, &node(), 4);
+    k.surrendered(&a, &node(), 4, |_, _| true);
     assert!(k.surrender_outstanding());
     assert_eq!(k.held(&a, &node()), None);
     assert_eq!(k.held(&a1, &node()), None);
@@ -144,7 +163,7 @@ fn an_ignored_surrender_gives_the_descendants_back() {
     let mut k = Knowledge::default();
     k.on_notice(&me(), notice(&a, 2, EntryState::Granted(IX)));
     k.on_notice(&me(), notice(&a1, 2, EntryState::Granted(X)));
-    k.surrendered(&a, &node(), 4);
+    k.surrendered(&a, &node(), 4, |_, _| true);
     // The server's answer to a stale surrender: the entry now, with the version surrendered.
     let mut n = notice(&a, 8, EntryState::Granted(IX));
     n.note = Some(Box::new(Note::NotSurrendered { version: 4 }));
@@ -162,7 +181,7 @@ fn a_notice_sent_before_the_server_took_the_surrender_leaves_it_in_doubt() {
     let mut k = Knowledge::default();
     k.on_notice(&me(), notice(&a, 2, EntryState::Waiting(IX)));
     k.on_notice(&me(), notice(&a1, 2, EntryState::Waiting(X)));
-    k.surrendered(&a, &node(), 2);
+    k.surrendered(&a, &node(), 2, |_, _| true);
     // Granted before the surrender reached the server.
     k.on_notice(&me(), notice(&a, 5, EntryState::Granted(IX)));
     k.on_notice(&me(), notice(&a1, 5, EntryState::Granted(X)));
@@ -191,7 +210,7 @@ fn a_surrender_of_a_copy_the_agent_left_is_over_with_its_entry() {
     let a = lock_id!["a"];
     let mut k = Knowledge::default();
     k.on_notice(&me(), notice(&a, 2, EntryState::Waiting(X)));
-    k.surrendered(&a, &node(), 2);
+    k.surrendered(&a, &node(), 2, |_, _| true);
     k.on_notice(&me(), notice(&a, 4, EntryState::Absent));
     assert!(!k.surrender_outstanding());
     k.on_notice(&me(), notice(&a, 6, EntryState::Granted(X)));
@@ -206,7 +225,7 @@ fn a_surrender_at_the_version_that_removed_the_entry_is_over_with_that_notice() 
     let a = lock_id!["a"];
     let mut k = Knowledge::default();
     k.on_notice(&me(), notice(&a, 2, EntryState::Waiting(X)));
-    k.surrendered(&a, &node(), 4);
+    k.surrendered(&a, &node(), 4, |_, _| true);
     k.on_notice(&me(), notice(&a, 4, EntryState::Absent));
     assert!(!k.surrender_outstanding());
     k.on_notice(&me(), notice(&a, 6, EntryState::Granted(X)));

@@ -575,6 +575,19 @@ impl Probe {
         self.edges.last().map(|e| &e.waiter)
     }
 
+    /// This probe refuted, with the victim to send it back to: what becomes of a probe that
+    /// cannot go on, because the agent it asks waits for nobody (it ended, aborted, or took its
+    /// locks without waiting) or because the edge at `next` is gone. `None` for a probe
+    /// refuted already (a probe goes back at most once) or without edges.
+    pub fn refuted_back(mut self) -> Option<(AgentId, Probe)> {
+        if self.refuted {
+            return None;
+        }
+        let victim = self.victim()?.clone();
+        self.refuted = true;
+        Some((victim, self))
+    }
+
     /// Whether the edges form one cycle (each edge's blocker is the next edge's waiter).
     pub fn is_cycle(&self) -> bool {
         let n = self.edges.len();

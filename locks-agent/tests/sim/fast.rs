@@ -143,9 +143,8 @@ impl Sim {
             .and_then(|c| c.idle.as_mut())
             .expect("idle");
         match msg {
-            AgentMessage::Probe(mut probe) if !idle.waits && !probe.refuted => {
-                if let Some(victim) = probe.victim().cloned() {
-                    probe.refuted = true;
+            AgentMessage::Probe(probe) if !idle.waits => {
+                if let Some((victim, probe)) = probe.refuted_back() {
                     self.stats.probes += 1;
                     let (from, to) = (End::Agent(id.clone()), End::Agent(victim));
                     self.world

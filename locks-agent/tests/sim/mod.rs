@@ -341,13 +341,11 @@ impl Sim {
                     let effects = c.core.receive(msg);
                     self.world.unsettled.insert(id.clone());
                     self.route(&id, effects);
-                } else if let AgentMessage::Probe(mut probe) = msg
-                    && !probe.refuted
-                    && let Some(victim) = probe.victim().cloned()
+                } else if let AgentMessage::Probe(probe) = msg
+                    && let Some((victim, probe)) = probe.refuted_back()
                 {
                     // The router sends a probe for an agent that is gone back to its victim,
                     // refuted.
-                    probe.refuted = true;
                     self.stats.probes += 1;
                     let (from, to) = (End::Agent(id.clone()), End::Agent(victim));
                     self.world

@@ -77,11 +77,9 @@ pub fn for_agent(mailbox: MailboxState, msg: &AgentMessage) -> ForAgent {
 /// go on; `None` for any other message.
 pub fn refuted(msg: AgentMessage) -> Option<(AgentId, AgentMessage)> {
     match msg {
-        AgentMessage::Probe(mut probe) if !probe.refuted => {
-            let victim = probe.victim()?.clone();
-            probe.refuted = true;
-            Some((victim, AgentMessage::Probe(probe)))
-        }
+        AgentMessage::Probe(probe) => probe
+            .refuted_back()
+            .map(|(victim, probe)| (victim, AgentMessage::Probe(probe))),
         _ => None,
     }
 }

@@ -20,21 +20,11 @@ impl AgentCore {
     /// version is older than the unlock's, so a newer view of the waiter's, which shows
     /// whether it still waits there for others, is not excused.
     pub(super) fn refute_left(&self, mut probe: Probe, into: usize, out: &mut Vec<AgentEffect>) {
-        let Some(victim) = probe.victim().cloned() else {
-            return;
-        };
-        if probe.edges[into].waiter == victim
-            || victim == self.id
-            || self.down.contains(victim.node())
-        {
+        if probe.victim() == Some(&probe.edges[into].waiter) {
             return;
         }
         probe.next = into as u32;
-        probe.refuted = true;
-        out.push(AgentEffect::ToAgent {
-            to: victim,
-            msg: AgentMessage::Probe(probe),
-        });
+        self.send_back(probe, out);
     }
 
     /// Sends back, refuted, every probe this agent holds (received, or parked for news): it is
@@ -54,21 +44,25 @@ impl AgentCore {
     /// victim holds the lock of the edge into it, so it is never told that the gone agent's
     /// wait there ended, sees the same cycle at every analysis, and never probes it again.
     /// Malformed probes, and probes already refuted, are dropped as `run_probes` drops them.
-    pub(in crate::core::agent) fn bounce(&self, mut probe: Probe, out: &mut Vec<AgentEffect>) {
-        if probe.refuted
-            || !probe.is_cycle()
+    pub(in crate::core::agent) fn bounce(&self, probe: Probe, out: &mut Vec<AgentEffect>) {
+        if !probe.is_cycle()
             || probe.edges.len() > MAX_EDGES
             || probe.edges[probe.next as usize].waiter != self.id
         {
             return;
         }
-        let Some(victim) = probe.victim().cloned() else {
+        self.send_back(probe, out);
+    }
+
+    /// Sends `probe` back to its victim refuted ([`Probe::refuted_back`]), unless it is
+    /// refuted already, this agent is its victim, or the victim's node is down.
+    fn send_back(&self, probe: Probe, out: &mut Vec<AgentEffect>) {
+        let Some((victim, probe)) = probe.refuted_back() else {
             return;
         };
         if victim == self.id || self.down.contains(victim.node()) {
             return;
         }
-        probe.refuted = true;
         out.push(AgentEffect::ToAgent {
             to: victim,
             msg: AgentMessage::Probe(probe),
